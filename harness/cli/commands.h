@@ -1,0 +1,27 @@
+// Each `tune` subcommand registers itself on the CLI11 app. A command writes
+// its exit code into `exit_code`; errors it cannot handle are thrown as the
+// typed exceptions that run_cli() turns into messages and exit codes.
+//
+// Exit codes: 0 success; 1 the command ran but the answer is "no" (a sweep
+// with nothing runnable, no configuration qualifies, a failed self-test);
+// 2 bad input (usage, sweep file, flags); 3 internal or backend error.
+// `tune trial` maps trial statuses to its own codes (see cmd_trial.cpp).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tune::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitNo = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitInternal = 3;
+
+void add_validate_command(CLI::App& app, int& exit_code);
+void add_presets_command(CLI::App& app, int& exit_code);
+void add_devices_command(CLI::App& app, int& exit_code);
+
+// Parses argv and runs the chosen command. Never calls exit().
+int run_cli(int argc, const char* const* argv);
+
+}  // namespace tune::cli

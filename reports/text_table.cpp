@@ -1,0 +1,59 @@
+#include "reports/text_table.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+namespace tune {
+namespace {
+
+bool looks_numeric(const std::string& cell) {
+    if (cell.empty()) return false;
+    const unsigned char first = static_cast<unsigned char>(cell[0]);
+    return std::isdigit(first) || ((cell[0] == '-' || cell[0] == '+') && cell.size() > 1);
+}
+
+// Display width, counting each UTF-8 code point once.
+std::size_t width(const std::string& s) {
+    return static_cast<std::size_t>(
+        std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+}  // namespace
+
+std::string TextTable::render(const std::string& indent) const {
+    const std::size_t columns = header_.size();
+    std::vector<std::size_t> widths(columns, 0);
+    std::vector<bool> numeric(columns, true);
+    for (std::size_t c = 0; c < columns; ++c) widths[c] = width(header_[c]);
+    for (const auto& row : rows_)
+        for (std::size_t c = 0; c < columns && c < row.size(); ++c) {
+            widths[c] = std::max(widths[c], width(row[c]));
+            if (!row[c].empty() && !looks_numeric(row[c])) numeric[c] = false;
+        }
+
+    auto line = [&](const std::vector<std::string>& cells, bool is_header) {
+        std::string out = indent;
+        for (std::size_t c = 0; c < columns; ++c) {
+            const std::string cell = c < cells.size() ? cells[c] : "";
+            const std::size_t pad = widths[c] - width(cell);
+            const bool right = numeric[c] && !is_header;
+            if (right) out.append(pad, ' ');
+            out += cell;
+            if (!right && c + 1 < columns) out.append(pad, ' ');
+            if (c + 1 < columns) out += "  ";
+        }
+        while (!out.empty() && out.back() == ' ') out.pop_back();
+        return out + "\n";
+    };
+
+    std::string out = line(header_, true);
+    std::string rule = indent;
+    for (std::size_t c = 0; c < columns; ++c) rule += std::string(widths[c], '-') + (c + 1 < columns ? "  " : "");
+    out += rule + "\n";
+    for (const auto& row : rows_) out += line(row, false);
+    return out;
+}
+
+}  // namespace tune
