@@ -1,0 +1,282 @@
+// The one interface every numeric op of the trainer goes through. The CPU
+// backend (kernels/cpu) and the CUDA backend (kernels/cuda) implement it, and
+// `tune selftest` runs every op on both and compares.
+//
+// Conventions, for every op:
+//  - Pointers are device pointers (host memory on the CPU backend) to buffers
+//    the caller allocated with allocate(); sizes and strides count elements.
+//  - Tensors are row-major; shapes are written llm.c style beside each pointer,
+//    with B batch, S sequence, C hidden, H heads, KVH key/value heads, D head
+//    dim, F ffn, V vocab, N rows (= B*S tokens unless said otherwise).
+//  - `dtype` is the storage type of the tensor data (f32, bf16 or f16);
+//    arithmetic is fp32, reductions accumulate in fp32 or wider.
+//  - Ops never allocate. An op that needs scratch memory has a
+//    *_workspace_bytes() query and takes a Workspace at least that large.
+//  - Ops are ordered on the backend's stream: results are visible to the host
+//    after synchronize() or a copy_to_host(). Scalar outputs (losses,
+//    found_inf, sums of squares) are fp32 values in device memory.
+//  - "accumulates" means out += result; otherwise outputs are overwritten.
+//  - Bad arguments (shapes, dtypes, small workspace) raise tune::BackendError.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "kernels/dtype.h"
+
+namespace tune::kernels {
+
+struct Workspace {
+    void* ptr = nullptr;
+    std::uint64_t bytes = 0;
+};
+
+// ---------------------------------------------------------------- GEMM ----
+
+// Per batch index i (0 <= i < batch), row-major:
+//   C_i (m, n) = alpha * op(A_i) (m, k) @ op(B_i) (k, n) + beta * C_i
+// A_i is stored (m, k) with leading dimension lda >= k, or (k, m) with
+// lda >= m when trans_a; likewise B_i (k, n) / (n, k) with trans_b. A_i starts
+// at a + i*stride_a (stride 0 broadcasts one matrix over the batch).
+// Dtypes: a_dtype == b_dtype; c_dtype is that dtype or f32. Accumulation is
+// fp32. beta = 1 accumulates gradients into C.
+struct GemmArgs {
+    std::int64_t m = 0, n = 0, k = 0;
+    bool trans_a = false, trans_b = false;
+    const void* a = nullptr;
+    std::int64_t lda = 0, stride_a = 0;
+    const void* b = nullptr;
+    std::int64_t ldb = 0, stride_b = 0;
+    void* c = nullptr;
+    std::int64_t ldc = 0, stride_c = 0;
+    std::int64_t batch = 1;
+    float alpha = 1.0f, beta = 0.0f;
+    DType a_dtype = DType::f32, b_dtype = DType::f32, c_dtype = DType::f32;
+};
+
+// ----------------------------------------------------------- attention ----
+
+// `materialized` keeps the (B, H, S, S) softmax probabilities for backward;
+// `fused` (a flash-style kernel, not yet implemented by any backend) keeps
+// only the (B, H, S) log-sum-exp and recomputes scores in backward.
+enum class AttentionKind : std::uint8_t { materialized, fused };
+
+// Causal self-attention with grouped key/value heads: query head h reads
+// key/value head h / (H / KVH). Scores are scaled by 1/sqrt(D).
+struct AttentionShape {
+    std::int64_t batch = 0;     // B
+    std::int64_t seq = 0;       // S
+    std::int64_t heads = 0;     // H, a multiple of KVH
+    std::int64_t kv_heads = 0;  // KVH
+    std::int64_t head_dim = 0;  // D
+};
+
+// Token (b, s) of q starts at q + (b*S + s) * q_stride, its head h at
+// + h*D; strides let q, k, v be column blocks of one fused QKV output.
+struct AttentionForwardArgs {
+    AttentionShape shape;
+    AttentionKind kind = AttentionKind::materialized;
+    DType dtype = DType::f32;
+    const void* q = nullptr;  // (B, S, H, D)   row stride q_stride >= H*D
+    const void* k = nullptr;  // (B, S, KVH, D) row stride k_stride >= KVH*D
+    const void* v = nullptr;  // (B, S, KVH, D) row stride v_stride >= KVH*D
+    std::int64_t q_stride = 0, k_stride = 0, v_stride = 0;
+    void* out = nullptr;      // (B, S, H, D)   row stride out_stride >= H*D
+    std::int64_t out_stride = 0;
+    void* probs = nullptr;    // (B, H, S, S) in dtype, materialized: written (upper triangle 0), kept for backward
+    float* lse = nullptr;     // (B, H, S) fused only
+};
+
+struct AttentionBackwardArgs {
+    AttentionShape shape;
+    AttentionKind kind = AttentionKind::materialized;
+    DType dtype = DType::f32;
+    const void* q = nullptr;     // (B, S, H, D)   as in forward
+    const void* k = nullptr;     // (B, S, KVH, D)
+    const void* v = nullptr;     // (B, S, KVH, D)
+    std::int64_t q_stride = 0, k_stride = 0, v_stride = 0;
+    const void* probs = nullptr; // (B, H, S, S) materialized: from forward
+    const void* out = nullptr;   // (B, S, H, D) fused only, with out_stride
+    const float* lse = nullptr;  // (B, H, S) fused only
+    std::int64_t out_stride = 0;
+    const void* dout = nullptr;  // (B, S, H, D)   row stride dout_stride
+    std::int64_t dout_stride = 0;
+    void* dq = nullptr;          // (B, S, H, D)   overwritten, row stride q_stride
+    void* dk = nullptr;          // (B, S, KVH, D) overwritten, row stride k_stride
+    void* dv = nullptr;          // (B, S, KVH, D) overwritten, row stride v_stride
+};
+
+// ------------------------------------------------------- cross-entropy ----
+
+// Fused forward and backward over N rows of fp32 logits:
+//   losses[r] = logsumexp(logits[r]) - logits[r, targets[r]]
+//   dlogits[r] = grad_scale * (softmax(logits[r]) - onehot(targets[r]))
+// A negative target marks a row to ignore (loss 0, gradient 0). With
+// grad_scale = loss_scale / (tokens in the optimizer step) the gradient is
+// that of the mean loss. Chunk over rows by calling it on row ranges
+// (see kernels/lm_head_loss.h for the LM head + loss in chunks).
+struct CrossEntropyArgs {
+    std::int64_t rows = 0;                 // N
+    std::int64_t vocab = 0;                // V
+    const float* logits = nullptr;         // (N, V) fp32
+    const std::int32_t* targets = nullptr; // (N)
+    float* losses = nullptr;               // (N) per-row loss in nats
+    void* dlogits = nullptr;               // (N, V) in dlogits_dtype; may alias logits when f32; nullptr: forward only
+    DType dlogits_dtype = DType::f32;
+    float grad_scale = 1.0f;
+};
+
+// ---------------------------------------------------------- optimizers ----
+
+// One parameter tensor (contiguous) as the optimizer sees it. Call each
+// optimizer once per tensor; `decay` is false for norm weights.
+struct ParamTensor {
+    std::int64_t n = 0;
+    void* param = nullptr;       // (n) the weights updated: fp32 master (fp32, mixed) or bf16 (pure bf16)
+    DType param_dtype = DType::f32;
+    const void* grad = nullptr;  // (n)
+    DType grad_dtype = DType::f32;
+    float grad_scale = 1.0f;     // multiplies each gradient first: clip coefficient / loss scale
+    void* param_copy = nullptr;  // (n) optional: also receives the new weights rounded to copy_dtype (mixed precision model weights)
+    DType copy_dtype = DType::bf16;
+    bool decay = true;           // apply weight decay (matrices) or not (norm weights)
+};
+
+// PyTorch AdamW: p *= 1 - lr*wd; m, v moving averages; bias-corrected step.
+struct AdamWParams {
+    float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+    std::int64_t step = 1;  // 1 for the first update
+};
+
+// Chen et al. 2023: p *= 1 - lr*wd; p -= lr*sign(b1*m + (1-b1)*g); m = b2*m + (1-b2)*g.
+struct LionParams {
+    float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.99f, weight_decay = 0.0f;
+};
+
+// 8-bit Adam (bitsandbytes): m (signed map) and v (unsigned map) as uint8
+// codes with one fp32 absmax per block of block_size elements. Tensors
+// below 4096 elements keep fp32 state: the trainer calls adamw for them.
+struct Adam8bitParams {
+    AdamWParams adam;
+    std::int64_t block_size = 256;
+};
+
+// transformers.optimization.Adafactor (beta1 = None): factored second moment
+// for matrices (row and column statistics), full for vectors, update
+// clipping, relative step size scaled by RMS(p) unless relative_step is false.
+struct AdafactorParams {
+    float lr = 1e-3f;  // used when relative_step is false
+    float eps1 = 1e-30f, eps2 = 1e-3f, clip_threshold = 1.0f, decay_rate = -0.8f, weight_decay = 0.0f;
+    bool relative_step = true, scale_parameter = true;
+    std::int64_t step = 1;
+};
+
+// LOMO's fused update, plain SGD: p = p*(1 - lr*wd) - lr*g.
+struct SgdParams {
+    float lr = 1e-4f, weight_decay = 0.0f;
+};
+
+// ------------------------------------------------------------- backend ----
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string_view name() const = 0;  // "cpu", "cuda:0"
+
+    // ---- memory: raw device buffers; harness/memory wraps these with tags.
+    // allocate raises tune::OutOfMemoryError (requested, bytes this backend
+    // holds) when the device cannot satisfy it; buffers are 256-byte aligned.
+    virtual void* allocate(std::uint64_t bytes) = 0;
+    virtual void deallocate(void* ptr, std::uint64_t bytes) noexcept = 0;
+    virtual std::uint64_t live_bytes() const = 0;
+    virtual void copy_to_device(void* dst, const void* host_src, std::uint64_t bytes) = 0;
+    virtual void copy_to_host(void* host_dst, const void* src, std::uint64_t bytes) = 0;
+    virtual void copy(void* dst, const void* src, std::uint64_t bytes) = 0;  // device to device
+    virtual void fill_zero(void* dst, std::uint64_t bytes) = 0;
+    virtual void synchronize() = 0;
+
+    // ---- GEMM
+    virtual std::uint64_t gemm_workspace_bytes(const GemmArgs& args) const = 0;
+    virtual void gemm(const GemmArgs& args, Workspace ws) = 0;
+
+    // ---- embedding
+    // out (N, C) = table (V, C) rows at tokens (N); tokens outside [0, V) are an error.
+    virtual void embedding_forward(void* out, const std::int32_t* tokens, const void* table, std::int64_t n,
+                                   std::int64_t c, std::int64_t vocab, DType dtype) = 0;
+    virtual std::uint64_t embedding_backward_workspace_bytes(std::int64_t n, std::int64_t c, std::int64_t vocab,
+                                                             DType dtype) const = 0;
+    // dtable (V, C) accumulates dout (N, C) rows at tokens (N).
+    virtual void embedding_backward(void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n,
+                                    std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws) = 0;
+
+    // ---- RMSNorm (Llama: x * rsqrt(mean(x^2) + eps) * weight)
+    // out (N, C), rstd (N) fp32 kept for backward, x (N, C), weight (C).
+    virtual void rmsnorm_forward(void* out, float* rstd, const void* x, const void* weight, std::int64_t n,
+                                 std::int64_t c, float eps, DType dtype) = 0;
+    // dx (N, C) overwritten, or accumulated when accumulate_dx (the residual
+    // stream's gradient); dweight (C) accumulates.
+    virtual void rmsnorm_backward(void* dx, void* dweight, const void* dout, const void* x, const void* weight,
+                                  const float* rstd, std::int64_t n, std::int64_t c, bool accumulate_dx,
+                                  DType dtype) = 0;
+
+    // ---- RoPE, rotate-half as Hugging Face LlamaRotaryEmbedding: position s
+    // = token index in its sequence, angle s * theta^(-2i/D) for pair (i, i + D/2).
+    // out, in (B, S, heads, D) with row strides (elements per token); in place allowed.
+    // Backward rotates by the opposite angle: din from dout, same layout.
+    virtual void rope_forward(void* out, std::int64_t out_stride, const void* in, std::int64_t in_stride,
+                              std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
+                              float theta, DType dtype) = 0;
+    virtual void rope_backward(void* din, std::int64_t din_stride, const void* dout, std::int64_t dout_stride,
+                               std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
+                               float theta, DType dtype) = 0;
+
+    // ---- attention (one workspace size serves forward and backward)
+    virtual std::uint64_t attention_workspace_bytes(const AttentionShape& shape, AttentionKind kind,
+                                                    DType dtype) const = 0;
+    virtual void attention_forward(const AttentionForwardArgs& args, Workspace ws) = 0;
+    virtual void attention_backward(const AttentionBackwardArgs& args, Workspace ws) = 0;
+
+    // ---- SwiGLU: out = silu(gate) * up. gate, up and their gradients are
+    // (N, F) with row stride in_stride (so they can be halves of one fused
+    // gate|up GEMM output); out and dout are (N, F) contiguous.
+    virtual void swiglu_forward(void* out, const void* gate, const void* up, std::int64_t n, std::int64_t f,
+                                std::int64_t in_stride, DType dtype) = 0;
+    virtual void swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                                 std::int64_t n, std::int64_t f, std::int64_t in_stride, DType dtype) = 0;
+
+    // ---- element-wise over n elements
+    // out = a + b (the residual); out may alias a or b.
+    virtual void add(void* out, const void* a, const void* b, std::int64_t n, DType dtype) = 0;
+    // x *= s.
+    virtual void scale(void* x, std::int64_t n, float s, DType dtype) = 0;
+    // dst = src converted (round to nearest even; f32, bf16, f16 in any direction).
+    virtual void cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, std::int64_t n) = 0;
+    // x *= s; *found_inf is set to 1 when any element of x (before scaling)
+    // is inf or nan, and left alone otherwise (zero it once per step).
+    virtual void unscale(void* x, std::int64_t n, float s, float* found_inf, DType dtype) = 0;
+    // *sum += sum of x^2 (a partial square norm: sum shards, then sqrt).
+    virtual void sum_squares(float* sum, const void* x, std::int64_t n, DType dtype) = 0;
+    // NEFTune: x += scale * u with u uniform in [-1, 1) drawn by element index
+    // from a counter-based generator seeded by `seed`, identical on every backend.
+    // scale = alpha / sqrt(S * C).
+    virtual void neftune_noise(void* x, std::int64_t n, float scale, std::uint64_t seed, DType dtype) = 0;
+
+    // ---- cross-entropy
+    virtual void cross_entropy(const CrossEntropyArgs& args) = 0;
+
+    // ---- optimizers, one tensor per call; states are (n) in state_dtype
+    // (f32, or bf16 in pure bf16) unless said otherwise.
+    virtual void adamw_update(const ParamTensor& p, void* m, void* v, DType state_dtype, const AdamWParams& hp) = 0;
+    virtual void lion_update(const ParamTensor& p, void* m, DType state_dtype, const LionParams& hp) = 0;
+    // m_codes, v_codes (n) uint8; absmax_m, absmax_v (ceil(n / block_size)) fp32.
+    virtual void adam8bit_update(const ParamTensor& p, std::uint8_t* m_codes, std::uint8_t* v_codes, float* absmax_m,
+                                 float* absmax_v, const Adam8bitParams& hp) = 0;
+    // Matrix (rows, cols) with rows > 1 and cols > 1: row_stat (rows) and
+    // col_stat (cols) are the factored second moment; otherwise (a vector,
+    // rows*cols = n) row_stat is the full (n) second moment and col_stat unused.
+    virtual void adafactor_update(const ParamTensor& p, std::int64_t rows, std::int64_t cols, void* row_stat,
+                                  void* col_stat, DType state_dtype, const AdafactorParams& hp) = 0;
+    virtual void sgd_update(const ParamTensor& p, const SgdParams& hp) = 0;
+};
+
+}  // namespace tune::kernels
