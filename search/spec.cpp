@@ -1,0 +1,492 @@
+#include "search/spec.h"
+
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "search/nearest.h"
+#include "search/presets.h"
+#include "search/units.h"
+
+namespace tune {
+namespace {
+
+using Names = std::span<const std::string_view>;
+
+constexpr std::array<std::string_view, 8> kSections{"name",    "model",  "hardware", "space",
+                                                    "constraints", "trial", "search",   "output"};
+constexpr std::array<std::string_view, 12> kModelKeys{"preset", "hf_config", "name",        "vocab",
+                                                      "hidden", "layers",    "heads",       "kv_heads",
+                                                      "ffn",    "max_context", "rms_norm_eps", "rope_theta"};
+constexpr std::array<std::string_view, 5> kHardwareKeys{"gpus", "nodes", "device", "memory_limit", "margin"};
+constexpr std::array<std::string_view, 7> kSpaceKeys{"optimizer",     "precision", "zero_stage", "grad_accum",
+                                                     "checkpointing", "context",   "micro_batch"};
+constexpr std::array<std::string_view, 2> kConstraintKeys{"global_batch_tokens", "max_world_size"};
+constexpr std::array<std::string_view, 13> kTrialKeys{"steps", "warmup",        "timeout",        "launcher", "seed",
+                                                      "lr",    "weight_decay",  "clip",           "neftune_alpha",
+                                                      "adam8bit_block", "beta1", "beta2",          "eps"};
+constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
+constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
+constexpr std::array<std::string_view, 4> kLaunchers{"auto", "local", "mpirun", "srun"};
+constexpr std::array<std::string_view, 2> kStrategies{"grid", "pareto-first"};
+
+std::string join(Names names) {
+    std::string out;
+    for (auto n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+    return out;
+}
+
+std::string_view type_name(const toml::node& node) {
+    switch (node.type()) {
+        case toml::node_type::string: return "a string";
+        case toml::node_type::integer: return "an integer";
+        case toml::node_type::floating_point: return "a float";
+        case toml::node_type::boolean: return "a boolean";
+        case toml::node_type::table: return "a table";
+        case toml::node_type::array: return "a list";
+        default: return "a date or time";
+    }
+}
+
+// Reads values out of the parsed TOML, turning every problem into a located ConfigError.
+class Reader {
+public:
+    explicit Reader(std::string file) : file_(std::move(file)) {}
+
+    [[noreturn]] void fail(const toml::source_region& where, const std::string& message) const {
+        throw ConfigError(file_, static_cast<std::uint32_t>(where.begin.line),
+                          static_cast<std::uint32_t>(where.begin.column), message);
+    }
+    [[noreturn]] void fail(const std::string& message) const { throw ConfigError(file_, 0, 0, message); }
+
+    void check_keys(const toml::table& table, std::string_view section, Names allowed) const {
+        for (auto&& [key, node] : table) {
+            const std::string_view k = key.str();
+            bool known = false;
+            for (auto a : allowed) known = known || a == k;
+            if (known) continue;
+            const std::string where = section.empty() ? std::string("at the top level") : fmt::format("in [{}]", section);
+            if (auto guess = nearest(k, allowed))
+                fail(key.source(), fmt::format("unknown key '{}' {}; did you mean '{}'?", k, where, *guess));
+            fail(key.source(), fmt::format("unknown key '{}' {}; valid keys: {}", k, where, join(allowed)));
+        }
+        (void)section;
+    }
+
+    const toml::table* section(const toml::table& root, std::string_view name) const {
+        const toml::node* node = root.get(name);
+        if (!node) return nullptr;
+        if (!node->is_table())
+            fail(node->source(), fmt::format("'{}' must be a section ([{}] followed by its keys), got {}", name, name,
+                                             type_name(*node)));
+        return node->as_table();
+    }
+
+    std::optional<std::int64_t> integer(const toml::table& t, std::string_view section, std::string_view key,
+                                        std::int64_t min, std::int64_t max) const {
+        const toml::node* node = t.get(key);
+        if (!node) return std::nullopt;
+        return integer_value(*node, section, key, min, max);
+    }
+
+    std::int64_t integer_value(const toml::node& node, std::string_view section, std::string_view key,
+                               std::int64_t min, std::int64_t max) const {
+        if (!node.is_integer())
+            fail(node.source(), fmt::format("[{}] {}: expected an integer, got {}", section, key, type_name(node)));
+        const std::int64_t v = node.as_integer()->get();
+        if (v < min || v > max)
+            fail(node.source(), fmt::format("[{}] {}: {} is out of range ({} to {})", section, key, v, min, max));
+        return v;
+    }
+
+    std::optional<double> number(const toml::table& t, std::string_view section, std::string_view key, double min,
+                                 double max) const {
+        const toml::node* node = t.get(key);
+        if (!node) return std::nullopt;
+        double v = 0;
+        if (node->is_integer()) v = static_cast<double>(node->as_integer()->get());
+        else if (node->is_floating_point()) v = node->as_floating_point()->get();
+        else fail(node->source(), fmt::format("[{}] {}: expected a number, got {}", section, key, type_name(*node)));
+        if (!(v >= min && v <= max))
+            fail(node->source(), fmt::format("[{}] {}: {} is out of range ({} to {})", section, key, v, min, max));
+        return v;
+    }
+
+    std::optional<std::string> string(const toml::table& t, std::string_view section, std::string_view key) const {
+        const toml::node* node = t.get(key);
+        if (!node) return std::nullopt;
+        if (!node->is_string())
+            fail(node->source(), fmt::format("[{}] {}: expected a string, got {}", section, key, type_name(*node)));
+        return std::string(node->as_string()->get());
+    }
+
+    std::string choice(const toml::table& t, std::string_view section, std::string_view key, Names valid,
+                       std::string fallback) const {
+        auto value = string(t, section, key);
+        if (!value) return fallback;
+        for (auto v : valid)
+            if (v == *value) return *value;
+        fail(t.get(key)->source(), unknown_value(section, key, *value, valid));
+    }
+
+    // "80GiB", "80 GB", "auto" (nullopt), or an integer number of bytes.
+    std::optional<std::uint64_t> size(const toml::table& t, std::string_view section, std::string_view key) const {
+        const toml::node* node = t.get(key);
+        if (!node) return std::nullopt;
+        if (node->is_integer() && node->as_integer()->get() > 0) return static_cast<std::uint64_t>(node->as_integer()->get());
+        if (node->is_string()) {
+            const std::string text(node->as_string()->get());
+            if (text == "auto") return std::nullopt;
+            if (auto bytes = parse_bytes(text); bytes && *bytes > 0) return bytes;
+            fail(node->source(), fmt::format("[{}] {}: '{}' is not a size; write e.g. \"80GiB\", \"80GB\" or \"auto\"",
+                                             section, key, text));
+        }
+        fail(node->source(), fmt::format("[{}] {}: expected a size such as \"80GiB\", got {}", section, key,
+                                         type_name(*node)));
+    }
+
+    // "10m", "8h", "90s", or an integer number of seconds.
+    std::optional<double> duration(const toml::table& t, std::string_view section, std::string_view key) const {
+        const toml::node* node = t.get(key);
+        if (!node) return std::nullopt;
+        std::optional<double> seconds;
+        if (node->is_integer()) seconds = static_cast<double>(node->as_integer()->get());
+        else if (node->is_string()) seconds = parse_duration(node->as_string()->get());
+        else fail(node->source(), fmt::format("[{}] {}: expected a duration such as \"10m\", got {}", section, key,
+                                              type_name(*node)));
+        if (!seconds || *seconds <= 0)
+            fail(node->source(), fmt::format("[{}] {}: '{}' is not a positive duration; write e.g. \"90s\", \"10m\" or \"8h\"",
+                                             section, key, node->is_string() ? std::string(node->as_string()->get())
+                                                                             : std::to_string(node->as_integer()->get())));
+        return seconds;
+    }
+
+    // A list (or a single value, taken as a list of one). Empty lists and repeats are errors.
+    template <typename T, typename ParseOne>
+    std::vector<T> list(const toml::table& t, std::string_view section, std::string_view key, ParseOne parse_one) const {
+        const toml::node* node = t.get(key);
+        if (!node) return {};
+        std::vector<T> values;
+        std::vector<const toml::node*> items;
+        if (const toml::array* array = node->as_array()) {
+            if (array->empty())
+                fail(node->source(), fmt::format("[{}] {}: the list is empty; give at least one value", section, key));
+            for (const toml::node& item : *array) items.push_back(&item);
+        } else {
+            items.push_back(node);
+        }
+        for (const toml::node* item : items) {
+            T value = parse_one(*item);
+            for (const T& seen : values)
+                if (seen == value)
+                    fail(item->source(), fmt::format("[{}] {}: {} is listed twice", section, key, describe(*item)));
+            values.push_back(value);
+        }
+        return values;
+    }
+
+    std::vector<std::uint32_t> int_list(const toml::table& t, std::string_view section, std::string_view key,
+                                        std::int64_t min, std::int64_t max) const {
+        return list<std::uint32_t>(t, section, key, [&](const toml::node& item) {
+            if (!item.is_integer())
+                fail(item.source(), fmt::format("[{}] {}: expected integers, got {}", section, key, type_name(item)));
+            return static_cast<std::uint32_t>(integer_value(item, section, key, min, max));
+        });
+    }
+
+    template <typename Enum, std::size_t N>
+    std::vector<Enum> enum_list(const toml::table& t, std::string_view section, std::string_view key,
+                                const std::array<Enum, N>& all) const {
+        std::array<std::string_view, N> names{};
+        for (std::size_t i = 0; i < N; ++i) names[i] = to_string(all[i]);
+        return list<Enum>(t, section, key, [&](const toml::node& item) {
+            if (!item.is_string())
+                fail(item.source(), fmt::format("[{}] {}: expected strings, got {}", section, key, type_name(item)));
+            const std::string text(item.as_string()->get());
+            if (auto parsed = parse_enum(text, all)) return *parsed;
+            fail(item.source(), unknown_value(section, key, text, names));
+        });
+    }
+
+private:
+    static std::string unknown_value(std::string_view section, std::string_view key, const std::string& value,
+                                     Names valid) {
+        std::string message = fmt::format("[{}] {}: unknown value '{}'; valid: {}", section, key, value, join(valid));
+        if (auto guess = nearest(value, valid)) message += fmt::format("; did you mean '{}'?", *guess);
+        return message;
+    }
+    static std::string describe(const toml::node& item) {
+        if (item.is_string()) return fmt::format("'{}'", item.as_string()->get());
+        if (item.is_integer()) return std::to_string(item.as_integer()->get());
+        return "a value";
+    }
+
+    std::string file_;
+};
+
+std::string read_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ConfigError(path.string(), 0, 0, fmt::format("cannot open: {}", std::strerror(errno)));
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+}
+
+// Hidden size splits into heads, heads into KV groups, and RoPE rotates pairs.
+void check_model_shape(const Reader& r, const ModelSpec& m, const toml::source_region& where) {
+    for (auto [value, key] : {std::pair{m.vocab, "vocab"}, {m.hidden, "hidden"}, {m.layers, "layers"},
+                              {m.heads, "heads"}, {m.kv_heads, "kv_heads"}, {m.ffn, "ffn"},
+                              {m.max_context, "max_context"}})
+        if (value == 0) r.fail(where, fmt::format("[model] {} is missing or zero: give a preset or every dimension", key));
+    if (m.hidden % m.heads != 0)
+        r.fail(where, fmt::format("[model] hidden ({}) must be divisible by heads ({})", m.hidden, m.heads));
+    if (m.heads % m.kv_heads != 0)
+        r.fail(where, fmt::format("[model] heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
+    if (m.head_dim() % 2 != 0)
+        r.fail(where, fmt::format("[model] head dimension hidden/heads = {} must be even for RoPE", m.head_dim()));
+}
+
+ModelSpec read_model(const Reader& r, const toml::table& root, const std::filesystem::path& sweep_path) {
+    const toml::table* t = r.section(root, "model");
+    if (!t)
+        r.fail("missing section [model]: name a preset (preset = \"llama-7b\"), give dimensions, "
+               "or point hf_config at a Hugging Face config.json");
+    r.check_keys(*t, "model", kModelKeys);
+    auto preset = r.string(*t, "model", "preset");
+    auto hf_config = r.string(*t, "model", "hf_config");
+    if (preset && hf_config) r.fail(t->source(), "[model] give either preset or hf_config, not both");
+
+    ModelSpec m;
+    if (preset) {
+        auto found = find_model(*preset);
+        if (!found)
+            r.fail(t->get("preset")->source(),
+                   fmt::format("[model] preset: unknown model '{}'; known models: {}", *preset, model_names()));
+        m = *found;
+    } else if (hf_config) {
+        std::filesystem::path p(*hf_config);
+        if (p.is_relative()) p = sweep_path.parent_path() / p;
+        try {
+            m = load_hf_config(p);
+        } catch (const ConfigError& e) {
+            r.fail(t->get("hf_config")->source(), fmt::format("[model] hf_config: {}", e.located()));
+        }
+    } else {
+        m.name = "custom";
+        m.max_context = 4096;
+    }
+
+    constexpr std::int64_t big = std::int64_t{1} << 40;
+    bool overridden = false;
+    auto dim = [&](std::string_view key, std::uint64_t& field) {
+        if (auto v = r.integer(*t, "model", key, 1, big)) {
+            overridden = overridden || static_cast<std::uint64_t>(*v) != field;
+            field = static_cast<std::uint64_t>(*v);
+        }
+    };
+    dim("vocab", m.vocab);
+    dim("hidden", m.hidden);
+    dim("layers", m.layers);
+    dim("heads", m.heads);
+    if (m.kv_heads == 0) m.kv_heads = m.heads;
+    dim("kv_heads", m.kv_heads);
+    if (m.kv_heads == 0) m.kv_heads = m.heads;
+    dim("ffn", m.ffn);
+    dim("max_context", m.max_context);
+    if (auto v = r.number(*t, "model", "rms_norm_eps", 0, 1)) m.rms_norm_eps = *v;
+    if (auto v = r.number(*t, "model", "rope_theta", 1, 1e12)) m.rope_theta = *v;
+    if (auto name = r.string(*t, "model", "name")) m.name = *name;
+    else if (preset && overridden) m.name = *preset + "-modified";
+    check_model_shape(r, m, t->source());
+    return m;
+}
+
+void read_hardware(const Reader& r, const toml::table& root, SweepSpec& s) {
+    const toml::table* t = r.section(root, "hardware");
+    if (!t) {
+        s.hardware = *find_device("cpu");
+        return;
+    }
+    r.check_keys(*t, "hardware", kHardwareKeys);
+    s.gpus = static_cast<std::uint32_t>(r.integer(*t, "hardware", "gpus", 1, 1024).value_or(1));
+    s.nodes = static_cast<std::uint32_t>(r.integer(*t, "hardware", "nodes", 1, 4096).value_or(1));
+    s.device = r.string(*t, "hardware", "device").value_or("auto");
+    if (s.device == "auto") {
+        s.hardware = *find_device("cpu");  // until the driver sees what is there
+    } else if (auto preset = find_device(s.device)) {
+        s.hardware = *preset;
+    } else {
+        r.fail(t->get("device")->source(), fmt::format("[hardware] device: unknown device '{}'; known devices: auto, {}",
+                                                       s.device, device_names()));
+    }
+    s.hardware.nodes = s.nodes;
+    s.memory_limit_setting = r.size(*t, "hardware", "memory_limit");
+    s.margin = r.number(*t, "hardware", "margin", 0.0, 0.5).value_or(s.margin);
+}
+
+void read_space(const Reader& r, const toml::table& root, SweepSpec& s) {
+    const toml::table* t = r.section(root, "space");
+    if (!t)
+        r.fail("missing section [space]: list the values to try, e.g. optimizer = [\"adamw\", \"lion\"] "
+               "(see sweeps/demo.toml)");
+    r.check_keys(*t, "space", kSpaceKeys);
+    SpaceSpec& sp = s.space;
+    sp.optimizers = r.enum_list(*t, "space", "optimizer", kOptimizers);
+    sp.precisions = r.enum_list(*t, "space", "precision", kPrecisions);
+    sp.zero_stages = r.int_list(*t, "space", "zero_stage", 0, 3);
+    sp.grad_accums = r.int_list(*t, "space", "grad_accum", 1, 65536);
+    sp.checkpointings = r.enum_list(*t, "space", "checkpointing", kCheckpointings);
+    sp.contexts = r.int_list(*t, "space", "context", 1, 1 << 22);
+    sp.micro_batches = r.int_list(*t, "space", "micro_batch", 1, 65536);
+    // An omitted dimension is held at the value a plain training script would use.
+    if (sp.optimizers.empty()) sp.optimizers = {Optimizer::adamw};
+    if (sp.precisions.empty()) sp.precisions = {Precision::bf16_mixed};
+    if (sp.zero_stages.empty()) sp.zero_stages = {0};
+    if (sp.grad_accums.empty()) sp.grad_accums = {1};
+    if (sp.checkpointings.empty()) sp.checkpointings = {Checkpointing::none};
+    if (sp.contexts.empty()) sp.contexts = {static_cast<std::uint32_t>(std::min<std::uint64_t>(2048, s.model.max_context))};
+    if (sp.micro_batches.empty()) sp.micro_batches = {1};
+}
+
+void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {
+    if (const toml::table* c = r.section(root, "constraints")) {
+        r.check_keys(*c, "constraints", kConstraintKeys);
+        if (auto v = r.integer(*c, "constraints", "global_batch_tokens", 1, std::int64_t{1} << 50))
+            s.global_batch_tokens = static_cast<std::uint64_t>(*v);
+        if (auto v = r.integer(*c, "constraints", "max_world_size", 1, 1 << 20))
+            s.max_world_size = static_cast<std::uint32_t>(*v);
+    }
+    const toml::table* t = r.section(root, "trial");
+    if (!t) return;
+    r.check_keys(*t, "trial", kTrialKeys);
+    TrialSettings& ts = s.trial;
+    ts.steps = static_cast<std::uint32_t>(r.integer(*t, "trial", "steps", 1, 1000000).value_or(ts.steps));
+    ts.warmup = static_cast<std::uint32_t>(r.integer(*t, "trial", "warmup", 0, 1000000).value_or(ts.warmup));
+    if (ts.warmup >= ts.steps)
+        r.fail(t->get("warmup") ? t->get("warmup")->source() : t->source(),
+               fmt::format("[trial] warmup ({}) must be less than steps ({}): throughput is measured after warmup",
+                           ts.warmup, ts.steps));
+    ts.timeout_s = r.duration(*t, "trial", "timeout").value_or(ts.timeout_s);
+    ts.launcher = r.choice(*t, "trial", "launcher", kLaunchers, ts.launcher);
+    ts.seed = static_cast<std::uint64_t>(r.integer(*t, "trial", "seed", 0, std::numeric_limits<std::int64_t>::max())
+                                             .value_or(static_cast<std::int64_t>(ts.seed)));
+    ts.lr = r.number(*t, "trial", "lr", 0, 10).value_or(ts.lr);
+    ts.weight_decay = r.number(*t, "trial", "weight_decay", 0, 10).value_or(ts.weight_decay);
+    ts.clip = r.number(*t, "trial", "clip", 0, 1e6).value_or(ts.clip);
+    ts.neftune_alpha = r.number(*t, "trial", "neftune_alpha", 0, 1000).value_or(ts.neftune_alpha);
+    if (auto block = r.integer(*t, "trial", "adam8bit_block", 64, 4096)) {
+        if ((*block & (*block - 1)) != 0)
+            r.fail(t->get("adam8bit_block")->source(),
+                   fmt::format("[trial] adam8bit_block: {} is not a power of two (64 to 4096)", *block));
+        ts.adam8bit_block = static_cast<std::uint32_t>(*block);
+    }
+    ts.beta1 = r.number(*t, "trial", "beta1", 0, 0.999999);
+    ts.beta2 = r.number(*t, "trial", "beta2", 0, 0.999999);
+    ts.eps = r.number(*t, "trial", "eps", 1e-30, 1);
+}
+
+void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec& s) {
+    if (const toml::table* t = r.section(root, "search")) {
+        r.check_keys(*t, "search", kSearchKeys);
+        s.strategy = r.choice(*t, "search", "strategy", kStrategies, s.strategy);
+        s.budget_s = r.duration(*t, "search", "budget");
+    }
+    if (const toml::table* t = r.section(root, "output")) {
+        r.check_keys(*t, "output", kOutputKeys);
+        s.database = r.string(*t, "output", "database").value_or(s.database);
+        s.report = r.string(*t, "output", "report").value_or(s.report);
+        if (s.database.empty()) r.fail(t->source(), "[output] database: the path is empty");
+    }
+    if (s.report.empty()) s.report = s.name + ".html";
+}
+
+}  // namespace
+
+SweepSpec parse_sweep(std::string_view text, const std::filesystem::path& path) {
+    const std::string file = path.string();
+    Reader r(file);
+    bool blank = true;
+    for (char c : text) blank = blank && (c == ' ' || c == '\n' || c == '\r' || c == '\t');
+    if (blank) r.fail("the file is empty; a sweep needs at least [model] and [space] (see sweeps/demo.toml)");
+
+    toml::table root;
+    try {
+        root = toml::parse(text, file);
+    } catch (const toml::parse_error& e) {
+        r.fail(e.source(), fmt::format("TOML syntax error: {}", e.description()));
+    }
+    r.check_keys(root, "", kSections);
+
+    SweepSpec s;
+    s.path = path;
+    s.text = std::string(text);
+    s.text_hash = stable_hash(text);
+    if (auto name = r.string(root, "top level", "name")) {
+        if (name->empty()) r.fail(root.get("name")->source(), "name: the sweep name is empty");
+        s.name = *name;
+    } else {
+        s.name = path.stem().string();
+    }
+    s.model = read_model(r, root, path);
+    read_hardware(r, root, s);
+    read_space(r, root, s);
+    read_trial(r, root, s);
+    read_search_and_output(r, root, s);
+    return s;
+}
+
+SweepSpec load_sweep(const std::filesystem::path& path) {
+    if (std::filesystem::is_directory(path))
+        throw ConfigError(path.string(), 0, 0, "is a directory, not a sweep file");
+    return parse_sweep(read_file(path), path);
+}
+
+void resolve_auto_device(SweepSpec& spec, const std::optional<Hardware>& detected) {
+    if (spec.device != "auto") return;
+    spec.hardware = detected.value_or(*find_device("cpu"));
+    spec.hardware.nodes = spec.nodes;
+}
+
+ModelSpec load_hf_config(const std::filesystem::path& path) {
+    const std::string file = path.string();
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_file(path));
+    } catch (const nlohmann::json::parse_error& e) {
+        throw ConfigError(file, 0, 0, fmt::format("not valid JSON: {}", e.what()));
+    }
+    if (!j.is_object()) throw ConfigError(file, 0, 0, "expected a JSON object (a Hugging Face config.json)");
+    if (auto type = j.value("model_type", std::string("llama")); type != "llama" && type != "mistral")
+        throw ConfigError(file, 0, 0, fmt::format("model_type '{}' is not a Llama-style decoder", type));
+    if (j.value("tie_word_embeddings", false))
+        throw ConfigError(file, 0, 0, "tie_word_embeddings = true is not supported: tune's model has an untied LM head");
+    auto need = [&](const char* key) -> std::uint64_t {
+        if (!j.contains(key) || !j[key].is_number_unsigned())
+            throw ConfigError(file, 0, 0, fmt::format("missing or non-integer \"{}\" (a LlamaConfig field)", key));
+        return j[key].get<std::uint64_t>();
+    };
+    ModelSpec m;
+    m.name = path.parent_path().filename().string();
+    if (m.name.empty()) m.name = "hf-model";
+    m.vocab = need("vocab_size");
+    m.hidden = need("hidden_size");
+    m.layers = need("num_hidden_layers");
+    m.heads = need("num_attention_heads");
+    m.kv_heads = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
+                     ? need("num_key_value_heads") : m.heads;
+    m.ffn = need("intermediate_size");
+    m.max_context = j.contains("max_position_embeddings") ? need("max_position_embeddings") : 4096;
+    m.rms_norm_eps = j.value("rms_norm_eps", 1e-6);
+    if (j.contains("rope_theta") && j["rope_theta"].is_number()) m.rope_theta = j["rope_theta"].get<double>();
+    return m;
+}
+
+}  // namespace tune

@@ -1,0 +1,106 @@
+// A sweep file (TOML) parsed and validated: what to train, on what, over which
+// space, and where results go. Every problem is a ConfigError naming the file,
+// line and column, with the fix when there is an obvious one.
+//
+//   name = "llama7b-h100x8"
+//   [model]       preset = "llama-7b" | dims (vocab, hidden, ...) | hf_config = "config.json"
+//   [hardware]    gpus, nodes, device ("auto", a preset, "cpu"), memory_limit ("auto", "80GiB"), margin
+//   [space]       optimizer, precision, zero_stage, grad_accum, checkpointing, context, micro_batch
+//   [constraints] global_batch_tokens, max_world_size            (optional)
+//   [trial]       steps, warmup, timeout, launcher, seed, lr, ... (optional)
+//   [search]      strategy, budget                               (optional)
+//   [output]      database, report                               (optional)
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "search/config.h"
+
+namespace tune {
+
+struct SpaceSpec {
+    std::vector<Optimizer> optimizers;
+    std::vector<Precision> precisions;
+    std::vector<std::uint32_t> zero_stages;
+    std::vector<std::uint32_t> grad_accums;
+    std::vector<Checkpointing> checkpointings;
+    std::vector<std::uint32_t> contexts;
+    std::vector<std::uint32_t> micro_batches;
+
+    // Number of combinations, valid or not.
+    std::uint64_t size() const {
+        return std::uint64_t{1} * optimizers.size() * precisions.size() * zero_stages.size() * grad_accums.size() *
+               checkpointings.size() * contexts.size() * micro_batches.size();
+    }
+};
+
+// Settings every trial of the sweep shares (the [trial] section).
+struct TrialSettings {
+    std::uint32_t steps = 6;
+    std::uint32_t warmup = 2;
+    double timeout_s = 600;
+    std::string launcher = "auto";  // auto | local | mpirun | srun
+    std::uint64_t seed = 1234;
+    double lr = 1e-4;
+    double weight_decay = 0.0;
+    double clip = 1.0;
+    double neftune_alpha = 0.0;
+    std::uint32_t adam8bit_block = 256;
+    std::optional<double> beta1, beta2, eps;
+};
+
+struct SweepSpec {
+    std::string name;
+    std::filesystem::path path;  // as given on the command line
+    std::string text;            // the file's bytes, recorded with the results
+    std::string text_hash;       // stable_hash(text): a changed file is a different sweep
+
+    ModelSpec model;
+
+    std::string device = "auto";   // as written
+    Hardware hardware;             // the preset for `device`; the cpu preset until "auto" is resolved
+    std::uint32_t gpus = 1;        // ranks per node in each trial
+    std::uint32_t nodes = 1;
+    std::optional<std::uint64_t> memory_limit_setting;  // nullopt means "auto": the device's memory
+    double margin = 0.05;          // keep this fraction of the limit free
+
+    SpaceSpec space;
+
+    std::optional<std::uint64_t> global_batch_tokens;  // [constraints]
+    std::optional<std::uint32_t> max_world_size;
+
+    TrialSettings trial;
+
+    std::string strategy = "pareto-first";  // grid | pareto-first
+    std::optional<double> budget_s;
+
+    std::string database = "tune.db";
+    std::string report;  // empty: <name>.html
+
+    std::uint32_t world_size() const { return gpus * nodes; }
+    // Bytes a rank may use: the explicit limit, else the device's memory.
+    std::uint64_t memory_limit() const { return memory_limit_setting.value_or(hardware.memory_bytes); }
+    // What the estimator compares the predicted peak against.
+    std::uint64_t usable_memory() const {
+        return static_cast<std::uint64_t>(static_cast<double>(memory_limit()) * (1.0 - margin));
+    }
+};
+
+// Reads and validates a sweep file. Throws ConfigError (file:line:column: message).
+SweepSpec load_sweep(const std::filesystem::path& path);
+// The same from text already in memory; `path` is used for messages and relative paths.
+SweepSpec parse_sweep(std::string_view text, const std::filesystem::path& path);
+
+// Replaces an "auto" device with what was detected (nullopt: no GPU, so the
+// cpu preset stays). Explicit devices are left alone.
+void resolve_auto_device(SweepSpec& spec, const std::optional<Hardware>& detected);
+
+// Reads a Hugging Face LlamaConfig config.json into a ModelSpec.
+ModelSpec load_hf_config(const std::filesystem::path& path);
+
+}  // namespace tune

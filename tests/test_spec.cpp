@@ -1,0 +1,148 @@
+// Sweep files: every shipped one validates; every malformed one under
+// tests/sweeps_bad/ fails with the message (and location) its header expects.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "search/presets.h"
+#include "search/spec.h"
+
+using namespace tune;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// "# expect: text" and "# at: line:col" lines at the top of a fixture.
+std::vector<std::string> header_values(const std::string& text, const std::string& tag) {
+    std::vector<std::string> values;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind(tag, 0) == 0) values.push_back(line.substr(tag.size()));
+    return values;
+}
+
+std::string error_of(const fs::path& file) {
+    try {
+        load_sweep(file);
+    } catch (const ConfigError& e) {
+        return e.located();
+    }
+    return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("every sweep file shipped in sweeps/ validates", "[spec]") {
+    int seen = 0;
+    for (const auto& entry : fs::directory_iterator(fs::path(TUNE_SOURCE_DIR) / "sweeps")) {
+        if (entry.path().extension() != ".toml") continue;
+        INFO(entry.path());
+        CHECK_NOTHROW(load_sweep(entry.path()));
+        ++seen;
+    }
+    CHECK(seen >= 2);
+}
+
+TEST_CASE("malformed sweep files produce their specific messages", "[spec]") {
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(fs::path(TUNE_SOURCE_DIR) / "tests" / "sweeps_bad"))
+        files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    REQUIRE(files.size() >= 25);
+    for (const auto& file : files) {
+        const std::string text = slurp(file);
+        const std::string message = error_of(file);
+        INFO(file.filename().string() << " -> " << message);
+        CHECK(message.rfind(file.string(), 0) == 0);  // starts with the file name
+        auto expected = header_values(text, "# expect: ");
+        auto expected2 = header_values(text, "# expect2: ");
+        expected.insert(expected.end(), expected2.begin(), expected2.end());
+        if (text.empty()) expected.push_back("the file is empty; a sweep needs at least [model] and [space]");
+        REQUIRE_FALSE(expected.empty());
+        for (const auto& e : expected) CHECK_THAT(message, Catch::Contains(e));
+        for (const auto& at : header_values(text, "# at: "))
+            CHECK_THAT(message, Catch::StartsWith(file.string() + ":" + at));
+    }
+}
+
+TEST_CASE("a missing file and a directory are reported, not crashed on", "[spec]") {
+    CHECK_THAT(error_of("/nonexistent/sweep.toml"),
+               Catch::Equals("/nonexistent/sweep.toml: cannot open: No such file or directory"));
+    CHECK_THAT(error_of(TUNE_SOURCE_DIR), Catch::Contains("is a directory, not a sweep file"));
+}
+
+TEST_CASE("a sweep file fills every section", "[spec]") {
+    const SweepSpec s = load_sweep(fs::path(TUNE_SOURCE_DIR) / "sweeps" / "llama7b.toml");
+    CHECK(s.name == "llama7b-h100x8");
+    CHECK(s.model == *find_model("llama-7b"));
+    CHECK(s.hardware.device == "h100-80gb");
+    CHECK(s.world_size() == 8);
+    CHECK(s.memory_limit() == s.hardware.memory_bytes);
+    CHECK(s.space.optimizers.size() == 5);
+    CHECK(s.space.precisions.size() == 4);
+    CHECK(s.space.zero_stages == std::vector<std::uint32_t>{0, 1, 2, 3});
+    CHECK(s.trial.timeout_s == Approx(600));
+    CHECK(s.budget_s == Approx(8 * 3600));
+    CHECK(s.strategy == "pareto-first");
+    CHECK(s.report == "llama7b-h100x8.html");
+    CHECK(s.text_hash.size() == 16);
+}
+
+TEST_CASE("defaults, single values and dimension overrides", "[spec]") {
+    const SweepSpec s = parse_sweep(R"(
+[model]
+preset = "tiny"
+layers = 3
+[hardware]
+memory_limit = "80 GB"
+[space]
+optimizer = "lion"
+)", "inline.toml");
+    CHECK(s.name == "inline");
+    CHECK(s.model.layers == 3);
+    CHECK(s.model.name == "tiny-modified");
+    CHECK(s.memory_limit() == 80'000'000'000ull);
+    CHECK(s.space.optimizers == std::vector<Optimizer>{Optimizer::lion});
+    CHECK(s.space.precisions == std::vector<Precision>{Precision::bf16_mixed});
+    CHECK(s.space.contexts == std::vector<std::uint32_t>{256});  // min(2048, tiny's max_context)
+    CHECK(s.hardware.device == "cpu");
+    CHECK(s.report == "inline.html");
+}
+
+TEST_CASE("hf_config reads a Hugging Face LlamaConfig relative to the sweep file", "[spec]") {
+    const fs::path dir = fs::temp_directory_path() / "tune-test-hf" / "my-llama";
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+        "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "max_position_embeddings": 4096, "tie_word_embeddings": false})";
+    std::ofstream(dir.parent_path() / "sweep.toml") << "[model]\nhf_config = \"my-llama/config.json\"\n[space]\n";
+    const SweepSpec s = load_sweep(dir.parent_path() / "sweep.toml");
+    CHECK(s.model.param_count() == 6'738'415'616ull);
+    CHECK(s.model.name == "my-llama");
+
+    std::ofstream(dir / "config.json") << R"({"hidden_size": 64})";
+    CHECK_THAT(error_of(dir.parent_path() / "sweep.toml"),
+               Catch::Contains("missing or non-integer \"vocab_size\" (a LlamaConfig field)"));
+}
+
+TEST_CASE("an auto device resolves to what was detected, an explicit one stays", "[spec]") {
+    SweepSpec s = parse_sweep("[model]\npreset = \"tiny\"\n[hardware]\ngpus = 2\n[space]\n", "a.toml");
+    CHECK(s.device == "auto");
+    resolve_auto_device(s, find_device("a100-80gb"));
+    CHECK(s.hardware.device == "a100-80gb");
+    SweepSpec t = parse_sweep("[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"l40s\"\n[space]\n", "b.toml");
+    resolve_auto_device(t, find_device("a100-80gb"));
+    CHECK(t.hardware.device == "l40s");
+    SweepSpec u = parse_sweep("[model]\npreset = \"tiny\"\n[space]\n", "c.toml");
+    resolve_auto_device(u, std::nullopt);
+    CHECK(u.hardware.device == "cpu");
+}
