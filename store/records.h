@@ -1,0 +1,132 @@
+// Plain records that go into and come out of the store. No SQLite types here:
+// the sweep driver and the reports see only these and search/config.h.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "search/config.h"
+#include "store/timestamp.h"
+
+namespace tune {
+
+using SweepId = std::int64_t;
+using TrialId = std::int64_t;
+
+// A trial found `running` by this many opens of its sweep is given up as `failed`.
+inline constexpr std::uint32_t kMaxAttempts = 3;
+
+struct DeviceInfo {
+    std::string name;              // "NVIDIA H100 80GB HBM3", or a preset name when estimate-only
+    std::uint32_t count = 0;
+    std::uint64_t memory_bytes = 0;  // per device
+    bool operator==(const DeviceInfo&) const = default;
+};
+
+struct SoftwareVersions {
+    std::string tune_version;
+    std::string git_commit;
+    std::string cuda;    // empty when not present
+    std::string nccl;
+    std::string driver;
+    bool operator==(const SoftwareVersions&) const = default;
+};
+
+// What a sweep is and where it ran. `plan` is free-form data of the driver
+// (pruning thresholds, ordering, calibration) kept with the sweep.
+struct SweepRecord {
+    std::string name;
+    std::string spec_text;
+    std::string spec_hash;
+    Timestamp created_at{};  // epoch means "now" when the sweep is created
+    std::string host;
+    DeviceInfo device;
+    std::string backend;
+    SoftwareVersions software;
+    nlohmann::json plan = nlohmann::json::object();
+    bool operator==(const SweepRecord&) const = default;
+};
+
+// Trials per status, indexed by TrialStatus.
+using StatusCounts = std::array<std::uint64_t, kStatuses.size()>;
+
+struct SweepSummary {
+    SweepId id = 0;
+    SweepRecord record;
+    StatusCounts counts{};
+    std::uint64_t count(TrialStatus s) const { return counts[static_cast<std::size_t>(s)]; }
+    std::uint64_t total() const {
+        std::uint64_t n = 0;
+        for (auto c : counts) n += c;
+        return n;
+    }
+};
+
+struct RequeueCounts {
+    std::uint64_t pending = 0;  // running -> pending, to be run again
+    std::uint64_t failed = 0;   // running -> failed after kMaxAttempts
+};
+
+struct OpenedSweep {
+    SweepId id = 0;
+    bool created = false;    // a new sweep (or one just restarted)
+    RequeueCounts requeued;  // what a dead driver had left running
+};
+
+// One enumerated configuration as the driver hands it over: pending, invalid
+// (with the reason) or pruned (with the reason and the estimate that pruned it).
+struct NewTrial {
+    TrialConfig config;
+    TrialStatus status = TrialStatus::pending;
+    std::string reason;
+    std::optional<Estimate> estimate;
+    double priority = 0;  // lower runs first under ClaimOrder::priority
+};
+
+// A re-estimate of a pending trial after recalibration; status pending or pruned.
+struct PendingUpdate {
+    TrialId id = 0;
+    Estimate estimate;
+    double priority = 0;
+    TrialStatus status = TrialStatus::pending;
+    std::string reason;
+};
+
+enum class ClaimOrder { priority, estimated_fastest, estimated_smallest };
+
+struct ClaimedTrial {
+    TrialId id = 0;
+    TrialConfig config;
+    std::optional<Estimate> estimate;
+    std::uint32_t attempts = 0;  // including this one
+};
+
+// Everything the store knows about one trial. `result` holds the status, reason,
+// config, estimate and, once recorded, the measurement and step series.
+struct TrialRecord {
+    TrialId id = 0;
+    SweepId sweep_id = 0;
+    std::string sweep_name;
+    std::string config_hash;
+    TrialResult result;
+    bool measured = false;              // record_result has run for it
+    std::optional<double> median_step_s;  // over the steps after warmup
+    double priority = 0;
+    std::uint32_t attempts = 0;
+    std::optional<Timestamp> started_at;
+    std::optional<Timestamp> ended_at;
+    std::string stderr_tail;
+};
+
+struct TrialQuery {
+    std::optional<SweepId> sweep;        // all sweeps when unset
+    std::optional<TrialStatus> status;   // every status when unset
+    bool with_memory = true;             // per-component rows
+    bool with_steps = false;             // step series
+};
+
+}  // namespace tune

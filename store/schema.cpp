@@ -1,0 +1,175 @@
+#include "store/schema.h"
+
+#include <array>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "store/sqlite_db.h"
+#include "store/store_error.h"
+
+namespace tune {
+namespace {
+
+// Version 1: the first released layout. Step series lived as JSON arrays in `trials`.
+constexpr const char* kVersion1 = R"sql(
+CREATE TABLE sweeps (
+    id            INTEGER PRIMARY KEY,
+    name          TEXT NOT NULL UNIQUE,
+    spec_text     TEXT NOT NULL,
+    spec_hash     TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    host          TEXT NOT NULL DEFAULT '',
+    device_name   TEXT NOT NULL DEFAULT '',
+    device_count  INTEGER NOT NULL DEFAULT 0,
+    device_memory INTEGER NOT NULL DEFAULT 0,
+    backend       TEXT NOT NULL DEFAULT '',
+    tune_version  TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE trials (
+    id               INTEGER PRIMARY KEY,
+    sweep_id         INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+    config_hash      TEXT NOT NULL,
+    config_json      TEXT NOT NULL,
+    model            TEXT NOT NULL,
+    optimizer        TEXT NOT NULL,
+    precision        TEXT NOT NULL,
+    zero_stage       INTEGER NOT NULL,
+    grad_accum       INTEGER NOT NULL,
+    micro_batch      INTEGER NOT NULL,
+    context          INTEGER NOT NULL,
+    checkpointing    TEXT NOT NULL,
+    world_size       INTEGER NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN
+                       ('pending', 'running', 'ok', 'oom', 'failed', 'timeout', 'invalid', 'pruned')),
+    reason           TEXT NOT NULL DEFAULT '',
+    priority         REAL NOT NULL DEFAULT 0,
+    est_peak_bytes   INTEGER,
+    est_peak_phase   TEXT,
+    est_step_s       REAL,
+    est_tokens_per_s REAL,
+    est_mfu          REAL,
+    est_fits         INTEGER,
+    peak_bytes       INTEGER,
+    peak_phase       TEXT,
+    tokens_per_s     REAL,
+    step_s           REAL,
+    mfu              REAL,
+    comm_bytes       INTEGER,
+    comm_s           REAL,
+    oom_requested    INTEGER,
+    oom_live         INTEGER,
+    rank_peaks_json  TEXT,
+    step_ms_json     TEXT,
+    losses_json      TEXT,
+    started_at       TEXT,
+    ended_at         TEXT,
+    UNIQUE (sweep_id, config_hash)
+);
+CREATE INDEX trials_by_status ON trials (sweep_id, status);
+CREATE TABLE trial_memory (
+    trial_id        INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    component       TEXT NOT NULL,
+    estimated_bytes INTEGER,
+    measured_bytes  INTEGER,
+    PRIMARY KEY (trial_id, component)
+) WITHOUT ROWID;
+)sql";
+
+// Version 2: steps become rows (reports query them), provenance and resume columns,
+// the claim index and the Pareto front view.
+constexpr const char* kVersion2 = R"sql(
+ALTER TABLE sweeps ADD COLUMN git_commit     TEXT NOT NULL DEFAULT '';
+ALTER TABLE sweeps ADD COLUMN cuda_version   TEXT NOT NULL DEFAULT '';
+ALTER TABLE sweeps ADD COLUMN nccl_version   TEXT NOT NULL DEFAULT '';
+ALTER TABLE sweeps ADD COLUMN driver_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE sweeps ADD COLUMN plan_json      TEXT NOT NULL DEFAULT '{}';
+
+ALTER TABLE trials ADD COLUMN attempts    INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN stderr_tail TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN step_count  INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN loss_count  INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE trial_steps (
+    trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    step     INTEGER NOT NULL,
+    step_ms  REAL,
+    loss     REAL,
+    PRIMARY KEY (trial_id, step)
+) WITHOUT ROWID;
+
+INSERT INTO trial_steps (trial_id, step, step_ms)
+    SELECT t.id, s.key, s.value FROM trials t, json_each(t.step_ms_json) s WHERE t.step_ms_json IS NOT NULL;
+INSERT INTO trial_steps (trial_id, step, loss)
+    SELECT t.id, l.key, l.value FROM trials t, json_each(t.losses_json) l WHERE t.losses_json IS NOT NULL
+    ON CONFLICT (trial_id, step) DO UPDATE SET loss = excluded.loss;
+UPDATE trials SET step_count = coalesce(json_array_length(step_ms_json), 0),
+                  loss_count = coalesce(json_array_length(losses_json), 0);
+ALTER TABLE trials DROP COLUMN step_ms_json;
+ALTER TABLE trials DROP COLUMN losses_json;
+
+CREATE INDEX trials_claim ON trials (sweep_id, status, priority);
+
+-- Measured ok trials that no other ok trial of the same sweep beats on both peak memory
+-- (lower is better) and tokens/s (higher is better).
+CREATE VIEW pareto_front AS
+SELECT t.* FROM trials t
+WHERE t.status = 'ok' AND t.peak_bytes IS NOT NULL AND t.tokens_per_s IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM trials u
+      WHERE u.sweep_id = t.sweep_id AND u.status = 'ok'
+        AND u.peak_bytes <= t.peak_bytes AND u.tokens_per_s >= t.tokens_per_s
+        AND (u.peak_bytes < t.peak_bytes OR u.tokens_per_s > t.tokens_per_s));
+)sql";
+
+constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2};
+
+constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
+constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};
+
+void refuse_newer(int version) {
+    if (version > kSchemaVersion)
+        throw StoreError("schema", 0,
+                         fmt::format("the database has schema version {}, written by a newer tune; this tune "
+                                     "reads versions up to {}",
+                                     version, kSchemaVersion));
+}
+
+}  // namespace
+
+int schema_version(sql::Connection& db) {
+    auto q = db.query(kUserVersion);
+    q.step();
+    return static_cast<int>(q.int64(0));
+}
+
+void migrate(sql::Connection& db) {
+    sql::Transaction tx(db);
+    const int version = schema_version(db);  // read under the write lock: two openers migrate once
+    refuse_newer(version);
+    if (version == 0) {
+        auto q = db.query(kTableCount);
+        q.step();
+        if (q.int64(0) != 0) throw StoreError("schema", 0, "the file is an SQLite database but not a tune database");
+    }
+    for (int v = version; v < kSchemaVersion; ++v) {
+        const std::string name = fmt::format("migration to version {}", v + 1);
+        db.exec(name.c_str(), kMigrations[static_cast<std::size_t>(v)]);
+    }
+    // A pragma takes no bound parameters; the value is our own constant.
+    db.exec("set_schema_version", fmt::format("PRAGMA user_version = {}", kSchemaVersion).c_str());
+    tx.commit();
+}
+
+void check_readable(sql::Connection& db, int version) {
+    refuse_newer(version);
+    if (version == 0) {
+        auto q = db.query(kTableCount);
+        q.step();
+        throw StoreError("schema", 0,
+                         q.int64(0) == 0 ? "the database is empty (no sweep has written to it)"
+                                         : "the file is an SQLite database but not a tune database");
+    }
+}
+
+}  // namespace tune

@@ -1,0 +1,57 @@
+#include "store/store.h"
+
+#include "store/schema.h"
+#include "store/sqlite_db.h"
+
+namespace tune {
+namespace {
+
+// Long enough to outwait any single write transaction of the driver.
+constexpr int kBusyTimeoutMs = 10000;
+
+void configure(sql::Connection& db, bool read_only) {
+    sqlite3_busy_timeout(db.handle(), kBusyTimeoutMs);
+    db.exec("foreign_keys", "PRAGMA foreign_keys = ON");
+    if (read_only) return;
+    // WAL lets readers work while the driver writes; NORMAL sync keeps every commit
+    // atomic across process crashes (only an OS crash may lose the last commits).
+    db.exec("journal_mode", "PRAGMA journal_mode = WAL");
+    db.exec("synchronous", "PRAGMA synchronous = NORMAL");
+}
+
+// A reader must not write the file, so an older schema is migrated in a private copy.
+std::unique_ptr<sql::Connection> migrated_copy(sql::Connection& source) {
+    auto copy = std::make_unique<sql::Connection>(":memory:", false);
+    sqlite3_backup* backup = sqlite3_backup_init(copy->handle(), "main", source.handle(), "main");
+    if (!backup) sql::fail(copy->handle(), "copy_for_migration", sqlite3_errcode(copy->handle()));
+    sqlite3_backup_step(backup, -1);
+    const int rc = sqlite3_backup_finish(backup);
+    if (rc != SQLITE_OK) sql::fail(copy->handle(), "copy_for_migration", rc);
+    sqlite3_busy_timeout(copy->handle(), kBusyTimeoutMs);
+    copy->exec("foreign_keys", "PRAGMA foreign_keys = ON");
+    migrate(*copy);
+    return copy;
+}
+
+}  // namespace
+
+Store::Store(const std::string& path, Mode mode) : path_(path) {
+    const bool read_only = mode == Mode::read_only;
+    db_ = std::make_unique<sql::Connection>(path, read_only);
+    configure(*db_, read_only);
+    if (!read_only) {
+        migrate(*db_);
+        return;
+    }
+    const int version = tune::schema_version(*db_);
+    check_readable(*db_, version);
+    if (version < kSchemaVersion) db_ = migrated_copy(*db_);
+}
+
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+Store::~Store() = default;
+
+int Store::schema_version() const { return tune::schema_version(*db_); }
+
+}  // namespace tune

@@ -1,0 +1,81 @@
+// The results database (SQLite, WAL). One Store is one connection: not for
+// sharing between threads; open one per process or thread. Writers open
+// read-write (creating and migrating the file); readers open read-only and see
+// a consistent snapshot per call while a writer keeps writing.
+//
+//   Store db("tune.db", Store::Mode::read_write);
+//   auto sweep = db.open_sweep(record, /*restart=*/false);   // continue or create
+//   db.add_trials(sweep.id, enumerated);                     // idempotent by config hash
+//   while (auto t = db.claim_next_pending(sweep.id)) {        // pending -> running
+//       TrialResult r = run(t->config);
+//       db.record_result(t->id, r, stderr_tail, started, ended);   // one transaction
+//   }
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/records.h"
+#include "store/store_error.h"
+
+namespace tune {
+
+namespace sql {
+class Connection;
+}
+
+class Store {
+public:
+    enum class Mode { read_write, read_only };
+
+    // read_only on a database of an older schema reads a migrated in-memory copy.
+    Store(const std::string& path, Mode mode);
+    Store(Store&&) noexcept;
+    Store& operator=(Store&&) noexcept;
+    ~Store();
+
+    const std::string& path() const { return path_; }
+    int schema_version() const;
+
+    // ---- sweeps (store/sweeps.cpp)
+    // Same name and spec hash: continues it, sending trials a dead driver left running back
+    // to pending. A different spec hash: SpecChangedError, unless `restart`, which deletes
+    // the old sweep with its trials and starts anew.
+    OpenedSweep open_sweep(const SweepRecord& record, bool restart);
+    std::vector<SweepSummary> sweeps() const;
+    std::optional<SweepSummary> find_sweep(std::string_view name) const;
+    void set_plan(SweepId sweep, const nlohmann::json& plan);
+
+    // ---- trial writes (store/trial_writes.cpp); each call is one transaction
+    // Inserts the configurations not yet in the sweep (by config hash); returns how many were new.
+    std::size_t add_trials(SweepId sweep, std::span<const NewTrial> trials);
+    // Re-estimates trials that are still pending (others are left alone).
+    void update_pending(std::span<const PendingUpdate> updates);
+    // The next pending trial, marked running with its attempt count bumped; nullopt when none.
+    std::optional<ClaimedTrial> claim_next_pending(SweepId sweep, ClaimOrder order = ClaimOrder::priority);
+    // The trial's status, measurement, memory rows and step rows, all or nothing.
+    void record_result(TrialId trial, const TrialResult& result, std::string_view stderr_tail, Timestamp started,
+                       Timestamp ended);
+    // A running trial that was interrupted goes back to pending, to be run again.
+    void release(TrialId trial, std::string_view reason);
+    // Trials left running: back to pending, or failed once they used kMaxAttempts.
+    RequeueCounts requeue_stale_running(SweepId sweep);
+
+    // ---- reads (store/trial_reads.cpp)
+    std::vector<TrialRecord> trials(const TrialQuery& query) const;
+    std::optional<TrialRecord> trial(TrialId id) const;
+    // The measured Pareto front of a sweep (peak memory vs tokens/s), by increasing peak.
+    std::vector<TrialRecord> pareto_front(SweepId sweep) const;
+
+private:
+    RequeueCounts requeue_in_transaction(SweepId sweep);
+
+    std::string path_;
+    std::unique_ptr<sql::Connection> db_;
+};
+
+}  // namespace tune

@@ -1,0 +1,36 @@
+// Typed errors of the results store.
+//
+//   StoreError          SQLite said no: carries its message, its result code and
+//                       the name of the statement that failed ("claim_next_pending").
+//   SpecChangedError    a sweep name is reused with a different spec; user input,
+//                       so it is a ConfigError (exit code 2 at the CLI).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "search/config_error.h"
+
+namespace tune {
+
+class StoreError : public std::runtime_error {
+public:
+    StoreError(std::string statement, int code, const std::string& message)
+        : std::runtime_error(statement.empty() ? message : statement + ": " + message),
+          statement_(std::move(statement)),
+          code_(code) {}
+
+    const std::string& statement() const { return statement_; }
+    int code() const { return code_; }  // SQLite's primary result code, 0 when not from SQLite
+
+private:
+    std::string statement_;
+    int code_ = 0;
+};
+
+class SpecChangedError : public ConfigError {
+public:
+    using ConfigError::ConfigError;
+};
+
+}  // namespace tune

@@ -1,0 +1,23 @@
+// How an Estimate and the per-component memory map onto trial columns and
+// trial_memory rows; shared by the trial writes, claims and reads (private to store/).
+#pragma once
+
+#include <optional>
+
+#include "search/config.h"
+#include "store/records.h"
+#include "store/sqlite_db.h"
+
+namespace tune::sql {
+
+// Estimate columns, in this order: est_peak_bytes, est_peak_phase, est_step_s,
+// est_tokens_per_s, est_mfu, est_fits. Unset binds NULLs.
+inline constexpr int kEstimateColumns = 6;
+void bind_estimate(Query& q, int first, const std::optional<Estimate>& e);
+// nullopt when est_fits is NULL (no estimate was stored). Component bytes are filled from trial_memory.
+std::optional<Estimate> read_estimate(const Query& q, int first);
+
+// Upserts one trial_memory row per component; a null side leaves that side as it is.
+void write_memory(Connection& db, TrialId trial, const MemoryBreakdown* estimated, const MemoryBreakdown* measured);
+
+}  // namespace tune::sql

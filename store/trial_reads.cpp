@@ -1,0 +1,162 @@
+// Store: reading trials back as TrialRecords, with their memory rows and step
+// series, and the Pareto front view.
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "store/sqlite_db.h"
+#include "store/store.h"
+#include "store/trial_columns.h"
+
+namespace tune {
+namespace {
+
+#define TUNE_TRIAL_COLUMNS                                                                                      \
+    "SELECT t.id, t.sweep_id, s.name, t.config_hash, t.config_json, t.status, t.reason, t.priority, t.attempts, " \
+    "t.est_peak_bytes, t.est_peak_phase, t.est_step_s, t.est_tokens_per_s, t.est_mfu, t.est_fits, "           \
+    "t.peak_bytes, t.peak_phase, t.tokens_per_s, t.step_s, t.mfu, t.comm_bytes, t.comm_s, t.oom_requested, "  \
+    "t.oom_live, t.rank_peaks_json, t.step_count, t.loss_count, t.started_at, t.ended_at, t.stderr_tail "
+// ?1 sweep, ?2 status, ?3 trial id; NULL matches all.
+#define TUNE_TRIAL_FILTER "WHERE (?1 IS NULL OR t.sweep_id = ?1) AND (?2 IS NULL OR t.status = ?2) AND (?3 IS NULL OR t.id = ?3)"
+
+constexpr sql::Sql kSelectTrials{"read_trials", TUNE_TRIAL_COLUMNS
+                                 "FROM trials t JOIN sweeps s ON s.id = t.sweep_id " TUNE_TRIAL_FILTER
+                                 " ORDER BY t.id"};
+constexpr sql::Sql kSelectFront{"pareto_front", TUNE_TRIAL_COLUMNS
+                                "FROM pareto_front t JOIN sweeps s ON s.id = t.sweep_id " TUNE_TRIAL_FILTER
+                                " ORDER BY t.peak_bytes, t.tokens_per_s DESC, t.id"};
+constexpr sql::Sql kSelectMemory{"read_trial_memory",
+                                 "SELECT m.trial_id, m.component, m.estimated_bytes, m.measured_bytes "
+                                 "FROM trial_memory m JOIN trials t ON t.id = m.trial_id " TUNE_TRIAL_FILTER};
+constexpr sql::Sql kSelectSteps{"read_trial_steps",
+                                "SELECT st.trial_id, st.step, st.step_ms, st.loss "
+                                "FROM trial_steps st JOIN trials t ON t.id = st.trial_id " TUNE_TRIAL_FILTER};
+#undef TUNE_TRIAL_COLUMNS
+#undef TUNE_TRIAL_FILTER
+
+struct Filter {
+    std::optional<SweepId> sweep;
+    std::optional<TrialStatus> status;
+    std::optional<TrialId> id;
+};
+
+void bind_filter(sql::Query& q, const Filter& f) {
+    q.bind(1, f.sweep);
+    q.bind(3, f.id);
+    if (f.status)
+        q.bind(2, to_string(*f.status));
+    else
+        q.bind(2, std::nullopt);
+}
+
+std::optional<Timestamp> read_time(const sql::Query& q, int column) {
+    if (q.is_null(column)) return std::nullopt;
+    return parse_timestamp(q.text(column));
+}
+
+void read_measurement(const sql::Query& q, TrialRecord& rec) {
+    TrialResult& r = rec.result;
+    rec.measured = !q.is_null(15);
+    r.memory.peak = q.uint64(15);
+    r.memory.peak_phase = q.text(16);
+    r.tokens_per_s = q.real(17);
+    rec.median_step_s = q.opt_real(18);
+    r.mfu = q.real(19);
+    r.comm_bytes = q.uint64(20);
+    r.comm_s = q.real(21);
+    r.oom_requested = q.uint64(22);
+    r.oom_live = q.uint64(23);
+    if (!q.is_null(24)) r.rank_peaks = nlohmann::json::parse(q.text(24)).get<std::vector<std::uint64_t>>();
+    // NaN is stored as NULL by SQLite; the counts keep the series' lengths.
+    constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+    r.step_ms.assign(static_cast<std::size_t>(q.int64(25)), nan);
+    r.losses.assign(static_cast<std::size_t>(q.int64(26)), nan);
+}
+
+TrialRecord read_trial(const sql::Query& q) {
+    TrialRecord rec;
+    rec.id = q.int64(0);
+    rec.sweep_id = q.int64(1);
+    rec.sweep_name = q.text(2);
+    rec.config_hash = q.text(3);
+    rec.result.config = nlohmann::json::parse(q.text(4)).get<TrialConfig>();
+    rec.result.status = parse_status(q.text(5)).value_or(TrialStatus::failed);
+    rec.result.reason = q.text(6);
+    rec.priority = q.real(7);
+    rec.attempts = static_cast<std::uint32_t>(q.int64(8));
+    rec.result.estimate = sql::read_estimate(q, 9);
+    read_measurement(q, rec);
+    rec.started_at = read_time(q, 27);
+    rec.ended_at = read_time(q, 28);
+    rec.stderr_tail = q.text(29);
+    return rec;
+}
+
+using Index = std::unordered_map<TrialId, TrialRecord*>;
+
+void read_memory(sql::Connection& db, const Filter& f, const Index& index) {
+    auto q = db.query(kSelectMemory);
+    bind_filter(q, f);
+    while (q.step()) {
+        auto it = index.find(q.int64(0));
+        auto component = parse_component(q.text(1));
+        if (it == index.end() || !component) continue;
+        TrialResult& r = it->second->result;
+        if (r.estimate && !q.is_null(2)) r.estimate->memory[*component] = q.uint64(2);
+        if (!q.is_null(3)) r.memory[*component] = q.uint64(3);
+    }
+}
+
+void read_steps(sql::Connection& db, const Filter& f, const Index& index) {
+    auto q = db.query(kSelectSteps);
+    bind_filter(q, f);
+    while (q.step()) {
+        auto it = index.find(q.int64(0));
+        if (it == index.end()) continue;
+        TrialResult& r = it->second->result;
+        const auto step = static_cast<std::size_t>(q.int64(1));
+        if (step < r.step_ms.size() && !q.is_null(2)) r.step_ms[step] = q.real(2);
+        if (step < r.losses.size() && !q.is_null(3)) r.losses[step] = q.real(3);
+    }
+}
+
+std::vector<TrialRecord> select_trials(sql::Connection& db, const sql::Sql& sql, const Filter& f, bool with_memory,
+                                       bool with_steps) {
+    sql::Transaction tx(db, sql::Transaction::Kind::read);  // rows and details from one snapshot
+    std::vector<TrialRecord> out;
+    {
+        auto q = db.query(sql);
+        bind_filter(q, f);
+        while (q.step()) out.push_back(read_trial(q));
+    }
+    Index index;
+    for (auto& rec : out) index.emplace(rec.id, &rec);
+    if (with_memory) read_memory(db, f, index);
+    if (with_steps) read_steps(db, f, index);
+    if (!with_steps) {
+        for (auto& rec : out) {
+            rec.result.step_ms.clear();
+            rec.result.losses.clear();
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<TrialRecord> Store::trials(const TrialQuery& query) const {
+    return select_trials(*db_, kSelectTrials, {query.sweep, query.status, std::nullopt}, query.with_memory,
+                         query.with_steps);
+}
+
+std::optional<TrialRecord> Store::trial(TrialId id) const {
+    auto found = select_trials(*db_, kSelectTrials, {std::nullopt, std::nullopt, id}, true, true);
+    if (found.empty()) return std::nullopt;
+    return std::move(found.front());
+}
+
+std::vector<TrialRecord> Store::pareto_front(SweepId sweep) const {
+    return select_trials(*db_, kSelectFront, {sweep, std::nullopt, std::nullopt}, true, false);
+}
+
+}  // namespace tune

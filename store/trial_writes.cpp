@@ -1,0 +1,204 @@
+// Store: every write to a trial (enumerate, re-estimate, claim, record, release,
+// requeue). Each public call is one transaction, so a crash leaves no half-written trial.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "store/sqlite_db.h"
+#include "store/store.h"
+#include "store/trial_columns.h"
+
+namespace tune {
+namespace {
+
+constexpr sql::Sql kInsertTrial{"add_trials", R"sql(
+INSERT INTO trials (sweep_id, config_hash, config_json, model, optimizer, precision, zero_stage, grad_accum,
+                    micro_batch, context, checkpointing, world_size, status, reason, priority,
+                    est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
+ON CONFLICT (sweep_id, config_hash) DO NOTHING)sql"};
+
+constexpr sql::Sql kUpdatePending{"update_pending", R"sql(
+UPDATE trials SET priority = ?2, status = ?3, reason = ?4,
+    est_peak_bytes = ?5, est_peak_phase = ?6, est_step_s = ?7, est_tokens_per_s = ?8, est_mfu = ?9, est_fits = ?10
+WHERE id = ?1 AND status = 'pending')sql"};
+
+// One statement per order: ORDER BY cannot be a bound parameter.
+#define TUNE_CLAIM_SQL(ORDER)                                                                            \
+    "UPDATE trials SET status = 'running', attempts = attempts + 1, started_at = ?2, ended_at = NULL " \
+    "WHERE id = (SELECT id FROM trials WHERE sweep_id = ?1 AND status = 'pending' ORDER BY " ORDER     \
+    " LIMIT 1) RETURNING id, config_json, attempts, est_peak_bytes, est_peak_phase, est_step_s, "     \
+    "est_tokens_per_s, est_mfu, est_fits"
+constexpr sql::Sql kClaimByPriority{"claim_next_pending", TUNE_CLAIM_SQL("priority, id")};
+constexpr sql::Sql kClaimFastest{"claim_next_pending", TUNE_CLAIM_SQL("est_tokens_per_s DESC NULLS LAST, id")};
+constexpr sql::Sql kClaimSmallest{"claim_next_pending", TUNE_CLAIM_SQL("est_peak_bytes ASC NULLS LAST, id")};
+#undef TUNE_CLAIM_SQL
+
+constexpr sql::Sql kEstimatedMemory{"read_estimated_memory",
+                                    "SELECT component, estimated_bytes FROM trial_memory WHERE trial_id = ?1"};
+
+constexpr sql::Sql kRecordTrial{"record_result", R"sql(
+UPDATE trials SET status = ?2, reason = ?3, peak_bytes = ?4, peak_phase = ?5, tokens_per_s = ?6, step_s = ?7,
+    mfu = ?8, comm_bytes = ?9, comm_s = ?10, oom_requested = ?11, oom_live = ?12, rank_peaks_json = ?13,
+    step_count = ?14, loss_count = ?15, started_at = ?16, ended_at = ?17, stderr_tail = ?18,
+    est_peak_bytes = coalesce(?19, est_peak_bytes), est_peak_phase = coalesce(?20, est_peak_phase),
+    est_step_s = coalesce(?21, est_step_s), est_tokens_per_s = coalesce(?22, est_tokens_per_s),
+    est_mfu = coalesce(?23, est_mfu), est_fits = coalesce(?24, est_fits)
+WHERE id = ?1)sql"};
+constexpr sql::Sql kDeleteSteps{"record_result_steps", "DELETE FROM trial_steps WHERE trial_id = ?1"};
+constexpr sql::Sql kInsertStep{"record_result_steps",
+                               "INSERT INTO trial_steps (trial_id, step, step_ms, loss) VALUES (?1, ?2, ?3, ?4)"};
+
+constexpr sql::Sql kRelease{"release",
+                            "UPDATE trials SET status = 'pending', reason = ?2 WHERE id = ?1 AND status = 'running'"};
+constexpr sql::Sql kGiveUp{"requeue_stale_running", R"sql(
+UPDATE trials SET status = 'failed', reason = ?2, ended_at = ?4
+WHERE sweep_id = ?1 AND status = 'running' AND attempts >= ?3)sql"};
+constexpr sql::Sql kRequeue{"requeue_stale_running",
+                            "UPDATE trials SET status = 'pending' WHERE sweep_id = ?1 AND status = 'running'"};
+
+const sql::Sql& claim_sql(ClaimOrder order) {
+    switch (order) {
+        case ClaimOrder::estimated_fastest: return kClaimFastest;
+        case ClaimOrder::estimated_smallest: return kClaimSmallest;
+        case ClaimOrder::priority: break;
+    }
+    return kClaimByPriority;
+}
+
+void require(bool ok, const char* statement, const std::string& message) {
+    if (!ok) throw StoreError(statement, 0, message);
+}
+
+bool is_enumerated_status(TrialStatus s) {
+    return s == TrialStatus::pending || s == TrialStatus::invalid || s == TrialStatus::pruned;
+}
+
+// Median over the steps after warmup (all steps when warmup covers them), in seconds.
+std::optional<double> median_step_s(const TrialResult& r) {
+    std::vector<double> ms = r.step_ms;
+    if (ms.size() > r.config.warmup) ms.erase(ms.begin(), ms.begin() + r.config.warmup);
+    if (ms.empty()) return std::nullopt;
+    std::sort(ms.begin(), ms.end());
+    const std::size_t mid = ms.size() / 2;
+    const double median = ms.size() % 2 ? ms[mid] : (ms[mid - 1] + ms[mid]) / 2;
+    return median / 1000.0;
+}
+
+void insert_steps(sql::Connection& db, TrialId trial, const TrialResult& r) {
+    db.query(kDeleteSteps).bind(1, trial).run();
+    const std::size_t n = std::max(r.step_ms.size(), r.losses.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        auto q = db.query(kInsertStep);
+        q.bind(1, trial).bind(2, i);
+        q.bind(3, i < r.step_ms.size() ? std::optional(r.step_ms[i]) : std::nullopt);
+        q.bind(4, i < r.losses.size() ? std::optional(r.losses[i]) : std::nullopt);
+        q.run();
+    }
+}
+
+}  // namespace
+
+std::size_t Store::add_trials(SweepId sweep, std::span<const NewTrial> trials) {
+    sql::Transaction tx(*db_);
+    std::size_t added = 0;
+    for (const NewTrial& t : trials) {
+        require(is_enumerated_status(t.status), "add_trials",
+                fmt::format("a new trial is pending, invalid or pruned, not {}", to_string(t.status)));
+        const TrialConfig& c = t.config;
+        auto q = db_->query(kInsertTrial);
+        q.bind(1, sweep).bind(2, config_hash(c)).bind(3, nlohmann::json(c).dump()).bind(4, c.model.name);
+        q.bind(5, to_string(c.optimizer)).bind(6, to_string(c.precision)).bind(7, c.zero_stage);
+        q.bind(8, c.grad_accum).bind(9, c.micro_batch).bind(10, c.context).bind(11, to_string(c.checkpointing));
+        q.bind(12, c.world_size).bind(13, to_string(t.status)).bind(14, t.reason).bind(15, t.priority);
+        sql::bind_estimate(q, 16, t.estimate);
+        q.run();
+        if (db_->changes() == 0) continue;  // already enumerated: keep what it has
+        ++added;
+        if (t.estimate) sql::write_memory(*db_, db_->last_insert_rowid(), &t.estimate->memory, nullptr);
+    }
+    tx.commit();
+    return added;
+}
+
+void Store::update_pending(std::span<const PendingUpdate> updates) {
+    sql::Transaction tx(*db_);
+    for (const PendingUpdate& u : updates) {
+        require(u.status == TrialStatus::pending || u.status == TrialStatus::pruned, "update_pending",
+                fmt::format("a re-estimated trial stays pending or becomes pruned, not {}", to_string(u.status)));
+        auto q = db_->query(kUpdatePending);
+        q.bind(1, u.id).bind(2, u.priority).bind(3, to_string(u.status)).bind(4, u.reason);
+        sql::bind_estimate(q, 5, u.estimate);
+        q.run();
+        if (db_->changes() != 0) sql::write_memory(*db_, u.id, &u.estimate.memory, nullptr);
+    }
+    tx.commit();
+}
+
+std::optional<ClaimedTrial> Store::claim_next_pending(SweepId sweep, ClaimOrder order) {
+    sql::Transaction tx(*db_);
+    ClaimedTrial claimed;
+    {
+        auto q = db_->query(claim_sql(order));
+        q.bind(1, sweep).bind(2, format_timestamp(now_timestamp()));
+        if (!q.step()) return std::nullopt;
+        claimed.id = q.int64(0);
+        claimed.config = nlohmann::json::parse(q.text(1)).get<TrialConfig>();
+        claimed.attempts = static_cast<std::uint32_t>(q.int64(2));
+        claimed.estimate = sql::read_estimate(q, 3);
+        q.run();
+    }
+    if (claimed.estimate) {
+        auto q = db_->query(kEstimatedMemory);
+        q.bind(1, claimed.id);
+        while (q.step())
+            if (auto c = parse_component(q.text(0)); c && !q.is_null(1)) claimed.estimate->memory[*c] = q.uint64(1);
+    }
+    tx.commit();
+    return claimed;
+}
+
+void Store::record_result(TrialId trial, const TrialResult& r, std::string_view stderr_tail, Timestamp started,
+                          Timestamp ended) {
+    require(r.status != TrialStatus::pending && r.status != TrialStatus::running, "record_result",
+            fmt::format("a recorded result has a final status, not {}", to_string(r.status)));
+    sql::Transaction tx(*db_);
+    {
+        auto q = db_->query(kRecordTrial);
+        q.bind(1, trial).bind(2, to_string(r.status)).bind(3, r.reason).bind(4, r.memory.peak);
+        q.bind(5, r.memory.peak_phase).bind(6, r.tokens_per_s).bind(7, median_step_s(r)).bind(8, r.mfu);
+        q.bind(9, r.comm_bytes).bind(10, r.comm_s).bind(11, r.oom_requested).bind(12, r.oom_live);
+        q.bind(13, nlohmann::json(r.rank_peaks).dump()).bind(14, r.step_ms.size()).bind(15, r.losses.size());
+        q.bind(16, format_timestamp(started)).bind(17, format_timestamp(ended)).bind(18, stderr_tail);
+        sql::bind_estimate(q, 19, r.estimate);
+        q.run();
+    }
+    require(db_->changes() == 1, "record_result", fmt::format("no trial with id {}", trial));
+    sql::write_memory(*db_, trial, r.estimate ? &r.estimate->memory : nullptr, &r.memory);
+    insert_steps(*db_, trial, r);
+    tx.commit();
+}
+
+void Store::release(TrialId trial, std::string_view reason) {
+    db_->query(kRelease).bind(1, trial).bind(2, reason).run();
+}
+
+RequeueCounts Store::requeue_stale_running(SweepId sweep) {
+    sql::Transaction tx(*db_);
+    RequeueCounts counts = requeue_in_transaction(sweep);
+    tx.commit();
+    return counts;
+}
+
+RequeueCounts Store::requeue_in_transaction(SweepId sweep) {
+    RequeueCounts counts;
+    const std::string reason = fmt::format(
+        "abandoned: it was still running when its driver died, {} times (attempts exhausted)", kMaxAttempts);
+    db_->query(kGiveUp).bind(1, sweep).bind(2, reason).bind(3, kMaxAttempts).bind(4, format_timestamp(now_timestamp())).run();
+    counts.failed = static_cast<std::uint64_t>(db_->changes());
+    db_->query(kRequeue).bind(1, sweep).run();
+    counts.pending = static_cast<std::uint64_t>(db_->changes());
+    return counts;
+}
+
+}  // namespace tune
