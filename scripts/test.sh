@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs what the tests need, builds, and runs every test (ctest).
+# Labels: mpi (multi-rank, under mpirun), browser (headless Chromium),
+# gpu (skipped, visibly, on machines without a CUDA device).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh --with-test-extras
+./scripts/build.sh
+ctest --test-dir build -j"$(nproc)" --output-on-failure
