@@ -1,5 +1,9 @@
 #include "store/store.h"
 
+#include <filesystem>
+
+#include <fmt/format.h>
+
 #include "store/schema.h"
 #include "store/sqlite_db.h"
 
@@ -51,6 +55,12 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
+
+Store Store::open_reader(const std::string& path) {
+    if (!std::filesystem::exists(path))
+        throw ConfigError(fmt::format("no results database at '{}': pass --db FILE, or run a sweep first", path));
+    return Store(path, Mode::read_only);
+}
 
 int Store::schema_version() const { return tune::schema_version(*db_); }
 

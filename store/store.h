@@ -71,6 +71,10 @@ public:
     // The measured Pareto front of a sweep (peak memory vs tokens/s), by increasing peak.
     std::vector<TrialRecord> pareto_front(SweepId sweep) const;
 
+    // For readers (`tune list`, `best`, `export`, reports): read-only, and a ConfigError
+    // that says what to do when the file does not exist.
+    static Store open_reader(const std::string& path);
+
 private:
     RequeueCounts requeue_in_transaction(SweepId sweep);
 

@@ -40,6 +40,9 @@ int run_cli(int argc, const char* const* argv) {
     add_validate_command(app, exit_code);
     add_presets_command(app, exit_code);
     add_devices_command(app, exit_code);
+    add_list_command(app, exit_code);
+    add_best_command(app, exit_code);
+    add_export_command(app, exit_code);
 
     if (argc <= 1) {
         fmt::print(stderr, "{}", app.help());

@@ -1,0 +1,45 @@
+// The best measured configuration under the user's constraints, and why
+// nothing qualifies when nothing does. Used by `tune best` and the reports.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/config.h"
+#include "store/records.h"
+
+namespace tune {
+
+class Store;
+
+enum class BestBy { tokens_per_s, peak_memory };
+
+struct BestQuery {
+    std::optional<std::string> sweep;          // every sweep when unset
+    std::optional<std::uint64_t> max_memory;   // measured peak bytes per rank
+    std::optional<std::uint32_t> min_context;
+    std::optional<std::uint32_t> gpus;         // world size, exactly
+    std::optional<Optimizer> optimizer;
+    BestBy by = BestBy::tokens_per_s;
+    std::size_t top = 5;                       // best plus runners-up
+};
+
+struct BestAnswer {
+    std::vector<TrialRecord> ranked;   // best first, at most `top`
+    std::size_t qualifying = 0;        // ok trials meeting every constraint
+    std::size_t measured_ok = 0;       // ok trials in scope
+    std::vector<std::string> why_none; // when nothing qualifies: one sentence per cause
+};
+
+// Ranking: by tokens/s (higher first; ties to the lower peak) or by peak memory
+// (lower first; ties to the higher tokens/s); remaining ties to the earlier trial.
+// Throws ConfigError when the named sweep does not exist.
+BestAnswer find_best(const Store& store, const BestQuery& query);
+
+// The same over records already loaded (status ok expected); `scope_counts`
+// describes the scope's statuses when no trial finished ok.
+BestAnswer rank_best(std::vector<TrialRecord> ok_trials, const BestQuery& query, const StatusCounts& scope_counts);
+
+}  // namespace tune
