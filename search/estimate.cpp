@@ -1,0 +1,22 @@
+#include "search/estimate.h"
+
+namespace tune {
+
+std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+    const std::uint64_t limit = o.memory_limit.value_or(c.memory_limit != 0 ? c.memory_limit : hw.memory_bytes);
+    return static_cast<std::uint64_t>(static_cast<double>(limit) * (1.0 - o.margin));
+}
+
+Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+    const StepMemory memory = step_memory(model, c, hw, o);
+    const StepTime time = step_time(model, c, hw, o);
+    Estimate e;
+    e.memory = breakdown_at_peak(memory);
+    e.step_s = time.step_s;
+    e.tokens_per_s = time.tokens_per_s;
+    e.mfu = time.mfu;
+    e.fits = memory.peak <= usable_bytes(c, hw, o);
+    return e;
+}
+
+}  // namespace tune

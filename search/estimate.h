@@ -1,0 +1,22 @@
+// The analytic estimator: per-rank memory by component at the peak of a
+// step, step time, tokens/s, MFU, and whether it fits. Closed form, no
+// harness code: docs/memory-model.md is the schedule it computes.
+#pragma once
+
+#include "search/config.h"
+#include "search/estimate_memory.h"
+#include "search/estimate_options.h"
+#include "search/estimate_time.h"
+
+namespace tune {
+
+// The bytes a rank may fill: the limit less the margin.
+std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o);
+
+// `model` stands in for c.model (a sweep holds one ModelSpec for all its configs).
+Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o = {});
+inline Estimate estimate(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o = {}) {
+    return estimate(c.model, c, hw, o);
+}
+
+}  // namespace tune

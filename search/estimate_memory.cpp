@@ -1,0 +1,146 @@
+#include "search/estimate_memory.h"
+
+#include <algorithm>
+
+#include "search/flat_layout.h"
+#include "search/model_states.h"
+
+namespace tune {
+namespace {
+
+constexpr std::uint64_t kLogitsPerChunk = std::uint64_t{1} << 24;  // fp32 logits alive at once, at most
+constexpr std::uint64_t kBufferAlign = 256;                        // bytes, kernels/lm_head_loss.cpp
+
+std::uint64_t aligned(std::uint64_t bytes) { return round_up(bytes, kBufferAlign); }
+
+bool cpu_backend(const Hardware& hw) { return hw.backend == "cpu"; }
+
+std::size_t idx(Component c) { return static_cast<std::size_t>(c); }
+
+// Activation bytes a layer keeps after its forward under each checkpointing mode.
+std::uint64_t kept_bytes(const ActivationSizes& a, Checkpointing mode, bool fused) {
+    switch (mode) {
+        case Checkpointing::none: return a.kept_none;
+        case Checkpointing::selective: return fused ? a.kept_none : a.kept_none - a.probs;
+        case Checkpointing::full: return a.hidden;
+    }
+    return a.kept_none;
+}
+
+// The LM head + loss workspace, as kernels/lm_head_loss.cpp asks for it.
+std::uint64_t lm_head_bytes(std::uint64_t rows, std::uint64_t v, std::uint64_t h, std::uint64_t ab, bool cpu) {
+    const std::uint64_t cells = rows * v;
+    std::uint64_t bytes = aligned(4 * cells);
+    if (ab != 4) {
+        bytes += aligned(ab * cells);                  // 16-bit logit gradient for the GEMMs
+        if (cpu) bytes += 4 * (cells + v * h + rows * h);  // fp32 staging of the chunk's largest GEMM
+    }
+    return bytes;
+}
+
+// The transient comm buffers of one flat buffer (bucket for stages 2-3, gathered weights for stage 3).
+std::uint64_t comm_bytes(std::uint64_t numel, const StateSettings& s, bool gathers_only) {
+    const std::uint64_t full = full_numel(numel, s.world_size, s.align);
+    const std::uint64_t wb = weight_bytes(s.precision);
+    const std::uint64_t bucket = !gathers_only && s.zero_stage >= 2 ? full * wb : 0;
+    const std::uint64_t gathered = s.zero_stage >= 3 ? full * wb : 0;
+    return bucket + gathered;
+}
+
+}  // namespace
+
+ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
+                                 const EstimateOptions& o) {
+    const std::uint64_t b = c.micro_batch, s = c.context, t = b * s;
+    const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, heads = m.heads;
+    const std::uint64_t ab = weight_bytes(c.precision);  // activations share the weights' dtype
+
+    ActivationSizes a;
+    a.io = 12 * t;
+    a.hidden = ab * t * h;
+    a.rstd = 4 * t;
+    a.probs = o.fused_attention ? 4 * b * heads * s : ab * b * heads * s * s;
+    // x, n1, q, o, x2, n2 (T, h); k, v (T, kv); g, u, m (T, f); two rstd; P.
+    a.kept_none = ab * t * (6 * h + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
+    a.kept = kept_bytes(a, c.checkpointing, o.fused_attention);
+    a.scratch = ab * t * (h + std::max(3 * f, 2 * h + 2 * kv));
+    a.chunk_rows = std::min(t, std::max<std::uint64_t>(1, kLogitsPerChunk / std::max<std::uint64_t>(m.vocab, 1)));
+    a.logits = lm_head_bytes(a.chunk_rows, m.vocab, h, ab, cpu_backend(hw));
+    return a;
+}
+
+std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+    if (!cpu_backend(hw)) return o.cuda_workspace_bytes;
+    const std::uint64_t s = c.context, t = std::uint64_t{c.micro_batch} * s;
+    const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, d = m.head_dim();
+    // Attention: per thread, two (s, s) and eight (s, d) fp32 blocks (kernels/cpu/cpu_attention.cpp).
+    const std::uint64_t attention = 4 * std::uint64_t{std::max<std::uint32_t>(o.cpu_threads, 1)} * (2 * s * s + 8 * s * d);
+    if (weight_bytes(c.precision) == 4) return attention;
+    // 16-bit GEMMs widen A, B and C to fp32 (kernels/cpu/cpu_gemm.cpp).
+    const std::uint64_t gemm = std::max({2 * t * h + h * h, t * h + t * kv + kv * h, t * h + t * f + f * h});
+    return std::max(attention, 4 * gemm);
+}
+
+std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {
+    if (cpu_backend(hw)) return 0;
+    return o.overhead_bytes.value_or(hw.runtime_overhead_bytes);
+}
+
+StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+    const FlatLayout layout = flat_layout(m, c.adam8bit_block);
+    const StateSettings settings = StateSettings::of(c);
+    const ModelStateBytes states = model_states(layout, settings);
+    const ActivationSizes a = activation_sizes(m, c, hw, o);
+    const bool lomo = c.optimizer == Optimizer::lomo;
+    const std::uint64_t gb = weight_bytes(c.precision);
+    const std::uint64_t below = m.layers > 0 ? m.layers - 1 : 0;  // kept layers under the last one
+    const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;     // the last layer, whole
+
+    ComponentBytes base{};
+    base[idx(Component::params)] = states.params;
+    base[idx(Component::master)] = states.master;
+    base[idx(Component::grads)] = states.grads;
+    base[idx(Component::optim)] = states.optim;
+    base[idx(Component::workspace)] = workspace_bytes(m, c, hw, o);
+    base[idx(Component::overhead)] = overhead_bytes(hw, o);
+
+    auto phase = [&](std::uint64_t activations, std::uint64_t logits, std::uint64_t comm, std::uint64_t lomo_grad) {
+        ComponentBytes p = base;
+        p[idx(Component::activations)] = activations;
+        p[idx(Component::logits)] = logits;
+        p[idx(Component::comm)] = comm;
+        if (lomo) p[idx(Component::grads)] += lomo_grad * gb;
+        return p;
+    };
+    const std::uint64_t layer_comm = comm_bytes(layout.layer.numel, settings, lomo);
+    const std::uint64_t outer_comm = comm_bytes(layout.outer.numel, settings, lomo);
+    const std::uint64_t gathered_layer = comm_bytes(layout.layer.numel, settings, true);
+    const std::uint64_t outer_bucket = outer_comm - comm_bytes(layout.outer.numel, settings, true);
+
+    StepMemory s;
+    s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer, 0);
+    // Head: during the chunk loop (logits alive) or at the final-norm backward (dX alive).
+    const std::uint64_t head = a.io + m.layers * a.kept + 3 * a.hidden + a.rstd;  // + xL, nf, dnf, rstd_f
+    const ComponentBytes chunks = phase(head, a.logits, outer_comm, layout.outer.max_tensor);
+    const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm, m.hidden);
+    s.phases[1] = total(norm) > total(chunks) ? norm : chunks;
+    s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm, layout.layer.max_tensor);
+    s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket, layout.outer.max_tensor);
+    s.phases[4] = phase(0, 0, 0, 0);
+
+    for (Phase p : kPhases) {
+        const std::uint64_t t = total(s.at(p));
+        if (t > s.peak) s.peak = t, s.peak_phase = p;
+    }
+    return s;
+}
+
+MemoryBreakdown breakdown_at_peak(const StepMemory& s) {
+    MemoryBreakdown b;
+    b.bytes = s.at_peak();
+    b.peak = s.peak;
+    b.peak_phase = to_string(s.peak_phase);
+    return b;
+}
+
+}  // namespace tune

@@ -1,0 +1,30 @@
+// The estimator's knobs. The sweep driver calibrates the device overhead and
+// the compute efficiency from measured trials, so they are settings here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace tune {
+
+struct EstimateOptions {
+    // Bytes a rank may use; unset: TrialConfig::memory_limit when nonzero, else the device's memory.
+    std::optional<std::uint64_t> memory_limit;
+    double margin = 0.05;  // keep this fraction of the limit free
+
+    // Device memory outside our allocator (CUDA context, cuBLAS, NCCL); unset:
+    // Hardware::runtime_overhead_bytes. Always 0 on the CPU backend.
+    std::optional<std::uint64_t> overhead_bytes;
+    std::uint64_t cuda_workspace_bytes = 32ull << 20;  // cuBLAS workspace
+    std::uint32_t cpu_threads = 1;                      // OpenMP threads per rank: sizes attention scratch
+    bool fused_attention = false;                       // flash-style kernel: no (b, a, s, s) probabilities
+
+    // Achieved fraction of the peak FLOP/s over a whole step's GEMMs.
+    double compute_efficiency = 0.5;
+    // Achieved fraction of the link bandwidth by collectives.
+    double comm_efficiency = 0.8;
+    // Fraction of communication hidden behind compute (our engine: none yet).
+    double comm_overlap = 0.0;
+};
+
+}  // namespace tune

@@ -1,0 +1,113 @@
+#include "search/estimate_time.h"
+
+#include <algorithm>
+
+#include "search/flat_layout.h"
+
+namespace tune {
+namespace {
+
+struct Flops {
+    double model = 0;  // per token, forward + backward
+    double total = 0;  // per token, with recomputation
+};
+
+// GEMM FLOPs are 2 per multiply-add; backward is twice the forward.
+Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, bool fused) {
+    const double h = static_cast<double>(m.hidden), kv = static_cast<double>(m.kv_dim());
+    const double f = static_cast<double>(m.ffn), v = static_cast<double>(m.vocab);
+    const double layers = static_cast<double>(m.layers), s = static_cast<double>(c.context);
+    const double layer_gemm = 2 * (2 * h * h + 2 * h * kv + 3 * h * f);
+    // Scores and P v: 2 s h each per token; a fused causal kernel skips the masked half.
+    const double attention = (fused ? 2.0 : 4.0) * s * h;
+    const double forward = layers * (layer_gemm + attention) + 2 * h * v;
+
+    Flops out;
+    out.model = 3 * forward;
+    double recompute = 0;
+    if (c.checkpointing == Checkpointing::full) recompute = layers * (layer_gemm + attention);
+    if (c.checkpointing == Checkpointing::selective && !fused) recompute = layers * attention / 2;  // scores only
+    out.total = out.model + recompute;
+    // LOMO clips by a global norm found in a first backward pass.
+    if (c.optimizer == Optimizer::lomo && c.clip > 0) out.total += 2 * forward + recompute;
+    return out;
+}
+
+// Bytes each rank sends per step, ring algorithms: an all-reduce moves
+// 2(N-1)/N of the buffer, a reduce-scatter or all-gather (N-1)/N.
+double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
+    const std::uint64_t n = std::max<std::uint32_t>(c.world_size, 1);
+    if (n == 1) return 0;
+    const FlatLayout layout = flat_layout(m, c.adam8bit_block);
+    const double ring = static_cast<double>(n - 1) / static_cast<double>(n);
+    const double wb = weight_bytes(c.precision);
+    const double layer = static_cast<double>(full_numel(layout.layer.numel, n, layout.align));
+    const double outer = static_cast<double>(full_numel(layout.outer.numel, n, layout.align));
+    const double all = static_cast<double>(m.layers) * layer + outer;
+    const double micro = c.grad_accum;
+    // LOMO reduces every gradient twice when it clips by the global norm.
+    const double reductions = c.optimizer == Optimizer::lomo && c.clip > 0 ? 2.0 : 1.0;
+
+    switch (c.zero_stage) {
+        case 0: return reductions * 2 * ring * wb * all;
+        case 1: return (reductions + 1) * ring * wb * all;
+        case 2: return ring * wb * (reductions * micro * (all + outer) + all);
+        default: {
+            const double gathers = micro * (2 * static_cast<double>(m.layers) * layer + 2 * outer);
+            return ring * wb * (gathers + reductions * micro * (all + outer));
+        }
+    }
+}
+
+// Bytes the optimizer reads and writes per element it updates.
+double optimizer_traffic_per_element(const TrialConfig& c) {
+    const double wb = weight_bytes(c.precision), sb = state_bytes(c.precision);
+    const double weights = has_master_weights(c.precision) ? 8 + wb : 2 * wb;
+    switch (c.optimizer) {
+        case Optimizer::adamw: return wb + weights + 4 * sb;
+        case Optimizer::lion: return wb + weights + 2 * sb;
+        case Optimizer::adam8bit: return wb + weights + 4;
+        case Optimizer::adafactor: return 3 * wb + weights;  // statistics, RMS and apply passes
+        case Optimizer::lomo: return wb + weights;
+    }
+    return wb + weights;
+}
+
+double owned_elements(const ModelSpec& m, const TrialConfig& c) {
+    const std::uint64_t n = std::max<std::uint32_t>(c.world_size, 1);
+    const FlatLayout layout = flat_layout(m, c.adam8bit_block);
+    const bool sharded = c.zero_stage >= 1;
+    auto part = [&](std::uint64_t numel) {
+        return sharded ? shard_numel(numel, n, layout.align) : full_numel(numel, n, layout.align);
+    };
+    return static_cast<double>(m.layers * part(layout.layer.numel) + part(layout.outer.numel));
+}
+
+double link_bandwidth(const Hardware& hw, std::uint32_t ranks) {
+    return ranks <= hw.gpus_per_node ? hw.intra_node_bytes_per_s : hw.inter_node_bytes_per_s;
+}
+
+double safe_div(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+}  // namespace
+
+StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+    const Flops flops = flops_per_token(m, c, o.fused_attention);
+    const double peak = c.precision == Precision::fp32 ? hw.peak_flops_fp32 : hw.peak_flops_half;
+    const double ranks = std::max<std::uint32_t>(c.world_size, 1);
+    const double tokens_per_rank = static_cast<double>(c.micro_batch) * c.context * c.grad_accum;
+
+    StepTime t;
+    t.model_flops_per_token = flops.model;
+    t.flops_per_token = flops.total;
+    t.comm_bytes = comm_bytes_per_step(m, c);
+    t.compute_s = safe_div(flops.total * tokens_per_rank, peak * o.compute_efficiency);
+    t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
+    t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
+    t.step_s = t.compute_s + t.comm_s + t.optimizer_s;
+    t.tokens_per_s = safe_div(tokens_per_rank * ranks, t.step_s);
+    t.mfu = safe_div(flops.model * t.tokens_per_s, peak * ranks);
+    return t;
+}
+
+}  // namespace tune

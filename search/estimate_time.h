@@ -1,0 +1,27 @@
+// Predicted time of one optimizer step: compute over the device's peak times
+// an efficiency, ZeRO's collectives over the link bandwidth, the optimizer's
+// memory traffic over HBM bandwidth. From it tokens/s and MFU.
+#pragma once
+
+#include <cstdint>
+
+#include "search/config.h"
+#include "search/estimate_options.h"
+
+namespace tune {
+
+struct StepTime {
+    double model_flops_per_token = 0;  // 6N + attention: what MFU counts
+    double flops_per_token = 0;        // plus recomputation (and LOMO's norm pass)
+    double comm_bytes = 0;             // sent per rank per step
+    double compute_s = 0;
+    double comm_s = 0;                 // exposed (not overlapped)
+    double optimizer_s = 0;
+    double step_s = 0;
+    double tokens_per_s = 0;           // all ranks together
+    double mfu = 0;
+};
+
+StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o);
+
+}  // namespace tune

@@ -1,0 +1,56 @@
+#include "search/flat_layout.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tune {
+namespace {
+
+// Accumulates one tensor's contribution to a buffer.
+struct BufferBuilder {
+    std::uint64_t align;
+    BufferKind kind{};
+
+    void matrix(std::uint64_t rows, std::uint64_t cols) { add(rows * cols, rows + cols); }
+    void vector(std::uint64_t n) { add(n, n); }
+
+    void add(std::uint64_t numel, std::uint64_t stats) {
+        kind.numel += round_up(numel, align);
+        if (numel < kSmallTensorElements) kind.small += numel;
+        kind.stats += stats;
+        kind.max_tensor = std::max(kind.max_tensor, numel);
+    }
+};
+
+}  // namespace
+
+std::uint64_t flat_alignment(std::uint32_t adam8bit_block) {
+    return std::lcm<std::uint64_t>(256, std::max<std::uint32_t>(adam8bit_block, 1));
+}
+
+FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
+    const std::uint64_t align = flat_alignment(adam8bit_block);
+    const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, v = m.vocab;
+
+    BufferBuilder layer{align};
+    layer.vector(h);        // attn_norm
+    layer.matrix(h, h);     // q
+    layer.matrix(kv, h);    // k
+    layer.matrix(kv, h);    // v
+    layer.matrix(h, h);     // o
+    layer.vector(h);        // mlp_norm
+    layer.matrix(f, h);     // gate
+    layer.matrix(f, h);     // up
+    layer.matrix(h, f);     // down
+    layer.kind.count = m.layers;
+
+    BufferBuilder outer{align};
+    outer.matrix(v, h);     // embedding
+    outer.vector(h);        // final_norm
+    outer.matrix(v, h);     // lm_head
+    outer.kind.count = 1;
+
+    return FlatLayout{align, layer.kind, outer.kind};
+}
+
+}  // namespace tune

@@ -1,0 +1,47 @@
+// How the trainer lays parameters out in flat buffers, and how ZeRO shards
+// them (docs/memory-model.md §1). The estimator counts bytes from this; the
+// trainer builds the same layout on its side.
+#pragma once
+
+#include <cstdint>
+
+#include "search/config.h"
+
+namespace tune {
+
+// Tensors with fewer elements keep full-width optimizer state in 8-bit Adam.
+inline constexpr std::uint64_t kSmallTensorElements = 4096;
+
+// `count` identical flat buffers, as the optimizer-state formulas need them.
+struct BufferKind {
+    std::uint64_t numel = 0;       // slots summed: a multiple of the alignment
+    std::uint64_t small = 0;       // elements in tensors under kSmallTensorElements (unpadded)
+    std::uint64_t stats = 0;       // Adafactor: rows + cols per matrix, numel per vector
+    std::uint64_t max_tensor = 0;  // largest tensor's numel (LOMO holds one gradient)
+    std::uint64_t count = 0;
+};
+
+struct FlatLayout {
+    std::uint64_t align = 256;  // elements: lcm(256, adam8bit_block)
+    BufferKind layer;           // one per layer
+    BufferKind outer;           // embedding + final norm + LM head
+};
+
+// The alignment of slots and shards, in elements.
+std::uint64_t flat_alignment(std::uint32_t adam8bit_block);
+
+FlatLayout flat_layout(const ModelSpec& model, std::uint32_t adam8bit_block);
+
+inline constexpr std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple) {
+    return (n + multiple - 1) / multiple * multiple;
+}
+// Elements each of `ranks` ranks owns of an `n`-element buffer (equal, padded).
+inline constexpr std::uint64_t shard_numel(std::uint64_t n, std::uint64_t ranks, std::uint64_t align) {
+    return round_up((n + ranks - 1) / ranks, align);
+}
+// The padded length of the whole buffer: ranks equal shards.
+inline constexpr std::uint64_t full_numel(std::uint64_t n, std::uint64_t ranks, std::uint64_t align) {
+    return ranks * shard_numel(n, ranks, align);
+}
+
+}  // namespace tune

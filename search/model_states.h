@@ -1,0 +1,43 @@
+// Per-rank bytes of the model states: weights, fp32 master weights,
+// gradients and optimizer states (docs/memory-model.md §2). Persistent for the
+// whole trial; what ZeRO shards.
+#pragma once
+
+#include <cstdint>
+
+#include "search/config.h"
+#include "search/flat_layout.h"
+
+namespace tune {
+
+// What the state formulas depend on, apart from the buffers.
+struct StateSettings {
+    Optimizer optimizer = Optimizer::adamw;
+    Precision precision = Precision::fp32;
+    std::uint32_t zero_stage = 0;
+    std::uint64_t world_size = 1;
+    std::uint64_t align = 256;         // flat_alignment(adam8bit_block)
+    std::uint64_t adam8bit_block = 256;
+
+    static StateSettings of(const TrialConfig& c);
+};
+
+struct ModelStateBytes {
+    std::uint64_t params = 0;
+    std::uint64_t master = 0;
+    std::uint64_t grads = 0;  // the persistent buffer; LOMO's one-tensor gradient is transient
+    std::uint64_t optim = 0;
+
+    std::uint64_t total() const { return params + master + grads + optim; }
+    ModelStateBytes& operator+=(const ModelStateBytes& o) {
+        params += o.params, master += o.master, grads += o.grads, optim += o.optim;
+        return *this;
+    }
+};
+
+// States of `kind.count` identical buffers.
+ModelStateBytes model_states(const BufferKind& kind, const StateSettings& s);
+// All buffers of the layout.
+ModelStateBytes model_states(const FlatLayout& layout, const StateSettings& s);
+
+}  // namespace tune
