@@ -1,0 +1,43 @@
+// How a trial of N ranks is started: in this process's child directly (one
+// rank), under mpirun (OpenMPI, local), or under srun (inside a Slurm
+// allocation). Used by the sweep driver and by `tune trial --gpus N`, which
+// re-launches itself through mpirun/srun when it is not already under one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tune {
+
+enum class Launcher { local, mpirun, srun };
+
+std::string_view to_string(Launcher l);
+
+// Where this process stands: set by OpenMPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_*).
+struct RankEnvironment {
+    int rank = 0;
+    int world_size = 1;
+    int local_rank = 0;
+    bool under_launcher = false;  // started by mpirun or srun
+};
+RankEnvironment rank_environment();
+
+// "auto": srun inside a Slurm allocation, else mpirun for more than one rank,
+// else local. An explicit setting is honoured, except that one rank never needs a launcher.
+// Throws std::invalid_argument for an unknown setting.
+Launcher choose_launcher(std::string_view setting, std::uint32_t world_size);
+
+// Why the launcher cannot be used here ("mpirun is not on PATH: install openmpi-bin"), or nullopt.
+std::optional<std::string> launcher_problem(Launcher l);
+
+// The argv that starts `program_argv` as `world_size` ranks with launcher `l`.
+std::vector<std::string> launch_command(Launcher l, std::uint32_t world_size,
+                                        const std::vector<std::string>& program_argv);
+
+// The path of the running `tune` binary (/proc/self/exe), so children run the same build.
+std::string self_executable();
+
+}  // namespace tune
