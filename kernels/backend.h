@@ -101,7 +101,7 @@ struct AttentionBackwardArgs {
     std::int64_t out_stride = 0;
     const void* dout = nullptr;  // (B, S, H, D)   row stride dout_stride
     std::int64_t dout_stride = 0;
-    void* dq = nullptr;          // (B, S, H, D)   overwritten, row stride q_stride
+    void* dq = nullptr;          // (B, S, H, D)   overwritten, row stride q_stride; may alias dout (same stride)
     void* dk = nullptr;          // (B, S, KVH, D) overwritten, row stride k_stride
     void* dv = nullptr;          // (B, S, KVH, D) overwritten, row stride v_stride
 };
@@ -230,7 +230,8 @@ public:
                                std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
                                float theta, DType dtype) = 0;
 
-    // ---- attention (one workspace size serves forward and backward)
+    // ---- attention (one workspace size serves forward and backward; it
+    // holds the backend's scratch: score gradients, staging).
     virtual std::uint64_t attention_workspace_bytes(const AttentionShape& shape, AttentionKind kind,
                                                     DType dtype) const = 0;
     virtual void attention_forward(const AttentionForwardArgs& args, Workspace ws) = 0;
@@ -238,7 +239,8 @@ public:
 
     // ---- SwiGLU: out = silu(gate) * up. gate, up and their gradients are
     // (N, F) with row stride in_stride (so they can be halves of one fused
-    // gate|up GEMM output); out and dout are (N, F) contiguous.
+    // gate|up GEMM output); out and dout are (N, F) contiguous. dup may alias
+    // dout when in_stride == F.
     virtual void swiglu_forward(void* out, const void* gate, const void* up, std::int64_t n, std::int64_t f,
                                 std::int64_t in_stride, DType dtype) = 0;
     virtual void swiglu_backward(void* dgate, void* dup, const void* dout, const void* gate, const void* up,
@@ -253,6 +255,7 @@ public:
     virtual void cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, std::int64_t n) = 0;
     // x *= s; *found_inf is set to 1 when any element of x (before scaling)
     // is inf or nan, and left alone otherwise (zero it once per step).
+    // s == 1 only checks (x is not written).
     virtual void unscale(void* x, std::int64_t n, float s, float* found_inf, DType dtype) = 0;
     // *sum += sum of x^2 (a partial square norm: sum shards, then sqrt).
     virtual void sum_squares(float* sum, const void* x, std::int64_t n, DType dtype) = 0;

@@ -60,7 +60,8 @@ public:
                        std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim, float theta,
                        DType dtype) override;
 
-    // Per thread: two (S, S) and eight (S, D) fp32 scratch blocks, times threads().
+    // Per thread: two (S, S) and eight (S, D) fp32 blocks (scores and their
+    // gradient, 16-bit staging), times threads(); the same for every dtype.
     std::uint64_t attention_workspace_bytes(const AttentionShape& shape, AttentionKind kind,
                                             DType dtype) const override;
     void attention_forward(const AttentionForwardArgs& args, Workspace ws) override;

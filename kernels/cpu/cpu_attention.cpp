@@ -1,0 +1,237 @@
+// Causal attention with materialized probabilities and grouped KV heads.
+// Work is split over (batch, kv head) slabs on OpenMP threads, each calling
+// single-threaded sgemm on (S, D) head blocks read in place through their
+// row strides (fp32) or widened into the thread's scratch (bf16, fp16).
+#include <cblas.h>
+#include <omp.h>
+
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/typed.h"
+
+namespace tune::kernels {
+
+namespace {
+
+// OpenBLAS threads off while OpenMP workers call it; restored on exit.
+class SingleThreadedBlas {
+public:
+    SingleThreadedBlas() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+    ~SingleThreadedBlas() { openblas_set_num_threads(saved_); }
+    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+private:
+    int saved_;
+};
+
+// A (rows, D) fp32 matrix with its leading dimension.
+struct Mat {
+    float* p;
+    std::int64_t ld;
+};
+
+void mm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b, float beta,
+        Mat c) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a.p,
+                static_cast<blasint>(a.ld), b.p, static_cast<blasint>(b.ld), beta, c.p, static_cast<blasint>(c.ld));
+}
+
+// Per-thread scratch: two (S, S) and eight (S, D) blocks.
+struct Scratch {
+    float *p, *dp, *q, *k, *v, *o, *dq, *dk, *dv, *dout;
+
+    Scratch(float* base, std::int64_t s, std::int64_t d) {
+        p = base;
+        dp = p + s * s;
+        float* blocks[] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+        for (int i = 0; i < 8; ++i) blocks[i] = dp + s * s + i * s * d;
+        q = blocks[0], k = blocks[1], v = blocks[2], o = blocks[3];
+        dq = blocks[4], dk = blocks[5], dv = blocks[6], dout = blocks[7];
+    }
+};
+
+// The same for every dtype (fp32 leaves the (S, D) blocks and P unused), so
+// the estimator needs one formula.
+std::int64_t scratch_floats(const AttentionShape& sh, DType) {
+    return 2 * sh.seq * sh.seq + 8 * sh.seq * sh.head_dim;
+}
+
+// A head block (S rows, D columns, row stride `stride`) as fp32: in place for
+// float storage, else widened into buf.
+template <class T>
+Mat read_head(const T* src, std::int64_t stride, std::int64_t s, std::int64_t d, float* buf) {
+    if constexpr (std::is_same_v<T, float>) {
+        return {const_cast<float*>(src), stride};
+    } else {
+        for (std::int64_t i = 0; i < s; ++i)
+            for (std::int64_t j = 0; j < d; ++j) buf[i * d + j] = cpu::load(src + i * stride, j);
+        return {buf, d};
+    }
+}
+
+// Where an output head block is computed: in place for float storage, else buf.
+template <class T>
+Mat out_head(T* dst, std::int64_t stride, float* buf, std::int64_t d) {
+    if constexpr (std::is_same_v<T, float>) return {dst, stride};
+    else return {buf, d};
+}
+
+// Stores a computed block to its destination (a no-op when computed in place).
+template <class T>
+void write_head(T* dst, std::int64_t stride, Mat src, std::int64_t s, std::int64_t d) {
+    if (static_cast<void*>(dst) == static_cast<void*>(src.p)) return;
+    for (std::int64_t i = 0; i < s; ++i)
+        for (std::int64_t j = 0; j < d; ++j) cpu::store(dst + i * stride, j, src.p[i * src.ld + j]);
+}
+
+// Causal softmax of each row of the (S, S) scores, in place; the upper triangle becomes 0.
+void causal_softmax(float* p, std::int64_t s) {
+    for (std::int64_t i = 0; i < s; ++i) {
+        float* row = p + i * s;
+        float mx = -INFINITY;
+        for (std::int64_t j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
+        float sum = 0;
+        for (std::int64_t j = 0; j <= i; ++j) {
+            row[j] = std::exp(row[j] - mx);
+            sum += row[j];
+        }
+        const float inv = 1.0f / sum;
+        for (std::int64_t j = 0; j <= i; ++j) row[j] *= inv;
+        for (std::int64_t j = i + 1; j < s; ++j) row[j] = 0.0f;
+    }
+}
+
+// dS = P * (dP - rowsum(P * dP)), in place in dp.
+void softmax_backward(const float* p, float* dp, std::int64_t s) {
+    for (std::int64_t i = 0; i < s; ++i) {
+        const float* pr = p + i * s;
+        float* dr = dp + i * s;
+        float dot = 0;
+        for (std::int64_t j = 0; j <= i; ++j) dot += pr[j] * dr[j];
+        for (std::int64_t j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
+        for (std::int64_t j = i + 1; j < s; ++j) dr[j] = 0.0f;
+    }
+}
+
+void check(const AttentionShape& sh, AttentionKind kind, std::int64_t qs, std::int64_t ks, std::int64_t vs,
+           const char* op) {
+    cpu::require(kind == AttentionKind::materialized, op, "only materialized attention is implemented on the CPU");
+    cpu::require(sh.batch > 0 && sh.seq > 0 && sh.head_dim > 0 && sh.kv_heads > 0 && sh.heads % sh.kv_heads == 0,
+                 op, "bad shape (heads must be a multiple of kv_heads)");
+    cpu::require(qs >= sh.heads * sh.head_dim && ks >= sh.kv_heads * sh.head_dim && vs >= sh.kv_heads * sh.head_dim,
+                 op, "row stride smaller than the heads it holds");
+}
+
+template <class T>
+void forward_slab(const AttentionForwardArgs& a, std::int64_t b, std::int64_t g, Scratch& w) {
+    const AttentionShape& sh = a.shape;
+    const std::int64_t S = sh.seq, D = sh.head_dim, group = sh.heads / sh.kv_heads;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const auto* q = static_cast<const T*>(a.q) + b * S * a.q_stride;
+    const auto* k = static_cast<const T*>(a.k) + b * S * a.k_stride + g * D;
+    const auto* v = static_cast<const T*>(a.v) + b * S * a.v_stride + g * D;
+    auto* out = static_cast<T*>(a.out) + b * S * a.out_stride;
+    const Mat K = read_head(k, a.k_stride, S, D, w.k), V = read_head(v, a.v_stride, S, D, w.v);
+    for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+        T* probs = static_cast<T*>(a.probs) + (b * sh.heads + h) * S * S;
+        const Mat Q = read_head(q + h * D, a.q_stride, S, D, w.q);
+        const Mat P = out_head(probs, S, w.p, S);
+        mm(false, true, S, S, D, scale, Q, K, 0.0f, P);
+        causal_softmax(P.p, S);
+        if constexpr (!std::is_same_v<T, float>) {
+            // Round once, and use the rounded probabilities backward will see.
+            for (std::int64_t i = 0; i < S * S; ++i) {
+                cpu::store(probs, i, P.p[i]);
+                P.p[i] = cpu::load(probs, i);
+            }
+        }
+        const Mat O = out_head(out + h * D, a.out_stride, w.o, D);
+        mm(false, false, S, D, S, 1.0f, P, V, 0.0f, O);
+        write_head(out + h * D, a.out_stride, O, S, D);
+    }
+}
+
+template <class T>
+void backward_slab(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t g, Scratch& w) {
+    const AttentionShape& sh = a.shape;
+    const std::int64_t S = sh.seq, D = sh.head_dim, group = sh.heads / sh.kv_heads;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const auto* q = static_cast<const T*>(a.q) + b * S * a.q_stride;
+    const auto* k = static_cast<const T*>(a.k) + b * S * a.k_stride + g * D;
+    const auto* v = static_cast<const T*>(a.v) + b * S * a.v_stride + g * D;
+    const auto* dout = static_cast<const T*>(a.dout) + b * S * a.dout_stride;
+    auto* dq = static_cast<T*>(a.dq) + b * S * a.q_stride;
+    auto* dk = static_cast<T*>(a.dk) + b * S * a.k_stride + g * D;
+    auto* dv = static_cast<T*>(a.dv) + b * S * a.v_stride + g * D;
+    const Mat K = read_head(k, a.k_stride, S, D, w.k), V = read_head(v, a.v_stride, S, D, w.v);
+    const Mat dK = out_head(dk, a.k_stride, w.dk, D), dV = out_head(dv, a.v_stride, w.dv, D);
+    for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const T* probs = static_cast<const T*>(a.probs) + (b * sh.heads + h) * S * S;
+        const Mat P = read_head(probs, S, S, S, w.p);
+        const Mat dP{w.dp, S};
+        const Mat dO = read_head(dout + h * D, a.dout_stride, S, D, w.dout);
+        const Mat Q = read_head(q + h * D, a.q_stride, S, D, w.q);
+        const float first = h == g * group ? 0.0f : 1.0f;  // the group's heads sum into dK, dV
+        mm(true, false, S, D, S, 1.0f, P, dO, first, dV);     // dV += P^T dO
+        mm(false, true, S, S, D, 1.0f, dO, V, 0.0f, dP);      // dP = dO V^T
+        softmax_backward(P.p, dP.p, S);                       // dP <- dS
+        const Mat dQ = out_head(dq + h * D, a.q_stride, w.dq, D);
+        mm(false, false, S, D, S, scale, dP, K, 0.0f, dQ);    // dQ = scale dS K
+        write_head(dq + h * D, a.q_stride, dQ, S, D);
+        mm(true, false, S, D, S, scale, dP, Q, first, dK);    // dK += scale dS^T Q
+    }
+    write_head(dk, a.k_stride, dK, S, D);
+    write_head(dv, a.v_stride, dV, S, D);
+}
+
+// Runs body(b, g, scratch) for every (batch, kv head) slab on the OpenMP threads.
+template <class Body>
+void for_each_slab(const AttentionShape& sh, DType dtype, int threads, Workspace ws, Body&& body) {
+    const SingleThreadedBlas single;
+    const std::int64_t slabs = sh.batch * sh.kv_heads;
+    auto* base = static_cast<float*>(ws.ptr);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < slabs; ++i) {
+        float* mine = base + omp_get_thread_num() * scratch_floats(sh, dtype);
+        Scratch w(mine, sh.seq, sh.head_dim);
+        body(i / sh.kv_heads, i % sh.kv_heads, w);
+    }
+}
+
+}  // namespace
+
+std::uint64_t CpuBackend::attention_workspace_bytes(const AttentionShape& shape, AttentionKind,
+                                                    DType dtype) const {
+    return 4 * static_cast<std::uint64_t>(scratch_floats(shape, dtype)) * static_cast<std::uint64_t>(threads_);
+}
+
+void CpuBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws) {
+    check(a.shape, a.kind, a.q_stride, a.k_stride, a.v_stride, "attention_forward");
+    cpu::require(a.out_stride >= a.shape.heads * a.shape.head_dim, "attention_forward", "out row stride too small");
+    cpu::require_workspace(ws.ptr, ws.bytes, attention_workspace_bytes(a.shape, a.kind, a.dtype), "attention_forward");
+    cpu::with_float_type(a.dtype, [&](auto t) {
+        using T = decltype(t);
+        for_each_slab(a.shape, a.dtype, threads_, ws, [&](std::int64_t b, std::int64_t g, Scratch& w) {
+            forward_slab<T>(a, b, g, w);
+        });
+    });
+}
+
+void CpuBackend::attention_backward(const AttentionBackwardArgs& a, Workspace ws) {
+    check(a.shape, a.kind, a.q_stride, a.k_stride, a.v_stride, "attention_backward");
+    cpu::require(a.dout_stride >= a.shape.heads * a.shape.head_dim, "attention_backward", "dout row stride too small");
+    cpu::require(a.probs != nullptr, "attention_backward", "probs are required");
+    cpu::require_workspace(ws.ptr, ws.bytes, attention_workspace_bytes(a.shape, a.kind, a.dtype), "attention_backward");
+    cpu::with_float_type(a.dtype, [&](auto t) {
+        using T = decltype(t);
+        for_each_slab(a.shape, a.dtype, threads_, ws, [&](std::int64_t b, std::int64_t g, Scratch& w) {
+            backward_slab<T>(a, b, g, w);
+        });
+    });
+}
+
+}  // namespace tune::kernels

@@ -1,0 +1,109 @@
+// GEMM on the CPU: OpenBLAS cblas_sgemm per batch matrix. 16-bit operands
+// are widened into the fp32 workspace first (and a 16-bit C narrowed back).
+#include <cblas.h>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/typed.h"
+
+namespace tune::kernels {
+
+namespace {
+
+// One operand as stored: batch matrices of (rows, cols) with leading dim ld.
+struct Operand {
+    const void* data;
+    DType dtype;
+    std::int64_t rows, cols, ld, stride, batch;
+
+    // Distinct matrices in memory: a stride-0 operand is one matrix shared by the batch.
+    std::int64_t copies() const { return stride == 0 ? 1 : batch; }
+    std::uint64_t packed_floats() const {
+        return dtype == DType::f32 ? 0 : static_cast<std::uint64_t>(copies() * rows * cols);
+    }
+};
+
+Operand operand_a(const GemmArgs& g) {
+    return {g.a, g.a_dtype, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a, g.batch};
+}
+Operand operand_b(const GemmArgs& g) {
+    return {g.b, g.b_dtype, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, g.batch};
+}
+Operand operand_c(const GemmArgs& g) { return {g.c, g.c_dtype, g.m, g.n, g.ldc, g.stride_c, g.batch}; }
+
+// A view of an operand in fp32 that sgemm can read.
+struct F32View {
+    float* data;
+    std::int64_t ld, stride;
+};
+
+template <class T>
+void widen(const Operand& op, float* dst, int threads) {
+    const auto* src = static_cast<const T*>(op.data);
+    const std::int64_t rows = op.copies() * op.rows;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const T* in = src + (r / op.rows) * op.stride + (r % op.rows) * op.ld;
+        float* out = dst + r * op.cols;
+        for (std::int64_t j = 0; j < op.cols; ++j) out[j] = cpu::load(in, j);
+    }
+}
+
+template <class T>
+void narrow(const Operand& op, const float* src, int threads) {
+    auto* dst = static_cast<T*>(const_cast<void*>(op.data));
+    const std::int64_t rows = op.copies() * op.rows;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+        T* out = dst + (r / op.rows) * op.stride + (r % op.rows) * op.ld;
+        const float* in = src + r * op.cols;
+        for (std::int64_t j = 0; j < op.cols; ++j) cpu::store(out, j, in[j]);
+    }
+}
+
+// fp32 operands are used in place; others are widened into `scratch` (advanced past them).
+F32View as_f32(const Operand& op, float*& scratch, bool read, int threads) {
+    if (op.dtype == DType::f32) return {static_cast<float*>(const_cast<void*>(op.data)), op.ld, op.stride};
+    float* dst = scratch;
+    scratch += op.packed_floats();
+    if (read) cpu::with_float_type(op.dtype, [&](auto t) { widen<decltype(t)>(op, dst, threads); });
+    return {dst, op.cols, op.stride == 0 ? 0 : op.rows * op.cols};
+}
+
+void check(const GemmArgs& g) {
+    cpu::require(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, "gemm", "negative size or empty batch");
+    cpu::require(g.a_dtype == g.b_dtype, "gemm", "A and B must share a dtype");
+    cpu::require(g.c_dtype == g.a_dtype || g.c_dtype == DType::f32, "gemm", "C must be A's dtype or f32");
+    for (const Operand& op : {operand_a(g), operand_b(g), operand_c(g)}) {
+        cpu::require(is_float(op.dtype), "gemm", "operands must be f32, bf16 or f16");
+        cpu::require(op.ld >= op.cols && op.ld >= 1, "gemm", "leading dimension smaller than the row");
+        cpu::require(op.data != nullptr || op.rows * op.cols == 0, "gemm", "null operand");
+    }
+}
+
+}  // namespace
+
+std::uint64_t CpuBackend::gemm_workspace_bytes(const GemmArgs& g) const {
+    return 4 * (operand_a(g).packed_floats() + operand_b(g).packed_floats() + operand_c(g).packed_floats());
+}
+
+void CpuBackend::gemm(const GemmArgs& g, Workspace ws) {
+    check(g);
+    cpu::require_workspace(ws.ptr, ws.bytes, gemm_workspace_bytes(g), "gemm");
+    if (g.m == 0 || g.n == 0) return;
+    auto* scratch = static_cast<float*>(ws.ptr);
+    const F32View a = as_f32(operand_a(g), scratch, true, threads_);
+    const F32View b = as_f32(operand_b(g), scratch, true, threads_);
+    const Operand c_op = operand_c(g);
+    const F32View c = as_f32(c_op, scratch, g.beta != 0.0f, threads_);
+    const auto ta = g.trans_a ? CblasTrans : CblasNoTrans;
+    const auto tb = g.trans_b ? CblasTrans : CblasNoTrans;
+    for (std::int64_t i = 0; i < g.batch; ++i) {
+        cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(g.m), static_cast<blasint>(g.n),
+                    static_cast<blasint>(g.k), g.alpha, a.data + i * a.stride, static_cast<blasint>(a.ld),
+                    b.data + i * b.stride, static_cast<blasint>(b.ld), g.beta, c.data + i * c.stride,
+                    static_cast<blasint>(c.ld));
+    }
+    if (c_op.dtype != DType::f32) cpu::with_float_type(c_op.dtype, [&](auto t) { narrow<decltype(t)>(c_op, c.data, threads_); });
+}
+
+}  // namespace tune::kernels
