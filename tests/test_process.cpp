@@ -7,8 +7,8 @@
 #include <chrono>
 #include <thread>
 
-#include "harness/launch.h"
-#include "harness/process.h"
+#include "harness/launch/launch.h"
+#include "harness/launch/process.h"
 
 using namespace tune;
 

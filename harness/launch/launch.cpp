@@ -1,4 +1,4 @@
-#include "harness/launch.h"
+#include "harness/launch/launch.h"
 
 #include <unistd.h>
 

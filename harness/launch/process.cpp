@@ -1,4 +1,4 @@
-#include "harness/process.h"
+#include "harness/launch/process.h"
 
 #include <fcntl.h>
 #include <poll.h>
