@@ -4,8 +4,10 @@ maps (signed and unsigned, max_exponent_bits=7, total_bits=8) as float32 hex.
 
 Mirrors create_dynamic_map() of bitsandbytes/functional.py step by step with
 torch, so the float32 rounding is torch's own. torch.linspace rounds
-differently per CPU kernel (ATEN_CPU_CAPABILITY); the fixture is written with
-torch's default dispatch on x86-64 (avx2, fused multiply-add) and records it.
+differently per CPU kernel (ATEN_CPU_CAPABILITY=default or avx512 change 38 or 75 of the 512
+values by 1-2 ulp); the fixture is written with torch's default dispatch on
+x86-64 (avx2, fused multiply-add), which kernels/math/quant8.h mirrors, and
+records the capability used.
 
 Usage: /usr/bin/python3 scripts/gen_dynamic_map.py [OUT]
 """
