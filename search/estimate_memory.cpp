@@ -15,8 +15,6 @@ std::uint64_t aligned(std::uint64_t bytes) { return round_up(bytes, kBufferAlign
 
 bool cpu_backend(const Hardware& hw) { return hw.backend == "cpu"; }
 
-std::size_t idx(Component c) { return static_cast<std::size_t>(c); }
-
 // Activation bytes a layer keeps after its forward under each checkpointing mode.
 std::uint64_t kept_bytes(const ActivationSizes& a, Checkpointing mode, bool fused) {
     switch (mode) {
@@ -97,19 +95,19 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;     // the last layer, whole
 
     ComponentBytes base{};
-    base[idx(Component::params)] = states.params;
-    base[idx(Component::master)] = states.master;
-    base[idx(Component::grads)] = states.grads;
-    base[idx(Component::optim)] = states.optim;
-    base[idx(Component::workspace)] = workspace_bytes(m, c, hw, o);
-    base[idx(Component::overhead)] = overhead_bytes(hw, o);
+    base[Component::params] = states.params;
+    base[Component::master] = states.master;
+    base[Component::grads] = states.grads;
+    base[Component::optim] = states.optim;
+    base[Component::workspace] = workspace_bytes(m, c, hw, o);
+    base[Component::overhead] = overhead_bytes(hw, o);
 
     auto phase = [&](std::uint64_t activations, std::uint64_t logits, std::uint64_t comm, std::uint64_t lomo_grad) {
         ComponentBytes p = base;
-        p[idx(Component::activations)] = activations;
-        p[idx(Component::logits)] = logits;
-        p[idx(Component::comm)] = comm;
-        if (lomo) p[idx(Component::grads)] += lomo_grad * gb;
+        p[Component::activations] = activations;
+        p[Component::logits] = logits;
+        p[Component::comm] = comm;
+        if (lomo) p[Component::grads] += lomo_grad * gb;
         return p;
     };
     const std::uint64_t layer_comm = comm_bytes(layout.layer.numel, settings, lomo);
@@ -123,13 +121,13 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     const std::uint64_t head = a.io + m.layers * a.kept + 3 * a.hidden + a.rstd;  // + xL, nf, dnf, rstd_f
     const ComponentBytes chunks = phase(head, a.logits, outer_comm, layout.outer.max_tensor);
     const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm, m.hidden);
-    s.phases[1] = total(norm) > total(chunks) ? norm : chunks;
+    s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
     s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm, layout.layer.max_tensor);
     s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket, layout.outer.max_tensor);
     s.phases[4] = phase(0, 0, 0, 0);
 
     for (Phase p : kPhases) {
-        const std::uint64_t t = total(s.at(p));
+        const std::uint64_t t = s.at(p).total();
         if (t > s.peak) s.peak = t, s.peak_phase = p;
     }
     return s;
@@ -137,7 +135,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
 
 MemoryBreakdown breakdown_at_peak(const StepMemory& s) {
     MemoryBreakdown b;
-    b.bytes = s.at_peak();
+    b.bytes = s.at_peak().bytes;
     b.peak = s.peak;
     b.peak_phase = to_string(s.peak_phase);
     return b;

@@ -23,13 +23,18 @@ inline std::string_view to_string(Phase p) {
     return names[static_cast<std::size_t>(p)];
 }
 
-using ComponentBytes = std::array<std::uint64_t, kComponentCount>;
+// Bytes per component at one moment of the step.
+struct ComponentBytes {
+    std::array<std::uint64_t, kComponentCount> bytes{};
 
-inline std::uint64_t total(const ComponentBytes& c) {
-    std::uint64_t sum = 0;
-    for (auto b : c) sum += b;
-    return sum;
-}
+    std::uint64_t& operator[](Component c) { return bytes[static_cast<std::size_t>(c)]; }
+    std::uint64_t operator[](Component c) const { return bytes[static_cast<std::size_t>(c)]; }
+    std::uint64_t total() const {
+        std::uint64_t sum = 0;
+        for (auto b : bytes) sum += b;
+        return sum;
+    }
+};
 
 // The transient sizes the schedule is built from, in bytes per rank.
 struct ActivationSizes {
