@@ -1,0 +1,30 @@
+// Pareto front of configurations by peak memory (lower is better) and
+// throughput (higher is better), and Pareto ranks (successive fronts) for
+// pareto-first ordering of a sweep.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tune {
+
+struct ParetoPoint {
+    std::uint64_t memory = 0;  // peak bytes per rank
+    double throughput = 0;     // tokens/s; never NaN
+};
+
+// a dominates b: no worse in both, better in one. Equal points do not dominate each other.
+inline bool dominates(const ParetoPoint& a, const ParetoPoint& b) {
+    return a.memory <= b.memory && a.throughput >= b.throughput &&
+           (a.memory < b.memory || a.throughput > b.throughput);
+}
+
+// Indices of the non-dominated points, by memory ascending (ties: input order).
+std::vector<std::size_t> pareto_front(std::span<const ParetoPoint> points);
+
+// For each point, its front: 0 for the non-dominated, 1 for those of the rest, and so on.
+// O(n log n).
+std::vector<std::uint32_t> pareto_ranks(std::span<const ParetoPoint> points);
+
+}  // namespace tune
