@@ -64,4 +64,18 @@ Store Store::open_reader(const std::string& path) {
 
 int Store::schema_version() const { return tune::schema_version(*db_); }
 
+std::string Store::check_integrity() const {
+    static constexpr sql::Sql kIntegrity{"integrity_check", "PRAGMA integrity_check"};
+    static constexpr sql::Sql kForeignKeys{"foreign_key_check", "PRAGMA foreign_key_check"};
+    std::string problems;
+    {
+        auto q = db_->query(kIntegrity);
+        while (q.step())
+            if (q.text(0) != "ok") problems += q.text(0) + "\n";
+    }
+    auto q = db_->query(kForeignKeys);
+    while (q.step()) problems += fmt::format("{} row {} has no parent in {}\n", q.text(0), q.int64(1), q.text(2));
+    return problems.empty() ? "ok" : problems;
+}
+
 }  // namespace tune

@@ -40,6 +40,8 @@ public:
 
     const std::string& path() const { return path_; }
     int schema_version() const;
+    // "ok", or what PRAGMA integrity_check and foreign_key_check found wrong.
+    std::string check_integrity() const;
 
     // ---- sweeps (store/sweeps.cpp)
     // Same name and spec hash: continues it, sending trials a dead driver left running back
