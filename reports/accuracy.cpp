@@ -1,0 +1,95 @@
+#include "reports/accuracy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "reports/report_format.h"
+
+namespace tune {
+namespace {
+
+double quantile_of_sorted(const std::vector<double>& sorted, double q) {
+    if (sorted.empty()) return 0;
+    const double pos = q * static_cast<double>(sorted.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const auto hi = std::min(lo + 1, sorted.size() - 1);
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+void add_sample(std::vector<ErrorSample>& out, std::size_t trial, double estimated, double measured) {
+    if (!(measured > 0) || !(estimated > 0)) return;
+    out.push_back({trial, estimated, measured, error_percent(estimated, measured)});
+}
+
+}  // namespace
+
+Accuracy estimator_accuracy(const SweepData& sweep) {
+    Accuracy a;
+    for (std::size_t i = 0; i < sweep.trials.size(); ++i) {
+        const TrialRecord& t = sweep.trials[i];
+        const auto& est = t.result.estimate;
+        if (!est) continue;
+        if (t.result.status == TrialStatus::oom && est->fits) ++a.fit_but_oom;
+        if (t.result.status != TrialStatus::ok || !t.measured) continue;
+        add_sample(a.memory, i, static_cast<double>(est->memory.peak), static_cast<double>(t.result.memory.peak));
+        if (auto step = measured_step_s(t)) add_sample(a.step, i, est->step_s, *step);
+    }
+    a.memory_summary = summarize(a.memory);
+    a.step_summary = summarize(a.step);
+    return a;
+}
+
+ErrorSummary summarize(const std::vector<ErrorSample>& samples) {
+    ErrorSummary s;
+    s.count = samples.size();
+    if (samples.empty()) return s;
+    std::vector<double> abs;
+    abs.reserve(samples.size());
+    double signed_sum = 0;
+    for (const auto& e : samples) {
+        signed_sum += e.error_pct;
+        abs.push_back(std::fabs(e.error_pct));
+        if (std::fabs(e.error_pct) <= 10.0) ++s.within_10pct;
+    }
+    std::sort(abs.begin(), abs.end());
+    double abs_sum = 0;
+    for (double v : abs) abs_sum += v;
+    const auto n = static_cast<double>(samples.size());
+    s.bias_pct = signed_sum / n;
+    s.mean_abs_pct = abs_sum / n;
+    s.median_abs_pct = quantile_of_sorted(abs, 0.5);
+    s.p90_abs_pct = quantile_of_sorted(abs, 0.9);
+    s.max_abs_pct = abs.back();
+    return s;
+}
+
+std::vector<HistogramBin> error_histogram(const Accuracy& accuracy) {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    std::vector<HistogramBin> bins;
+    bins.push_back({-inf, -50, 0, 0});
+    for (int from = -50; from < 50; from += 10) bins.push_back({double(from), double(from + 10), 0, 0});
+    bins.push_back({50, inf, 0, 0});
+    const auto bin_of = [&](double pct) {
+        for (std::size_t b = 0; b < bins.size(); ++b)
+            if (pct < bins[b].to_pct) return b;
+        return bins.size() - 1;
+    };
+    for (const auto& e : accuracy.memory) ++bins[bin_of(e.error_pct)].memory;
+    for (const auto& e : accuracy.step) ++bins[bin_of(e.error_pct)].step;
+    return bins;
+}
+
+std::vector<ErrorSample> worst(const std::vector<ErrorSample>& samples, std::size_t n) {
+    std::vector<ErrorSample> out = samples;
+    const auto by_abs = [](const ErrorSample& a, const ErrorSample& b) {
+        return std::fabs(a.error_pct) != std::fabs(b.error_pct) ? std::fabs(a.error_pct) > std::fabs(b.error_pct)
+                                                                : a.trial < b.trial;
+    };
+    const std::size_t keep = std::min(n, out.size());
+    std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(keep), out.end(), by_abs);
+    out.resize(keep);
+    return out;
+}
+
+}  // namespace tune

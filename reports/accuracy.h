@@ -1,0 +1,56 @@
+// How far the analytic estimator was from what the trials measured: peak
+// memory and step time, per trial and summarized, plus the worst misses.
+// Only trials that finished ok and carry an estimate count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "reports/sweep_data.h"
+
+namespace tune {
+
+struct ErrorSample {
+    std::size_t trial = 0;  // index into SweepData::trials
+    double estimated = 0;   // bytes or seconds
+    double measured = 0;
+    double error_pct = 0;   // (estimated - measured) / measured
+};
+
+struct ErrorSummary {
+    std::size_t count = 0;
+    double bias_pct = 0;          // mean signed error: > 0 means the estimator overestimates
+    double mean_abs_pct = 0;
+    double median_abs_pct = 0;
+    double p90_abs_pct = 0;
+    double max_abs_pct = 0;
+    std::size_t within_10pct = 0;
+};
+
+struct HistogramBin {
+    double from_pct = 0;  // inclusive
+    double to_pct = 0;    // exclusive; the outer bins are open-ended
+    std::size_t memory = 0;
+    std::size_t step = 0;
+};
+
+struct Accuracy {
+    std::vector<ErrorSample> memory;  // peak memory
+    std::vector<ErrorSample> step;    // seconds per optimizer step
+    ErrorSummary memory_summary;
+    ErrorSummary step_summary;
+    std::size_t fit_but_oom = 0;      // estimated to fit, then ran out of memory
+};
+
+Accuracy estimator_accuracy(const SweepData& sweep);
+
+ErrorSummary summarize(const std::vector<ErrorSample>& samples);
+
+// Fixed 10%-wide bins from -50% to +50% plus the two open tails.
+std::vector<HistogramBin> error_histogram(const Accuracy& accuracy);
+
+// The `n` samples with the largest absolute error, largest first.
+std::vector<ErrorSample> worst(const std::vector<ErrorSample>& samples, std::size_t n);
+
+}  // namespace tune

@@ -1,0 +1,318 @@
+// tune report, main script: makes the data tables sortable, filterable and
+// paged, and draws the charts from the JSON specs in #report-data with
+// Chart.js. Data from the database only ever reaches the page as text
+// (textContent) or canvas drawing, never as markup.
+(function () {
+  'use strict';
+
+  var PAGE_ROWS = 100;
+  var COLOURS = ['#0072b2', '#e69f00', '#009e73', '#cc79a7', '#56b4e9', '#d55e00', '#8c6d31', '#000000', '#999999'];
+  var FRONT_COLOURS = ['#222222', '#b8002e', '#005a32'];
+  var MARKERS = ['circle', 'rect', 'triangle', 'rectRot'];
+  var started = performance.now();
+
+  // ------------------------------------------------------------------ tables
+
+  function element(tag, className, text) {
+    var e = document.createElement(tag);
+    if (className) e.className = className;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function numberKey(text) {
+    var v = parseFloat(text);
+    return isNaN(v) ? null : v;
+  }
+
+  function DataTable(table) {
+    this.table = table;
+    this.body = table.tBodies[0];
+    this.rows = Array.prototype.slice.call(this.body.rows);
+    this.view = this.rows;
+    this.heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+    this.keys = [];        // per column, computed on the first sort by it
+    this.texts = null;     // lower-case row texts, computed on the first filter
+    this.page = 0;
+    this.paged = table.classList.contains('interactive') && this.rows.length > PAGE_ROWS;
+    this.sortColumn = -1;
+    this.ascending = true;
+    this.addSortButtons();
+    if (table.classList.contains('interactive')) this.addControls();
+    this.render();
+  }
+
+  DataTable.prototype.addSortButtons = function () {
+    var self = this;
+    this.heads.forEach(function (th, column) {
+      var button = element('button', 'sort', th.textContent);
+      button.type = 'button';
+      button.title = (th.title ? th.title + '. ' : '') + 'Sort by this column';
+      button.addEventListener('click', function () { self.sortBy(column); });
+      th.textContent = '';
+      th.appendChild(button);
+    });
+  };
+
+  DataTable.prototype.addControls = function () {
+    var self = this;
+    var bar = element('div', 'table-controls');
+    this.filter = element('input', 'filter');
+    this.filter.type = 'search';
+    this.filter.placeholder = 'filter: words that must all appear, e.g. "adamw oom"';
+    this.filter.setAttribute('aria-label', 'filter rows');
+    this.count = element('span', 'count');
+    this.prev = element('button', 'page', 'previous');
+    this.next = element('button', 'page', 'next');
+    this.pageText = element('span', 'page-text');
+    var timer = null;
+    this.filter.addEventListener('input', function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { self.applyFilter(self.filter.value); }, 120);
+    });
+    this.prev.addEventListener('click', function () { self.page -= 1; self.render(); });
+    this.next.addEventListener('click', function () { self.page += 1; self.render(); });
+    bar.appendChild(this.filter);
+    bar.appendChild(this.count);
+    if (this.paged) {
+      bar.appendChild(this.prev);
+      bar.appendChild(this.pageText);
+      bar.appendChild(this.next);
+    }
+    var wrap = this.table.parentNode;
+    wrap.parentNode.insertBefore(bar, wrap);
+  };
+
+  DataTable.prototype.columnKeys = function (column) {
+    if (!this.keys[column]) {
+      var numeric = this.heads[column].getAttribute('data-type') === 'num';
+      this.keys[column] = this.rows.map(function (row) {
+        var text = row.cells[column] ? row.cells[column].textContent : '';
+        return numeric ? numberKey(text) : text.toLowerCase();
+      });
+    }
+    return this.keys[column];
+  };
+
+  DataTable.prototype.sortBy = function (column) {
+    this.ascending = this.sortColumn === column ? !this.ascending : true;
+    this.sortColumn = column;
+    var keys = this.columnKeys(column);
+    var order = this.rows.map(function (row, i) { return i; });
+    var sign = this.ascending ? 1 : -1;
+    order.sort(function (a, b) {
+      var x = keys[a], y = keys[b];
+      if (x === y) return a - b;
+      if (x === null || x === '') return 1;   // empty cells last either way
+      if (y === null || y === '') return -1;
+      return (x < y ? -1 : 1) * sign;
+    });
+    var rows = this.rows;
+    this.rows = order.map(function (i) { return rows[i]; });
+    this.keys = this.keys.map(function (k) { return k && order.map(function (i) { return k[i]; }); });
+    if (this.texts) {
+      var texts = this.texts;
+      this.texts = order.map(function (i) { return texts[i]; });
+    }
+    var self = this;
+    this.heads.forEach(function (th, c) {
+      th.setAttribute('aria-sort', c === column ? (self.ascending ? 'ascending' : 'descending') : 'none');
+    });
+    this.applyFilter(this.filter ? this.filter.value : '');
+  };
+
+  DataTable.prototype.applyFilter = function (query) {
+    var terms = query.toLowerCase().split(/\s+/).filter(Boolean);
+    if (terms.length === 0) {
+      this.view = this.rows;
+    } else {
+      if (!this.texts) this.texts = this.rows.map(function (row) { return row.textContent.toLowerCase(); });
+      var texts = this.texts;
+      this.view = this.rows.filter(function (row, i) {
+        return terms.every(function (t) { return texts[i].indexOf(t) !== -1; });
+      });
+    }
+    this.page = 0;
+    this.render();
+  };
+
+  DataTable.prototype.render = function () {
+    var pages = Math.max(1, Math.ceil(this.view.length / PAGE_ROWS));
+    this.page = Math.min(Math.max(this.page, 0), pages - 1);
+    var shown = this.paged ? this.view.slice(this.page * PAGE_ROWS, (this.page + 1) * PAGE_ROWS) : this.view;
+    var fragment = document.createDocumentFragment();
+    shown.forEach(function (row) { fragment.appendChild(row); });
+    this.body.textContent = '';
+    this.body.appendChild(fragment);
+    if (this.count) this.count.textContent = this.view.length + ' of ' + this.rows.length + ' rows';
+    if (this.paged) {
+      this.pageText.textContent = 'page ' + (this.page + 1) + ' of ' + pages;
+      this.prev.disabled = this.page === 0;
+      this.next.disabled = this.page + 1 >= pages;
+    }
+  };
+
+  // ------------------------------------------------------------------ charts
+
+  function alpha(colour, a) {
+    var n = parseInt(colour.slice(1), 16);
+    return 'rgba(' + (n >> 16) + ',' + ((n >> 8) & 255) + ',' + (n & 255) + ',' + a + ')';
+  }
+
+  function axis(title, extra) {
+    var a = { type: 'linear', title: { display: true, text: title }, beginAtZero: true };
+    Object.keys(extra || {}).forEach(function (k) { a[k] = extra[k]; });
+    return a;
+  }
+
+  function tooltipLines(context) {
+    return context.raw && context.raw.t ? context.raw.t : context.dataset.label;
+  }
+
+  function baseOptions(scales) {
+    return {
+      animation: false,
+      responsive: true,
+      maintainAspectRatio: false,
+      parsing: true,
+      scales: scales,
+      plugins: { tooltip: { callbacks: { label: tooltipLines } }, legend: { position: 'bottom' } }
+    };
+  }
+
+  function paretoChart(spec) {
+    var datasets = [];
+    var maxY = 0;
+    spec.groups.forEach(function (g, i) {
+      var colour = COLOURS[i % COLOURS.length];
+      g.points.forEach(function (p) { maxY = Math.max(maxY, p.y); });
+      datasets.push({
+        type: 'scatter', label: g.label, data: g.points, order: 2,
+        backgroundColor: alpha(colour, 0.55), borderColor: colour, pointRadius: 4, pointHoverRadius: 6,
+        pointStyle: function (c) { return MARKERS[(c.raw && c.raw.z) % MARKERS.length] || 'circle'; }
+      });
+    });
+    spec.fronts.forEach(function (f, i) {
+      var colour = FRONT_COLOURS[i % FRONT_COLOURS.length];
+      datasets.push({
+        type: 'line', label: f.label, data: f.points, order: 1, borderColor: colour, backgroundColor: colour,
+        borderWidth: 2, pointRadius: 3, tension: 0, fill: false,
+        pointStyle: function (c) { return MARKERS[(c.raw && c.raw.z) % MARKERS.length] || 'circle'; }
+      });
+    });
+    if (spec.limit > 0) {
+      datasets.push({
+        type: 'line', label: spec.limit_label, order: 0, borderColor: '#c0392b', borderDash: [6, 4], borderWidth: 1.5,
+        pointRadius: 0, fill: false, data: [{ x: spec.limit, y: 0 }, { x: spec.limit, y: maxY * 1.05 || 1 }]
+      });
+    }
+    return { type: 'scatter', data: { datasets: datasets },
+             options: baseOptions({ x: axis('peak memory per GPU (GiB)'), y: axis('tokens/s') }) };
+  }
+
+  function versusChart(spec) {
+    var max = 0;
+    spec.points.forEach(function (p) { max = Math.max(max, p.x, p.y); });
+    return {
+      type: 'scatter',
+      data: { datasets: [
+        { label: 'trials', data: spec.points, backgroundColor: alpha(COLOURS[0], 0.5), borderColor: COLOURS[0], pointRadius: 3 },
+        { type: 'line', label: 'exact (estimated = measured)', data: [{ x: 0, y: 0 }, { x: max * 1.05, y: max * 1.05 }],
+          borderColor: '#888888', borderDash: [4, 4], pointRadius: 0, borderWidth: 1 }
+      ] },
+      options: baseOptions({ x: axis(spec.x_label), y: axis(spec.y_label) })
+    };
+  }
+
+  function histogramChart(spec) {
+    return {
+      type: 'bar',
+      data: { labels: spec.labels, datasets: spec.series.map(function (s, i) {
+        return { label: s.label, data: s.values, backgroundColor: alpha(COLOURS[i], 0.7), borderColor: COLOURS[i], borderWidth: 1 };
+      }) },
+      options: baseOptions({ x: { title: { display: true, text: spec.x_label } }, y: axis('trials', { ticks: { precision: 0 } }) })
+    };
+  }
+
+  function breakdownChart(spec) {
+    var datasets = [];
+    spec.series.forEach(function (s, i) {
+      var colour = COLOURS[i % COLOURS.length];
+      datasets.push({ label: s.component + ' (estimated)', data: s.estimated, stack: 'estimated',
+                      backgroundColor: alpha(colour, 0.35), borderColor: colour, borderWidth: 1 });
+      datasets.push({ label: s.component, data: s.measured, stack: 'measured', backgroundColor: alpha(colour, 0.85),
+                      borderColor: colour, borderWidth: 1 });
+    });
+    var options = baseOptions({ x: { stacked: true }, y: axis('GiB per GPU', { stacked: true }) });
+    options.plugins.tooltip.callbacks.label = function (c) { return c.dataset.label + ': ' + c.parsed.y.toFixed(2) + ' GiB'; };
+    options.plugins.legend.labels = { filter: function (item) { return !/\(estimated\)$/.test(item.text); } };
+    return { type: 'bar', data: { labels: spec.labels, datasets: datasets }, options: options };
+  }
+
+  function linesChart(spec) {
+    return {
+      type: 'line',
+      data: { labels: spec.x, datasets: spec.series.map(function (s, i) {
+        var colour = COLOURS[i % COLOURS.length];
+        return { label: s.label, data: s.values, borderColor: colour, backgroundColor: colour, spanGaps: true, tension: 0 };
+      }) },
+      options: baseOptions({ x: { type: 'category', title: { display: true, text: spec.x_label } }, y: axis(spec.y_label) })
+    };
+  }
+
+  var BUILDERS = { pareto: paretoChart, versus: versusChart, histogram: histogramChart, breakdown: breakdownChart, lines: linesChart };
+
+  function drawCharts(specs) {
+    if (typeof Chart === 'undefined') throw new Error('Chart.js did not load');
+    var drawn = {};
+    var count = 0;
+    var marker = {
+      id: 'tuneDrawnMarker',
+      afterRender: function (chart) {
+        if (drawn[chart.id]) return;
+        drawn[chart.id] = true;
+        count += 1;
+        document.body.setAttribute('data-charts-drawn', String(count));
+        if (count === specs.length) document.body.setAttribute('data-charts-ms', (performance.now() - started).toFixed(0));
+      }
+    };
+    specs.forEach(function (spec) {
+      var canvas = document.getElementById(spec.id);
+      var build = BUILDERS[spec.kind];
+      if (!canvas || !build) throw new Error('no canvas or builder for chart ' + spec.id + ' (' + spec.kind + ')');
+      var config = build(spec);
+      config.plugins = [marker];
+      new Chart(canvas, config);
+    });
+  }
+
+  // ------------------------------------------------------- self-measurement
+
+  // file:///report.html#measure times what a reader does with the largest
+  // table (sort by throughput, filter) and records it on <body>.
+  function measureTables(tables) {
+    var biggest = tables.reduce(function (a, b) { return !a || b.rows.length > a.rows.length ? b : a; }, null);
+    if (!biggest) return;
+    var column = biggest.heads.findIndex(function (th) { return th.textContent === 'tokens/s'; });
+    var t0 = performance.now();
+    biggest.sortBy(Math.max(column, 0));
+    var t1 = performance.now();
+    biggest.applyFilter('ok adamw');
+    var t2 = performance.now();
+    biggest.applyFilter('');
+    document.body.setAttribute('data-sort-ms', (t1 - t0).toFixed(1));
+    document.body.setAttribute('data-filter-ms', (t2 - t1).toFixed(1));
+    document.body.setAttribute('data-table-rows', String(biggest.rows.length));
+  }
+
+  function main() {
+    var tables = Array.prototype.slice.call(document.querySelectorAll('table.data')).map(function (t) { return new DataTable(t); });
+    document.body.setAttribute('data-tables-ms', (performance.now() - started).toFixed(0));
+    var data = JSON.parse(document.getElementById('report-data').textContent);
+    drawCharts(data.charts);
+    if (location.hash === '#measure') measureTables(tables);
+    document.body.setAttribute('data-report-ready', '1');
+  }
+
+  main();
+})();

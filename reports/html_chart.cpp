@@ -1,0 +1,86 @@
+#include "reports/html_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "reports/report_format.h"
+#include "search/units.h"
+
+namespace tune {
+namespace {
+
+bool plottable(const TrialRecord& t) { return t.result.status == TrialStatus::ok && t.measured; }
+
+}  // namespace
+
+void write_chart(HtmlWriter& html, nlohmann::json& charts, const std::string& id, nlohmann::json spec,
+                 std::string_view caption) {
+    spec["id"] = id;
+    charts.push_back(std::move(spec));
+    html.open("figure", {{"class", "chart"}});
+    html.open("div", {{"class", "canvas-box"}});
+    html.open("canvas", {{"id", id}, {"role", "img"}, {"aria-label", caption}}).close("canvas");
+    html.close("div");
+    html.element("figcaption", caption);
+    html.close("figure");
+}
+
+std::vector<std::size_t> plotted_trials(const SweepData& sweep, std::size_t max_points) {
+    std::vector<std::size_t> ok;
+    for (std::size_t i = 0; i < sweep.trials.size(); ++i)
+        if (plottable(sweep.trials[i])) ok.push_back(i);
+    if (ok.size() <= max_points) return ok;
+
+    double max_x = 0, max_y = 0;
+    for (auto i : ok) {
+        max_x = std::max(max_x, static_cast<double>(sweep.trials[i].result.memory.peak));
+        max_y = std::max(max_y, sweep.trials[i].result.tokens_per_s);
+    }
+    // A square grid with at most max_points cells; the front is always kept.
+    const auto side = static_cast<std::size_t>(std::sqrt(static_cast<double>(max_points)));
+    const auto cell = [&](double v, double max) {
+        return std::min(side - 1, static_cast<std::size_t>(v / (max > 0 ? max : 1) * static_cast<double>(side)));
+    };
+    std::set<std::size_t> kept(sweep.front.begin(), sweep.front.end());
+    std::set<std::size_t> used;
+    for (auto i : ok) {
+        const auto& r = sweep.trials[i].result;
+        const std::size_t c = cell(static_cast<double>(r.memory.peak), max_x) * side + cell(r.tokens_per_s, max_y);
+        if (used.insert(c).second) kept.insert(i);
+    }
+    return {kept.begin(), kept.end()};
+}
+
+nlohmann::json tooltip_lines(const TrialRecord& t) {
+    const TrialConfig& c = t.result.config;
+    nlohmann::json lines = nlohmann::json::array();
+    lines.push_back(fmt::format("trial {}: {} ({} GPU{})", t.id, c.model.name, c.world_size, c.world_size == 1 ? "" : "s"));
+    lines.push_back(fmt::format("optimizer {}, precision {}, ZeRO {}", to_string(c.optimizer), to_string(c.precision),
+                                c.zero_stage));
+    lines.push_back(fmt::format("grad_accum {}, micro_batch {}, context {}", c.grad_accum, c.micro_batch, c.context));
+    lines.push_back(fmt::format("checkpointing {}", to_string(c.checkpointing)));
+    lines.push_back(fmt::format("peak {} ({}), {} tokens/s, MFU {:.1f}%", format_bytes(t.result.memory.peak),
+                                t.result.memory.peak_phase.empty() ? "phase unknown" : t.result.memory.peak_phase,
+                                rate_text(t.result.tokens_per_s), t.result.mfu * 100));
+    if (const auto& e = t.result.estimate)
+        lines.push_back(fmt::format("estimated {}, {} tokens/s", format_bytes(e->memory.peak), rate_text(e->tokens_per_s)));
+    return lines;
+}
+
+nlohmann::json pareto_point(const TrialRecord& t) {
+    return {{"x", to_gib(t.result.memory.peak)},
+            {"y", t.result.tokens_per_s},
+            {"z", t.result.config.zero_stage},
+            {"t", tooltip_lines(t)}};
+}
+
+nlohmann::json front_line(const SweepData& sweep) {
+    nlohmann::json points = nlohmann::json::array();
+    for (auto i : sweep.front) points.push_back(pareto_point(sweep.trials[i]));
+    return points;
+}
+
+}  // namespace tune

@@ -1,0 +1,39 @@
+// Charts in the HTML report. C++ decides what is plotted (points, curves,
+// limits) and writes it as a JSON spec; assets/report.js turns each spec into
+// a Chart.js chart on the <canvas> this writes. The tables next to each chart
+// carry the same numbers for readers without JavaScript.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/html_writer.h"
+#include "reports/sweep_data.h"
+
+namespace tune {
+
+// Writes a <figure> with the canvas and its caption; appends `spec` (given an
+// "id") to `charts`.
+void write_chart(HtmlWriter& html, nlohmann::json& charts, const std::string& id, nlohmann::json spec,
+                 std::string_view caption);
+
+// The trials of a sweep a scatter plot shows: every ok trial up to
+// `max_points`; beyond that the front plus one trial per cell of a grid over
+// the plot, so a 10,000-trial sweep keeps its shape and the page stays quick.
+std::vector<std::size_t> plotted_trials(const SweepData& sweep, std::size_t max_points);
+
+// The whole configuration and its results, one line each, for a tooltip.
+nlohmann::json tooltip_lines(const TrialRecord& t);
+
+// A point {x: peak GiB, y: tokens/s, z: ZeRO stage, t: tooltip lines}.
+nlohmann::json pareto_point(const TrialRecord& t);
+
+// The front's points, by increasing peak memory.
+nlohmann::json front_line(const SweepData& sweep);
+
+inline constexpr std::size_t kMaxScatterPoints = 3000;
+
+}  // namespace tune

@@ -1,0 +1,77 @@
+// The effect of each dimension: a small table per searched dimension, and
+// throughput and peak memory against context length, one curve per
+// checkpointing mode and one per optimizer.
+#include <fmt/format.h>
+
+#include "reports/dimension_effects.h"
+#include "reports/html_chart.h"
+#include "reports/html_sections.h"
+#include "reports/html_table.h"
+#include "reports/report_format.h"
+
+namespace tune {
+namespace {
+
+template <typename T, typename F>
+nlohmann::json values_or_null(const std::vector<std::optional<T>>& values, F convert) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : values) out.push_back(v ? nlohmann::json(convert(*v)) : nlohmann::json());
+    return out;
+}
+
+nlohmann::json curves_spec(const ContextEffect& e, bool memory) {
+    nlohmann::json series = nlohmann::json::array();
+    for (const auto& c : e.curves) {
+        nlohmann::json values = memory ? values_or_null(c.min_peak, [](std::uint64_t b) { return to_gib(b); })
+                                       : values_or_null(c.best_tokens_per_s, [](double v) { return v; });
+        series.push_back({{"label", c.label}, {"values", std::move(values)}});
+    }
+    return {{"kind", "lines"},
+            {"x", e.contexts},
+            {"x_label", "context length (tokens)"},
+            {"y_label", memory ? "smallest peak GiB" : "best tokens/s"},
+            {"series", std::move(series)}};
+}
+
+void write_curves(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep, const std::string& prefix,
+                  CurveGroup group) {
+    const ContextEffect e = context_effect(sweep, group);
+    const std::string by = e.grouped_by;
+    write_chart(html, charts, prefix + "effect-tokens-" + by, curves_spec(e, false),
+                "Best tokens/s at each context length, per " + by + " (trials that finished).");
+    write_chart(html, charts, prefix + "effect-memory-" + by, curves_spec(e, true),
+                "Smallest peak memory (GiB) at each context length, per " + by + ".");
+}
+
+HtmlTable dimension_table(const DimensionEffect& d) {
+    HtmlTable t({{d.dimension, false, ""},
+                 {"trials", true, "all statuses"},
+                 {"ok", true, ""},
+                 {"oom", true, ""},
+                 {"best tokens/s", true, "among trials that finished"},
+                 {"min peak GiB", true, "among trials that finished"}});
+    for (const auto& v : d.values)
+        t.add_row({{v.value, ""},
+                   {std::to_string(v.trials), ""},
+                   {std::to_string(v.ok), ""},
+                   {std::to_string(v.oom), ""},
+                   {v.best_tokens_per_s ? rate_text(*v.best_tokens_per_s) : "", ""},
+                   {v.min_peak ? gib_text(*v.min_peak) : "", ""}});
+    return t;
+}
+
+}  // namespace
+
+void write_effects_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep, const std::string& prefix) {
+    open_section(html, prefix + "effects", "Effect of each dimension");
+    html.open("div", {{"class", "chart-grid"}});
+    write_curves(html, charts, sweep, prefix, CurveGroup::checkpointing);
+    write_curves(html, charts, sweep, prefix, CurveGroup::optimizer);
+    html.close("div");
+    html.open("div", {{"class", "dimension-grid"}});
+    for (const auto& d : dimension_effects(sweep)) dimension_table(d).write(html, "", false, "");
+    html.close("div");
+    html.close("section");
+}
+
+}  // namespace tune

@@ -1,0 +1,75 @@
+// The Pareto chart (peak memory against tokens/s, colour by optimizer, marker
+// by ZeRO stage, the front as a line, the memory limit as a vertical line)
+// and the table of the front's configurations.
+#include <fmt/format.h>
+
+#include "reports/html_chart.h"
+#include "reports/html_sections.h"
+#include "reports/html_table.h"
+#include "reports/report_format.h"
+#include "search/units.h"
+
+namespace tune {
+
+namespace {
+
+nlohmann::json pareto_spec(const SweepData& sweep) {
+    nlohmann::json groups = nlohmann::json::array();
+    for (Optimizer o : kOptimizers) {
+        nlohmann::json points = nlohmann::json::array();
+        for (auto i : plotted_trials(sweep, kMaxScatterPoints))
+            if (sweep.trials[i].result.config.optimizer == o) points.push_back(pareto_point(sweep.trials[i]));
+        if (!points.empty()) groups.push_back({{"label", to_string(o)}, {"points", std::move(points)}});
+    }
+    return {{"kind", "pareto"},
+            {"groups", std::move(groups)},
+            {"fronts", nlohmann::json::array({{{"label", "Pareto front"}, {"points", front_line(sweep)}}})},
+            {"limit", to_gib(sweep.memory_limit)},
+            {"limit_label", "memory limit " + format_bytes(sweep.memory_limit)}};
+}
+
+HtmlTable front_table(const SweepData& sweep) {
+    std::vector<HtmlColumn> columns{{"trial", true, ""}};
+    for (auto& c : config_columns()) columns.push_back(std::move(c));
+    columns.insert(columns.end(), {{"peak GiB", true, "measured peak memory per GPU"},
+                                   {"tokens/s", true, "measured, warmup excluded"},
+                                   {"MFU %", true, "model FLOPs utilization"},
+                                   {"est. peak GiB", true, "the estimator's prediction"},
+                                   {"est. tokens/s", true, "the estimator's prediction"}});
+    HtmlTable table(std::move(columns));
+    for (auto i : sweep.front) {
+        const TrialRecord& t = sweep.trials[i];
+        std::vector<HtmlCell> row{{std::to_string(t.id), ""}};
+        for (auto& c : config_cells(t.result.config)) row.push_back({std::move(c), ""});
+        row.push_back({gib_text(t.result.memory.peak), ""});
+        row.push_back({rate_text(t.result.tokens_per_s), ""});
+        row.push_back({fmt::format("{:.1f}", t.result.mfu * 100), ""});
+        const auto& e = t.result.estimate;
+        row.push_back({e ? gib_text(e->memory.peak) : "", ""});
+        row.push_back({e ? rate_text(e->tokens_per_s) : "", ""});
+        table.add_row(std::move(row));
+    }
+    return table;
+}
+
+}  // namespace
+
+void write_pareto_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep, const std::string& prefix) {
+    open_section(html, prefix + "pareto", "Pareto front: peak memory against throughput");
+    const auto plotted = plotted_trials(sweep, kMaxScatterPoints);
+    std::size_t ok = 0;
+    for (const auto& t : sweep.trials) ok += t.result.status == TrialStatus::ok && t.measured;
+    std::string caption = fmt::format(
+        "Each point is a trial that finished: colour by optimizer, marker by ZeRO stage (circle 0, square 1, "
+        "triangle 2, diamond 3). The line joins the {} Pareto-optimal trials; the dashed line is the memory limit.",
+        sweep.front.size());
+    if (plotted.size() < ok)
+        caption += fmt::format(" {} of {} trials are drawn (the front plus one per grid cell); the table below has all.",
+                               plotted.size(), ok);
+    write_chart(html, charts, prefix + "pareto-chart", pareto_spec(sweep), caption);
+    html.element("h3", "Pareto-optimal configurations");
+    front_table(sweep).write(html, prefix + "front-table", false, "No trial finished, so there is no front yet.");
+    html.close("section");
+}
+
+}  // namespace tune

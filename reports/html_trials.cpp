@@ -1,0 +1,65 @@
+// Every trial of a sweep in one table: sortable, filterable and paged by the
+// page's script, complete in the HTML for readers without JavaScript.
+#include <fmt/format.h>
+
+#include "reports/html_sections.h"
+#include "reports/html_table.h"
+#include "reports/report_format.h"
+
+namespace tune {
+namespace {
+
+constexpr std::size_t kReasonChars = 160;
+
+// At most `limit` bytes, cut on a UTF-8 boundary.
+std::string shortened(const std::string& text, std::size_t limit) {
+    if (text.size() <= limit) return text;
+    std::size_t cut = limit;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    return text.substr(0, cut) + "...";
+}
+
+std::vector<HtmlColumn> trial_columns() {
+    std::vector<HtmlColumn> columns{{"trial", true, ""}, {"status", false, ""}};
+    for (auto& c : config_columns()) columns.push_back(std::move(c));
+    columns.insert(columns.end(), {{"peak GiB", true, "measured peak memory per GPU"},
+                                   {"tokens/s", true, "measured, warmup excluded"},
+                                   {"MFU %", true, ""},
+                                   {"est. peak GiB", true, "the estimator's prediction"},
+                                   {"est. tokens/s", true, "the estimator's prediction"},
+                                   {"mem err", true, "(estimated - measured) / measured peak"},
+                                   {"reason", false, "why a trial did not finish ok"}});
+    return columns;
+}
+
+std::vector<HtmlCell> trial_row(const TrialRecord& t) {
+    const TrialResult& r = t.result;
+    const bool ok = r.status == TrialStatus::ok && t.measured;
+    std::vector<HtmlCell> row{{std::to_string(t.id), ""},
+                              {std::string(to_string(r.status)), "st-" + std::string(to_string(r.status))}};
+    for (auto& c : config_cells(r.config)) row.push_back({std::move(c), ""});
+    row.push_back({t.measured && r.memory.peak ? gib_text(r.memory.peak) : "", ""});
+    row.push_back({ok ? rate_text(r.tokens_per_s) : "", ""});
+    row.push_back({ok ? fmt::format("{:.1f}", r.mfu * 100) : "", ""});
+    row.push_back({r.estimate ? gib_text(r.estimate->memory.peak) : "", ""});
+    row.push_back({r.estimate ? rate_text(r.estimate->tokens_per_s) : "", ""});
+    const bool comparable = ok && r.estimate && r.memory.peak > 0;
+    row.push_back({comparable ? percent_text(error_percent(static_cast<double>(r.estimate->memory.peak),
+                                                           static_cast<double>(r.memory.peak)))
+                              : "",
+                   ""});
+    row.push_back({shortened(r.reason, kReasonChars), "reason"});
+    return row;
+}
+
+}  // namespace
+
+void write_trials_section(HtmlWriter& html, const SweepData& sweep, const std::string& prefix) {
+    open_section(html, prefix + "trials", fmt::format("All trials ({})", sweep.trials.size()));
+    HtmlTable table(trial_columns());
+    for (const auto& t : sweep.trials) table.add_row(trial_row(t));
+    table.write(html, prefix + "trials-table", true, "The sweep has no trials yet.");
+    html.close("section");
+}
+
+}  // namespace tune
