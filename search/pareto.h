@@ -10,8 +10,8 @@
 namespace tune {
 
 struct ParetoPoint {
-    std::uint64_t memory = 0;  // peak bytes per rank
-    double throughput = 0;     // tokens/s; never NaN
+    double memory = 0;      // peak bytes per rank (exact below 2^53)
+    double throughput = 0;  // tokens/s; never NaN
 };
 
 // a dominates b: no worse in both, better in one. Equal points do not dominate each other.

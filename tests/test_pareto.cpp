@@ -36,7 +36,7 @@ std::vector<ParetoPoint> random_points(std::mt19937_64& rng, std::size_t n, std:
     std::uniform_int_distribution<std::uint64_t> memory(0, spread);
     std::uniform_int_distribution<int> speed(0, static_cast<int>(spread));
     std::vector<ParetoPoint> points(n);
-    for (auto& p : points) p = {memory(rng), static_cast<double>(speed(rng))};
+    for (auto& p : points) p = {static_cast<double>(memory(rng)), static_cast<double>(speed(rng))};
     return points;
 }
 
