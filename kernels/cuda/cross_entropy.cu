@@ -1,0 +1,75 @@
+// Softmax cross-entropy fused with its backward: one block per row, which
+// walks the vocabulary in blockDim-wide chunks twice (an online max/sum of
+// exponentials, then the gradient), so the logits are read twice and never
+// copied. A negative target ignores its row; one >= V is reported.
+#include <math.h>
+
+#include "kernels/cuda/cuda_backend.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/reduce.cuh"
+
+namespace tune::kernels::cuda {
+
+namespace {
+
+constexpr int kRowThreads = 512;
+
+// log(sum(exp(x))) of one row (V) over the block.
+__device__ float row_log_sum_exp(const float* x, std::int64_t vocab, float* shared) {
+    float mx = -INFINITY, sum = 0.0f;  // this thread's running max and sum of exp(x - mx)
+    for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+        const float v = x[j];
+        if (v > mx) {
+            sum = sum * expf(mx - v) + 1.0f;
+            mx = v;
+        } else {
+            sum += expf(v - mx);
+        }
+    }
+    const float row_max = block_max(mx, shared);
+    const float scaled = mx == -INFINITY ? 0.0f : sum * expf(mx - row_max);
+    return row_max + logf(block_sum(scaled, shared));
+}
+
+// losses (N), dlogits (N, V) in T (may alias logits when T is float).
+template <class T>
+__global__ void cross_entropy_kernel(const float* logits, const std::int32_t* targets, float* losses, T* dlogits,
+                                     std::int64_t vocab, float grad_scale, DeviceErrorRecord* errors) {
+    __shared__ float shared[32];
+    const std::int64_t row = blockIdx.x;
+    const float* x = logits + row * vocab;
+    const std::int32_t target = targets[row];
+    if (target >= vocab) {
+        if (threadIdx.x == 0) report_device_error(errors, DeviceErrorCode::target_out_of_range, target, row, vocab);
+        return;
+    }
+    const bool ignored = target < 0;
+    const float lse = ignored ? 0.0f : row_log_sum_exp(x, vocab, shared);
+    if (threadIdx.x == 0) losses[row] = ignored ? 0.0f : lse - x[target];
+    if (dlogits == nullptr) return;
+    __syncthreads();  // x[target] is read above before any thread overwrites it (aliasing)
+    T* g = dlogits + row * vocab;
+    for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+        const float p = ignored ? 0.0f : expf(x[j] - lse) - (j == target ? 1.0f : 0.0f);
+        store(g, j, grad_scale * p);
+    }
+}
+
+}  // namespace
+
+void CudaBackend::cross_entropy(const CrossEntropyArgs& a) {
+    require(a.vocab > 0 && a.rows >= 0 && a.rows <= 0x7fffffff, "cross_entropy", "bad shape");
+    require(a.logits != nullptr && a.targets != nullptr && a.losses != nullptr, "cross_entropy", "null buffer");
+    require(a.dlogits == nullptr || a.dlogits_dtype == DType::f32 || a.dlogits != static_cast<const void*>(a.logits),
+            "cross_entropy", "dlogits may alias logits only when f32");
+    if (a.rows == 0) return;
+    with_float_type(a.dlogits_dtype, "cross_entropy", [&](auto t) {
+        using T = decltype(t);
+        cross_entropy_kernel<<<static_cast<unsigned>(a.rows), kRowThreads, 0, stream_>>>(
+            a.logits, a.targets, a.losses, static_cast<T*>(a.dlogits), a.vocab, a.grad_scale, scratch_.errors);
+    });
+    TUNE_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
+}
+
+}  // namespace tune::kernels::cuda

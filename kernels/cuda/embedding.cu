@@ -1,0 +1,98 @@
+// Token embedding: a row gather forward; backward adds each row of dout to
+// its token's table row. Repeated tokens are chained into per-token lists
+// (workspace: a list head per vocabulary row, a link per token), and one
+// block per distinct token sums its list in fp32 and adds it to the table
+// once, so no 16-bit atomics and one rounding per table element.
+#include "kernels/cuda/cuda_backend.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace tune::kernels::cuda {
+
+namespace {
+
+// out (N, C) = table (V, C) rows at tokens (N); one block per token.
+template <class T>
+__global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, const T* table, std::int64_t c,
+                                         std::int64_t vocab, DeviceErrorRecord* errors) {
+    const std::int64_t i = blockIdx.x;
+    const std::int32_t token = tokens[i];
+    if (token < 0 || token >= vocab) {
+        if (threadIdx.x == 0) report_device_error(errors, DeviceErrorCode::token_out_of_range, token, i, vocab);
+        return;
+    }
+    for (std::int64_t j = threadIdx.x; j < c; j += blockDim.x) out[i * c + j] = table[token * c + j];
+}
+
+// next[i] = the previous list head of token[i]; head[token] = i. Heads start at -1.
+__global__ void embedding_link_kernel(std::int32_t* head, std::int32_t* next, const std::int32_t* tokens,
+                                      std::int64_t n, std::int64_t vocab, DeviceErrorRecord* errors) {
+    TUNE_GRID_STRIDE(i, n) {
+        const std::int32_t token = tokens[i];
+        if (token < 0 || token >= vocab) {
+            report_device_error(errors, DeviceErrorCode::token_out_of_range, token, i, vocab);
+            next[i] = -1;
+            continue;
+        }
+        next[i] = atomicExch(&head[token], static_cast<std::int32_t>(i));
+    }
+}
+
+// Block i works only when row i is its token's list head: it walks the list
+// (rows with the same token) and adds their sum to the table row.
+template <class T>
+__global__ void embedding_accumulate_kernel(T* dtable, const std::int32_t* tokens, const T* dout,
+                                            const std::int32_t* head, const std::int32_t* next, std::int64_t c,
+                                            std::int64_t vocab) {
+    const std::int64_t i = blockIdx.x;
+    const std::int32_t token = tokens[i];
+    if (token < 0 || token >= vocab || head[token] != i) return;
+    for (std::int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+        float acc = 0.0f;
+        for (std::int32_t r = static_cast<std::int32_t>(i); r >= 0; r = next[r]) acc += load(dout, r * c + j);
+        store(dtable, token * c + j, load(dtable, token * c + j) + acc);
+    }
+}
+
+std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+}  // namespace
+
+void CudaBackend::embedding_forward(void* out, const std::int32_t* tokens, const void* table, std::int64_t n,
+                                    std::int64_t c, std::int64_t vocab, DType dtype) {
+    require(n >= 0 && c > 0 && vocab > 0 && n <= 0x7fffffff, "embedding_forward", "bad shape");
+    if (n == 0) return;
+    with_float_type(dtype, "embedding_forward", [&](auto t) {
+        using T = decltype(t);
+        embedding_forward_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream_>>>(
+            static_cast<T*>(out), tokens, static_cast<const T*>(table), c, vocab, scratch_.errors);
+    });
+    TUNE_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
+}
+
+std::uint64_t CudaBackend::embedding_backward_workspace_bytes(std::int64_t n, std::int64_t, std::int64_t vocab,
+                                                              DType) const {
+    return aligned(4 * static_cast<std::uint64_t>(vocab)) + aligned(4 * static_cast<std::uint64_t>(n));
+}
+
+void CudaBackend::embedding_backward(void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n,
+                                     std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws) {
+    require(n >= 0 && c > 0 && vocab > 0 && n <= 0x7fffffff && vocab <= 0x7fffffff, "embedding_backward",
+            "bad shape");
+    if (n == 0) return;
+    require(ws.ptr != nullptr && ws.bytes >= embedding_backward_workspace_bytes(n, c, vocab, dtype),
+            "embedding_backward", "workspace smaller than embedding_backward_workspace_bytes()");
+    auto* head = static_cast<std::int32_t*>(ws.ptr);
+    auto* next = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws.ptr) + aligned(4 * static_cast<std::uint64_t>(vocab)));
+    TUNE_CUDA_CHECK(cudaMemsetAsync(head, 0xff, 4 * static_cast<std::uint64_t>(vocab), stream_));  // all -1
+    embedding_link_kernel<<<grid_for(n), kThreads, 0, stream_>>>(head, next, tokens, n, vocab, scratch_.errors);
+    TUNE_CUDA_CHECK_LAUNCH("embedding_link_kernel");
+    with_float_type(dtype, "embedding_backward", [&](auto t) {
+        using T = decltype(t);
+        embedding_accumulate_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream_>>>(
+            static_cast<T*>(dtable), tokens, static_cast<const T*>(dout), head, next, c, vocab);
+    });
+    TUNE_CUDA_CHECK_LAUNCH("embedding_accumulate_kernel");
+}
+
+}  // namespace tune::kernels::cuda

@@ -1,0 +1,203 @@
+// cuBLASLt GEMM plans: building, choosing an algorithm, running.
+#include "kernels/cuda/gemm_lt.cuh"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace tune::kernels::cuda {
+
+namespace {
+
+template <class Handle, cublasStatus_t (*Destroy)(Handle)>
+struct Destroyer {
+    void operator()(Handle h) const { Destroy(h); }
+};
+
+using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t,
+                                   Destroyer<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t,
+                               Destroyer<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>>;
+using Preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t,
+                                   Destroyer<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>>;
+
+cudaDataType_t cuda_type(DType t) {
+    switch (t) {
+        case DType::f32: return CUDA_R_32F;
+        case DType::bf16: return CUDA_R_16BF;
+        case DType::f16: return CUDA_R_16F;
+        default: break;
+    }
+    throw BackendError("cuda backend: gemm: dtype " + std::string(dtype_name(t)) + " is not a GEMM type");
+}
+
+// A column-major (rows, cols) layout with leading dimension ld, strided over the batch.
+Layout make_layout(DType t, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t batch,
+                   std::int64_t stride) {
+    cublasLtMatrixLayout_t raw = nullptr;
+    TUNE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&raw, cuda_type(t), static_cast<std::uint64_t>(rows),
+                                                 static_cast<std::uint64_t>(cols), ld));
+    Layout layout(raw);
+    if (batch > 1) {
+        const auto count = static_cast<std::int32_t>(batch);
+        TUNE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(raw, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                           sizeof count));
+        TUNE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(raw, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                           sizeof stride));
+    }
+    return layout;
+}
+
+// Elements of C the batch touches, from its first element to its last.
+std::int64_t c_extent(const GemmArgs& a) { return (a.batch - 1) * a.stride_c + (a.m - 1) * a.ldc + a.n; }
+
+}  // namespace
+
+struct GemmLt::Plan {
+    MatmulDesc desc;
+    Layout a, b, c;  // cuBLAS's operands: a = our B, b = our A (column-major view)
+    cublasLtMatmulAlgo_t algo{};
+    std::uint64_t workspace = 0;
+};
+
+void check_gemm_args(const GemmArgs& g) {
+    const char* op = "gemm";
+    require(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, op, "negative size or batch < 1");
+    require(g.a_dtype == g.b_dtype && is_float(g.a_dtype), op, "A and B must share a float dtype");
+    require(g.c_dtype == g.a_dtype || g.c_dtype == DType::f32, op, "C must be A's dtype or f32");
+    require(g.lda >= (g.trans_a ? g.m : g.k) && g.lda >= 1, op, "lda smaller than A's row");
+    require(g.ldb >= (g.trans_b ? g.k : g.n) && g.ldb >= 1, op, "ldb smaller than B's row");
+    require(g.ldc >= g.n && g.ldc >= 1, op, "ldc smaller than C's row");
+    // Batch matrices of C are disjoint, or interleaved column blocks of one matrix (attention's heads).
+    const bool disjoint = g.stride_c >= g.m * g.ldc;
+    const bool interleaved = g.stride_c >= g.n && (g.batch - 1) * g.stride_c + g.n <= g.ldc;
+    require(g.batch == 1 || disjoint || interleaved, op, "batch matrices of C overlap");
+}
+
+GemmLt::GemmLt(cudaStream_t stream, MemoryPool& pool, GemmOptions options)
+    : stream_(stream), pool_(pool), options_(options),
+      cache_(std::make_unique<AlgoCache<Plan>>(options.cache_entries)) {
+    TUNE_CUBLAS_CHECK(cublasLtCreate(&handle_));
+}
+
+GemmLt::~GemmLt() {
+    cache_.reset();  // plans hold descriptors of this handle
+    cublasLtDestroy(handle_);
+}
+
+const AlgoCacheStats& GemmLt::cache_stats() const { return cache_->stats(); }
+
+GemmLt::Plan GemmLt::make_plan(const GemmKey& key, const GemmArgs& g, Workspace ws) {
+    Plan plan;
+    cublasLtMatmulDesc_t desc = nullptr;
+    TUNE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    plan.desc.reset(desc);
+    // Column-major C^T (n, m) = op(B)^T (n, k) @ op(A)^T (k, m).
+    const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    TUNE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+    TUNE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+    // Our B stored row-major (k, n) is column-major (n, k); transposed it is (k, n).
+    plan.a = g.trans_b ? make_layout(g.b_dtype, g.k, g.n, g.ldb, g.batch, g.stride_b)
+                       : make_layout(g.b_dtype, g.n, g.k, g.ldb, g.batch, g.stride_b);
+    plan.b = g.trans_a ? make_layout(g.a_dtype, g.m, g.k, g.lda, g.batch, g.stride_a)
+                       : make_layout(g.a_dtype, g.k, g.m, g.lda, g.batch, g.stride_a);
+    plan.c = make_layout(g.c_dtype, g.n, g.m, g.ldc, g.batch, g.stride_c);
+
+    cublasLtMatmulPreference_t raw_pref = nullptr;
+    TUNE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+    Preference pref(raw_pref);
+    const std::uint64_t cap = key.workspace_cap;
+    TUNE_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap, sizeof cap));
+    // Algorithms may assume pointer alignment; tell the heuristic what these pointers have.
+    const std::uint32_t align_a = key.align_b, align_b = key.align_a, align_c = key.align_c;
+    TUNE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                           &align_a, sizeof align_a));
+    TUNE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                           &align_b, sizeof align_b));
+    TUNE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                           &align_c, sizeof align_c));
+    TUNE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                           &align_c, sizeof align_c));
+
+    std::vector<cublasLtMatmulHeuristicResult_t> found(static_cast<std::size_t>(std::max(1, options_.candidates)));
+    int count = 0;
+    TUNE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, desc, plan.a.get(), plan.b.get(), plan.c.get(),
+                                                     plan.c.get(), raw_pref, static_cast<int>(found.size()),
+                                                     found.data(), &count));
+    if (count == 0)
+        throw BackendError("cuda backend: gemm: cuBLASLt has no algorithm for " + to_string(key));
+    choose_algorithm(plan, g, ws, found.data(), count);
+    return plan;
+}
+
+// The heuristic's first candidate, or the fastest of them when timing is on
+// and a scratch output (so C is not modified while timing) can be had.
+void GemmLt::choose_algorithm(Plan& plan, const GemmArgs& g, Workspace ws,
+                              const cublasLtMatmulHeuristicResult_t* found, int count) {
+    plan.algo = found[0].algo;
+    plan.workspace = found[0].workspaceSize;
+    if (!options_.time_candidates || count < 2) return;
+    const std::uint64_t scratch_bytes = static_cast<std::uint64_t>(c_extent(g)) * dtype_bytes(g.c_dtype);
+    void* scratch = nullptr;
+    try {
+        scratch = pool_.allocate(scratch_bytes);
+    } catch (const OutOfMemoryError&) {
+        return;  // too tight to time: the heuristic's first choice is a good one
+    }
+    tuning_bytes_ = std::max(tuning_bytes_, scratch_bytes);
+    float best = std::numeric_limits<float>::infinity();
+    for (int i = 0; i < count; ++i) {
+        if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        const float ms = time_algorithm(plan, found[i].algo, g, scratch, ws);
+        if (ms < best) {
+            best = ms;
+            plan.algo = found[i].algo;
+            plan.workspace = found[i].workspaceSize;
+        }
+    }
+    pool_.deallocate(scratch, scratch_bytes);
+}
+
+// One warm-up and one timed run of algo writing D = scratch; infinity when
+// cuBLASLt refuses to run it.
+float GemmLt::time_algorithm(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g, void* d,
+                             Workspace ws) {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    TUNE_CUDA_CHECK(cudaEventCreate(&start));
+    TUNE_CUDA_CHECK(cudaEventCreate(&stop));
+    float ms = std::numeric_limits<float>::infinity();
+    auto launch = [&] {
+        return cublasLtMatmul(handle_, plan.desc.get(), &g.alpha, g.b, plan.a.get(), g.a, plan.b.get(), &g.beta, g.c,
+                              plan.c.get(), d, plan.c.get(), &algo, ws.ptr, ws.bytes, stream_);
+    };
+    if (launch() == CUBLAS_STATUS_SUCCESS) {
+        TUNE_CUDA_CHECK(cudaEventRecord(start, stream_));
+        const cublasStatus_t status = launch();
+        TUNE_CUDA_CHECK(cudaEventRecord(stop, stream_));
+        TUNE_CUDA_CHECK(cudaEventSynchronize(stop));
+        if (status == CUBLAS_STATUS_SUCCESS) TUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return ms;
+}
+
+void GemmLt::run(const GemmArgs& g, Workspace ws) {
+    check_gemm_args(g);
+    if (g.m == 0 || g.n == 0) return;
+    require(g.k > 0, "gemm", "k = 0 is not supported (C would only be scaled by beta)");
+    require(ws.ptr != nullptr && ws.bytes >= kWorkspaceBytes, "gemm", "workspace smaller than gemm_workspace_bytes()");
+    const GemmKey key = make_gemm_key(g, kWorkspaceBytes);
+    Plan* plan = cache_->find(key);
+    if (plan == nullptr) plan = &cache_->insert(key, make_plan(key, g, ws));
+    TUNE_CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc.get(), &g.alpha, g.b, plan->a.get(), g.a, plan->b.get(),
+                                     &g.beta, g.c, plan->c.get(), g.c, plan->c.get(), &plan->algo, ws.ptr,
+                                     plan->workspace, stream_));
+}
+
+}  // namespace tune::kernels::cuda

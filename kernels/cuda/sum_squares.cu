@@ -1,0 +1,39 @@
+// sum_squares: the partial square norm for global gradient-norm clipping.
+#include "kernels/cuda/cuda_backend.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/reductions.cuh"
+
+namespace tune::kernels::cuda {
+
+namespace {
+
+template <class T>
+struct SquareTerm {
+    const T* x;
+    __device__ float operator()(std::int64_t i) const {
+        const float v = load(x, i);
+        return v * v;
+    }
+};
+
+struct AddToSum {
+    float* sum;
+    __device__ void operator()(float total) const { *sum += total; }
+};
+
+}  // namespace
+
+void CudaBackend::sum_squares(float* sum, const void* x, std::int64_t n, DType dtype) {
+    if (n <= 0) return;
+    static_assert(kReduceBlocks == BackendScratch::kPartials);
+    with_float_type(dtype, "sum_squares", [&](auto t) {
+        using T = decltype(t);
+        partial_sums_kernel<<<kReduceBlocks, kThreads, 0, stream_>>>(scratch_.partials, n,
+                                                                    SquareTerm<T>{static_cast<const T*>(x)});
+    });
+    TUNE_CUDA_CHECK_LAUNCH("partial_sums_kernel");
+    finish_sum_kernel<<<1, kReduceBlocks, 0, stream_>>>(scratch_.partials, AddToSum{sum});
+    TUNE_CUDA_CHECK_LAUNCH("finish_sum_kernel");
+}
+
+}  // namespace tune::kernels::cuda
