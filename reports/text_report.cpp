@@ -1,0 +1,97 @@
+#include "reports/text_report.h"
+
+#include <fmt/format.h>
+
+#include "reports/accuracy.h"
+#include "reports/comparison.h"
+#include "reports/funnel.h"
+#include "reports/report_format.h"
+#include "reports/text_table.h"
+#include "search/units.h"
+#include "store/store.h"
+
+namespace tune {
+namespace {
+
+std::string funnel_text(const SweepData& sweep) {
+    TextTable t({"stage", "trials", "share"});
+    const double total = static_cast<double>(sweep.summary.total());
+    for (const auto& stage : funnel(sweep.summary)) {
+        const std::string share = total > 0 ? fmt::format("{:.1f}%", static_cast<double>(stage.count) / total * 100) : "";
+        t.add_row({std::string(static_cast<std::size_t>(stage.depth) * 2, ' ') + stage.name, std::to_string(stage.count), share});
+    }
+    return t.render("  ");
+}
+
+std::string front_text(const SweepData& sweep) {
+    if (sweep.front.empty()) return "  no trial finished, so there is no front yet\n";
+    TextTable t({"trial", "configuration", "peak", "tokens/s", "MFU", "est. peak", "est. tokens/s"});
+    for (auto i : sweep.front) {
+        const TrialRecord& r = sweep.trials[i];
+        const auto& e = r.result.estimate;
+        t.add_row({std::to_string(r.id), summary(r.result.config), format_bytes(r.result.memory.peak),
+                   rate_text(r.result.tokens_per_s), fmt::format("{:.1f}%", r.result.mfu * 100),
+                   e ? format_bytes(e->memory.peak) : "-", e ? rate_text(e->tokens_per_s) : "-"});
+    }
+    return t.render("  ");
+}
+
+void add_error_row(TextTable& t, const std::string& quantity, const ErrorSummary& s) {
+    if (s.count == 0) {
+        t.add_row({quantity, "0", "-", "-", "-", "-", "-"});
+        return;
+    }
+    t.add_row({quantity, std::to_string(s.count), percent_text(s.bias_pct), fmt::format("{:.1f}%", s.mean_abs_pct),
+               fmt::format("{:.1f}%", s.p90_abs_pct), fmt::format("{:.1f}%", s.max_abs_pct),
+               fmt::format("{}/{}", s.within_10pct, s.count)});
+}
+
+std::string accuracy_text(const SweepData& sweep) {
+    const Accuracy a = estimator_accuracy(sweep);
+    TextTable t({"quantity", "trials", "bias", "mean |err|", "p90 |err|", "max |err|", "within 10%"});
+    add_error_row(t, "peak memory", a.memory_summary);
+    add_error_row(t, "step time", a.step_summary);
+    std::string out = t.render("  ");
+    if (a.fit_but_oom) out += fmt::format("  {} trial(s) estimated to fit ran out of memory\n", a.fit_but_oom);
+    return out;
+}
+
+std::string sweep_text(const SweepData& sweep) {
+    const SweepRecord& r = sweep.summary.record;
+    std::string out = fmt::format("sweep {}: {} x {} on {}, memory limit {}\n", sweep.name(), r.device.count,
+                                  r.device.name.empty() ? "unknown device" : r.device.name,
+                                  r.host.empty() ? "unknown host" : r.host, format_bytes(sweep.memory_limit));
+    out += "\nfunnel\n" + funnel_text(sweep);
+    out += fmt::format("\nPareto front ({} configurations, peak memory vs tokens/s)\n", sweep.front.size()) + front_text(sweep);
+    out += "\nestimator error ((estimated - measured) / measured)\n" + accuracy_text(sweep);
+    return out;
+}
+
+std::string comparison_text(const SweepData& a, const SweepData& b) {
+    const Comparison c = compare_sweeps(a, b);
+    std::string out = fmt::format("{} against {}: {} configurations in both ({} by hash, {} by dimensions), {} finished in both",
+                                  b.name(), a.name(), c.matched.size(), c.by_hash, c.by_dimensions, c.both_ok);
+    if (c.tokens_delta_median_pct && c.peak_delta_median_pct)
+        out += fmt::format("; median change tokens/s {}, peak memory {}", percent_text(*c.tokens_delta_median_pct),
+                           percent_text(*c.peak_delta_median_pct));
+    return out + "\n";
+}
+
+}  // namespace
+
+std::string render_text_report(std::span<const SweepData> sweeps) {
+    std::string out;
+    for (std::size_t i = 0; i < sweeps.size(); ++i) out += (i ? "\n" : "") + sweep_text(sweeps[i]);
+    if (sweeps.size() > 1) {
+        out += "\ncomparison\n";
+        for (std::size_t i = 1; i < sweeps.size(); ++i) out += "  " + comparison_text(sweeps[0], sweeps[i]);
+    }
+    return out;
+}
+
+std::string text_report(const Store& store, std::span<const std::string> sweeps) {
+    const auto names = resolve_sweep_names(store, sweeps);
+    return render_text_report(load_sweeps(store, names));
+}
+
+}  // namespace tune
