@@ -8,7 +8,7 @@
 
 namespace tune {
 
-struct DeviceInfo {
+struct VisibleDevice {
     int index = 0;
     std::string name;              // as the driver reports it, e.g. "NVIDIA H100 80GB HBM3"
     std::uint64_t total_memory = 0;
@@ -19,7 +19,7 @@ struct DeviceInfo {
 };
 
 struct DeviceQuery {
-    std::vector<DeviceInfo> devices;
+    std::vector<VisibleDevice> devices;
     std::string why_none;          // filled when devices is empty
     bool cuda_compiled = false;    // whether this binary has the CUDA backend at all
     int runtime_version = 0;       // CUDA runtime, e.g. 13000

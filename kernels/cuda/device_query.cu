@@ -30,7 +30,7 @@ DeviceQuery query_devices() {
     for (int i = 0; i < count; ++i) {
         cudaDeviceProp prop{};
         if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-        DeviceInfo d;
+        VisibleDevice d;
         d.index = i;
         d.name = prop.name;
         d.total_memory = prop.totalGlobalMem;

@@ -1,0 +1,42 @@
+// The sweep's plan: every enumerated configuration estimated, the ones that
+// cannot fit pruned (with the estimator's known error as slack, so borderline
+// ones are settled by measurement), and the survivors given a run priority.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "search/estimate_options.h"
+#include "search/space.h"
+#include "search/spec.h"
+#include "store/records.h"
+
+namespace tune {
+
+struct PlanSettings {
+    EstimateOptions estimate;      // calibrated options
+    double prune_tolerance = 0.02; // relative memory error the estimator may have
+    std::string strategy = "pareto-first";
+};
+
+// The estimator options a sweep starts from.
+EstimateOptions base_estimate_options(const SweepSpec& spec);
+
+// Why a configuration with this estimate is pruned, or "" when it should run.
+std::string prune_reason(const Estimate& e, const SweepSpec& spec, double tolerance);
+
+// Estimates, prunes and orders every candidate (invalid ones keep their reason).
+std::vector<NewTrial> plan_trials(const SweepSpec& spec, const std::vector<Candidate>& candidates,
+                                  const PlanSettings& settings);
+
+// Re-estimates pending trials with a new calibration: new estimates, priorities,
+// and pruning of the ones that no longer fit.
+std::vector<PendingUpdate> replan_pending(const SweepSpec& spec, const std::vector<TrialRecord>& pending,
+                                          const PlanSettings& settings);
+
+// Priorities for the given estimates: pareto-first orders by predicted Pareto
+// rank (memory vs tokens/s), faster first within a rank; grid keeps the order given.
+std::vector<double> priorities(std::span<const Estimate* const> estimates, const std::string& strategy);
+
+}  // namespace tune

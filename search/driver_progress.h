@@ -1,0 +1,50 @@
+// What a running sweep tells the person (or script) watching: a progress line
+// on stderr with counts, the current trial and an ETA from measured trial
+// times (only when stderr is a terminal), and with --json one JSON event per
+// line on stdout.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "store/records.h"
+
+namespace tune {
+
+class SweepProgress {
+public:
+    SweepProgress(bool progress_line, bool json_events, std::FILE* line_out = stderr, std::FILE* event_out = stdout);
+
+    // `to_run` is how many trials this invocation may still run (pending at the start).
+    void start(const std::string& sweep, std::uint64_t to_run, const StatusCounts& counts);
+    void trial_started(std::int64_t id, const std::string& summary);
+    void trial_finished(std::int64_t id, const TrialResult& result, double wall_s);
+    void note(const std::string& message);  // a line for the human (and an event)
+    void finish();
+
+    // Mean wall time of the trials run so far, nullopt before the first.
+    std::optional<double> mean_trial_s() const;
+    // ETA for `remaining` trials from measured trial times.
+    std::optional<double> eta_s(std::uint64_t remaining) const;
+
+private:
+    void draw_line(const std::string& current);
+    void emit(nlohmann::json event);
+
+    bool line_;
+    bool json_;
+    std::FILE* line_out_;
+    std::FILE* event_out_;
+    std::uint64_t to_run_ = 0;
+    std::uint64_t done_ = 0;
+    double trial_seconds_ = 0;
+    StatusCounts counts_{};
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace tune
