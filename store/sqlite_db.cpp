@@ -118,16 +118,21 @@ Query Connection::query(const Sql& sql) {
 
 // ---------------------------------------------------------- Transaction ----
 
-Transaction::Transaction(Connection& db, Kind kind) : db_(db) {
-    db_.exec("begin", kind == Kind::write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED");
-}
+namespace {
+constexpr Sql kBeginWrite{"begin", "BEGIN IMMEDIATE"};
+constexpr Sql kBeginRead{"begin", "BEGIN DEFERRED"};
+constexpr Sql kCommit{"commit", "COMMIT"};
+}  // namespace
+
+// Cached statements: one transaction per recorded trial makes their parsing show.
+Transaction::Transaction(Connection& db, Kind kind) : db_(db) { db_.query(kind == Kind::write ? kBeginWrite : kBeginRead).run(); }
 
 Transaction::~Transaction() {
     if (open_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
 void Transaction::commit() {
-    db_.exec("commit", "COMMIT");
+    db_.query(kCommit).run();
     open_ = false;
 }
 

@@ -3,11 +3,15 @@
 namespace tune::sql {
 namespace {
 
+// All components in one statement: ?1 trial, then (component, estimated, measured) per component.
 constexpr Sql kUpsertMemory{"write_trial_memory", R"sql(
-INSERT INTO trial_memory (trial_id, component, estimated_bytes, measured_bytes) VALUES (?1, ?2, ?3, ?4)
+INSERT INTO trial_memory (trial_id, component, estimated_bytes, measured_bytes) VALUES
+    (?1, ?2, ?3, ?4), (?1, ?5, ?6, ?7), (?1, ?8, ?9, ?10), (?1, ?11, ?12, ?13), (?1, ?14, ?15, ?16),
+    (?1, ?17, ?18, ?19), (?1, ?20, ?21, ?22), (?1, ?23, ?24, ?25), (?1, ?26, ?27, ?28)
 ON CONFLICT (trial_id, component) DO UPDATE SET
     estimated_bytes = coalesce(excluded.estimated_bytes, trial_memory.estimated_bytes),
     measured_bytes  = coalesce(excluded.measured_bytes, trial_memory.measured_bytes))sql"};
+static_assert(kComponentCount == 9, "kUpsertMemory has one row per component");
 
 std::optional<std::uint64_t> component_bytes(const MemoryBreakdown* m, Component c) {
     if (!m) return std::nullopt;
@@ -38,11 +42,15 @@ std::optional<Estimate> read_estimate(const Query& q, int first) {
 }
 
 void write_memory(Connection& db, TrialId trial, const MemoryBreakdown* estimated, const MemoryBreakdown* measured) {
+    auto q = db.query(kUpsertMemory);
+    q.bind(1, trial);
+    int index = 2;
     for (Component c : kComponents) {
-        auto q = db.query(kUpsertMemory);
-        q.bind(1, trial).bind(2, to_string(c)).bind(3, component_bytes(estimated, c));
-        q.bind(4, component_bytes(measured, c)).run();
+        q.bind(index, to_string(c)).bind(index + 1, component_bytes(estimated, c));
+        q.bind(index + 2, component_bytes(measured, c));
+        index += 3;
     }
+    q.run();
 }
 
 }  // namespace tune::sql
