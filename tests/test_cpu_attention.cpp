@@ -157,6 +157,10 @@ TEST_CASE("cpu attention: multi-query and plain multi-head", "[cpu][attention]")
     check_fp32({.batch = 2, .seq = 3, .heads = 2, .kv_heads = 2, .head_dim = 6});
 }
 
+TEST_CASE("cpu attention: sequences longer than one row block (causal blocking)", "[cpu][attention]") {
+    check_fp32({.batch = 1, .seq = 150, .heads = 2, .kv_heads = 1, .head_dim = 2});
+}
+
 TEST_CASE("cpu attention: bf16 and fp16 storage stay close to the double reference", "[cpu][attention]") {
     const Layout l{{.batch = 2, .seq = 7, .heads = 4, .kv_heads = 2, .head_dim = 8}};
     for (DType t : {DType::bf16, DType::f16}) {

@@ -89,8 +89,9 @@ void CpuBackend::adafactor_update(const ParamTensor& t, std::int64_t rows, std::
     const float divisor = math::adafactor_clip_divisor(static_cast<float>(sum_u2), count, h);
 
     // Pass 3: the update, with decoupled weight decay on matrices.
-    cpu::update_params(t, threads_, [&](float& p, float g, std::int64_t i) {
-        p = math::adafactor_apply(p, update(g, i), lr, divisor, h, t.decay);
+    cpu::update_blocks(t, threads_, [&](cpu::ParamBlock& b) {
+        for (std::int64_t i = 0; i < b.len; ++i)
+            b.p[i] = math::adafactor_apply(b.p[i], update(b.g[i], b.begin + i), lr, divisor, h, t.decay);
     });
 }
 

@@ -5,11 +5,14 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/typed.h"
+#include "kernels/cpu/vectorize.h"
 
 namespace tune::kernels {
 
@@ -40,6 +43,10 @@ void mm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float 
                 static_cast<blasint>(a.ld), b.p, static_cast<blasint>(b.ld), beta, c.p, static_cast<blasint>(c.ld));
 }
 
+// Rows of scores computed per GEMM: causal attention skips the column
+// blocks above the diagonal, about half of the work for long sequences.
+constexpr std::int64_t kRowBlock = 64;
+
 // Per-thread scratch: two (S, S) and eight (S, D) blocks.
 struct Scratch {
     float *p, *dp, *q, *k, *v, *o, *dq, *dk, *dv, *dout;
@@ -67,8 +74,7 @@ Mat read_head(const T* src, std::int64_t stride, std::int64_t s, std::int64_t d,
     if constexpr (std::is_same_v<T, float>) {
         return {const_cast<float*>(src), stride};
     } else {
-        for (std::int64_t i = 0; i < s; ++i)
-            for (std::int64_t j = 0; j < d; ++j) buf[i * d + j] = cpu::load(src + i * stride, j);
+        for (std::int64_t i = 0; i < s; ++i) cpu::load_run(src + i * stride, d, buf + i * d);
         return {buf, d};
     }
 }
@@ -84,37 +90,41 @@ Mat out_head(T* dst, std::int64_t stride, float* buf, std::int64_t d) {
 template <class T>
 void write_head(T* dst, std::int64_t stride, Mat src, std::int64_t s, std::int64_t d) {
     if (static_cast<void*>(dst) == static_cast<void*>(src.p)) return;
-    for (std::int64_t i = 0; i < s; ++i)
-        for (std::int64_t j = 0; j < d; ++j) cpu::store(dst + i * stride, j, src.p[i * src.ld + j]);
+    for (std::int64_t i = 0; i < s; ++i) cpu::store_run(dst + i * stride, d, src.p + i * src.ld);
 }
 
-// Causal softmax of each row of the (S, S) scores, in place; the upper triangle becomes 0.
-void causal_softmax(float* p, std::int64_t s) {
-    for (std::int64_t i = 0; i < s; ++i) {
+// Causal softmax of rows [i0, i1) of the (S, S) scores, in place: row i
+// keeps columns j <= i, the rest becomes 0 (never computed by the blocked GEMMs).
+TUNE_CPU_CLONES void causal_softmax(float* p, std::int64_t s, std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
         float* row = p + i * s;
-        float mx = -INFINITY;
-        for (std::int64_t j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
-        float sum = 0;
-        for (std::int64_t j = 0; j <= i; ++j) {
-            row[j] = std::exp(row[j] - mx);
-            sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (std::int64_t j = 0; j <= i; ++j) row[j] *= inv;
-        for (std::int64_t j = i + 1; j < s; ++j) row[j] = 0.0f;
+        const std::int64_t n = i + 1;
+        const float mx = cpu::lane_max(row, n);
+        for (std::int64_t j = 0; j < n; ++j) row[j] = cpu::exp_vec(row[j] - mx);
+        const float inv = 1.0f / cpu::lane_sum(n, [&](std::int64_t j) { return row[j]; });
+        for (std::int64_t j = 0; j < n; ++j) row[j] *= inv;
+        for (std::int64_t j = n; j < s; ++j) row[j] = 0.0f;
     }
 }
 
-// dS = P * (dP - rowsum(P * dP)), in place in dp.
-void softmax_backward(const float* p, float* dp, std::int64_t s) {
-    for (std::int64_t i = 0; i < s; ++i) {
+// dS = P * (dP - rowsum(P * dP)) for rows [i0, i1), in place in dp.
+TUNE_CPU_CLONES void softmax_backward(const float* p, float* dp, std::int64_t s, std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
         const float* pr = p + i * s;
         float* dr = dp + i * s;
-        float dot = 0;
-        for (std::int64_t j = 0; j <= i; ++j) dot += pr[j] * dr[j];
-        for (std::int64_t j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
-        for (std::int64_t j = i + 1; j < s; ++j) dr[j] = 0.0f;
+        const std::int64_t n = i + 1;
+        const float dot = cpu::lane_sum(n, [&](std::int64_t j) { return pr[j] * dr[j]; });
+        for (std::int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot);
+        for (std::int64_t j = n; j < s; ++j) dr[j] = 0.0f;
     }
+}
+
+// Rows of a matrix view, starting at row i.
+Mat rows_from(Mat m, std::int64_t i) { return {m.p + i * m.ld, m.ld}; }
+
+// Zeroes an (S, D) block held with leading dimension ld.
+void zero_rows(Mat m, std::int64_t s, std::int64_t d) {
+    for (std::int64_t i = 0; i < s; ++i) std::fill(m.p + i * m.ld, m.p + i * m.ld + d, 0.0f);
 }
 
 void check(const AttentionShape& sh, AttentionKind kind, std::int64_t qs, std::int64_t ks, std::int64_t vs,
@@ -140,17 +150,22 @@ void forward_slab(const AttentionForwardArgs& a, std::int64_t b, std::int64_t g,
         T* probs = static_cast<T*>(a.probs) + (b * sh.heads + h) * S * S;
         const Mat Q = read_head(q + h * D, a.q_stride, S, D, w.q);
         const Mat P = out_head(probs, S, w.p, S);
-        mm(false, true, S, S, D, scale, Q, K, 0.0f, P);
-        causal_softmax(P.p, S);
+        // Causal: row block [i0, i1) needs scores for columns [0, i1) only.
+        for (std::int64_t i0 = 0; i0 < S; i0 += kRowBlock) {
+            const std::int64_t i1 = std::min(S, i0 + kRowBlock);
+            mm(false, true, i1 - i0, i1, D, scale, rows_from(Q, i0), K, 0.0f, rows_from(P, i0));
+            causal_softmax(P.p, S, i0, i1);
+        }
         if constexpr (!std::is_same_v<T, float>) {
             // Round once, and use the rounded probabilities backward will see.
-            for (std::int64_t i = 0; i < S * S; ++i) {
-                cpu::store(probs, i, P.p[i]);
-                P.p[i] = cpu::load(probs, i);
-            }
+            cpu::store_run(probs, S * S, P.p);
+            cpu::load_run(probs, S * S, P.p);
         }
         const Mat O = out_head(out + h * D, a.out_stride, w.o, D);
-        mm(false, false, S, D, S, 1.0f, P, V, 0.0f, O);
+        for (std::int64_t i0 = 0; i0 < S; i0 += kRowBlock) {
+            const std::int64_t i1 = std::min(S, i0 + kRowBlock);
+            mm(false, false, i1 - i0, D, i1, 1.0f, rows_from(P, i0), V, 0.0f, rows_from(O, i0));
+        }
         write_head(out + h * D, a.out_stride, O, S, D);
     }
 }
@@ -169,20 +184,25 @@ void backward_slab(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t 
     auto* dv = static_cast<T*>(a.dv) + b * S * a.v_stride + g * D;
     const Mat K = read_head(k, a.k_stride, S, D, w.k), V = read_head(v, a.v_stride, S, D, w.v);
     const Mat dK = out_head(dk, a.k_stride, w.dk, D), dV = out_head(dv, a.v_stride, w.dv, D);
+    zero_rows(dK, S, D);  // the group's heads and row blocks all add into dK, dV
+    zero_rows(dV, S, D);
+    const Mat dP{w.dp, S};
     for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
         const T* probs = static_cast<const T*>(a.probs) + (b * sh.heads + h) * S * S;
         const Mat P = read_head(probs, S, S, S, w.p);
-        const Mat dP{w.dp, S};
         const Mat dO = read_head(dout + h * D, a.dout_stride, S, D, w.dout);
         const Mat Q = read_head(q + h * D, a.q_stride, S, D, w.q);
-        const float first = h == g * group ? 0.0f : 1.0f;  // the group's heads sum into dK, dV
-        mm(true, false, S, D, S, 1.0f, P, dO, first, dV);     // dV += P^T dO
-        mm(false, true, S, S, D, 1.0f, dO, V, 0.0f, dP);      // dP = dO V^T
-        softmax_backward(P.p, dP.p, S);                       // dP <- dS
         const Mat dQ = out_head(dq + h * D, a.q_stride, w.dq, D);
-        mm(false, false, S, D, S, scale, dP, K, 0.0f, dQ);    // dQ = scale dS K
+        // Row block [i0, i1) of P, dP, dS is zero beyond column i1.
+        for (std::int64_t i0 = 0; i0 < S; i0 += kRowBlock) {
+            const std::int64_t i1 = std::min(S, i0 + kRowBlock), rows = i1 - i0;
+            mm(true, false, i1, D, rows, 1.0f, rows_from(P, i0), rows_from(dO, i0), 1.0f, dV);  // dV += P^T dO
+            mm(false, true, rows, i1, D, 1.0f, rows_from(dO, i0), V, 0.0f, rows_from(dP, i0));  // dP = dO V^T
+            softmax_backward(P.p, dP.p, S, i0, i1);                                             // dP <- dS
+            mm(false, false, rows, D, i1, scale, rows_from(dP, i0), K, 0.0f, rows_from(dQ, i0));  // dQ = scale dS K
+            mm(true, false, i1, D, rows, scale, rows_from(dP, i0), rows_from(Q, i0), 1.0f, dK);  // dK += scale dS^T Q
+        }
         write_head(dq + h * D, a.q_stride, dQ, S, D);
-        mm(true, false, S, D, S, scale, dP, Q, first, dK);    // dK += scale dS^T Q
     }
     write_head(dk, a.k_stride, dK, S, D);
     write_head(dv, a.v_stride, dV, S, D);

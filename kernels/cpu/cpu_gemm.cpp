@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/typed.h"
+#include "kernels/cpu/vectorize.h"
 
 namespace tune::kernels {
 
@@ -43,8 +44,7 @@ void widen(const Operand& op, float* dst, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
         const T* in = src + (r / op.rows) * op.stride + (r % op.rows) * op.ld;
-        float* out = dst + r * op.cols;
-        for (std::int64_t j = 0; j < op.cols; ++j) out[j] = cpu::load(in, j);
+        cpu::load_run(in, op.cols, dst + r * op.cols);
     }
 }
 
@@ -55,8 +55,7 @@ void narrow(const Operand& op, const float* src, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
         T* out = dst + (r / op.rows) * op.stride + (r % op.rows) * op.ld;
-        const float* in = src + r * op.cols;
-        for (std::int64_t j = 0; j < op.cols; ++j) cpu::store(out, j, in[j]);
+        cpu::store_run(out, op.cols, src + r * op.cols);
     }
 }
 

@@ -1,5 +1,5 @@
 // The element-wise optimizers: AdamW, Lion and SGD (LOMO's update), each
-// rule from kernels/math applied by the shared element loop.
+// rule from kernels/math applied to fp32 blocks by the shared block loop.
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/optimizer_loop.h"
 #include "kernels/math/adamw.h"
@@ -8,34 +8,55 @@
 
 namespace tune::kernels {
 
-void CpuBackend::adamw_update(const ParamTensor& t, void* m, void* v, DType state_dtype, const AdamWParams& hp) {
+namespace {
+
+TUNE_CPU_CLONES void adamw_run(float* p, const float* g, float* m, float* v, std::int64_t n,
+                               const math::AdamWHyper& h, const math::AdamWStep& s) {
+    for (std::int64_t i = 0; i < n; ++i) math::adamw_update(p[i], m[i], v[i], g[i], h, s);
+}
+
+TUNE_CPU_CLONES void lion_run(float* p, const float* g, float* m, std::int64_t n, const math::LionHyper& h,
+                              bool decay) {
+    for (std::int64_t i = 0; i < n; ++i) math::lion_update(p[i], m[i], g[i], h, decay);
+}
+
+TUNE_CPU_CLONES void sgd_run(float* p, const float* g, std::int64_t n, const math::LomoHyper& h, bool decay) {
+    for (std::int64_t i = 0; i < n; ++i) p[i] = math::lomo_update(p[i], g[i], h, decay);
+}
+
+}  // namespace
+
+void CpuBackend::adamw_update(const ParamTensor& t, void* m, void* v, DType sd, const AdamWParams& hp) {
     cpu::check_param(t, "adamw_update");
-    cpu::require(is_float(state_dtype), "adamw_update", "state must be float storage");
+    cpu::require(is_float(sd), "adamw_update", "state must be float storage");
     const math::AdamWHyper h{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay};
     const math::AdamWStep step = math::adamw_step(h, static_cast<int>(hp.step), t.decay);
-    cpu::update_params(t, threads_, [&](float& p, float g, std::int64_t i) {
-        float mi = cpu::load_any(m, state_dtype, i), vi = cpu::load_any(v, state_dtype, i);
-        math::adamw_update(p, mi, vi, g, h, step);
-        cpu::store_any(m, state_dtype, i, mi);
-        cpu::store_any(v, state_dtype, i, vi);
+    cpu::update_blocks(t, threads_, [&](cpu::ParamBlock& b) {
+        float mb[cpu::kOptimBlock], vb[cpu::kOptimBlock];
+        cpu::load_block(m, sd, b.begin, b.len, mb);
+        cpu::load_block(v, sd, b.begin, b.len, vb);
+        adamw_run(b.p, b.g, mb, vb, b.len, h, step);
+        cpu::store_block(m, sd, b.begin, b.len, mb);
+        cpu::store_block(v, sd, b.begin, b.len, vb);
     });
 }
 
-void CpuBackend::lion_update(const ParamTensor& t, void* m, DType state_dtype, const LionParams& hp) {
+void CpuBackend::lion_update(const ParamTensor& t, void* m, DType sd, const LionParams& hp) {
     cpu::check_param(t, "lion_update");
-    cpu::require(is_float(state_dtype), "lion_update", "state must be float storage");
+    cpu::require(is_float(sd), "lion_update", "state must be float storage");
     const math::LionHyper h{hp.lr, hp.beta1, hp.beta2, hp.weight_decay};
-    cpu::update_params(t, threads_, [&](float& p, float g, std::int64_t i) {
-        float mi = cpu::load_any(m, state_dtype, i);
-        math::lion_update(p, mi, g, h, t.decay);
-        cpu::store_any(m, state_dtype, i, mi);
+    cpu::update_blocks(t, threads_, [&](cpu::ParamBlock& b) {
+        float mb[cpu::kOptimBlock];
+        cpu::load_block(m, sd, b.begin, b.len, mb);
+        lion_run(b.p, b.g, mb, b.len, h, t.decay);
+        cpu::store_block(m, sd, b.begin, b.len, mb);
     });
 }
 
 void CpuBackend::sgd_update(const ParamTensor& t, const SgdParams& hp) {
     cpu::check_param(t, "sgd_update");
     const math::LomoHyper h{.lr = hp.lr, .weight_decay = hp.weight_decay};
-    cpu::update_params(t, threads_, [&](float& p, float g, std::int64_t) { p = math::lomo_update(p, g, h, t.decay); });
+    cpu::update_blocks(t, threads_, [&](cpu::ParamBlock& b) { sgd_run(b.p, b.g, b.len, h, t.decay); });
 }
 
 }  // namespace tune::kernels

@@ -1,14 +1,25 @@
-// Internal to the CPU backend: the element loop every optimizer shares.
-// Reads p and g (scaled by grad_scale) as fp32, lets the rule update p
-// (and its states at index i), then stores p and the optional copy.
+// Internal to the CPU backend: the block loop every optimizer shares. Each
+// block of up to kOptimBlock elements is loaded as fp32 (the gradient
+// already multiplied by grad_scale), updated by the optimizer's body on
+// plain float arrays (so its rule vectorizes), then stored back to the
+// parameter and its optional copy.
 #pragma once
 
 #include <algorithm>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/typed.h"
+#include "kernels/cpu/vectorize.h"
 
 namespace tune::kernels::cpu {
+
+inline constexpr std::int64_t kOptimBlock = 1024;
+
+struct ParamBlock {
+    std::int64_t begin = 0, len = 0;
+    float p[kOptimBlock];
+    float g[kOptimBlock];
+};
 
 inline void check_param(const ParamTensor& t, const char* op) {
     require(t.n >= 0 && (t.n == 0 || (t.param != nullptr && t.grad != nullptr)), op, "null tensor");
@@ -16,23 +27,26 @@ inline void check_param(const ParamTensor& t, const char* op) {
     require(t.param_copy == nullptr || is_float(t.copy_dtype), op, "copy must be float storage");
 }
 
-// rule(float& p, float g, std::int64_t i) over [begin, end).
-template <class Rule>
-void update_range(const ParamTensor& t, std::int64_t begin, std::int64_t end, Rule&& rule) {
-    for (std::int64_t i = begin; i < end; ++i) {
-        float p = load_any(t.param, t.param_dtype, i);
-        rule(p, load_any(t.grad, t.grad_dtype, i) * t.grad_scale, i);
-        store_any(t.param, t.param_dtype, i, p);
-        if (t.param_copy != nullptr) store_any(t.param_copy, t.copy_dtype, i, p);
-    }
+TUNE_CPU_CLONES inline void scale_run(float* x, std::int64_t n, float s) {
+    for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-template <class Rule>
-void update_params(const ParamTensor& t, int threads, Rule&& rule) {
-    constexpr std::int64_t kChunk = 4096;
+// body(ParamBlock&) for every block, in parallel.
+template <class Body>
+void update_blocks(const ParamTensor& t, int threads, Body&& body) {
+    const std::int64_t blocks = (t.n + kOptimBlock - 1) / kOptimBlock;
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (std::int64_t start = 0; start < t.n; start += kChunk)
-        update_range(t, start, std::min(t.n, start + kChunk), rule);
+    for (std::int64_t k = 0; k < blocks; ++k) {
+        ParamBlock b;
+        b.begin = k * kOptimBlock;
+        b.len = std::min(kOptimBlock, t.n - b.begin);
+        load_block(t.param, t.param_dtype, b.begin, b.len, b.p);
+        load_block(t.grad, t.grad_dtype, b.begin, b.len, b.g);
+        if (t.grad_scale != 1.0f) scale_run(b.g, b.len, t.grad_scale);
+        body(b);
+        store_block(t.param, t.param_dtype, b.begin, b.len, b.p);
+        if (t.param_copy != nullptr) store_block(t.param_copy, t.copy_dtype, b.begin, b.len, b.p);
+    }
 }
 
 }  // namespace tune::kernels::cpu
