@@ -46,8 +46,8 @@ std::vector<double> reference(const Case& c, const std::vector<float>& a, std::i
 
 // Runs one case in dtype `ab` for A and B and `cd` for C; returns the max
 // error relative to the largest reference value.
-double run_case(const Case& c, DType ab, DType cd) {
-    CpuBackend backend;
+double run_case(const Case& c, DType ab, DType cd, int threads = 0) {
+    CpuBackend backend(CpuBackendOptions{.threads = threads});
     const std::int64_t lda = (c.ta ? c.m : c.k) + c.pad, ldb = (c.tb ? c.k : c.n) + c.pad, ldc = c.n + c.pad;
     const std::int64_t sa = (c.ta ? c.k : c.m) * lda, sb = c.broadcast_b ? 0 : (c.tb ? c.n : c.k) * ldb,
                        sc = c.m * ldc;
@@ -125,4 +125,11 @@ TEST_CASE("cpu gemm: workspace counts each 16-bit operand once", "[cpu][gemm]") 
     CHECK_THROWS_AS(backend.gemm(g, Workspace{ws.data(), 40}), tune::BackendError);
     g.b_dtype = DType::f16;
     CHECK_THROWS_AS(backend.gemm(g, Workspace{}), tune::BackendError);
+}
+
+TEST_CASE("cpu gemm: large products split over threads along m or n", "[cpu][gemm]") {
+    // Above the threshold where the backend cuts C into stripes per thread.
+    CHECK(run_case({150, 40, 300, 1, false, true, 1.0f, 0.5f, false, 1}, DType::f32, DType::f32, 3) < 1e-6);
+    CHECK(run_case({40, 150, 300, 2, true, false, 1.0f, 0.0f, false, 0}, DType::f32, DType::f32, 3) < 1e-6);
+    CHECK(run_case({33, 170, 200, 1, true, true, 1.0f, 1.0f, false, 2}, DType::bf16, DType::bf16, 4) < 8e-3);
 }

@@ -2,6 +2,7 @@
 // Work is split over (batch, kv head) slabs on OpenMP threads, each calling
 // single-threaded sgemm on (S, D) head blocks read in place through their
 // row strides (fp32) or widened into the thread's scratch (bf16, fp16).
+// (OpenBLAS runs single-threaded: see CpuBackend's constructor.)
 #include <cblas.h>
 #include <omp.h>
 
@@ -17,18 +18,6 @@
 namespace tune::kernels {
 
 namespace {
-
-// OpenBLAS threads off while OpenMP workers call it; restored on exit.
-class SingleThreadedBlas {
-public:
-    SingleThreadedBlas() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-    ~SingleThreadedBlas() { openblas_set_num_threads(saved_); }
-    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
-private:
-    int saved_;
-};
 
 // A (rows, D) fp32 matrix with its leading dimension.
 struct Mat {
@@ -211,7 +200,6 @@ void backward_slab(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t 
 // Runs body(b, g, scratch) for every (batch, kv head) slab on the OpenMP threads.
 template <class Body>
 void for_each_slab(const AttentionShape& sh, DType dtype, int threads, Workspace ws, Body&& body) {
-    const SingleThreadedBlas single;
     const std::int64_t slabs = sh.batch * sh.kv_heads;
     auto* base = static_cast<float*>(ws.ptr);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)

@@ -24,8 +24,10 @@ std::uint64_t round_up(std::uint64_t bytes) { return (bytes + kAlignment - 1) / 
 CpuBackend::CpuBackend(CpuBackendOptions options)
     : threads_(options.threads > 0 ? options.threads : omp_get_max_threads()),
       memory_limit_(options.memory_limit) {
-    // Large GEMMs use OpenBLAS's own threads; attention calls it single-threaded from OpenMP workers.
-    openblas_set_num_threads(threads_);
+    // OpenBLAS stays single-threaded: the backend splits GEMMs over OpenMP
+    // threads itself, so only one pool of threads ever runs (OpenBLAS's own
+    // threads would spin beside OpenMP's between calls). This is process-wide.
+    openblas_set_num_threads(1);
 }
 
 void* CpuBackend::allocate(std::uint64_t bytes) {

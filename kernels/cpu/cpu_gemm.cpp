@@ -2,6 +2,8 @@
 // are widened into the fp32 workspace first (and a 16-bit C narrowed back).
 #include <cblas.h>
 
+#include <algorithm>
+
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/typed.h"
 #include "kernels/cpu/vectorize.h"
@@ -68,6 +70,56 @@ F32View as_f32(const Operand& op, float*& scratch, bool read, int threads) {
     return {dst, op.cols, op.stride == 0 ? 0 : op.rows * op.cols};
 }
 
+// Part of C one OpenMP thread computes with one single-threaded sgemm:
+// rows [m0, m1), columns [n0, n1) of batch matrix `batch`.
+struct Tile {
+    std::int64_t batch, m0, m1, n0, n1;
+};
+
+// How C is cut into tiles: whole batch matrices when there are enough of
+// them, else each matrix into `parts` stripes along its longer side. All
+// threading is OpenMP's (OpenBLAS runs single-threaded), so GEMMs and the
+// other ops never compete with a second, spinning thread pool.
+struct Split {
+    std::int64_t batch, parts;
+    bool along_m;
+
+    std::int64_t tiles() const { return batch * parts; }
+
+    Tile tile(std::int64_t t, const GemmArgs& g) const {
+        const std::int64_t i = t / parts, p = t % parts;
+        const std::int64_t len = along_m ? g.m : g.n;
+        // Stripes in multiples of 16 keep the BLAS micro-kernels' panels full.
+        const std::int64_t step = (len + parts * 16 - 1) / (parts * 16) * 16;
+        const std::int64_t lo = std::min(len, p * step), hi = std::min(len, lo + step);
+        return along_m ? Tile{i, lo, hi, 0, g.n} : Tile{i, 0, g.m, lo, hi};
+    }
+};
+
+Split split_gemm(const GemmArgs& g, int threads) {
+    constexpr double kMinTileWork = 1 << 20;  // multiply-adds below which a thread is not worth starting
+    const double work = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(std::max<std::int64_t>(g.k, 1));
+    const bool along_m = g.m >= g.n;
+    std::int64_t parts = 1;
+    if (g.batch < threads) {
+        const std::int64_t longest = (along_m ? g.m : g.n) / 16;
+        const auto affordable = static_cast<std::int64_t>(work / kMinTileWork);
+        parts = std::max<std::int64_t>(1, std::min({(threads + g.batch - 1) / g.batch, longest, affordable}));
+    }
+    return {g.batch, parts, along_m};
+}
+
+void sgemm_tile(const GemmArgs& g, const F32View& a, const F32View& b, const F32View& c, const Tile& t) {
+    if (t.m1 <= t.m0 || t.n1 <= t.n0) return;
+    const float* ap = a.data + t.batch * a.stride + (g.trans_a ? t.m0 : t.m0 * a.ld);
+    const float* bp = b.data + t.batch * b.stride + (g.trans_b ? t.n0 * b.ld : t.n0);
+    float* cp = c.data + t.batch * c.stride + t.m0 * c.ld + t.n0;
+    cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<blasint>(t.m1 - t.m0), static_cast<blasint>(t.n1 - t.n0), static_cast<blasint>(g.k),
+                g.alpha, ap, static_cast<blasint>(a.ld), bp, static_cast<blasint>(b.ld), g.beta, cp,
+                static_cast<blasint>(c.ld));
+}
+
 void check(const GemmArgs& g) {
     cpu::require(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, "gemm", "negative size or empty batch");
     cpu::require(g.a_dtype == g.b_dtype, "gemm", "A and B must share a dtype");
@@ -94,15 +146,11 @@ void CpuBackend::gemm(const GemmArgs& g, Workspace ws) {
     const F32View b = as_f32(operand_b(g), scratch, true, threads_);
     const Operand c_op = operand_c(g);
     const F32View c = as_f32(c_op, scratch, g.beta != 0.0f, threads_);
-    const auto ta = g.trans_a ? CblasTrans : CblasNoTrans;
-    const auto tb = g.trans_b ? CblasTrans : CblasNoTrans;
-    for (std::int64_t i = 0; i < g.batch; ++i) {
-        cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(g.m), static_cast<blasint>(g.n),
-                    static_cast<blasint>(g.k), g.alpha, a.data + i * a.stride, static_cast<blasint>(a.ld),
-                    b.data + i * b.stride, static_cast<blasint>(b.ld), g.beta, c.data + i * c.stride,
-                    static_cast<blasint>(c.ld));
-    }
-    if (c_op.dtype != DType::f32) cpu::with_float_type(c_op.dtype, [&](auto t) { narrow<decltype(t)>(c_op, c.data, threads_); });
+    const Split split = split_gemm(g, threads_);
+#pragma omp parallel for num_threads(split.tiles() > 1 ? threads_ : 1) schedule(static)
+    for (std::int64_t t = 0; t < split.tiles(); ++t) sgemm_tile(g, a, b, c, split.tile(t, g));
+    if (c_op.dtype != DType::f32)
+        cpu::with_float_type(c_op.dtype, [&](auto t) { narrow<decltype(t)>(c_op, c.data, threads_); });
 }
 
 }  // namespace tune::kernels
