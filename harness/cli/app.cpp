@@ -43,6 +43,7 @@ int run_cli(int argc, const char* const* argv) {
     add_list_command(app, exit_code);
     add_best_command(app, exit_code);
     add_export_command(app, exit_code);
+    add_trial_command(app, exit_code);
     add_report_command(app, exit_code);
 
     if (argc <= 1) {

@@ -1,0 +1,49 @@
+#include "harness/memory.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+
+namespace tune::harness {
+
+void Buffer::reset() noexcept {
+    if (owner_ != nullptr && ptr_ != nullptr) owner_->release(ptr_, bytes_, tag_);
+    owner_ = nullptr;
+    ptr_ = nullptr;
+    bytes_ = 0;
+}
+
+Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
+    if (bytes == 0) return {};
+    if (limit_ > 0 && live_ + bytes > limit_)
+        throw OutOfMemoryError(bytes, live_,
+                               fmt::format("{} buffer in phase {}, limit {} bytes", to_string(tag), phase_, limit_));
+    void* ptr = backend_.allocate(bytes);
+    live_ += bytes;
+    auto& slot = by_tag_[static_cast<std::size_t>(tag)];
+    slot += bytes;
+    auto& most = tag_peak_[static_cast<std::size_t>(tag)];
+    most = std::max(most, slot);
+    if (live_ > peak_.peak) {
+        peak_.bytes = by_tag_;
+        peak_.peak = live_;
+        peak_.peak_phase = phase_;
+    }
+    return Buffer(this, ptr, bytes, tag);
+}
+
+Buffer Allocator::zeros(Component tag, std::uint64_t bytes) {
+    Buffer b = allocate(tag, bytes);
+    if (b) backend_.fill_zero(b.get(), bytes);
+    return b;
+}
+
+void Allocator::release(void* ptr, std::uint64_t bytes, Component tag) noexcept {
+    backend_.deallocate(ptr, bytes);
+    live_ -= bytes;
+    by_tag_[static_cast<std::size_t>(tag)] -= bytes;
+}
+
+}  // namespace tune::harness

@@ -1,0 +1,99 @@
+// The trainer's tagged allocator. Every device buffer the trainer owns comes
+// from here with a Component tag, so a trial can report live and peak bytes
+// and the per-component breakdown at the moment of the peak, and the
+// estimator's prediction can be checked against it (docs/memory-model.md).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "kernels/backend.h"
+#include "search/config.h"
+
+namespace tune::harness {
+
+class Allocator;
+
+// A move-only handle that frees its bytes when it goes out of scope.
+class Buffer {
+public:
+    Buffer() = default;
+    Buffer(Buffer&& other) noexcept { swap(other); }
+    Buffer& operator=(Buffer&& other) noexcept {
+        Buffer(std::move(other)).swap(*this);
+        return *this;
+    }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer() { reset(); }
+
+    void reset() noexcept;
+    void* get() const { return ptr_; }
+    template <class T>
+    T* as() const {
+        return static_cast<T*>(ptr_);
+    }
+    // The byte at `offset` (for views into flat buffers).
+    void* at(std::uint64_t offset) const { return static_cast<unsigned char*>(ptr_) + offset; }
+    std::uint64_t bytes() const { return bytes_; }
+    Component tag() const { return tag_; }
+    explicit operator bool() const { return ptr_ != nullptr; }
+
+private:
+    friend class Allocator;
+    Buffer(Allocator* owner, void* ptr, std::uint64_t bytes, Component tag)
+        : owner_(owner), ptr_(ptr), bytes_(bytes), tag_(tag) {}
+    void swap(Buffer& other) noexcept {
+        std::swap(owner_, other.owner_);
+        std::swap(ptr_, other.ptr_);
+        std::swap(bytes_, other.bytes_);
+        std::swap(tag_, other.tag_);
+    }
+
+    Allocator* owner_ = nullptr;
+    void* ptr_ = nullptr;
+    std::uint64_t bytes_ = 0;
+    Component tag_ = Component::overhead;
+};
+
+class Allocator {
+public:
+    // limit: live bytes beyond which allocate() raises OutOfMemoryError; 0 = none.
+    Allocator(kernels::Backend& backend, std::uint64_t limit) : backend_(backend), limit_(limit) {}
+    Allocator(const Allocator&) = delete;
+    Allocator& operator=(const Allocator&) = delete;
+
+    // Zero-byte requests give an empty handle and count nothing.
+    Buffer allocate(Component tag, std::uint64_t bytes);
+    // allocate + fill_zero.
+    Buffer zeros(Component tag, std::uint64_t bytes);
+
+    // The phase the peak is attributed to ("forward", "head-backward", ...).
+    void set_phase(std::string phase) { phase_ = std::move(phase); }
+    const std::string& phase() const { return phase_; }
+
+    std::uint64_t live() const { return live_; }
+    std::uint64_t live(Component tag) const { return by_tag_[static_cast<std::size_t>(tag)]; }
+    std::uint64_t peak() const { return peak_.peak; }
+    // Components at the first moment the peak was reached (ties go to the earlier phase).
+    const MemoryBreakdown& peak_breakdown() const { return peak_; }
+    // The most bytes of one tag ever live at once (LOMO's one-gradient-at-a-time check).
+    std::uint64_t tag_peak(Component tag) const { return tag_peak_[static_cast<std::size_t>(tag)]; }
+    std::uint64_t limit() const { return limit_; }
+    kernels::Backend& backend() { return backend_; }
+
+private:
+    friend class Buffer;
+    void release(void* ptr, std::uint64_t bytes, Component tag) noexcept;
+
+    kernels::Backend& backend_;
+    std::uint64_t limit_;
+    std::uint64_t live_ = 0;
+    std::array<std::uint64_t, kComponentCount> by_tag_{};
+    std::array<std::uint64_t, kComponentCount> tag_peak_{};
+    MemoryBreakdown peak_;
+    std::string phase_ = "init";
+};
+
+}  // namespace tune::harness

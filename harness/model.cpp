@@ -1,0 +1,215 @@
+#include "harness/model.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+namespace tune::harness {
+
+namespace {
+
+using kernels::DType;
+
+void* offset(void* p, std::int64_t elements, DType dt) {
+    return static_cast<unsigned char*>(p) + elements * static_cast<std::int64_t>(kernels::dtype_bytes(dt));
+}
+
+std::uint64_t bytes_of(std::int64_t elements, DType dt) {
+    return static_cast<std::uint64_t>(elements) * kernels::dtype_bytes(dt);
+}
+
+// One GEMM's shape: C (m, n) = op(A) (m, k) op(B) (k, n).
+struct GemmShape {
+    std::int64_t m, n, k;
+    bool ta, tb;
+};
+
+kernels::GemmArgs gemm_args(const GemmShape& g, const void* a, const void* b, void* c, float beta, DType dt) {
+    kernels::GemmArgs args;
+    args.m = g.m, args.n = g.n, args.k = g.k;
+    args.trans_a = g.ta, args.trans_b = g.tb;
+    args.a = a, args.lda = g.ta ? g.m : g.k;
+    args.b = b, args.ldb = g.tb ? g.k : g.n;
+    args.c = c, args.ldc = g.n;
+    args.beta = beta;
+    args.a_dtype = args.b_dtype = args.c_dtype = dt;
+    return args;
+}
+
+}  // namespace
+
+Dims make_dims(const ModelSpec& m, std::int64_t micro_batch, std::int64_t context) {
+    Dims d;
+    d.b = micro_batch, d.s = context, d.T = micro_batch * context;
+    d.h = static_cast<std::int64_t>(m.hidden), d.kv = static_cast<std::int64_t>(m.kv_dim());
+    d.f = static_cast<std::int64_t>(m.ffn), d.V = static_cast<std::int64_t>(m.vocab);
+    d.heads = static_cast<std::int64_t>(m.heads), d.kv_heads = static_cast<std::int64_t>(m.kv_heads);
+    d.d = static_cast<std::int64_t>(m.head_dim()), d.L = static_cast<std::int64_t>(m.layers);
+    d.eps = static_cast<float>(m.rms_norm_eps), d.theta = static_cast<float>(m.rope_theta);
+    return d;
+}
+
+kernels::AttentionShape LlamaLayer::attention_shape() const {
+    return {dims_.b, dims_.s, dims_.heads, dims_.kv_heads, dims_.d};
+}
+
+std::uint64_t LlamaLayer::workspace_bytes() const {
+    const Dims& d = dims_;
+    // Every layer GEMM, forward and backward (§6: a backward GEMM has its forward's three sizes).
+    const std::initializer_list<GemmShape> shapes{
+        {d.T, d.h, d.h, false, true},  {d.T, d.kv, d.h, false, true}, {d.T, d.f, d.h, false, true},
+        {d.T, d.h, d.f, false, true},  {d.T, d.f, d.h, false, false}, {d.h, d.f, d.T, true, false},
+        {d.T, d.h, d.f, false, false}, {d.f, d.h, d.T, true, false},  {d.T, d.h, d.h, false, false},
+        {d.h, d.h, d.T, true, false},  {d.T, d.h, d.kv, false, false}, {d.kv, d.h, d.T, true, false}};
+    std::uint64_t most = backend_.attention_workspace_bytes(attention_shape(), kernels::AttentionKind::materialized, dt_);
+    for (const GemmShape& g : shapes)
+        most = std::max(most, backend_.gemm_workspace_bytes(gemm_args(g, nullptr, nullptr, nullptr, 0.0f, dt_)));
+    return most;
+}
+
+const void* LlamaLayer::weight(const void* weights, LayerTensor t) const {
+    return offset(const_cast<void*>(weights), layout_.at(t).offset, dt_);
+}
+
+Buffer LlamaLayer::act(std::int64_t elements) const {
+    return memory_.allocate(Component::activations, bytes_of(elements, dt_));
+}
+
+void LlamaLayer::gemm(const void* a, bool ta, const void* b, bool tb, void* c, std::int64_t m, std::int64_t n,
+                      std::int64_t k, float beta) const {
+    backend_.gemm(gemm_args({m, n, k, ta, tb}, a, b, c, beta, dt_), ws_);
+}
+
+void LlamaLayer::attention(LayerActivations& a) const {
+    kernels::AttentionForwardArgs args;
+    args.shape = attention_shape();
+    args.dtype = dt_;
+    args.q = a.q.get(), args.k = a.k.get(), args.v = a.v.get();
+    args.q_stride = dims_.h, args.k_stride = dims_.kv, args.v_stride = dims_.kv;
+    args.out = a.o.get(), args.out_stride = dims_.h;
+    args.probs = a.probs.get();
+    backend_.attention_forward(args, ws_);
+}
+
+void LlamaLayer::forward(const void* w, LayerActivations& a, void* out) {
+    const Dims& d = dims_;
+    a.rstd1 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
+    a.n1 = act(d.T * d.h), a.q = act(d.T * d.h), a.k = act(d.T * d.kv), a.v = act(d.T * d.kv);
+    a.probs = act(d.b * d.heads * d.s * d.s), a.o = act(d.T * d.h), a.x2 = act(d.T * d.h);
+    a.rstd2 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
+    a.n2 = act(d.T * d.h), a.g = act(d.T * d.f), a.u = act(d.T * d.f), a.m = act(d.T * d.f);
+
+    backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), d.T, d.h,
+                             d.eps, dt_);
+    gemm(a.n1.get(), false, weight(w, LayerTensor::q), true, a.q.get(), d.T, d.h, d.h, 0.0f);   // q (T, h)
+    gemm(a.n1.get(), false, weight(w, LayerTensor::k), true, a.k.get(), d.T, d.kv, d.h, 0.0f);  // k (T, kv)
+    gemm(a.n1.get(), false, weight(w, LayerTensor::v), true, a.v.get(), d.T, d.kv, d.h, 0.0f);  // v (T, kv)
+    backend_.rope_forward(a.q.get(), d.h, a.q.get(), d.h, d.b, d.s, d.heads, d.d, d.theta, dt_);
+    backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.theta, dt_);
+    attention(a);
+    backend_.copy(a.x2.get(), a.x.get(), bytes_of(d.T * d.h, dt_));  // x2 = x + o Wo^T
+    gemm(a.o.get(), false, weight(w, LayerTensor::o), true, a.x2.get(), d.T, d.h, d.h, 1.0f);
+    backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), d.T,
+                             d.h, d.eps, dt_);
+    gemm(a.n2.get(), false, weight(w, LayerTensor::gate), true, a.g.get(), d.T, d.f, d.h, 0.0f);  // g (T, f)
+    gemm(a.n2.get(), false, weight(w, LayerTensor::up), true, a.u.get(), d.T, d.f, d.h, 0.0f);    // u (T, f)
+    backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
+    if (out == nullptr) return;
+    backend_.copy(out, a.x2.get(), bytes_of(d.T * d.h, dt_));  // out = x2 + m Wdown^T
+    gemm(a.m.get(), false, weight(w, LayerTensor::down), true, out, d.T, d.h, d.f, 1.0f);
+}
+
+void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
+    if (mode == Checkpointing::none) return;
+    a.probs.reset();
+    if (mode == Checkpointing::selective) return;
+    Buffer keep = std::move(a.x);
+    a = LayerActivations{};
+    a.x = std::move(keep);
+}
+
+void LlamaLayer::recompute(const void* w, LayerActivations& a, Checkpointing mode) {
+    if (mode == Checkpointing::full) {
+        forward(w, a, nullptr);
+    } else if (mode == Checkpointing::selective) {
+        const Dims& d = dims_;
+        a.probs = act(d.b * d.heads * d.s * d.s);
+        attention(a);  // rewrites o with the same values
+    }
+}
+
+void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
+                              std::size_t layer) const {
+    const Dims& d = dims_;
+    void* dm = scratch;  // (T, f), then du in place
+    void* dg = offset(scratch, d.T * d.f, dt_);
+    void* du = offset(scratch, 2 * d.T * d.f, dt_);
+    auto grad = [&](LayerTensor t) { return sink.begin(layer, static_cast<std::size_t>(t)); };
+    auto done = [&](LayerTensor t) { sink.end(layer, static_cast<std::size_t>(t)); };
+
+    gemm(dx, false, weight(w, LayerTensor::down), false, dm, d.T, d.f, d.h, 0.0f);  // dm = dX Wd
+    gemm(dx, true, a.m.get(), false, grad(LayerTensor::down), d.h, d.f, d.T, 1.0f);  // dWd += dX^T m
+    done(LayerTensor::down);
+    backend_.swiglu_backward(dg, du, dm, a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
+    gemm(dg, false, weight(w, LayerTensor::gate), false, dn, d.T, d.h, d.f, 0.0f);  // dn = dg Wg + du Wu
+    gemm(du, false, weight(w, LayerTensor::up), false, dn, d.T, d.h, d.f, 1.0f);
+    gemm(dg, true, a.n2.get(), false, grad(LayerTensor::gate), d.f, d.h, d.T, 1.0f);  // dWg += dg^T n2
+    done(LayerTensor::gate);
+    gemm(du, true, a.n2.get(), false, grad(LayerTensor::up), d.f, d.h, d.T, 1.0f);  // dWu += du^T n2
+    done(LayerTensor::up);
+    backend_.rmsnorm_backward(dx, grad(LayerTensor::mlp_norm), dn, a.x2.get(), weight(w, LayerTensor::mlp_norm),
+                              a.rstd2.as<float>(), d.T, d.h, true, dt_);
+    done(LayerTensor::mlp_norm);
+}
+
+void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch,
+                                    GradSink& sink, std::size_t layer) const {
+    const Dims& d = dims_;
+    void* dout = scratch;                                // (T, h)
+    void* dq = offset(scratch, d.T * d.h, dt_);          // (T, h)
+    void* dk = offset(scratch, 2 * d.T * d.h, dt_);      // (T, kv)
+    void* dv = offset(scratch, 2 * d.T * d.h + d.T * d.kv, dt_);  // (T, kv)
+    auto grad = [&](LayerTensor t) { return sink.begin(layer, static_cast<std::size_t>(t)); };
+    auto done = [&](LayerTensor t) { sink.end(layer, static_cast<std::size_t>(t)); };
+
+    gemm(dx, false, weight(w, LayerTensor::o), false, dout, d.T, d.h, d.h, 0.0f);      // do = dX Wo
+    gemm(dx, true, a.o.get(), false, grad(LayerTensor::o), d.h, d.h, d.T, 1.0f);       // dWo += dX^T o
+    done(LayerTensor::o);
+    kernels::AttentionBackwardArgs args;
+    args.shape = attention_shape();
+    args.dtype = dt_;
+    args.q = a.q.get(), args.k = a.k.get(), args.v = a.v.get();
+    args.q_stride = d.h, args.k_stride = d.kv, args.v_stride = d.kv;
+    args.probs = a.probs.get();
+    args.dout = dout, args.dout_stride = d.h;
+    args.dq = dq, args.dk = dk, args.dv = dv;
+    backend_.attention_backward(args, ws_);
+    backend_.rope_backward(dq, d.h, dq, d.h, d.b, d.s, d.heads, d.d, d.theta, dt_);
+    backend_.rope_backward(dk, d.kv, dk, d.kv, d.b, d.s, d.kv_heads, d.d, d.theta, dt_);
+    gemm(dq, false, weight(w, LayerTensor::q), false, dn, d.T, d.h, d.h, 0.0f);  // dn = dq Wq + dk Wk + dv Wv
+    gemm(dk, false, weight(w, LayerTensor::k), false, dn, d.T, d.h, d.kv, 1.0f);
+    gemm(dv, false, weight(w, LayerTensor::v), false, dn, d.T, d.h, d.kv, 1.0f);
+    gemm(dq, true, a.n1.get(), false, grad(LayerTensor::q), d.h, d.h, d.T, 1.0f);  // dWq += dq^T n1
+    done(LayerTensor::q);
+    gemm(dk, true, a.n1.get(), false, grad(LayerTensor::k), d.kv, d.h, d.T, 1.0f);
+    done(LayerTensor::k);
+    gemm(dv, true, a.n1.get(), false, grad(LayerTensor::v), d.kv, d.h, d.T, 1.0f);
+    done(LayerTensor::v);
+    backend_.rmsnorm_backward(dx, grad(LayerTensor::attn_norm), dn, a.x.get(), weight(w, LayerTensor::attn_norm),
+                              a.rstd1.as<float>(), d.T, d.h, true, dt_);
+    done(LayerTensor::attn_norm);
+}
+
+void LlamaLayer::backward(const void* w, LayerActivations& a, void* dx, GradSink& sink, std::size_t layer) {
+    const Dims& d = dims_;
+    // One scratch for all activation gradients (§4 B4): dn (T, h), then the
+    // MLP's dm, dg, du (T, f) or attention's do, dq (T, h), dk, dv (T, kv).
+    Buffer scratch = act(d.T * (d.h + std::max(3 * d.f, 2 * d.h + 2 * d.kv)));
+    void* dn = scratch.get();
+    void* rest = offset(scratch.get(), d.T * d.h, dt_);
+    mlp_backward(w, a, dx, dn, rest, sink, layer);
+    attention_backward(w, a, dx, dn, rest, sink, layer);
+    scratch.reset();
+    a = LayerActivations{};
+}
+
+}  // namespace tune::harness

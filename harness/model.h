@@ -1,0 +1,98 @@
+// The Llama decoder layer as Hugging Face's LlamaDecoderLayer computes it
+// (RMSNorm, Q/K/V with grouped KV heads, rotate-half RoPE, causal attention,
+// output projection, residual, RMSNorm, SwiGLU MLP, residual), forward,
+// recompute and backward on Backend ops over a layer's flat weight buffer.
+// Buffers follow docs/memory-model.md §3-4 exactly: what is allocated, in
+// which dtype, with which tag, and when it is freed.
+#pragma once
+
+#include <cstdint>
+
+#include "harness/memory.h"
+#include "harness/param_layout.h"
+#include "kernels/backend.h"
+#include "search/config.h"
+
+namespace tune::harness {
+
+// Token and model shapes of one micro-batch on one rank.
+struct Dims {
+    std::int64_t b = 0, s = 0, T = 0;      // rows, context, tokens = b*s
+    std::int64_t h = 0, kv = 0, f = 0, V = 0;
+    std::int64_t heads = 0, kv_heads = 0, d = 0, L = 0;
+    float eps = 1e-5f, theta = 10000.0f;
+};
+Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t context);
+
+// What one layer's forward leaves for its backward (§3). Empty handles are
+// buffers the checkpointing mode freed.
+struct LayerActivations {
+    Buffer x;      // (T, h) layer input
+    Buffer rstd1;  // (T) fp32
+    Buffer n1;     // (T, h)
+    Buffer q;      // (T, h) after RoPE
+    Buffer k;      // (T, kv) after RoPE
+    Buffer v;      // (T, kv)
+    Buffer probs;  // (b, heads, s, s)
+    Buffer o;      // (T, h) attention output before Wo
+    Buffer x2;     // (T, h) x + o Wo^T
+    Buffer rstd2;  // (T) fp32
+    Buffer n2;     // (T, h)
+    Buffer g;      // (T, f) gate
+    Buffer u;      // (T, f) up
+    Buffer m;      // (T, f) silu(g) * u
+};
+
+// Where weight gradients go: the persistent gradient buffer, a ZeRO bucket,
+// or LOMO's one tensor at a time. begin() returns a buffer the op
+// accumulates into (zeroed or holding earlier micro-batches); end() says the
+// tensor's gradient for this backward is complete.
+class GradSink {
+public:
+    virtual ~GradSink() = default;
+    virtual void* begin(std::size_t buffer, std::size_t tensor) = 0;
+    virtual void end(std::size_t buffer, std::size_t tensor) = 0;
+};
+
+class LlamaLayer {
+public:
+    LlamaLayer(kernels::Backend& backend, Allocator& memory, const Dims& dims, const ParamLayout& layout,
+               kernels::DType dtype)
+        : backend_(backend), memory_(memory), dims_(dims), layout_(layout), dt_(dtype) {}
+
+    // The largest scratch any op of a layer's forward or backward asks for.
+    std::uint64_t workspace_bytes() const;
+    void set_workspace(kernels::Workspace ws) { ws_ = ws; }
+
+    // Allocates every §3 buffer but x (which holds the input), computes the
+    // layer, and writes x + attention + MLP into `out` (T, h) when not null.
+    void forward(const void* weights, LayerActivations& a, void* out);
+    // Frees what `mode` does not keep after a layer's forward.
+    void drop(LayerActivations& a, Checkpointing mode) const;
+    // Brings a layer back to the full §3 set before its backward.
+    void recompute(const void* weights, LayerActivations& a, Checkpointing mode);
+    // dx (T, h): the gradient of the layer output in, of the layer input out.
+    // Weight gradients go to sink (buffer index `layer`). Frees `a`.
+    void backward(const void* weights, LayerActivations& a, void* dx, GradSink& sink, std::size_t layer);
+
+private:
+    const void* weight(const void* weights, LayerTensor t) const;
+    Buffer act(std::int64_t elements) const;  // activations tag, layer dtype
+    void gemm(const void* a, bool ta, const void* b, bool tb, void* c, std::int64_t m, std::int64_t n,
+              std::int64_t k, float beta) const;
+    void attention(LayerActivations& a) const;
+    void mlp_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
+                      std::size_t layer) const;
+    void attention_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
+                            std::size_t layer) const;
+    kernels::AttentionShape attention_shape() const;
+
+    kernels::Backend& backend_;
+    Allocator& memory_;
+    Dims dims_;
+    const ParamLayout& layout_;
+    kernels::DType dt_;
+    kernels::Workspace ws_;
+};
+
+}  // namespace tune::harness

@@ -1,0 +1,146 @@
+#include "harness/model_state.h"
+
+#include <cmath>
+
+#include "kernels/math/half.h"
+
+namespace tune::harness {
+
+namespace {
+
+using kernels::DType;
+
+std::uint64_t mix(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// Uniform in (0, 1) from draw `i` of stream `seed`.
+double uniform01(std::uint64_t seed, std::uint64_t i) {
+    return (static_cast<double>(mix(seed ^ mix(i + 0x632be59bd9b4e019ull)) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+// Box-Muller on two counter draws: the same numbers on every platform.
+double normal(std::uint64_t seed, std::uint64_t i) {
+    const double u1 = uniform01(seed, 2 * i), u2 = uniform01(seed, 2 * i + 1);
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+}  // namespace
+
+std::vector<std::uint16_t> round_16(const std::vector<float>& values, DType dt) {
+    std::vector<std::uint16_t> out(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i)
+        out[i] = dt == DType::bf16 ? math::to_bf16(values[i]).bits : math::to_fp16(values[i]).bits;
+    return out;
+}
+
+std::vector<float> widen_16(const std::vector<std::uint16_t>& raw, DType dt) {
+    std::vector<float> out(raw.size());
+    for (std::size_t i = 0; i < raw.size(); ++i)
+        out[i] = dt == DType::bf16 ? math::to_float(math::bf16{raw[i]}) : math::to_float(math::fp16{raw[i]});
+    return out;
+}
+
+PrecisionPlan precision_plan(Precision p) {
+    switch (p) {
+        case Precision::fp32: return {DType::f32, DType::f32, false, false};
+        case Precision::bf16_mixed: return {DType::bf16, DType::f32, true, false};
+        case Precision::fp16_mixed: return {DType::f16, DType::f32, true, true};
+        case Precision::bf16: return {DType::bf16, DType::bf16, false, false};
+    }
+    return {};
+}
+
+ModelState::ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
+                       bool with_grads)
+    : backend_(backend), layout_(layout), plan_(plan) {
+    const std::uint64_t wb = kernels::dtype_bytes(plan.weights);
+    for (std::size_t i = 0; i < layout.buffers(); ++i) {
+        const auto n = static_cast<std::uint64_t>(layout.flat(i).padded);
+        params_.push_back(memory.zeros(Component::params, n * wb));
+        if (plan.master) master_.push_back(memory.zeros(Component::master, n * 4));
+        if (with_grads) grads_.push_back(memory.zeros(Component::grads, n * wb));
+    }
+}
+
+void* ModelState::weight_tensor(std::size_t buffer, std::size_t t) const {
+    return params_[buffer].at(static_cast<std::uint64_t>(layout_.flat(buffer).tensors[t].offset) *
+                              kernels::dtype_bytes(plan_.weights));
+}
+
+void* ModelState::grad_tensor(std::size_t buffer, std::size_t t) const {
+    return grads_[buffer].at(static_cast<std::uint64_t>(layout_.flat(buffer).tensors[t].offset) *
+                             kernels::dtype_bytes(plan_.weights));
+}
+
+void ModelState::zero_grads() {
+    for (Buffer& g : grads_) backend_.fill_zero(g.get(), g.bytes());
+}
+
+void ModelState::upload(const HostParams& host) {
+    for (std::size_t i = 0; i < layout_.buffers(); ++i) {
+        const auto n = static_cast<std::int64_t>(host[i].size());
+        if (!master_.empty()) backend_.copy_to_device(master_[i].get(), host[i].data(), host[i].size() * 4);
+        if (plan_.weights == DType::f32) {
+            backend_.copy_to_device(params_[i].get(), host[i].data(), host[i].size() * 4);
+        } else if (!master_.empty()) {
+            backend_.cast(params_[i].get(), plan_.weights, master_[i].get(), DType::f32, n);
+        } else {
+            const std::vector<std::uint16_t> rounded = round_16(host[i], plan_.weights);
+            backend_.copy_to_device(params_[i].get(), rounded.data(), rounded.size() * 2);
+        }
+    }
+}
+
+namespace {
+
+std::vector<float> to_host_f32(kernels::Backend& backend, const void* src, DType dt, std::int64_t n) {
+    std::vector<float> out(static_cast<std::size_t>(n));
+    if (dt == DType::f32) {
+        backend.copy_to_host(out.data(), src, out.size() * 4);
+    } else {
+        std::vector<std::uint16_t> raw(out.size());
+        backend.copy_to_host(raw.data(), src, raw.size() * 2);
+        out = widen_16(raw, dt);
+    }
+    return out;
+}
+
+}  // namespace
+
+HostParams ModelState::download_weights() const {
+    HostParams out;
+    for (std::size_t i = 0; i < layout_.buffers(); ++i) {
+        const std::int64_t n = layout_.flat(i).padded;
+        out.push_back(master_.empty() ? to_host_f32(backend_, params_[i].get(), plan_.weights, n)
+                                      : to_host_f32(backend_, master_[i].get(), DType::f32, n));
+    }
+    return out;
+}
+
+HostParams ModelState::download_grads() const {
+    HostParams out;
+    for (std::size_t i = 0; i < grads_.size(); ++i)
+        out.push_back(to_host_f32(backend_, grads_[i].get(), plan_.weights, layout_.flat(i).padded));
+    return out;
+}
+
+HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double stddev) {
+    HostParams host;
+    for (std::size_t i = 0; i < layout.buffers(); ++i) {
+        const FlatLayout& f = layout.flat(i);
+        std::vector<float> buf(static_cast<std::size_t>(f.padded), 0.0f);
+        const std::uint64_t stream = mix(seed + 0x9e3779b97f4a7c15ull * (i + 1));
+        for (const TensorView& t : f.tensors)
+            for (std::int64_t e = 0; e < t.numel(); ++e)
+                buf[static_cast<std::size_t>(t.offset + e)] =
+                    t.matrix() ? static_cast<float>(stddev * normal(stream, static_cast<std::uint64_t>(t.offset + e)))
+                               : 1.0f;
+        host.push_back(std::move(buf));
+    }
+    return host;
+}
+
+}  // namespace tune::harness

@@ -1,0 +1,67 @@
+// The persistent model buffers of one rank (docs/memory-model.md §2): the
+// weights in the trial's storage dtype, fp32 master weights in mixed
+// precision, and the gradient buffer (also the accumulation buffer), each
+// as L + 1 flat buffers laid out by ParamLayout.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/memory.h"
+#include "harness/param_layout.h"
+#include "kernels/backend.h"
+#include "search/config.h"
+
+namespace tune::harness {
+
+// The dtypes a precision setting means.
+struct PrecisionPlan {
+    kernels::DType weights = kernels::DType::f32;  // also gradients and activations
+    kernels::DType state = kernels::DType::f32;    // optimizer states
+    bool master = false;                           // fp32 master weights beside 16-bit weights
+    bool loss_scaling = false;                     // fp16 dynamic loss scaling
+};
+PrecisionPlan precision_plan(Precision p);
+
+// Host copies of every flat buffer in fp32 (padding included, zero), used to
+// initialise, load and inspect the model.
+using HostParams = std::vector<std::vector<float>>;
+
+class ModelState {
+public:
+    // with_grads: false for LOMO, which keeps no gradient buffer.
+    ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
+               bool with_grads);
+
+    const ParamLayout& layout() const { return layout_; }
+    const PrecisionPlan& plan() const { return plan_; }
+    void* weights(std::size_t buffer) const { return params_[buffer].get(); }
+    void* master(std::size_t buffer) const { return master_.empty() ? nullptr : master_[buffer].get(); }
+    void* grads(std::size_t buffer) const { return grads_.empty() ? nullptr : grads_[buffer].get(); }
+    bool has_grads() const { return !grads_.empty(); }
+    // Pointer to tensor `t` of buffer `buffer` inside one of the buffers above.
+    void* weight_tensor(std::size_t buffer, std::size_t t) const;
+    void* grad_tensor(std::size_t buffer, std::size_t t) const;
+
+    void zero_grads();
+    void upload(const HostParams& host);  // weights (rounded to the storage dtype) and master
+    HostParams download_weights() const;  // master when there is one, else the weights, as fp32
+    HostParams download_grads() const;
+
+private:
+    kernels::Backend& backend_;
+    const ParamLayout& layout_;
+    PrecisionPlan plan_;
+    std::vector<Buffer> params_, master_, grads_;
+};
+
+// Host-side rounding to and from 16-bit storage (bf16 or f16 bits).
+std::vector<std::uint16_t> round_16(const std::vector<float>& values, kernels::DType dt);
+std::vector<float> widen_16(const std::vector<std::uint16_t>& raw, kernels::DType dt);
+
+// Seeded random init as Hugging Face's LlamaPreTrainedModel: matrices
+// N(0, 0.02), norm weights 1; padding 0. The generator is counter-based, so
+// every platform draws the same weights.
+HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double stddev = 0.02);
+
+}  // namespace tune::harness

@@ -1,0 +1,53 @@
+// Optimizer states and updates over the flat buffers (docs/memory-model.md
+// §2): AdamW (m, v), Lion (m), 8-bit Adam (uint8 codes + fp32 absmax per
+// block, AdamW state for tensors under 4096 elements), Adafactor (row and
+// column statistics per matrix, full second moment per vector), LOMO (no
+// state: each gradient is applied the moment it exists). One backend call
+// per tensor, so decay applies to matrices only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/memory.h"
+#include "harness/model_state.h"
+#include "kernels/backend.h"
+#include "search/config.h"
+
+namespace tune::harness {
+
+// The hyperparameters of a TrialConfig with the optimizer's published defaults filled in.
+struct OptimizerHyper {
+    float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+    std::int64_t block = 256;
+};
+OptimizerHyper optimizer_hyper(const TrialConfig& c);
+
+class OptimizerState {
+public:
+    OptimizerState(kernels::Backend& backend, Allocator& memory, const TrialConfig& config, ModelState& model);
+
+    // One update of every tensor from the gradient buffer; grad_scale
+    // multiplies each gradient first (clip coefficient / loss scale).
+    // `step` counts applied updates from 1.
+    void step(float grad_scale, std::int64_t step);
+    // LOMO: apply one tensor's gradient (n elements in the weights' dtype).
+    void apply_sgd(std::size_t buffer, std::size_t tensor, const void* grad, float grad_scale);
+
+private:
+    kernels::ParamTensor param_tensor(std::size_t buffer, std::size_t tensor, const void* grad,
+                                      float grad_scale) const;
+    void update(std::size_t buffer, std::size_t tensor, const kernels::ParamTensor& p, std::int64_t step);
+    void* state_at(const Buffer& b, std::int64_t element, std::uint64_t element_bytes) const;
+
+    kernels::Backend& backend_;
+    ModelState& model_;
+    Optimizer kind_;
+    OptimizerHyper hyper_;
+    // Per flat buffer; which ones exist depends on the optimizer.
+    std::vector<Buffer> m_, v_, absmax_m_, absmax_v_, small_m_, small_v_, stats_;
+    // Per buffer and tensor: element offset into small_m_/small_v_ (8-bit Adam) or stats_ (Adafactor).
+    std::vector<std::int64_t> small_offset_, stats_offset_;
+};
+
+}  // namespace tune::harness

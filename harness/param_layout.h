@@ -1,0 +1,63 @@
+// Where every parameter tensor lives: L + 1 flat buffers (one per layer, one
+// "outer" buffer for the embedding, final norm and LM head), each a sequence
+// of slots aligned to A = lcm(256, adam8bit_block) elements, a tensor at the
+// start of its slot, and each buffer padded to equal shards
+// (docs/memory-model.md §1). ZeRO shards, gathers and reduce-scatters act on
+// whole flat buffers; 8-bit blocks never straddle a slot or a shard.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "search/config.h"
+
+namespace tune::harness {
+
+// Tensors smaller than this keep full-width 8-bit Adam state.
+inline constexpr std::int64_t kSmallTensor = 4096;
+
+// Slot order inside the buffers (the index into FlatLayout::tensors).
+enum class LayerTensor : std::uint8_t { attn_norm, q, k, v, o, mlp_norm, gate, up, down };
+enum class OuterTensor : std::uint8_t { embedding, final_norm, lm_head };
+
+struct TensorView {
+    std::string name;         // Hugging Face name within its scope, e.g. "self_attn.q_proj.weight"
+    std::int64_t rows = 0;    // (rows, cols) row-major as nn.Linear stores it; vectors: rows = 1
+    std::int64_t cols = 0;
+    std::int64_t offset = 0;  // elements from the start of the flat buffer (a multiple of A)
+    bool matrix() const { return rows > 1; }  // matrices decay, norm weights do not
+    std::int64_t numel() const { return rows * cols; }
+    bool small() const { return numel() < kSmallTensor; }
+};
+
+struct FlatLayout {
+    std::vector<TensorView> tensors;
+    std::int64_t numel = 0;   // sum of the slots
+    std::int64_t shard = 0;   // elements each rank owns
+    std::int64_t padded = 0;  // world_size * shard
+    std::int64_t small = 0;   // total numel of the small tensors
+};
+
+struct ParamLayout {
+    FlatLayout layer;  // the same for every layer
+    FlatLayout outer;
+    std::int64_t layers = 0;
+    std::int64_t alignment = 256;
+
+    std::size_t buffers() const { return static_cast<std::size_t>(layers) + 1; }
+    // Buffer index: layers first, the outer buffer last.
+    std::size_t outer_index() const { return static_cast<std::size_t>(layers); }
+    const FlatLayout& flat(std::size_t buffer) const { return buffer == outer_index() ? outer : layer; }
+    const TensorView& at(LayerTensor t) const { return layer.tensors[static_cast<std::size_t>(t)]; }
+    const TensorView& at(OuterTensor t) const { return outer.tensors[static_cast<std::size_t>(t)]; }
+    std::int64_t padded_total() const { return layers * layer.padded + outer.padded; }
+};
+
+ParamLayout make_param_layout(const ModelSpec& model, std::uint32_t world_size, std::uint32_t adam8bit_block);
+
+// The full Hugging Face name of tensor `t` of buffer `buffer`:
+// "model.layers.3.self_attn.q_proj.weight", "lm_head.weight".
+std::string tensor_name(const ParamLayout& layout, std::size_t buffer, std::size_t t);
+
+}  // namespace tune::harness

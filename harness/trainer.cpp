@@ -1,0 +1,268 @@
+#include "harness/trainer.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/lm_head_loss.h"
+#include "kernels/math/grad_clip.h"
+#include "kernels/math/neftune.h"
+
+namespace tune::harness {
+
+namespace {
+
+using kernels::DType;
+
+std::uint64_t bytes_of(std::int64_t elements, DType dt) {
+    return static_cast<std::uint64_t>(elements) * kernels::dtype_bytes(dt);
+}
+
+// Rows of logits per chunk of the LM head: at most 2^24 fp32 logits (§4 H).
+std::int64_t head_chunk_rows(const Dims& d) {
+    return std::min<std::int64_t>(d.T, std::max<std::int64_t>(1, (std::int64_t{1} << 24) / d.V));
+}
+
+// Gradients go straight into the persistent gradient buffer (stages 0-1).
+class BufferSink final : public GradSink {
+public:
+    explicit BufferSink(ModelState& model) : model_(model) {}
+    void* begin(std::size_t buffer, std::size_t tensor) override { return model_.grad_tensor(buffer, tensor); }
+    void end(std::size_t, std::size_t) override {}
+
+private:
+    ModelState& model_;
+};
+
+// LOMO: each tensor's gradient exists alone, from begin() to end(), where it
+// is either applied (SGD) or only measured (the clipping norm pass).
+class LomoSink final : public GradSink {
+public:
+    LomoSink(Allocator& memory, ModelState& model, OptimizerState* apply, float grad_scale, float* sum_squares)
+        : memory_(memory), model_(model), apply_(apply), grad_scale_(grad_scale), sum_squares_(sum_squares) {}
+    void* begin(std::size_t buffer, std::size_t tensor) override {
+        const std::int64_t n = model_.layout().flat(buffer).tensors[tensor].numel();
+        grad_ = memory_.zeros(Component::grads, bytes_of(n, model_.plan().weights));
+        return grad_.get();
+    }
+    void end(std::size_t buffer, std::size_t tensor) override {
+        const std::int64_t n = model_.layout().flat(buffer).tensors[tensor].numel();
+        if (apply_ != nullptr) apply_->apply_sgd(buffer, tensor, grad_.get(), grad_scale_);
+        else memory_.backend().sum_squares(sum_squares_, grad_.get(), n, model_.plan().weights);
+        grad_.reset();
+    }
+
+private:
+    Allocator& memory_;
+    ModelState& model_;
+    OptimizerState* apply_;
+    float grad_scale_;
+    float* sum_squares_;
+    Buffer grad_;
+};
+
+}  // namespace
+
+// A few fp32 device scalars (norms) outside the tagged allocator: §5 does not count them.
+class Trainer::Scalars {
+public:
+    explicit Scalars(kernels::Backend& backend) : backend_(backend) {
+        ptr_ = static_cast<float*>(backend.allocate(kBytes));
+    }
+    ~Scalars() { backend_.deallocate(ptr_, kBytes); }
+    Scalars(const Scalars&) = delete;
+    Scalars& operator=(const Scalars&) = delete;
+    float* get() const { return ptr_; }
+    void zero() { backend_.fill_zero(ptr_, kBytes); }
+    float read() {
+        float value = 0;
+        backend_.copy_to_host(&value, ptr_, sizeof value);
+        return value;
+    }
+
+private:
+    static constexpr std::uint64_t kBytes = 256;
+    kernels::Backend& backend_;
+    float* ptr_;
+};
+
+Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& config, const TokenSource& tokens,
+                 const HostParams* init)
+    : backend_(backend),
+      comm_(comm),
+      config_(config),
+      tokens_(tokens),
+      layout_(make_param_layout(config.model, config.world_size, config.adam8bit_block)),
+      dims_(make_dims(config.model, config.micro_batch, config.context)),
+      plan_(precision_plan(config.precision)),
+      memory_(backend, config.memory_limit),
+      layer_(backend, memory_, dims_, layout_, plan_.weights),
+      scaler_(math::LossScalerConfig{static_cast<float>(plan_.loss_scaling ? config.loss_scale_init : 1.0),
+                                     2.0f, static_cast<int>(config.loss_scale_window), 1.0f}) {
+    if (config.optimizer == Optimizer::lomo && config.grad_accum > 1)
+        throw std::invalid_argument("lomo applies each gradient during backward: grad_accum must be 1");
+    model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, config.optimizer != Optimizer::lomo);
+    optimizer_ = std::make_unique<OptimizerState>(backend, memory_, config, *model_);
+    workspace_ = memory_.allocate(Component::workspace, layer_.workspace_bytes());
+    layer_.set_workspace({workspace_.get(), workspace_.bytes()});
+    scalars_ = std::make_unique<Scalars>(backend);
+    model_->upload(init != nullptr ? *init : random_init(layout_, config.seed));
+}
+
+Trainer::~Trainer() = default;
+
+void* Trainer::outer_tensor(OuterTensor t) const {
+    return model_->weight_tensor(layout_.outer_index(), static_cast<std::size_t>(t));
+}
+
+std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64_t k) {
+    const Dims& d = dims_;
+    std::vector<LayerActivations> acts(static_cast<std::size_t>(d.L) + 1);  // the last holds xL only
+    acts[0].x = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
+    backend_.embedding_forward(acts[0].x.get(), inputs.as<std::int32_t>(), outer_tensor(OuterTensor::embedding), d.T,
+                               d.h, d.V, plan_.weights);
+    if (config_.neftune_alpha > 0)
+        backend_.neftune_noise(acts[0].x.get(), d.T * d.h,
+                               math::neftune_scale(static_cast<float>(config_.neftune_alpha), static_cast<int>(d.s),
+                                                   static_cast<int>(d.h)),
+                               math::splitmix64(config_.seed ^ (k + 1) * 0xd1b54a32d192ed03ull), plan_.weights);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(d.L); ++i) {
+        Buffer out = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
+        layer_.forward(model_->weights(i), acts[i], out.get());
+        layer_.drop(acts[i], config_.checkpointing);
+        acts[i + 1].x = std::move(out);
+    }
+    return acts;
+}
+
+// §4 H: final norm, LM head + loss in chunks, head backward. Returns dX, the
+// gradient of the last layer's output; frees xL.
+Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& losses, GradSink& sink,
+                     float loss_scale) {
+    const Dims& d = dims_;
+    const std::size_t outer = layout_.outer_index();
+    Buffer nf = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
+    Buffer rstd = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
+    backend_.rmsnorm_forward(nf.get(), rstd.as<float>(), last.x.get(), outer_tensor(OuterTensor::final_norm), d.T,
+                             d.h, d.eps, plan_.weights);
+    Buffer dnf = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
+    kernels::LmHeadLossArgs args;
+    args.rows = d.T, args.hidden = d.h, args.vocab = d.V, args.chunk_rows = head_chunk_rows(d);
+    args.dtype = plan_.weights;
+    args.x = nf.get(), args.weight = outer_tensor(OuterTensor::lm_head);
+    args.targets = targets.as<std::int32_t>(), args.losses = losses.as<float>();
+    args.dx = dnf.get();
+    args.grad_scale = loss_scale / static_cast<float>(d.T * config_.grad_accum);
+    Buffer logits = memory_.allocate(Component::logits, kernels::lm_head_loss_workspace_bytes(backend_, args));
+    args.dweight = sink.begin(outer, static_cast<std::size_t>(OuterTensor::lm_head));
+    kernels::lm_head_loss(backend_, args, {logits.get(), logits.bytes()});
+    logits.reset();
+    sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
+
+    Buffer dx = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
+    backend_.rmsnorm_backward(dx.get(), sink.begin(outer, static_cast<std::size_t>(OuterTensor::final_norm)),
+                              dnf.get(), last.x.get(), outer_tensor(OuterTensor::final_norm), rstd.as<float>(), d.T,
+                              d.h, false, plan_.weights);
+    sink.end(outer, static_cast<std::size_t>(OuterTensor::final_norm));
+    last.x.reset();
+    return dx;
+}
+
+double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
+    const Dims& d = dims_;
+    memory_.set_phase("forward");
+    Buffer inputs = memory_.allocate(Component::activations, bytes_of(d.T, DType::i32));
+    Buffer targets = memory_.allocate(Component::activations, bytes_of(d.T, DType::i32));
+    Buffer losses = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
+    std::vector<std::int32_t> window(static_cast<std::size_t>(d.T) + 1);
+    tokens_.read(window_start(k, static_cast<std::uint64_t>(d.b), static_cast<std::uint64_t>(d.s),
+                              static_cast<std::uint64_t>(comm_.rank()), static_cast<std::uint64_t>(comm_.world_size())),
+                 window.data(), d.T + 1);
+    backend_.copy_to_device(inputs.get(), window.data(), inputs.bytes());
+    backend_.copy_to_device(targets.get(), window.data() + 1, targets.bytes());
+
+    std::vector<LayerActivations> acts = forward(inputs, k);
+    memory_.set_phase("head-backward");
+    Buffer dx = head(acts.back(), targets, losses, sink, loss_scale);
+    memory_.set_phase("layer-backward");
+    for (std::size_t i = static_cast<std::size_t>(d.L); i-- > 0;) {
+        layer_.recompute(model_->weights(i), acts[i], config_.checkpointing);
+        layer_.backward(model_->weights(i), acts[i], dx.get(), sink, i);
+    }
+    memory_.set_phase("embed-backward");
+    const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
+    backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx.get(),
+                                d.T, d.h, d.V, plan_.weights, {});
+    sink.end(layout_.outer_index(), embedding);
+
+    std::vector<float> host(static_cast<std::size_t>(d.T));
+    backend_.copy_to_host(host.data(), losses.get(), losses.bytes());
+    double sum = 0;
+    for (float l : host) sum += l;
+    return sum / static_cast<double>(d.T);
+}
+
+double Trainer::gradient_sum_squares() {
+    scalars_->zero();
+    for (std::size_t i = 0; i < layout_.buffers(); ++i)
+        backend_.sum_squares(scalars_->get(), model_->grads(i), layout_.flat(i).padded, plan_.weights);
+    return scalars_->read();
+}
+
+float Trainer::grad_scale(double norm, float loss_scale) const {
+    return math::clip_coefficient(static_cast<float>(norm), static_cast<float>(config_.clip)) / loss_scale;
+}
+
+double Trainer::compute_gradients() {
+    if (!model_->has_grads()) throw std::logic_error("compute_gradients: lomo keeps no gradient buffer");
+    model_->zero_grads();
+    BufferSink sink(*model_);
+    double loss = 0;
+    for (std::uint32_t a = 0; a < config_.grad_accum; ++a) loss += micro_batch(next_micro_++, sink, scaler_.scale());
+    for (std::size_t i = 0; i < layout_.buffers(); ++i)
+        comm_.all_reduce(model_->grads(i), layout_.flat(i).padded, plan_.weights, ReduceOp::average);
+    return loss / config_.grad_accum;
+}
+
+StepStats Trainer::optimizer_step(double loss) {
+    StepStats s;
+    s.loss = loss;
+    s.loss_scale = scaler_.scale();
+    memory_.set_phase("optimizer-step");
+    const double sum = gradient_sum_squares();
+    s.grad_norm = std::sqrt(sum) / s.loss_scale;
+    const bool overflow = !std::isfinite(sum);
+    if (overflow && !plan_.loss_scaling) throw std::runtime_error("non-finite gradients");
+    s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
+    if (!s.skipped) optimizer_->step(grad_scale(s.grad_norm, s.loss_scale), ++applied_);
+    return s;
+}
+
+StepStats Trainer::lomo_step() {
+    StepStats s;
+    s.loss_scale = scaler_.scale();
+    const std::uint64_t k = next_micro_++;
+    // A first backward finds the global norm when clipping needs it or fp16 may overflow.
+    if (config_.clip > 0 || plan_.loss_scaling) {
+        scalars_->zero();
+        LomoSink measure(memory_, *model_, nullptr, 1.0f, scalars_->get());
+        s.loss = micro_batch(k, measure, s.loss_scale);
+        const double sum = scalars_->read();
+        s.grad_norm = std::sqrt(sum) / s.loss_scale;
+        const bool overflow = !std::isfinite(sum);
+        if (overflow && !plan_.loss_scaling) throw std::runtime_error("non-finite gradients");
+        s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
+        if (s.skipped) return s;
+    }
+    LomoSink apply(memory_, *model_, optimizer_.get(), grad_scale(s.grad_norm, s.loss_scale), nullptr);
+    const double loss = micro_batch(k, apply, s.loss_scale);
+    if (config_.clip <= 0 && !plan_.loss_scaling) s.loss = loss;
+    ++applied_;
+    return s;
+}
+
+StepStats Trainer::step() {
+    if (config_.optimizer == Optimizer::lomo) return lomo_step();
+    return optimizer_step(compute_gradients());
+}
+
+}  // namespace tune::harness

@@ -1,0 +1,85 @@
+// One rank's training loop: micro-batches of forward (F), LM head and loss
+// (H), layer backward (B) and embedding backward (E), then the optimizer step
+// (O), allocating exactly what docs/memory-model.md §4 lists, phase by phase.
+// Precision, optimizer, accumulation, checkpointing, loss scaling, clipping,
+// NEFTune and LOMO are run-time settings of the TrialConfig.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "harness/comm.h"
+#include "harness/data.h"
+#include "harness/memory.h"
+#include "harness/model.h"
+#include "harness/model_state.h"
+#include "harness/optimizer_state.h"
+#include "harness/param_layout.h"
+#include "kernels/backend.h"
+#include "kernels/math/loss_scale.h"
+#include "search/config.h"
+
+namespace tune::harness {
+
+struct StepStats {
+    double loss = 0;         // mean over the step's micro-batches, before the update
+    double grad_norm = 0;    // global norm of the (unscaled) gradients; LOMO: when a norm pass ran
+    float loss_scale = 1;    // the scale this step ran with (fp16), else 1
+    bool skipped = false;    // fp16 overflow: no update
+};
+
+class Trainer {
+public:
+    // init: the weights (fp32, laid out by layout()); random_init(config.seed) when null.
+    Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& config, const TokenSource& tokens,
+            const HostParams* init = nullptr);
+    ~Trainer();
+    Trainer(const Trainer&) = delete;
+    Trainer& operator=(const Trainer&) = delete;
+
+    // One optimizer step over grad_accum micro-batches.
+    StepStats step();
+    // Forward and backward of the next step's micro-batches into the zeroed
+    // gradient buffer, without an update (not LOMO). Returns the mean loss.
+    double compute_gradients();
+
+    Allocator& memory() { return memory_; }
+    const Allocator& memory() const { return memory_; }
+    ModelState& model() { return *model_; }
+    const ParamLayout& layout() const { return layout_; }
+    const Dims& dims() const { return dims_; }
+    float loss_scale() const { return scaler_.scale(); }
+    std::int64_t applied_steps() const { return applied_; }
+
+private:
+    class Scalars;
+    double micro_batch(std::uint64_t k, GradSink& sink, float loss_scale);
+    std::vector<LayerActivations> forward(const Buffer& inputs, std::uint64_t k);
+    Buffer head(LayerActivations& last_out, const Buffer& targets, Buffer& losses, GradSink& sink, float loss_scale);
+    double gradient_sum_squares();
+    StepStats optimizer_step(double loss);
+    StepStats lomo_step();
+    float grad_scale(double norm, float loss_scale) const;
+    void* outer_tensor(OuterTensor t) const;
+
+    kernels::Backend& backend_;
+    Comm& comm_;
+    TrialConfig config_;
+    const TokenSource& tokens_;
+    ParamLayout layout_;
+    Dims dims_;
+    PrecisionPlan plan_;
+    Allocator memory_;
+    std::unique_ptr<ModelState> model_;
+    std::unique_ptr<OptimizerState> optimizer_;
+    LlamaLayer layer_;
+    Buffer workspace_;
+    std::unique_ptr<Scalars> scalars_;
+    math::LossScaler scaler_;
+    std::uint64_t next_micro_ = 0;  // micro-batches read so far
+    std::int64_t applied_ = 0;      // updates applied (bias-correction step)
+};
+
+}  // namespace tune::harness

@@ -1,0 +1,153 @@
+#include "harness/trial.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "harness/comm.h"
+#include "harness/data.h"
+#include "harness/hf_model.h"
+#include "harness/trainer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/error.h"
+#include "search/estimate.h"
+#include "search/presets.h"
+#include "search/units.h"
+
+namespace tune::harness {
+
+namespace {
+
+double tokens_per_step(const TrialConfig& c) {
+    return static_cast<double>(c.micro_batch) * c.context * c.grad_accum * c.world_size;
+}
+
+Hardware cpu_hardware() {
+    if (auto hw = find_device("cpu")) return *hw;
+    return Hardware{};
+}
+
+double peak_flops(const TrialConfig& c, const Hardware& hw) {
+    return c.precision == Precision::fp32 ? hw.peak_flops_fp32 : hw.peak_flops_half;
+}
+
+void log_step(std::FILE* log, const TrialConfig& c, std::size_t i, const StepStats& s, double ms,
+              const Allocator& memory, double mfu) {
+    if (log == nullptr) return;
+    const MemoryBreakdown& peak = memory.peak_breakdown();
+    fmt::print(log, "step {:>3}/{} | loss {:.6f} | norm {:.4f} | {:8.1f} ms | {:8.0f} tok/s | MFU {:5.2f}% | "
+                    "peak {} ({}){}{}\n",
+               i + 1, c.steps, s.loss, s.grad_norm, ms, tokens_per_step(c) / (ms / 1e3), 100 * mfu,
+               format_bytes(peak.peak), peak.peak_phase,
+               uses_loss_scaling(c.precision) ? fmt::format(" | scale {:g}", s.loss_scale) : std::string(),
+               s.skipped ? " | SKIPPED (fp16 overflow)" : "");
+    std::fflush(log);
+}
+
+std::unique_ptr<TokenSource> token_source(const TrialConfig& c, const TrialOptions& o) {
+    if (o.tokens_file) return file_tokens(*o.tokens_file, c.model.vocab);
+    return synthetic_tokens(c.seed, c.model.vocab);
+}
+
+// Steps the trainer, filling r.
+void run_steps(Trainer& trainer, const TrialConfig& c, const TrialOptions& o, TrialResult& r, TrialDetails& d) {
+    const Hardware hw = cpu_hardware();
+    double timed_ms = 0;
+    for (std::size_t i = 0; i < c.steps; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        StepStats s = trainer.step();
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        if (o.fault_nan && i == 0) s.loss = std::nan("");
+        const double mfu = step_flops(c) / (ms / 1e3) / peak_flops(c, hw);
+        log_step(o.log, c, i, s, ms, trainer.memory(), mfu);
+        r.step_ms.push_back(ms);
+        r.losses.push_back(s.loss);
+        d.skipped.push_back(s.skipped);
+        d.loss_scales.push_back(s.loss_scale);
+        d.grad_norms.push_back(s.grad_norm);
+        if (!std::isfinite(s.loss)) throw std::runtime_error(fmt::format("loss is {} at step {}", s.loss, i + 1));
+        if (i >= c.warmup) timed_ms += ms;
+    }
+    const std::size_t timed = c.steps > c.warmup ? c.steps - c.warmup : 0;
+    if (timed > 0 && timed_ms > 0) {
+        r.tokens_per_s = tokens_per_step(c) * static_cast<double>(timed) / (timed_ms / 1e3);
+        r.mfu = step_flops(c) * static_cast<double>(timed) / (timed_ms / 1e3) / peak_flops(c, hw);
+    }
+}
+
+Estimate cpu_estimate(const TrialConfig& c, int threads) {
+    EstimateOptions o;
+    o.cpu_threads = static_cast<std::uint32_t>(threads);
+    return estimate(c, cpu_hardware(), o);
+}
+
+}  // namespace
+
+void check_runnable(const TrialConfig& c) {
+    if (c.optimizer == Optimizer::lomo && c.grad_accum > 1)
+        throw InvalidTrial(fmt::format("lomo applies each gradient as backward produces it, so it cannot accumulate "
+                                       "gradients: grad_accum = {} needs 1",
+                                       c.grad_accum));
+    if (c.world_size > 1)
+        throw InvalidTrial(fmt::format("world_size {} needs the multi-rank engine (MPI), not available yet",
+                                       c.world_size));
+    if (c.zero_stage > 0)
+        throw InvalidTrial(fmt::format("ZeRO stage {} is not implemented yet (stage 0 only)", c.zero_stage));
+    if (c.model.hidden % c.model.heads != 0 || c.model.heads % c.model.kv_heads != 0 || c.model.head_dim() % 2 != 0)
+        throw InvalidTrial("heads must divide hidden, kv_heads must divide heads, and the head dim must be even");
+    if (c.steps == 0 || c.micro_batch == 0 || c.context == 0 || c.grad_accum == 0)
+        throw InvalidTrial("steps, micro_batch, context and grad_accum must be positive");
+}
+
+double step_flops(const TrialConfig& c) {
+    const ModelSpec& m = c.model;
+    const double matmul_params = static_cast<double>(m.param_count() - m.embedding_params());
+    // 6N per token for the matmuls, plus QK^T and PV: 6 * L * h * s per token with the causal half.
+    const double per_token = 6.0 * matmul_params + 6.0 * static_cast<double>(m.layers * m.hidden) * c.context;
+    return per_token * tokens_per_step(c);
+}
+
+TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, TrialDetails* details) {
+    TrialResult r;
+    r.config = config;
+    TrialDetails local;
+    TrialDetails& d = details != nullptr ? *details : local;
+    try {
+        check_runnable(config);
+        TrialConfig c = config;
+        if (options.fault_oom) c.memory_limit = 1;
+        kernels::CpuBackend backend({options.threads, 0});
+        r.estimate = cpu_estimate(config, backend.threads());
+        SingleRankComm comm;
+        const std::unique_ptr<TokenSource> tokens = token_source(c, options);
+        std::optional<HostParams> init;
+        const ParamLayout layout = make_param_layout(c.model, c.world_size, c.adam8bit_block);
+        if (options.init_dir) init = load_hf_weights(*options.init_dir, layout);
+        Trainer trainer(backend, comm, c, *tokens, init ? &*init : nullptr);
+        try {
+            run_steps(trainer, c, options, r, d);
+        } catch (...) {
+            r.memory = trainer.memory().peak_breakdown();
+            throw;
+        }
+        r.memory = trainer.memory().peak_breakdown();
+        r.rank_peaks = {r.memory.peak};
+        r.status = TrialStatus::ok;
+    } catch (const InvalidTrial& e) {
+        r.status = TrialStatus::invalid;
+        r.reason = e.what();
+    } catch (const OutOfMemoryError& e) {
+        r.status = TrialStatus::oom;
+        r.reason = e.what();
+        r.oom_requested = e.requested();
+        r.oom_live = e.live();
+    } catch (const std::exception& e) {
+        r.status = TrialStatus::failed;
+        r.reason = e.what();
+    }
+    return r;
+}
+
+}  // namespace tune::harness

@@ -1,0 +1,49 @@
+// One trial, start to end, in this process: build the backend and the
+// trainer for a TrialConfig, run its steps with per-step logging (loss, time,
+// tokens/s, MFU, memory), and turn the outcome into a TrialResult. Errors
+// become statuses here: out of memory -> oom, an impossible combination ->
+// invalid, anything else -> failed with the message.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "search/config.h"
+
+namespace tune::harness {
+
+// A configuration the engine cannot express (status invalid, not an error).
+class InvalidTrial : public std::runtime_error {
+public:
+    explicit InvalidTrial(const std::string& reason) : std::runtime_error(reason) {}
+};
+
+struct TrialOptions {
+    std::optional<std::filesystem::path> init_dir;     // Hugging Face folder: config.json + model.safetensors
+    std::optional<std::filesystem::path> tokens_file;  // little-endian uint32 token ids
+    int threads = 0;                                   // CPU backend threads; 0: OpenMP's default
+    std::FILE* log = stderr;                           // per-step lines; nullptr: quiet
+    bool fault_nan = false;                            // test hook: the loss of step 1 becomes NaN
+    bool fault_oom = false;                            // test hook: the first allocation fails
+};
+
+// What the trial saw beyond TrialResult (tests and logs use it).
+struct TrialDetails {
+    std::vector<bool> skipped;        // per step: fp16 overflow, no update
+    std::vector<float> loss_scales;   // per step: the loss scale it ran with
+    std::vector<double> grad_norms;
+};
+
+// Throws InvalidTrial when `c` cannot run on this engine, with the reason.
+void check_runnable(const TrialConfig& c);
+
+TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, TrialDetails* details = nullptr);
+
+// Model FLOPs of one optimizer step (6N per token plus causal attention), no recompute.
+double step_flops(const TrialConfig& c);
+
+}  // namespace tune::harness
