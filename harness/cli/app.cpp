@@ -38,6 +38,7 @@ int run_cli(int argc, const char* const* argv) {
 
     int exit_code = kExitOk;
     add_validate_command(app, exit_code);
+    add_estimate_command(app, exit_code);
     add_presets_command(app, exit_code);
     add_devices_command(app, exit_code);
     add_list_command(app, exit_code);

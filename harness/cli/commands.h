@@ -18,6 +18,7 @@ inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitInternal = 3;
 
 void add_validate_command(CLI::App& app, int& exit_code);
+void add_estimate_command(CLI::App& app, int& exit_code);
 void add_presets_command(CLI::App& app, int& exit_code);
 void add_devices_command(CLI::App& app, int& exit_code);
 void add_list_command(CLI::App& app, int& exit_code);
