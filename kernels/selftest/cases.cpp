@@ -1,0 +1,16 @@
+// The standard case list.
+#include "kernels/selftest/cases.h"
+
+namespace tune::kernels::selftest {
+
+std::vector<Case> standard_cases() {
+    std::vector<Case> out;
+    add_gemm_cases(out);
+    add_attention_cases(out);
+    add_layer_cases(out);
+    add_elementwise_cases(out);
+    add_optimizer_cases(out);
+    return out;
+}
+
+}  // namespace tune::kernels::selftest

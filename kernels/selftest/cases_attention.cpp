@@ -1,0 +1,122 @@
+// Attention cases: grouped KV heads reading q, k, v as column blocks of one
+// fused QKV buffer, and separate tensors with plain heads. The backward
+// case runs the forward first on the same backend, for its probabilities.
+#include <fmt/format.h>
+
+#include "kernels/selftest/case_builder.h"
+#include "kernels/selftest/cases.h"
+
+namespace tune::kernels::selftest {
+
+namespace {
+
+struct AttentionCase {
+    AttentionShape shape;
+    bool fused_qkv;  // q, k, v are column blocks of one (N, (H + 2 KVH) D) buffer
+};
+
+// Forward arguments over the case's tensors (qkv index, or q/k/v indices).
+struct Layout {
+    std::size_t q, k, v;
+    std::int64_t q_off, k_off, v_off, q_stride, k_stride, v_stride;
+};
+
+Layout layout_of(const AttentionCase& c, std::size_t q, std::size_t k, std::size_t v) {
+    const AttentionShape& s = c.shape;
+    const std::int64_t qw = s.heads * s.head_dim, kw = s.kv_heads * s.head_dim;
+    if (c.fused_qkv) return {q, q, q, 0, qw, qw + kw, qw + 2 * kw, qw + 2 * kw, qw + 2 * kw};
+    return {q, k, v, 0, 0, 0, qw, kw, kw};
+}
+
+const void* offset(const DeviceTensors& d, std::size_t i, std::int64_t elements, DType t) {
+    return static_cast<const char*>(d[i]) + elements * static_cast<std::int64_t>(dtype_bytes(t));
+}
+
+AttentionForwardArgs forward_args(const AttentionCase& c, const Layout& l, DType t, const DeviceTensors& d,
+                                  std::size_t out, std::size_t probs) {
+    AttentionForwardArgs a;
+    a.shape = c.shape;
+    a.dtype = t;
+    a.q = offset(d, l.q, l.q_off, t), a.k = offset(d, l.k, l.k_off, t), a.v = offset(d, l.v, l.v_off, t);
+    a.q_stride = l.q_stride, a.k_stride = l.k_stride, a.v_stride = l.v_stride;
+    a.out = d[out], a.out_stride = c.shape.heads * c.shape.head_dim;
+    a.probs = d[probs];
+    return a;
+}
+
+std::string label(const AttentionCase& c) {
+    const AttentionShape& s = c.shape;
+    return fmt::format("B={} S={} H={} KVH={} D={}{}", s.batch, s.seq, s.heads, s.kv_heads, s.head_dim,
+                       c.fused_qkv ? " fused-qkv" : "");
+}
+
+Case forward_case(const AttentionCase& c, DType t) {
+    return {"attention_forward", name_of(t), label(c), [=](std::uint64_t seed) {
+                CaseBuilder cb(seed);
+                const AttentionShape& s = c.shape;
+                const std::int64_t n = s.batch * s.seq;
+                std::size_t q, k, v;
+                if (c.fused_qkv) {
+                    q = k = v = cb.normal("qkv", t, n * (s.heads + 2 * s.kv_heads) * s.head_dim);
+                } else {
+                    q = cb.normal("q", t, n * s.heads * s.head_dim);
+                    k = cb.normal("k", t, n * s.kv_heads * s.head_dim);
+                    v = cb.normal("v", t, n * s.kv_heads * s.head_dim);
+                }
+                const auto out = cb.zero_output("out", t, n * s.heads * s.head_dim, OpClass::matmul);
+                const auto probs = cb.zero_output("probs", t, s.batch * s.heads * s.seq * s.seq, OpClass::matmul);
+                const Layout l = layout_of(c, q, k, v);
+                return cb.build([=](Backend& be, DeviceTensors& d) {
+                    const auto a = forward_args(c, l, t, d, out, probs);
+                    be.attention_forward(a, d.workspace(be.attention_workspace_bytes(s, a.kind, t)));
+                });
+            }};
+}
+
+Case backward_case(const AttentionCase& c, DType t) {
+    return {"attention_backward", name_of(t), label(c), [=](std::uint64_t seed) {
+                CaseBuilder cb(seed);
+                const AttentionShape& s = c.shape;
+                const std::int64_t n = s.batch * s.seq, qw = s.heads * s.head_dim, kw = s.kv_heads * s.head_dim;
+                const auto q = cb.normal("q", t, n * qw);
+                const auto k = cb.normal("k", t, n * kw);
+                const auto v = cb.normal("v", t, n * kw);
+                const auto dout = cb.normal("dout", t, n * qw);
+                const auto out = cb.zero_output("out", t, n * qw, OpClass::matmul);
+                const auto probs = cb.zero_output("probs", t, s.batch * s.heads * s.seq * s.seq, OpClass::matmul);
+                const auto dq = cb.zero_output("dq", t, n * qw, OpClass::matmul);
+                const auto dk = cb.zero_output("dk", t, n * kw, OpClass::matmul);
+                const auto dv = cb.zero_output("dv", t, n * kw, OpClass::matmul);
+                const AttentionCase plain{s, false};
+                const Layout l = layout_of(plain, q, k, v);
+                return cb.build([=](Backend& be, DeviceTensors& d) {
+                    const auto f = forward_args(plain, l, t, d, out, probs);
+                    const Workspace ws = d.workspace(be.attention_workspace_bytes(s, f.kind, t));
+                    be.attention_forward(f, ws);
+                    AttentionBackwardArgs b;
+                    b.shape = s, b.dtype = t;
+                    b.q = d[q], b.k = d[k], b.v = d[v];
+                    b.q_stride = qw, b.k_stride = kw, b.v_stride = kw;
+                    b.probs = d[probs];
+                    b.dout = d[dout], b.dout_stride = qw;
+                    b.dq = d[dq], b.dk = d[dk], b.dv = d[dv];
+                    be.attention_backward(b, ws);
+                });
+            }};
+}
+
+}  // namespace
+
+void add_attention_cases(std::vector<Case>& out) {
+    const AttentionCase cases[] = {
+        {{2, 64, 4, 2, 32}, true},
+        {{1, 33, 2, 2, 16}, false},
+    };
+    for (DType t : kFloatTypes)
+        for (const auto& c : cases) {
+            out.push_back(forward_case(c, t));
+            out.push_back(backward_case(c, t));
+        }
+}
+
+}  // namespace tune::kernels::selftest

@@ -1,0 +1,171 @@
+// Layer op cases: embedding (with repeated tokens), RMSNorm, RoPE (strided
+// and in place), SwiGLU (halves of one fused buffer), cross-entropy (ignored
+// rows, a GPT-2-sized vocabulary, dlogits aliasing the logits).
+#include <fmt/format.h>
+
+#include "kernels/selftest/case_builder.h"
+#include "kernels/selftest/cases.h"
+
+namespace tune::kernels::selftest {
+
+namespace {
+
+void* at(const DeviceTensors& d, std::size_t i, std::int64_t elements, DType t) {
+    return static_cast<char*>(d[i]) + elements * static_cast<std::int64_t>(dtype_bytes(t));
+}
+
+void embedding_cases(std::vector<Case>& out, DType t) {
+    struct Shape {
+        std::int64_t n, c, vocab;
+    };
+    for (const Shape s : {Shape{64, 96, 50}, Shape{200, 33, 7}}) {
+        const std::string label = fmt::format("N={} C={} V={}", s.n, s.c, s.vocab);
+        out.push_back({"embedding_forward", name_of(t), label, [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto table = cb.normal("table", t, s.vocab * s.c);
+                           const auto tokens = cb.tokens("tokens", s.n, s.vocab);
+                           const auto y = cb.zero_output("out", t, s.n * s.c, OpClass::exact);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               be.embedding_forward(d[y], d.as<std::int32_t>(tokens), d[table], s.n, s.c, s.vocab, t);
+                           });
+                       }});
+        out.push_back({"embedding_backward", name_of(t), label, [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto dtable = cb.normal_output("dtable", t, s.vocab * s.c, OpClass::reduction);
+                           const auto tokens = cb.tokens("tokens", s.n, s.vocab);
+                           const auto dy = cb.normal("dout", t, s.n * s.c);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               const auto ws = d.workspace(be.embedding_backward_workspace_bytes(s.n, s.c, s.vocab, t));
+                               be.embedding_backward(d[dtable], d.as<std::int32_t>(tokens), d[dy], s.n, s.c, s.vocab, t,
+                                                     ws);
+                           });
+                       }});
+    }
+}
+
+void rmsnorm_cases(std::vector<Case>& out, DType t) {
+    struct Shape {
+        std::int64_t n, c;
+        bool accumulate;
+    };
+    for (const Shape s : {Shape{64, 96, false}, Shape{7, 1030, true}}) {
+        const std::string label = fmt::format("N={} C={}", s.n, s.c);
+        out.push_back({"rmsnorm_forward", name_of(t), label, [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto x = cb.normal("x", t, s.n * s.c);
+                           const auto w = cb.normal("weight", t, s.c);
+                           const auto y = cb.zero_output("out", t, s.n * s.c, OpClass::reduction);
+                           const auto rstd = cb.zero_output("rstd", DType::f32, s.n, OpClass::reduction);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               be.rmsnorm_forward(d[y], d.as<float>(rstd), d[x], d[w], s.n, s.c, 1e-5f, t);
+                           });
+                       }});
+        out.push_back({"rmsnorm_backward", name_of(t), label + (s.accumulate ? " accumulate" : ""),
+                       [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto x = cb.normal("x", t, s.n * s.c);
+                           const auto w = cb.normal("weight", t, s.c);
+                           const auto dy = cb.normal("dout", t, s.n * s.c);
+                           const auto y = cb.zero_output("out", t, s.n * s.c, OpClass::reduction);
+                           const auto rstd = cb.zero_output("rstd", DType::f32, s.n, OpClass::reduction);
+                           const auto dx = cb.normal_output("dx", t, s.n * s.c, OpClass::reduction);
+                           const auto dw = cb.normal_output("dweight", t, s.c, OpClass::reduction);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               be.rmsnorm_forward(d[y], d.as<float>(rstd), d[x], d[w], s.n, s.c, 1e-5f, t);
+                               be.rmsnorm_backward(d[dx], d[dw], d[dy], d[x], d[w], d.as<float>(rstd), s.n, s.c,
+                                                   s.accumulate, t);
+                           });
+                       }});
+    }
+}
+
+void rope_cases(std::vector<Case>& out, DType t) {
+    // (B, S, H, D) read from a wider row (a fused QKV output), written compact; and in place.
+    const std::int64_t b = 2, s = 16, h = 3, dim = 32, wide = h * dim + 40;
+    for (const bool backward : {false, true}) {
+        const char* op = backward ? "rope_backward" : "rope_forward";
+        out.push_back({op, name_of(t), fmt::format("B={} S={} H={} D={} stride={}", b, s, h, dim, wide),
+                       [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto in = cb.normal("in", t, b * s * wide);
+                           const auto y = cb.zero_output("out", t, b * s * h * dim, OpClass::elementwise);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               if (backward) be.rope_backward(d[y], h * dim, d[in], wide, b, s, h, dim, 10000.0f, t);
+                               else be.rope_forward(d[y], h * dim, d[in], wide, b, s, h, dim, 10000.0f, t);
+                           });
+                       }});
+        out.push_back({op, name_of(t), fmt::format("B=1 S=40 H=2 D=64 in-place theta=5e5"), [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto x = cb.normal("x", t, 40 * 2 * 64);
+                           cb.mark_output(x, OpClass::elementwise);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               if (backward) be.rope_backward(d[x], 128, d[x], 128, 1, 40, 2, 64, 5e5f, t);
+                               else be.rope_forward(d[x], 128, d[x], 128, 1, 40, 2, 64, 5e5f, t);
+                           });
+                       }});
+    }
+}
+
+void swiglu_cases(std::vector<Case>& out, DType t) {
+    const std::int64_t n = 32, f = 80;  // gate | up side by side: row stride 2F
+    const std::string label = fmt::format("N={} F={} stride={}", n, f, 2 * f);
+    out.push_back({"swiglu_forward", name_of(t), label, [=](std::uint64_t seed) {
+                       CaseBuilder cb(seed);
+                       const auto gu = cb.normal("gate|up", t, n * 2 * f, 2.0f);
+                       const auto y = cb.zero_output("out", t, n * f, OpClass::elementwise);
+                       return cb.build([=](Backend& be, DeviceTensors& d) {
+                           be.swiglu_forward(d[y], d[gu], at(d, gu, f, t), n, f, 2 * f, t);
+                       });
+                   }});
+    out.push_back({"swiglu_backward", name_of(t), label, [=](std::uint64_t seed) {
+                       CaseBuilder cb(seed);
+                       const auto gu = cb.normal("gate|up", t, n * 2 * f, 2.0f);
+                       const auto dy = cb.normal("dout", t, n * f);
+                       const auto dgu = cb.zero_output("dgate|dup", t, n * 2 * f, OpClass::elementwise);
+                       return cb.build([=](Backend& be, DeviceTensors& d) {
+                           be.swiglu_backward(d[dgu], at(d, dgu, f, t), d[dy], d[gu], at(d, gu, f, t), n, f, 2 * f, t);
+                       });
+                   }});
+}
+
+void cross_entropy_cases(std::vector<Case>& out, DType t) {
+    struct Shape {
+        std::int64_t rows, vocab;
+    };
+    for (const Shape s : {Shape{16, 1000}, Shape{5, 50257}}) {
+        const bool alias = t == DType::f32;  // dlogits written over the logits
+        const std::string label = fmt::format("N={} V={}{}", s.rows, s.vocab, alias ? " in-place" : "");
+        out.push_back({"cross_entropy", name_of(t), label, [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto logits = cb.normal("logits", DType::f32, s.rows * s.vocab, 3.0f);
+                           const auto targets = cb.tokens("targets", s.rows, s.vocab);
+                           cb.set(targets, 1, -1.0f);  // an ignored row
+                           const auto losses = cb.zero_output("losses", DType::f32, s.rows, OpClass::reduction);
+                           const auto dl = alias ? logits : cb.zero_output("dlogits", t, s.rows * s.vocab,
+                                                                           OpClass::reduction);
+                           if (alias) cb.mark_output(logits, OpClass::reduction);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               CrossEntropyArgs a;
+                               a.rows = s.rows, a.vocab = s.vocab;
+                               a.logits = d.as<float>(logits), a.targets = d.as<std::int32_t>(targets);
+                               a.losses = d.as<float>(losses), a.dlogits = d[dl], a.dlogits_dtype = t;
+                               a.grad_scale = 1.0f / static_cast<float>(s.rows);
+                               be.cross_entropy(a);
+                           });
+                       }});
+    }
+}
+
+}  // namespace
+
+void add_layer_cases(std::vector<Case>& out) {
+    for (DType t : kFloatTypes) {
+        embedding_cases(out, t);
+        rmsnorm_cases(out, t);
+        rope_cases(out, t);
+        swiglu_cases(out, t);
+        cross_entropy_cases(out, t);
+    }
+}
+
+}  // namespace tune::kernels::selftest

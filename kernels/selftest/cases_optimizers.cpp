@@ -1,0 +1,159 @@
+// Optimizer cases, each precision the trainer uses: fp32 everything; mixed
+// (fp32 master, 16-bit gradients scaled by grad_scale, a 16-bit model copy);
+// pure bf16 (weights, gradients, states). 5000 elements leave a partial
+// 8-bit block; a short tensor without weight decay is the norm-weight path.
+#include <fmt/format.h>
+
+#include "kernels/selftest/case_builder.h"
+#include "kernels/selftest/cases.h"
+
+namespace tune::kernels::selftest {
+
+namespace {
+
+struct Precision {
+    const char* label;
+    DType param, grad, state;
+    bool copy;  // a 16-bit model copy (dtype = grad's)
+    float grad_scale;
+};
+
+constexpr Precision kPrecisions[] = {
+    {"f32", DType::f32, DType::f32, DType::f32, false, 1.0f},
+    {"f32/bf16", DType::f32, DType::bf16, DType::f32, true, 0.5f},
+    {"f32/f16", DType::f32, DType::f16, DType::f32, true, 1.0f / 1024.0f},
+    {"bf16", DType::bf16, DType::bf16, DType::bf16, false, 1.0f},
+};
+
+struct Tensor {
+    std::int64_t n;
+    bool decay;
+};
+constexpr Tensor kTensors[] = {{5000, true}, {300, false}};
+
+// The tensors every optimizer reads and writes: param, grad (and copy).
+struct ParamIndices {
+    std::size_t param, grad, copy;
+};
+
+ParamIndices add_param(CaseBuilder& cb, const Precision& p, std::int64_t n) {
+    ParamIndices ix{};
+    ix.param = cb.normal("param", p.param, n, 0.05f);
+    cb.mark_output(ix.param, OpClass::optimizer);
+    // Gradients as the loss scale leaves them: grad_scale brings them back to ~0.01.
+    ix.grad = cb.normal("grad", p.grad, n, 0.01f / p.grad_scale);
+    ix.copy = p.copy ? cb.zero_output("param_copy", p.grad, n, OpClass::optimizer) : ix.param;
+    return ix;
+}
+
+ParamTensor param_tensor(const Precision& p, const Tensor& t, const ParamIndices& ix, const DeviceTensors& d) {
+    ParamTensor pt;
+    pt.n = t.n;
+    pt.param = d[ix.param], pt.param_dtype = p.param;
+    pt.grad = d[ix.grad], pt.grad_dtype = p.grad, pt.grad_scale = p.grad_scale;
+    pt.param_copy = p.copy ? d[ix.copy] : nullptr, pt.copy_dtype = p.grad;
+    pt.decay = t.decay;
+    return pt;
+}
+
+std::string label(const Tensor& t, const char* extra = "") {
+    return fmt::format("n={}{}{}", t.n, t.decay ? "" : " no-decay", extra);
+}
+
+void adamw_lion_sgd(std::vector<Case>& out, const Precision& p, const Tensor& t) {
+    out.push_back({"adamw_update", p.label, label(t), [=](std::uint64_t seed) {
+                       CaseBuilder cb(seed);
+                       const ParamIndices ix = add_param(cb, p, t.n);
+                       const auto m = cb.normal("m", p.state, t.n, 0.01f);
+                       const auto v = cb.uniform("v", p.state, t.n, 0.0f, 1e-4f);
+                       cb.mark_output(m, OpClass::optimizer);
+                       cb.mark_output(v, OpClass::optimizer);
+                       return cb.build([=](Backend& be, DeviceTensors& d) {
+                           AdamWParams hp;
+                           hp.lr = 1e-3f, hp.weight_decay = 0.1f, hp.step = 3;
+                           be.adamw_update(param_tensor(p, t, ix, d), d[m], d[v], p.state, hp);
+                       });
+                   }});
+    out.push_back({"lion_update", p.label, label(t), [=](std::uint64_t seed) {
+                       CaseBuilder cb(seed);
+                       const ParamIndices ix = add_param(cb, p, t.n);
+                       const auto m = cb.normal("m", p.state, t.n, 0.01f);
+                       cb.mark_output(m, OpClass::optimizer);
+                       return cb.build([=](Backend& be, DeviceTensors& d) {
+                           LionParams hp;
+                           hp.lr = 1e-4f, hp.weight_decay = 0.1f;
+                           be.lion_update(param_tensor(p, t, ix, d), d[m], p.state, hp);
+                       });
+                   }});
+    out.push_back({"sgd_update", p.label, label(t), [=](std::uint64_t seed) {
+                       CaseBuilder cb(seed);
+                       const ParamIndices ix = add_param(cb, p, t.n);
+                       return cb.build([=](Backend& be, DeviceTensors& d) {
+                           SgdParams hp;
+                           hp.lr = 1e-2f, hp.weight_decay = 0.01f;
+                           be.sgd_update(param_tensor(p, t, ix, d), hp);
+                       });
+                   }});
+}
+
+void adam8bit(std::vector<Case>& out, const Precision& p, const Tensor& t) {
+    constexpr std::int64_t kBlock = 256;
+    out.push_back({"adam8bit_update", p.label, label(t, " block=256"), [=](std::uint64_t seed) {
+                       CaseBuilder cb(seed);
+                       const ParamIndices ix = add_param(cb, p, t.n);
+                       const std::int64_t blocks = (t.n + kBlock - 1) / kBlock;
+                       const auto mq = cb.bytes("m_codes", t.n);
+                       const auto vq = cb.bytes("v_codes", t.n);
+                       const auto am = cb.uniform("absmax_m", DType::f32, blocks, 1e-3f, 2e-2f);
+                       const auto av = cb.uniform("absmax_v", DType::f32, blocks, 1e-5f, 1e-4f);
+                       cb.mark_output(mq, OpClass::codes);
+                       cb.mark_output(vq, OpClass::codes);
+                       cb.mark_output(am, OpClass::optimizer);
+                       cb.mark_output(av, OpClass::optimizer);
+                       return cb.build([=](Backend& be, DeviceTensors& d) {
+                           Adam8bitParams hp;
+                           hp.adam.lr = 1e-3f, hp.adam.weight_decay = 0.1f, hp.adam.step = 3, hp.block_size = kBlock;
+                           be.adam8bit_update(param_tensor(p, t, ix, d), d.as<std::uint8_t>(mq),
+                                              d.as<std::uint8_t>(vq), d.as<float>(am), d.as<float>(av), hp);
+                       });
+                   }});
+}
+
+void adafactor(std::vector<Case>& out, const Precision& p) {
+    struct Shape {
+        std::int64_t rows, cols;
+        bool decay;
+    };
+    for (const Shape s : {Shape{50, 100, true}, Shape{300, 1, false}}) {
+        const Tensor t{s.rows * s.cols, s.decay};
+        out.push_back({"adafactor_update", p.label, fmt::format("{}x{}{}", s.rows, s.cols, s.cols > 1 ? "" : " vector"),
+                       [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const ParamIndices ix = add_param(cb, p, t.n);
+                           const auto row = cb.uniform("row_stat", p.state, s.rows, 1e-5f, 1e-4f);
+                           const auto col = cb.uniform("col_stat", p.state, s.cols, 1e-5f, 1e-4f);
+                           cb.mark_output(row, OpClass::optimizer);
+                           if (s.cols > 1) cb.mark_output(col, OpClass::optimizer);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               AdafactorParams hp;
+                               hp.step = 5, hp.weight_decay = 0.01f;
+                               be.adafactor_update(param_tensor(p, t, ix, d), s.rows, s.cols, d[row], d[col], p.state,
+                                                   hp);
+                           });
+                       }});
+    }
+}
+
+}  // namespace
+
+void add_optimizer_cases(std::vector<Case>& out) {
+    for (const Precision& p : kPrecisions) {
+        for (const Tensor& t : kTensors) {
+            adamw_lion_sgd(out, p, t);
+            adam8bit(out, p, t);
+        }
+        adafactor(out, p);
+    }
+}
+
+}  // namespace tune::kernels::selftest
