@@ -41,6 +41,7 @@ int run_cli(int argc, const char* const* argv) {
     add_estimate_command(app, exit_code);
     add_presets_command(app, exit_code);
     add_devices_command(app, exit_code);
+    add_selftest_command(app, exit_code);
     add_list_command(app, exit_code);
     add_best_command(app, exit_code);
     add_export_command(app, exit_code);

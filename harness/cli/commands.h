@@ -21,6 +21,7 @@ void add_validate_command(CLI::App& app, int& exit_code);
 void add_estimate_command(CLI::App& app, int& exit_code);
 void add_presets_command(CLI::App& app, int& exit_code);
 void add_devices_command(CLI::App& app, int& exit_code);
+void add_selftest_command(CLI::App& app, int& exit_code);
 void add_list_command(CLI::App& app, int& exit_code);
 void add_best_command(CLI::App& app, int& exit_code);
 void add_export_command(CLI::App& app, int& exit_code);
