@@ -37,6 +37,7 @@ int run_cli(int argc, const char* const* argv) {
     app.fallthrough(false);
 
     int exit_code = kExitOk;
+    add_sweep_command(app, exit_code);
     add_validate_command(app, exit_code);
     add_estimate_command(app, exit_code);
     add_presets_command(app, exit_code);

@@ -19,6 +19,7 @@ inline constexpr int kExitInternal = 3;
 
 void add_validate_command(CLI::App& app, int& exit_code);
 void add_estimate_command(CLI::App& app, int& exit_code);
+void add_sweep_command(CLI::App& app, int& exit_code);
 void add_presets_command(CLI::App& app, int& exit_code);
 void add_devices_command(CLI::App& app, int& exit_code);
 void add_selftest_command(CLI::App& app, int& exit_code);

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""A stand-in for `tune trial` in the sweep driver's tests: answers like the
+real trial (one JSON TrialResult as the last stdout line) with memory and
+throughput that are simple functions of the configuration, and misbehaves on
+request so the driver's isolation can be tested without training anything.
+
+FAKE_TRIAL_FAULT_<optimizer>=crash|hang|nan|oom|silent makes every trial of
+that optimizer abort, sleep forever, report a NaN loss, report an OOM, or exit
+without a result. FAKE_TRIAL_SLEEP=seconds slows every trial down.
+"""
+import json
+import os
+import signal
+import sys
+import time
+
+args = sys.argv[1:]
+config = json.loads(args[args.index("--config") + 1])
+fault = os.environ.get("FAKE_TRIAL_FAULT_" + config["optimizer"], "")
+time.sleep(float(os.environ.get("FAKE_TRIAL_SLEEP", "0")))
+print("fake trial starting", file=sys.stderr)
+
+if fault == "crash":
+    os.kill(os.getpid(), signal.SIGABRT)
+if fault == "hang":
+    time.sleep(3600)
+if fault == "silent":
+    sys.exit(7)
+
+state = {"adamw": 8, "lion": 4, "adam8bit": 2, "adafactor": 1, "lomo": 0}[config["optimizer"]]
+tokens = config["micro_batch"] * config["context"]
+peak = 1_000_000 * (4 + state) // (1 + config["zero_stage"]) + 2_000 * tokens
+tokens_per_s = 1e9 / (peak + 50_000 * config["zero_stage"])
+result = {
+    "status": "ok",
+    "config": config,
+    "memory": {"params": peak // 2, "activations": peak - peak // 2, "peak": peak, "peak_phase": "layer-backward"},
+    "step_ms": [10.0] * config["steps"],
+    "losses": [5.5 - 0.1 * i for i in range(config["steps"])],
+    "tokens_per_s": tokens_per_s,
+    "mfu": 0.1,
+}
+if fault == "nan":
+    result = {"status": "failed", "reason": "the loss became NaN at step 1", "config": config}
+if fault == "oom":
+    result = {"status": "oom", "reason": "out of memory", "config": config, "oom_requested": 123, "oom_live": 456}
+print(json.dumps(result))
+sys.exit({"oom": 3, "nan": 5}.get(fault, 0))
