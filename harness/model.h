@@ -52,6 +52,10 @@ public:
     virtual ~GradSink() = default;
     virtual void* begin(std::size_t buffer, std::size_t tensor) = 0;
     virtual void end(std::size_t buffer, std::size_t tensor) = 0;
+    // Around all the gradients of one flat buffer in one backward phase (ZeRO
+    // stages 2-3 hold a bucket of the whole buffer in between).
+    virtual void open(std::size_t) {}
+    virtual void close(std::size_t) {}
 };
 
 class LlamaLayer {

@@ -54,15 +54,27 @@ PrecisionPlan precision_plan(Precision p) {
 }
 
 ModelState::ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-                       bool with_grads)
-    : backend_(backend), layout_(layout), plan_(plan) {
+                       bool with_grads, std::uint32_t zero_stage)
+    : backend_(backend), layout_(layout), plan_(plan), stage_(zero_stage) {
     const std::uint64_t wb = kernels::dtype_bytes(plan.weights);
+    auto count = [](std::int64_t n) { return static_cast<std::uint64_t>(n); };
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
-        const auto n = static_cast<std::uint64_t>(layout.flat(i).padded);
-        params_.push_back(memory.zeros(Component::params, n * wb));
-        if (plan.master) master_.push_back(memory.zeros(Component::master, n * 4));
-        if (with_grads) grads_.push_back(memory.zeros(Component::grads, n * wb));
+        params_.push_back(memory.zeros(Component::params, count(weights_length(i)) * wb));
+        if (plan.master) master_.push_back(memory.zeros(Component::master, count(master_length(i)) * 4));
+        if (with_grads) grads_.push_back(memory.zeros(Component::grads, count(grads_length(i)) * wb));
     }
+}
+
+std::int64_t ModelState::weights_length(std::size_t buffer) const {
+    return stage_ >= 3 ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
+}
+
+std::int64_t ModelState::master_length(std::size_t buffer) const {
+    return stage_ >= 1 ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
+}
+
+std::int64_t ModelState::grads_length(std::size_t buffer) const {
+    return stage_ >= 2 ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
 }
 
 void* ModelState::weight_tensor(std::size_t buffer, std::size_t t) const {

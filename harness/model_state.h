@@ -29,9 +29,11 @@ using HostParams = std::vector<std::vector<float>>;
 
 class ModelState {
 public:
-    // with_grads: false for LOMO, which keeps no gradient buffer.
+    // with_grads: false for LOMO, which keeps no gradient buffer. ZeRO
+    // shards the master weights from stage 1, the gradients from stage 2 and
+    // the weights at stage 3 (each rank keeps layout.flat(i).shard elements).
     ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-               bool with_grads);
+               bool with_grads, std::uint32_t zero_stage);
 
     const ParamLayout& layout() const { return layout_; }
     const PrecisionPlan& plan() const { return plan_; }
@@ -39,6 +41,11 @@ public:
     void* master(std::size_t buffer) const { return master_.empty() ? nullptr : master_[buffer].get(); }
     void* grads(std::size_t buffer) const { return grads_.empty() ? nullptr : grads_[buffer].get(); }
     bool has_grads() const { return !grads_.empty(); }
+    std::uint32_t zero_stage() const { return stage_; }
+    // Elements each kind of buffer `buffer` holds on this rank.
+    std::int64_t weights_length(std::size_t buffer) const;
+    std::int64_t master_length(std::size_t buffer) const;
+    std::int64_t grads_length(std::size_t buffer) const;
     // Pointer to tensor `t` of buffer `buffer` inside one of the buffers above.
     void* weight_tensor(std::size_t buffer, std::size_t t) const;
     void* grad_tensor(std::size_t buffer, std::size_t t) const;
@@ -52,6 +59,7 @@ private:
     kernels::Backend& backend_;
     const ParamLayout& layout_;
     PrecisionPlan plan_;
+    std::uint32_t stage_;
     std::vector<Buffer> params_, master_, grads_;
 };
 

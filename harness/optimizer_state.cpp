@@ -30,7 +30,8 @@ OptimizerState::OptimizerState(kernels::Backend& backend, Allocator& memory, con
     auto state = [&](std::uint64_t bytes) { return memory.zeros(Component::optim, bytes); };
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         const FlatLayout& f = layout.flat(i);
-        const auto region = static_cast<std::uint64_t>(f.padded);  // stage 0: the whole buffer
+        // The region this rank updates: the whole buffer at stage 0, its shard from stage 1.
+        const auto region = static_cast<std::uint64_t>(config.zero_stage >= 1 ? f.shard : f.padded);
         std::int64_t small = 0, stats = 0;
         for (const TensorView& t : f.tensors) {
             small_offset_.push_back(small);

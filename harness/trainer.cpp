@@ -33,6 +33,36 @@ private:
     ModelState& model_;
 };
 
+// ZeRO stages 2-3: a buffer's gradients collect in a bucket of the whole
+// flat buffer (tag comm), reduce-scattered when its backward phase ends; the
+// rank adds its slice into its gradient shard (also across micro-batches).
+class BucketSink final : public GradSink {
+public:
+    BucketSink(Allocator& memory, ModelState& model, Comm& comm) : memory_(memory), model_(model), comm_(comm) {}
+    void open(std::size_t buffer) override {
+        const std::int64_t n = model_.layout().flat(buffer).padded;
+        bucket_ = memory_.zeros(Component::comm, bytes_of(n, model_.plan().weights));
+    }
+    void* begin(std::size_t buffer, std::size_t tensor) override {
+        return bucket_.at(bytes_of(model_.layout().flat(buffer).tensors[tensor].offset, model_.plan().weights));
+    }
+    void end(std::size_t, std::size_t) override {}
+    void close(std::size_t buffer) override {
+        const FlatLayout& f = model_.layout().flat(buffer);
+        const DType dt = model_.plan().weights;
+        comm_.reduce_scatter(bucket_.get(), f.padded, dt, ReduceOp::average);
+        void* mine = bucket_.at(bytes_of(comm_.rank() * f.shard, dt));
+        memory_.backend().add(model_.grads(buffer), model_.grads(buffer), mine, f.shard, dt);
+        bucket_.reset();
+    }
+
+private:
+    Allocator& memory_;
+    ModelState& model_;
+    Comm& comm_;
+    Buffer bucket_;
+};
+
 // LOMO: each tensor's gradient exists alone, from begin() to end(), where it
 // is either applied (SGD) or only measured (the clipping norm pass).
 class LomoSink final : public GradSink {
@@ -100,7 +130,8 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
                                      2.0f, static_cast<int>(config.loss_scale_window), 1.0f}) {
     if (config.optimizer == Optimizer::lomo && config.grad_accum > 1)
         throw std::invalid_argument("lomo applies each gradient during backward: grad_accum must be 1");
-    model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, config.optimizer != Optimizer::lomo);
+    model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, config.optimizer != Optimizer::lomo,
+                                          config.zero_stage);
     optimizer_ = std::make_unique<OptimizerState>(backend, memory_, config, *model_);
     workspace_ = memory_.allocate(Component::workspace, layer_.workspace_bytes());
     layer_.set_workspace({workspace_.get(), workspace_.bytes()});
@@ -110,24 +141,43 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
 
 Trainer::~Trainer() = default;
 
-void* Trainer::outer_tensor(OuterTensor t) const {
-    return model_->weight_tensor(layout_.outer_index(), static_cast<std::size_t>(t));
+const void* Trainer::outer_tensor(const Weights& outer, OuterTensor t) const {
+    return static_cast<const unsigned char*>(outer.ptr) + bytes_of(layout_.at(t).offset, plan_.weights);
+}
+
+Trainer::Weights Trainer::gather(std::size_t buffer) {
+    Weights w;
+    if (config_.zero_stage < 3) {
+        w.ptr = model_->weights(buffer);
+        return w;
+    }
+    const FlatLayout& f = layout_.flat(buffer);
+    w.gathered = memory_.allocate(Component::comm, bytes_of(f.padded, plan_.weights));
+    backend_.copy(w.gathered.at(bytes_of(comm_.rank() * f.shard, plan_.weights)), model_->weights(buffer),
+                  bytes_of(f.shard, plan_.weights));
+    comm_.all_gather(w.gathered.get(), f.padded, plan_.weights);
+    w.ptr = w.gathered.get();
+    return w;
 }
 
 std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64_t k) {
     const Dims& d = dims_;
     std::vector<LayerActivations> acts(static_cast<std::size_t>(d.L) + 1);  // the last holds xL only
-    acts[0].x = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
-    backend_.embedding_forward(acts[0].x.get(), inputs.as<std::int32_t>(), outer_tensor(OuterTensor::embedding), d.T,
-                               d.h, d.V, plan_.weights);
+    {
+        const Weights outer = gather(layout_.outer_index());
+        acts[0].x = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
+        backend_.embedding_forward(acts[0].x.get(), inputs.as<std::int32_t>(),
+                                   outer_tensor(outer, OuterTensor::embedding), d.T, d.h, d.V, plan_.weights);
+    }
     if (config_.neftune_alpha > 0)
         backend_.neftune_noise(acts[0].x.get(), d.T * d.h,
                                math::neftune_scale(static_cast<float>(config_.neftune_alpha), static_cast<int>(d.s),
                                                    static_cast<int>(d.h)),
                                math::splitmix64(config_.seed ^ (k + 1) * 0xd1b54a32d192ed03ull), plan_.weights);
     for (std::size_t i = 0; i < static_cast<std::size_t>(d.L); ++i) {
+        const Weights w = gather(i);
         Buffer out = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
-        layer_.forward(model_->weights(i), acts[i], out.get());
+        layer_.forward(w.ptr, acts[i], out.get());
         layer_.drop(acts[i], config_.checkpointing);
         acts[i + 1].x = std::move(out);
     }
@@ -140,15 +190,17 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
                      float loss_scale) {
     const Dims& d = dims_;
     const std::size_t outer = layout_.outer_index();
+    const Weights w = gather(outer);
+    sink.open(outer);
     Buffer nf = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
     Buffer rstd = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
-    backend_.rmsnorm_forward(nf.get(), rstd.as<float>(), last.x.get(), outer_tensor(OuterTensor::final_norm), d.T,
+    backend_.rmsnorm_forward(nf.get(), rstd.as<float>(), last.x.get(), outer_tensor(w, OuterTensor::final_norm), d.T,
                              d.h, d.eps, plan_.weights);
     Buffer dnf = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
     kernels::LmHeadLossArgs args;
     args.rows = d.T, args.hidden = d.h, args.vocab = d.V, args.chunk_rows = head_chunk_rows(d);
     args.dtype = plan_.weights;
-    args.x = nf.get(), args.weight = outer_tensor(OuterTensor::lm_head);
+    args.x = nf.get(), args.weight = outer_tensor(w, OuterTensor::lm_head);
     args.targets = targets.as<std::int32_t>(), args.losses = losses.as<float>();
     args.dx = dnf.get();
     args.grad_scale = loss_scale / static_cast<float>(d.T * config_.grad_accum);
@@ -160,10 +212,11 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
 
     Buffer dx = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
     backend_.rmsnorm_backward(dx.get(), sink.begin(outer, static_cast<std::size_t>(OuterTensor::final_norm)),
-                              dnf.get(), last.x.get(), outer_tensor(OuterTensor::final_norm), rstd.as<float>(), d.T,
+                              dnf.get(), last.x.get(), outer_tensor(w, OuterTensor::final_norm), rstd.as<float>(), d.T,
                               d.h, false, plan_.weights);
     sink.end(outer, static_cast<std::size_t>(OuterTensor::final_norm));
-    last.x.reset();
+    dnf.reset(), nf.reset(), rstd.reset(), last.x.reset();
+    sink.close(outer);
     return dx;
 }
 
@@ -185,14 +238,19 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
     Buffer dx = head(acts.back(), targets, losses, sink, loss_scale);
     memory_.set_phase("layer-backward");
     for (std::size_t i = static_cast<std::size_t>(d.L); i-- > 0;) {
-        layer_.recompute(model_->weights(i), acts[i], config_.checkpointing);
-        layer_.backward(model_->weights(i), acts[i], dx.get(), sink, i);
+        const Weights w = gather(i);
+        layer_.recompute(w.ptr, acts[i], config_.checkpointing);
+        sink.open(i);
+        layer_.backward(w.ptr, acts[i], dx.get(), sink, i);
+        sink.close(i);
     }
     memory_.set_phase("embed-backward");
     const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
+    sink.open(layout_.outer_index());
     backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx.get(),
                                 d.T, d.h, d.V, plan_.weights, {});
     sink.end(layout_.outer_index(), embedding);
+    sink.close(layout_.outer_index());
 
     std::vector<float> host(static_cast<std::size_t>(d.T));
     backend_.copy_to_host(host.data(), losses.get(), losses.bytes());
@@ -201,10 +259,17 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
     return sum / static_cast<double>(d.T);
 }
 
+// Over the gradients this rank owns, completed by one scalar all-reduce when sharded.
 double Trainer::gradient_sum_squares() {
     scalars_->zero();
-    for (std::size_t i = 0; i < layout_.buffers(); ++i)
-        backend_.sum_squares(scalars_->get(), model_->grads(i), layout_.flat(i).padded, plan_.weights);
+    for (std::size_t i = 0; i < layout_.buffers(); ++i) {
+        const FlatLayout& f = layout_.flat(i);
+        const void* owned = model_->grads(i);
+        if (config_.zero_stage == 1)
+            owned = static_cast<const unsigned char*>(owned) + bytes_of(comm_.rank() * f.shard, plan_.weights);
+        backend_.sum_squares(scalars_->get(), owned, config_.zero_stage == 0 ? f.padded : f.shard, plan_.weights);
+    }
+    if (config_.zero_stage >= 1) comm_.all_reduce(scalars_->get(), 1, DType::f32, ReduceOp::sum);
     return scalars_->read();
 }
 
@@ -215,11 +280,16 @@ float Trainer::grad_scale(double norm, float loss_scale) const {
 double Trainer::compute_gradients() {
     if (!model_->has_grads()) throw std::logic_error("compute_gradients: lomo keeps no gradient buffer");
     model_->zero_grads();
-    BufferSink sink(*model_);
+    BufferSink direct(*model_);
+    BucketSink buckets(memory_, *model_, comm_);
+    GradSink& sink = config_.zero_stage >= 2 ? static_cast<GradSink&>(buckets) : direct;
     double loss = 0;
     for (std::uint32_t a = 0; a < config_.grad_accum; ++a) loss += micro_batch(next_micro_++, sink, scaler_.scale());
-    for (std::size_t i = 0; i < layout_.buffers(); ++i)
-        comm_.all_reduce(model_->grads(i), layout_.flat(i).padded, plan_.weights, ReduceOp::average);
+    // Stage 0 averages every gradient on every rank; stage 1 only the rank's shard.
+    for (std::size_t i = 0; i < layout_.buffers() && config_.zero_stage <= 1; ++i) {
+        if (config_.zero_stage == 0) comm_.all_reduce(model_->grads(i), layout_.flat(i).padded, plan_.weights, ReduceOp::average);
+        else comm_.reduce_scatter(model_->grads(i), layout_.flat(i).padded, plan_.weights, ReduceOp::average);
+    }
     return loss / config_.grad_accum;
 }
 
@@ -234,6 +304,8 @@ StepStats Trainer::optimizer_step(double loss) {
     if (overflow && !plan_.loss_scaling) throw std::runtime_error("non-finite gradients");
     s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
     if (!s.skipped) optimizer_->step(grad_scale(s.grad_norm, s.loss_scale), ++applied_);
+    for (std::size_t i = 0; i < layout_.buffers() && (config_.zero_stage == 1 || config_.zero_stage == 2); ++i)
+        comm_.all_gather(model_->weights(i), layout_.flat(i).padded, plan_.weights);
     return s;
 }
 

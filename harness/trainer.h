@@ -55,6 +55,12 @@ public:
 
 private:
     class Scalars;
+    // A flat buffer's weights as compute reads them: gathered at stage 3 (and freed with this).
+    struct Weights {
+        Buffer gathered;
+        const void* ptr = nullptr;
+    };
+    Weights gather(std::size_t buffer);
     double micro_batch(std::uint64_t k, GradSink& sink, float loss_scale);
     std::vector<LayerActivations> forward(const Buffer& inputs, std::uint64_t k);
     Buffer head(LayerActivations& last_out, const Buffer& targets, Buffer& losses, GradSink& sink, float loss_scale);
@@ -62,7 +68,7 @@ private:
     StepStats optimizer_step(double loss);
     StepStats lomo_step();
     float grad_scale(double norm, float loss_scale) const;
-    void* outer_tensor(OuterTensor t) const;
+    const void* outer_tensor(const Weights& outer, OuterTensor t) const;
 
     kernels::Backend& backend_;
     Comm& comm_;

@@ -1,5 +1,6 @@
 #include "harness/trial.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -93,8 +94,7 @@ void check_runnable(const TrialConfig& c) {
     if (c.world_size > 1)
         throw InvalidTrial(fmt::format("world_size {} needs the multi-rank engine (MPI), not available yet",
                                        c.world_size));
-    if (c.zero_stage > 0)
-        throw InvalidTrial(fmt::format("ZeRO stage {} is not implemented yet (stage 0 only)", c.zero_stage));
+    if (c.zero_stage > 3) throw InvalidTrial(fmt::format("ZeRO stage {} does not exist (0-3)", c.zero_stage));
     if (c.model.hidden % c.model.heads != 0 || c.model.heads % c.model.kv_heads != 0 || c.model.head_dim() % 2 != 0)
         throw InvalidTrial("heads must divide hidden, kv_heads must divide heads, and the head dim must be even");
     if (c.steps == 0 || c.micro_batch == 0 || c.context == 0 || c.grad_accum == 0)
@@ -135,6 +135,10 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         r.memory = trainer.memory().peak_breakdown();
         r.rank_peaks = {r.memory.peak};
         r.status = TrialStatus::ok;
+        const auto skipped = std::count(d.skipped.begin(), d.skipped.end(), true);
+        if (skipped > 0)
+            r.reason = fmt::format("{} of {} steps skipped (fp16 overflow; loss scale now {:g})", skipped, c.steps,
+                                   trainer.loss_scale());
     } catch (const InvalidTrial& e) {
         r.status = TrialStatus::invalid;
         r.reason = e.what();

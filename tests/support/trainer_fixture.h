@@ -1,0 +1,78 @@
+// Helpers for the trainer tests: small configurations, fixed token streams
+// and in-process trainers on the CPU backend.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "harness/comm.h"
+#include "harness/data.h"
+#include "harness/trainer.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "search/config.h"
+#include "search/presets.h"
+
+namespace tune::test {
+
+// A Llama small enough for finite differences: two layers, grouped KV heads.
+inline ModelSpec micro_model() {
+    return ModelSpec{"micro", 32, 16, 2, 4, 2, 24, 64, 1e-5, 10000.0};
+}
+
+inline TrialConfig trainer_config(const ModelSpec& model, Optimizer opt = Optimizer::adamw,
+                                  Precision prec = Precision::fp32) {
+    TrialConfig c;
+    c.model = model;
+    c.optimizer = opt;
+    c.precision = prec;
+    c.micro_batch = 2;
+    c.context = 8;
+    c.clip = 0;
+    c.lr = 1e-3;
+    c.steps = 1;
+    c.warmup = 0;
+    return c;
+}
+
+// The same window for every micro-batch, so repeated evaluations see the same data.
+class FixedTokens final : public harness::TokenSource {
+public:
+    explicit FixedTokens(std::uint64_t vocab) : vocab_(vocab) {}
+    void read(std::uint64_t, std::int32_t* out, std::int64_t count) const override {
+        for (std::int64_t i = 0; i < count; ++i)
+            out[i] = static_cast<std::int32_t>((static_cast<std::uint64_t>(i) * 7 + 3 + static_cast<std::uint64_t>(i * i)) % vocab_);
+    }
+
+private:
+    std::uint64_t vocab_;
+};
+
+// A backend, a comm and a trainer that live together.
+struct TrainerRig {
+    kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
+    harness::SingleRankComm comm;
+    std::unique_ptr<harness::TokenSource> tokens;
+    std::unique_ptr<harness::Trainer> trainer;
+
+    TrainerRig(const TrialConfig& c, std::unique_ptr<harness::TokenSource> source,
+               const harness::HostParams* init = nullptr)
+        : tokens(std::move(source)) {
+        trainer = std::make_unique<harness::Trainer>(backend, comm, c, *tokens, init);
+    }
+};
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double most = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) most = std::max(most, std::abs(static_cast<double>(a[i]) - b[i]));
+    return most;
+}
+
+inline double max_abs(const std::vector<float>& a) {
+    double most = 0;
+    for (float v : a) most = std::max(most, std::abs(static_cast<double>(v)));
+    return most;
+}
+
+}  // namespace tune::test

@@ -1,0 +1,110 @@
+// `tune trial` end to end: the JSON TrialResult is the last stdout line, the
+// exit code tells the status, and the test-only faults behave as the sweep
+// driver expects.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "search/config.h"
+#include "support/run_command.h"
+
+using namespace tune;
+
+namespace {
+
+nlohmann::json last_json(const std::string& output) {
+    const auto end = output.find_last_not_of('\n');
+    const auto start = output.rfind('\n', end);
+    return nlohmann::json::parse(output.substr(start == std::string::npos ? 0 : start + 1, end - start));
+}
+
+// stdout only (stderr dropped), so the last line is the result.
+test::CommandResult trial(const std::string& args, const std::string& env = "") {
+    return test::run_command(env + " " + std::string(TUNE_BINARY) + " trial " + args + " 2>/dev/null");
+}
+
+const std::string kFixture = std::string(TUNE_SOURCE_DIR) + "/tests/fixtures/torch/llama_tiny";
+
+}  // namespace
+
+TEST_CASE("tune trial prints per-step lines and a TrialResult, exit 0", "[trial][cli]") {
+    const auto out = test::run_tune("trial --model tiny --optimizer adamw --precision bf16-mixed --micro-batch 2 "
+                                    "--context 32 --grad-accum 2 --checkpointing full --steps 3 --warmup 1 --json");
+    CHECK(out.exit_code == 0);
+    CHECK_THAT(out.output, Catch::Contains("step   1/3 | loss"));
+    CHECK_THAT(out.output, Catch::Contains("MFU"));
+    const TrialResult r = last_json(trial("--model tiny --precision bf16-mixed --context 32 --grad-accum 2 "
+                                          "--checkpointing full --steps 3 --warmup 1").output)
+                              .get<TrialResult>();
+    CHECK(r.status == TrialStatus::ok);
+    CHECK(r.config.checkpointing == Checkpointing::full);
+    CHECK(r.config.grad_accum == 2);
+    CHECK(r.losses.size() == 3);
+    CHECK(r.step_ms.size() == 3);
+    CHECK(r.tokens_per_s > 0);
+    CHECK(r.memory.peak > 0);
+    REQUIRE(r.estimate);
+    CHECK(r.estimate->memory.peak == r.memory.peak);
+}
+
+TEST_CASE("tune trial exit codes: oom 3, invalid 4, failed 5", "[trial][cli]") {
+    auto oom = trial("--model tiny --memory-limit 64KiB");
+    CHECK(oom.exit_code == 3);
+    const TrialResult r = last_json(oom.output).get<TrialResult>();
+    CHECK(r.status == TrialStatus::oom);
+    CHECK(r.oom_requested > 0);
+    CHECK(r.oom_requested + r.oom_live > 64 * 1024);
+
+    auto invalid = trial("--model tiny --optimizer lomo --grad-accum 4");
+    CHECK(invalid.exit_code == 4);
+    CHECK(last_json(invalid.output)["status"] == "invalid");
+
+    auto bad = trial("--model tiny --optimizer sgd");
+    CHECK(bad.exit_code == 2);
+}
+
+TEST_CASE("TUNE_TRIAL_FAULT makes a trial crash, fail on NaN or run out of memory", "[trial][cli]") {
+    CHECK(trial("--model tiny --steps 2", "TUNE_TRIAL_FAULT=crash").exit_code >= 128);
+    auto nan = trial("--model tiny --steps 2", "TUNE_TRIAL_FAULT=nan");
+    CHECK(nan.exit_code == 5);
+    CHECK(last_json(nan.output)["status"] == "failed");
+    CHECK_THAT(last_json(nan.output)["reason"].get<std::string>(), Catch::Contains("nan"));
+    auto oom = trial("--model tiny --steps 2", "TUNE_TRIAL_FAULT=oom");
+    CHECK(oom.exit_code == 3);
+    CHECK(last_json(oom.output)["status"] == "oom");
+}
+
+TEST_CASE("tune trial --init and --tokens train the fixture model", "[trial][cli]") {
+    auto out = trial("--init " + kFixture + " --tokens " + kFixture + "/tokens.bin --micro-batch 2 --context 16 "
+                     "--steps 3 --warmup 0 --lr 1e-3 --weight-decay 0.1 --clip 1");
+    REQUIRE(out.exit_code == 0);
+    const TrialResult r = last_json(out.output).get<TrialResult>();
+    CHECK(r.config.model.hidden == 32);
+    CHECK(r.config.model.vocab == 64);
+    // The same losses PyTorch computed for these weights and tokens (make_torch_fixtures.py).
+    REQUIRE(r.losses.size() == 3);
+    CHECK(r.losses[0] == Approx(4.4045796).epsilon(1e-5));
+    CHECK(r.losses[1] == Approx(4.3107815).epsilon(1e-5));
+    CHECK(r.losses[2] == Approx(4.4179010).epsilon(1e-5));
+
+    auto missing = trial("--model tiny --tokens /nonexistent/tokens.bin");
+    CHECK(missing.exit_code == 5);
+    CHECK_THAT(last_json(missing.output)["reason"].get<std::string>(), Catch::Contains("/nonexistent/tokens.bin"));
+}
+
+TEST_CASE("--config takes a whole TrialConfig and flags override it", "[trial][cli]") {
+    TrialConfig c;
+    c.model = ModelSpec{"custom", 64, 32, 1, 4, 4, 64, 64, 1e-5, 10000.0};
+    c.optimizer = Optimizer::lion;
+    c.steps = 2;
+    c.warmup = 0;
+    c.context = 16;
+    const std::string json = nlohmann::json(c).dump();
+    auto out = trial("--config '" + json + "' --precision bf16");
+    REQUIRE(out.exit_code == 0);
+    const TrialResult r = last_json(out.output).get<TrialResult>();
+    CHECK(r.config.model == c.model);
+    CHECK(r.config.optimizer == Optimizer::lion);
+    CHECK(r.config.precision == Precision::bf16);
+    CHECK(r.losses.size() == 2);
+}
