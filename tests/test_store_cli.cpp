@@ -1,0 +1,103 @@
+// `tune list`, `tune best` and `tune export` on databases built through the store.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "search/units.h"
+#include "store/store.h"
+#include "tests/support/run_command.h"
+#include "tests/test_store_support.h"
+
+using namespace tune;
+using tune::test::run_tune;
+
+namespace {
+
+const std::string kHostile = "say \"hi\", then\nbye; it's '; DROP TABLE trials; --";
+
+// Two ok trials (one with a hostile reason-free stderr tail), one oom with a hostile reason, one pending.
+void build(const std::string& path) {
+    Store db(path, Store::Mode::read_write);
+    const SweepId sweep = db.open_sweep(test::sample_sweep("cli"), false).id;
+    test::add_pending(db, sweep, 0, 4);
+    for (int i = 0; i < 3; ++i) {
+        auto claimed = db.claim_next_pending(sweep);
+        TrialResult r = test::sample_result(claimed->config, i);
+        r.memory.peak = (10 + 10 * static_cast<std::uint64_t>(i)) * GiB;
+        r.tokens_per_s = 1000.0 * (i + 1);
+        if (i == 2) {
+            r.status = TrialStatus::oom;
+            r.reason = kHostile;
+        }
+        db.record_result(claimed->id, r, kHostile, now_timestamp(), now_timestamp());
+    }
+}
+
+}  // namespace
+
+TEST_CASE("tune list shows each sweep with its counts", "[store][cli]") {
+    test::ScratchDir dir;
+    build(dir.file("r.db"));
+    auto out = run_tune("list --db " + dir.file("r.db"));
+    REQUIRE(out.exit_code == 0);
+    CHECK_THAT(out.output, Catch::Contains("cli") && Catch::Contains("pending") && Catch::Contains("oom"));
+    auto json = run_tune("list --json --db " + dir.file("r.db"));
+    REQUIRE(json.exit_code == 0);
+    auto j = nlohmann::json::parse(json.output);
+    CHECK(j[0]["counts"]["ok"] == 2);
+    CHECK(j[0]["counts"]["oom"] == 1);
+    CHECK(j[0]["counts"]["pending"] == 1);
+    CHECK(j[0]["device"]["count"] == 8);
+}
+
+TEST_CASE("tune best prints the winner, the runners-up and the command that reproduces it", "[store][cli]") {
+    test::ScratchDir dir;
+    build(dir.file("r.db"));
+    auto out = run_tune("best --db " + dir.file("r.db"));
+    REQUIRE(out.exit_code == 0);
+    CHECK_THAT(out.output, Catch::Contains("tune trial --model tiny --optimizer lion"));
+    CHECK_THAT(out.output, Catch::Contains("2000") && Catch::Contains("1000"));
+
+    auto json = run_tune("best --json --max-memory 15GiB --db " + dir.file("r.db"));
+    REQUIRE(json.exit_code == 0);
+    auto j = nlohmann::json::parse(json.output);
+    CHECK(j["best"]["measured"]["tokens_per_s"] == 1000.0);
+    CHECK(j["runners_up"].empty());
+    CHECK(j["command"].get<std::string>().rfind("tune trial --model tiny --optimizer adamw", 0) == 0);
+}
+
+TEST_CASE("tune best exits 1 and says why when nothing qualifies", "[store][cli]") {
+    test::ScratchDir dir;
+    build(dir.file("r.db"));
+    auto out = run_tune("best --max-memory 5GiB --db " + dir.file("r.db"));
+    CHECK(out.exit_code == 1);
+    CHECK_THAT(out.output, Catch::Contains("Nothing qualifies") && Catch::Contains("smallest measured peak is 10.00 GiB"));
+    auto json = run_tune("best --json --gpus 3 --db " + dir.file("r.db"));
+    CHECK(json.exit_code == 1);
+    CHECK(nlohmann::json::parse(json.output)["best"].is_null());
+    CHECK(run_tune("best --db " + dir.file("missing.db")).exit_code == 2);
+    CHECK(run_tune("best --sweep nope --db " + dir.file("r.db")).exit_code == 2);
+    CHECK(run_tune("best --max-memory lots --db " + dir.file("r.db")).exit_code == 2);
+}
+
+TEST_CASE("tune export writes every trial as quoted CSV or as JSON", "[store][cli]") {
+    test::ScratchDir dir;
+    build(dir.file("r.db"));
+    auto csv = run_tune("export --format csv --db " + dir.file("r.db"));
+    REQUIRE(csv.exit_code == 0);
+    // The hostile reason is one quoted field: quotes doubled, the comma and newline kept inside.
+    CHECK_THAT(csv.output, Catch::Contains(R"(,"say ""hi"", then)" "\n" R"(bye; it's '; DROP TABLE trials; --",)"));
+    CHECK_THAT(csv.output, Catch::StartsWith("sweep,trial_id,config_hash,status,reason,"));
+
+    auto json = run_tune("export --format json --sweep cli --db " + dir.file("r.db"));
+    REQUIRE(json.exit_code == 0);
+    auto j = nlohmann::json::parse(json.output);
+    REQUIRE(j["trials"].size() == 4);
+    CHECK(j["trials"][2]["reason"] == kHostile);
+    CHECK(j["trials"][2]["stderr_tail"] == kHostile);
+    CHECK(j["trials"][0]["measured"]["steps"].size() == 6);
+    CHECK(j["trials"][0]["estimate"]["memory"]["params"] == 1000);
+    CHECK(j["trials"][3]["measured"].is_null());
+    CHECK(j["sweeps"][0]["name"] == "cli");
+    CHECK(run_tune("export --db " + dir.file("r.db")).exit_code == 2);  // --format is required
+}
