@@ -1,0 +1,119 @@
+// The estimator's whole answer: fits against the limit and margin, step time,
+// tokens/s and MFU, and the options the driver calibrates.
+#include <catch2/catch.hpp>
+
+#include "search/estimate.h"
+#include "search/presets.h"
+
+using namespace tune;
+
+namespace {
+
+TrialConfig llama7b() {
+    TrialConfig c;
+    c.model = *find_model("llama-7b");
+    c.optimizer = Optimizer::adamw;
+    c.precision = Precision::bf16_mixed;
+    c.zero_stage = 3;
+    c.world_size = 8;
+    c.context = 4096;
+    c.checkpointing = Checkpointing::full;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("fits compares the peak with the limit less the margin", "[estimate]") {
+    const TrialConfig c = llama7b();
+    const Hardware h100 = *find_device("h100-80gb");
+    EstimateOptions o;
+    const Estimate e = estimate(c, h100, o);
+    REQUIRE(e.memory.peak > 0);
+    CHECK(e.fits);
+    CHECK(usable_bytes(c, h100, o) == static_cast<std::uint64_t>(static_cast<double>(h100.memory_bytes) * 0.95));
+
+    // A limit just at the peak fits with no margin and not with one.
+    o.memory_limit = e.memory.peak;
+    o.margin = 0.0;
+    CHECK(estimate(c, h100, o).fits);
+    o.margin = 0.05;
+    CHECK_FALSE(estimate(c, h100, o).fits);
+    o.memory_limit = e.memory.peak - 1;
+    o.margin = 0.0;
+    CHECK_FALSE(estimate(c, h100, o).fits);
+
+    // The config's own limit applies when the options set none.
+    TrialConfig limited = c;
+    limited.memory_limit = 8ull << 30;
+    CHECK_FALSE(estimate(limited, h100, {}).fits);
+    CHECK(usable_bytes(limited, h100, {}) == static_cast<std::uint64_t>(static_cast<double>(8ull << 30) * 0.95));
+}
+
+TEST_CASE("ZeRO stage 0 of llama-7b with AdamW does not fit 80 GB; stage 3 over 8 does", "[estimate]") {
+    TrialConfig c = llama7b();
+    const Hardware h100 = *find_device("h100-80gb");
+    c.zero_stage = 0;
+    const Estimate z0 = estimate(c, h100);
+    CHECK_FALSE(z0.fits);  // 16 bytes x 6.74B parameters = 108 GB of model states alone
+    CHECK(z0.memory[Component::optim] == 8 * c.model.param_count());
+    c.zero_stage = 3;
+    CHECK(estimate(c, h100).fits);
+}
+
+TEST_CASE("step time: compute from FLOPs and efficiency, tokens/s and MFU follow", "[estimate][time]") {
+    TrialConfig c = llama7b();
+    c.world_size = 1;
+    c.zero_stage = 0;
+    c.checkpointing = Checkpointing::none;
+    const Hardware h100 = *find_device("h100-80gb");
+    EstimateOptions o;
+    const StepTime t = step_time(c.model, c, h100, o);
+    // 6N (matmul weights) + 12 L h s per token (PaLM's formula).
+    const double n = 32.0 * (2 * 4096.0 * 4096 + 2 * 4096.0 * 4096 + 3 * 4096.0 * 11008) + 32000.0 * 4096;
+    CHECK(t.model_flops_per_token == Approx(6 * n + 12 * 32 * 4096.0 * 4096));
+    CHECK(t.flops_per_token == t.model_flops_per_token);
+    CHECK(t.comm_s == 0);  // one rank
+    CHECK(t.compute_s == Approx(t.flops_per_token * 4096 / (989e12 * 0.5)));
+    CHECK(t.step_s == Approx(t.compute_s + t.optimizer_s));
+    CHECK(t.tokens_per_s == Approx(4096 / t.step_s));
+    CHECK(t.mfu == Approx(t.model_flops_per_token * t.tokens_per_s / 989e12));
+    CHECK(t.mfu < 0.5);  // the efficiency bounds it, the optimizer step lowers it further
+
+    // Twice the efficiency halves the compute time (the driver calibrates it).
+    o.compute_efficiency = 1.0;
+    CHECK(step_time(c.model, c, h100, o).compute_s == Approx(t.compute_s / 2));
+
+    // Full checkpointing recomputes the forward of every layer: more FLOPs, same MFU numerator.
+    c.checkpointing = Checkpointing::full;
+    const StepTime full = step_time(c.model, c, h100, {});
+    CHECK(full.flops_per_token > t.flops_per_token);
+    CHECK(full.model_flops_per_token == t.model_flops_per_token);
+    CHECK(full.mfu < t.mfu);
+}
+
+TEST_CASE("communication grows with the ZeRO stage and vanishes on one rank", "[estimate][time]") {
+    TrialConfig c = llama7b();
+    const Hardware h100 = *find_device("h100-80gb");
+    double previous = 0;
+    for (std::uint32_t stage : {0u, 2u, 3u}) {
+        c.zero_stage = stage;
+        const StepTime t = step_time(c.model, c, h100, {});
+        CHECK(t.comm_bytes > 0);
+        CHECK(t.comm_bytes >= previous);
+        previous = t.comm_bytes;
+    }
+    // Stage 0: one ring all-reduce of the bf16 gradients, 2 (N-1)/N of them.
+    c.zero_stage = 0;
+    CHECK(step_time(c.model, c, h100, {}).comm_bytes == Approx(2 * 7.0 / 8 * 2 * c.model.param_count()));
+    c.world_size = 1;
+    CHECK(step_time(c.model, c, h100, {}).comm_bytes == 0);
+}
+
+TEST_CASE("estimate() takes the sweep's ModelSpec over the config's copy", "[estimate]") {
+    TrialConfig c = llama7b();
+    const Hardware h100 = *find_device("h100-80gb");
+    const Estimate own = estimate(c, h100);
+    const ModelSpec model = c.model;
+    c.model = ModelSpec{};  // a grid can hold configs without their own model copy
+    CHECK(estimate(model, c, h100) == own);
+}

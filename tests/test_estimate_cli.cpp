@@ -1,0 +1,80 @@
+// `tune estimate`: the single-configuration form (table, JSON) and the sweep form.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "support/run_command.h"
+
+using tune::test::run_tune;
+
+TEST_CASE("tune estimate --json prints the issue's object with memory in bytes", "[cli][estimate]") {
+    const auto r = run_tune("estimate --model llama-7b --optimizer adamw --precision bf16-mixed --zero 3 --gpus 8 "
+                            "--micro-batch 1 --context 4096 --grad-accum 1 --checkpointing full --json");
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.output);
+    CHECK(j["config"]["zero_stage"] == 3);
+    CHECK(j["config"]["world_size"] == 8);
+    CHECK(j["config"]["model"]["name"] == "llama-7b");
+    std::uint64_t sum = 0;
+    for (const char* k : {"params", "master", "grads", "optim", "activations", "logits", "workspace", "comm", "overhead"}) {
+        INFO(k);
+        REQUIRE(j["memory"].contains(k));
+        sum += j["memory"][k].get<std::uint64_t>();
+    }
+    CHECK(j["memory"]["peak"].get<std::uint64_t>() == sum);
+    CHECK(j["memory"]["peak_phase"] == "layer-backward");
+    CHECK(j["time"]["step_s"].get<double>() > 0);
+    CHECK(j["time"]["tokens_per_s"].get<double>() > 0);
+    CHECK(j["time"]["mfu"].get<double>() > 0);
+    CHECK(j["fits"] == true);
+    CHECK(j["device"] == "h100-80gb");
+}
+
+TEST_CASE("tune estimate prints components, the peak phase, time and fits; exit 1 when it does not fit",
+          "[cli][estimate]") {
+    const auto fits = run_tune("estimate --model tiny --device cpu --precision fp32 --micro-batch 2 --context 64");
+    CHECK(fits.exit_code == 0);
+    for (const char* s : {"params", "activations", "overhead", "3685888", "peak phase   layer-backward", "tokens/s",
+                          "MFU", "fits         yes"})
+        CHECK_THAT(fits.output, Catch::Contains(s));
+
+    const auto too_big = run_tune("estimate --model llama-70b --optimizer adamw --precision fp32 --zero 0");
+    CHECK(too_big.exit_code == 1);
+    CHECK_THAT(too_big.output, Catch::Contains("fits         no"));
+}
+
+TEST_CASE("tune estimate rejects unknown names with the choices, exit 2", "[cli][estimate]") {
+    const auto r = run_tune("estimate --model llama-8b");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("llama-7b"));
+    CHECK(run_tune("estimate --optimizer sgd").exit_code == 2);
+    CHECK(run_tune("estimate --zero 4").exit_code == 2);
+    CHECK(run_tune("estimate --memory-limit lots").exit_code == 2);
+}
+
+TEST_CASE("tune estimate FILE counts fit, not fit and invalid and prints the predicted front", "[cli][estimate]") {
+    const auto r = run_tune(std::string("estimate ") + TUNE_SOURCE_DIR + "/sweeps/llama7b.toml --json");
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.output);
+    const auto total = j["combinations"].get<std::uint64_t>();
+    CHECK(total == 5 * 4 * 4 * 3 * 3 * 2 * 3);
+    CHECK(j["fit"].get<std::uint64_t>() + j["not_fit"].get<std::uint64_t>() + j["invalid"].get<std::uint64_t>() ==
+          total);
+    CHECK(j["fit"].get<std::uint64_t>() > 0);
+    CHECK(j["not_fit"].get<std::uint64_t>() > 0);
+    // LOMO with accumulation is invalid: 1 optimizer x 4 x 4 x 2 accum values x 3 x 2 x 3.
+    CHECK(j["invalid"].get<std::uint64_t>() >= 4 * 4 * 2 * 3 * 2 * 3);
+    const auto& front = j["front"];
+    REQUIRE(front.size() > 1);
+    for (std::size_t i = 1; i < front.size(); ++i) {
+        // Along the front, more memory buys more throughput.
+        CHECK(front[i]["memory"]["peak"].get<std::uint64_t>() >= front[i - 1]["memory"]["peak"].get<std::uint64_t>());
+        CHECK(front[i]["time"]["tokens_per_s"].get<double>() > front[i - 1]["time"]["tokens_per_s"].get<double>());
+        CHECK(front[i]["fits"] == true);
+    }
+
+    const auto text = run_tune(std::string("estimate ") + TUNE_SOURCE_DIR + "/sweeps/llama7b.toml");
+    CHECK(text.exit_code == 0);
+    CHECK_THAT(text.output, Catch::Contains("4320 configurations"));
+    CHECK_THAT(text.output, Catch::Contains("Predicted Pareto front"));
+}
