@@ -53,7 +53,7 @@ TEST_CASE("lomo never holds more than one full gradient tensor", "[trainer][lomo
 TEST_CASE("lomo with grad_accum > 1 is invalid, with the reason", "[trainer][lomo]") {
     TrialConfig c = test::trainer_config(*find_model("tiny"), Optimizer::lomo);
     c.grad_accum = 2;
-    const TrialResult r = harness::run_trial(c, {.log = nullptr});
+    const TrialResult r = harness::run_trial(c, test::quiet_trial());
     CHECK(r.status == TrialStatus::invalid);
     CHECK_THAT(r.reason, Catch::Contains("grad_accum"));
     CHECK(r.losses.empty());

@@ -15,7 +15,7 @@ TEST_CASE("fp16 loss scale grows after each window of good steps", "[trainer][fp
     c.loss_scale_window = 2;
     c.steps = 5;
     harness::TrialDetails d;
-    const TrialResult r = harness::run_trial(c, {.log = nullptr}, &d);
+    const TrialResult r = harness::run_trial(c, test::quiet_trial(), &d);
     REQUIRE(r.status == TrialStatus::ok);
     CHECK(d.loss_scales == std::vector<float>{1024, 1024, 2048, 2048, 4096});
     CHECK(d.skipped == std::vector<bool>(5, false));
@@ -50,7 +50,7 @@ TEST_CASE("a trial reports fp16 skipped steps and still ends ok", "[trainer][fp1
     c.loss_scale_init = 1099511627776.0;
     c.steps = 2;
     harness::TrialDetails d;
-    const TrialResult r = harness::run_trial(c, {.log = nullptr}, &d);
+    const TrialResult r = harness::run_trial(c, test::quiet_trial(), &d);
     REQUIRE(r.status == TrialStatus::ok);
     CHECK(d.skipped == std::vector<bool>{true, true});
     CHECK_THAT(r.reason, Catch::Contains("2 of 2 steps skipped"));
@@ -86,7 +86,7 @@ TEST_CASE("every optimizer trains the tiny model in every precision", "[trainer]
             TrialConfig c = test::trainer_config(*find_model("tiny"), o, p);
             c.steps = 3;
             c.lr = 1e-3;
-            const TrialResult r = harness::run_trial(c, {.log = nullptr});
+            const TrialResult r = harness::run_trial(c, test::quiet_trial());
             INFO(summary(c) << ": " << r.reason);
             REQUIRE(r.status == TrialStatus::ok);
             CHECK(r.losses.size() == 3);

@@ -10,6 +10,7 @@
 #include "harness/comm.h"
 #include "harness/data.h"
 #include "harness/trainer.h"
+#include "harness/trial.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "search/config.h"
 #include "search/presets.h"
@@ -62,6 +63,14 @@ struct TrainerRig {
         trainer = std::make_unique<harness::Trainer>(backend, comm, c, *tokens, init);
     }
 };
+
+// In-process trial options: no per-step log, one thread (memory agrees with an estimate for 1 thread).
+inline harness::TrialOptions quiet_trial() {
+    harness::TrialOptions o;
+    o.log = nullptr;
+    o.threads = 1;
+    return o;
+}
 
 inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double most = 0;
