@@ -1,0 +1,57 @@
+// Reading safetensors for `tune trial --init`: F32, BF16 and F16 tensors
+// widen to fp32 exactly; other dtypes and malformed files are clear errors.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/safetensors.h"
+
+using namespace tune;
+
+namespace {
+
+// A file with one tensor "t" of `dtype`, shape {n}, and raw little-endian bytes.
+std::filesystem::path write_raw(const std::string& file, const std::string& dtype, std::int64_t n,
+                                const std::vector<unsigned char>& data) {
+    const auto path = std::filesystem::path(TUNE_BUILD_DIR) / file;
+    const nlohmann::json header{{"t", {{"dtype", dtype}, {"shape", {n}}, {"data_offsets", {0, data.size()}}}},
+                                {"__metadata__", {{"format", "pt"}}}};
+    const std::string text = header.dump();
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((text.size() >> (8 * i)) & 0xff));
+    out << text;
+    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("safetensors BF16 and F16 tensors widen to fp32 exactly", "[trial][safetensors]") {
+    // 1.0, -2.0 as bf16 (0x3f80, 0xc000) and as f16 (0x3c00, 0xc000), little-endian.
+    auto bf = harness::SafetensorsFile::load(write_raw("st_bf16.safetensors", "BF16", 2, {0x80, 0x3f, 0x00, 0xc0}));
+    CHECK(bf.read_f32("t") == std::vector<float>{1.0f, -2.0f});
+    auto hf = harness::SafetensorsFile::load(write_raw("st_f16.safetensors", "F16", 2, {0x00, 0x3c, 0x00, 0xc0}));
+    CHECK(hf.read_f32("t") == std::vector<float>{1.0f, -2.0f});
+}
+
+TEST_CASE("safetensors round-trips F32 through the writer", "[trial][safetensors]") {
+    const auto path = std::filesystem::path(TUNE_BUILD_DIR) / "st_f32.safetensors";
+    harness::write_safetensors(path, {{"a", {2, 2}, {1, 2, 3, 4}}, {"b", {1}, {0.5f}}});
+    const auto f = harness::SafetensorsFile::load(path);
+    CHECK(f.entries().size() == 2);
+    CHECK(f.entries().at("a").shape == std::vector<std::int64_t>{2, 2});
+    CHECK(f.read_f32("a") == std::vector<float>{1, 2, 3, 4});
+    CHECK(f.read_f32("b") == std::vector<float>{0.5f});
+}
+
+TEST_CASE("safetensors errors name the tensor, its dtype and the file", "[trial][safetensors]") {
+    auto f64 = harness::SafetensorsFile::load(write_raw("st_f64.safetensors", "F64", 1, std::vector<unsigned char>(8)));
+    CHECK_THROWS_WITH(f64.read_f32("t"), Catch::Contains("tensor t has dtype F64; supported: F32, BF16, F16"));
+    CHECK_THROWS_WITH(harness::SafetensorsFile::load(write_raw("st_short.safetensors", "F32", 4, {0, 0, 0, 0})).read_f32("t"),
+                      Catch::Contains("4 bytes for 4 elements"));
+    const auto junk = std::filesystem::path(TUNE_BUILD_DIR) / "st_junk.safetensors";
+    std::ofstream(junk) << "not a safetensors file at all";
+    CHECK_THROWS_WITH(harness::SafetensorsFile::load(junk), Catch::Contains("st_junk.safetensors"));
+}
