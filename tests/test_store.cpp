@@ -456,6 +456,32 @@ TEST_CASE("databases this tune cannot read are refused clearly", "[store][migrat
     CHECK_THROWS_AS(Store(dir.file("text.db"), kRw), StoreError);
 }
 
+TEST_CASE("store errors name the failing statement and keep SQLite's message", "[store]") {
+    ScratchDir dir;
+    {
+        Store db(dir.file("t.db"), kRw);
+        const SweepId sweep = db.open_sweep(sample_sweep("s"), false).id;
+        test::add_pending(db, sweep, 0, 1);
+        try {
+            db.record_result(424242, sample_result(sample_config(0), 0), "", at(0), at(1));
+            FAIL("recorded a trial that does not exist");
+        } catch (const StoreError& e) {
+            CHECK(e.statement() == "record_result");
+            CHECK_THAT(e.what(), Catch::Contains("no trial with id 424242"));
+        }
+    }
+    Store reader(dir.file("t.db"), kRo);
+    try {
+        test::add_pending(reader, reader.find_sweep("s")->id, 5, 1);
+        FAIL("a read-only store wrote");
+    } catch (const StoreError& e) {
+        CHECK(e.code() == 8);  // SQLITE_READONLY
+        CHECK_THAT(e.what(), Catch::Contains("readonly"));
+        CHECK_FALSE(e.statement().empty());
+    }
+    CHECK(reader.find_sweep("s")->total() == 1);
+}
+
 TEST_CASE("the reproduction command names the preset or carries the whole config", "[store][best]") {
     TrialConfig c = sample_config(0);
     c.optimizer = Optimizer::lion;
