@@ -67,8 +67,10 @@ private:
 // is either applied (SGD) or only measured (the clipping norm pass).
 class LomoSink final : public GradSink {
 public:
-    LomoSink(Allocator& memory, ModelState& model, OptimizerState* apply, float grad_scale, float* sum_squares)
-        : memory_(memory), model_(model), apply_(apply), grad_scale_(grad_scale), sum_squares_(sum_squares) {}
+    LomoSink(Allocator& memory, ModelState& model, Comm& comm, OptimizerState* apply, float grad_scale,
+             float* sum_squares)
+        : memory_(memory), model_(model), comm_(comm), apply_(apply), grad_scale_(grad_scale),
+          sum_squares_(sum_squares) {}
     void* begin(std::size_t buffer, std::size_t tensor) override {
         const std::int64_t n = model_.layout().flat(buffer).tensors[tensor].numel();
         grad_ = memory_.zeros(Component::grads, bytes_of(n, model_.plan().weights));
@@ -76,6 +78,7 @@ public:
     }
     void end(std::size_t buffer, std::size_t tensor) override {
         const std::int64_t n = model_.layout().flat(buffer).tensors[tensor].numel();
+        comm_.all_reduce(grad_.get(), n, model_.plan().weights, ReduceOp::average);
         if (apply_ != nullptr) apply_->apply_sgd(buffer, tensor, grad_.get(), grad_scale_);
         else memory_.backend().sum_squares(sum_squares_, grad_.get(), n, model_.plan().weights);
         grad_.reset();
@@ -84,6 +87,7 @@ public:
 private:
     Allocator& memory_;
     ModelState& model_;
+    Comm& comm_;
     OptimizerState* apply_;
     float grad_scale_;
     float* sum_squares_;
@@ -287,8 +291,10 @@ double Trainer::compute_gradients() {
     for (std::uint32_t a = 0; a < config_.grad_accum; ++a) loss += micro_batch(next_micro_++, sink, scaler_.scale());
     // Stage 0 averages every gradient on every rank; stage 1 only the rank's shard.
     for (std::size_t i = 0; i < layout_.buffers() && config_.zero_stage <= 1; ++i) {
-        if (config_.zero_stage == 0) comm_.all_reduce(model_->grads(i), layout_.flat(i).padded, plan_.weights, ReduceOp::average);
-        else comm_.reduce_scatter(model_->grads(i), layout_.flat(i).padded, plan_.weights, ReduceOp::average);
+        void* grads = model_->grads(i);
+        const std::int64_t n = layout_.flat(i).padded;
+        if (config_.zero_stage == 0) comm_.all_reduce(grads, n, plan_.weights, ReduceOp::average);
+        else comm_.reduce_scatter(grads, n, plan_.weights, ReduceOp::average);
     }
     return loss / config_.grad_accum;
 }
@@ -316,7 +322,7 @@ StepStats Trainer::lomo_step() {
     // A first backward finds the global norm when clipping needs it or fp16 may overflow.
     if (config_.clip > 0 || plan_.loss_scaling) {
         scalars_->zero();
-        LomoSink measure(memory_, *model_, nullptr, 1.0f, scalars_->get());
+        LomoSink measure(memory_, *model_, comm_, nullptr, 1.0f, scalars_->get());
         s.loss = micro_batch(k, measure, s.loss_scale);
         const double sum = scalars_->read();
         s.grad_norm = std::sqrt(sum) / s.loss_scale;
@@ -325,7 +331,7 @@ StepStats Trainer::lomo_step() {
         s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
         if (s.skipped) return s;
     }
-    LomoSink apply(memory_, *model_, optimizer_.get(), grad_scale(s.grad_norm, s.loss_scale), nullptr);
+    LomoSink apply(memory_, *model_, comm_, optimizer_.get(), grad_scale(s.grad_norm, s.loss_scale), nullptr);
     const double loss = micro_batch(k, apply, s.loss_scale);
     if (config_.clip <= 0 && !plan_.loss_scaling) s.loss = loss;
     ++applied_;

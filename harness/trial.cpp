@@ -134,6 +134,7 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         }
         r.memory = trainer.memory().peak_breakdown();
         r.rank_peaks = {r.memory.peak};
+        r.comm_bytes = comm.bytes_moved() / c.steps;
         r.status = TrialStatus::ok;
         const auto skipped = std::count(d.skipped.begin(), d.skipped.end(), true);
         if (skipped > 0)

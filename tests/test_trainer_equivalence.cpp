@@ -1,6 +1,7 @@
 // Recompute and accumulation change memory, not results: checkpointing none,
 // selective and full give the same gradients, and grad_accum k with
 // micro-batch b gives the same gradients and update as one micro-batch k*b.
+// NEFTune noise is seeded and reproducible.
 #include <catch2/catch.hpp>
 
 #include "support/trainer_fixture.h"
@@ -71,4 +72,17 @@ TEST_CASE("grad_accum k x micro-batch b equals one micro-batch of k*b", "[traine
     acc2.trainer->step();
     big2.trainer->step();
     CHECK(max_diff(acc2.trainer->model().download_weights(), big2.trainer->model().download_weights()) <= 1e-6);
+}
+
+TEST_CASE("NEFTune noise changes the loss, reproducibly, and only when alpha > 0", "[trainer][neftune]") {
+    TrialConfig c = test::trainer_config(*find_model("tiny"));
+    auto first_loss = [](const TrialConfig& cfg) {
+        test::TrainerRig rig(cfg, harness::synthetic_tokens(cfg.seed, cfg.model.vocab));
+        return rig.trainer->compute_gradients();
+    };
+    const double plain = first_loss(c);
+    c.neftune_alpha = 15;
+    const double noisy = first_loss(c);
+    CHECK(noisy != plain);
+    CHECK(first_loss(c) == noisy);
 }
