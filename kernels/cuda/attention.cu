@@ -29,13 +29,12 @@ std::uint64_t square_bytes(const AttentionShape& s, std::uint64_t element) {
     return static_cast<std::uint64_t>(s.heads * s.seq * s.seq) * element;
 }
 
-Scratch carve(const AttentionShape& s, DType dtype, Workspace ws) {
+Scratch carve(const AttentionShape& s, Workspace ws) {
     char* base = static_cast<char*>(ws.ptr);
     Scratch w;
     w.gemm = {base, GemmLt::kWorkspaceBytes};
     w.scores = reinterpret_cast<float*>(base + GemmLt::kWorkspaceBytes);
     w.ds = base + GemmLt::kWorkspaceBytes + aligned(square_bytes(s, 4));
-    (void)dtype;
     return w;
 }
 
@@ -114,7 +113,7 @@ void CudaBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws)
             "workspace smaller than attention_workspace_bytes()");
     const std::int64_t S = sh.seq, D = sh.head_dim, H = sh.heads, group = sh.heads / sh.kv_heads;
     const DType t = a.dtype;
-    const Scratch w = carve(sh, t, ws);
+    const Scratch w = carve(sh, ws);
     for (std::int64_t b = 0; b < sh.batch; ++b) {
         for (std::int64_t g = 0; g < sh.kv_heads; ++g) {
             // scores[h] (S, S) = Q_h (S, D) K_g^T / sqrt(D), for the group's heads h.
@@ -156,7 +155,7 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
     const std::int64_t S = sh.seq, D = sh.head_dim, H = sh.heads, group = sh.heads / sh.kv_heads;
     const DType t = a.dtype;
     const float scale = 1.0f / sqrtf(static_cast<float>(D));
-    const Scratch w = carve(sh, t, ws);
+    const Scratch w = carve(sh, ws);
     for (std::int64_t b = 0; b < sh.batch; ++b) {
         const void* probs_b = at(a.probs, b * H * S * S, t);
         // Everything that reads dout first: dq may alias it.

@@ -52,7 +52,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
     init_stats_.cublas_bytes = after_cublas > before_cublas ? after_cublas - before_cublas : 0;
 
     TUNE_CUDA_CHECK(cudaMalloc(&scratch_block_, BackendScratch::bytes()));
-    TUNE_CUDA_CHECK(cudaMemset(scratch_block_, 0, BackendScratch::bytes()));
+    // On stream_ (non-blocking: it would not wait for work on the legacy default stream).
+    TUNE_CUDA_CHECK(cudaMemsetAsync(scratch_block_, 0, BackendScratch::bytes(), stream_));
     scratch_.errors = static_cast<DeviceErrorRecord*>(scratch_block_);
     scratch_.partials = reinterpret_cast<float*>(static_cast<char*>(scratch_block_) + 256);
     init_stats_.backend_bytes = BackendScratch::bytes();
@@ -109,9 +110,11 @@ void CudaBackend::synchronize() {
 
 void CudaBackend::raise_device_errors() {
     DeviceErrorRecord record{};
-    TUNE_CUDA_CHECK(cudaMemcpy(&record, scratch_.errors, sizeof record, cudaMemcpyDeviceToHost));
+    TUNE_CUDA_CHECK(cudaMemcpyAsync(&record, scratch_.errors, sizeof record, cudaMemcpyDeviceToHost, stream_));
+    TUNE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (record.code == 0) return;
-    TUNE_CUDA_CHECK(cudaMemset(scratch_.errors, 0, sizeof record));  // reported once
+    TUNE_CUDA_CHECK(cudaMemsetAsync(scratch_.errors, 0, sizeof record, stream_));  // reported once
+    TUNE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     const char* what = static_cast<DeviceErrorCode>(record.code) == DeviceErrorCode::token_out_of_range
                            ? "embedding: token"
                            : "cross_entropy: target";
