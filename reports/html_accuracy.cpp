@@ -104,7 +104,7 @@ HtmlTable worst_table(const SweepData& sweep, const Accuracy& a) {
 
 }  // namespace
 
-void write_accuracy_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep,
+void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& sweep,
                             const std::string& prefix) {
     open_section(html, prefix + "accuracy", "Estimator accuracy");
     const Accuracy a = estimator_accuracy(sweep);
@@ -119,11 +119,11 @@ void write_accuracy_section(HtmlWriter& html, nlohmann::json& charts, const Swee
         return;
     }
     html.open("div", {{"class", "chart-grid"}});
-    write_chart(html, charts, prefix + "accuracy-memory", versus_spec(sweep, a.memory, 1.0 / (1024.0 * 1024 * 1024), "peak GiB"),
+    write_chart(html, page, prefix + "accuracy-memory", versus_spec(sweep, a.memory, 1.0 / (1024.0 * 1024 * 1024), "peak GiB"),
                 "Peak memory per GPU: estimated against measured. Points on the diagonal are exact.");
-    write_chart(html, charts, prefix + "accuracy-step", versus_spec(sweep, a.step, 1.0, "seconds per step"),
+    write_chart(html, page, prefix + "accuracy-step", versus_spec(sweep, a.step, 1.0, "seconds per step"),
                 "Seconds per optimizer step: estimated against measured.");
-    write_chart(html, charts, prefix + "accuracy-histogram", histogram_spec(a),
+    write_chart(html, page, prefix + "accuracy-histogram", histogram_spec(a),
                 "How many trials fall in each band of estimation error.");
     html.close("div");
     html.element("h3", "Worst estimates");

@@ -72,7 +72,7 @@ HtmlTable breakdown_table(const SweepData& sweep, const std::vector<std::size_t>
 
 }  // namespace
 
-void write_breakdown_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep,
+void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& sweep,
                              const std::string& prefix) {
     open_section(html, prefix + "breakdown", "Memory breakdown of the front");
     const auto trials = shown(sweep);
@@ -85,7 +85,7 @@ void write_breakdown_section(HtmlWriter& html, nlohmann::json& charts, const Swe
     std::string caption = "Per GPU, in GiB at the moment of the peak. Left bar of each pair: estimated; right: measured.";
     if (sweep.front.size() > trials.size())
         caption += fmt::format(" The first {} of {} front configurations, by peak memory.", trials.size(), sweep.front.size());
-    write_chart(html, charts, prefix + "breakdown-chart", breakdown_spec(sweep, trials, components), caption);
+    write_chart(html, page, prefix + "breakdown-chart", breakdown_spec(sweep, trials, components), caption);
     breakdown_table(sweep, trials, components).write(html, prefix + "breakdown-table", false, "");
     html.close("section");
 }

@@ -16,10 +16,10 @@ bool plottable(const TrialRecord& t) { return t.result.status == TrialStatus::ok
 
 }  // namespace
 
-void write_chart(HtmlWriter& html, nlohmann::json& charts, const std::string& id, nlohmann::json spec,
+void write_chart(HtmlWriter& html, PageData& page, const std::string& id, nlohmann::json spec,
                  std::string_view caption) {
     spec["id"] = id;
-    charts.push_back(std::move(spec));
+    page.charts.push_back(std::move(spec));
     html.open("figure", {{"class", "chart"}});
     html.open("div", {{"class", "canvas-box"}});
     html.open("canvas", {{"id", id}, {"role", "img"}, {"aria-label", caption}}).close("canvas");

@@ -11,13 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/html_writer.h"
+#include "reports/page_data.h"
 #include "reports/sweep_data.h"
 
 namespace tune {
 
 // Writes a <figure> with the canvas and its caption; appends `spec` (given an
-// "id") to `charts`.
-void write_chart(HtmlWriter& html, nlohmann::json& charts, const std::string& id, nlohmann::json spec,
+// "id") to the page's charts.
+void write_chart(HtmlWriter& html, PageData& page, const std::string& id, nlohmann::json spec,
                  std::string_view caption);
 
 // The trials of a sweep a scatter plot shows: every ok trial up to

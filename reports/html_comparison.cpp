@@ -86,15 +86,15 @@ std::string summary_text(const SweepData& a, const SweepData& b, const Compariso
 
 }  // namespace
 
-void write_comparison_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& baseline,
+void write_comparison_section(HtmlWriter& html, PageData& page, const SweepData& baseline,
                               const SweepData& other, const std::string& prefix) {
     open_section(html, prefix + "comparison", fmt::format("{} against {}", other.name(), baseline.name()));
     const Comparison c = compare_sweeps(baseline, other);
     html.element("p", summary_text(baseline, other, c));
-    write_chart(html, charts, prefix + "fronts-chart", fronts_spec(baseline, other),
+    write_chart(html, page, prefix + "fronts-chart", fronts_spec(baseline, other),
                 "Both sweeps' finished trials (colour by sweep, marker by ZeRO stage) and their Pareto fronts.");
     html.element("h3", "Configurations in both");
-    delta_table(baseline, other, c).write(html, prefix + "delta-table", true, "No configuration is in both sweeps.");
+    delta_table(baseline, other, c).write(html, prefix + "delta-table", "No configuration is in both sweeps.", page);
     html.close("section");
 }
 

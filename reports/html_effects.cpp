@@ -33,13 +33,13 @@ nlohmann::json curves_spec(const ContextEffect& e, bool memory) {
             {"series", std::move(series)}};
 }
 
-void write_curves(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep, const std::string& prefix,
+void write_curves(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix,
                   CurveGroup group) {
     const ContextEffect e = context_effect(sweep, group);
     const std::string by = e.grouped_by;
-    write_chart(html, charts, prefix + "effect-tokens-" + by, curves_spec(e, false),
+    write_chart(html, page, prefix + "effect-tokens-" + by, curves_spec(e, false),
                 "Best tokens/s at each context length, per " + by + " (trials that finished).");
-    write_chart(html, charts, prefix + "effect-memory-" + by, curves_spec(e, true),
+    write_chart(html, page, prefix + "effect-memory-" + by, curves_spec(e, true),
                 "Smallest peak memory (GiB) at each context length, per " + by + ".");
 }
 
@@ -62,11 +62,11 @@ HtmlTable dimension_table(const DimensionEffect& d) {
 
 }  // namespace
 
-void write_effects_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep, const std::string& prefix) {
+void write_effects_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix) {
     open_section(html, prefix + "effects", "Effect of each dimension");
     html.open("div", {{"class", "chart-grid"}});
-    write_curves(html, charts, sweep, prefix, CurveGroup::checkpointing);
-    write_curves(html, charts, sweep, prefix, CurveGroup::optimizer);
+    write_curves(html, page, sweep, prefix, CurveGroup::checkpointing);
+    write_curves(html, page, sweep, prefix, CurveGroup::optimizer);
     html.close("div");
     html.open("div", {{"class", "dimension-grid"}});
     for (const auto& d : dimension_effects(sweep)) dimension_table(d).write(html, "", false, "");

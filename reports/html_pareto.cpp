@@ -54,7 +54,7 @@ HtmlTable front_table(const SweepData& sweep) {
 
 }  // namespace
 
-void write_pareto_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep, const std::string& prefix) {
+void write_pareto_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix) {
     open_section(html, prefix + "pareto", "Pareto front: peak memory against throughput");
     const auto plotted = plotted_trials(sweep, kMaxScatterPoints);
     std::size_t ok = 0;
@@ -66,7 +66,7 @@ void write_pareto_section(HtmlWriter& html, nlohmann::json& charts, const SweepD
     if (plotted.size() < ok)
         caption += fmt::format(" {} of {} trials are drawn (the front plus one per grid cell); the table below has all.",
                                plotted.size(), ok);
-    write_chart(html, charts, prefix + "pareto-chart", pareto_spec(sweep), caption);
+    write_chart(html, page, prefix + "pareto-chart", pareto_spec(sweep), caption);
     html.element("h3", "Pareto-optimal configurations");
     front_table(sweep).write(html, prefix + "front-table", false, "No trial finished, so there is no front yet.");
     html.close("section");

@@ -54,36 +54,36 @@ void write_nav(HtmlWriter& html, std::span<const SweepData> sweeps) {
     html.close("ul").close("nav");
 }
 
-void write_sweep(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep, std::size_t index, bool several) {
+void write_sweep(HtmlWriter& html, PageData& page, const SweepData& sweep, std::size_t index, bool several) {
     const std::string p = fmt::format("s{}-", index);
     html.open("article", {{"id", fmt::format("s{}", index)}, {"class", "sweep"}});
     if (several) html.element("h2", "Sweep " + sweep.name(), {{"class", "sweep-title"}});
-    write_pareto_section(html, charts, sweep, p);
-    write_breakdown_section(html, charts, sweep, p);
-    write_accuracy_section(html, charts, sweep, p);
-    write_effects_section(html, charts, sweep, p);
-    write_trials_section(html, sweep, p);
+    write_pareto_section(html, page, sweep, p);
+    write_breakdown_section(html, page, sweep, p);
+    write_accuracy_section(html, page, sweep, p);
+    write_effects_section(html, page, sweep, p);
+    write_trials_section(html, page, sweep, p);
     html.close("article");
 }
 
 void write_body(HtmlWriter& html, std::span<const SweepData> sweeps) {
-    nlohmann::json charts = nlohmann::json::array();
+    PageData page;
     HtmlWriter main;
     write_overview_section(main, sweeps);
     write_funnel_section(main, sweeps);
     for (std::size_t i = 1; i < sweeps.size(); ++i)
-        write_comparison_section(main, charts, sweeps[0], sweeps[i], fmt::format("cmp{}-", i));
-    for (std::size_t i = 0; i < sweeps.size(); ++i) write_sweep(main, charts, sweeps[i], i, sweeps.size() > 1);
+        write_comparison_section(main, page, sweeps[0], sweeps[i], fmt::format("cmp{}-", i));
+    for (std::size_t i = 0; i < sweeps.size(); ++i) write_sweep(main, page, sweeps[i], i, sweeps.size() > 1);
 
-    html.open("body", {{"data-charts", std::to_string(charts.size())}});
+    html.open("body", {{"data-charts", std::to_string(page.charts.size())}});
     html.open("header", {{"class", "page"}}).element("h1", title_of(sweeps));
     write_nav(html, sweeps);
     html.close("header");
-    html.element("noscript", "JavaScript is off: the charts are not drawn, and every table shows all of its rows.");
+    html.element("noscript", "JavaScript is off: the charts are not drawn, and every table shows all of its rows, unsorted.");
     html.element("pre", "", {{"id", "report-errors"}, {"class", "errors"}, {"hidden", "hidden"}});
     html.open("main").raw(main.str()).close("main");
     html.open("script", {{"type", "application/json"}, {"id", "report-data"}})
-        .raw(json_for_script({{"charts", std::move(charts)}}))
+        .raw(json_for_script({{"charts", std::move(page.charts)}, {"tables", std::move(page.tables)}}))
         .close("script");
     html.open("script").raw(report_assets::chart_js).close("script");
     html.open("script").raw(report_assets::report_js).close("script");

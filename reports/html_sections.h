@@ -12,6 +12,7 @@
 
 #include "reports/html_table.h"
 #include "reports/html_writer.h"
+#include "reports/page_data.h"
 #include "reports/sweep_data.h"
 
 namespace tune {
@@ -21,16 +22,16 @@ void write_overview_section(HtmlWriter& html, std::span<const SweepData> sweeps)
 // enumerated -> invalid / pruned / run -> ok / oom / failed / timeout; one column per sweep.
 void write_funnel_section(HtmlWriter& html, std::span<const SweepData> sweeps);
 
-void write_pareto_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep, const std::string& prefix);
-void write_breakdown_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep,
+void write_pareto_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
+void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& sweep,
                              const std::string& prefix);
-void write_accuracy_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep,
+void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& sweep,
                             const std::string& prefix);
-void write_effects_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& sweep, const std::string& prefix);
-void write_trials_section(HtmlWriter& html, const SweepData& sweep, const std::string& prefix);
+void write_effects_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
+void write_trials_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
 
 // Both fronts on one chart and the deltas of the configurations in both.
-void write_comparison_section(HtmlWriter& html, nlohmann::json& charts, const SweepData& baseline,
+void write_comparison_section(HtmlWriter& html, PageData& page, const SweepData& baseline,
                               const SweepData& other, const std::string& prefix);
 
 // <h2 id=...>title</h2> opening a <section>; the caller closes the section.

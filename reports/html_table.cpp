@@ -46,4 +46,35 @@ void HtmlTable::write(HtmlWriter& html, const std::string& id, bool interactive,
     html.close("tbody").close("table").close("div");
 }
 
+nlohmann::json HtmlTable::columns_json() const {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : columns_) out.push_back({{"title", c.title}, {"num", c.numeric}, {"help", c.help}});
+    return out;
+}
+
+// A cell is its text, or [text, class] when it has a class.
+nlohmann::json HtmlTable::rows_json() const {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& row : rows_) {
+        nlohmann::json cells = nlohmann::json::array();
+        for (const auto& cell : row)
+            cells.push_back(cell.css_class.empty() ? nlohmann::json(cell.text) : nlohmann::json::array({cell.text, cell.css_class}));
+        out.push_back(std::move(cells));
+    }
+    return out;
+}
+
+void HtmlTable::write(HtmlWriter& html, const std::string& id, const std::string& empty_text, PageData& page) const {
+    if (rows_.size() <= kInlineRows) {
+        write(html, id, true, empty_text);
+        return;
+    }
+    page.tables[id] = {{"columns", columns_json()}, {"rows", rows_json()}};
+    html.open("div", {{"class", "paged-table"}, {"data-table", id}});
+    html.open("noscript");
+    write(html, id, false, empty_text);
+    html.close("noscript");
+    html.close("div");
+}
+
 }  // namespace tune

@@ -1,12 +1,18 @@
 // A data table in the report. Numeric columns are marked so the page's script
-// sorts them as numbers; `interactive` tables get sorting, a filter box and
-// pages (the rows are all in the HTML, so the table reads without JavaScript).
+// sorts them as numbers. Interactive tables also get a filter box and pages.
+//
+// A big interactive table (10,000 trials) would cost the browser seconds to
+// parse and lay out, so beyond kInlineRows its rows go into the page data and
+// the script builds one page of rows at a time; the full table is still in the
+// HTML inside <noscript>, which a browser with scripting on keeps as inert
+// text, so readers without JavaScript see every row.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "reports/html_writer.h"
+#include "reports/page_data.h"
 
 namespace tune {
 
@@ -21,6 +27,8 @@ struct HtmlCell {
     std::string css_class;  // e.g. "st-ok"; empty for none
 };
 
+inline constexpr std::size_t kInlineRows = 100;  // the script's page size too
+
 class HtmlTable {
 public:
     explicit HtmlTable(std::vector<HtmlColumn> columns) : columns_(std::move(columns)) {}
@@ -29,8 +37,13 @@ public:
 
     // `id` may be empty. An empty table writes `empty_text` instead.
     void write(HtmlWriter& html, const std::string& id, bool interactive, const std::string& empty_text) const;
+    // Interactive, paged through `page` when it has more than kInlineRows rows.
+    void write(HtmlWriter& html, const std::string& id, const std::string& empty_text, PageData& page) const;
 
 private:
+    nlohmann::json columns_json() const;
+    nlohmann::json rows_json() const;
+
     std::vector<HtmlColumn> columns_;
     std::vector<std::vector<HtmlCell>> rows_;
 };

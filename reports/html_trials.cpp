@@ -54,11 +54,11 @@ std::vector<HtmlCell> trial_row(const TrialRecord& t) {
 
 }  // namespace
 
-void write_trials_section(HtmlWriter& html, const SweepData& sweep, const std::string& prefix) {
+void write_trials_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix) {
     open_section(html, prefix + "trials", fmt::format("All trials ({})", sweep.trials.size()));
     HtmlTable table(trial_columns());
     for (const auto& t : sweep.trials) table.add_row(trial_row(t));
-    table.write(html, prefix + "trials-table", true, "The sweep has no trials yet.");
+    table.write(html, prefix + "trials-table", "The sweep has no trials yet.", page);
     html.close("section");
 }
 

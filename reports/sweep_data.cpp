@@ -1,11 +1,12 @@
 #include "reports/sweep_data.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <cmath>
 
 #include <fmt/format.h>
 
 #include "search/config_error.h"
+#include "search/pareto.h"
 #include "store/store.h"
 
 namespace tune {
@@ -25,12 +26,19 @@ std::uint64_t memory_limit_of(const SweepData& data) {
     return limit != 0 ? limit : data.summary.record.device.memory_bytes;
 }
 
-std::vector<std::size_t> front_indices(const Store& store, const SweepData& data) {
-    std::unordered_map<TrialId, std::size_t> index;
-    for (std::size_t i = 0; i < data.trials.size(); ++i) index.emplace(data.trials[i].id, i);
+// The measured front, computed here from the loaded trials: the store's
+// pareto_front view compares every pair in SQL, seconds for 10,000 trials.
+std::vector<std::size_t> front_indices(const SweepData& data) {
+    std::vector<std::size_t> measured;
+    std::vector<ParetoPoint> points;
+    for (std::size_t i = 0; i < data.trials.size(); ++i) {
+        const TrialRecord& t = data.trials[i];
+        if (t.result.status != TrialStatus::ok || !t.measured || std::isnan(t.result.tokens_per_s)) continue;
+        measured.push_back(i);
+        points.push_back({static_cast<double>(t.result.memory.peak), t.result.tokens_per_s});
+    }
     std::vector<std::size_t> front;
-    for (const auto& t : store.pareto_front(data.summary.id))
-        if (auto it = index.find(t.id); it != index.end()) front.push_back(it->second);
+    for (auto k : pareto_front(points)) front.push_back(measured[k]);
     return front;
 }
 
@@ -46,7 +54,7 @@ SweepData load_sweep_data(const Store& store, std::string_view name) {
     query.sweep = data.summary.id;
     query.with_memory = true;
     data.trials = store.trials(query);
-    data.front = front_indices(store, data);
+    data.front = front_indices(data);
     data.memory_limit = memory_limit_of(data);
     return data;
 }

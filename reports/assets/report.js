@@ -9,7 +9,6 @@
   var COLOURS = ['#0072b2', '#e69f00', '#009e73', '#cc79a7', '#56b4e9', '#d55e00', '#8c6d31', '#000000', '#999999'];
   var FRONT_COLOURS = ['#222222', '#b8002e', '#005a32'];
   var MARKERS = ['circle', 'rect', 'triangle', 'rectRot'];
-  var started = performance.now();
 
   // ------------------------------------------------------------------ tables
 
@@ -25,10 +24,48 @@
     return isNaN(v) ? null : v;
   }
 
-  function DataTable(table) {
+  // A row is either a <tr> already in the page or a row of page data (cells
+  // as text or [text, class]) whose <tr> is made the first time it is shown.
+  function Row(element, cells) {
+    this.element = element;
+    this.cells = cells;
+  }
+
+  Row.prototype.text = function (column) {
+    if (!this.cells) return this.element.cells[column] ? this.element.cells[column].textContent : '';
+    var cell = this.cells[column];
+    return Array.isArray(cell) ? cell[0] : (cell === undefined ? '' : cell);
+  };
+
+  Row.prototype.allText = function () {
+    if (!this.cells) return this.element.textContent;
+    var parts = [];
+    for (var c = 0; c < this.cells.length; c += 1) parts.push(this.text(c));
+    return parts.join(' ');
+  };
+
+  Row.prototype.tr = function () {
+    if (!this.element) {
+      var tr = document.createElement('tr');
+      this.cells.forEach(function (cell) {
+        var td = document.createElement('td');
+        if (Array.isArray(cell)) {
+          td.textContent = cell[0];
+          td.className = cell[1];
+        } else {
+          td.textContent = cell;
+        }
+        tr.appendChild(td);
+      });
+      this.element = tr;
+    }
+    return this.element;
+  };
+
+  function DataTable(table, rows) {
     this.table = table;
     this.body = table.tBodies[0];
-    this.rows = Array.prototype.slice.call(this.body.rows);
+    this.rows = rows;
     this.view = this.rows;
     this.heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
     this.keys = [];        // per column, computed on the first sort by it
@@ -41,6 +78,28 @@
     if (table.classList.contains('interactive')) this.addControls();
     this.render();
   }
+
+  DataTable.fromPage = function (table) {
+    var rows = Array.prototype.slice.call(table.tBodies[0].rows).map(function (tr) { return new Row(tr, null); });
+    return new DataTable(table, rows);
+  };
+
+  // A paged table from the page data, put where its <noscript> copy is.
+  DataTable.fromData = function (holder, spec) {
+    var wrap = element('div', 'table-wrap');
+    var table = element('table', 'data interactive');
+    var head = table.createTHead().insertRow();
+    spec.columns.forEach(function (c) {
+      var th = element('th', '', c.title);
+      th.setAttribute('data-type', c.num ? 'num' : 'text');
+      if (c.help) th.title = c.help;
+      head.appendChild(th);
+    });
+    table.appendChild(document.createElement('tbody'));
+    wrap.appendChild(table);
+    holder.appendChild(wrap);
+    return new DataTable(table, spec.rows.map(function (cells) { return new Row(null, cells); }));
+  };
 
   DataTable.prototype.addSortButtons = function () {
     var self = this;
@@ -87,7 +146,7 @@
     if (!this.keys[column]) {
       var numeric = this.heads[column].getAttribute('data-type') === 'num';
       this.keys[column] = this.rows.map(function (row) {
-        var text = row.cells[column] ? row.cells[column].textContent : '';
+        var text = row.text(column);
         return numeric ? numberKey(text) : text.toLowerCase();
       });
     }
@@ -126,7 +185,7 @@
     if (terms.length === 0) {
       this.view = this.rows;
     } else {
-      if (!this.texts) this.texts = this.rows.map(function (row) { return row.textContent.toLowerCase(); });
+      if (!this.texts) this.texts = this.rows.map(function (row) { return row.allText().toLowerCase(); });
       var texts = this.texts;
       this.view = this.rows.filter(function (row, i) {
         return terms.every(function (t) { return texts[i].indexOf(t) !== -1; });
@@ -141,7 +200,7 @@
     this.page = Math.min(Math.max(this.page, 0), pages - 1);
     var shown = this.paged ? this.view.slice(this.page * PAGE_ROWS, (this.page + 1) * PAGE_ROWS) : this.view;
     var fragment = document.createDocumentFragment();
-    shown.forEach(function (row) { fragment.appendChild(row); });
+    shown.forEach(function (row) { fragment.appendChild(row.tr()); });
     this.body.textContent = '';
     this.body.appendChild(fragment);
     if (this.count) this.count.textContent = this.view.length + ' of ' + this.rows.length + ' rows';
@@ -273,7 +332,7 @@
         drawn[chart.id] = true;
         count += 1;
         document.body.setAttribute('data-charts-drawn', String(count));
-        if (count === specs.length) document.body.setAttribute('data-charts-ms', (performance.now() - started).toFixed(0));
+        if (count === specs.length) document.body.setAttribute('data-charts-ms', performance.now().toFixed(0));
       }
     };
     specs.forEach(function (spec) {
@@ -305,10 +364,17 @@
     document.body.setAttribute('data-table-rows', String(biggest.rows.length));
   }
 
+  // Timings on <body> are milliseconds since navigation started (parsing included).
   function main() {
-    var tables = Array.prototype.slice.call(document.querySelectorAll('table.data')).map(function (t) { return new DataTable(t); });
-    document.body.setAttribute('data-tables-ms', (performance.now() - started).toFixed(0));
     var data = JSON.parse(document.getElementById('report-data').textContent);
+    // Tables in the markup first: the paged ones are added after this query.
+    var tables = Array.prototype.slice.call(document.querySelectorAll('table.data')).map(DataTable.fromPage);
+    Array.prototype.slice.call(document.querySelectorAll('div.paged-table')).forEach(function (holder) {
+      var spec = data.tables[holder.getAttribute('data-table')];
+      if (!spec) throw new Error('no rows for table ' + holder.getAttribute('data-table'));
+      tables.push(DataTable.fromData(holder, spec));
+    });
+    document.body.setAttribute('data-tables-ms', performance.now().toFixed(0));
     drawCharts(data.charts);
     if (location.hash === '#measure') measureTables(tables);
     document.body.setAttribute('data-report-ready', '1');
