@@ -83,4 +83,8 @@ nlohmann::json front_line(const SweepData& sweep) {
     return points;
 }
 
+nlohmann::json memory_limit_line(const SweepData& sweep) {
+    return {{"x", to_gib(sweep.memory_limit)}, {"label", "memory limit " + format_bytes(sweep.memory_limit) + " (" + sweep.name() + ")"}};
+}
+
 }  // namespace tune

@@ -35,6 +35,9 @@ nlohmann::json pareto_point(const TrialRecord& t);
 // The front's points, by increasing peak memory.
 nlohmann::json front_line(const SweepData& sweep);
 
+// {x: GiB, label} for the vertical line of a sweep's memory limit.
+nlohmann::json memory_limit_line(const SweepData& sweep);
+
 inline constexpr std::size_t kMaxScatterPoints = 3000;
 
 }  // namespace tune

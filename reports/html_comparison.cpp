@@ -26,8 +26,9 @@ nlohmann::json fronts_spec(const SweepData& a, const SweepData& b) {
                                               {{"label", b.name()}, {"points", sweep_points(b)}}})},
             {"fronts", nlohmann::json::array({{{"label", "front: " + a.name()}, {"points", front_line(a)}},
                                               {{"label", "front: " + b.name()}, {"points", front_line(b)}}})},
-            {"limit", to_gib(std::max(a.memory_limit, b.memory_limit))},
-            {"limit_label", "memory limit " + format_bytes(std::max(a.memory_limit, b.memory_limit))}};
+            {"limits", a.memory_limit == b.memory_limit
+                           ? nlohmann::json::array({memory_limit_line(a)})
+                           : nlohmann::json::array({memory_limit_line(a), memory_limit_line(b)})}};
 }
 
 std::string measured_rate(const TrialRecord& t) {

@@ -24,8 +24,7 @@ nlohmann::json pareto_spec(const SweepData& sweep) {
     return {{"kind", "pareto"},
             {"groups", std::move(groups)},
             {"fronts", nlohmann::json::array({{{"label", "Pareto front"}, {"points", front_line(sweep)}}})},
-            {"limit", to_gib(sweep.memory_limit)},
-            {"limit_label", "memory limit " + format_bytes(sweep.memory_limit)}};
+            {"limits", nlohmann::json::array({memory_limit_line(sweep)})}};
 }
 
 HtmlTable front_table(const SweepData& sweep) {

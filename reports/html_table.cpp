@@ -70,7 +70,7 @@ void HtmlTable::write(HtmlWriter& html, const std::string& id, const std::string
         return;
     }
     page.tables[id] = {{"columns", columns_json()}, {"rows", rows_json()}};
-    html.open("div", {{"class", "paged-table"}, {"data-table", id}});
+    html.open("div", {{"class", "paged-table"}, {"id", id + "-paged"}, {"data-table", id}});
     html.open("noscript");
     write(html, id, false, empty_text);
     html.close("noscript");

@@ -12,9 +12,10 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libjs-chart.js
 )
-# The browser test and the PyTorch reference are optional extras for the test
-# command; `--with-test-extras` adds them.
-extras=(chromium python3 python3-torch python3-numpy)
+# The browser test, the HTML parser check of the reports (xmllint) and the
+# PyTorch reference are optional extras for the test command;
+# `--with-test-extras` adds them.
+extras=(chromium libxml2-utils python3 python3-torch python3-numpy)
 
 want=("${packages[@]}")
 if [[ "${1:-}" == "--with-test-extras" ]]; then want+=("${extras[@]}"); fi

@@ -107,7 +107,7 @@ TEST_CASE("the embedded chart data is JSON that cannot close its element", "[rep
     // The Pareto chart carries the memory limit and the front.
     const auto pareto = std::find_if(charts.begin(), charts.end(), [](const auto& c) { return c["id"] == "s0-pareto-chart"; });
     REQUIRE(pareto != charts.end());
-    CHECK((*pareto)["limit"].get<double>() == Approx(80.0));
+    CHECK((*pareto)["limits"][0]["x"].get<double>() == Approx(80.0));
     CHECK((*pareto)["fronts"][0]["points"].size() == load_sweep_data(db, "h100-demo").front.size());
 }
 

@@ -8,6 +8,7 @@
   var PAGE_ROWS = 100;
   var COLOURS = ['#0072b2', '#e69f00', '#009e73', '#cc79a7', '#56b4e9', '#d55e00', '#8c6d31', '#000000', '#999999'];
   var FRONT_COLOURS = ['#222222', '#b8002e', '#005a32'];
+  var LIMIT_COLOURS = ['#c0392b', '#7d3c98'];
   var MARKERS = ['circle', 'rect', 'triangle', 'rectRot'];
 
   // ------------------------------------------------------------------ tables
@@ -259,12 +260,14 @@
         pointStyle: function (c) { return MARKERS[(c.raw && c.raw.z) % MARKERS.length] || 'circle'; }
       });
     });
-    if (spec.limit > 0) {
+    spec.limits.forEach(function (limit, i) {
+      if (!(limit.x > 0)) return;
       datasets.push({
-        type: 'line', label: spec.limit_label, order: 0, borderColor: '#c0392b', borderDash: [6, 4], borderWidth: 1.5,
-        pointRadius: 0, fill: false, data: [{ x: spec.limit, y: 0 }, { x: spec.limit, y: maxY * 1.05 || 1 }]
+        type: 'line', label: limit.label, order: 0, borderColor: LIMIT_COLOURS[i % LIMIT_COLOURS.length],
+        borderDash: [6, 4], borderWidth: 1.5, pointRadius: 0, fill: false,
+        data: [{ x: limit.x, y: 0 }, { x: limit.x, y: maxY * 1.05 || 1 }]
       });
-    }
+    });
     return { type: 'scatter', data: { datasets: datasets },
              options: baseOptions({ x: axis('peak memory per GPU (GiB)'), y: axis('tokens/s') }) };
   }
