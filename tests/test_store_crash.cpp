@@ -27,7 +27,7 @@ namespace {
 
 constexpr auto kRw = Store::Mode::read_write;
 constexpr int kSeedBase = 1000;  // sample_config(i).seed == kSeedBase + i
-constexpr int kInitialTrials = 3000;
+constexpr int kInitialTrials = 2000;
 constexpr int kBatch = 25;
 
 int index_of(const TrialConfig& c) { return static_cast<int>(c.seed) - kSeedBase; }
@@ -105,7 +105,7 @@ TEST_CASE("a writer killed at random points never leaves a half-recorded trial",
     std::mt19937 rng(20261122);
     std::uniform_int_distribution<int> delay_us(0, 30000);
     std::size_t ok_count = 0;
-    constexpr int kKills = 40;
+    constexpr int kKills = 30;
     for (int round = 0; round < kKills; ++round) {
         const pid_t pid = ::fork();
         REQUIRE(pid >= 0);
@@ -130,7 +130,7 @@ TEST_CASE("readers answer `best` while another process writes", "[store][crash]"
     if (writer == 0) writer_child(path, -kBatch);  // keeps enumerating one more per record: never runs out
 
     std::uint64_t last_ok = 0;
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 5; ++i) {
         auto out = test::run_command(std::string(TUNE_BINARY) + " best --db " + path + " --json");
         INFO(out.output);
         REQUIRE(out.exit_code == 0);
