@@ -81,7 +81,7 @@ TEST_CASE("weights after 3 AdamW steps with clipping match PyTorch (fp32)", "[tr
     }
 }
 
-TEST_CASE("--init loading rejects missing, extra and mis-shaped tensors and bad dtypes", "[trainer][torch]") {
+TEST_CASE("init loading rejects missing, extra and mis-shaped tensors and bad dtypes", "[trainer][torch]") {
     const TrialConfig c = fixture_config();
     const auto dir = std::filesystem::path(TUNE_BUILD_DIR) / "test_torch_reference_bad";
     std::filesystem::create_directories(dir);

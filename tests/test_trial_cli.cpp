@@ -93,7 +93,7 @@ TEST_CASE("tune trial --init and --tokens train the fixture model", "[trial][cli
     CHECK_THAT(last_json(missing.output)["reason"].get<std::string>(), Catch::Contains("/nonexistent/tokens.bin"));
 }
 
-TEST_CASE("--config takes a whole TrialConfig and flags override it", "[trial][cli]") {
+TEST_CASE("tune trial --config takes a whole TrialConfig and flags override it", "[trial][cli]") {
     TrialConfig c;
     c.model = ModelSpec{"custom", 64, 32, 1, 4, 4, 64, 64, 1e-5, 10000.0};
     c.optimizer = Optimizer::lion;
