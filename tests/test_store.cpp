@@ -126,7 +126,8 @@ TEST_CASE("a result without an estimate keeps the enumerated one; NaN losses sta
     r.reason = "loss became NaN at step 2";
     r.estimate.reset();
     r.losses = {5.0, std::nan(""), std::nan("")};
-    r.step_ms = {10, 11, 12, 13};
+    r.step_ms.clear();
+    for (int i = 0; i < 19; ++i) r.step_ms.push_back(10 + 0.5 * i);  // more steps than one insert holds
     db.record_result(claimed->id, r, "", at(0), at(1));
     auto back = db.trial(claimed->id)->result;
     CHECK(back.estimate == sample_estimate(3));
