@@ -58,3 +58,16 @@ TEST_CASE("lomo with grad_accum > 1 is invalid, with the reason", "[trainer][lom
     CHECK_THAT(r.reason, Catch::Contains("grad_accum"));
     CHECK(r.losses.empty());
 }
+
+TEST_CASE("lomo in fp16 finds overflow in its norm pass and skips the step", "[trainer][lomo][fp16]") {
+    TrialConfig c = test::trainer_config(*find_model("tiny"), Optimizer::lomo, Precision::fp16_mixed);
+    c.loss_scale_init = 1099511627776.0;  // 2^40: the scaled gradients overflow fp16
+    test::TrainerRig rig(c, harness::synthetic_tokens(c.seed, c.model.vocab));
+    const harness::HostParams before = rig.trainer->model().download_weights();
+    const harness::StepStats s = rig.trainer->step();
+    CHECK(s.skipped);
+    CHECK(rig.trainer->loss_scale() == 549755813888.0f);
+    const harness::HostParams after = rig.trainer->model().download_weights();
+    for (std::size_t i = 0; i < before.size(); ++i) CHECK(before[i] == after[i]);
+    CHECK(rig.trainer->memory().live(Component::grads) == 0);
+}
