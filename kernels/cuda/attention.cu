@@ -70,16 +70,6 @@ __global__ void softmax_backward_kernel(T* ds, const T* probs, const float* dp, 
         store(out, j, j <= i ? load(p, j) * (d[j] - dot) : 0.0f);
 }
 
-void check(const AttentionShape& sh, AttentionKind kind, std::int64_t qs, std::int64_t ks, std::int64_t vs,
-           const char* op) {
-    require(kind == AttentionKind::materialized, op, "only materialized attention is implemented on CUDA");
-    require(sh.batch > 0 && sh.seq > 0 && sh.head_dim > 0 && sh.kv_heads > 0 && sh.heads % sh.kv_heads == 0, op,
-            "bad shape (heads must be a multiple of kv_heads)");
-    require(sh.heads * sh.seq <= 0x7fffffff, op, "heads * seq exceeds 2^31 rows");
-    require(qs >= sh.heads * sh.head_dim && ks >= sh.kv_heads * sh.head_dim && vs >= sh.kv_heads * sh.head_dim, op,
-            "row stride smaller than the heads it holds");
-}
-
 // The GEMM argument block every attention product shares.
 GemmArgs head_gemm(std::int64_t m, std::int64_t n, std::int64_t k, DType ab, DType c) {
     GemmArgs g;
@@ -107,7 +97,7 @@ std::uint64_t CudaBackend::attention_workspace_bytes(const AttentionShape& shape
 void CudaBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws) {
     const char* op = "attention_forward";
     const AttentionShape& sh = a.shape;
-    check(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
+    check_attention(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
     require(a.out_stride >= sh.heads * sh.head_dim && a.probs != nullptr, op, "out stride too small or no probs");
     require(ws.ptr != nullptr && ws.bytes >= attention_workspace_bytes(sh, a.kind, a.dtype), op,
             "workspace smaller than attention_workspace_bytes()");
@@ -148,7 +138,7 @@ void CudaBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws)
 void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace ws) {
     const char* op = "attention_backward";
     const AttentionShape& sh = a.shape;
-    check(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
+    check_attention(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
     require(a.dout_stride >= sh.heads * sh.head_dim && a.probs != nullptr, op, "dout stride too small or no probs");
     require(ws.ptr != nullptr && ws.bytes >= attention_workspace_bytes(sh, a.kind, a.dtype), op,
             "workspace smaller than attention_workspace_bytes()");

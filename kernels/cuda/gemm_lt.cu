@@ -63,20 +63,6 @@ struct GemmLt::Plan {
     std::uint64_t workspace = 0;
 };
 
-void check_gemm_args(const GemmArgs& g) {
-    const char* op = "gemm";
-    require(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, op, "negative size or batch < 1");
-    require(g.a_dtype == g.b_dtype && is_float(g.a_dtype), op, "A and B must share a float dtype");
-    require(g.c_dtype == g.a_dtype || g.c_dtype == DType::f32, op, "C must be A's dtype or f32");
-    require(g.lda >= (g.trans_a ? g.m : g.k) && g.lda >= 1, op, "lda smaller than A's row");
-    require(g.ldb >= (g.trans_b ? g.k : g.n) && g.ldb >= 1, op, "ldb smaller than B's row");
-    require(g.ldc >= g.n && g.ldc >= 1, op, "ldc smaller than C's row");
-    // Batch matrices of C are disjoint, or interleaved column blocks of one matrix (attention's heads).
-    const bool disjoint = g.stride_c >= g.m * g.ldc;
-    const bool interleaved = g.stride_c >= g.n && (g.batch - 1) * g.stride_c + g.n <= g.ldc;
-    require(g.batch == 1 || disjoint || interleaved, op, "batch matrices of C overlap");
-}
-
 GemmLt::GemmLt(cudaStream_t stream, MemoryPool& pool, GemmOptions options)
     : stream_(stream), pool_(pool), options_(options),
       cache_(std::make_unique<AlgoCache<Plan>>(options.cache_entries)) {

@@ -12,6 +12,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/host/algo_cache.h"
+#include "kernels/cuda/host/shape_checks.h"
 #include "kernels/cuda/memory_pool.cuh"
 
 namespace tune::kernels::cuda {
@@ -53,8 +54,5 @@ private:
     std::unique_ptr<AlgoCache<Plan>> cache_;
     std::uint64_t tuning_bytes_ = 0;
 };
-
-// Rejects arguments the interface does not allow (BackendError).
-void check_gemm_args(const GemmArgs& args);
 
 }  // namespace tune::kernels::cuda

@@ -1,5 +1,5 @@
-// Shared launch plumbing of the CUDA ops: argument checks that raise
-// BackendError, the dtype -> storage type dispatch, element access in fp32
+// Shared launch plumbing of the CUDA ops: argument checks (host/shape_checks.h)
+// that raise BackendError, the dtype -> storage type dispatch, element access in fp32
 // (the same kernels/math conversions the CPU backend uses), grid sizing.
 #pragma once
 
@@ -9,15 +9,12 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/host/shape_checks.h"
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/math/half.h"
 
 namespace tune::kernels::cuda {
-
-inline void require(bool ok, const char* op, const char* what) {
-    if (!ok) throw BackendError(std::string("cuda backend: ") + op + ": " + what);
-}
 
 // f(T{}) with T = float, math::bf16 or math::fp16 for f32, bf16, f16.
 template <class F>

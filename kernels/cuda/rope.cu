@@ -36,16 +36,9 @@ __global__ void rope_kernel(T* out, const T* in, RopeLayout l, float theta, bool
     }
 }
 
-void check(const RopeLayout& l, const char* op) {
-    require(l.head_dim > 0 && l.head_dim % 2 == 0, op, "head_dim must be even");
-    require(l.batch >= 0 && l.seq >= 0 && l.heads >= 0, op, "bad shape");
-    require(l.in_stride >= l.heads * l.head_dim && l.out_stride >= l.heads * l.head_dim, op,
-            "row stride smaller than heads * head_dim");
-}
-
 void launch(cudaStream_t stream, void* out, const void* in, const RopeLayout& l, float theta, bool inverse,
             DType dtype, const char* op) {
-    check(l, op);
+    check_rope(l.batch, l.seq, l.heads, l.head_dim, l.out_stride, l.in_stride, op);
     const std::int64_t total = l.batch * l.seq * l.heads * (l.head_dim / 2);
     if (total == 0) return;
     with_float_type(dtype, op, [&](auto t) {
