@@ -28,9 +28,14 @@ std::vector<std::string> with_default_command(int argc, const char* const* argv)
 
 int run_cli(int argc, const char* const* argv) {
     CLI::App app{"tune: find the LLM training configuration that fits your GPUs and runs fastest there.\n\n"
-                 "  tune validate sweeps/llama7b.toml   check a sweep file and count its configurations\n"
-                 "  tune presets                        models and devices tune knows\n"
-                 "  tune devices                        the CUDA devices on this machine",
+                 "  tune sweeps/demo.toml                run a sweep (= tune sweep FILE): estimate, prune, run, record\n"
+                 "  tune validate sweeps/llama7b.toml    check a sweep file and count its configurations\n"
+                 "  tune estimate sweeps/llama7b.toml    the estimator over a whole sweep (or one config by flags)\n"
+                 "  tune best --max-memory 40GiB         the fastest measured configuration that fits\n"
+                 "  tune report -o report.html           a self-contained HTML report (or --format text)\n"
+                 "  tune trial --model tiny ...          one configuration for real\n"
+                 "  tune list | export | presets | devices | selftest\n\n"
+                 "Run `tune COMMAND --help` for each command's options.",
                  "tune"};
     app.set_version_flag("--version", version_text());
     app.require_subcommand(1);
