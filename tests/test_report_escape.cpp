@@ -1,7 +1,10 @@
 // Escaping of database text for the HTML report.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include "reports/html_escape.h"
+#include "reports/sha256.h"
 
 using namespace tune;
 
@@ -38,4 +41,25 @@ TEST_CASE("json_for_script replaces invalid UTF-8 instead of throwing", "[report
     const nlohmann::json value{{"reason", "bad \xFF byte"}};
     const std::string out = json_for_script(value);
     CHECK(nlohmann::json::parse(out)["reason"] == "bad \xEF\xBF\xBD byte");
+}
+
+TEST_CASE("sha256 and base64 match the published test vectors", "[report]") {
+    const auto hex = [](const std::array<std::uint8_t, 32>& d) {
+        std::string out;
+        for (auto b : d) out += fmt::format("{:02x}", b);
+        return out;
+    };
+    CHECK(hex(sha256("")) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    CHECK(hex(sha256("abc")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")) ==
+          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    CHECK(hex(sha256(std::string(1000000, 'a'))) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    const std::string text = "foobar";
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(text.data());
+    CHECK(base64(bytes, 0) == "");
+    CHECK(base64(bytes, 1) == "Zg==");
+    CHECK(base64(bytes, 2) == "Zm8=");
+    CHECK(base64(bytes, 3) == "Zm9v");
+    CHECK(base64(bytes, 6) == "Zm9vYmFy");
+    CHECK(csp_hash_source("abc") == "'sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0='");
 }

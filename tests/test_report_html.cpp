@@ -86,6 +86,11 @@ TEST_CASE("the HTML report is self-contained and fetches nothing", "[report]") {
     CHECK(csp < html.find("<script"));
     CHECK(report_content_security_policy().find("default-src 'none'") != std::string::npos);
     CHECK(report_content_security_policy().find("connect-src 'none'") != std::string::npos);
+    // Scripts by hash only: no 'unsafe-inline' for them.
+    const std::string policy = report_content_security_policy();
+    const std::string scripts = policy.substr(policy.find("script-src"), policy.find(';', policy.find("script-src")) - policy.find("script-src"));
+    CHECK(test::count_of(scripts, "'sha256-") == 3);
+    CHECK(scripts.find("unsafe") == std::string::npos);
     // No external resources: the only references are in-page anchors.
     for (const auto& ref : references(html)) CHECK(ref.rfind("#", 0) == 0);
     CHECK(html.find("<link") == std::string::npos);
