@@ -5,6 +5,8 @@
 (function () {
   'use strict';
   var errors = [];
+  // Charts need scripts: without this class the stylesheet hides their empty boxes.
+  document.documentElement.classList.add('js');
 
   function show() {
     var box = document.getElementById('report-errors');
