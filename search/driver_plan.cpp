@@ -1,6 +1,8 @@
 #include "search/driver_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -10,8 +12,16 @@
 
 namespace tune {
 
+std::uint32_t cpu_threads_per_rank(const SweepSpec& spec) {
+    if (const char* env = std::getenv("OMP_NUM_THREADS"); env && std::atoi(env) > 0)
+        return static_cast<std::uint32_t>(std::atoi(env));
+    const std::uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+    return std::max(1u, cores / std::max(1u, spec.world_size()));
+}
+
 EstimateOptions base_estimate_options(const SweepSpec& spec) {
     EstimateOptions o;
+    if (spec.hardware.backend == "cpu") o.cpu_threads = cpu_threads_per_rank(spec);
     o.memory_limit = spec.memory_limit();
     o.margin = spec.margin;
     return o;

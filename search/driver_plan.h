@@ -20,6 +20,12 @@ struct PlanSettings {
     std::string strategy = "pareto-first";
 };
 
+// OpenMP threads each rank of a CPU-backend trial gets: the machine's cores
+// shared by the trial's ranks (OMP_NUM_THREADS, when set, wins). The driver
+// passes it to every trial and to the estimator, whose attention scratch
+// scales with it, so both size the same workspace.
+std::uint32_t cpu_threads_per_rank(const SweepSpec& spec);
+
 // The estimator options a sweep starts from.
 EstimateOptions base_estimate_options(const SweepSpec& spec);
 
