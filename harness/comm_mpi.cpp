@@ -1,0 +1,149 @@
+#include "harness/comm_mpi.h"
+
+#include <climits>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness/comm_error.h"
+#include "kernels/math/half.h"
+
+namespace tune::harness {
+namespace {
+
+using kernels::DType;
+
+void check(int code, const char* what) {
+    if (code == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    throw CommError(std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+}
+
+// MPI counts are int; larger buffers would need chunking, which no trial needs yet.
+int mpi_count(std::int64_t count, const char* what) {
+    if (count < 0 || count > INT_MAX)
+        throw CommError(std::string(what) + ": count " + std::to_string(count) + " does not fit an MPI int");
+    return static_cast<int>(count);
+}
+
+bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+void require_summable(DType t, ReduceOp op, const char* what) {
+    if (t == DType::u8)
+        throw CommError(std::string(what) + ": u8 buffers hold quantized states and cannot be summed");
+    if (t == DType::i32 && op == ReduceOp::average)
+        throw CommError(std::string(what) + ": averaging i32 buffers is not defined");
+}
+
+// Widen count 16-bit values starting at src into fp32.
+std::vector<float> widen(const void* src, std::int64_t count, DType t) {
+    std::vector<float> out(static_cast<std::size_t>(count));
+    const auto* bits = static_cast<const std::uint16_t*>(src);
+    for (std::int64_t i = 0; i < count; ++i) {
+        out[static_cast<std::size_t>(i)] = t == DType::bf16 ? math::to_float(math::bf16{bits[i]})
+                                                            : math::to_float(math::fp16{bits[i]});
+    }
+    return out;
+}
+
+// Scale (for averages) and round fp32 values into 16-bit storage at dst.
+void narrow(const float* src, std::int64_t count, DType t, float scale, void* dst) {
+    auto* bits = static_cast<std::uint16_t*>(dst);
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float v = src[i] * scale;
+        bits[i] = t == DType::bf16 ? math::to_bf16(v).bits : math::to_fp16(v).bits;
+    }
+}
+
+void scale_f32(float* data, std::int64_t count, float scale) {
+    for (std::int64_t i = 0; i < count; ++i) data[i] *= scale;
+}
+
+MPI_Datatype sum_type(DType t) { return t == DType::i32 ? MPI_INT : MPI_FLOAT; }
+
+}  // namespace
+
+MpiComm::MpiComm(const MpiRuntime& runtime) : rank_(runtime.rank()), world_size_(runtime.world_size()) {
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+}
+
+MpiComm::~MpiComm() {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::int64_t MpiComm::shard_count(std::int64_t count, const char* what) const {
+    if (count % world_size_ != 0)
+        throw CommError(std::string(what) + ": count " + std::to_string(count) + " is not a multiple of world size " +
+                        std::to_string(world_size_));
+    return count / world_size_;
+}
+
+// factor_numerator / world_size of (n-1)/n per unit: 2 for all-reduce, 1 for reduce-scatter and all-gather.
+void MpiComm::count_ring_bytes(std::int64_t count, DType dtype, std::uint64_t factor_numerator) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(count) * kernels::dtype_bytes(dtype);
+    const auto n = static_cast<std::uint64_t>(world_size_);
+    bytes_moved_ += factor_numerator * (n - 1) * bytes / n;
+}
+
+void MpiComm::all_reduce(void* buf, std::int64_t count, DType dtype, ReduceOp op) {
+    require_summable(dtype, op, "all_reduce");
+    const int n = mpi_count(count, "all_reduce");
+    const float scale = op == ReduceOp::average ? 1.0f / static_cast<float>(world_size_) : 1.0f;
+    if (is_16bit_float(dtype)) {
+        std::vector<float> wide = widen(buf, count, dtype);
+        check(MPI_Allreduce(MPI_IN_PLACE, wide.data(), n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
+        narrow(wide.data(), count, dtype, scale, buf);
+    } else {
+        check(MPI_Allreduce(MPI_IN_PLACE, buf, n, sum_type(dtype), MPI_SUM, comm_), "MPI_Allreduce");
+        if (dtype == DType::f32 && op == ReduceOp::average) scale_f32(static_cast<float*>(buf), count, scale);
+    }
+    count_ring_bytes(count, dtype, 2);
+}
+
+void MpiComm::reduce_scatter(void* buf, std::int64_t count, DType dtype, ReduceOp op) {
+    require_summable(dtype, op, "reduce_scatter");
+    const std::int64_t part = shard_count(count, "reduce_scatter");
+    const int n_part = mpi_count(part, "reduce_scatter");
+    const float scale = op == ReduceOp::average ? 1.0f / static_cast<float>(world_size_) : 1.0f;
+    const std::size_t elem = kernels::dtype_bytes(dtype);
+    auto* owned = static_cast<unsigned char*>(buf) + static_cast<std::size_t>(rank_ * part) * elem;
+    if (is_16bit_float(dtype)) {
+        const std::vector<float> wide = widen(buf, count, dtype);
+        std::vector<float> mine(static_cast<std::size_t>(part));
+        check(MPI_Reduce_scatter_block(wide.data(), mine.data(), n_part, MPI_FLOAT, MPI_SUM, comm_),
+              "MPI_Reduce_scatter_block");
+        narrow(mine.data(), part, dtype, scale, owned);
+    } else {
+        // MPI's in-place form leaves the result at the front, not at our part; a staging copy is simpler.
+        std::vector<unsigned char> mine(static_cast<std::size_t>(part) * elem);
+        check(MPI_Reduce_scatter_block(buf, mine.data(), n_part, sum_type(dtype), MPI_SUM, comm_),
+              "MPI_Reduce_scatter_block");
+        std::memcpy(owned, mine.data(), mine.size());
+        if (dtype == DType::f32 && op == ReduceOp::average) scale_f32(reinterpret_cast<float*>(owned), part, scale);
+    }
+    count_ring_bytes(count, dtype, 1);
+}
+
+void MpiComm::all_gather(void* buf, std::int64_t count, DType dtype) {
+    const std::int64_t part = shard_count(count, "all_gather");
+    // Gathering moves bytes, never arithmetic, so every dtype travels as MPI_BYTE.
+    const int part_bytes = mpi_count(part * static_cast<std::int64_t>(kernels::dtype_bytes(dtype)), "all_gather");
+    check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, part_bytes, MPI_BYTE, comm_), "MPI_Allgather");
+    count_ring_bytes(count, dtype, 1);
+}
+
+void MpiComm::broadcast(void* buf, std::int64_t count, DType dtype, int root) {
+    if (root < 0 || root >= world_size_)
+        throw CommError("broadcast: root " + std::to_string(root) + " is not a rank");
+    const int bytes = mpi_count(count * static_cast<std::int64_t>(kernels::dtype_bytes(dtype)), "broadcast");
+    check(MPI_Bcast(buf, bytes, MPI_BYTE, root, comm_), "MPI_Bcast");
+    // nccl-tests' busbw factor for broadcast is 1: every byte crosses one link.
+    if (world_size_ > 1) bytes_moved_ += static_cast<std::uint64_t>(bytes);
+}
+
+void MpiComm::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+}  // namespace tune::harness

@@ -1,0 +1,35 @@
+#include "harness/mpi_runtime.h"
+
+// The C API only: OpenMPI's C++ bindings (removed in MPI-3) fail -Wextra -Werror.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <string>
+
+#include "harness/comm_error.h"
+
+namespace tune::harness {
+
+MpiRuntime::MpiRuntime() {
+    int initialized = 0;
+    int finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized || finalized)
+        throw CommError("MPI was already initialized in this process; only one MpiRuntime may exist");
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        throw CommError("MPI_Init_thread failed");
+    if (provided < MPI_THREAD_FUNNELED) {
+        MPI_Finalize();
+        throw CommError("MPI provides thread level " + std::to_string(provided) + ", FUNNELED is needed");
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+}
+
+MpiRuntime::~MpiRuntime() { MPI_Finalize(); }
+
+}  // namespace tune::harness

@@ -1,0 +1,181 @@
+// MpiComm under mpirun (2 and 4 ranks): every collective's values in each
+// dtype, and its byte count against nccl-tests' busbw factors
+// (all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n, broadcast 1).
+// Inputs are small integers and halves, exact in bf16/f16 and fp32, so the
+// results are compared exactly. Collectives run in the same order on every
+// rank whatever the checks say, so a failed CHECK cannot leave a rank waiting.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/comm_error.h"
+#include "harness/comm_mpi.h"
+#include "kernels/math/half.h"
+#include "tests/mpi/mpi_session.h"
+
+namespace {
+
+using tune::harness::CommError;
+using tune::harness::MpiComm;
+using tune::harness::ReduceOp;
+using tune::kernels::DType;
+namespace math = tune::math;
+
+// Rank r's contribution to element i: exact in every float dtype for i < 64.
+float contribution(int rank, std::int64_t i) { return static_cast<float>(rank + 1) + 0.5f * static_cast<float>(i % 64); }
+
+float sum_over_ranks(int n, std::int64_t i) {
+    float s = 0;
+    for (int r = 0; r < n; ++r) s += contribution(r, i);
+    return s;
+}
+
+std::vector<std::uint16_t> to_16bit(const std::vector<float>& v, DType t) {
+    std::vector<std::uint16_t> out;
+    for (float x : v) out.push_back(t == DType::bf16 ? math::to_bf16(x).bits : math::to_fp16(x).bits);
+    return out;
+}
+
+float from_16bit(std::uint16_t bits, DType t) {
+    return t == DType::bf16 ? math::to_float(math::bf16{bits}) : math::to_float(math::fp16{bits});
+}
+
+std::vector<float> rank_values(int rank, std::int64_t count) {
+    std::vector<float> v(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) v[static_cast<std::size_t>(i)] = contribution(rank, i);
+    return v;
+}
+
+std::uint64_t ring_bytes(std::uint64_t factor, int n, std::uint64_t bytes) {
+    return factor * static_cast<std::uint64_t>(n - 1) * bytes / static_cast<std::uint64_t>(n);
+}
+
+}  // namespace
+
+TEST_CASE("mpi comm: ranks and world size come from the runtime", "[mpi][comm]") {
+    MpiComm comm(tune::test::mpi_runtime());
+    CHECK(comm.world_size() >= 2);
+    CHECK(comm.rank() >= 0);
+    CHECK(comm.rank() < comm.world_size());
+    CHECK(comm.bytes_moved() == 0);
+}
+
+TEST_CASE("mpi comm: all_reduce f32 sum and average", "[mpi][comm]") {
+    MpiComm comm(tune::test::mpi_runtime());
+    const int n = comm.world_size();
+    const std::int64_t count = 1000;  // deliberately not a multiple of n
+    std::vector<float> sum = rank_values(comm.rank(), count);
+    std::vector<float> avg = sum;
+    comm.all_reduce(sum.data(), count, DType::f32, ReduceOp::sum);
+    comm.all_reduce(avg.data(), count, DType::f32, ReduceOp::average);
+    for (std::int64_t i = 0; i < count; ++i) {
+        CHECK(sum[static_cast<std::size_t>(i)] == sum_over_ranks(n, i));
+        CHECK(avg[static_cast<std::size_t>(i)] == Approx(sum_over_ranks(n, i) / static_cast<float>(n)).epsilon(1e-7));
+    }
+    CHECK(comm.bytes_moved() == 2 * ring_bytes(2, n, count * 4));
+}
+
+TEST_CASE("mpi comm: all_reduce of 16-bit buffers sums through fp32", "[mpi][comm]") {
+    for (DType t : {DType::bf16, DType::f16}) {
+        MpiComm comm(tune::test::mpi_runtime());
+        const int n = comm.world_size();
+        const std::int64_t count = 64;
+        std::vector<std::uint16_t> sum = to_16bit(rank_values(comm.rank(), count), t);
+        std::vector<std::uint16_t> avg = sum;
+        comm.all_reduce(sum.data(), count, t, ReduceOp::sum);
+        comm.all_reduce(avg.data(), count, t, ReduceOp::average);
+        for (std::int64_t i = 0; i < count; ++i) {
+            INFO(tune::kernels::dtype_name(t) << " element " << i);
+            CHECK(from_16bit(sum[static_cast<std::size_t>(i)], t) == sum_over_ranks(n, i));
+            // The average is rounded once from the exact fp32 average.
+            const float expect = from_16bit(to_16bit({sum_over_ranks(n, i) / static_cast<float>(n)}, t)[0], t);
+            CHECK(from_16bit(avg[static_cast<std::size_t>(i)], t) == expect);
+        }
+        CHECK(comm.bytes_moved() == 2 * ring_bytes(2, n, count * 2));
+    }
+}
+
+TEST_CASE("mpi comm: all_reduce i32 sums, u8 and i32 averages are refused", "[mpi][comm]") {
+    MpiComm comm(tune::test::mpi_runtime());
+    const int n = comm.world_size();
+    std::vector<std::int32_t> v{comm.rank(), 10 * comm.rank(), -1};
+    comm.all_reduce(v.data(), 3, DType::i32, ReduceOp::sum);
+    CHECK(v[0] == n * (n - 1) / 2);
+    CHECK(v[1] == 10 * n * (n - 1) / 2);
+    CHECK(v[2] == -n);
+    std::vector<std::uint8_t> bytes(8, 1);
+    CHECK_THROWS_AS(comm.all_reduce(bytes.data(), 8, DType::u8, ReduceOp::sum), CommError);
+    CHECK_THROWS_AS(comm.all_reduce(v.data(), 3, DType::i32, ReduceOp::average), CommError);
+}
+
+TEST_CASE("mpi comm: reduce_scatter leaves each rank its reduced part", "[mpi][comm]") {
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::average}) {
+            MpiComm comm(tune::test::mpi_runtime());
+            const int n = comm.world_size();
+            const std::int64_t part = 12;
+            const std::int64_t count = part * n;
+            const std::vector<float> mine = rank_values(comm.rank(), count);
+            const float scale = op == ReduceOp::average ? 1.0f / static_cast<float>(n) : 1.0f;
+            std::vector<float> got(static_cast<std::size_t>(count));
+            if (t == DType::f32) {
+                got = mine;
+                comm.reduce_scatter(got.data(), count, t, op);
+            } else {
+                std::vector<std::uint16_t> half = to_16bit(mine, t);
+                comm.reduce_scatter(half.data(), count, t, op);
+                for (std::size_t i = 0; i < half.size(); ++i) got[i] = from_16bit(half[i], t);
+            }
+            for (std::int64_t i = comm.rank() * part; i < (comm.rank() + 1) * part; ++i) {
+                INFO(tune::kernels::dtype_name(t) << " element " << i);
+                float expect = sum_over_ranks(n, i) * scale;
+                if (t != DType::f32) expect = from_16bit(to_16bit({expect}, t)[0], t);
+                CHECK(got[static_cast<std::size_t>(i)] == Approx(expect).epsilon(1e-7));
+            }
+            CHECK(comm.bytes_moved() == ring_bytes(1, n, count * tune::kernels::dtype_bytes(t)));
+        }
+    }
+}
+
+TEST_CASE("mpi comm: all_gather fills every part from its owner, any dtype", "[mpi][comm]") {
+    MpiComm comm(tune::test::mpi_runtime());
+    const int n = comm.world_size();
+    const std::int64_t part = 5;
+    const std::int64_t count = part * n;
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(count), 0xEE);
+    std::vector<float> floats(static_cast<std::size_t>(count), -1.0f);
+    for (std::int64_t i = comm.rank() * part; i < (comm.rank() + 1) * part; ++i) {
+        bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i);
+        floats[static_cast<std::size_t>(i)] = static_cast<float>(i) * 0.25f;
+    }
+    comm.all_gather(bytes.data(), count, DType::u8);
+    comm.all_gather(floats.data(), count, DType::f32);
+    for (std::int64_t i = 0; i < count; ++i) {
+        CHECK(bytes[static_cast<std::size_t>(i)] == static_cast<std::uint8_t>(i));
+        CHECK(floats[static_cast<std::size_t>(i)] == static_cast<float>(i) * 0.25f);
+    }
+    CHECK(comm.bytes_moved() == ring_bytes(1, n, count) + ring_bytes(1, n, count * 4));
+}
+
+TEST_CASE("mpi comm: broadcast copies the root's buffer everywhere", "[mpi][comm]") {
+    MpiComm comm(tune::test::mpi_runtime());
+    const int n = comm.world_size();
+    const int root = n - 1;
+    std::vector<std::uint16_t> v(7, static_cast<std::uint16_t>(comm.rank()));
+    comm.broadcast(v.data(), 7, DType::bf16, root);
+    for (std::uint16_t x : v) CHECK(x == root);
+    CHECK(comm.bytes_moved() == 14);
+    CHECK_THROWS_AS(comm.broadcast(v.data(), 7, DType::bf16, n), CommError);
+    comm.barrier();
+    CHECK(comm.bytes_moved() == 14);
+}
+
+TEST_CASE("mpi comm: shard collectives refuse counts that do not split evenly", "[mpi][comm]") {
+    MpiComm comm(tune::test::mpi_runtime());
+    const std::int64_t count = comm.world_size() * 3 + 1;
+    std::vector<float> v(static_cast<std::size_t>(count), 1.0f);
+    CHECK_THROWS_AS(comm.reduce_scatter(v.data(), count, DType::f32, ReduceOp::sum), CommError);
+    CHECK_THROWS_AS(comm.all_gather(v.data(), count, DType::f32), CommError);
+    CHECK(comm.bytes_moved() == 0);
+}
