@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 
 #include "harness/comm.h"
+#include "harness/comm_mpi.h"
+#include "harness/launch/launch.h"
+#include "harness/mpi_runtime.h"
 #include "harness/data.h"
 #include "harness/hf_model.h"
 #include "harness/trainer.h"
@@ -84,6 +87,33 @@ Estimate cpu_estimate(const TrialConfig& c, int threads) {
     return estimate(c, cpu_hardware(), o);
 }
 
+// Every rank's peak in rank_peaks, the largest as the result's peak, and the
+// losses averaged over ranks (each rank saw only its rows of the global batch).
+void combine_over_ranks(Comm& comm, TrialResult& r) {
+    const auto n = static_cast<std::size_t>(comm.world_size());
+    const auto me = static_cast<std::size_t>(comm.rank());
+    if (n == 1) {
+        r.rank_peaks = {r.memory.peak};
+        return;
+    }
+    std::vector<std::uint64_t> peaks(n, 0);
+    peaks[me] = r.memory.peak;
+    comm.all_gather(peaks.data(), static_cast<std::int64_t>(n * sizeof(std::uint64_t)), kernels::DType::u8);
+    r.rank_peaks = peaks;
+    r.memory.peak = *std::max_element(peaks.begin(), peaks.end());
+    std::vector<float> losses(r.losses.begin(), r.losses.end());
+    comm.all_reduce(losses.data(), static_cast<std::int64_t>(losses.size()), kernels::DType::f32, ReduceOp::average);
+    r.losses.assign(losses.begin(), losses.end());
+}
+
+TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason) {
+    TrialResult r;
+    r.config = config;
+    r.status = status;
+    r.reason = reason;
+    return r;
+}
+
 }  // namespace
 
 void check_runnable(const TrialConfig& c) {
@@ -91,9 +121,10 @@ void check_runnable(const TrialConfig& c) {
         throw InvalidTrial(fmt::format("lomo applies each gradient as backward produces it, so it cannot accumulate "
                                        "gradients: grad_accum = {} needs 1",
                                        c.grad_accum));
-    if (c.world_size > 1)
-        throw InvalidTrial(fmt::format("world_size {} needs the multi-rank engine (MPI), not available yet",
-                                       c.world_size));
+    if (c.world_size > 1 && c.zero_stage > 0)
+        throw InvalidTrial(fmt::format("ZeRO stage {} across ranks is not implemented yet (stage 0 is): optimizer "
+                                       "updates and weight uploads still span whole buffers, not owned shards",
+                                       c.zero_stage));
     if (c.zero_stage > 3) throw InvalidTrial(fmt::format("ZeRO stage {} does not exist (0-3)", c.zero_stage));
     if (c.model.hidden % c.model.heads != 0 || c.model.heads % c.model.kv_heads != 0 || c.model.head_dim() % 2 != 0)
         throw InvalidTrial("heads must divide hidden, kv_heads must divide heads, and the head dim must be even");
@@ -110,17 +141,42 @@ double step_flops(const TrialConfig& c) {
 }
 
 TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, TrialDetails* details) {
+    if (config.world_size <= 1) {
+        SingleRankComm comm;
+        return run_trial(config, options, comm, details);
+    }
+    try {
+        check_runnable(config);
+        const RankEnvironment env = rank_environment();
+        if (!env.under_launcher || env.world_size != static_cast<int>(config.world_size))
+            throw InvalidTrial(fmt::format("world_size {} needs {} ranks started by mpirun or srun (`tune trial "
+                                           "--gpus {}` launches them); this process is rank {} of {}",
+                                           config.world_size, config.world_size, config.world_size, env.rank,
+                                           env.world_size));
+        const MpiRuntime runtime;
+        MpiComm comm(runtime);
+        return run_trial(config, options, comm, details);
+    } catch (const InvalidTrial& e) {
+        return unrun(config, TrialStatus::invalid, e.what());
+    } catch (const std::exception& e) {  // MPI would not start
+        return unrun(config, TrialStatus::failed, e.what());
+    }
+}
+
+TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Comm& comm, TrialDetails* details) {
     TrialResult r;
     r.config = config;
     TrialDetails local;
     TrialDetails& d = details != nullptr ? *details : local;
     try {
         check_runnable(config);
+        if (comm.world_size() != static_cast<int>(config.world_size))
+            throw InvalidTrial(fmt::format("world_size {} but the communicator has {} ranks", config.world_size,
+                                           comm.world_size()));
         TrialConfig c = config;
         if (options.fault_oom) c.memory_limit = 1;
         kernels::CpuBackend backend({options.threads, 0});
         r.estimate = cpu_estimate(config, backend.threads());
-        SingleRankComm comm;
         const std::unique_ptr<TokenSource> tokens = token_source(c, options);
         std::optional<HostParams> init;
         const ParamLayout layout = make_param_layout(c.model, c.world_size, c.adam8bit_block);
@@ -133,8 +189,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
             throw;
         }
         r.memory = trainer.memory().peak_breakdown();
-        r.rank_peaks = {r.memory.peak};
         r.comm_bytes = comm.bytes_moved() / c.steps;
+        combine_over_ranks(comm, r);
         r.status = TrialStatus::ok;
         const auto skipped = std::count(d.skipped.begin(), d.skipped.end(), true);
         if (skipped > 0)

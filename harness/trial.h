@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/comm.h"
 #include "search/config.h"
 
 namespace tune::harness {
@@ -41,7 +42,12 @@ struct TrialDetails {
 // Throws InvalidTrial when `c` cannot run on this engine, with the reason.
 void check_runnable(const TrialConfig& c);
 
+// world_size 1 runs here; more ranks need this process to be one rank under
+// mpirun/srun (rank_environment()), and then talk over MPI.
 TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, TrialDetails* details = nullptr);
+// The same on a communicator the caller owns (its world size must match the config's).
+TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Comm& comm,
+                      TrialDetails* details = nullptr);
 
 // Model FLOPs of one optimizer step (6N per token plus causal attention), no recompute.
 double step_flops(const TrialConfig& c);

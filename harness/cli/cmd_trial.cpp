@@ -6,12 +6,15 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
 #include "harness/hf_model.h"
+#include "harness/launch/launch.h"
+#include "harness/launch/process.h"
 #include "harness/trial.h"
 #include "search/config_error.h"
 #include "search/presets.h"
@@ -145,6 +148,48 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_flag("--json", o.json, "Print only the result JSON on stdout (progress stays on stderr)");
 }
 
+// What to print when the ranks never ran or never produced a result (a launcher missing, a rank killed).
+TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason) {
+    TrialResult r;
+    r.config = config;
+    r.status = status;
+    r.reason = reason;
+    return r;
+}
+
+// Outside mpirun/srun, N ranks are this same trial started N times by the
+// launcher; rank 0 prints the combined result, which we pass on with its exit code.
+int relaunch(const TrialConfig& config, const TrialFlags& o) {
+    try {
+        harness::check_runnable(config);  // no ranks are started for a combination that cannot run
+    } catch (const harness::InvalidTrial& e) {
+        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::invalid, e.what())).dump());
+        return kExitInvalid;
+    }
+    const Launcher launcher = choose_launcher("auto", config.world_size);
+    if (auto problem = launcher_problem(launcher)) {
+        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, *problem)).dump());
+        return kExitFailed;
+    }
+    std::vector<std::string> argv{self_executable(), "trial", "--config", nlohmann::json(config).dump()};
+    if (!o.init.empty()) argv.insert(argv.end(), {"--init", o.init});
+    if (!o.tokens.empty()) argv.insert(argv.end(), {"--tokens", o.tokens});
+    if (o.threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(o.threads)});
+    ProcessSpec spec;
+    spec.argv = launch_command(launcher, config.world_size, argv);
+    fmt::print(stderr, "trial: {} ranks via {}\n", config.world_size, to_string(launcher));
+    const ProcessOutcome out = run_process(spec);
+    fmt::print(stderr, "{}", out.stderr_tail);
+    const bool printed = out.stdout_text.find('{') != std::string::npos;
+    if (out.exit_code < 0 || !printed) {
+        const std::string why = "ranks ended without a result: " + out.describe();
+        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, why)).dump());
+        return kExitFailed;
+    }
+    fmt::print("{}", out.stdout_text);
+    return out.exit_code;
+}
+
 }  // namespace
 
 void add_trial_command(CLI::App& app, int& exit_code) {
@@ -162,16 +207,23 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         if (f == "crash") std::abort();
         if (f == "hang")
             for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+        if (config.world_size > 1 && !rank_environment().under_launcher) {
+            exit_code = relaunch(config, o);
+            return;
+        }
+        // Under a launcher every rank runs the trial; only rank 0 reports.
+        const bool reporter = rank_environment().rank == 0;
         harness::TrialOptions run;
         if (!o.init.empty()) run.init_dir = o.init;
         if (!o.tokens.empty()) run.tokens_file = o.tokens;
         run.threads = o.threads;
         run.fault_nan = f == "nan";
         run.fault_oom = f == "oom";
-        fmt::print(stderr, "trial: {} on {}\n", summary(config), config.model.name);
+        if (!reporter) run.log = nullptr;
+        if (reporter) fmt::print(stderr, "trial: {} on {}\n", summary(config), config.model.name);
         const TrialResult r = harness::run_trial(config, run);
         if (r.status != TrialStatus::ok) fmt::print(stderr, "trial {}: {}\n", to_string(r.status), r.reason);
-        fmt::print("{}\n", nlohmann::json(r).dump());
+        if (reporter) fmt::print("{}\n", nlohmann::json(r).dump());
         exit_code = exit_code_for(r.status);
     });
 }
