@@ -15,6 +15,8 @@
 #include "harness/hf_model.h"
 #include "harness/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/device_query.h"
 #include "kernels/error.h"
 #include "search/estimate.h"
 #include "search/presets.h"
@@ -37,6 +39,38 @@ double peak_flops(const TrialConfig& c, const Hardware& hw) {
     return c.precision == Precision::fp32 ? hw.peak_flops_fp32 : hw.peak_flops_half;
 }
 
+double mfu_of(double flops, double seconds, const TrialConfig& c, const Hardware& hw) {
+    const double peak = peak_flops(c, hw);
+    return peak > 0 && seconds > 0 ? flops / seconds / peak : 0.0;
+}
+
+// The backend a trial runs on, and the device numbers its estimate and MFU use.
+struct TrialBackend {
+    std::unique_ptr<kernels::Backend> backend;
+    Hardware hardware;
+    int cpu_threads = 0;  // 0 on CUDA
+};
+
+// A GPU rank binds to device = local rank (modulo the visible count).
+TrialBackend make_backend(const TrialOptions& o, int local_rank) {
+    const bool want_cuda = o.backend == "cuda" || (o.backend == "auto" && !query_devices().devices.empty());
+    if (!want_cuda) {
+        auto cpu = std::make_unique<kernels::CpuBackend>(kernels::CpuBackendOptions{o.threads, 0});
+        const int threads = cpu->threads();
+        return {std::move(cpu), cpu_hardware(), threads};
+    }
+    const DeviceQuery q = query_devices();
+    if (q.devices.empty()) throw BackendError("--backend cuda, but no CUDA device is visible: " + q.why_none);
+    const VisibleDevice& d = q.devices[static_cast<std::size_t>(local_rank) % q.devices.size()];
+    Hardware hw = match_device(d.name, d.total_memory).value_or(Hardware{});
+    if (hw.device.empty()) {  // an unknown GPU: its memory is known, its peak FLOP/s are not (MFU 0)
+        hw.device = d.name;
+        hw.backend = "cuda";
+        hw.memory_bytes = d.total_memory;
+    }
+    return {kernels::make_cuda_backend(d.index), hw, 0};
+}
+
 void log_step(std::FILE* log, const TrialConfig& c, std::size_t i, const StepStats& s, double ms,
               const Allocator& memory, double mfu) {
     if (log == nullptr) return;
@@ -56,15 +90,15 @@ std::unique_ptr<TokenSource> token_source(const TrialConfig& c, const TrialOptio
 }
 
 // Steps the trainer, filling r.
-void run_steps(Trainer& trainer, const TrialConfig& c, const TrialOptions& o, TrialResult& r, TrialDetails& d) {
-    const Hardware hw = cpu_hardware();
+void run_steps(Trainer& trainer, const TrialConfig& c, const TrialOptions& o, const Hardware& hw, TrialResult& r,
+               TrialDetails& d) {
     double timed_ms = 0;
     for (std::size_t i = 0; i < c.steps; ++i) {
         const auto start = std::chrono::steady_clock::now();
         StepStats s = trainer.step();
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         if (o.fault_nan && i == 0) s.loss = std::nan("");
-        const double mfu = step_flops(c) / (ms / 1e3) / peak_flops(c, hw);
+        const double mfu = mfu_of(step_flops(c), ms / 1e3, c, hw);
         log_step(o.log, c, i, s, ms, trainer.memory(), mfu);
         r.step_ms.push_back(ms);
         r.losses.push_back(s.loss);
@@ -77,14 +111,14 @@ void run_steps(Trainer& trainer, const TrialConfig& c, const TrialOptions& o, Tr
     const std::size_t timed = c.steps > c.warmup ? c.steps - c.warmup : 0;
     if (timed > 0 && timed_ms > 0) {
         r.tokens_per_s = tokens_per_step(c) * static_cast<double>(timed) / (timed_ms / 1e3);
-        r.mfu = step_flops(c) * static_cast<double>(timed) / (timed_ms / 1e3) / peak_flops(c, hw);
+        r.mfu = mfu_of(step_flops(c) * static_cast<double>(timed), timed_ms / 1e3, c, hw);
     }
 }
 
-Estimate cpu_estimate(const TrialConfig& c, int threads) {
+Estimate trial_estimate(const TrialConfig& c, const TrialBackend& b) {
     EstimateOptions o;
-    o.cpu_threads = static_cast<std::uint32_t>(threads);
-    return estimate(c, cpu_hardware(), o);
+    if (b.cpu_threads > 0) o.cpu_threads = static_cast<std::uint32_t>(b.cpu_threads);
+    return estimate(c, b.hardware, o);
 }
 
 // Every rank's peak in rank_peaks, the largest as the result's peak, and the
@@ -175,15 +209,16 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Co
                                            comm.world_size()));
         TrialConfig c = config;
         if (options.fault_oom) c.memory_limit = 1;
-        kernels::CpuBackend backend({options.threads, 0});
-        r.estimate = cpu_estimate(config, backend.threads());
+        const TrialBackend device = make_backend(options, rank_environment().local_rank);
+        kernels::Backend& backend = *device.backend;
+        r.estimate = trial_estimate(config, device);
         const std::unique_ptr<TokenSource> tokens = token_source(c, options);
         std::optional<HostParams> init;
         const ParamLayout layout = make_param_layout(c.model, c.world_size, c.adam8bit_block);
         if (options.init_dir) init = load_hf_weights(*options.init_dir, layout);
         Trainer trainer(backend, comm, c, *tokens, init ? &*init : nullptr);
         try {
-            run_steps(trainer, c, options, r, d);
+            run_steps(trainer, c, options, device.hardware, r, d);
         } catch (...) {
             r.memory = trainer.memory().peak_breakdown();
             throw;

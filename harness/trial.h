@@ -27,6 +27,9 @@ struct TrialOptions {
     std::optional<std::filesystem::path> init_dir;     // Hugging Face folder: config.json + model.safetensors
     std::optional<std::filesystem::path> tokens_file;  // little-endian uint32 token ids
     int threads = 0;                                   // CPU backend threads; 0: OpenMP's default
+    // "cpu", "cuda" (fails as `failed` without a device) or "auto" (CUDA when a
+    // device is visible). Library callers get the CPU; `tune trial` defaults to auto.
+    std::string backend = "cpu";
     std::FILE* log = stderr;                           // per-step lines; nullptr: quiet
     bool fault_nan = false;                            // test hook: the loss of step 1 becomes NaN
     bool fault_oom = false;                            // test hook: the first allocation fails

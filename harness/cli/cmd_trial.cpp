@@ -35,6 +35,7 @@ struct TrialFlags {
     std::uint64_t seed = 1234;
     double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, clip = 0, neftune_alpha = 0;
     int threads = 0;
+    std::string backend = "auto";
     bool json = false;
 };
 
@@ -145,6 +146,9 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--neftune-alpha", o.neftune_alpha, "NEFTune noise alpha; 0 disables");
     cmd->add_option("--adam8bit-block", o.adam8bit_block, "8-bit Adam block size");
     cmd->add_option("--threads", o.threads, "CPU threads (default: OpenMP's)");
+    cmd->add_option("--backend", o.backend, "auto (CUDA when a device is visible, else the CPU), cpu or cuda")
+        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+        ->capture_default_str();
     cmd->add_flag("--json", o.json, "Print only the result JSON on stdout (progress stays on stderr)");
 }
 
@@ -175,6 +179,7 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
     if (!o.init.empty()) argv.insert(argv.end(), {"--init", o.init});
     if (!o.tokens.empty()) argv.insert(argv.end(), {"--tokens", o.tokens});
     if (o.threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(o.threads)});
+    argv.insert(argv.end(), {"--backend", o.backend});
     ProcessSpec spec;
     spec.argv = launch_command(launcher, config.world_size, argv);
     fmt::print(stderr, "trial: {} ranks via {}\n", config.world_size, to_string(launcher));
@@ -217,6 +222,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         if (!o.init.empty()) run.init_dir = o.init;
         if (!o.tokens.empty()) run.tokens_file = o.tokens;
         run.threads = o.threads;
+        run.backend = o.backend;
         run.fault_nan = f == "nan";
         run.fault_oom = f == "oom";
         if (!reporter) run.log = nullptr;
