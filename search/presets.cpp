@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <thread>
 
 #include "search/units.h"
 
@@ -59,8 +60,11 @@ Hardware cpu_device() {
     h.device = "cpu";
     h.backend = "cpu";
     h.memory_bytes = 16 * GiB;
-    h.peak_flops_half = 50e9;   // no half-precision units: 16-bit storage, fp32 arithmetic
-    h.peak_flops_fp32 = 100e9;  // two AVX2 cores with FMA, nominal
+    // Nominal x86-64 peak: per core two 8-wide fp32 FMA units at 3 GHz (96 GFLOP/s),
+    // times this machine's cores. 16-bit storage is computed in fp32, so the same.
+    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    h.peak_flops_fp32 = cores * 96e9;
+    h.peak_flops_half = h.peak_flops_fp32;
     h.hbm_bytes_per_s = 20e9;
     h.intra_node_bytes_per_s = 5e9;  // MPI over shared memory
     h.inter_node_bytes_per_s = 1e9;
@@ -84,7 +88,7 @@ const std::array<DevicePreset, 7>& devices() {
          "L40S data sheet: 362 TFLOP/s bf16 dense, 91.6 fp32, 864 GB/s; PCIe Gen4 x16", "l40s"},
         {gpu("rtx4090", 24564, 165, 82.6, 1.0, 32, 1),
          "RTX 4090: 165 TFLOP/s bf16 dense (fp32 accumulate), 82.6 fp32, 1.0 TB/s; PCIe Gen4, no NVLink", "4090"},
-        {cpu_device(), "tune's CPU backend: nominal numbers for a 2-core x86-64 machine", "cpu"},
+        {cpu_device(), "tune's CPU backend: 96 GFLOP/s per core (AVX2 FMA at 3 GHz) times this machine's cores", "cpu"},
     }};
     return table;
 }
