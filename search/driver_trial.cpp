@@ -15,8 +15,9 @@ namespace {
 std::optional<TrialResult> parse_last_line(const std::string& out) {
     std::size_t end = out.find_last_not_of(" \t\r\n");
     if (end == std::string::npos) return std::nullopt;
-    const std::size_t start = out.rfind('\n', end);
-    const std::string line = out.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+    const std::size_t newline = out.rfind('\n', end);
+    const std::size_t start = newline == std::string::npos ? 0 : newline + 1;
+    const std::string line = out.substr(start, end - start + 1);
     try {
         return nlohmann::json::parse(line).get<TrialResult>();
     } catch (const std::exception&) {

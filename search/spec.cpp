@@ -78,7 +78,6 @@ public:
                 fail(key.source(), fmt::format("unknown key '{}' {}; did you mean '{}'?", k, where, *guess));
             fail(key.source(), fmt::format("unknown key '{}' {}; valid keys: {}", k, where, join(allowed)));
         }
-        (void)section;
     }
 
     const toml::table* section(const toml::table& root, std::string_view name) const {
