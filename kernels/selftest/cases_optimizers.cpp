@@ -144,6 +144,100 @@ void adafactor(std::vector<Case>& out, const Precision& p) {
     }
 }
 
+// Element i of a buffer of `dtype`.
+void* element(void* base, DType dtype, std::int64_t i) {
+    return static_cast<unsigned char*>(base) + static_cast<std::uint64_t>(i) * dtype_bytes(dtype);
+}
+
+// A (rows, cols) tensor split between emulated ZeRO ranks.
+struct Split {
+    std::int64_t rows, cols;
+    bool decay;
+    std::vector<std::int64_t> bounds;  // rank k's piece is elements [bounds[k], bounds[k + 1])
+    bool factored() const { return rows > 1 && cols > 1; }
+    std::size_t ranks() const { return bounds.size() - 1; }
+};
+
+// The three piece ops (adafactor_partial_sums, _statistics, _apply), one
+// process standing in for the ranks: param_sq and the row and column sums
+// are accumulators every rank adds into (what the all-reduce leaves on each
+// rank); a matrix's replicated statistics, row_mean and update_sq are one
+// per rank (statistics() updates the whole statistics on every call), and
+// the ranks' update_sq are summed with add() before the updates.
+CaseData adafactor_pieces_case(const Precision& p, const Split& s, std::uint64_t seed) {
+    const Tensor t{s.rows * s.cols, s.decay};
+    const bool factored = s.factored();
+    const std::size_t ranks = s.ranks();
+    CaseBuilder cb(seed);
+    const ParamIndices ix = add_param(cb, p, t.n);
+    // Matrices: (rows) and (cols), a copy per rank; vectors: (n), each rank reads its piece's part.
+    std::vector<std::size_t> row{cb.uniform("row_stat", p.state, factored ? s.rows : t.n, 1e-5f, 1e-4f)};
+    std::vector<std::size_t> col{cb.uniform("col_stat", p.state, factored ? s.cols : 1, 1e-5f, 1e-4f)};
+    cb.mark_output(row[0], OpClass::optimizer);
+    if (factored) {
+        cb.mark_output(col[0], OpClass::optimizer);
+        for (std::size_t k = 1; k < ranks; ++k) {
+            row.push_back(cb.zero_output(fmt::format("row_stat rank {}", k), p.state, s.rows, OpClass::optimizer));
+            col.push_back(cb.zero_output(fmt::format("col_stat rank {}", k), p.state, s.cols, OpClass::optimizer));
+        }
+    }
+    // fp32 sums, zero; those a matrix fills are compared.
+    const auto sums = [&](const char* name, std::int64_t n, bool compared) {
+        return compared ? cb.zero_output(name, DType::f32, n, OpClass::reduction)
+                        : cb.values(name, DType::f32, std::vector<float>(static_cast<std::size_t>(n), 0.0f));
+    };
+    const auto n_ranks = static_cast<std::int64_t>(ranks);
+    const auto row_sums = sums("row_sums", s.rows, factored);
+    const auto col_sums = sums("col_sums", s.cols, factored);
+    const auto row_mean = sums("row_mean per rank", n_ranks, factored);
+    const auto param_sq = sums("param_sq", 1, false);
+    const auto update_sq = sums("update_sq per rank", n_ranks, false);
+    const auto update_total = sums("update_sq", 1, false);
+    return cb.build([=](Backend& be, DeviceTensors& d) {
+        AdafactorParams hp;
+        hp.step = 5, hp.weight_decay = 0.01f;
+        for (std::size_t k = 1; k < row.size(); ++k) {  // every rank starts from the same replicated statistics
+            be.copy(d[row[k]], d[row[0]], static_cast<std::uint64_t>(s.rows) * dtype_bytes(p.state));
+            be.copy(d[col[k]], d[col[0]], static_cast<std::uint64_t>(s.cols) * dtype_bytes(p.state));
+        }
+        const auto piece = [&](std::size_t k) {
+            const std::int64_t begin = s.bounds[k];
+            AdafactorPiece pc;
+            pc.p = param_tensor(p, t, ix, d);
+            pc.p.n = s.bounds[k + 1] - begin;
+            pc.p.param = element(d[ix.param], p.param, begin);
+            pc.p.grad = element(d[ix.grad], p.grad, begin);
+            if (p.copy) pc.p.param_copy = element(d[ix.copy], p.grad, begin);
+            pc.begin = begin, pc.rows = s.rows, pc.cols = s.cols, pc.state = p.state;
+            pc.row_stat = factored ? d[row[k]] : element(d[row[0]], p.state, begin);
+            pc.col_stat = factored ? d[col[k]] : nullptr;
+            return pc;
+        };
+        float* mean = d.as<float>(row_mean);
+        float* usq = d.as<float>(update_sq);
+        for (std::size_t k = 0; k < ranks; ++k)
+            be.adafactor_partial_sums(piece(k), d.as<float>(param_sq), d.as<float>(row_sums), d.as<float>(col_sums),
+                                      hp);
+        for (std::size_t k = 0; k < ranks; ++k)
+            be.adafactor_statistics(piece(k), d.as<float>(row_sums), d.as<float>(col_sums), mean + k, usq + k, hp);
+        for (std::size_t k = 0; k < ranks; ++k) be.add(d[update_total], d[update_total], usq + k, 1, DType::f32);
+        for (std::size_t k = 0; k < ranks; ++k)
+            be.adafactor_apply(piece(k), d.as<float>(param_sq), mean + k, d.as<float>(update_total), hp);
+    });
+}
+
+// The matrix's pieces end inside rows, one lies inside a single row and one
+// is empty (its rank still updates the statistics); the vector is halved.
+void adafactor_pieces(std::vector<Case>& out, const Precision& p) {
+    const Split splits[] = {{50, 100, true, {0, 1234, 1290, 1290, 5000}}, {1, 300, false, {0, 137, 300}}};
+    for (const Split& s : splits) {
+        const std::string shape =
+            fmt::format("{}x{}{} in {} pieces", s.rows, s.cols, s.factored() ? "" : " vector", s.ranks());
+        out.push_back({"adafactor_pieces", p.label, shape,
+                       [=](std::uint64_t seed) { return adafactor_pieces_case(p, s, seed); }});
+    }
+}
+
 }  // namespace
 
 void add_optimizer_cases(std::vector<Case>& out) {
@@ -153,6 +247,7 @@ void add_optimizer_cases(std::vector<Case>& out) {
             adam8bit(out, p, t);
         }
         adafactor(out, p);
+        adafactor_pieces(out, p);
     }
 }
 
