@@ -1,6 +1,7 @@
 #include "harness/model_state.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "kernels/math/half.h"
 
@@ -54,8 +55,8 @@ PrecisionPlan precision_plan(Precision p) {
 }
 
 ModelState::ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-                       bool with_grads, std::uint32_t zero_stage)
-    : backend_(backend), layout_(layout), plan_(plan), stage_(zero_stage) {
+                       bool with_grads, std::uint32_t zero_stage, Comm& comm)
+    : backend_(backend), layout_(layout), plan_(plan), stage_(zero_stage), comm_(comm) {
     const std::uint64_t wb = kernels::dtype_bytes(plan.weights);
     auto count = [](std::int64_t n) { return static_cast<std::uint64_t>(n); };
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
@@ -77,6 +78,39 @@ std::int64_t ModelState::grads_length(std::size_t buffer) const {
     return stage_ >= 2 ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
 }
 
+std::int64_t ModelState::owned_begin(std::size_t buffer) const {
+    return stage_ >= 1 ? comm_.rank() * layout_.flat(buffer).shard : 0;
+}
+
+std::int64_t ModelState::owned_length(std::size_t buffer) const { return master_length(buffer); }
+
+namespace {
+
+// Element e of a buffer holding `length` elements from the whole buffer's element `first`.
+void* element_in(const Buffer& b, std::int64_t e, std::int64_t first, std::int64_t length, DType dt) {
+    if (e < first || e > first + length) throw std::logic_error("element outside the part of the buffer this rank holds");
+    return b.at(static_cast<std::uint64_t>(e - first) * kernels::dtype_bytes(dt));
+}
+
+}  // namespace
+
+void* ModelState::weight_at(std::size_t buffer, std::int64_t e) const {
+    const std::int64_t n = weights_length(buffer);
+    return element_in(params_[buffer], e, n == layout_.flat(buffer).padded ? 0 : owned_begin(buffer), n,
+                      plan_.weights);
+}
+
+void* ModelState::master_at(std::size_t buffer, std::int64_t e) const {
+    const std::int64_t n = master_length(buffer);
+    return element_in(master_[buffer], e, n == layout_.flat(buffer).padded ? 0 : owned_begin(buffer), n, DType::f32);
+}
+
+void* ModelState::grad_at(std::size_t buffer, std::int64_t e) const {
+    const std::int64_t n = grads_length(buffer);
+    return element_in(grads_[buffer], e, n == layout_.flat(buffer).padded ? 0 : owned_begin(buffer), n,
+                      plan_.weights);
+}
+
 void* ModelState::weight_tensor(std::size_t buffer, std::size_t t) const {
     return params_[buffer].at(static_cast<std::uint64_t>(layout_.flat(buffer).tensors[t].offset) *
                               kernels::dtype_bytes(plan_.weights));
@@ -91,18 +125,34 @@ void ModelState::zero_grads() {
     for (Buffer& g : grads_) backend_.fill_zero(g.get(), g.bytes());
 }
 
+namespace {
+
+// values[first, first + n) in dtype dt, on the device at dst.
+void upload_range(kernels::Backend& backend, void* dst, const std::vector<float>& values, std::int64_t first,
+                  std::int64_t n, DType dt) {
+    const auto begin = values.begin() + first;
+    const std::vector<float> part(begin, begin + n);
+    if (dt == DType::f32) {
+        backend.copy_to_device(dst, part.data(), part.size() * 4);
+    } else {
+        const std::vector<std::uint16_t> rounded = round_16(part, dt);
+        backend.copy_to_device(dst, rounded.data(), rounded.size() * 2);
+    }
+}
+
+}  // namespace
+
 void ModelState::upload(const HostParams& host) {
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
-        const auto n = static_cast<std::int64_t>(host[i].size());
-        if (!master_.empty()) backend_.copy_to_device(master_[i].get(), host[i].data(), host[i].size() * 4);
-        if (plan_.weights == DType::f32) {
-            backend_.copy_to_device(params_[i].get(), host[i].data(), host[i].size() * 4);
-        } else if (!master_.empty()) {
-            backend_.cast(params_[i].get(), plan_.weights, master_[i].get(), DType::f32, n);
-        } else {
-            const std::vector<std::uint16_t> rounded = round_16(host[i], plan_.weights);
-            backend_.copy_to_device(params_[i].get(), rounded.data(), rounded.size() * 2);
+        const std::int64_t padded = layout_.flat(i).padded;
+        if (static_cast<std::int64_t>(host[i].size()) != padded)
+            throw std::invalid_argument("upload: a host buffer does not have the layout's padded length");
+        if (!master_.empty()) {
+            const std::int64_t n = master_length(i);
+            upload_range(backend_, master_[i].get(), host[i], n == padded ? 0 : owned_begin(i), n, DType::f32);
         }
+        const std::int64_t n = weights_length(i);
+        upload_range(backend_, params_[i].get(), host[i], n == padded ? 0 : owned_begin(i), n, plan_.weights);
     }
 }
 
@@ -122,20 +172,43 @@ std::vector<float> to_host_f32(kernels::Backend& backend, const void* src, DType
 
 }  // namespace
 
-HostParams ModelState::download_weights() const {
+std::vector<float> ModelState::whole_on_host(std::size_t buffer, const void* src, DType dt, bool sharded) {
+    const FlatLayout& f = layout_.flat(buffer);
+    if (!sharded || comm_.world_size() == 1) return to_host_f32(backend_, src, dt, f.padded);
+    // Gather the shards on the device, outside the tagged allocator: this is
+    // inspection after the fact, not part of a step's memory.
+    const std::uint64_t bytes = static_cast<std::uint64_t>(f.padded) * kernels::dtype_bytes(dt);
+    void* whole = backend_.allocate(bytes);
+    try {
+        backend_.copy(static_cast<unsigned char*>(whole) +
+                          static_cast<std::uint64_t>(comm_.rank() * f.shard) * kernels::dtype_bytes(dt),
+                      src, static_cast<std::uint64_t>(f.shard) * kernels::dtype_bytes(dt));
+        comm_.all_gather(whole, f.padded, dt);
+        std::vector<float> out = to_host_f32(backend_, whole, dt, f.padded);
+        backend_.deallocate(whole, bytes);
+        return out;
+    } catch (...) {
+        backend_.deallocate(whole, bytes);
+        throw;
+    }
+}
+
+HostParams ModelState::download_weights() {
     HostParams out;
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
-        const std::int64_t n = layout_.flat(i).padded;
-        out.push_back(master_.empty() ? to_host_f32(backend_, params_[i].get(), plan_.weights, n)
-                                      : to_host_f32(backend_, master_[i].get(), DType::f32, n));
+        if (!master_.empty()) out.push_back(whole_on_host(i, master_[i].get(), DType::f32, stage_ >= 1));
+        else out.push_back(whole_on_host(i, params_[i].get(), plan_.weights, stage_ >= 3));
     }
     return out;
 }
 
-HostParams ModelState::download_grads() const {
+HostParams ModelState::download_grads() {
     HostParams out;
-    for (std::size_t i = 0; i < grads_.size(); ++i)
-        out.push_back(to_host_f32(backend_, grads_[i].get(), plan_.weights, layout_.flat(i).padded));
+    for (std::size_t i = 0; i < grads_.size(); ++i) {
+        // Stage 1 keeps the whole buffer, but only the rank's shard holds the averaged gradient.
+        const void* own = stage_ >= 1 ? grad_at(i, owned_begin(i)) : grads_[i].get();
+        out.push_back(whole_on_host(i, own, plan_.weights, stage_ >= 1));
+    }
     return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "harness/comm.h"
 #include "harness/memory.h"
 #include "harness/param_layout.h"
 #include "kernels/backend.h"
@@ -31,9 +32,10 @@ class ModelState {
 public:
     // with_grads: false for LOMO, which keeps no gradient buffer. ZeRO
     // shards the master weights from stage 1, the gradients from stage 2 and
-    // the weights at stage 3 (each rank keeps layout.flat(i).shard elements).
+    // the weights at stage 3: rank comm.rank() keeps the layout.flat(i).shard
+    // elements from owned_begin(i).
     ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-               bool with_grads, std::uint32_t zero_stage);
+               bool with_grads, std::uint32_t zero_stage, Comm& comm);
 
     const ParamLayout& layout() const { return layout_; }
     const PrecisionPlan& plan() const { return plan_; }
@@ -46,20 +48,38 @@ public:
     std::int64_t weights_length(std::size_t buffer) const;
     std::int64_t master_length(std::size_t buffer) const;
     std::int64_t grads_length(std::size_t buffer) const;
-    // Pointer to tensor `t` of buffer `buffer` inside one of the buffers above.
+    // The first element of buffer `buffer` this rank updates, and how many:
+    // the whole padded buffer at stage 0, the rank's shard from stage 1.
+    std::int64_t owned_begin(std::size_t buffer) const;
+    std::int64_t owned_length(std::size_t buffer) const;
+    // Element `e` of flat buffer `buffer` (a whole-buffer index) in this
+    // rank's copy; e must be held (owned, unless that buffer is full).
+    void* weight_at(std::size_t buffer, std::int64_t e) const;
+    void* master_at(std::size_t buffer, std::int64_t e) const;
+    void* grad_at(std::size_t buffer, std::int64_t e) const;
+    // Tensor `t` of buffer `buffer` inside the full weight or gradient buffer.
     void* weight_tensor(std::size_t buffer, std::size_t t) const;
     void* grad_tensor(std::size_t buffer, std::size_t t) const;
 
     void zero_grads();
-    void upload(const HostParams& host);  // weights (rounded to the storage dtype) and master
-    HostParams download_weights() const;  // master when there is one, else the weights, as fp32
-    HostParams download_grads() const;
+    // Weights (rounded to the storage dtype) and master from the whole
+    // buffers; each rank keeps what it holds.
+    void upload(const HostParams& host);
+    // Whole buffers as fp32: master when there is one, else the weights; the
+    // averaged gradients. Collective when sharded: every rank must call it.
+    HostParams download_weights();
+    HostParams download_grads();
 
 private:
+    // n elements of `src` (fp32 or 16-bit dt), this rank's shard of the
+    // buffer when `sharded`, as the whole buffer's fp32 host values.
+    std::vector<float> whole_on_host(std::size_t buffer, const void* src, kernels::DType dt, bool sharded);
+
     kernels::Backend& backend_;
     const ParamLayout& layout_;
     PrecisionPlan plan_;
     std::uint32_t stage_;
+    Comm& comm_;
     std::vector<Buffer> params_, master_, grads_;
 };
 

@@ -6,6 +6,7 @@
 #endif
 #include <mpi.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "harness/comm_error.h"
@@ -31,5 +32,10 @@ MpiRuntime::MpiRuntime() {
 }
 
 MpiRuntime::~MpiRuntime() { MPI_Finalize(); }
+
+void MpiRuntime::abort_job(int code) const {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] true if it ever did
+}
 
 }  // namespace tune::harness

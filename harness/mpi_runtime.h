@@ -17,6 +17,9 @@ public:
 
     int rank() const { return rank_; }
     int world_size() const { return world_size_; }
+    // Ends every rank of the job with `code` (MPI_Abort): the way out for a
+    // rank that failed while the others may wait in a collective forever.
+    [[noreturn]] void abort_job(int code) const;
 
 private:
     int rank_ = 0;

@@ -1,5 +1,7 @@
 #include "harness/optimizer_state.h"
 
+#include <algorithm>
+
 namespace tune::harness {
 
 namespace {
@@ -22,16 +24,17 @@ OptimizerHyper optimizer_hyper(const TrialConfig& c) {
     return h;
 }
 
-OptimizerState::OptimizerState(kernels::Backend& backend, Allocator& memory, const TrialConfig& config,
+OptimizerState::OptimizerState(kernels::Backend& backend, Allocator& memory, Comm& comm, const TrialConfig& config,
                                ModelState& model)
-    : backend_(backend), model_(model), kind_(config.optimizer), hyper_(optimizer_hyper(config)) {
+    : backend_(backend), memory_(memory), comm_(comm), model_(model), kind_(config.optimizer),
+      hyper_(optimizer_hyper(config)), sharded_(config.zero_stage >= 1 && comm.world_size() > 1) {
     const ParamLayout& layout = model.layout();
     const std::uint64_t sb = kernels::dtype_bytes(model.plan().state);
     auto state = [&](std::uint64_t bytes) { return memory.zeros(Component::optim, bytes); };
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         const FlatLayout& f = layout.flat(i);
         // The region this rank updates: the whole buffer at stage 0, its shard from stage 1.
-        const auto region = static_cast<std::uint64_t>(config.zero_stage >= 1 ? f.shard : f.padded);
+        const auto region = static_cast<std::uint64_t>(model.owned_length(i));
         std::int64_t small = 0, stats = 0;
         for (const TensorView& t : f.tensors) {
             small_offset_.push_back(small);
@@ -65,77 +68,159 @@ void* OptimizerState::state_at(const Buffer& b, std::int64_t element, std::uint6
     return b.at(static_cast<std::uint64_t>(element) * element_bytes);
 }
 
-kernels::ParamTensor OptimizerState::param_tensor(std::size_t buffer, std::size_t tensor, const void* grad,
-                                                  float grad_scale) const {
+std::size_t OptimizerState::slot(std::size_t buffer, std::size_t tensor) const {
+    return buffer * model_.layout().flat(0).tensors.size() + tensor;
+}
+
+OptimizerState::Piece OptimizerState::piece(std::size_t buffer, std::size_t tensor) const {
     const TensorView& t = model_.layout().flat(buffer).tensors[tensor];
+    const std::int64_t lo = model_.owned_begin(buffer), hi = lo + model_.owned_length(buffer);
+    const std::int64_t first = std::max(t.offset, lo), last = std::min(t.offset + t.numel(), hi);
+    if (last <= first) return Piece{0, 0, lo, 0};
+    return Piece{first - t.offset, last - first, first, first - lo};
+}
+
+kernels::ParamTensor OptimizerState::param_tensor(std::size_t buffer, const Piece& piece, const void* grad,
+                                                  float grad_scale) const {
     const PrecisionPlan& plan = model_.plan();
     kernels::ParamTensor p;
-    p.n = t.numel();
+    p.n = piece.n;
     p.grad = grad;
     p.grad_dtype = plan.weights;
     p.grad_scale = grad_scale;
-    p.decay = t.matrix();
     if (plan.master) {
-        p.param = static_cast<float*>(model_.master(buffer)) + t.offset;
+        p.param = model_.master_at(buffer, piece.element);
         p.param_dtype = DType::f32;
-        p.param_copy = model_.weight_tensor(buffer, tensor);
+        p.param_copy = model_.weight_at(buffer, piece.element);
         p.copy_dtype = plan.weights;
     } else {
-        p.param = model_.weight_tensor(buffer, tensor);
+        p.param = model_.weight_at(buffer, piece.element);
         p.param_dtype = plan.weights;
     }
     return p;
 }
 
-void OptimizerState::update(std::size_t buffer, std::size_t tensor, const kernels::ParamTensor& p,
+kernels::AdafactorParams OptimizerState::adafactor_params(std::int64_t step) const {
+    kernels::AdafactorParams af;
+    af.weight_decay = hyper_.weight_decay;
+    af.step = step;
+    return af;
+}
+
+kernels::AdafactorPiece OptimizerState::adafactor_piece(std::size_t buffer, std::size_t tensor, const Piece& piece,
+                                                        const kernels::ParamTensor& p) const {
+    const TensorView& t = model_.layout().flat(buffer).tensors[tensor];
+    const DType sd = model_.plan().state;
+    const std::uint64_t sb = kernels::dtype_bytes(sd);
+    const std::int64_t stats = stats_offset_[slot(buffer, tensor)];
+    kernels::AdafactorPiece a;
+    a.p = p;
+    a.begin = piece.begin;
+    a.rows = t.matrix() ? t.rows : 1;
+    a.cols = t.matrix() ? t.cols : t.numel();
+    a.row_stat = state_at(stats_[buffer], t.matrix() ? stats : stats + piece.begin, sb);
+    a.col_stat = t.matrix() ? state_at(stats_[buffer], stats + t.rows, sb) : nullptr;
+    a.state = sd;
+    return a;
+}
+
+void OptimizerState::update(std::size_t buffer, std::size_t tensor, const Piece& piece, const kernels::ParamTensor& p,
                             std::int64_t step) {
     const TensorView& t = model_.layout().flat(buffer).tensors[tensor];
     const DType sd = model_.plan().state;
     const std::uint64_t sb = kernels::dtype_bytes(sd);
-    const std::size_t slot = buffer * model_.layout().flat(0).tensors.size() + tensor;
     const kernels::AdamWParams adam{hyper_.lr, hyper_.beta1, hyper_.beta2, hyper_.eps, hyper_.weight_decay, step};
+    kernels::ParamTensor q = p;
+    q.decay = t.matrix();
     switch (kind_) {
         case Optimizer::adamw:
-            backend_.adamw_update(p, state_at(m_[buffer], t.offset, sb), state_at(v_[buffer], t.offset, sb), sd, adam);
+            backend_.adamw_update(q, state_at(m_[buffer], piece.region, sb), state_at(v_[buffer], piece.region, sb), sd,
+                                  adam);
             break;
         case Optimizer::lion:
-            backend_.lion_update(p, state_at(m_[buffer], t.offset, sb), sd,
+            backend_.lion_update(q, state_at(m_[buffer], piece.region, sb), sd,
                                  {hyper_.lr, hyper_.beta1, hyper_.beta2, hyper_.weight_decay});
             break;
         case Optimizer::adam8bit:
-            if (t.small()) {
-                backend_.adamw_update(p, state_at(small_m_[buffer], small_offset_[slot], sb),
-                                      state_at(small_v_[buffer], small_offset_[slot], sb), sd, adam);
+            if (t.small()) {  // full-width state, replicated: the piece's part of it
+                const std::int64_t at = small_offset_[slot(buffer, tensor)] + piece.begin;
+                backend_.adamw_update(q, state_at(small_m_[buffer], at, sb), state_at(small_v_[buffer], at, sb), sd,
+                                      adam);
             } else {
-                const std::int64_t block = t.offset / hyper_.block;  // slots start on block boundaries
-                backend_.adam8bit_update(p, m_[buffer].as<std::uint8_t>() + t.offset,
-                                         v_[buffer].as<std::uint8_t>() + t.offset,
+                const std::int64_t block = piece.region / hyper_.block;  // pieces start on block boundaries
+                backend_.adam8bit_update(q, m_[buffer].as<std::uint8_t>() + piece.region,
+                                         v_[buffer].as<std::uint8_t>() + piece.region,
                                          absmax_m_[buffer].as<float>() + block, absmax_v_[buffer].as<float>() + block,
                                          {adam, hyper_.block});
             }
             break;
         case Optimizer::adafactor: {
-            kernels::AdafactorParams af;
-            af.weight_decay = hyper_.weight_decay;
-            af.step = step;
-            void* row = state_at(stats_[buffer], stats_offset_[slot], sb);
-            void* col = t.matrix() ? state_at(stats_[buffer], stats_offset_[slot] + t.rows, sb) : nullptr;
-            backend_.adafactor_update(p, t.matrix() ? t.rows : 1, t.cols, row, col, sd, af);
+            const kernels::AdafactorPiece a = adafactor_piece(buffer, tensor, piece, q);
+            backend_.adafactor_update(q, a.rows, a.cols, a.row_stat, a.col_stat, sd, adafactor_params(step));
             break;
         }
-        case Optimizer::lomo: backend_.sgd_update(p, {hyper_.lr, hyper_.weight_decay}); break;
+        case Optimizer::lomo: backend_.sgd_update(q, {hyper_.lr, hyper_.weight_decay}); break;
     }
+}
+
+// §2: the statistics are replicated, so every rank runs every tensor's
+// statistics pass; the partial sums of the owned pieces are completed by
+// one all-reduce, the update's square sums by a second.
+void OptimizerState::adafactor_sharded(std::size_t buffer, float grad_scale, std::int64_t step) {
+    const FlatLayout& f = model_.layout().flat(buffer);
+    const std::size_t tensors = f.tensors.size();
+    // fp32 scratch (tag comm): param_sq (tensors), row and column sums of
+    // every matrix, then update_sq (tensors) and row_mean (tensors).
+    std::vector<std::int64_t> sums_at(tensors);
+    std::int64_t first = static_cast<std::int64_t>(tensors);
+    for (std::size_t k = 0; k < tensors; ++k) {
+        sums_at[k] = first;
+        if (f.tensors[k].matrix()) first += f.tensors[k].rows + f.tensors[k].cols;
+    }
+    const std::int64_t update_sq = first, row_mean = first + static_cast<std::int64_t>(tensors);
+    Buffer scratch = memory_.zeros(Component::comm, static_cast<std::uint64_t>(row_mean + tensors) * 4);
+    float* s = scratch.as<float>();
+    const kernels::AdafactorParams hp = adafactor_params(step);
+    std::vector<kernels::AdafactorPiece> pieces;
+    for (std::size_t k = 0; k < tensors; ++k) {
+        const Piece pc = piece(buffer, k);
+        const kernels::ParamTensor p = param_tensor(buffer, pc, model_.grad_at(buffer, pc.element), grad_scale);
+        pieces.push_back(adafactor_piece(buffer, k, pc, p));
+        pieces.back().p.decay = f.tensors[k].matrix();
+        const std::int64_t rows = pieces.back().factored() ? pieces.back().rows : 0;
+        backend_.adafactor_partial_sums(pieces.back(), s + k, s + sums_at[k], s + sums_at[k] + rows, hp);
+    }
+    comm_.all_reduce(s, update_sq, DType::f32, ReduceOp::sum);
+    for (std::size_t k = 0; k < tensors; ++k) {
+        const std::int64_t rows = pieces[k].factored() ? pieces[k].rows : 0;
+        backend_.adafactor_statistics(pieces[k], s + sums_at[k], s + sums_at[k] + rows, s + row_mean + k,
+                                      s + update_sq + k, hp);
+    }
+    comm_.all_reduce(s + update_sq, static_cast<std::int64_t>(tensors), DType::f32, ReduceOp::sum);
+    for (std::size_t k = 0; k < tensors; ++k)
+        if (pieces[k].p.n > 0) backend_.adafactor_apply(pieces[k], s + k, s + row_mean + k, s + update_sq + k, hp);
 }
 
 void OptimizerState::step(float grad_scale, std::int64_t step) {
     const ParamLayout& layout = model_.layout();
-    for (std::size_t i = 0; i < layout.buffers(); ++i)
-        for (std::size_t t = 0; t < layout.flat(i).tensors.size(); ++t)
-            update(i, t, param_tensor(i, t, model_.grad_tensor(i, t), grad_scale), step);
+    for (std::size_t i = 0; i < layout.buffers(); ++i) {
+        if (kind_ == Optimizer::adafactor && sharded_) {
+            adafactor_sharded(i, grad_scale, step);
+            continue;
+        }
+        for (std::size_t t = 0; t < layout.flat(i).tensors.size(); ++t) {
+            const Piece pc = piece(i, t);
+            if (pc.n > 0) update(i, t, pc, param_tensor(i, pc, model_.grad_at(i, pc.element), grad_scale), step);
+        }
+    }
 }
 
 void OptimizerState::apply_sgd(std::size_t buffer, std::size_t tensor, const void* grad, float grad_scale) {
-    update(buffer, tensor, param_tensor(buffer, tensor, grad, grad_scale), 1);
+    const Piece pc = piece(buffer, tensor);
+    if (pc.n == 0) return;
+    const void* mine = static_cast<const unsigned char*>(grad) +
+                       static_cast<std::uint64_t>(pc.begin) * kernels::dtype_bytes(model_.plan().weights);
+    update(buffer, tensor, pc, param_tensor(buffer, pc, mine, grad_scale), 1);
 }
 
 }  // namespace tune::harness

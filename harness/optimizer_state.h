@@ -3,12 +3,15 @@
 // block, AdamW state for tensors under 4096 elements), Adafactor (row and
 // column statistics per matrix, full second moment per vector), LOMO (no
 // state: each gradient is applied the moment it exists). One backend call
-// per tensor, so decay applies to matrices only.
+// per tensor piece, so decay applies to matrices only. Under ZeRO (stage 1+)
+// a rank updates the piece of each tensor inside its shard, with states laid
+// out like the shard; Adafactor completes its sums over ranks (§2).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "harness/comm.h"
 #include "harness/memory.h"
 #include "harness/model_state.h"
 #include "kernels/backend.h"
@@ -25,25 +28,45 @@ OptimizerHyper optimizer_hyper(const TrialConfig& c);
 
 class OptimizerState {
 public:
-    OptimizerState(kernels::Backend& backend, Allocator& memory, const TrialConfig& config, ModelState& model);
+    OptimizerState(kernels::Backend& backend, Allocator& memory, Comm& comm, const TrialConfig& config,
+                   ModelState& model);
 
-    // One update of every tensor from the gradient buffer; grad_scale
+    // One update of every owned piece from the gradient buffer; grad_scale
     // multiplies each gradient first (clip coefficient / loss scale).
     // `step` counts applied updates from 1.
     void step(float grad_scale, std::int64_t step);
-    // LOMO: apply one tensor's gradient (n elements in the weights' dtype).
+    // LOMO: apply one tensor's whole gradient (numel elements in the weights'
+    // dtype, averaged over ranks) to the piece this rank owns.
     void apply_sgd(std::size_t buffer, std::size_t tensor, const void* grad, float grad_scale);
 
 private:
-    kernels::ParamTensor param_tensor(std::size_t buffer, std::size_t tensor, const void* grad,
+    // The elements of one tensor this rank updates.
+    struct Piece {
+        std::int64_t begin = 0;    // first element within the tensor
+        std::int64_t n = 0;        // how many (0: the tensor lies outside the shard)
+        std::int64_t element = 0;  // whole-buffer index of the first
+        std::int64_t region = 0;   // its offset in the rank's region (states are laid out like it)
+    };
+    Piece piece(std::size_t buffer, std::size_t tensor) const;
+    kernels::ParamTensor param_tensor(std::size_t buffer, const Piece& piece, const void* grad,
                                       float grad_scale) const;
-    void update(std::size_t buffer, std::size_t tensor, const kernels::ParamTensor& p, std::int64_t step);
+    void update(std::size_t buffer, std::size_t tensor, const Piece& piece, const kernels::ParamTensor& p,
+                std::int64_t step);
+    kernels::AdafactorPiece adafactor_piece(std::size_t buffer, std::size_t tensor, const Piece& piece,
+                                            const kernels::ParamTensor& p) const;
+    kernels::AdafactorParams adafactor_params(std::int64_t step) const;
+    // Adafactor over shards: every tensor of the buffer in three passes and two all-reduces.
+    void adafactor_sharded(std::size_t buffer, float grad_scale, std::int64_t step);
+    std::size_t slot(std::size_t buffer, std::size_t tensor) const;
     void* state_at(const Buffer& b, std::int64_t element, std::uint64_t element_bytes) const;
 
     kernels::Backend& backend_;
+    Allocator& memory_;
+    Comm& comm_;
     ModelState& model_;
     Optimizer kind_;
     OptimizerHyper hyper_;
+    bool sharded_ = false;  // stage 1+ over more than one rank
     // Per flat buffer; which ones exist depends on the optimizer.
     std::vector<Buffer> m_, v_, absmax_m_, absmax_v_, small_m_, small_v_, stats_;
     // Per buffer and tensor: element offset into small_m_/small_v_ (8-bit Adam) or stats_ (Adafactor).

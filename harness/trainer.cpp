@@ -83,6 +83,14 @@ public:
         else memory_.backend().sum_squares(sum_squares_, grad_.get(), n, model_.plan().weights);
         grad_.reset();
     }
+    // Each rank updated the pieces it owns; at stages 1-2 every rank keeps
+    // the whole weights, so the buffer's new values are gathered once its
+    // backward is done (its weights are not read again in this backward).
+    void close(std::size_t buffer) override {
+        const std::uint32_t stage = model_.zero_stage();
+        if (apply_ != nullptr && (stage == 1 || stage == 2))
+            comm_.all_gather(model_.weights(buffer), model_.layout().flat(buffer).padded, model_.plan().weights);
+    }
 
 private:
     Allocator& memory_;
@@ -134,9 +142,11 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
                                      2.0f, static_cast<int>(config.loss_scale_window), 1.0f}) {
     if (config.optimizer == Optimizer::lomo && config.grad_accum > 1)
         throw std::invalid_argument("lomo applies each gradient during backward: grad_accum must be 1");
+    if (comm.world_size() != static_cast<int>(config.world_size))
+        throw std::invalid_argument("the trial's world_size differs from the communicator's");
     model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, config.optimizer != Optimizer::lomo,
-                                          config.zero_stage);
-    optimizer_ = std::make_unique<OptimizerState>(backend, memory_, config, *model_);
+                                          config.zero_stage, comm);
+    optimizer_ = std::make_unique<OptimizerState>(backend, memory_, comm, config, *model_);
     workspace_ = memory_.allocate(Component::workspace, layer_.workspace_bytes());
     layer_.set_workspace({workspace_.get(), workspace_.bytes()});
     scalars_ = std::make_unique<Scalars>(backend);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <memory>
 
 #include <fmt/format.h>
@@ -98,6 +99,7 @@ void run_steps(Trainer& trainer, const TrialConfig& c, const TrialOptions& o, co
         StepStats s = trainer.step();
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         if (o.fault_nan && i == 0) s.loss = std::nan("");
+        if (o.fault_kill) std::raise(SIGKILL);  // a rank dying mid-trial, as the OOM killer would
         const double mfu = mfu_of(step_flops(c), ms / 1e3, c, hw);
         log_step(o.log, c, i, s, ms, trainer.memory(), mfu);
         r.step_ms.push_back(ms);
@@ -155,10 +157,6 @@ void check_runnable(const TrialConfig& c) {
         throw InvalidTrial(fmt::format("lomo applies each gradient as backward produces it, so it cannot accumulate "
                                        "gradients: grad_accum = {} needs 1",
                                        c.grad_accum));
-    if (c.world_size > 1 && c.zero_stage > 0)
-        throw InvalidTrial(fmt::format("ZeRO stage {} across ranks is not implemented yet (stage 0 is): optimizer "
-                                       "updates and weight uploads still span whole buffers, not owned shards",
-                                       c.zero_stage));
     if (c.zero_stage > 3) throw InvalidTrial(fmt::format("ZeRO stage {} does not exist (0-3)", c.zero_stage));
     if (c.model.hidden % c.model.heads != 0 || c.model.heads % c.model.kv_heads != 0 || c.model.head_dim() % 2 != 0)
         throw InvalidTrial("heads must divide hidden, kv_heads must divide heads, and the head dim must be even");
@@ -189,7 +187,12 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
                                            env.world_size));
         const MpiRuntime runtime;
         MpiComm comm(runtime);
-        return run_trial(config, options, comm, details);
+        TrialResult r = run_trial(config, options, comm, details);
+        if ((r.status == TrialStatus::oom || r.status == TrialStatus::failed) && options.on_rank_failure) {
+            r.reason = fmt::format("rank {} of {}: {}", runtime.rank(), runtime.world_size(), r.reason);
+            runtime.abort_job(options.on_rank_failure(r));  // before any other MPI call can block
+        }
+        return r;
     } catch (const InvalidTrial& e) {
         return unrun(config, TrialStatus::invalid, e.what());
     } catch (const std::exception& e) {  // MPI would not start

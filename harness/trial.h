@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -33,6 +34,12 @@ struct TrialOptions {
     std::FILE* log = stderr;                           // per-step lines; nullptr: quiet
     bool fault_nan = false;                            // test hook: the loss of step 1 becomes NaN
     bool fault_oom = false;                            // test hook: the first allocation fails
+    bool fault_kill = false;                           // test hook: SIGKILL itself after the first step
+    // Multi-rank trials started by a launcher: a rank whose trial ends oom or
+    // failed cannot tell the others, which may wait in a collective forever.
+    // It hands its result to this (the CLI prints it) and the job is aborted
+    // with the exit code returned. Unset: the result is returned as usual.
+    std::function<int(const TrialResult&)> on_rank_failure;
 };
 
 // What the trial saw beyond TrialResult (tests and logs use it).

@@ -171,6 +171,21 @@ struct AdafactorParams {
     std::int64_t step = 1;
 };
 
+// The elements [begin, begin + p.n) of a (rows, cols) tensor, row-major, that
+// one rank updates (its ZeRO shard's part of the tensor); p points at them.
+// Matrices (rows > 1): row_stat (rows) and col_stat (cols) are the whole
+// factored statistics, replicated on every rank. Vectors: row_stat points at
+// the piece's own (p.n) statistics.
+struct AdafactorPiece {
+    ParamTensor p;
+    std::int64_t begin = 0;
+    std::int64_t rows = 1, cols = 0;
+    void* row_stat = nullptr;
+    void* col_stat = nullptr;
+    DType state = DType::f32;
+    bool factored() const { return rows > 1 && cols > 1; }
+};
+
 // LOMO's fused update, plain SGD: p = p*(1 - lr*wd) - lr*g.
 struct SgdParams {
     float lr = 1e-4f, weight_decay = 0.0f;
@@ -280,6 +295,25 @@ public:
     virtual void adafactor_update(const ParamTensor& p, std::int64_t rows, std::int64_t cols, void* row_stat,
                                   void* col_stat, DType state_dtype, const AdafactorParams& hp) = 0;
     virtual void sgd_update(const ParamTensor& p, const SgdParams& hp) = 0;
+
+    // ---- Adafactor over the piece of a tensor one ZeRO rank owns, in three
+    // calls with a sum over ranks (the caller's all-reduce) after the first
+    // two. The fp32 sums are device buffers the caller zeroes. One rank with
+    // the whole tensor as its piece computes what adafactor_update does.
+    // 1. param_sq += sum of p^2 over the piece; matrices: row_sums (rows) and
+    //    col_sums (cols) += sums of g^2 + eps1 over the piece's elements.
+    virtual void adafactor_partial_sums(const AdafactorPiece& piece, float* param_sq, float* row_sums,
+                                        float* col_sums, const AdafactorParams& hp) = 0;
+    // 2. With the sums complete: matrices update their whole (replicated)
+    //    statistics from row_sums, col_sums and write the mean row statistic
+    //    to row_mean; vectors update the piece's own statistics. Then
+    //    update_sq += sum of the unclipped update^2 over the piece.
+    virtual void adafactor_statistics(const AdafactorPiece& piece, const float* row_sums, const float* col_sums,
+                                      float* row_mean, float* update_sq, const AdafactorParams& hp) = 0;
+    // 3. With update_sq complete: the update of the piece (lr from param_sq,
+    //    clip divisor from update_sq, both over the whole tensor's rows*cols).
+    virtual void adafactor_apply(const AdafactorPiece& piece, const float* param_sq, const float* row_mean,
+                                 const float* update_sq, const AdafactorParams& hp) = 0;
 };
 
 }  // namespace tune::kernels

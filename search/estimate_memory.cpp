@@ -124,7 +124,9 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
     s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm, layout.layer.max_tensor);
     s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket, layout.outer.max_tensor);
-    s.phases[4] = phase(0, 0, 0, 0);
+    // Adafactor over shards completes its sums over ranks one buffer at a time.
+    const bool sums = c.optimizer == Optimizer::adafactor && c.zero_stage >= 1 && c.world_size > 1;
+    s.phases[4] = phase(0, 0, sums ? 4 * std::max(layout.layer.sums, layout.outer.sums) : 0, 0);
 
     for (Phase p : kPhases) {
         const std::uint64_t t = s.at(p).total();

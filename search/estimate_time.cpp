@@ -7,6 +7,12 @@
 namespace tune {
 namespace {
 
+// LOMO runs a first backward pass for the global norm when it clips or when
+// fp16 may overflow, then the applying pass.
+double lomo_backward_passes(const TrialConfig& c) {
+    return c.optimizer == Optimizer::lomo && (c.clip > 0 || c.precision == Precision::fp16_mixed) ? 2.0 : 1.0;
+}
+
 struct Flops {
     double model = 0;  // per token, forward + backward
     double total = 0;  // per token, with recomputation
@@ -28,9 +34,19 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, bool fused) {
     if (c.checkpointing == Checkpointing::full) recompute = layers * (layer_gemm + attention);
     if (c.checkpointing == Checkpointing::selective && !fused) recompute = layers * attention / 2;  // scores only
     out.total = out.model + recompute;
-    // LOMO clips by a global norm found in a first backward pass.
-    if (c.optimizer == Optimizer::lomo && c.clip > 0) out.total += 2 * forward + recompute;
+    // LOMO finds the global norm (for clipping or fp16 overflow) in a first backward pass.
+    if (lomo_backward_passes(c) > 1) out.total += 2 * forward + recompute;
     return out;
+}
+
+// The gradient and weight collectives of each stage, in elements times ring * wb.
+double zero_stage_bytes(std::uint32_t stage, double ring_wb, double all, double outer, double micro, double gathers) {
+    switch (stage) {
+        case 0: return 2 * ring_wb * all;
+        case 1: return 2 * ring_wb * all;
+        case 2: return ring_wb * (micro * (all + outer) + all);
+        default: return ring_wb * (gathers + micro * (all + outer));
+    }
 }
 
 // Bytes each rank sends per step, ring algorithms: an all-reduce moves
@@ -45,18 +61,28 @@ double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
     const double outer = static_cast<double>(full_numel(layout.outer.numel, n, layout.align));
     const double all = static_cast<double>(m.layers) * layer + outer;
     const double micro = c.grad_accum;
-    // LOMO reduces every gradient twice when it clips by the global norm.
-    const double reductions = c.optimizer == Optimizer::lomo && c.clip > 0 ? 2.0 : 1.0;
+    const double gathers = micro * (2 * static_cast<double>(m.layers) * layer + 2 * outer);  // stage 3
 
-    switch (c.zero_stage) {
-        case 0: return reductions * 2 * ring * wb * all;
-        case 1: return (reductions + 1) * ring * wb * all;
-        case 2: return ring * wb * (reductions * micro * (all + outer) + all);
-        default: {
-            const double gathers = micro * (2 * static_cast<double>(m.layers) * layer + 2 * outer);
-            return ring * wb * (gathers + reductions * micro * (all + outer));
-        }
+    if (c.optimizer == Optimizer::lomo) {
+        // Each tensor's own gradient (unpadded) is all-reduced, once per
+        // backward pass; stages 1-2 gather each buffer's new weights after
+        // the applying pass (the outer buffer twice: after the head and
+        // after the embedding); stage 3 gathers in every pass.
+        const double passes = lomo_backward_passes(c);
+        const double reduce = passes * 2 * ring * wb * static_cast<double>(m.param_count());
+        if (c.zero_stage == 1 || c.zero_stage == 2) return reduce + ring * wb * (all + outer);
+        if (c.zero_stage >= 3) return reduce + passes * ring * wb * gathers;
+        return reduce;
     }
+    // Stages 1-3 complete the global norm with one scalar all-reduce;
+    // Adafactor over shards its partial sums with two per buffer (§4 O).
+    double small = 0;
+    if (c.zero_stage >= 1) small += 2 * ring * 4;
+    if (c.zero_stage >= 1 && c.optimizer == Optimizer::adafactor) {
+        const auto sums = [](const BufferKind& k) { return static_cast<double>(k.sums - k.tensors); };
+        small += 2 * ring * 4 * (static_cast<double>(m.layers) * sums(layout.layer) + sums(layout.outer));
+    }
+    return small + zero_stage_bytes(c.zero_stage, ring * wb, all, outer, micro, gathers);
 }
 
 // Bytes the optimizer reads and writes per element it updates.

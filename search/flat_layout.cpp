@@ -11,7 +11,10 @@ struct BufferBuilder {
     std::uint64_t align;
     BufferKind kind{};
 
-    void matrix(std::uint64_t rows, std::uint64_t cols) { add(rows * cols, rows + cols); }
+    void matrix(std::uint64_t rows, std::uint64_t cols) {
+        add(rows * cols, rows + cols);
+        kind.sums += rows + cols;
+    }
     void vector(std::uint64_t n) { add(n, n); }
 
     void add(std::uint64_t numel, std::uint64_t stats) {
@@ -19,6 +22,8 @@ struct BufferBuilder {
         if (numel < kSmallTensorElements) kind.small += numel;
         kind.stats += stats;
         kind.max_tensor = std::max(kind.max_tensor, numel);
+        kind.tensors += 1;
+        kind.sums += 3;  // the tensor's sum of p^2, sum of update^2, mean row statistic
     }
 };
 

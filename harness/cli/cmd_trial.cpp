@@ -114,10 +114,16 @@ int exit_code_for(TrialStatus s) {
     }
 }
 
-// TUNE_TRIAL_FAULT=crash|hang|nan|oom: test-only faults for the sweep driver's tests.
+// TUNE_TRIAL_FAULT=crash|hang|nan|oom|kill: test-only faults for the sweep
+// driver's tests; "oom-rank-1" and the like fault only rank 1 of a multi-rank trial.
 std::string fault() {
-    const char* f = std::getenv("TUNE_TRIAL_FAULT");
-    return f != nullptr ? f : "";
+    const char* env = std::getenv("TUNE_TRIAL_FAULT");
+    const std::string f = env != nullptr ? env : "";
+    const std::size_t at = f.find("-rank-");
+    if (at == std::string::npos) return f;
+    const RankEnvironment here = rank_environment();
+    if (!here.under_launcher) return "";
+    return f.substr(at + 6) == std::to_string(here.rank) ? f.substr(0, at) : "";
 }
 
 void add_flags(CLI::App* cmd, TrialFlags& o) {
@@ -225,7 +231,16 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         run.backend = o.backend;
         run.fault_nan = f == "nan";
         run.fault_oom = f == "oom";
+        run.fault_kill = f == "kill";
         if (!reporter) run.log = nullptr;
+        // A failing rank reports for the job: the others may be waiting in a collective.
+        run.on_rank_failure = [](const TrialResult& failed) {
+            fmt::print(stderr, "trial {}: {}\n", to_string(failed.status), failed.reason);
+            fmt::print("{}\n", nlohmann::json(failed).dump());
+            std::fflush(stdout);
+            std::fflush(stderr);
+            return exit_code_for(failed.status);
+        };
         if (reporter) fmt::print(stderr, "trial: {} on {}\n", summary(config), config.model.name);
         const TrialResult r = harness::run_trial(config, run);
         if (r.status != TrialStatus::ok) fmt::print(stderr, "trial {}: {}\n", to_string(r.status), r.reason);

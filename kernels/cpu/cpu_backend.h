@@ -88,6 +88,12 @@ public:
     void adafactor_update(const ParamTensor& p, std::int64_t rows, std::int64_t cols, void* row_stat,
                           void* col_stat, DType state_dtype, const AdafactorParams& hp) override;
     void sgd_update(const ParamTensor& p, const SgdParams& hp) override;
+    void adafactor_partial_sums(const AdafactorPiece& piece, float* param_sq, float* row_sums, float* col_sums,
+                                const AdafactorParams& hp) override;
+    void adafactor_statistics(const AdafactorPiece& piece, const float* row_sums, const float* col_sums,
+                              float* row_mean, float* update_sq, const AdafactorParams& hp) override;
+    void adafactor_apply(const AdafactorPiece& piece, const float* param_sq, const float* row_mean,
+                         const float* update_sq, const AdafactorParams& hp) override;
 
 private:
     int threads_;

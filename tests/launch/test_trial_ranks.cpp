@@ -1,0 +1,74 @@
+// `tune trial --gpus N` end to end: the trial starts its own ranks through
+// mpirun, rank 0 reports the combined result, and a rank that fails or dies
+// ends the whole trial promptly with a result instead of leaving the others
+// waiting in a collective. Every command runs under `timeout`, so a hang
+// shows as exit 124 rather than a stuck test.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "search/config.h"
+#include "tests/support/run_command.h"
+
+namespace {
+
+using namespace tune;
+
+constexpr const char* kTrial = " trial --model tiny --gpus 2 --context 32 --steps 2 --warmup 0 --threads 1";
+
+// The JSON TrialResult on the last stdout line, and the exit code.
+struct Ran {
+    int exit_code = -1;
+    TrialResult result;
+    std::string stdout_text;
+};
+
+Ran run_trial(const std::string& env, const std::string& flags) {
+    const std::string command =
+        env + " timeout 120 " + std::string(TUNE_BINARY) + kTrial + " " + flags + " 2>/dev/null";
+    const test::CommandResult c = test::run_command(command);
+    Ran r;
+    r.exit_code = c.exit_code;
+    r.stdout_text = c.output;
+    const std::size_t end = c.output.find_last_not_of('\n');
+    const std::size_t start = end == std::string::npos ? std::string::npos : c.output.rfind('\n', end);
+    const std::string last = c.output.substr(start == std::string::npos ? 0 : start + 1);
+    INFO("stdout: " << c.output);
+    REQUIRE(nlohmann::json::accept(last));
+    r.result = nlohmann::json::parse(last).get<TrialResult>();
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("tune trial --gpus 2 runs every ZeRO stage across two ranks", "[mpi][launch]") {
+    for (const char* stage : {"0", "1", "2", "3"}) {
+        const Ran r = run_trial("", std::string("--zero ") + stage + " --optimizer adafactor --precision bf16-mixed");
+        INFO("stage " << stage << ": " << r.result.reason);
+        CHECK(r.exit_code == 0);
+        CHECK(r.result.status == TrialStatus::ok);
+        CHECK(r.result.config.world_size == 2);
+        CHECK(r.result.rank_peaks.size() == 2);
+        CHECK(r.result.comm_bytes > 0);
+        CHECK(r.result.losses.size() == 2);
+    }
+}
+
+TEST_CASE("one rank out of memory ends the trial as oom, naming the rank", "[mpi][launch]") {
+    // Rank 1 fails at its first allocation while rank 0 goes on into the first collective.
+    const Ran r = run_trial("TUNE_TRIAL_FAULT=oom-rank-1", "--zero 3");
+    INFO(r.stdout_text);
+    CHECK(r.exit_code != 124);  // not left hanging
+    CHECK(r.exit_code == 3);
+    CHECK(r.result.status == TrialStatus::oom);
+    CHECK_THAT(r.result.reason, Catch::Matchers::Contains("rank 1 of 2"));
+}
+
+TEST_CASE("a rank killed mid-trial ends the trial as failed, not hung", "[mpi][launch]") {
+    const Ran r = run_trial("TUNE_TRIAL_FAULT=kill-rank-1", "--zero 2");
+    INFO(r.stdout_text);
+    CHECK(r.exit_code != 124);
+    CHECK(r.exit_code == 5);
+    CHECK(r.result.status == TrialStatus::failed);
+    CHECK_THAT(r.result.reason, Catch::Matchers::Contains("without a result"));
+}
