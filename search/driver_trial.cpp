@@ -25,6 +25,14 @@ std::optional<TrialResult> parse_last_line(const std::string& out) {
     }
 }
 
+// The last line of `text` that starts with `prefix`, without it ("" if none).
+std::string last_line(const std::string& text, std::string_view prefix) {
+    const std::size_t at = text.rfind(prefix);
+    if (at == std::string::npos) return {};
+    const std::size_t end = text.find('\n', at);
+    return text.substr(at + prefix.size(), end == std::string::npos ? std::string::npos : end - at - prefix.size());
+}
+
 TrialResult without_result(const ProcessOutcome& outcome) {
     TrialResult r;
     if (outcome.timed_out) {
@@ -33,6 +41,10 @@ TrialResult without_result(const ProcessOutcome& outcome) {
     } else if (outcome.spawn_failed) {
         r.status = TrialStatus::failed;
         r.reason = "the trial process could not be started: " + outcome.stderr_tail;
+    } else if (outcome.term_signal == 0 && outcome.exit_code == kTrialExitOom) {
+        r.status = TrialStatus::oom;
+        r.reason = fmt::format("a rank ran out of memory and ended the job before its result line arrived ({}): {}",
+                               outcome.describe(), last_line(outcome.stderr_tail, "trial oom: "));
     } else {
         r.status = TrialStatus::failed;
         r.reason = fmt::format("the trial ended without a result ({})", outcome.describe());

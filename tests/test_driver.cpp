@@ -67,6 +67,22 @@ std::uint64_t n(const SweepReport& r, TrialStatus s) { return r.counts[static_ca
 
 }  // namespace
 
+TEST_CASE("a trial that exits 3 without its result line is recorded as oom, with the rank's message", "[driver]") {
+    ::setenv("FAKE_TRIAL_FAULT_adamw", "oom-lost", 1);
+    const std::string db = fresh_db("oom-lost");
+    const SweepReport r = run_sweep(parse_sweep(kSpec, "driver-test.toml"), {}, fake_options(db));
+    ::unsetenv("FAKE_TRIAL_FAULT_adamw");
+    Store store(db, Store::Mode::read_only);
+    int adamw = 0;
+    for (const auto& t : store.trials({r.sweep, std::nullopt, false, false}))
+        if (t.result.config.optimizer == Optimizer::adamw && t.result.status != TrialStatus::pruned) {
+            ++adamw;
+            CHECK(t.result.status == TrialStatus::oom);
+            CHECK_THAT(t.result.reason, Catch::Contains("rank 1 of 2: out of memory"));
+        }
+    CHECK(adamw == 4);
+}
+
 TEST_CASE("a sweep records every outcome, faults included, and its front is the true front", "[driver]") {
     FaultEnv faults;
     const std::string db = fresh_db("faults");

@@ -23,10 +23,9 @@
 namespace tune::cli {
 namespace {
 
-// Exit codes of `tune trial`, one per status (1 and 2 keep their meaning from commands.h).
-constexpr int kExitOom = 3;
-constexpr int kExitInvalid = 4;
-constexpr int kExitFailed = 5;
+// Exit codes of `tune trial`, one per status (search/config.h; 1 and 2 keep their meaning from commands.h).
+constexpr int kExitInvalid = kTrialExitInvalid;
+constexpr int kExitFailed = kTrialExitFailed;
 
 struct TrialFlags {
     std::string config_json, model = "tiny", optimizer, precision, checkpointing, memory_limit, init, tokens;
@@ -105,14 +104,7 @@ TrialConfig build_config(const TrialFlags& o, const Given& given) {
     return c;
 }
 
-int exit_code_for(TrialStatus s) {
-    switch (s) {
-        case TrialStatus::ok: return kExitOk;
-        case TrialStatus::oom: return kExitOom;
-        case TrialStatus::invalid: return kExitInvalid;
-        default: return kExitFailed;
-    }
-}
+int exit_code_for(TrialStatus s) { return trial_exit_code(s); }
 
 // TUNE_TRIAL_FAULT=crash|hang|nan|oom|kill: test-only faults for the sweep
 // driver's tests; "oom-rank-1" and the like fault only rank 1 of a multi-rank trial.
@@ -193,9 +185,12 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
     fmt::print(stderr, "{}", out.stderr_tail);
     const bool printed = out.stdout_text.find('{') != std::string::npos;
     if (out.exit_code < 0 || !printed) {
-        const std::string why = "ranks ended without a result: " + out.describe();
-        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, why)).dump());
-        return kExitFailed;
+        // A rank that ran out of memory aborts the job with exit code 3; its line may not get through.
+        const bool oom = out.term_signal == 0 && out.exit_code == kTrialExitOom;
+        const std::string why = (oom ? "a rank ran out of memory and ended the job: " : "ranks ended without a result: ") + out.describe();
+        const TrialStatus status = oom ? TrialStatus::oom : TrialStatus::failed;
+        fmt::print("{}\n", nlohmann::json(unrun(config, status, why)).dump());
+        return exit_code_for(status);
     }
     fmt::print("{}", out.stdout_text);
     return out.exit_code;

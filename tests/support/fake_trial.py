@@ -4,9 +4,11 @@ real trial (one JSON TrialResult as the last stdout line) with memory and
 throughput that are simple functions of the configuration, and misbehaves on
 request so the driver's isolation can be tested without training anything.
 
-FAKE_TRIAL_FAULT_<optimizer>=crash|hang|nan|oom|silent makes every trial of
-that optimizer abort, sleep forever, report a NaN loss, report an OOM, or exit
-without a result. FAKE_TRIAL_SLEEP=seconds slows every trial down.
+FAKE_TRIAL_FAULT_<optimizer>=crash|hang|nan|oom|silent|oom-lost makes every
+trial of that optimizer abort, sleep forever, report a NaN loss, report an
+OOM, exit without a result, or exit 3 with only the OOM on stderr (a rank
+that aborted its job before its result line got through).
+FAKE_TRIAL_SLEEP=seconds slows every trial down.
 """
 import json
 import os
@@ -26,6 +28,9 @@ if fault == "hang":
     time.sleep(3600)
 if fault == "silent":
     sys.exit(7)
+if fault == "oom-lost":
+    print("trial oom: rank 1 of 2: out of memory: requested 4096 bytes with 10 bytes live", file=sys.stderr)
+    sys.exit(3)
 
 state = {"adamw": 8, "lion": 4, "adam8bit": 2, "adafactor": 1, "lomo": 0}[config["optimizer"]]
 tokens = config["micro_batch"] * config["context"]
