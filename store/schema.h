@@ -9,7 +9,7 @@ class Connection;
 
 namespace tune {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // Reads PRAGMA user_version.
 int schema_version(sql::Connection& db);

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
+#include <set>
 
 #include "search/units.h"
 #include "store/best.h"
@@ -261,6 +263,32 @@ TEST_CASE("the Pareto front view keeps exactly the non-dominated ok trials", "[s
     std::vector<TrialId> got;
     for (const auto& t : front) got.push_back(t.id);
     CHECK(got == std::vector<TrialId>{ids[0], ids[1], ids[2], ids[4]});
+}
+
+TEST_CASE("the Pareto front view equals a brute-force front on random points with ties", "[store]") {
+    ScratchDir dir;
+    Store db(dir.file("t.db"), kRw);
+    const SweepId sweep = db.open_sweep(sample_sweep("s"), false).id;
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> peak(1, 40), speed(1, 40);  // few values: many ties
+    std::vector<std::pair<double, std::uint64_t>> points;
+    std::vector<TrialId> ids;
+    for (int i = 0; i < 300; ++i) {
+        points.emplace_back(10.0 * speed(rng), static_cast<std::uint64_t>(1000 * peak(rng)));
+        ids.push_back(measured(db, sweep, sample_config(i), points.back().first, points.back().second));
+    }
+    std::set<TrialId> expected;
+    for (std::size_t a = 0; a < points.size(); ++a) {
+        bool dominated = false;
+        for (std::size_t b = 0; b < points.size() && !dominated; ++b)
+            dominated = points[b].second <= points[a].second && points[b].first >= points[a].first &&
+                        (points[b].second < points[a].second || points[b].first > points[a].first);
+        if (!dominated) expected.insert(ids[a]);
+    }
+    std::set<TrialId> got;
+    for (const auto& t : db.pareto_front(sweep)) got.insert(t.id);
+    CHECK(got == expected);
+    CHECK(expected.size() > 1);
 }
 
 TEST_CASE("best ranks by the chosen metric under constraints, with ties settled", "[store][best]") {
