@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "harness/comm_error.h"
+#include "harness/comm_rules.h"
 #include "kernels/math/half.h"
 
 namespace tune::harness {
@@ -29,13 +30,6 @@ int mpi_count(std::int64_t count, const char* what) {
 }
 
 bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::f16; }
-
-void require_summable(DType t, ReduceOp op, const char* what) {
-    if (t == DType::u8)
-        throw CommError(std::string(what) + ": u8 buffers hold quantized states and cannot be summed");
-    if (t == DType::i32 && op == ReduceOp::average)
-        throw CommError(std::string(what) + ": averaging i32 buffers is not defined");
-}
 
 // Widen count 16-bit values starting at src into fp32.
 std::vector<float> widen(const void* src, std::int64_t count, DType t) {
@@ -75,17 +69,12 @@ MpiComm::~MpiComm() {
 }
 
 std::int64_t MpiComm::shard_count(std::int64_t count, const char* what) const {
-    if (count % world_size_ != 0)
-        throw CommError(std::string(what) + ": count " + std::to_string(count) + " is not a multiple of world size " +
-                        std::to_string(world_size_));
-    return count / world_size_;
+    return shard_count_of(count, world_size_, what);
 }
 
 // factor_numerator / world_size of (n-1)/n per unit: 2 for all-reduce, 1 for reduce-scatter and all-gather.
 void MpiComm::count_ring_bytes(std::int64_t count, DType dtype, std::uint64_t factor_numerator) {
-    const std::uint64_t bytes = static_cast<std::uint64_t>(count) * kernels::dtype_bytes(dtype);
-    const auto n = static_cast<std::uint64_t>(world_size_);
-    bytes_moved_ += factor_numerator * (n - 1) * bytes / n;
+    bytes_moved_ += ring_bytes(count, dtype, world_size_, factor_numerator);
 }
 
 void MpiComm::all_reduce(void* buf, std::int64_t count, DType dtype, ReduceOp op) {
@@ -140,8 +129,7 @@ void MpiComm::broadcast(void* buf, std::int64_t count, DType dtype, int root) {
         throw CommError("broadcast: root " + std::to_string(root) + " is not a rank");
     const int bytes = mpi_count(count * static_cast<std::int64_t>(kernels::dtype_bytes(dtype)), "broadcast");
     check(MPI_Bcast(buf, bytes, MPI_BYTE, root, comm_), "MPI_Bcast");
-    // nccl-tests' busbw factor for broadcast is 1: every byte crosses one link.
-    if (world_size_ > 1) bytes_moved_ += static_cast<std::uint64_t>(bytes);
+    bytes_moved_ += broadcast_bytes(count, dtype, world_size_);
 }
 
 void MpiComm::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }

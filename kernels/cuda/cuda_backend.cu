@@ -190,4 +190,11 @@ std::unique_ptr<DeviceTimer> make_cuda_timer(Backend& backend) {
     return std::make_unique<cuda::EventTimer>(cuda->stream());
 }
 
+void* cuda_stream(Backend& backend) {
+    auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
+    if (cuda == nullptr)
+        throw BackendError(fmt::format("cuda_stream: backend {} is not a CUDA backend", backend.name()));
+    return cuda->stream();
+}
+
 }  // namespace tune::kernels

@@ -25,5 +25,7 @@ std::uint64_t cuda_device_used_bytes(int) { return 0; }
 
 std::unique_ptr<DeviceTimer> make_cuda_timer(Backend&) { throw BackendError(kNoCuda); }
 
+void* cuda_stream(Backend&) { throw BackendError(kNoCuda); }
+
 }  // namespace tune::kernels
 #endif

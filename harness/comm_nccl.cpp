@@ -1,0 +1,290 @@
+// NcclComm: built only with the CUDA backend (harness/CMakeLists.txt); the
+// factories' stand-ins for other builds are in comm_nccl_missing.cpp.
+#include "harness/comm_nccl.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "harness/comm_error.h"
+#include "harness/comm_mpi.h"
+#include "harness/comm_rules.h"
+#include "harness/launch/launch.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/status.h"
+#include "kernels/error.h"
+
+static_assert(sizeof(ncclUniqueId) == tune::harness::kNcclIdBytes, "NcclId must hold an ncclUniqueId");
+
+namespace tune::harness {
+namespace {
+
+using kernels::DType;
+
+// A failed NCCL call as a CommError: the call as written, file and line,
+// NCCL's sentence for the code and, when a communicator exists, its last error.
+void check_nccl_call(ncclResult_t status, const char* call, const char* file, int line, ncclComm_t comm = nullptr) {
+    if (status == ncclSuccess) return;
+    std::string message = kernels::cuda::describe(
+        kernels::cuda::nccl_failure(static_cast<int>(status), kernels::cuda::CallSite{call, file, line}));
+    if (comm != nullptr) {
+        const char* detail = ncclGetLastError(comm);
+        if (detail != nullptr && *detail != '\0') message += fmt::format(" ({})", detail);
+    }
+    throw CommError(message);
+}
+
+#define TUNE_NCCL_COMM_CHECK(call) check_nccl_call((call), #call, __FILE__, __LINE__)
+#define TUNE_NCCL_COMM_CHECK_ON(comm, call) check_nccl_call((call), #call, __FILE__, __LINE__, (comm))
+
+ncclDataType_t nccl_type(DType t) {
+    switch (t) {
+        case DType::f32: return ncclFloat32;
+        case DType::bf16: return ncclBfloat16;
+        case DType::f16: return ncclFloat16;
+        case DType::u8: return ncclUint8;
+        case DType::i32: return ncclInt32;
+    }
+    throw CommError(fmt::format("nccl: no NCCL type for dtype {}", static_cast<int>(t)));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::average ? ncclAvg : ncclSum; }
+
+std::uint64_t bytes_of(std::int64_t count, DType t) {
+    return static_cast<std::uint64_t>(count) * kernels::dtype_bytes(t);
+}
+
+// Whether NCCL can read `p` where it is: device (or managed) memory, not
+// pageable or pinned host memory.
+bool on_device(const void* p) {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+        cudaGetLastError();  // an unknown pointer is host memory to us; clear the error
+        return false;
+    }
+    return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
+int stream_device(cudaStream_t stream) {
+    int device = 0;
+    TUNE_CUDA_CHECK(cudaStreamGetDevice(stream, &device));
+    return device;
+}
+
+}  // namespace
+
+bool nccl_compiled() { return true; }
+
+int bind_local_device(int local_rank) {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        throw BackendError(fmt::format("local rank {} needs a CUDA device, but none is visible ({})", local_rank,
+                                       status != cudaSuccess ? cudaGetErrorString(status) : "device count 0"));
+    }
+    const int device = std::max(local_rank, 0) % count;
+    TUNE_CUDA_CHECK(cudaSetDevice(device));
+    return device;
+}
+
+NcclId new_nccl_id() {
+    ncclUniqueId raw;
+    TUNE_NCCL_COMM_CHECK(ncclGetUniqueId(&raw));
+    NcclId id{};
+    std::memcpy(id.data(), raw.internal, id.size());
+    return id;
+}
+
+struct NcclComm::State {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+    bool own_stream = false;  // no backend: every collective is synchronous (see NcclPlacement)
+    int* scratch = nullptr;   // the barrier's one element
+};
+
+NcclComm::NcclComm(const NcclId& id, int rank, int world_size, const NcclPlacement& where)
+    : state_(std::make_unique<State>()), rank_(rank), world_size_(world_size) {
+    if (world_size < 1 || rank < 0 || rank >= world_size)
+        throw CommError(fmt::format("nccl: rank {} of {} is not a rank", rank, world_size));
+    if (std::all_of(id.begin(), id.end(), [](std::uint8_t b) { return b == 0; }))
+        throw CommError("nccl: the NCCL id is all zeros (rank 0 could not create one, or TUNE_NCCL_ID is blank)");
+    if (where.backend != nullptr) {
+        state_->stream = static_cast<cudaStream_t>(kernels::cuda_stream(*where.backend));
+        device_ = stream_device(state_->stream);
+        TUNE_CUDA_CHECK(cudaSetDevice(device_));
+    } else {
+        device_ = bind_local_device(where.local_rank);
+        TUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+        state_->own_stream = true;
+    }
+    try {
+        TUNE_CUDA_CHECK(cudaMalloc(&state_->scratch, sizeof(int)));
+        ncclUniqueId raw;
+        std::memcpy(raw.internal, id.data(), id.size());
+        TUNE_NCCL_COMM_CHECK(ncclCommInitRank(&state_->comm, world_size, raw, rank));
+    } catch (...) {
+        if (state_->scratch != nullptr) cudaFree(state_->scratch);
+        if (state_->own_stream) cudaStreamDestroy(state_->stream);
+        throw;
+    }
+}
+
+NcclComm::~NcclComm() {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(state_->stream);
+    if (state_->comm != nullptr) ncclCommDestroy(state_->comm);
+    cudaFree(state_->scratch);
+    if (state_->own_stream) cudaStreamDestroy(state_->stream);
+}
+
+void NcclComm::synchronize() { TUNE_CUDA_CHECK(cudaStreamSynchronize(state_->stream)); }
+
+// Enqueues `enqueue(device_buffer)` on the stream: directly on `buf` when it
+// is device memory, else on a device copy of its `bytes` that is copied back
+// and waited for. Without a backend the host waits for the device before and
+// for the collective after.
+template <class Enqueue>
+void NcclComm::run(void* buf, std::uint64_t bytes, Enqueue&& enqueue) {
+    TUNE_CUDA_CHECK(cudaSetDevice(device_));
+    if (state_->own_stream) TUNE_CUDA_CHECK(cudaDeviceSynchronize());
+    if (on_device(buf)) {
+        enqueue(buf);
+        if (state_->own_stream) synchronize();
+        return;
+    }
+    void* staged = nullptr;
+    TUNE_CUDA_CHECK(cudaMalloc(&staged, bytes));
+    try {
+        TUNE_CUDA_CHECK(cudaMemcpyAsync(staged, buf, bytes, cudaMemcpyHostToDevice, state_->stream));
+        enqueue(staged);
+        TUNE_CUDA_CHECK(cudaMemcpyAsync(buf, staged, bytes, cudaMemcpyDeviceToHost, state_->stream));
+        synchronize();
+    } catch (...) {
+        cudaStreamSynchronize(state_->stream);
+        cudaFree(staged);
+        throw;
+    }
+    TUNE_CUDA_CHECK(cudaFree(staged));
+}
+
+void NcclComm::all_reduce(void* buf, std::int64_t count, DType dtype, ReduceOp op) {
+    require_summable(dtype, op, "all_reduce");
+    if (count < 0) throw CommError(fmt::format("all_reduce: negative count {}", count));
+    if (count > 0) {
+        ncclComm_t comm = state_->comm;
+        cudaStream_t stream = state_->stream;
+        run(buf, bytes_of(count, dtype), [&](void* d) {
+            TUNE_NCCL_COMM_CHECK_ON(comm, ncclAllReduce(d, d, static_cast<std::size_t>(count), nccl_type(dtype),
+                                                        nccl_op(op), comm, stream));
+        });
+    }
+    bytes_moved_ += ring_bytes(count, dtype, world_size_, 2);
+}
+
+void NcclComm::reduce_scatter(void* buf, std::int64_t count, DType dtype, ReduceOp op) {
+    require_summable(dtype, op, "reduce_scatter");
+    const std::int64_t part = shard_count_of(count, world_size_, "reduce_scatter");
+    if (part > 0) {
+        ncclComm_t comm = state_->comm;
+        cudaStream_t stream = state_->stream;
+        const std::uint64_t offset = bytes_of(static_cast<std::int64_t>(rank_) * part, dtype);
+        // NCCL's in-place form: recvbuff = sendbuff + rank * recvcount.
+        run(buf, bytes_of(count, dtype), [&](void* d) {
+            void* mine = static_cast<unsigned char*>(d) + offset;
+            TUNE_NCCL_COMM_CHECK_ON(comm, ncclReduceScatter(d, mine, static_cast<std::size_t>(part), nccl_type(dtype),
+                                                            nccl_op(op), comm, stream));
+        });
+    }
+    bytes_moved_ += ring_bytes(count, dtype, world_size_, 1);
+}
+
+void NcclComm::all_gather(void* buf, std::int64_t count, DType dtype) {
+    const std::int64_t part = shard_count_of(count, world_size_, "all_gather");
+    if (part > 0) {
+        ncclComm_t comm = state_->comm;
+        cudaStream_t stream = state_->stream;
+        const std::uint64_t offset = bytes_of(static_cast<std::int64_t>(rank_) * part, dtype);
+        // NCCL's in-place form: sendbuff = recvbuff + rank * sendcount.
+        run(buf, bytes_of(count, dtype), [&](void* d) {
+            const void* mine = static_cast<const unsigned char*>(d) + offset;
+            TUNE_NCCL_COMM_CHECK_ON(
+                comm, ncclAllGather(mine, d, static_cast<std::size_t>(part), nccl_type(dtype), comm, stream));
+        });
+    }
+    bytes_moved_ += ring_bytes(count, dtype, world_size_, 1);
+}
+
+void NcclComm::broadcast(void* buf, std::int64_t count, DType dtype, int root) {
+    if (root < 0 || root >= world_size_) throw CommError("broadcast: root " + std::to_string(root) + " is not a rank");
+    if (count < 0) throw CommError(fmt::format("broadcast: negative count {}", count));
+    if (count > 0) {
+        ncclComm_t comm = state_->comm;
+        cudaStream_t stream = state_->stream;
+        run(buf, bytes_of(count, dtype), [&](void* d) {
+            TUNE_NCCL_COMM_CHECK_ON(
+                comm, ncclBroadcast(d, d, static_cast<std::size_t>(count), nccl_type(dtype), root, comm, stream));
+        });
+    }
+    bytes_moved_ += broadcast_bytes(count, dtype, world_size_);
+}
+
+void NcclComm::barrier() {
+    ncclComm_t comm = state_->comm;
+    cudaStream_t stream = state_->stream;
+    run(state_->scratch, sizeof(int), [&](void* d) {
+        TUNE_NCCL_COMM_CHECK_ON(comm, ncclAllReduce(d, d, 1, ncclInt32, ncclSum, comm, stream));
+    });
+    synchronize();
+}
+
+std::unique_ptr<Comm> make_nccl_comm(const NcclId& id, int rank, int world_size, const NcclPlacement& where) {
+    return std::make_unique<NcclComm>(id, rank, world_size, where);
+}
+
+std::unique_ptr<Comm> make_nccl_comm(const MpiRuntime& runtime, const NcclPlacement& where) {
+    NcclId id{};
+    if (auto from_env = nccl_id_from_environment()) {
+        id = *from_env;
+    } else {
+        // Rank 0 makes the id; a failure there travels as an all-zero id, so
+        // the others raise instead of waiting in the communicator's init.
+        std::string failure;
+        if (runtime.rank() == 0) {
+            try {
+                id = new_nccl_id();
+            } catch (const std::exception& e) {
+                failure = e.what();
+                id.fill(0);
+            }
+        }
+        MpiComm mpi(runtime);
+        mpi.broadcast(id.data(), static_cast<std::int64_t>(id.size()), DType::u8, 0);
+        if (!failure.empty()) throw CommError(failure);
+        if (std::all_of(id.begin(), id.end(), [](std::uint8_t b) { return b == 0; }))
+            throw CommError("nccl: rank 0 could not create the NCCL id (see rank 0's error)");
+    }
+    return make_nccl_comm(id, runtime.rank(), runtime.world_size(), where);
+}
+
+std::unique_ptr<Comm> make_nccl_comm(const MpiRuntime& runtime, int local_rank, kernels::Backend* backend) {
+    return make_nccl_comm(runtime, NcclPlacement{local_rank, backend});
+}
+
+std::unique_ptr<Comm> make_nccl_comm_from_environment(kernels::Backend* backend) {
+    const RankEnvironment env = rank_environment();
+    const auto id = nccl_id_from_environment();
+    if (!id)
+        throw CommError(fmt::format("nccl: {} is not set: without MPI the launcher must hand every rank the id "
+                                    "(hex, from rank 0's ncclGetUniqueId)",
+                                    kNcclIdVariable));
+    return make_nccl_comm(*id, env.rank, env.world_size, NcclPlacement{env.local_rank, backend});
+}
+
+}  // namespace tune::harness
