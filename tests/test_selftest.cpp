@@ -167,3 +167,27 @@ TEST_CASE("tune selftest --candidate cpu runs the harness end to end") {
     CHECK(json["failed"] == 0);
     CHECK(json["passed"].get<int>() == 6);  // forward and backward, three dtypes
 }
+
+TEST_CASE("tune selftest --gpus 2 without GPUs lists every ZeRO stage as skipped and exits 0") {
+    const auto r = tune::test::run_tune("selftest --gpus 2");
+    INFO(r.output);
+    if (cuda_backend_compiled() && tune::query_devices().devices.size() >= 2) return;  // GPUs here: it runs for real
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("every case is skipped") != std::string::npos);
+    for (const char* stage : {"zero0/", "zero1/", "zero2/", "zero3/"}) CHECK(r.output.find(stage) != std::string::npos);
+    CHECK(r.output.find("4 cases: 0 passed, 0 failed, 4 skipped") != std::string::npos);
+    CHECK(r.output.find("mpirun") == std::string::npos);  // nothing was launched
+
+    const auto j = tune::test::run_tune("selftest --gpus 2 --json");
+    INFO(j.output);
+    CHECK(j.exit_code == 0);
+    const auto json = nlohmann::json::parse(j.output);
+    CHECK(json["gpus"] == 2);
+    CHECK(json["skipped"] == 4);
+    CHECK(json["stages"].size() == 4);
+    CHECK(json["note"].get<std::string>().find("every case is skipped") != std::string::npos);
+}
+
+TEST_CASE("tune selftest --gpus 0 is a usage error") {
+    CHECK(tune::test::run_tune("selftest --gpus 0").exit_code == 2);
+}

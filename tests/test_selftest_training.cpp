@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "harness/comm.h"
 #include "harness/selftest_training.h"
 #include "kernels/cpu/cpu_backend.h"
 
@@ -39,4 +40,26 @@ TEST_CASE("training cases agree CPU against CPU and produce plausible losses") {
     float losses[3];
     std::memcpy(losses, tensors[0].bytes.data(), sizeof losses);
     for (float l : losses) CHECK(std::abs(l - std::log(256.0f)) < 1.5f);
+}
+
+TEST_CASE("the ZeRO stages on one CPU rank agree with the CPU reference (the --gpus comparison itself)") {
+    CpuBackend backend;
+    tune::harness::SingleRankComm comm;
+    tune::harness::ZeroSelftestOptions o;
+    o.context = 16;
+    const auto rows = tune::harness::zero_stages_against_cpu(backend, comm, o);
+    REQUIRE(rows.size() == 4);
+    for (std::uint32_t stage = 0; stage < 4; ++stage) {
+        const auto& r = rows[stage];
+        INFO("stage " << stage << ": params " << r.param_diff << ", losses " << r.loss_diff << ", moved " << r.moved
+                      << " " << r.error);
+        CHECK(r.stage == stage);
+        CHECK(r.ranks == 1);
+        CHECK(r.error.empty());
+        CHECK(r.pass);
+        CHECK(r.param_diff <= 1e-6);  // the same backend, the same batch: only the stage's code path differs
+        CHECK(r.loss_diff <= 1e-6);
+        CHECK(r.moved > 10 * r.param_tolerance);
+    }
+    CHECK(backend.live_bytes() == 0);
 }
