@@ -2,6 +2,7 @@
 // the compute efficiency from measured trials, so they are settings here.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -21,6 +22,13 @@ struct EstimateOptions {
 
     // Achieved fraction of the peak FLOP/s over a whole step's GEMMs.
     double compute_efficiency = 0.5;
+    // Multiply compute_efficiency per Precision and per Optimizer (indexed by
+    // the enum's value): what the driver learns when one runs relatively
+    // faster or slower than the rest (on a CPU, 16-bit storage pays for
+    // conversions and 8-bit Adam for its quantization), which reorders the
+    // predicted front. The product is capped at 1.
+    std::array<double, 4> precision_efficiency{1.0, 1.0, 1.0, 1.0};
+    std::array<double, 5> optimizer_efficiency{1.0, 1.0, 1.0, 1.0, 1.0};
     // Achieved fraction of the link bandwidth by collectives.
     double comm_efficiency = 0.8;
     // Fraction of communication hidden behind compute (our engine: none yet).

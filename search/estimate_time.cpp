@@ -127,7 +127,10 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.model_flops_per_token = flops.model;
     t.flops_per_token = flops.total;
     t.comm_bytes = comm_bytes_per_step(m, c);
-    t.compute_s = safe_div(flops.total * tokens_per_rank, peak * o.compute_efficiency);
+    const double efficiency = std::min(1.0, o.compute_efficiency *
+                                                o.precision_efficiency[static_cast<std::size_t>(c.precision)] *
+                                                o.optimizer_efficiency[static_cast<std::size_t>(c.optimizer)]);
+    t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
     t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
     t.step_s = t.compute_s + t.comm_s + t.optimizer_s;

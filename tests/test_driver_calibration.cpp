@@ -1,0 +1,103 @@
+// What the sweep driver learns from measured trials: an overall efficiency
+// (which scales every prediction alike) and one factor per precision (which
+// changes the predicted order, so pareto-first measures the real front
+// sooner), the device overhead, and the memory error pruning allows for.
+#include <catch2/catch.hpp>
+
+#include "search/driver_calibration.h"
+#include "search/estimate.h"
+#include "search/presets.h"
+
+using namespace tune;
+
+namespace {
+
+TrialConfig config(Precision p) {
+    TrialConfig c;
+    c.model = *find_model("small");
+    c.precision = p;
+    c.context = 256, c.micro_batch = 2;
+    return c;
+}
+
+// A measured ok trial that ran `ratio` times the uncalibrated prediction.
+TrialResult measured(const TrialConfig& c, const Estimate& uncalibrated, double ratio) {
+    TrialResult r;
+    r.status = TrialStatus::ok;
+    r.config = c;
+    r.estimate = uncalibrated;
+    r.memory.peak = uncalibrated.memory.peak;
+    r.tokens_per_s = ratio * uncalibrated.tokens_per_s;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("per-precision calibration reorders predictions the way the measurements did", "[driver][calibration]") {
+    const Hardware cpu = *find_device("cpu");
+    Calibration cal(EstimateOptions{});
+    const TrialConfig fp32 = config(Precision::fp32), fp16 = config(Precision::fp16_mixed);
+    const Estimate e32 = estimate(fp32, cpu), e16 = estimate(fp16, cpu);
+    // fp32 ran at 0.3 of its prediction, fp16 at 0.1: fp16 is 3x slower than predicted relative to fp32.
+    for (int i = 0; i < 3; ++i) {
+        cal.observe(measured(fp32, e32, 0.3), e32);
+        cal.observe(measured(fp16, e16, 0.1), e16);
+    }
+    CHECK(cal.efficiency_factor() == Approx(std::sqrt(0.3 * 0.1)));
+    CHECK(cal.precision_factor(Precision::fp32) / cal.precision_factor(Precision::fp16_mixed) == Approx(3.0));
+    CHECK(cal.precision_factor(Precision::bf16) == 1.0);  // never measured
+
+    const EstimateOptions learned = cal.options();
+    const double before = e16.tokens_per_s / e32.tokens_per_s;
+    const double after = estimate(fp16, cpu, learned).tokens_per_s / estimate(fp32, cpu, learned).tokens_per_s;
+    // Compute dominates a CPU step, so the relative speed moves by about the measured factor.
+    CHECK(after / before == Approx(1.0 / 3.0).epsilon(0.1));
+}
+
+TEST_CASE("optimizer and precision effects are separated", "[driver][calibration]") {
+    const Hardware cpu = *find_device("cpu");
+    Calibration cal(EstimateOptions{});
+    // ratio = 0.4 x (adam8bit: 0.5) x (fp16: 0.25), every combination measured once.
+    for (Optimizer o : {Optimizer::adamw, Optimizer::adam8bit})
+        for (Precision p : {Precision::fp32, Precision::fp16_mixed}) {
+            TrialConfig c = config(p);
+            c.optimizer = o;
+            const Estimate e = estimate(c, cpu);
+            const double ratio = 0.4 * (o == Optimizer::adam8bit ? 0.5 : 1.0) * (p == Precision::fp16_mixed ? 0.25 : 1.0);
+            cal.observe(measured(c, e, ratio), e);
+        }
+    CHECK(cal.optimizer_factor(Optimizer::adamw) / cal.optimizer_factor(Optimizer::adam8bit) == Approx(2.0));
+    CHECK(cal.precision_factor(Precision::fp32) / cal.precision_factor(Precision::fp16_mixed) == Approx(4.0));
+    CHECK(cal.optimizer_factor(Optimizer::lion) == 1.0);
+}
+
+TEST_CASE("a shift in one precision's factor counts as a calibration change", "[driver][calibration]") {
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig fp32 = config(Precision::fp32), bf16 = config(Precision::bf16_mixed);
+    const Estimate e32 = estimate(fp32, cpu), e16 = estimate(bf16, cpu);
+    Calibration cal(EstimateOptions{});
+    cal.observe(measured(fp32, e32, 0.5), e32);
+    cal.observe(measured(bf16, e16, 0.5), e16);
+    const Calibration before = cal;
+    cal.observe(measured(bf16, e16, 0.05), e16);
+    cal.observe(measured(fp32, e32, 5.0), e32);  // the overall factor stays 0.5
+    CHECK(cal.efficiency_factor() == Approx(before.efficiency_factor()));
+    CHECK(cal.change_since(before) > 0.5);
+}
+
+TEST_CASE("failed trials teach nothing; overhead and memory error are kept", "[driver][calibration]") {
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig c = config(Precision::fp32);
+    const Estimate e = estimate(c, cpu);
+    Calibration cal(EstimateOptions{}, 0.02);
+    TrialResult oom = measured(c, e, 2.0);
+    oom.status = TrialStatus::oom;
+    cal.observe(oom, e);
+    CHECK(cal.observations() == 0);
+    TrialResult off = measured(c, e, 1.0);
+    off.memory.peak = e.memory.peak + e.memory.peak / 10;  // 10% over the estimate
+    off.memory.bytes[static_cast<std::size_t>(Component::overhead)] = 1234;
+    cal.observe(off, e);
+    CHECK(cal.prune_tolerance() == Approx(0.15).epsilon(0.01));
+    CHECK(cal.options().overhead_bytes == 1234u);
+}
