@@ -10,6 +10,7 @@
 
 #include "harness/comm.h"
 #include "harness/comm_mpi.h"
+#include "harness/comm_nccl.h"
 #include "harness/launch/launch.h"
 #include "harness/mpi_runtime.h"
 #include "harness/data.h"
@@ -53,9 +54,12 @@ struct TrialBackend {
 };
 
 // A GPU rank binds to device = local rank (modulo the visible count).
+bool wants_cuda(const TrialOptions& o) {
+    return o.backend == "cuda" || (o.backend == "auto" && !query_devices().devices.empty());
+}
+
 TrialBackend make_backend(const TrialOptions& o, int local_rank) {
-    const bool want_cuda = o.backend == "cuda" || (o.backend == "auto" && !query_devices().devices.empty());
-    if (!want_cuda) {
+    if (!wants_cuda(o)) {
         auto cpu = std::make_unique<kernels::CpuBackend>(kernels::CpuBackendOptions{o.threads, 0});
         const int threads = cpu->threads();
         return {std::move(cpu), cpu_hardware(), threads};
@@ -186,8 +190,11 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
                                            config.world_size, config.world_size, config.world_size, env.rank,
                                            env.world_size));
         const MpiRuntime runtime;
-        MpiComm comm(runtime);
-        TrialResult r = run_trial(config, options, comm, details);
+        // GPU ranks talk over NCCL (bound to device = local rank, each
+        // collective ordered after all earlier work on the device); CPU ranks over MPI.
+        const std::unique_ptr<Comm> comm = wants_cuda(options) ? make_nccl_comm(runtime, env.local_rank)
+                                                               : std::make_unique<MpiComm>(runtime);
+        TrialResult r = run_trial(config, options, *comm, details);
         if ((r.status == TrialStatus::oom || r.status == TrialStatus::failed) && options.on_rank_failure) {
             r.reason = fmt::format("rank {} of {}: {}", runtime.rank(), runtime.world_size(), r.reason);
             runtime.abort_job(options.on_rank_failure(r));  // before any other MPI call can block
@@ -195,7 +202,7 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         return r;
     } catch (const InvalidTrial& e) {
         return unrun(config, TrialStatus::invalid, e.what());
-    } catch (const std::exception& e) {  // MPI would not start
+    } catch (const std::exception& e) {  // MPI or NCCL would not start
         return unrun(config, TrialStatus::failed, e.what());
     }
 }
