@@ -14,6 +14,7 @@
 #include "harness/launch/launch.h"
 #include "harness/mpi_runtime.h"
 #include "harness/data.h"
+#include "harness/device_overhead.h"
 #include "harness/hf_model.h"
 #include "harness/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -56,6 +57,16 @@ struct TrialBackend {
 // A GPU rank binds to device = local rank (modulo the visible count).
 bool wants_cuda(const TrialOptions& o) {
     return o.backend == "cuda" || (o.backend == "auto" && !query_devices().devices.empty());
+}
+
+// One GPU per rank: a local rank without its own device is an error, never a shared GPU.
+void check_device_for(int local_rank, int world_size) {
+    const DeviceQuery q = query_devices();
+    if (static_cast<std::size_t>(local_rank) < q.devices.size()) return;
+    throw BackendError(fmt::format("{} ranks need one GPU each, but {} visible here{}; ask for at most {} "
+                                   "(--gpus / [hardware] gpus) or make more visible (CUDA_VISIBLE_DEVICES)",
+                                   world_size, q.devices.size() == 1 ? "1 is" : fmt::format("{} are", q.devices.size()),
+                                   q.devices.empty() ? " (" + q.why_none + ")" : "", q.devices.size()));
 }
 
 TrialBackend make_backend(const TrialOptions& o, int local_rank) {
@@ -146,6 +157,17 @@ void combine_over_ranks(Comm& comm, TrialResult& r) {
     r.losses.assign(losses.begin(), losses.end());
 }
 
+// On a GPU, the device memory outside the allocator joins the breakdown and
+// the peak as the `overhead` component (the estimator predicts it there too).
+MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& backend) {
+    const std::optional<kernels::CudaMemoryStats> stats = kernels::cuda_memory_stats(backend);
+    if (!stats) return m;
+    const std::uint64_t overhead = device_overhead_bytes(*stats, m.peak);
+    m.bytes[static_cast<std::size_t>(Component::overhead)] += overhead;
+    m.peak += overhead;
+    return m;
+}
+
 TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason) {
     TrialResult r;
     r.config = config;
@@ -190,16 +212,26 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
                                            config.world_size, config.world_size, config.world_size, env.rank,
                                            env.world_size));
         const MpiRuntime runtime;
+        // A failing rank cannot tell the others, which may wait in a collective
+        // (or in NCCL's setup) forever: it reports and ends the job.
+        auto end_job_on_failure = [&](TrialResult r) {
+            if ((r.status == TrialStatus::oom || r.status == TrialStatus::failed) && options.on_rank_failure) {
+                r.reason = fmt::format("rank {} of {}: {}", runtime.rank(), runtime.world_size(), r.reason);
+                runtime.abort_job(options.on_rank_failure(r));  // before any other MPI call can block
+            }
+            return r;
+        };
+        const bool gpu = wants_cuda(options);
+        try {
+            if (gpu) check_device_for(env.local_rank, env.world_size);
+        } catch (const std::exception& e) {
+            return end_job_on_failure(unrun(config, TrialStatus::failed, e.what()));
+        }
         // GPU ranks talk over NCCL (bound to device = local rank, each
         // collective ordered after all earlier work on the device); CPU ranks over MPI.
-        const std::unique_ptr<Comm> comm = wants_cuda(options) ? make_nccl_comm(runtime, env.local_rank)
-                                                               : std::make_unique<MpiComm>(runtime);
-        TrialResult r = run_trial(config, options, *comm, details);
-        if ((r.status == TrialStatus::oom || r.status == TrialStatus::failed) && options.on_rank_failure) {
-            r.reason = fmt::format("rank {} of {}: {}", runtime.rank(), runtime.world_size(), r.reason);
-            runtime.abort_job(options.on_rank_failure(r));  // before any other MPI call can block
-        }
-        return r;
+        const std::unique_ptr<Comm> comm =
+            gpu ? make_nccl_comm(runtime, env.local_rank) : std::make_unique<MpiComm>(runtime);
+        return end_job_on_failure(run_trial(config, options, *comm, details));
     } catch (const InvalidTrial& e) {
         return unrun(config, TrialStatus::invalid, e.what());
     } catch (const std::exception& e) {  // MPI or NCCL would not start
@@ -233,7 +265,7 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Co
             r.memory = trainer.memory().peak_breakdown();
             throw;
         }
-        r.memory = trainer.memory().peak_breakdown();
+        r.memory = with_device_overhead(trainer.memory().peak_breakdown(), backend);
         r.comm_bytes = comm.bytes_moved() / c.steps;
         combine_over_ranks(comm, r);
         r.status = TrialStatus::ok;

@@ -17,6 +17,7 @@
 #include "harness/launch/process.h"
 #include "harness/trial.h"
 #include "search/config_error.h"
+#include "kernels/device_query.h"
 #include "search/presets.h"
 #include "search/units.h"
 
@@ -167,6 +168,18 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
     } catch (const harness::InvalidTrial& e) {
         fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::invalid, e.what())).dump());
         return kExitInvalid;
+    }
+    // One GPU per rank: say so before starting any rank (each rank checks again for its own device).
+    const DeviceQuery devices = query_devices();
+    const bool on_gpus = o.backend == "cuda" || (o.backend == "auto" && !devices.devices.empty());
+    if (on_gpus && devices.devices.size() < config.world_size) {
+        const std::string why = fmt::format(
+            "{} ranks need one GPU each, but {} visible here{}; ask for at most {} (--gpus) or make more visible "
+            "(CUDA_VISIBLE_DEVICES)",
+            config.world_size, devices.devices.size(),
+            devices.devices.empty() ? " (" + devices.why_none + ")" : std::string(), devices.devices.size());
+        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, why)).dump());
+        return kExitFailed;
     }
     const Launcher launcher = choose_launcher("auto", config.world_size);
     if (auto problem = launcher_problem(launcher)) {

@@ -5,7 +5,10 @@
 // shows as exit 124 rather than a stuck test.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "kernels/device_query.h"
 
 #include "search/config.h"
 #include "tests/support/run_command.h"
@@ -71,4 +74,17 @@ TEST_CASE("a rank killed mid-trial ends the trial as failed, not hung", "[mpi][l
     CHECK(r.exit_code == 5);
     CHECK(r.result.status == TrialStatus::failed);
     CHECK_THAT(r.result.reason, Catch::Matchers::Contains("without a result"));
+}
+
+TEST_CASE("more GPU ranks than visible GPUs is refused before any rank starts", "[mpi][launch]") {
+    const std::size_t visible = query_devices().devices.size();
+    if (visible >= 2) {
+        WARN("this machine has " << visible << " GPUs: two GPU ranks are possible, nothing to refuse");
+        return;
+    }
+    const Ran r = run_trial("", "--backend cuda");
+    CHECK(r.exit_code == 5);
+    CHECK(r.result.status == TrialStatus::failed);
+    CHECK_THAT(r.result.reason,
+               Catch::Matchers::Contains(fmt::format("2 ranks need one GPU each, but {} visible here", visible)));
 }

@@ -1,0 +1,26 @@
+// The `overhead` component of a GPU trial from the CUDA backend's memory
+// statistics: everything the device holds for this process beyond what the
+// tagged allocator handed out at its peak.
+#include <catch2/catch.hpp>
+
+#include "harness/device_overhead.h"
+
+using namespace tune;
+
+TEST_CASE("device overhead sums the context, cuBLAS, backend scratch, GEMM tuning and pool slack", "[trial][cuda]") {
+    kernels::CudaMemoryStats s;
+    s.context_bytes = 500 << 20;
+    s.cublas_bytes = 40 << 20;
+    s.backend_bytes = 1 << 20;
+    s.gemm_tuning_bytes = 8 << 20;
+    s.pool_reserved_high_bytes = 3000ull << 20;
+    const std::uint64_t peak = 2990ull << 20;  // the pool kept 10 MiB beyond the allocator's peak
+    CHECK(harness::device_overhead_bytes(s, peak) == (500ull + 40 + 1 + 8 + 10) << 20);
+}
+
+TEST_CASE("a pool that never reserved beyond the allocator's peak adds no slack", "[trial][cuda]") {
+    kernels::CudaMemoryStats s;
+    s.context_bytes = 100;
+    s.pool_reserved_high_bytes = 50;  // e.g. statistics read on a fresh pool
+    CHECK(harness::device_overhead_bytes(s, 80) == 100);
+}
