@@ -22,6 +22,26 @@ std::size_t width(const std::string& s) {
 
 }  // namespace
 
+std::string printable(const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    for (const char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+        else out += c;
+    }
+    return out;
+}
+
+TextTable::TextTable(std::vector<std::string> header) {
+    for (std::string& cell : header) header_.push_back(printable(cell));
+}
+
+void TextTable::add_row(std::vector<std::string> cells) {
+    for (std::string& cell : cells) cell = printable(cell);
+    rows_.push_back(std::move(cells));
+}
+
 std::string TextTable::render(const std::string& indent) const {
     const std::size_t columns = header_.size();
     std::vector<std::size_t> widths(columns, 0);

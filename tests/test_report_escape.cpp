@@ -5,6 +5,7 @@
 
 #include "reports/html_escape.h"
 #include "reports/sha256.h"
+#include "reports/text_table.h"
 
 using namespace tune;
 
@@ -62,4 +63,15 @@ TEST_CASE("sha256 and base64 match the published test vectors", "[report]") {
     CHECK(base64(bytes, 3) == "Zm9v");
     CHECK(base64(bytes, 6) == "Zm9vYmFy");
     CHECK(csp_hash_source("abc") == "'sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0='");
+}
+
+TEST_CASE("terminal tables show control characters as \\xNN instead of sending them", "[report]") {
+    TextTable table({"name", "note"});
+    table.add_row({"evil\x1b]0;owned\x07sweep", "line\nbreak\ttab"});
+    const std::string out = table.render();
+    CHECK(out.find('\x1b') == std::string::npos);
+    CHECK(out.find('\x07') == std::string::npos);
+    CHECK_THAT(out, Catch::Contains("evil\\x1b]0;owned\\x07sweep"));
+    CHECK_THAT(out, Catch::Contains("line\\x0abreak\\x09tab"));
+    CHECK(printable("plain ascii, UTF-8 µs") == "plain ascii, UTF-8 µs");
 }
