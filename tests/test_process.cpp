@@ -2,9 +2,13 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "harness/launch/launch.h"
@@ -126,4 +130,48 @@ TEST_CASE("rank environment comes from OpenMPI's variables", "[launch]") {
     CHECK(env.local_rank == 2);
     CHECK(env.under_launcher);
     CHECK_FALSE(rank_environment().under_launcher);
+}
+
+namespace {
+
+// Running and not a zombie waiting to be reaped.
+bool alive(pid_t pid) {
+    if (::kill(pid, 0) != 0) return false;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_field, name, state;
+    stat >> pid_field >> name >> state;
+    return state != "Z";
+}
+
+}  // namespace
+
+TEST_CASE("a child outlives no driver: killing the parent with SIGKILL ends its trial", "[process]") {
+    const std::string pidfile = "/tmp/tune-test-orphan-" + std::to_string(::getpid());
+    std::remove(pidfile.c_str());
+    const pid_t driver = ::fork();
+    if (driver == 0) {
+        ProcessSpec spec;
+        spec.argv = {"sh", "-c", "echo $$ > " + pidfile + "; exec sleep 60"};
+        (void)run_process(spec);
+        _exit(0);
+    }
+    pid_t trial = 0;
+    for (int i = 0; i < 100 && trial == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        std::ifstream in(pidfile);
+        in >> trial;
+    }
+    REQUIRE(trial > 0);
+    CHECK(alive(trial));
+    ::kill(driver, SIGKILL);
+    int status = 0;
+    ::waitpid(driver, &status, 0);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {  // up to 5 s; it goes at once
+        gone = !alive(trial);
+        if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!gone) ::kill(trial, SIGKILL);
+    CHECK(gone);
+    std::remove(pidfile.c_str());
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,8 +45,14 @@ Pipe make_pipe() {
 }
 
 // In the child, between fork and exec: only async-signal-safe calls.
-[[noreturn]] void exec_child(const ProcessSpec& spec, Pipe out, Pipe err, const std::vector<char*>& argv) {
+[[noreturn]] void exec_child(const ProcessSpec& spec, Pipe out, Pipe err, const std::vector<char*>& argv,
+                             pid_t parent) {
     ::setpgid(0, 0);  // own process group, so a kill reaches mpirun's ranks too
+    // If the driver dies (even by SIGKILL), the trial must not live on holding
+    // a GPU: SIGTERM, which mpirun passes on to its ranks. The parent may
+    // already be gone before this line runs.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) _exit(126);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -101,9 +108,10 @@ ProcessOutcome run_process(const ProcessSpec& spec) {
 
     const Pipe out = make_pipe(), err = make_pipe();
     const auto start = std::chrono::steady_clock::now();
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
-    if (pid == 0) exec_child(spec, out, err, argv);
+    if (pid == 0) exec_child(spec, out, err, argv, parent);
     ::setpgid(pid, pid);  // also from the parent, so there is no race with the kill below
     ::close(out.write);
     ::close(err.write);
