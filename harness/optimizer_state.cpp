@@ -80,11 +80,12 @@ OptimizerState::Piece OptimizerState::piece(std::size_t buffer, std::size_t tens
     return Piece{first - t.offset, last - first, first, first - lo};
 }
 
-kernels::ParamTensor OptimizerState::param_tensor(std::size_t buffer, const Piece& piece, const void* grad,
-                                                  float grad_scale) const {
+kernels::ParamTensor OptimizerState::param_tensor(std::size_t buffer, std::size_t tensor, const Piece& piece,
+                                                  const void* grad, float grad_scale) const {
     const PrecisionPlan& plan = model_.plan();
     kernels::ParamTensor p;
     p.n = piece.n;
+    p.decay = model_.layout().flat(buffer).tensors[tensor].matrix();
     p.grad = grad;
     p.grad_dtype = plan.weights;
     p.grad_scale = grad_scale;
@@ -130,36 +131,34 @@ void OptimizerState::update(std::size_t buffer, std::size_t tensor, const Piece&
     const DType sd = model_.plan().state;
     const std::uint64_t sb = kernels::dtype_bytes(sd);
     const kernels::AdamWParams adam{hyper_.lr, hyper_.beta1, hyper_.beta2, hyper_.eps, hyper_.weight_decay, step};
-    kernels::ParamTensor q = p;
-    q.decay = t.matrix();
     switch (kind_) {
         case Optimizer::adamw:
-            backend_.adamw_update(q, state_at(m_[buffer], piece.region, sb), state_at(v_[buffer], piece.region, sb), sd,
+            backend_.adamw_update(p, state_at(m_[buffer], piece.region, sb), state_at(v_[buffer], piece.region, sb), sd,
                                   adam);
             break;
         case Optimizer::lion:
-            backend_.lion_update(q, state_at(m_[buffer], piece.region, sb), sd,
+            backend_.lion_update(p, state_at(m_[buffer], piece.region, sb), sd,
                                  {hyper_.lr, hyper_.beta1, hyper_.beta2, hyper_.weight_decay});
             break;
         case Optimizer::adam8bit:
             if (t.small()) {  // full-width state, replicated: the piece's part of it
                 const std::int64_t at = small_offset_[slot(buffer, tensor)] + piece.begin;
-                backend_.adamw_update(q, state_at(small_m_[buffer], at, sb), state_at(small_v_[buffer], at, sb), sd,
+                backend_.adamw_update(p, state_at(small_m_[buffer], at, sb), state_at(small_v_[buffer], at, sb), sd,
                                       adam);
             } else {
                 const std::int64_t block = piece.region / hyper_.block;  // pieces start on block boundaries
-                backend_.adam8bit_update(q, m_[buffer].as<std::uint8_t>() + piece.region,
+                backend_.adam8bit_update(p, m_[buffer].as<std::uint8_t>() + piece.region,
                                          v_[buffer].as<std::uint8_t>() + piece.region,
                                          absmax_m_[buffer].as<float>() + block, absmax_v_[buffer].as<float>() + block,
                                          {adam, hyper_.block});
             }
             break;
         case Optimizer::adafactor: {
-            const kernels::AdafactorPiece a = adafactor_piece(buffer, tensor, piece, q);
-            backend_.adafactor_update(q, a.rows, a.cols, a.row_stat, a.col_stat, sd, adafactor_params(step));
+            const kernels::AdafactorPiece a = adafactor_piece(buffer, tensor, piece, p);
+            backend_.adafactor_update(p, a.rows, a.cols, a.row_stat, a.col_stat, sd, adafactor_params(step));
             break;
         }
-        case Optimizer::lomo: backend_.sgd_update(q, {hyper_.lr, hyper_.weight_decay}); break;
+        case Optimizer::lomo: backend_.sgd_update(p, {hyper_.lr, hyper_.weight_decay}); break;
     }
 }
 
@@ -184,9 +183,8 @@ void OptimizerState::adafactor_sharded(std::size_t buffer, float grad_scale, std
     std::vector<kernels::AdafactorPiece> pieces;
     for (std::size_t k = 0; k < tensors; ++k) {
         const Piece pc = piece(buffer, k);
-        const kernels::ParamTensor p = param_tensor(buffer, pc, model_.grad_at(buffer, pc.element), grad_scale);
+        const kernels::ParamTensor p = param_tensor(buffer, k, pc, model_.grad_at(buffer, pc.element), grad_scale);
         pieces.push_back(adafactor_piece(buffer, k, pc, p));
-        pieces.back().p.decay = f.tensors[k].matrix();
         const std::int64_t rows = pieces.back().factored() ? pieces.back().rows : 0;
         backend_.adafactor_partial_sums(pieces.back(), s + k, s + sums_at[k], s + sums_at[k] + rows, hp);
     }
@@ -210,7 +208,7 @@ void OptimizerState::step(float grad_scale, std::int64_t step) {
         }
         for (std::size_t t = 0; t < layout.flat(i).tensors.size(); ++t) {
             const Piece pc = piece(i, t);
-            if (pc.n > 0) update(i, t, pc, param_tensor(i, pc, model_.grad_at(i, pc.element), grad_scale), step);
+            if (pc.n > 0) update(i, t, pc, param_tensor(i, t, pc, model_.grad_at(i, pc.element), grad_scale), step);
         }
     }
 }
@@ -220,7 +218,7 @@ void OptimizerState::apply_sgd(std::size_t buffer, std::size_t tensor, const voi
     if (pc.n == 0) return;
     const void* mine = static_cast<const unsigned char*>(grad) +
                        static_cast<std::uint64_t>(pc.begin) * kernels::dtype_bytes(model_.plan().weights);
-    update(buffer, tensor, pc, param_tensor(buffer, pc, mine, grad_scale), 1);
+    update(buffer, tensor, pc, param_tensor(buffer, tensor, pc, mine, grad_scale), 1);
 }
 
 }  // namespace tune::harness

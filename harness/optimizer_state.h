@@ -48,7 +48,7 @@ private:
         std::int64_t region = 0;   // its offset in the rank's region (states are laid out like it)
     };
     Piece piece(std::size_t buffer, std::size_t tensor) const;
-    kernels::ParamTensor param_tensor(std::size_t buffer, const Piece& piece, const void* grad,
+    kernels::ParamTensor param_tensor(std::size_t buffer, std::size_t tensor, const Piece& piece, const void* grad,
                                       float grad_scale) const;
     void update(std::size_t buffer, std::size_t tensor, const Piece& piece, const kernels::ParamTensor& p,
                 std::int64_t step);
