@@ -94,21 +94,23 @@ void* element_in(const Buffer& b, std::int64_t e, std::int64_t first, std::int64
 
 }  // namespace
 
+std::int64_t ModelState::first_held(std::size_t buffer, std::int64_t n) const {
+    return n == layout_.flat(buffer).padded ? 0 : owned_begin(buffer);
+}
+
 void* ModelState::weight_at(std::size_t buffer, std::int64_t e) const {
     const std::int64_t n = weights_length(buffer);
-    return element_in(params_[buffer], e, n == layout_.flat(buffer).padded ? 0 : owned_begin(buffer), n,
-                      plan_.weights);
+    return element_in(params_[buffer], e, first_held(buffer, n), n, plan_.weights);
 }
 
 void* ModelState::master_at(std::size_t buffer, std::int64_t e) const {
     const std::int64_t n = master_length(buffer);
-    return element_in(master_[buffer], e, n == layout_.flat(buffer).padded ? 0 : owned_begin(buffer), n, DType::f32);
+    return element_in(master_[buffer], e, first_held(buffer, n), n, DType::f32);
 }
 
 void* ModelState::grad_at(std::size_t buffer, std::int64_t e) const {
     const std::int64_t n = grads_length(buffer);
-    return element_in(grads_[buffer], e, n == layout_.flat(buffer).padded ? 0 : owned_begin(buffer), n,
-                      plan_.weights);
+    return element_in(grads_[buffer], e, first_held(buffer, n), n, plan_.weights);
 }
 
 void* ModelState::weight_tensor(std::size_t buffer, std::size_t t) const {
@@ -149,10 +151,10 @@ void ModelState::upload(const HostParams& host) {
             throw std::invalid_argument("upload: a host buffer does not have the layout's padded length");
         if (!master_.empty()) {
             const std::int64_t n = master_length(i);
-            upload_range(backend_, master_[i].get(), host[i], n == padded ? 0 : owned_begin(i), n, DType::f32);
+            upload_range(backend_, master_[i].get(), host[i], first_held(i, n), n, DType::f32);
         }
         const std::int64_t n = weights_length(i);
-        upload_range(backend_, params_[i].get(), host[i], n == padded ? 0 : owned_begin(i), n, plan_.weights);
+        upload_range(backend_, params_[i].get(), host[i], first_held(i, n), n, plan_.weights);
     }
 }
 

@@ -71,6 +71,9 @@ public:
     HostParams download_grads();
 
 private:
+    // The whole-buffer index of the first of the n elements this rank holds
+    // of buffer `buffer`: 0 when it holds them all, else its shard's start.
+    std::int64_t first_held(std::size_t buffer, std::int64_t n) const;
     // n elements of `src` (fp32 or 16-bit dt), this rank's shard of the
     // buffer when `sharded`, as the whole buffer's fp32 host values.
     std::vector<float> whole_on_host(std::size_t buffer, const void* src, kernels::DType dt, bool sharded);
