@@ -80,7 +80,10 @@ TrialResult interpret_outcome(const ProcessOutcome& outcome, const TrialConfig& 
             r.reason = "the loss became NaN or infinite";
         }
     r.config = claimed;
-    if (!r.estimate) r.estimate = estimate;
+    // The estimate the sweep planned this trial with (its settings: margin,
+    // calibration) is the one whose error the store shows; the trial's own
+    // (default settings) only stands in when the driver had none.
+    if (estimate) r.estimate = estimate;
     return r;
 }
 

@@ -19,7 +19,8 @@ std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& 
                                     const std::vector<std::string>& trial_program);
 
 // What a finished trial process means. `claimed` is the configuration that was
-// run; the result always carries it (and `estimate` when the trial gave none).
+// run; the result always carries it, and `estimate` (the sweep's own, when it
+// has one) rather than the estimate the trial made with default settings.
 TrialResult interpret_outcome(const ProcessOutcome& outcome, const TrialConfig& claimed,
                               const std::optional<Estimate>& estimate);
 
