@@ -168,6 +168,10 @@ MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& 
     return m;
 }
 
+// The trial on a backend that exists and a communicator: every error becomes a status.
+TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const TrialBackend& device, Comm& comm,
+                   TrialDetails* details);
+
 TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason) {
     TrialResult r;
     r.config = config;
@@ -222,16 +226,19 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
             return r;
         };
         const bool gpu = wants_cuda(options);
+        TrialBackend device;
         try {
             if (gpu) check_device_for(env.local_rank, env.world_size);
+            device = make_backend(options, env.local_rank);
         } catch (const std::exception& e) {
             return end_job_on_failure(unrun(config, TrialStatus::failed, e.what()));
         }
-        // GPU ranks talk over NCCL (bound to device = local rank, each
-        // collective ordered after all earlier work on the device); CPU ranks over MPI.
-        const std::unique_ptr<Comm> comm =
-            gpu ? make_nccl_comm(runtime, env.local_rank) : std::make_unique<MpiComm>(runtime);
-        return end_job_on_failure(run_trial(config, options, *comm, details));
+        // GPU ranks talk over NCCL on the CUDA backend's stream (ordered with
+        // its kernels, device = local rank); CPU ranks over MPI. Declared after
+        // the backend, so it is destroyed first.
+        const std::unique_ptr<Comm> comm = gpu ? make_nccl_comm(runtime, env.local_rank, device.backend.get())
+                                               : std::make_unique<MpiComm>(runtime);
+        return end_job_on_failure(run_on(config, options, device, *comm, details));
     } catch (const InvalidTrial& e) {
         return unrun(config, TrialStatus::invalid, e.what());
     } catch (const std::exception& e) {  // MPI or NCCL would not start
@@ -240,6 +247,22 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
 }
 
 TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Comm& comm, TrialDetails* details) {
+    TrialBackend device;
+    try {
+        check_runnable(config);  // an impossible combination says so before any device is touched
+        device = make_backend(options, rank_environment().local_rank);
+    } catch (const InvalidTrial& e) {
+        return unrun(config, TrialStatus::invalid, e.what());
+    } catch (const std::exception& e) {
+        return unrun(config, TrialStatus::failed, e.what());
+    }
+    return run_on(config, options, device, comm, details);
+}
+
+namespace {
+
+TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const TrialBackend& device, Comm& comm,
+                   TrialDetails* details) {
     TrialResult r;
     r.config = config;
     TrialDetails local;
@@ -251,7 +274,6 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Co
                                            comm.world_size()));
         TrialConfig c = config;
         if (options.fault_oom) c.memory_limit = 1;
-        const TrialBackend device = make_backend(options, rank_environment().local_rank);
         kernels::Backend& backend = *device.backend;
         r.estimate = trial_estimate(config, device);
         const std::unique_ptr<TokenSource> tokens = token_source(c, options);
@@ -287,5 +309,7 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Co
     }
     return r;
 }
+
+}  // namespace
 
 }  // namespace tune::harness
