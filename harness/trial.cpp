@@ -54,20 +54,7 @@ struct TrialBackend {
     int cpu_threads = 0;  // 0 on CUDA
 };
 
-// A GPU rank binds to device = local rank (modulo the visible count).
-bool wants_cuda(const TrialOptions& o) {
-    return o.backend == "cuda" || (o.backend == "auto" && !query_devices().devices.empty());
-}
-
-// One GPU per rank: a local rank without its own device is an error, never a shared GPU.
-void check_device_for(int local_rank, int world_size) {
-    const DeviceQuery q = query_devices();
-    if (static_cast<std::size_t>(local_rank) < q.devices.size()) return;
-    throw BackendError(fmt::format("{} ranks need one GPU each, but {} visible here{}; ask for at most {} "
-                                   "(--gpus / [hardware] gpus) or make more visible (CUDA_VISIBLE_DEVICES)",
-                                   world_size, q.devices.size() == 1 ? "1 is" : fmt::format("{} are", q.devices.size()),
-                                   q.devices.empty() ? " (" + q.why_none + ")" : "", q.devices.size()));
-}
+bool wants_cuda(const TrialOptions& o) { return uses_cuda(o.backend); }
 
 TrialBackend make_backend(const TrialOptions& o, int local_rank) {
     if (!wants_cuda(o)) {
@@ -172,6 +159,8 @@ MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& 
 TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const TrialBackend& device, Comm& comm,
                    TrialDetails* details);
 
+}  // namespace
+
 TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason) {
     TrialResult r;
     r.config = config;
@@ -180,7 +169,19 @@ TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::stri
     return r;
 }
 
-}  // namespace
+bool uses_cuda(const std::string& backend) {
+    return backend == "cuda" || (backend == "auto" && !query_devices().devices.empty());
+}
+
+// A GPU rank binds to device = local rank.
+void check_gpu_for_rank(int local_rank, int world_size) {
+    const DeviceQuery q = query_devices();
+    if (static_cast<std::size_t>(local_rank) < q.devices.size()) return;
+    throw BackendError(fmt::format("{} ranks need one GPU each, but {} visible here{}; ask for at most {} "
+                                   "(--gpus / [hardware] gpus) or make more visible (CUDA_VISIBLE_DEVICES)",
+                                   world_size, q.devices.size(), q.devices.empty() ? " (" + q.why_none + ")" : "",
+                                   q.devices.size()));
+}
 
 void check_runnable(const TrialConfig& c) {
     if (c.optimizer == Optimizer::lomo && c.grad_accum > 1)
@@ -228,7 +229,7 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         const bool gpu = wants_cuda(options);
         TrialBackend device;
         try {
-            if (gpu) check_device_for(env.local_rank, env.world_size);
+            if (gpu) check_gpu_for_rank(env.local_rank, env.world_size);
             device = make_backend(options, env.local_rank);
         } catch (const std::exception& e) {
             return end_job_on_failure(unrun(config, TrialStatus::failed, e.what()));

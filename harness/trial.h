@@ -52,6 +52,16 @@ struct TrialDetails {
 // Throws InvalidTrial when `c` cannot run on this engine, with the reason.
 void check_runnable(const TrialConfig& c);
 
+// Whether a trial with this --backend setting ("auto", "cpu", "cuda") runs on CUDA here.
+bool uses_cuda(const std::string& backend);
+// One GPU per rank, never a shared one: throws BackendError naming the counts
+// when local rank `local_rank` of `world_size` GPU ranks has no visible device
+// (check local rank world_size - 1 to ask before starting any rank).
+void check_gpu_for_rank(int local_rank, int world_size);
+
+// The result of a trial that never ran or never reported: its config, status and reason.
+TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason);
+
 // world_size 1 runs here; more ranks need this process to be one rank under
 // mpirun/srun (rank_environment()), and then talk over MPI.
 TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, TrialDetails* details = nullptr);

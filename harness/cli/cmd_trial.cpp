@@ -17,12 +17,14 @@
 #include "harness/launch/process.h"
 #include "harness/trial.h"
 #include "search/config_error.h"
-#include "kernels/device_query.h"
+#include "kernels/error.h"
 #include "search/presets.h"
 #include "search/units.h"
 
 namespace tune::cli {
 namespace {
+
+using harness::unrun;
 
 // Exit codes of `tune trial`, one per status (search/config.h; 1 and 2 keep their meaning from commands.h).
 constexpr int kExitInvalid = kTrialExitInvalid;
@@ -151,15 +153,6 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_flag("--json", o.json, "Print only the result JSON on stdout (progress stays on stderr)");
 }
 
-// What to print when the ranks never ran or never produced a result (a launcher missing, a rank killed).
-TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason) {
-    TrialResult r;
-    r.config = config;
-    r.status = status;
-    r.reason = reason;
-    return r;
-}
-
 // Outside mpirun/srun, N ranks are this same trial started N times by the
 // launcher; rank 0 prints the combined result, which we pass on with its exit code.
 int relaunch(const TrialConfig& config, const TrialFlags& o) {
@@ -170,15 +163,11 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
         return kExitInvalid;
     }
     // One GPU per rank: say so before starting any rank (each rank checks again for its own device).
-    const DeviceQuery devices = query_devices();
-    const bool on_gpus = o.backend == "cuda" || (o.backend == "auto" && !devices.devices.empty());
-    if (on_gpus && devices.devices.size() < config.world_size) {
-        const std::string why = fmt::format(
-            "{} ranks need one GPU each, but {} visible here{}; ask for at most {} (--gpus) or make more visible "
-            "(CUDA_VISIBLE_DEVICES)",
-            config.world_size, devices.devices.size(),
-            devices.devices.empty() ? " (" + devices.why_none + ")" : std::string(), devices.devices.size());
-        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, why)).dump());
+    try {
+        const int ranks = static_cast<int>(config.world_size);
+        if (harness::uses_cuda(o.backend)) harness::check_gpu_for_rank(ranks - 1, ranks);
+    } catch (const BackendError& e) {
+        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, e.what())).dump());
         return kExitFailed;
     }
     const Launcher launcher = choose_launcher("auto", config.world_size);
