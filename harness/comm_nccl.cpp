@@ -14,7 +14,7 @@
 #include "harness/comm_error.h"
 #include "harness/comm_mpi.h"
 #include "harness/comm_rules.h"
-#include "harness/launch/launch.h"
+#include "launch/launch.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/status.h"

@@ -7,7 +7,7 @@
 
 #include "harness/model_state.h"
 #include "harness/param_layout.h"
-#include "search/config.h"
+#include "core/config.h"
 
 namespace tune::harness {
 

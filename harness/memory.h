@@ -9,7 +9,7 @@
 #include <string>
 
 #include "kernels/backend.h"
-#include "search/config.h"
+#include "core/config.h"
 
 namespace tune::harness {
 

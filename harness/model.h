@@ -11,7 +11,7 @@
 #include "harness/memory.h"
 #include "harness/param_layout.h"
 #include "kernels/backend.h"
-#include "search/config.h"
+#include "core/config.h"
 
 namespace tune::harness {
 

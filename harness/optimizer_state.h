@@ -15,7 +15,7 @@
 #include "harness/memory.h"
 #include "harness/model_state.h"
 #include "kernels/backend.h"
-#include "search/config.h"
+#include "core/config.h"
 
 namespace tune::harness {
 

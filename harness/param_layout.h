@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "search/config.h"
+#include "core/config.h"
 
 namespace tune::harness {
 

@@ -14,7 +14,7 @@
 #include "harness/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/selftest/case_builder.h"
-#include "search/presets.h"
+#include "core/presets.h"
 
 namespace tune::harness {
 

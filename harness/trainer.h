@@ -19,7 +19,7 @@
 #include "harness/param_layout.h"
 #include "kernels/backend.h"
 #include "kernels/math/loss_scale.h"
-#include "search/config.h"
+#include "core/config.h"
 
 namespace tune::harness {
 

@@ -11,7 +11,7 @@
 #include "harness/comm.h"
 #include "harness/comm_mpi.h"
 #include "harness/comm_nccl.h"
-#include "harness/launch/launch.h"
+#include "launch/launch.h"
 #include "harness/mpi_runtime.h"
 #include "harness/data.h"
 #include "harness/device_overhead.h"
@@ -22,8 +22,8 @@
 #include "kernels/device_query.h"
 #include "kernels/error.h"
 #include "search/estimate.h"
-#include "search/presets.h"
-#include "search/units.h"
+#include "core/presets.h"
+#include "core/units.h"
 
 namespace tune::harness {
 

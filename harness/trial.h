@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "harness/comm.h"
-#include "search/config.h"
+#include "core/config.h"
 
 namespace tune::harness {
 

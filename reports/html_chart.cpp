@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "reports/report_format.h"
-#include "search/units.h"
+#include "core/units.h"
 
 namespace tune {
 namespace {

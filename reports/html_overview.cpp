@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "reports/html_sections.h"
-#include "search/units.h"
+#include "core/units.h"
 #include "store/timestamp.h"
 
 namespace tune {

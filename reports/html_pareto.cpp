@@ -7,7 +7,7 @@
 #include "reports/html_sections.h"
 #include "reports/html_table.h"
 #include "reports/report_format.h"
-#include "search/units.h"
+#include "core/units.h"
 
 namespace tune {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "search/units.h"
+#include "core/units.h"
 
 namespace tune {
 

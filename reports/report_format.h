@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "search/config.h"
+#include "core/config.h"
 #include "store/records.h"
 
 namespace tune {

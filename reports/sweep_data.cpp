@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "search/config_error.h"
+#include "core/config_error.h"
 #include "search/pareto.h"
 #include "store/store.h"
 

@@ -7,7 +7,7 @@
 #include "reports/funnel.h"
 #include "reports/report_format.h"
 #include "reports/text_table.h"
-#include "search/units.h"
+#include "core/units.h"
 #include "store/store.h"
 
 namespace tune {

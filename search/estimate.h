@@ -3,7 +3,7 @@
 // harness code: docs/memory-model.md is the schedule it computes.
 #pragma once
 
-#include "search/config.h"
+#include "core/config.h"
 #include "search/estimate_memory.h"
 #include "search/estimate_options.h"
 #include "search/estimate_time.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "search/config.h"
+#include "core/config.h"
 #include "search/estimate_options.h"
 
 namespace tune {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "search/config.h"
+#include "core/config.h"
 #include "search/estimate_options.h"
 
 namespace tune {

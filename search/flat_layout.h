@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "search/config.h"
+#include "core/config.h"
 
 namespace tune {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "search/config.h"
+#include "core/config.h"
 #include "search/flat_layout.h"
 
 namespace tune {

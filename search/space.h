@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "search/config.h"
+#include "core/config.h"
 #include "search/spec.h"
 
 namespace tune {

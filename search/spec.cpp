@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
-#include "search/nearest.h"
-#include "search/presets.h"
-#include "search/units.h"
+#include "core/nearest.h"
+#include "core/presets.h"
+#include "core/units.h"
 
 namespace tune {
 namespace {

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "search/config.h"
+#include "core/config.h"
 
 namespace tune {
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "search/units.h"
+#include "core/units.h"
 #include "store/store.h"
 
 namespace tune {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "search/config.h"
+#include "core/config.h"
 #include "store/records.h"
 
 namespace tune {

@@ -1,5 +1,5 @@
 // Plain records that go into and come out of the store. No SQLite types here:
-// the sweep driver and the reports see only these and search/config.h.
+// the sweep driver and the reports see only these and core/config.h.
 #pragma once
 
 #include <array>
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "search/config.h"
+#include "core/config.h"
 #include "store/timestamp.h"
 
 namespace tune {

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "search/config_error.h"
+#include "core/config_error.h"
 
 namespace tune {
 

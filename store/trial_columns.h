@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "search/config.h"
+#include "core/config.h"
 #include "store/records.h"
 #include "store/sqlite_db.h"
 

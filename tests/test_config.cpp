@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "search/config.h"
-#include "search/presets.h"
+#include "core/config.h"
+#include "core/presets.h"
 
 using namespace tune;
 

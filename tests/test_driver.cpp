@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <set>
 
-#include "search/driver.h"
+#include "driver/sweep.h"
 #include "search/pareto.h"
 #include "store/store.h"
 

@@ -4,9 +4,9 @@
 // sooner), the device overhead, and the memory error pruning allows for.
 #include <catch2/catch.hpp>
 
-#include "search/driver_calibration.h"
+#include "driver/calibration.h"
 #include "search/estimate.h"
-#include "search/presets.h"
+#include "core/presets.h"
 
 using namespace tune;
 

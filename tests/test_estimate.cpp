@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "search/estimate.h"
-#include "search/presets.h"
+#include "core/presets.h"
 
 using namespace tune;
 

@@ -6,7 +6,7 @@
 
 #include "search/estimate.h"
 #include "search/model_states.h"
-#include "search/presets.h"
+#include "core/presets.h"
 
 using namespace tune;
 

@@ -10,7 +10,7 @@
 
 #include "harness/trial.h"
 #include "search/estimate.h"
-#include "search/presets.h"
+#include "core/presets.h"
 #include "support/trainer_fixture.h"
 
 using namespace tune;

@@ -11,8 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "harness/launch/launch.h"
-#include "harness/launch/process.h"
+#include "launch/launch.h"
+#include "launch/process.h"
 
 using namespace tune;
 

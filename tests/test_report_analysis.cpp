@@ -11,7 +11,7 @@
 #include "reports/html_chart.h"
 #include "reports/report_format.h"
 #include "reports/sweep_data.h"
-#include "search/config_error.h"
+#include "core/config_error.h"
 #include "store/store.h"
 #include "tests/support/report_files.h"
 

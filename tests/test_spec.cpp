@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "search/presets.h"
+#include "core/presets.h"
 #include "search/spec.h"
 
 using namespace tune;

@@ -9,11 +9,11 @@
 #include <random>
 #include <set>
 
-#include "search/units.h"
+#include "core/units.h"
 #include "store/best.h"
 #include "store/schema.h"
 #include "store/store.h"
-#include "store/trial_command.h"
+#include "cli/trial_command.h"
 #include "tests/test_store_support.h"
 
 using namespace tune;

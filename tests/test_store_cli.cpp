@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "search/units.h"
+#include "core/units.h"
 #include "store/store.h"
 #include "tests/support/run_command.h"
 #include "tests/test_store_support.h"

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "search/presets.h"
+#include "core/presets.h"
 #include "store/store.h"
 
 namespace tune::test {

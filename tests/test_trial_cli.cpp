@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "search/config.h"
+#include "core/config.h"
 #include "support/run_command.h"
 
 using namespace tune;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "search/units.h"
+#include "core/units.h"
 
 using namespace tune;
 

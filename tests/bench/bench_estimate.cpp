@@ -7,7 +7,7 @@
 
 #include "search/estimate.h"
 #include "search/pareto.h"
-#include "search/presets.h"
+#include "core/presets.h"
 
 namespace {
 

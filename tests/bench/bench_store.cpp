@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "search/presets.h"
+#include "core/presets.h"
 #include "store/best.h"
 #include "store/store.h"
 

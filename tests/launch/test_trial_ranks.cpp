@@ -10,7 +10,7 @@
 
 #include "kernels/device_query.h"
 
-#include "search/config.h"
+#include "core/config.h"
 #include "tests/support/run_command.h"
 
 namespace {

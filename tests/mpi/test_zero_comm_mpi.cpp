@@ -20,7 +20,7 @@
 #include "harness/param_layout.h"
 #include "harness/trial.h"
 #include "search/estimate_time.h"
-#include "search/presets.h"
+#include "core/presets.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 

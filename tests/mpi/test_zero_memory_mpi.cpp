@@ -13,7 +13,7 @@
 #include "search/flat_layout.h"
 #include "harness/trial.h"
 #include "search/estimate.h"
-#include "search/presets.h"
+#include "core/presets.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 

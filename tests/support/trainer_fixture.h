@@ -12,8 +12,8 @@
 #include "harness/trainer.h"
 #include "harness/trial.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "search/config.h"
-#include "search/presets.h"
+#include "core/config.h"
+#include "core/presets.h"
 
 namespace tune::test {
 

@@ -1,0 +1,66 @@
+// `tune devices`: the CUDA devices this process sees, matched to presets.
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "kernels/device_query.h"
+#include "reports/text_table.h"
+#include "core/presets.h"
+#include "core/units.h"
+
+namespace tune::cli {
+namespace {
+
+std::string cuda_version(int v) { return v ? fmt::format("{}.{}", v / 1000, (v % 1000) / 10) : "none"; }
+
+void print_devices(const DeviceQuery& q, bool as_json) {
+    if (as_json) {
+        nlohmann::json out{{"cuda_compiled", q.cuda_compiled},
+                           {"runtime_version", q.runtime_version},
+                           {"driver_version", q.driver_version},
+                           {"devices", nlohmann::json::array()}};
+        for (const auto& d : q.devices) {
+            auto preset = match_device(d.name, d.total_memory);
+            out["devices"].push_back({{"index", d.index},
+                                      {"name", d.name},
+                                      {"total_memory", d.total_memory},
+                                      {"free_memory", d.free_memory},
+                                      {"compute_capability", fmt::format("{}.{}", d.compute_major, d.compute_minor)},
+                                      {"preset", preset ? preset->device : ""}});
+        }
+        if (q.devices.empty()) out["why_none"] = q.why_none;
+        fmt::print("{}\n", out.dump(2));
+        return;
+    }
+    fmt::print("CUDA backend compiled: {}; runtime {}; driver {}\n", q.cuda_compiled ? "yes" : "no",
+               cuda_version(q.runtime_version), cuda_version(q.driver_version));
+    if (q.devices.empty()) {
+        fmt::print("devices: none ({})\n", q.why_none);
+        fmt::print("Sweeps that need GPUs run estimate-only here; sweeps with device = \"cpu\" run on the CPU backend.\n");
+        return;
+    }
+    TextTable table({"#", "name", "memory", "free", "sm", "SMs", "preset"});
+    for (const auto& d : q.devices) {
+        auto preset = match_device(d.name, d.total_memory);
+        table.add_row({std::to_string(d.index), d.name, format_bytes(d.total_memory), format_bytes(d.free_memory),
+                       fmt::format("{}.{}", d.compute_major, d.compute_minor), std::to_string(d.multiprocessors),
+                       preset ? preset->device : "(no preset: estimates use nominal numbers)"});
+    }
+    fmt::print("{}", table.render());
+}
+
+}  // namespace
+
+void add_devices_command(CLI::App& app, int& exit_code) {
+    auto* cmd = app.add_subcommand("devices", "List the CUDA devices visible to this process, or say why there are none.");
+    auto as_json = std::make_shared<bool>(false);
+    cmd->add_flag("--json", *as_json, "Print one JSON object");
+    cmd->callback([&exit_code, as_json] {
+        print_devices(query_devices(), *as_json);
+        exit_code = kExitOk;
+    });
+}
+
+}  // namespace tune::cli

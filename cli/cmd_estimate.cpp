@@ -1,0 +1,260 @@
+// `tune estimate`: the analytic estimator for one configuration given by
+// flags, or for every configuration of a sweep file (counts and the
+// predicted Pareto front). Exit 0 when something fits, 1 when nothing does.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "kernels/device_query.h"
+#include "reports/text_table.h"
+#include "search/estimate.h"
+#include "search/pareto.h"
+#include "core/presets.h"
+#include "search/space.h"
+#include "search/spec.h"
+#include "core/units.h"
+
+namespace tune::cli {
+namespace {
+
+struct EstimateCliOptions {
+    std::string file;
+    std::string model = "llama-7b";
+    std::string optimizer = "adamw";
+    std::string precision = "bf16-mixed";
+    std::uint32_t zero = 0;
+    std::uint32_t gpus = 1;
+    std::uint32_t micro_batch = 1;
+    std::uint32_t context = 4096;
+    std::uint32_t grad_accum = 1;
+    std::string checkpointing = "none";
+    std::string device = "h100-80gb";
+    std::string memory_limit;
+    double margin = 0.05;
+    std::uint32_t cpu_threads = 1;
+    bool json = false;
+};
+
+template <typename T>
+T parsed(std::optional<T> value, std::string_view flag, std::string_view text, std::string_view choices) {
+    if (!value) throw ConfigError(fmt::format("{} \"{}\" is not one of: {}", flag, text, choices));
+    return *value;
+}
+
+TrialConfig config_from(const EstimateCliOptions& o) {
+    TrialConfig c;
+    c.model = parsed(find_model(o.model), "--model", o.model, model_names());
+    c.optimizer = parsed(parse_optimizer(o.optimizer), "--optimizer", o.optimizer,
+                         "adamw, lion, adam8bit, adafactor, lomo");
+    c.precision = parsed(parse_precision(o.precision), "--precision", o.precision, "fp32, bf16-mixed, fp16-mixed, bf16");
+    c.checkpointing = parsed(parse_checkpointing(o.checkpointing), "--checkpointing", o.checkpointing,
+                             "none, selective, full");
+    if (o.zero > 3) throw ConfigError(fmt::format("--zero {} is not a ZeRO stage (0-3)", o.zero));
+    c.zero_stage = o.zero;
+    c.world_size = o.gpus;
+    c.micro_batch = o.micro_batch;
+    c.context = o.context;
+    c.grad_accum = o.grad_accum;
+    return c;
+}
+
+EstimateOptions options_from(const EstimateCliOptions& o) {
+    EstimateOptions e;
+    if (!o.memory_limit.empty())
+        e.memory_limit = parsed(parse_bytes(o.memory_limit), "--memory-limit", o.memory_limit, "a size such as 40GiB");
+    e.margin = o.margin;
+    e.cpu_threads = o.cpu_threads;
+    return e;
+}
+
+std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+
+std::string tokens_per_s(double t) {
+    return t >= 1e6 ? fmt::format("{:.2f}M", t / 1e6) : t >= 1e3 ? fmt::format("{:.1f}K", t / 1e3) : fmt::format("{:.1f}", t);
+}
+
+nlohmann::json memory_json(const MemoryBreakdown& m) {
+    nlohmann::json j;
+    for (Component c : kComponents) j[std::string(to_string(c))] = m[c];
+    j["peak"] = m.peak;
+    j["peak_phase"] = m.peak_phase;
+    return j;
+}
+
+nlohmann::json estimate_json(const TrialConfig& c, const Estimate& e) {
+    return {{"config", c},
+            {"memory", memory_json(e.memory)},
+            {"time", {{"step_s", e.step_s}, {"tokens_per_s", e.tokens_per_s}, {"mfu", e.mfu}}},
+            {"fits", e.fits}};
+}
+
+void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate& e, std::uint64_t usable,
+                       const EstimateOptions& o) {
+    fmt::print("{} on {}: {}\n", c.model.name, hw.device, summary(c));
+    TextTable table({"component", "bytes", "GiB", "share of peak"});
+    const double peak = static_cast<double>(std::max<std::uint64_t>(e.memory.peak, 1));
+    for (Component comp : kComponents) {
+        const std::uint64_t b = e.memory[comp];
+        table.add_row({std::string(to_string(comp)), std::to_string(b),
+                       fmt::format("{:.3f}", static_cast<double>(b) / static_cast<double>(GiB)),
+                       percent(static_cast<double>(b) / peak)});
+    }
+    table.add_row({"peak", std::to_string(e.memory.peak),
+                   fmt::format("{:.3f}", static_cast<double>(e.memory.peak) / static_cast<double>(GiB)), "100.0%"});
+    fmt::print("{}", table.render("  "));
+    fmt::print("  peak phase   {}\n", e.memory.peak_phase);
+    fmt::print("  step time    {:.4g} s    tokens/s {} (all ranks)    MFU {}\n", e.step_s, tokens_per_s(e.tokens_per_s),
+               percent(e.mfu));
+    fmt::print("  fits         {} (peak {} {} usable {}: limit less {:.0f}% margin)\n", e.fits ? "yes" : "no",
+               format_bytes(e.memory.peak), e.fits ? "<=" : ">", format_bytes(usable), o.margin * 100);
+}
+
+int run_single(const EstimateCliOptions& opts) {
+    const TrialConfig c = config_from(opts);
+    const Hardware hw = parsed(find_device(opts.device), "--device", opts.device, device_names());
+    const EstimateOptions o = options_from(opts);
+    const Estimate e = estimate(c, hw, o);
+    if (opts.json) {
+        nlohmann::json j = estimate_json(c, e);
+        j["device"] = hw.device;
+        j["usable_memory"] = usable_bytes(c, hw, o);
+        fmt::print("{}\n", j.dump(2));
+    } else {
+        print_single_text(c, hw, e, usable_bytes(c, hw, o), o);
+    }
+    return e.fits ? kExitOk : kExitNo;
+}
+
+// ----------------------------------------------------------- sweep form ----
+
+struct Estimated {
+    const TrialConfig* config;
+    Estimate estimate;
+};
+
+struct SweepEstimates {
+    std::uint64_t total = 0, fit = 0, not_fit = 0, invalid = 0;
+    std::vector<Estimated> fitting;
+    std::vector<std::size_t> front;  // indices into fitting, by peak ascending
+};
+
+// "auto" means the GPUs here; without one the spec keeps the cpu preset.
+void resolve_device(SweepSpec& spec) {
+    if (spec.device != "auto") return;
+    const DeviceQuery q = query_devices();
+    std::optional<Hardware> detected;
+    if (!q.devices.empty()) detected = match_device(q.devices.front().name, q.devices.front().total_memory);
+    resolve_auto_device(spec, detected);
+}
+
+SweepEstimates estimate_sweep(const SweepSpec& spec, const std::vector<Candidate>& candidates,
+                              const EstimateOptions& o) {
+    SweepEstimates out;
+    out.total = candidates.size();
+    out.fitting.reserve(candidates.size());
+    for (const Candidate& cand : candidates) {
+        if (!cand.valid()) {
+            ++out.invalid;
+            continue;
+        }
+        Estimate e = estimate(spec.model, cand.config, spec.hardware, o);
+        if (!e.fits) {
+            ++out.not_fit;
+            continue;
+        }
+        ++out.fit;
+        out.fitting.push_back({&cand.config, std::move(e)});
+    }
+    std::vector<ParetoPoint> points;
+    points.reserve(out.fitting.size());
+    for (const Estimated& f : out.fitting)
+        points.push_back({static_cast<double>(f.estimate.memory.peak), f.estimate.tokens_per_s});
+    out.front = pareto_front(points);
+    return out;
+}
+
+void print_sweep_text(const SweepSpec& spec, const SweepEstimates& s, const EstimateOptions& o) {
+    fmt::print("{}: {} on {} x {} ({}), usable {} per rank ({} limit less {:.0f}% margin)\n", spec.path.string(),
+               spec.model.name, spec.world_size(), spec.hardware.device, spec.hardware.backend,
+               format_bytes(spec.usable_memory()), format_bytes(spec.memory_limit()), o.margin * 100);
+    fmt::print("  {} configurations: {} fit, {} do not fit, {} invalid\n", s.total, s.fit, s.not_fit, s.invalid);
+    if (s.front.empty()) {
+        fmt::print("Nothing is predicted to fit, so there is no predicted front.\n");
+        return;
+    }
+    TextTable table({"optimizer", "precision", "zero", "accum", "micro", "context", "ckpt", "est. peak", "phase",
+                     "est. tokens/s", "est. MFU", "step"});
+    for (std::size_t i : s.front) {
+        const TrialConfig& c = *s.fitting[i].config;
+        const Estimate& e = s.fitting[i].estimate;
+        table.add_row({std::string(to_string(c.optimizer)), std::string(to_string(c.precision)),
+                       std::to_string(c.zero_stage), std::to_string(c.grad_accum), std::to_string(c.micro_batch),
+                       std::to_string(c.context), std::string(to_string(c.checkpointing)),
+                       format_bytes(e.memory.peak), e.memory.peak_phase, tokens_per_s(e.tokens_per_s),
+                       percent(e.mfu), fmt::format("{:.3g}s", e.step_s)});
+    }
+    fmt::print("Predicted Pareto front (peak memory per rank vs tokens/s, {} configurations):\n{}", s.front.size(),
+               table.render("  "));
+}
+
+void print_sweep_json(const SweepSpec& spec, const SweepEstimates& s) {
+    nlohmann::json front = nlohmann::json::array();
+    for (std::size_t i : s.front) front.push_back(estimate_json(*s.fitting[i].config, s.fitting[i].estimate));
+    const nlohmann::json out{{"file", spec.path.string()},  {"device", spec.hardware.device},
+                             {"usable_memory", spec.usable_memory()}, {"combinations", s.total},
+                             {"fit", s.fit},                {"not_fit", s.not_fit},
+                             {"invalid", s.invalid},        {"front", front}};
+    fmt::print("{}\n", out.dump(2));
+}
+
+int run_sweep(const EstimateCliOptions& opts) {
+    SweepSpec spec = load_sweep(opts.file);
+    resolve_device(spec);
+    EstimateOptions o;
+    o.memory_limit = spec.memory_limit();
+    o.margin = spec.margin;
+    o.cpu_threads = opts.cpu_threads;
+    const std::vector<Candidate> candidates = expand_space(spec);
+    const SweepEstimates s = estimate_sweep(spec, candidates, o);
+    if (opts.json) print_sweep_json(spec, s);
+    else print_sweep_text(spec, s, o);
+    return s.fit > 0 ? kExitOk : kExitNo;
+}
+
+}  // namespace
+
+void add_estimate_command(CLI::App& app, int& exit_code) {
+    auto opts = std::make_shared<EstimateCliOptions>();
+    auto* cmd = app.add_subcommand(
+        "estimate",
+        "Predict per-rank memory by component, the peak phase, step time, tokens/s, MFU and whether it fits:\n"
+        "  tune estimate --model llama-7b --optimizer adamw --precision bf16-mixed --zero 3 --gpus 8 ...\n"
+        "  tune estimate sweeps/llama7b.toml     every configuration of a sweep and the predicted front\n"
+        "Exit codes: 0 fits (something fits), 1 nothing fits, 2 bad input. Memory model: docs/memory-model.md");
+    cmd->add_option("file", opts->file, "Sweep file (TOML): estimate its whole space instead of one configuration");
+    cmd->add_option("--model", opts->model, "Model preset (tune presets)")->capture_default_str();
+    cmd->add_option("--optimizer", opts->optimizer, "adamw, lion, adam8bit, adafactor or lomo")->capture_default_str();
+    cmd->add_option("--precision", opts->precision, "fp32, bf16-mixed, fp16-mixed or bf16")->capture_default_str();
+    cmd->add_option("--zero", opts->zero, "ZeRO stage 0-3")->capture_default_str();
+    cmd->add_option("--gpus", opts->gpus, "Ranks (world size)")->capture_default_str()->check(CLI::PositiveNumber);
+    cmd->add_option("--micro-batch", opts->micro_batch, "Sequences per rank per micro-batch")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--context", opts->context, "Tokens per sequence")->capture_default_str()->check(CLI::PositiveNumber);
+    cmd->add_option("--grad-accum", opts->grad_accum, "Micro-batches per optimizer step")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--checkpointing", opts->checkpointing, "none, selective or full")->capture_default_str();
+    cmd->add_option("--device", opts->device, "Device preset (tune presets)")->capture_default_str();
+    cmd->add_option("--memory-limit", opts->memory_limit, "Bytes per rank, e.g. 40GiB (default: the device's memory)");
+    cmd->add_option("--margin", opts->margin, "Fraction of the limit kept free")->capture_default_str()->check(CLI::Range(0.0, 0.99));
+    cmd->add_option("--cpu-threads", opts->cpu_threads, "OpenMP threads per rank on the CPU backend")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_flag("--json", opts->json, "Print JSON instead of tables");
+    cmd->callback([opts, &exit_code] { exit_code = opts->file.empty() ? run_single(*opts) : run_sweep(*opts); });
+}
+
+}  // namespace tune::cli

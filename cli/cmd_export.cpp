@@ -1,0 +1,122 @@
+// `tune export`: every trial with its estimates and measurements, as CSV (one
+// row per trial, RFC 4180 quoting) or JSON (with step series and sweeps).
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "store/record_json.h"
+#include "store/store.h"
+
+namespace tune::cli {
+namespace {
+
+struct ExportOptions {
+    std::string db = "tune.db";
+    std::string sweep;
+    std::string format;
+};
+
+// Quoted when it holds a separator, a quote or a line break; quotes doubled.
+std::string csv_field(std::string_view text) {
+    if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+    std::string out = "\"";
+    for (char ch : text) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return out + "\"";
+}
+
+std::string number(double v) { return fmt::format("{}", v); }
+
+template <typename T>
+std::string opt(bool present, T value) {
+    if (!present) return "";
+    if constexpr (std::is_floating_point_v<T>) return number(value);
+    else return fmt::format("{}", value);
+}
+
+std::vector<std::string> csv_header() {
+    std::vector<std::string> h{"sweep", "trial_id", "config_hash", "status", "reason", "attempts", "model",
+                               "optimizer", "precision", "zero_stage", "world_size", "micro_batch", "grad_accum",
+                               "context", "checkpointing", "steps", "warmup", "seed", "est_peak_bytes",
+                               "est_peak_phase", "est_step_s", "est_tokens_per_s", "est_mfu", "est_fits"};
+    for (Component c : kComponents) h.push_back(fmt::format("est_{}_bytes", to_string(c)));
+    for (const char* m : {"peak_bytes", "peak_phase", "tokens_per_s", "median_step_s", "mfu", "comm_bytes", "comm_s",
+                          "oom_requested", "oom_live"})
+        h.emplace_back(m);
+    for (Component c : kComponents) h.push_back(fmt::format("{}_bytes", to_string(c)));
+    for (const char* m : {"started_at", "ended_at", "config_json", "stderr_tail"}) h.emplace_back(m);
+    return h;
+}
+
+std::vector<std::string> csv_row(const TrialRecord& t) {
+    const TrialResult& r = t.result;
+    const TrialConfig& c = r.config;
+    std::vector<std::string> row{t.sweep_name, std::to_string(t.id), t.config_hash, std::string(to_string(r.status)),
+                                 r.reason, std::to_string(t.attempts), c.model.name,
+                                 std::string(to_string(c.optimizer)), std::string(to_string(c.precision)),
+                                 std::to_string(c.zero_stage), std::to_string(c.world_size),
+                                 std::to_string(c.micro_batch), std::to_string(c.grad_accum), std::to_string(c.context),
+                                 std::string(to_string(c.checkpointing)), std::to_string(c.steps),
+                                 std::to_string(c.warmup), std::to_string(c.seed)};
+    const auto& e = r.estimate;
+    const bool has_e = e.has_value();
+    const Estimate est = e.value_or(Estimate{});
+    for (auto& v : {opt(has_e, est.memory.peak), has_e ? est.memory.peak_phase : "", opt(has_e, est.step_s),
+                    opt(has_e, est.tokens_per_s), opt(has_e, est.mfu), opt(has_e, est.fits ? 1 : 0)})
+        row.push_back(v);
+    for (Component comp : kComponents) row.push_back(opt(has_e, est.memory[comp]));
+    const bool m = t.measured;
+    for (auto& v : {opt(m, r.memory.peak), m ? r.memory.peak_phase : "", opt(m, r.tokens_per_s),
+                    t.median_step_s ? number(*t.median_step_s) : "", opt(m, r.mfu), opt(m, r.comm_bytes),
+                    opt(m, r.comm_s), opt(m, r.oom_requested), opt(m, r.oom_live)})
+        row.push_back(v);
+    for (Component comp : kComponents) row.push_back(opt(m, r.memory[comp]));
+    row.push_back(t.started_at ? format_timestamp(*t.started_at) : "");
+    row.push_back(t.ended_at ? format_timestamp(*t.ended_at) : "");
+    row.push_back(nlohmann::json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    row.push_back(t.stderr_tail);
+    return row;
+}
+
+void print_csv_line(const std::vector<std::string>& fields) {
+    std::string line;
+    for (std::size_t i = 0; i < fields.size(); ++i) line += (i ? "," : "") + csv_field(fields[i]);
+    fmt::print("{}\n", line);
+}
+
+int run_export(const ExportOptions& o) {
+    const Store store = Store::open_reader(o.db);
+    TrialQuery query{std::nullopt, std::nullopt, true, o.format == "json"};
+    std::vector<SweepSummary> sweeps = store.sweeps();
+    if (!o.sweep.empty()) {
+        auto found = store.find_sweep(o.sweep);
+        if (!found) throw ConfigError(fmt::format("no sweep named '{}' in {}", o.sweep, o.db));
+        query.sweep = found->id;
+        sweeps = {*found};
+    }
+    const auto trials = store.trials(query);
+    if (o.format == "csv") {
+        print_csv_line(csv_header());
+        for (const auto& t : trials) print_csv_line(csv_row(t));
+        return kExitOk;
+    }
+    nlohmann::json out{{"sweeps", nlohmann::json::array()}, {"trials", nlohmann::json::array()}};
+    for (const auto& s : sweeps) out["sweeps"].push_back(sweep_json(s));
+    for (const auto& t : trials) out["trials"].push_back(record_json(t));
+    fmt::print("{}\n", dump_json(out));
+    return kExitOk;
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& app, int& exit_code) {
+    auto* cmd = app.add_subcommand("export", "Every trial with its estimates and measurements, as CSV or JSON.");
+    auto o = std::make_shared<ExportOptions>();
+    cmd->add_option("--db", o->db, "Results database (default: tune.db)");
+    cmd->add_option("--sweep", o->sweep, "Only this sweep (default: every sweep)");
+    cmd->add_option("--format", o->format, "csv or json")->required()->check(CLI::IsMember({"csv", "json"}));
+    cmd->callback([&exit_code, o] { exit_code = run_export(*o); });
+}
+
+}  // namespace tune::cli

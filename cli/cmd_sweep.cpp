@@ -1,0 +1,190 @@
+// `tune sweep FILE` (or just `tune FILE.toml`): the whole sweep, then the
+// measured Pareto front, the database and the report.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "build_info.h"
+#include "cli/commands.h"
+#include "kernels/device_query.h"
+#include "reports/html_report.h"
+#include "reports/text_table.h"
+#include "driver/sweep.h"
+#include "search/estimate.h"
+#include "search/pareto.h"
+#include "core/presets.h"
+#include "core/units.h"
+#include "store/store.h"
+
+namespace tune::cli {
+namespace {
+
+struct SweepCliOptions {
+    std::string file;
+    std::string database;
+    bool dry_run = false;
+    std::uint64_t max_trials = 0;
+    std::string strategy;
+    bool restart = false;
+    bool json = false;
+    bool no_report = false;
+};
+
+std::string host_name() {
+    char name[256] = {};
+    return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("unknown");
+}
+
+// What this machine has, and the device an "auto" sweep runs on.
+SweepEnvironment detect(SweepSpec& spec) {
+    SweepEnvironment env;
+    env.host = host_name();
+    env.software.tune_version = TUNE_VERSION;
+    env.software.git_commit = TUNE_GIT_COMMIT;
+    const DeviceQuery q = query_devices();
+    env.visible_gpus = q.devices.size();
+    env.why_no_gpu = q.why_none;
+    if (q.runtime_version) env.software.cuda = fmt::format("{}.{}", q.runtime_version / 1000, q.runtime_version % 1000 / 10);
+    if (q.driver_version) env.software.driver = fmt::format("{}.{}", q.driver_version / 1000, q.driver_version % 1000 / 10);
+    std::optional<Hardware> detected;
+    if (!q.devices.empty()) {
+        env.device_name = q.devices.front().name;
+        detected = match_device(q.devices.front().name, q.devices.front().total_memory);
+    }
+    resolve_auto_device(spec, detected);
+    if (env.device_name.empty() || spec.device != "auto") env.device_name = spec.hardware.device;
+    return env;
+}
+
+std::string percent_error(std::uint64_t measured, std::uint64_t estimated) {
+    if (estimated == 0) return "-";
+    return fmt::format("{:+.1f}%", 100.0 * (static_cast<double>(measured) - static_cast<double>(estimated)) /
+                                       static_cast<double>(estimated));
+}
+
+void print_measured_front(const Store& store, SweepId sweep) {
+    const auto front = store.pareto_front(sweep);
+    if (front.empty()) {
+        fmt::print("No configuration was measured as ok, so there is no measured front.\n");
+        return;
+    }
+    TextTable table({"optimizer", "precision", "zero", "accum", "micro", "context", "ckpt", "peak", "est. peak",
+                     "error", "tokens/s", "MFU"});
+    for (const TrialRecord& t : front) {
+        const TrialConfig& c = t.result.config;
+        const std::uint64_t est = t.result.estimate ? t.result.estimate->memory.peak : 0;
+        table.add_row({std::string(to_string(c.optimizer)), std::string(to_string(c.precision)),
+                       std::to_string(c.zero_stage), std::to_string(c.grad_accum), std::to_string(c.micro_batch),
+                       std::to_string(c.context), std::string(to_string(c.checkpointing)),
+                       format_bytes(t.result.memory.peak), est ? format_bytes(est) : "-",
+                       percent_error(t.result.memory.peak, est), fmt::format("{:.0f}", t.result.tokens_per_s),
+                       fmt::format("{:.1f}%", t.result.mfu * 100)});
+    }
+    fmt::print("Pareto front (measured peak memory vs tokens/s, {} configurations):\n{}", front.size(),
+               table.render("  "));
+}
+
+void print_predicted_front(const Store& store, SweepId sweep) {
+    auto pending = store.trials({sweep, TrialStatus::pending, false, false});
+    std::vector<ParetoPoint> points;
+    for (const auto& t : pending)
+        points.push_back({static_cast<double>(t.result.estimate ? t.result.estimate->memory.peak : 0),
+                          t.result.estimate ? t.result.estimate->tokens_per_s : 0.0});
+    const auto ranks = pareto_ranks(points);
+    std::vector<const TrialRecord*> front;
+    for (std::size_t i = 0; i < pending.size(); ++i)
+        if (ranks[i] == 0 && pending[i].result.estimate) front.push_back(&pending[i]);
+    std::sort(front.begin(), front.end(), [](const TrialRecord* a, const TrialRecord* b) {
+        return a->result.estimate->memory.peak < b->result.estimate->memory.peak;
+    });
+    TextTable table({"optimizer", "precision", "zero", "accum", "micro", "context", "ckpt", "est. peak",
+                     "est. tokens/s", "est. MFU"});
+    for (const TrialRecord* t : front) {
+        const TrialConfig& c = t->result.config;
+        const Estimate& e = *t->result.estimate;
+        table.add_row({std::string(to_string(c.optimizer)), std::string(to_string(c.precision)),
+                       std::to_string(c.zero_stage), std::to_string(c.grad_accum), std::to_string(c.micro_batch),
+                       std::to_string(c.context), std::string(to_string(c.checkpointing)), format_bytes(e.memory.peak),
+                       fmt::format("{:.0f}", e.tokens_per_s), fmt::format("{:.1f}%", e.mfu * 100)});
+    }
+    fmt::print("Predicted Pareto front (estimates only, {} configurations):\n{}", front.size(), table.render("  "));
+}
+
+void print_counts(const SweepReport& r) {
+    auto n = [&](TrialStatus s) { return r.counts[static_cast<std::size_t>(s)]; };
+    std::uint64_t total = 0;
+    for (auto c : r.counts) total += c;
+    fmt::print("{} configurations: {} ok, {} oom, {} failed, {} timeout, {} pruned, {} invalid, {} pending\n", total,
+               n(TrialStatus::ok), n(TrialStatus::oom), n(TrialStatus::failed), n(TrialStatus::timeout),
+               n(TrialStatus::pruned), n(TrialStatus::invalid), n(TrialStatus::pending) + n(TrialStatus::running));
+}
+
+int run(SweepCliOptions& o) {
+    SweepSpec spec = load_sweep(o.file);
+    const SweepEnvironment env = detect(spec);
+    SweepOptions options;
+    options.database = o.database;
+    options.dry_run = o.dry_run;
+    if (o.max_trials > 0) options.max_trials = o.max_trials;
+    if (!o.strategy.empty()) options.strategy = o.strategy;
+    options.restart = o.restart;
+    options.json_events = o.json;
+    options.progress_line = !o.json;
+    // Test hook: the sweep driver's tests stand a script in for `tune trial`.
+    if (const char* program = std::getenv("TUNE_TRIAL_PROGRAM"); program && *program) {
+        std::istringstream words(program);
+        for (std::string w; words >> w;) options.trial_program.push_back(w);
+    }
+    const SweepReport r = run_sweep(spec, env, options);
+
+    if (o.json) return kExitOk;  // the events said everything
+    if (r.requeued.pending + r.requeued.failed > 0)
+        fmt::print("Resumed: {} trial(s) left running by an earlier run were queued again ({} given up after {} attempts)\n",
+                   r.requeued.pending, r.requeued.failed, kMaxAttempts);
+    print_counts(r);
+    Store store(r.database, Store::Mode::read_only);
+    if (r.estimate_only) {
+        fmt::print("Nothing was measured: {}. Every configuration was estimated and recorded.\n", r.estimate_only_reason);
+        print_predicted_front(store, r.sweep);
+    } else {
+        fmt::print("Ran {} trial(s) this time{}{}{}.\n", r.trials_run, r.interrupted ? "; interrupted (run the same command to resume)" : "",
+                   r.budget_reached ? "; stopped at the [search] budget" : "",
+                   r.max_trials_reached ? "; stopped at --max-trials" : "");
+        print_measured_front(store, r.sweep);
+    }
+    fmt::print("Database: {}\n", r.database);
+    if (!o.no_report) {
+        const std::string names[] = {spec.name};
+        write_html_report(store, names, spec.report);
+        fmt::print("Report:   {}\n", spec.report);
+    }
+    return r.interrupted ? 130 : kExitOk;
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app, int& exit_code) {
+    auto o = std::make_shared<SweepCliOptions>();
+    auto* cmd = app.add_subcommand(
+        "sweep",
+        "Run a sweep: enumerate, estimate, prune, run the survivors as trials, record, report.\n"
+        "`tune FILE.toml` is the same as `tune sweep FILE.toml`. Re-running resumes; Ctrl-C once lets the\n"
+        "running trial finish, twice stops it (it runs again on resume). Exit 0 when done, 130 when interrupted.");
+    cmd->add_option("file", o->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();
+    cmd->add_option("--db", o->database, "Results database (default: the sweep's [output] database)");
+    cmd->add_flag("--dry-run", o->dry_run, "Estimate and record every configuration, run nothing");
+    cmd->add_option("--max-trials", o->max_trials, "Run at most this many trials now (0: no limit)");
+    cmd->add_option("--strategy", o->strategy, "Run order: pareto-first (default) or grid")
+        ->check(CLI::IsMember({"grid", "pareto-first"}));
+    cmd->add_flag("--restart", o->restart, "Discard an existing sweep of the same name and start again");
+    cmd->add_flag("--json", o->json, "Stream JSON events on stdout instead of tables");
+    cmd->add_flag("--no-report", o->no_report, "Do not write the HTML report");
+    cmd->callback([o, &exit_code] { exit_code = run(*o); });
+}
+
+}  // namespace tune::cli

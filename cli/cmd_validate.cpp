@@ -1,0 +1,89 @@
+// `tune validate FILE`: parse a sweep file, expand its space, and say what it
+// would run. Exit 0 when something is runnable, 1 when every combination is
+// invalid, 2 when the file itself is wrong.
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "search/space.h"
+#include "search/spec.h"
+#include "core/units.h"
+
+namespace tune::cli {
+namespace {
+
+struct ValidateOptions {
+    std::string file;
+    bool json = false;
+};
+
+std::string dimension_product(const SpaceSpec& s) {
+    return fmt::format("{} optimizer x {} precision x {} zero_stage x {} grad_accum x {} checkpointing x {} context x "
+                       "{} micro_batch",
+                       s.optimizers.size(), s.precisions.size(), s.zero_stages.size(), s.grad_accums.size(),
+                       s.checkpointings.size(), s.contexts.size(), s.micro_batches.size());
+}
+
+void print_text(const SweepSpec& spec, const SpaceCounts& counts) {
+    const ModelSpec& m = spec.model;
+    fmt::print("{}: sweep \"{}\" is valid\n", spec.path.string(), spec.name);
+    fmt::print("  model     {}: {:.3f}B parameters ({} layers, hidden {}, {} heads / {} KV, ffn {}, vocab {})\n", m.name,
+               static_cast<double>(m.param_count()) / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab);
+    const std::string limit_source = spec.memory_limit_setting ? "set" : "the device's";
+    fmt::print("  hardware  {} rank(s) per trial ({} GPU(s) x {} node(s)), device {}{}; memory limit {} ({}), "
+               "margin {:.0f}% -> {} usable\n",
+               spec.world_size(), spec.gpus, spec.nodes, spec.device,
+               spec.device == "auto" ? " (resolved when the sweep runs)" : "", format_bytes(spec.memory_limit()),
+               limit_source, spec.margin * 100, format_bytes(spec.usable_memory()));
+    fmt::print("  space     {} = {} combinations\n", dimension_product(spec.space), counts.total);
+    fmt::print("  invalid   {}\n", counts.total - counts.valid);
+    for (const auto& [kind, group] : counts.invalid)
+        fmt::print("              {:>6}  {}  (e.g. {})\n", group.count, kind, group.example);
+    fmt::print("  runnable  {}\n", counts.valid);
+    fmt::print("  trial     {} steps ({} warmup), timeout {}, launcher {}\n", spec.trial.steps, spec.trial.warmup,
+               format_duration(spec.trial.timeout_s), spec.trial.launcher);
+    fmt::print("  search    {}, budget {}\n", spec.strategy,
+               spec.budget_s ? format_duration(*spec.budget_s) : std::string("none"));
+    fmt::print("  output    database {}, report {}\n", spec.database, spec.report);
+    if (counts.valid == 0) fmt::print("nothing to run: every combination is invalid\n");
+}
+
+void print_json(const SweepSpec& spec, const SpaceCounts& counts) {
+    nlohmann::json invalid = nlohmann::json::object();
+    for (const auto& [kind, group] : counts.invalid) invalid[kind] = {{"count", group.count}, {"example", group.example}};
+    nlohmann::json out{{"file", spec.path.string()},
+                       {"name", spec.name},
+                       {"model", spec.model},
+                       {"parameters", spec.model.param_count()},
+                       {"device", spec.device},
+                       {"world_size", spec.world_size()},
+                       {"memory_limit", spec.memory_limit()},
+                       {"usable_memory", spec.usable_memory()},
+                       {"combinations", counts.total},
+                       {"runnable", counts.valid},
+                       {"invalid", invalid}};
+    fmt::print("{}\n", out.dump(2));
+}
+
+}  // namespace
+
+void add_validate_command(CLI::App& app, int& exit_code) {
+    auto opts = std::make_shared<ValidateOptions>();
+    auto* cmd = app.add_subcommand("validate",
+                                   "Parse a sweep file, expand its space, and report its size and any problems.\n"
+                                   "Exit codes: 0 valid, 1 valid but nothing runnable, 2 the file has errors.");
+    cmd->add_option("file", opts->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();
+    cmd->add_flag("--json", opts->json, "Print one JSON object instead of text");
+    cmd->callback([opts, &exit_code] {
+        const SweepSpec spec = load_sweep(opts->file);
+        const SpaceCounts counts = count(expand_space(spec));
+        if (opts->json) print_json(spec, counts);
+        else print_text(spec, counts);
+        exit_code = counts.valid > 0 ? kExitOk : kExitNo;
+    });
+}
+
+}  // namespace tune::cli

@@ -1,0 +1,71 @@
+#include "cli/trial_command.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "core/presets.h"
+#include "core/units.h"
+
+namespace tune {
+namespace {
+
+// Exact and short: "64GiB" when it divides, else plain bytes (parse_bytes reads both).
+std::string exact_bytes(std::uint64_t bytes) {
+    if (bytes % GiB == 0) return fmt::format("{}GiB", bytes / GiB);
+    if (bytes % MiB == 0) return fmt::format("{}MiB", bytes / MiB);
+    return std::to_string(bytes);
+}
+
+bool is_preset(const ModelSpec& m) {
+    auto preset = find_model(m.name);
+    return preset && *preset == m;
+}
+
+// Settings `tune trial` has no flag for must travel in --config when not at their default.
+bool needs_full_config(const TrialConfig& c) {
+    const TrialConfig d;
+    return !is_preset(c.model) || c.neftune_alpha != d.neftune_alpha || c.adam8bit_block != d.adam8bit_block ||
+           c.loss_scale_init != d.loss_scale_init || c.loss_scale_window != d.loss_scale_window;
+}
+
+void append_optional_flags(std::string& out, const TrialConfig& c) {
+    const TrialConfig d;
+    if (c.lr != d.lr) out += fmt::format(" --lr {}", c.lr);
+    if (c.weight_decay != d.weight_decay) out += fmt::format(" --weight-decay {}", c.weight_decay);
+    if (c.clip != d.clip) out += fmt::format(" --clip {}", c.clip);
+    if (c.beta1) out += fmt::format(" --beta1 {}", *c.beta1);
+    if (c.beta2) out += fmt::format(" --beta2 {}", *c.beta2);
+    if (c.eps) out += fmt::format(" --eps {}", *c.eps);
+    if (c.memory_limit != 0) out += fmt::format(" --memory-limit {}", exact_bytes(c.memory_limit));
+}
+
+}  // namespace
+
+std::string shell_quote(std::string_view text) {
+    const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || std::string_view("._-+/:=,@%").find(ch) != std::string_view::npos;
+    });
+    if (plain) return std::string(text);
+    std::string out = "'";
+    for (char ch : text) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return out + "'";
+}
+
+std::string trial_command(const TrialConfig& c) {
+    std::string out = "tune trial";
+    if (needs_full_config(c))
+        out += " --config " + shell_quote(nlohmann::json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    else
+        out += " --model " + shell_quote(c.model.name);
+    out += fmt::format(
+        " --optimizer {} --precision {} --zero {} --gpus {} --micro-batch {} --context {} --grad-accum {} "
+        "--checkpointing {} --steps {} --warmup {} --seed {}",
+        to_string(c.optimizer), to_string(c.precision), c.zero_stage, c.world_size, c.micro_batch, c.context,
+        c.grad_accum, to_string(c.checkpointing), c.steps, c.warmup, c.seed);
+    append_optional_flags(out, c);
+    return out;
+}
+
+}  // namespace tune

@@ -1,0 +1,262 @@
+// Core value types shared by the search side (spec, estimator, driver, store,
+// reports) and the trial side (harness). Plain structs, JSON round-trip, and a
+// canonical hash that is stable across runs and platforms.
+//
+//   ModelSpec     what is trained (Llama dimensions)
+//   Hardware      where it runs (one device kind, how many, how they connect)
+//   TrialConfig   one point of the search space, complete enough to rerun it
+//   MemoryBreakdown / Estimate / TrialResult   what was predicted and measured
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config_error.h"
+
+namespace tune {
+
+// ---------------------------------------------------------------- enums ----
+
+enum class Optimizer : std::uint8_t { adamw, lion, adam8bit, adafactor, lomo };
+enum class Precision : std::uint8_t { fp32, bf16_mixed, fp16_mixed, bf16 };
+enum class Checkpointing : std::uint8_t { none, selective, full };
+enum class TrialStatus : std::uint8_t { pending, running, ok, oom, failed, timeout, invalid, pruned };
+
+inline constexpr std::array<Optimizer, 5> kOptimizers{Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit,
+                                                      Optimizer::adafactor, Optimizer::lomo};
+inline constexpr std::array<Precision, 4> kPrecisions{Precision::fp32, Precision::bf16_mixed,
+                                                      Precision::fp16_mixed, Precision::bf16};
+inline constexpr std::array<Checkpointing, 3> kCheckpointings{Checkpointing::none, Checkpointing::selective,
+                                                              Checkpointing::full};
+inline constexpr std::array<TrialStatus, 8> kStatuses{
+    TrialStatus::pending, TrialStatus::running, TrialStatus::ok,      TrialStatus::oom,
+    TrialStatus::failed,  TrialStatus::timeout, TrialStatus::invalid, TrialStatus::pruned};
+
+inline std::string_view to_string(Optimizer o) {
+    constexpr std::array<std::string_view, 5> names{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
+    return names[static_cast<std::size_t>(o)];
+}
+inline std::string_view to_string(Precision p) {
+    constexpr std::array<std::string_view, 4> names{"fp32", "bf16-mixed", "fp16-mixed", "bf16"};
+    return names[static_cast<std::size_t>(p)];
+}
+inline std::string_view to_string(Checkpointing c) {
+    constexpr std::array<std::string_view, 3> names{"none", "selective", "full"};
+    return names[static_cast<std::size_t>(c)];
+}
+inline std::string_view to_string(TrialStatus s) {
+    constexpr std::array<std::string_view, 8> names{"pending", "running", "ok",      "oom",
+                                                    "failed",  "timeout", "invalid", "pruned"};
+    return names[static_cast<std::size_t>(s)];
+}
+
+// `tune trial`'s exit status for each outcome. The driver falls back on it
+// when no result line arrived (a failing rank's line can be lost when it
+// aborts the job), so an out-of-memory rank still reads as `oom`.
+inline constexpr int kTrialExitOom = 3;
+inline constexpr int kTrialExitInvalid = 4;
+inline constexpr int kTrialExitFailed = 5;
+inline int trial_exit_code(TrialStatus s) {
+    switch (s) {
+        case TrialStatus::ok: return 0;
+        case TrialStatus::oom: return kTrialExitOom;
+        case TrialStatus::invalid: return kTrialExitInvalid;
+        default: return kTrialExitFailed;
+    }
+}
+
+// Parse helpers return nullopt on unknown text; callers build the error with context.
+template <typename Enum, std::size_t N>
+std::optional<Enum> parse_enum(std::string_view text, const std::array<Enum, N>& all) {
+    for (Enum e : all)
+        if (to_string(e) == text) return e;
+    return std::nullopt;
+}
+inline std::optional<Optimizer> parse_optimizer(std::string_view t) { return parse_enum(t, kOptimizers); }
+inline std::optional<Precision> parse_precision(std::string_view t) { return parse_enum(t, kPrecisions); }
+inline std::optional<Checkpointing> parse_checkpointing(std::string_view t) { return parse_enum(t, kCheckpointings); }
+inline std::optional<TrialStatus> parse_status(std::string_view t) { return parse_enum(t, kStatuses); }
+
+// Bytes per element of the weights as stored on the device.
+inline constexpr std::uint32_t weight_bytes(Precision p) { return p == Precision::fp32 ? 4 : 2; }
+// Mixed precision keeps an fp32 master copy beside half-precision weights.
+inline constexpr bool has_master_weights(Precision p) {
+    return p == Precision::bf16_mixed || p == Precision::fp16_mixed;
+}
+// Optimizer states are fp32 except in pure bf16, where everything is bf16.
+inline constexpr std::uint32_t state_bytes(Precision p) { return p == Precision::bf16 ? 2 : 4; }
+inline constexpr bool uses_loss_scaling(Precision p) { return p == Precision::fp16_mixed; }
+
+// ------------------------------------------------------------ ModelSpec ----
+
+struct ModelSpec {
+    std::string name;  // preset name, or "custom"
+    std::uint64_t vocab = 0;
+    std::uint64_t hidden = 0;
+    std::uint64_t layers = 0;
+    std::uint64_t heads = 0;
+    std::uint64_t kv_heads = 0;
+    std::uint64_t ffn = 0;
+    std::uint64_t max_context = 0;
+    double rms_norm_eps = 1e-5;
+    double rope_theta = 10000.0;
+
+    std::uint64_t head_dim() const { return hidden / heads; }
+    std::uint64_t kv_dim() const { return kv_heads * head_dim(); }
+    // q, k, v, o + gate, up, down + two RMSNorm weight vectors.
+    std::uint64_t layer_params() const {
+        return hidden * hidden * 2 + hidden * kv_dim() * 2 + 3 * hidden * ffn + 2 * hidden;
+    }
+    std::uint64_t embedding_params() const { return vocab * hidden; }
+    std::uint64_t head_params() const { return vocab * hidden; }  // untied LM head
+    // embedding + layers + final norm + head, exactly.
+    std::uint64_t param_count() const {
+        return embedding_params() + layers * layer_params() + hidden + head_params();
+    }
+    bool operator==(const ModelSpec&) const = default;
+};
+
+// ------------------------------------------------------------- Hardware ----
+
+struct Hardware {
+    std::string device;                       // preset name, e.g. "h100-80gb", or "cpu"
+    std::string backend = "cuda";             // "cuda" or "cpu"
+    std::uint64_t memory_bytes = 0;           // per device
+    double peak_flops_half = 0;               // dense bf16/fp16 tensor FLOP/s
+    double peak_flops_fp32 = 0;               // dense fp32 FLOP/s
+    double hbm_bytes_per_s = 0;               // device memory bandwidth
+    double intra_node_bytes_per_s = 0;        // per-GPU link bandwidth inside a node (NVLink, PCIe)
+    double inter_node_bytes_per_s = 0;        // per-GPU bandwidth across nodes
+    std::uint64_t runtime_overhead_bytes = 0; // CUDA context + cuBLAS + NCCL, measured per device kind
+    std::uint32_t gpus_per_node = 1;
+    std::uint32_t nodes = 1;
+    bool operator==(const Hardware&) const = default;
+};
+
+// ---------------------------------------------------------- TrialConfig ----
+
+struct TrialConfig {
+    ModelSpec model;
+    Optimizer optimizer = Optimizer::adamw;
+    Precision precision = Precision::fp32;
+    std::uint32_t zero_stage = 0;
+    std::uint32_t grad_accum = 1;
+    std::uint32_t micro_batch = 1;
+    std::uint32_t context = 128;
+    Checkpointing checkpointing = Checkpointing::none;
+    std::uint32_t world_size = 1;
+
+    std::uint32_t steps = 6;   // optimizer steps, warmup included
+    std::uint32_t warmup = 2;  // steps excluded from throughput
+    std::uint64_t seed = 1234;
+    double lr = 1e-4;
+    double weight_decay = 0.0;  // decoupled; matrices only
+    double clip = 1.0;          // global grad-norm clip; 0 disables
+    double neftune_alpha = 0.0; // 0 disables NEFTune
+
+    // Unset means the optimizer's published default (see kernels/math/).
+    std::optional<double> beta1;
+    std::optional<double> beta2;
+    std::optional<double> eps;
+    std::uint32_t adam8bit_block = 256;   // bitsandbytes' current block size
+    double loss_scale_init = 65536.0;     // fp16 dynamic loss scaling
+    std::uint32_t loss_scale_window = 1000;
+
+    std::uint64_t memory_limit = 0;  // allocator limit in bytes per rank; 0 = the device's memory
+
+    bool operator==(const TrialConfig&) const = default;
+};
+
+// ------------------------------------------------------- memory records ----
+
+enum class Component : std::uint8_t { params, master, grads, optim, activations, logits, workspace, comm, overhead };
+inline constexpr std::size_t kComponentCount = 9;
+inline constexpr std::array<Component, kComponentCount> kComponents{
+    Component::params,      Component::master, Component::grads,     Component::optim,   Component::activations,
+    Component::logits,      Component::workspace, Component::comm,   Component::overhead};
+inline std::string_view to_string(Component c) {
+    constexpr std::array<std::string_view, kComponentCount> names{
+        "params", "master", "grads", "optim", "activations", "logits", "workspace", "comm", "overhead"};
+    return names[static_cast<std::size_t>(c)];
+}
+inline std::optional<Component> parse_component(std::string_view t) { return parse_enum(t, kComponents); }
+
+// Bytes per component at the moment of the peak, plus the peak itself.
+struct MemoryBreakdown {
+    std::array<std::uint64_t, kComponentCount> bytes{};
+    std::uint64_t peak = 0;
+    std::string peak_phase;  // e.g. "forward-end", "lm-head-backward", "layer-backward", "optimizer-step"
+
+    std::uint64_t& operator[](Component c) { return bytes[static_cast<std::size_t>(c)]; }
+    std::uint64_t operator[](Component c) const { return bytes[static_cast<std::size_t>(c)]; }
+    std::uint64_t total() const {
+        std::uint64_t sum = 0;
+        for (auto b : bytes) sum += b;
+        return sum;
+    }
+    bool operator==(const MemoryBreakdown&) const = default;
+};
+
+// What the analytic estimator predicts for one configuration.
+struct Estimate {
+    MemoryBreakdown memory;
+    double step_s = 0;
+    double tokens_per_s = 0;
+    double mfu = 0;
+    bool fits = false;
+    bool operator==(const Estimate&) const = default;
+};
+
+// What one trial produced. Printed by `tune trial` as its last stdout line.
+struct TrialResult {
+    TrialStatus status = TrialStatus::pending;
+    std::string reason;                 // why, for every status but ok
+    TrialConfig config;
+    MemoryBreakdown memory;             // measured, at the peak (max over ranks)
+    std::vector<std::uint64_t> rank_peaks;
+    std::optional<Estimate> estimate;
+    std::vector<double> step_ms;        // every optimizer step, warmup included
+    std::vector<double> losses;         // mean loss over the step's micro-batches, before the update
+    double tokens_per_s = 0;            // warmup excluded
+    double mfu = 0;
+    std::uint64_t comm_bytes = 0;       // bytes moved by collectives per step, rank 0
+    double comm_s = 0;
+    std::uint64_t oom_requested = 0;    // set when status is oom
+    std::uint64_t oom_live = 0;
+    bool operator==(const TrialResult&) const = default;
+};
+
+// ----------------------------------------------------------------- JSON ----
+// Strict on read: unknown keys are errors (they are usually typos), missing
+// keys take their defaults.
+
+void to_json(nlohmann::json& j, const ModelSpec& m);
+void from_json(const nlohmann::json& j, ModelSpec& m);
+void to_json(nlohmann::json& j, const Hardware& h);
+void from_json(const nlohmann::json& j, Hardware& h);
+void to_json(nlohmann::json& j, const TrialConfig& c);
+void from_json(const nlohmann::json& j, TrialConfig& c);
+void to_json(nlohmann::json& j, const MemoryBreakdown& m);
+void from_json(const nlohmann::json& j, MemoryBreakdown& m);
+void to_json(nlohmann::json& j, const Estimate& e);
+void from_json(const nlohmann::json& j, Estimate& e);
+void to_json(nlohmann::json& j, const TrialResult& r);
+void from_json(const nlohmann::json& j, TrialResult& r);
+
+// 16 lowercase hex digits of FNV-1a 64: stable across runs, compilers and platforms.
+std::string stable_hash(std::string_view bytes);
+
+// stable_hash of the canonical JSON (sorted keys,
+// shortest round-trip numbers), so equal configs hash equally everywhere.
+std::string config_hash(const TrialConfig& c);
+
+// One line for tables and logs: "adamw bf16-mixed z3 ga4 mb1 ctx4096 ckpt=full x8".
+std::string summary(const TrialConfig& c);
+
+}  // namespace tune

@@ -1,0 +1,150 @@
+#include "core/presets.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <thread>
+
+#include "core/units.h"
+
+namespace tune {
+namespace {
+
+ModelSpec llama(std::string name, std::uint64_t vocab, std::uint64_t hidden, std::uint64_t layers,
+                std::uint64_t heads, std::uint64_t kv_heads, std::uint64_t ffn, std::uint64_t max_context,
+                double rms_eps, double rope_theta) {
+    return ModelSpec{std::move(name), vocab, hidden, layers, heads, kv_heads, ffn, max_context, rms_eps, rope_theta};
+}
+
+const std::array<ModelPreset, 6>& models() {
+    static const std::array<ModelPreset, 6> table{{
+        {llama("llama-7b", 32000, 4096, 32, 32, 32, 11008, 4096, 1e-5, 10000.0),
+         "Llama 2 7B config.json (Touvron et al. 2023): 6,738,415,616 parameters"},
+        {llama("llama-13b", 32000, 5120, 40, 40, 40, 13824, 4096, 1e-5, 10000.0),
+         "Llama 2 13B config.json: 13,015,864,320 parameters"},
+        {llama("llama-70b", 32000, 8192, 80, 64, 8, 28672, 4096, 1e-5, 10000.0),
+         "Llama 2 70B config.json, grouped-query attention with 8 KV heads: 68,976,648,192 parameters"},
+        {llama("llama3-8b", 128256, 4096, 32, 32, 8, 14336, 8192, 1e-5, 500000.0),
+         "Meta Llama 3 8B config.json: 8,030,261,248 parameters"},
+        {llama("tiny", 256, 64, 2, 4, 2, 176, 256, 1e-5, 10000.0),
+         "tune's test model: runs a CPU step in milliseconds"},
+        {llama("small", 2048, 256, 4, 8, 4, 688, 1024, 1e-5, 10000.0),
+         "tune's demo model: about 4M parameters, a CPU step in well under a second"},
+    }};
+    return table;
+}
+
+// memory_bytes is the total nvidia-smi reports, not the marketing number.
+// Link bandwidths are per GPU and per direction.
+Hardware gpu(std::string name, std::uint64_t memory_mib, double half_tflops, double fp32_tflops, double hbm_tbps,
+             double link_gbps, std::uint32_t gpus_per_node) {
+    Hardware h;
+    h.device = std::move(name);
+    h.backend = "cuda";
+    h.memory_bytes = memory_mib * MiB;
+    h.peak_flops_half = half_tflops * 1e12;
+    h.peak_flops_fp32 = fp32_tflops * 1e12;
+    h.hbm_bytes_per_s = hbm_tbps * 1e12;
+    h.intra_node_bytes_per_s = link_gbps * 1e9;
+    h.inter_node_bytes_per_s = 50e9;  // one 400 Gb/s NIC per GPU
+    // CUDA context, cuBLAS(Lt) workspace and NCCL buffers before the first tensor;
+    // a starting point the sweep driver recalibrates from measurements.
+    h.runtime_overhead_bytes = 1 * GiB;
+    h.gpus_per_node = gpus_per_node;
+    h.nodes = 1;
+    return h;
+}
+
+Hardware cpu_device() {
+    Hardware h;
+    h.device = "cpu";
+    h.backend = "cpu";
+    h.memory_bytes = 16 * GiB;
+    // Nominal x86-64 peak: per core two 8-wide fp32 FMA units at 3 GHz (96 GFLOP/s),
+    // times this machine's cores. 16-bit storage is computed in fp32, so the same.
+    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    h.peak_flops_fp32 = cores * 96e9;
+    h.peak_flops_half = h.peak_flops_fp32;
+    h.hbm_bytes_per_s = 20e9;
+    h.intra_node_bytes_per_s = 5e9;  // MPI over shared memory
+    h.inter_node_bytes_per_s = 1e9;
+    h.runtime_overhead_bytes = 0;
+    h.gpus_per_node = 64;
+    h.nodes = 1;
+    return h;
+}
+
+const std::array<DevicePreset, 7>& devices() {
+    static const std::array<DevicePreset, 7> table{{
+        {gpu("h100-80gb", 81559, 989, 67, 3.35, 450, 8),
+         "H100 SXM5 data sheet: 989 TFLOP/s bf16 dense, 67 fp32, 3.35 TB/s; NVLink 4 900 GB/s bidirectional", "h100"},
+        {gpu("h200", 143771, 989, 67, 4.8, 450, 8),
+         "H200 SXM data sheet: 141 GB HBM3e at 4.8 TB/s; same compute as H100", "h200"},
+        {gpu("a100-80gb", 81920, 312, 19.5, 2.04, 300, 8),
+         "A100 SXM4 80GB data sheet: 312 TFLOP/s bf16 dense, 19.5 fp32, 2.04 TB/s; NVLink 3 600 GB/s", "a100-sxm4-80gb"},
+        {gpu("a100-40gb", 40960, 312, 19.5, 1.56, 300, 8),
+         "A100 40GB data sheet: 1.56 TB/s", "a100-sxm4-40gb"},
+        {gpu("l40s", 46068, 362, 91.6, 0.864, 32, 8),
+         "L40S data sheet: 362 TFLOP/s bf16 dense, 91.6 fp32, 864 GB/s; PCIe Gen4 x16", "l40s"},
+        {gpu("rtx4090", 24564, 165, 82.6, 1.0, 32, 1),
+         "RTX 4090: 165 TFLOP/s bf16 dense (fp32 accumulate), 82.6 fp32, 1.0 TB/s; PCIe Gen4, no NVLink", "4090"},
+        {cpu_device(), "tune's CPU backend: 96 GFLOP/s per core (AVX2 FMA at 3 GHz) times this machine's cores", "cpu"},
+    }};
+    return table;
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+    return out;
+}
+
+template <typename Table>
+std::string names_of(const Table& table, auto name_of) {
+    std::string out;
+    for (const auto& row : table) out += (out.empty() ? "" : ", ") + name_of(row);
+    return out;
+}
+
+}  // namespace
+
+std::span<const ModelPreset> model_presets() { return models(); }
+std::span<const DevicePreset> device_presets() { return devices(); }
+
+std::optional<ModelSpec> find_model(std::string_view name) {
+    for (const auto& p : models())
+        if (p.spec.name == name) return p.spec;
+    return std::nullopt;
+}
+
+std::optional<Hardware> find_device(std::string_view name) {
+    for (const auto& p : devices())
+        if (p.hardware.device == name) return p.hardware;
+    return std::nullopt;
+}
+
+std::optional<Hardware> match_device(std::string_view cuda_name, std::uint64_t total_memory) {
+    const std::string name = lower(cuda_name);
+    for (const auto& p : devices()) {
+        if (p.hardware.backend != "cuda") continue;
+        // "A100-SXM4-80GB" and "A100 80GB PCIe" both exist; fall back to matching family + memory.
+        if (name.find(p.match) != std::string::npos) return p.hardware;
+    }
+    for (const auto& p : devices()) {
+        if (p.hardware.backend != "cuda") continue;
+        const std::string family = std::string(p.hardware.device.substr(0, 4));
+        const bool close_memory = total_memory > p.hardware.memory_bytes * 9 / 10 &&
+                                  total_memory < p.hardware.memory_bytes * 11 / 10;
+        if (name.find(family) != std::string::npos && close_memory) return p.hardware;
+    }
+    return std::nullopt;
+}
+
+std::string model_names() {
+    return names_of(models(), [](const ModelPreset& p) { return p.spec.name; });
+}
+std::string device_names() {
+    return names_of(devices(), [](const DevicePreset& p) { return p.hardware.device; });
+}
+
+}  // namespace tune

@@ -1,0 +1,117 @@
+#include "driver/plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "search/estimate.h"
+#include "search/pareto.h"
+#include "core/units.h"
+
+namespace tune {
+
+std::uint32_t cpu_threads_per_rank(const SweepSpec& spec) {
+    if (const char* env = std::getenv("OMP_NUM_THREADS"); env && std::atoi(env) > 0)
+        return static_cast<std::uint32_t>(std::atoi(env));
+    const std::uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+    return std::max(1u, cores / std::max(1u, spec.world_size()));
+}
+
+EstimateOptions base_estimate_options(const SweepSpec& spec) {
+    EstimateOptions o;
+    if (spec.hardware.backend == "cpu") o.cpu_threads = cpu_threads_per_rank(spec);
+    o.memory_limit = spec.memory_limit();
+    o.margin = spec.margin;
+    return o;
+}
+
+std::string prune_reason(const Estimate& e, const SweepSpec& spec, double tolerance) {
+    const double usable = static_cast<double>(spec.usable_memory());
+    if (static_cast<double>(e.memory.peak) <= usable * (1.0 + tolerance)) return {};
+    return fmt::format("predicted peak {} exceeds the usable {} ({} limit less {:.0f}% margin) by more than the "
+                       "estimator's known error ({:.1f}%)",
+                       format_bytes(e.memory.peak), format_bytes(spec.usable_memory()),
+                       format_bytes(spec.memory_limit()), spec.margin * 100, tolerance * 100);
+}
+
+std::vector<double> priorities(std::span<const Estimate* const> estimates, const std::string& strategy) {
+    std::vector<double> out(estimates.size());
+    if (strategy == "grid") {
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(i);
+        return out;
+    }
+    std::vector<ParetoPoint> points;
+    points.reserve(estimates.size());
+    double slowest = 0;
+    for (const Estimate* e : estimates) {
+        points.push_back({static_cast<double>(e->memory.peak), e->tokens_per_s});
+        slowest = std::max(slowest, e->step_s);
+    }
+    const std::vector<std::uint32_t> ranks = pareto_ranks(points);
+    // Within a front, the cheapest trial to run first: the front is measured sooner.
+    for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = ranks[i] + (slowest > 0 ? 0.999 * estimates[i]->step_s / slowest : 0.0);
+    return out;
+}
+
+std::vector<NewTrial> plan_trials(const SweepSpec& spec, const std::vector<Candidate>& candidates,
+                                  const PlanSettings& settings) {
+    std::vector<NewTrial> trials;
+    trials.reserve(candidates.size());
+    for (const Candidate& c : candidates) {
+        NewTrial t;
+        t.config = c.config;
+        if (!c.valid()) {
+            t.status = TrialStatus::invalid;
+            t.reason = c.invalid_reason;
+        } else {
+            t.estimate = estimate(spec.model, c.config, spec.hardware, settings.estimate);
+            t.reason = prune_reason(*t.estimate, spec, settings.prune_tolerance);
+            t.status = t.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
+        }
+        trials.push_back(std::move(t));
+    }
+    std::vector<const Estimate*> runnable;
+    std::vector<std::size_t> index;
+    for (std::size_t i = 0; i < trials.size(); ++i)
+        if (trials[i].status == TrialStatus::pending) {
+            runnable.push_back(&*trials[i].estimate);
+            index.push_back(i);
+        }
+    const std::vector<double> p = priorities(runnable, settings.strategy);
+    for (std::size_t k = 0; k < index.size(); ++k) trials[index[k]].priority = p[k];
+    return trials;
+}
+
+std::vector<PendingUpdate> replan_pending(const SweepSpec& spec, const std::vector<TrialRecord>& pending,
+                                          const PlanSettings& settings) {
+    std::vector<PendingUpdate> updates;
+    updates.reserve(pending.size());
+    for (const TrialRecord& record : pending) {
+        PendingUpdate u;
+        u.id = record.id;
+        u.estimate = estimate(spec.model, record.result.config, spec.hardware, settings.estimate);
+        u.reason = prune_reason(u.estimate, spec, settings.prune_tolerance);
+        u.status = u.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
+        updates.push_back(std::move(u));
+    }
+    std::vector<const Estimate*> runnable;
+    std::vector<std::size_t> index;
+    for (std::size_t i = 0; i < updates.size(); ++i)
+        if (updates[i].status == TrialStatus::pending) {
+            runnable.push_back(&updates[i].estimate);
+            index.push_back(i);
+        }
+    // In grid order the stored priority is the enumeration index: keep it.
+    if (settings.strategy == "grid") {
+        for (std::size_t i = 0; i < updates.size(); ++i) updates[i].priority = pending[i].priority;
+        return updates;
+    }
+    const std::vector<double> p = priorities(runnable, settings.strategy);
+    for (std::size_t k = 0; k < index.size(); ++k) updates[index[k]].priority = p[k];
+    return updates;
+}
+
+}  // namespace tune

@@ -1,0 +1,27 @@
+// One trial as a child process: the command that starts it (through the
+// launcher for several ranks), and the TrialResult its outcome amounts to.
+// The status comes from the trial's JSON result and, without one, from how the
+// process ended (exit code, signal, timeout); never from words in its log.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launch/process.h"
+#include "core/config.h"
+#include "search/spec.h"
+
+namespace tune {
+
+// argv for `tune trial --config <json> --json`, wrapped by mpirun/srun when the
+// trial has several ranks. `trial_program` is e.g. {"/path/to/tune", "trial"}.
+std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& spec,
+                                    const std::vector<std::string>& trial_program);
+
+// What a finished trial process means. `claimed` is the configuration that was
+// run; the result always carries it, and `estimate` (the sweep's own, when it
+// has one) rather than the estimate the trial made with default settings.
+TrialResult interpret_outcome(const ProcessOutcome& outcome, const TrialConfig& claimed,
+                              const std::optional<Estimate>& estimate);
+
+}  // namespace tune

@@ -1,0 +1,174 @@
+#include "launch/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace tune {
+namespace {
+
+static_assert(sizeof(sigset_t) <= sizeof(std::uint64_t) * 16, "sigset_t storage too small");
+
+sigset_t interrupt_set() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    return set;
+}
+
+// Keeps only the last `limit` bytes.
+void append_tail(std::string& buffer, const char* data, std::size_t n, std::size_t limit) {
+    buffer.append(data, n);
+    if (buffer.size() > limit) buffer.erase(0, buffer.size() - limit);
+}
+
+struct Pipe {
+    int read = -1, write = -1;
+};
+
+Pipe make_pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe2: {}", std::strerror(errno)));
+    return {fds[0], fds[1]};
+}
+
+// In the child, between fork and exec: only async-signal-safe calls.
+[[noreturn]] void exec_child(const ProcessSpec& spec, Pipe out, Pipe err, const std::vector<char*>& argv,
+                             pid_t parent) {
+    ::setpgid(0, 0);  // own process group, so a kill reaches mpirun's ranks too
+    // If the driver dies (even by SIGKILL), the trial must not live on holding
+    // a GPU: SIGTERM, which mpirun passes on to its ranks. The parent may
+    // already be gone before this line runs.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) _exit(126);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::dup2(out.write, STDOUT_FILENO);
+    ::dup2(err.write, STDERR_FILENO);
+    for (const auto& [key, value] : spec.env) ::setenv(key.c_str(), value.c_str(), 1);
+    ::execvp(argv[0], argv.data());
+    const char prefix[] = "cannot start: ";
+    (void)!::write(STDERR_FILENO, prefix, sizeof(prefix) - 1);
+    (void)!::write(STDERR_FILENO, argv[0], std::strlen(argv[0]));
+    _exit(127);
+}
+
+// The child leads its own group (setpgid), so this reaches everything it started.
+void kill_group(pid_t pid, int sig) { ::kill(-pid, sig); }
+
+}  // namespace
+
+InterruptWatcher::InterruptWatcher() {
+    sigset_t set = interrupt_set();
+    auto* saved = reinterpret_cast<sigset_t*>(saved_mask_);
+    if (::sigprocmask(SIG_BLOCK, &set, saved) != 0)
+        throw std::runtime_error(fmt::format("sigprocmask: {}", std::strerror(errno)));
+    fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd_ < 0) throw std::runtime_error(fmt::format("signalfd: {}", std::strerror(errno)));
+}
+
+InterruptWatcher::~InterruptWatcher() {
+    if (fd_ >= 0) ::close(fd_);
+    ::sigprocmask(SIG_SETMASK, reinterpret_cast<sigset_t*>(saved_mask_), nullptr);
+}
+
+int InterruptWatcher::poll() {
+    signalfd_siginfo info{};
+    while (::read(fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) ++count_;
+    return count_;
+}
+
+std::string ProcessOutcome::describe() const {
+    if (spawn_failed) return "could not start";
+    if (timed_out) return fmt::format("timed out after {:.0f}s", wall_s);
+    if (interrupted) return "stopped by an interrupt";
+    if (term_signal != 0) return fmt::format("killed by signal {} ({})", term_signal, ::strsignal(term_signal));
+    return fmt::format("exit {}", exit_code);
+}
+
+ProcessOutcome run_process(const ProcessSpec& spec) {
+    ProcessOutcome outcome;
+    if (spec.argv.empty()) throw std::invalid_argument("run_process: empty argv");
+    std::vector<char*> argv;
+    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+
+    const Pipe out = make_pipe(), err = make_pipe();
+    const auto start = std::chrono::steady_clock::now();
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+    if (pid == 0) exec_child(spec, out, err, argv, parent);
+    ::setpgid(pid, pid);  // also from the parent, so there is no race with the kill below
+    ::close(out.write);
+    ::close(err.write);
+
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    std::vector<pollfd> fds{{out.read, POLLIN, 0}, {err.read, POLLIN, 0}};
+    if (spec.interrupts) fds.push_back({spec.interrupts->fd(), POLLIN, 0});
+    int open_pipes = 2;
+    bool killed = false;
+    bool reaped = false;
+    int status = 0;
+    char buffer[65536];
+    while (open_pipes > 0) {
+        // A child that exited while something it started still holds the pipes
+        // (an orphaned rank): end the rest of its group, then drain.
+        if (!reaped && ::waitpid(pid, &status, WNOHANG) == pid) {
+            reaped = true;
+            kill_group(pid, SIGKILL);
+        }
+        int wait_ms = 200;
+        if (spec.timeout_s > 0 && !killed) {
+            const double left = spec.timeout_s - elapsed();
+            if (left <= 0) {
+                outcome.timed_out = killed = true;
+                kill_group(pid, SIGKILL);
+            } else {
+                wait_ms = static_cast<int>(std::min(left * 1000.0 + 1, 200.0));
+            }
+        }
+        if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
+        for (std::size_t i = 0; i < 2; ++i) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            const ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
+            if (n > 0) {
+                if (i == 0) append_tail(outcome.stdout_text, buffer, static_cast<std::size_t>(n), spec.stdout_limit_bytes);
+                else append_tail(outcome.stderr_tail, buffer, static_cast<std::size_t>(n), spec.stderr_tail_bytes);
+            } else if (n == 0 || errno != EINTR) {
+                ::close(fds[i].fd);
+                fds[i].fd = -1;
+                --open_pipes;
+            }
+        }
+        if (spec.interrupts && !killed && spec.interrupts->poll() >= spec.kill_at_interrupt) {
+            outcome.interrupted = killed = true;
+            kill_group(pid, SIGKILL);
+        }
+    }
+    if (!reaped) {
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        kill_group(pid, SIGKILL);  // a grandchild that closed its pipes must not linger either
+    }
+    outcome.wall_s = elapsed();
+    if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) outcome.term_signal = WTERMSIG(status);
+    if (outcome.exit_code == 127 && outcome.stderr_tail.rfind("cannot start: ", 0) == 0) outcome.spawn_failed = true;
+    return outcome;
+}
+
+}  // namespace tune
