@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/dimension_flags.h"
 #include "reports/text_table.h"
 #include "core/units.h"
 #include "store/best.h"
@@ -23,7 +24,7 @@ struct BestOptions {
     std::string max_memory;
     std::uint32_t min_context = 0;
     std::uint32_t gpus = 0;
-    std::string optimizer;
+    DimensionFlags dims;
     std::string by = "tokens_per_s";
     std::size_t top = 5;
     bool json = false;
@@ -38,37 +39,30 @@ BestQuery to_query(const BestOptions& o) {
     }
     if (o.min_context) q.min_context = o.min_context;
     if (o.gpus) q.gpus = o.gpus;
-    if (!o.optimizer.empty()) {
-        q.optimizer = parse_optimizer(o.optimizer);
-        if (!q.optimizer) throw ConfigError(fmt::format("--optimizer: unknown optimizer '{}'", o.optimizer));
-    }
+    q.equal = o.dims.given();
     q.by = o.by == "peak_memory" ? BestBy::peak_memory : BestBy::tokens_per_s;
     q.top = std::max<std::size_t>(o.top, 1);
     return q;
 }
 
+// The answer's own columns first, then the configuration, then its GPU count.
 std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t) {
-    const TrialConfig& c = t.result.config;
-    return {std::to_string(rank),
-            t.sweep_name,
-            std::to_string(t.id),
-            fmt::format("{:.0f}", t.result.tokens_per_s),
-            format_bytes(t.result.memory.peak),
-            t.median_step_s ? fmt::format("{:.3f}", *t.median_step_s) : "-",
-            fmt::format("{:.1f}%", t.result.mfu * 100),
-            std::string(to_string(c.optimizer)),
-            std::string(to_string(c.precision)),
-            std::to_string(c.zero_stage),
-            std::to_string(c.world_size),
-            std::to_string(c.micro_batch),
-            std::to_string(c.grad_accum),
-            std::to_string(c.context),
-            std::string(to_string(c.checkpointing))};
+    std::vector<std::string> row{std::to_string(rank),
+                                 t.sweep_name,
+                                 std::to_string(t.id),
+                                 fmt::format("{:.0f}", t.result.tokens_per_s),
+                                 format_bytes(t.result.memory.peak),
+                                 t.median_step_s ? fmt::format("{:.3f}", *t.median_step_s) : "-",
+                                 fmt::format("{:.1f}%", t.result.mfu * 100)};
+    for (auto& cell : config_row(t.result.config, {std::to_string(t.result.config.world_size)}))
+        row.push_back(std::move(cell));
+    return row;
 }
 
 void print_answer(const BestAnswer& a) {
-    TextTable table({"#", "sweep", "trial", "tokens/s", "peak", "step s", "MFU", "optimizer", "precision", "zero",
-                     "gpus", "mb", "ga", "context", "ckpt"});
+    std::vector<std::string> header{"#", "sweep", "trial", "tokens/s", "peak", "step s", "MFU"};
+    for (auto& h : config_header({"gpus"})) header.push_back(std::move(h));
+    TextTable table(header);
     for (std::size_t i = 0; i < a.ranked.size(); ++i) table.add_row(row_of(i + 1, a.ranked[i]));
     fmt::print("Best of {} qualifying configurations ({} measured ok):\n{}\nReproduce the best:\n  {}\n", a.qualifying,
                a.measured_ok, table.render("  "), trial_command(a.ranked.front().result.config));
@@ -115,7 +109,7 @@ void add_best_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--max-memory", o->max_memory, "Measured peak per GPU at most this, e.g. 40GiB");
     cmd->add_option("--min-context", o->min_context, "Context length at least this");
     cmd->add_option("--gpus", o->gpus, "Exactly this many GPUs (ranks)");
-    cmd->add_option("--optimizer", o->optimizer, "Only this optimizer");
+    add_dimension_flags(cmd, o->dims, nullptr, "Only this value: ");
     cmd->add_option("--by", o->by, "Rank by tokens_per_s (default) or peak_memory")
         ->check(CLI::IsMember({"tokens_per_s", "peak_memory"}));
     cmd->add_option("--top", o->top, "How many to show, the best included (default 5)");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/dimension_flags.h"
 #include "kernels/device_query.h"
 #include "reports/text_table.h"
 #include "search/estimate.h"
@@ -25,14 +26,8 @@ namespace {
 struct EstimateCliOptions {
     std::string file;
     std::string model = "llama-7b";
-    std::string optimizer = "adamw";
-    std::string precision = "bf16-mixed";
-    std::uint32_t zero = 0;
+    DimensionFlags dims;
     std::uint32_t gpus = 1;
-    std::uint32_t micro_batch = 1;
-    std::uint32_t context = 4096;
-    std::uint32_t grad_accum = 1;
-    std::string checkpointing = "none";
     std::string device = "h100-80gb";
     std::string memory_limit;
     double margin = 0.05;
@@ -46,20 +41,19 @@ T parsed(std::optional<T> value, std::string_view flag, std::string_view text, s
     return *value;
 }
 
-TrialConfig config_from(const EstimateCliOptions& o) {
+// What `tune estimate` assumes for a flag not given: a typical fine-tuning run on one GPU.
+TrialConfig estimate_defaults() {
     TrialConfig c;
+    c.precision = Precision::bf16_mixed;
+    c.context = 4096;
+    return c;
+}
+
+TrialConfig config_from(const EstimateCliOptions& o) {
+    TrialConfig c = estimate_defaults();
     c.model = parsed(find_model(o.model), "--model", o.model, model_names());
-    c.optimizer = parsed(parse_optimizer(o.optimizer), "--optimizer", o.optimizer,
-                         "adamw, lion, adam8bit, adafactor, lomo");
-    c.precision = parsed(parse_precision(o.precision), "--precision", o.precision, "fp32, bf16-mixed, fp16-mixed, bf16");
-    c.checkpointing = parsed(parse_checkpointing(o.checkpointing), "--checkpointing", o.checkpointing,
-                             "none, selective, full");
-    if (o.zero > 3) throw ConfigError(fmt::format("--zero {} is not a ZeRO stage (0-3)", o.zero));
-    c.zero_stage = o.zero;
+    o.dims.apply(c);
     c.world_size = o.gpus;
-    c.micro_batch = o.micro_batch;
-    c.context = o.context;
-    c.grad_accum = o.grad_accum;
     return c;
 }
 
@@ -187,16 +181,12 @@ void print_sweep_text(const SweepSpec& spec, const SweepEstimates& s, const Esti
         fmt::print("Nothing is predicted to fit, so there is no predicted front.\n");
         return;
     }
-    TextTable table({"optimizer", "precision", "zero", "accum", "micro", "context", "ckpt", "est. peak", "phase",
-                     "est. tokens/s", "est. MFU", "step"});
+    TextTable table(config_header({"est. peak", "phase", "est. tokens/s", "est. MFU", "step"}));
     for (std::size_t i : s.front) {
         const TrialConfig& c = *s.fitting[i].config;
         const Estimate& e = s.fitting[i].estimate;
-        table.add_row({std::string(to_string(c.optimizer)), std::string(to_string(c.precision)),
-                       std::to_string(c.zero_stage), std::to_string(c.grad_accum), std::to_string(c.micro_batch),
-                       std::to_string(c.context), std::string(to_string(c.checkpointing)),
-                       format_bytes(e.memory.peak), e.memory.peak_phase, tokens_per_s(e.tokens_per_s),
-                       percent(e.mfu), fmt::format("{:.3g}s", e.step_s)});
+        table.add_row(config_row(c, {format_bytes(e.memory.peak), e.memory.peak_phase, tokens_per_s(e.tokens_per_s),
+                                     percent(e.mfu), fmt::format("{:.3g}s", e.step_s)}));
     }
     fmt::print("Predicted Pareto front (peak memory per rank vs tokens/s, {} configurations):\n{}", s.front.size(),
                table.render("  "));
@@ -238,16 +228,9 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
         "Exit codes: 0 fits (something fits), 1 nothing fits, 2 bad input. Memory model: docs/memory-model.md");
     cmd->add_option("file", opts->file, "Sweep file (TOML): estimate its whole space instead of one configuration");
     cmd->add_option("--model", opts->model, "Model preset (tune presets)")->capture_default_str();
-    cmd->add_option("--optimizer", opts->optimizer, "adamw, lion, adam8bit, adafactor or lomo")->capture_default_str();
-    cmd->add_option("--precision", opts->precision, "fp32, bf16-mixed, fp16-mixed or bf16")->capture_default_str();
-    cmd->add_option("--zero", opts->zero, "ZeRO stage 0-3")->capture_default_str();
+    const TrialConfig defaults = estimate_defaults();
+    add_dimension_flags(cmd, opts->dims, &defaults);
     cmd->add_option("--gpus", opts->gpus, "Ranks (world size)")->capture_default_str()->check(CLI::PositiveNumber);
-    cmd->add_option("--micro-batch", opts->micro_batch, "Sequences per rank per micro-batch")->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--context", opts->context, "Tokens per sequence")->capture_default_str()->check(CLI::PositiveNumber);
-    cmd->add_option("--grad-accum", opts->grad_accum, "Micro-batches per optimizer step")->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--checkpointing", opts->checkpointing, "none, selective or full")->capture_default_str();
     cmd->add_option("--device", opts->device, "Device preset (tune presets)")->capture_default_str();
     cmd->add_option("--memory-limit", opts->memory_limit, "Bytes per rank, e.g. 40GiB (default: the device's memory)");
     cmd->add_option("--margin", opts->margin, "Fraction of the limit kept free")->capture_default_str()->check(CLI::Range(0.0, 0.99));

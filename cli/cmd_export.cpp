@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "core/dimensions.h"
 #include "store/record_json.h"
 #include "store/store.h"
 
@@ -36,10 +37,11 @@ std::string opt(bool present, T value) {
 }
 
 std::vector<std::string> csv_header() {
-    std::vector<std::string> h{"sweep", "trial_id", "config_hash", "status", "reason", "attempts", "model",
-                               "optimizer", "precision", "zero_stage", "world_size", "micro_batch", "grad_accum",
-                               "context", "checkpointing", "steps", "warmup", "seed", "est_peak_bytes",
-                               "est_peak_phase", "est_step_s", "est_tokens_per_s", "est_mfu", "est_fits"};
+    std::vector<std::string> h{"sweep", "trial_id", "config_hash", "status", "reason", "attempts", "model"};
+    for (const Dimension& d : dimensions()) h.emplace_back(d.name);
+    for (const char* m : {"world_size", "steps", "warmup", "seed", "est_peak_bytes", "est_peak_phase", "est_step_s",
+                          "est_tokens_per_s", "est_mfu", "est_fits"})
+        h.emplace_back(m);
     for (Component c : kComponents) h.push_back(fmt::format("est_{}_bytes", to_string(c)));
     for (const char* m : {"peak_bytes", "peak_phase", "tokens_per_s", "median_step_s", "mfu", "comm_bytes", "comm_s",
                           "oom_requested", "oom_live"})
@@ -53,12 +55,10 @@ std::vector<std::string> csv_row(const TrialRecord& t) {
     const TrialResult& r = t.result;
     const TrialConfig& c = r.config;
     std::vector<std::string> row{t.sweep_name, std::to_string(t.id), t.config_hash, std::string(to_string(r.status)),
-                                 r.reason, std::to_string(t.attempts), c.model.name,
-                                 std::string(to_string(c.optimizer)), std::string(to_string(c.precision)),
-                                 std::to_string(c.zero_stage), std::to_string(c.world_size),
-                                 std::to_string(c.micro_batch), std::to_string(c.grad_accum), std::to_string(c.context),
-                                 std::string(to_string(c.checkpointing)), std::to_string(c.steps),
-                                 std::to_string(c.warmup), std::to_string(c.seed)};
+                                 r.reason, std::to_string(t.attempts), c.model.name};
+    for (const Dimension& d : dimensions()) row.push_back(d.text(c));
+    for (auto v : {c.world_size, c.steps, c.warmup}) row.push_back(std::to_string(v));
+    row.push_back(std::to_string(c.seed));
     const auto& e = r.estimate;
     const bool has_e = e.has_value();
     const Estimate est = e.value_or(Estimate{});

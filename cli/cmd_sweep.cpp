@@ -73,17 +73,14 @@ void print_measured_front(const Store& store, SweepId sweep) {
         fmt::print("No configuration was measured as ok, so there is no measured front.\n");
         return;
     }
-    TextTable table({"optimizer", "precision", "zero", "accum", "micro", "context", "ckpt", "peak", "est. peak",
-                     "error", "tokens/s", "MFU"});
+    TextTable table(config_header({"peak", "est. peak", "error", "tokens/s", "MFU"}));
     for (const TrialRecord& t : front) {
         const TrialConfig& c = t.result.config;
         const std::uint64_t est = t.result.estimate ? t.result.estimate->memory.peak : 0;
-        table.add_row({std::string(to_string(c.optimizer)), std::string(to_string(c.precision)),
-                       std::to_string(c.zero_stage), std::to_string(c.grad_accum), std::to_string(c.micro_batch),
-                       std::to_string(c.context), std::string(to_string(c.checkpointing)),
-                       format_bytes(t.result.memory.peak), est ? format_bytes(est) : "-",
-                       percent_error(t.result.memory.peak, est), fmt::format("{:.0f}", t.result.tokens_per_s),
-                       fmt::format("{:.1f}%", t.result.mfu * 100)});
+        table.add_row(config_row(c, {format_bytes(t.result.memory.peak), est ? format_bytes(est) : "-",
+                                     percent_error(t.result.memory.peak, est),
+                                     fmt::format("{:.0f}", t.result.tokens_per_s),
+                                     fmt::format("{:.1f}%", t.result.mfu * 100)}));
     }
     fmt::print("Pareto front (measured peak memory vs tokens/s, {} configurations):\n{}", front.size(),
                table.render("  "));
@@ -102,15 +99,12 @@ void print_predicted_front(const Store& store, SweepId sweep) {
     std::sort(front.begin(), front.end(), [](const TrialRecord* a, const TrialRecord* b) {
         return a->result.estimate->memory.peak < b->result.estimate->memory.peak;
     });
-    TextTable table({"optimizer", "precision", "zero", "accum", "micro", "context", "ckpt", "est. peak",
-                     "est. tokens/s", "est. MFU"});
+    TextTable table(config_header({"est. peak", "est. tokens/s", "est. MFU"}));
     for (const TrialRecord* t : front) {
         const TrialConfig& c = t->result.config;
         const Estimate& e = *t->result.estimate;
-        table.add_row({std::string(to_string(c.optimizer)), std::string(to_string(c.precision)),
-                       std::to_string(c.zero_stage), std::to_string(c.grad_accum), std::to_string(c.micro_batch),
-                       std::to_string(c.context), std::string(to_string(c.checkpointing)), format_bytes(e.memory.peak),
-                       fmt::format("{:.0f}", e.tokens_per_s), fmt::format("{:.1f}%", e.mfu * 100)});
+        table.add_row(config_row(c, {format_bytes(e.memory.peak), fmt::format("{:.0f}", e.tokens_per_s),
+                                     fmt::format("{:.1f}%", e.mfu * 100)}));
     }
     fmt::print("Predicted Pareto front (estimates only, {} configurations):\n{}", front.size(), table.render("  "));
 }

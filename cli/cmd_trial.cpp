@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/dimension_flags.h"
 #include "harness/hf_model.h"
 #include "launch/launch.h"
 #include "launch/process.h"
@@ -31,8 +32,9 @@ constexpr int kExitInvalid = kTrialExitInvalid;
 constexpr int kExitFailed = kTrialExitFailed;
 
 struct TrialFlags {
-    std::string config_json, model = "tiny", optimizer, precision, checkpointing, memory_limit, init, tokens;
-    std::uint32_t zero = 0, gpus = 1, micro_batch = 1, context = 128, grad_accum = 1, steps = 6, warmup = 2;
+    std::string config_json, model = "tiny", memory_limit, init, tokens;
+    DimensionFlags dims;
+    std::uint32_t gpus = 1, steps = 6, warmup = 2;
     std::uint32_t adam8bit_block = 256;
     std::uint64_t seed = 1234;
     double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, clip = 0, neftune_alpha = 0;
@@ -47,35 +49,19 @@ struct Given {
     bool operator()(const char* name) const { return cmd->get_option(name)->count() > 0; }
 };
 
-template <class Enum>
-Enum parse_flag(std::optional<Enum> parsed, const std::string& flag, const std::string& text) {
-    if (!parsed) throw ConfigError(fmt::format("{}: unknown value \"{}\"", flag, text));
-    return *parsed;
-}
-
 ModelSpec model_named(const std::string& name) {
     if (auto m = find_model(name)) return *m;
     throw ConfigError(fmt::format("--model: unknown model \"{}\" (known: {})", name, model_names()));
 }
 
-void apply_enums(const TrialFlags& o, const Given& given, TrialConfig& c) {
-    if (given("--optimizer")) c.optimizer = parse_flag(parse_optimizer(o.optimizer), "--optimizer", o.optimizer);
-    if (given("--precision")) c.precision = parse_flag(parse_precision(o.precision), "--precision", o.precision);
-    if (given("--checkpointing"))
-        c.checkpointing = parse_flag(parse_checkpointing(o.checkpointing), "--checkpointing", o.checkpointing);
+void apply_settings(const TrialFlags& o, const Given& given, TrialConfig& c) {
+    o.dims.apply(c);
     if (given("--memory-limit")) {
         auto bytes = parse_bytes(o.memory_limit);
         if (!bytes) throw ConfigError(fmt::format("--memory-limit: cannot read \"{}\" as a size", o.memory_limit));
         c.memory_limit = *bytes;
     }
-}
-
-void apply_numbers(const TrialFlags& o, const Given& given, TrialConfig& c) {
-    if (given("--zero")) c.zero_stage = o.zero;
     if (given("--gpus")) c.world_size = o.gpus;
-    if (given("--micro-batch")) c.micro_batch = o.micro_batch;
-    if (given("--context")) c.context = o.context;
-    if (given("--grad-accum")) c.grad_accum = o.grad_accum;
     if (given("--steps")) c.steps = o.steps;
     if (given("--warmup")) c.warmup = o.warmup;
     if (given("--seed")) c.seed = o.seed;
@@ -102,8 +88,7 @@ TrialConfig build_config(const TrialFlags& o, const Given& given) {
     }
     if (given("--model")) c.model = model_named(o.model);
     if (given("--init")) c.model = harness::load_hf_config(o.init);
-    apply_enums(o, given, c);
-    apply_numbers(o, given, c);
+    apply_settings(o, given, c);
     return c;
 }
 
@@ -126,14 +111,9 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--model", o.model, "Model preset (tune presets), default tiny");
     cmd->add_option("--init", o.init, "Hugging Face folder (config.json + model.safetensors): model and weights");
     cmd->add_option("--tokens", o.tokens, "Token file: little-endian uint32 ids (default: seeded synthetic tokens)");
-    cmd->add_option("--optimizer", o.optimizer, "adamw | lion | adam8bit | adafactor | lomo");
-    cmd->add_option("--precision", o.precision, "fp32 | bf16-mixed | fp16-mixed | bf16");
-    cmd->add_option("--zero", o.zero, "ZeRO stage 0-3");
+    const TrialConfig defaults;
+    add_dimension_flags(cmd, o.dims, &defaults);
     cmd->add_option("--gpus", o.gpus, "Ranks (world size)");
-    cmd->add_option("--micro-batch", o.micro_batch, "Rows per micro-batch per rank");
-    cmd->add_option("--context", o.context, "Tokens per row");
-    cmd->add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step");
-    cmd->add_option("--checkpointing", o.checkpointing, "none | selective | full");
     cmd->add_option("--steps", o.steps, "Optimizer steps, warmup included");
     cmd->add_option("--warmup", o.warmup, "Steps left out of tokens/s");
     cmd->add_option("--memory-limit", o.memory_limit, "Allocator limit per rank, e.g. 64MiB (default: none on CPU)");

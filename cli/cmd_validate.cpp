@@ -21,10 +21,10 @@ struct ValidateOptions {
 };
 
 std::string dimension_product(const SpaceSpec& s) {
-    return fmt::format("{} optimizer x {} precision x {} zero_stage x {} grad_accum x {} checkpointing x {} context x "
-                       "{} micro_batch",
-                       s.optimizers.size(), s.precisions.size(), s.zero_stages.size(), s.grad_accums.size(),
-                       s.checkpointings.size(), s.contexts.size(), s.micro_batches.size());
+    std::string out;
+    for (std::size_t i = 0; i < kDimensionCount; ++i)
+        out += fmt::format("{}{} {}", i == 0 ? "" : " x ", s.values[i].size(), dimensions()[i].name);
+    return out;
 }
 
 void print_text(const SweepSpec& spec, const SpaceCounts& counts) {

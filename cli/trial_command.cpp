@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/dimensions.h"
 #include "core/presets.h"
 #include "core/units.h"
 
@@ -59,11 +60,8 @@ std::string trial_command(const TrialConfig& c) {
         out += " --config " + shell_quote(nlohmann::json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     else
         out += " --model " + shell_quote(c.model.name);
-    out += fmt::format(
-        " --optimizer {} --precision {} --zero {} --gpus {} --micro-batch {} --context {} --grad-accum {} "
-        "--checkpointing {} --steps {} --warmup {} --seed {}",
-        to_string(c.optimizer), to_string(c.precision), c.zero_stage, c.world_size, c.micro_batch, c.context,
-        c.grad_accum, to_string(c.checkpointing), c.steps, c.warmup, c.seed);
+    for (const Dimension& d : dimensions()) out += fmt::format(" {} {}", d.flag, d.text(c));
+    out += fmt::format(" --gpus {} --steps {} --warmup {} --seed {}", c.world_size, c.steps, c.warmup, c.seed);
     append_optional_flags(out, c);
     return out;
 }

@@ -1,8 +1,11 @@
 #include "core/config.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include <fmt/format.h>
+
+#include "core/dimensions.h"
 
 namespace tune {
 namespace {
@@ -102,15 +105,44 @@ void from_json(const json& j, Hardware& h) {
     read(j, "nodes", h.nodes);
 }
 
+namespace {
+
+// The search dimensions come from the dimension table; the rest are the trial's settings.
+constexpr std::array<std::string_view, 15> kSettingKeys{
+    "model", "world_size", "steps", "warmup", "seed", "lr", "weight_decay", "clip", "neftune_alpha", "beta1",
+    "beta2", "eps", "adam8bit_block", "loss_scale_init", "loss_scale_window"};
+
+void write_dimensions(json& j, const TrialConfig& c) {
+    const TrialConfig defaults;
+    for (const Dimension& d : dimensions()) {
+        if (d.omit_default_from_json && d.get(c) == d.get(defaults)) continue;
+        if (d.is_enum()) j[std::string(d.name)] = d.text(c);
+        else j[std::string(d.name)] = d.get(c);
+    }
+}
+
+void read_dimensions(const json& j, TrialConfig& c) {
+    for (const Dimension& d : dimensions()) {
+        const auto it = j.find(d.name);
+        if (it == j.end() || it->is_null()) continue;
+        std::optional<DimValue> value;
+        if (d.is_enum() && it->is_string()) value = d.parse(it->get<std::string>());
+        else if (!d.is_enum() && it->is_number_unsigned()) value = d.parse(std::to_string(it->get<std::uint64_t>()));
+        if (value) {
+            d.set(c, *value);
+            continue;
+        }
+        if (d.is_enum() && it->is_string())
+            throw ConfigError(fmt::format("key \"{}\": unknown value \"{}\" (expected {})", d.name,
+                                          it->get<std::string>(), d.allowed()));
+        throw ConfigError(fmt::format("key \"{}\": expected {}, got {}", d.name, d.allowed(), it->dump()));
+    }
+}
+
+}  // namespace
+
 void to_json(json& j, const TrialConfig& c) {
     j = json{{"model", c.model},
-             {"optimizer", to_string(c.optimizer)},
-             {"precision", to_string(c.precision)},
-             {"zero_stage", c.zero_stage},
-             {"grad_accum", c.grad_accum},
-             {"micro_batch", c.micro_batch},
-             {"context", c.context},
-             {"checkpointing", to_string(c.checkpointing)},
              {"world_size", c.world_size},
              {"steps", c.steps},
              {"warmup", c.warmup},
@@ -123,25 +155,21 @@ void to_json(json& j, const TrialConfig& c) {
              {"loss_scale_init", c.loss_scale_init},
              {"loss_scale_window", c.loss_scale_window},
              {"memory_limit", c.memory_limit}};
+    write_dimensions(j, c);
     write_optional(j, "beta1", c.beta1);
     write_optional(j, "beta2", c.beta2);
     write_optional(j, "eps", c.eps);
 }
 
 void from_json(const json& j, TrialConfig& c) {
-    check_keys(j, "config",
-               {"model", "optimizer", "precision", "zero_stage", "grad_accum", "micro_batch", "context",
-                "checkpointing", "world_size", "steps", "warmup", "seed", "lr", "weight_decay", "clip",
-                "neftune_alpha", "beta1", "beta2", "eps", "adam8bit_block", "loss_scale_init",
-                "loss_scale_window", "memory_limit"});
+    if (!j.is_object()) throw ConfigError(fmt::format("config: expected a JSON object, got {}", j.type_name()));
+    for (const auto& [key, value] : j.items()) {
+        const bool known = find_dimension(key) || key == "memory_limit" ||
+                           std::find(kSettingKeys.begin(), kSettingKeys.end(), key) != kSettingKeys.end();
+        if (!known) throw ConfigError(fmt::format("config: unknown key \"{}\"", key));
+    }
     if (auto it = j.find("model"); it != j.end()) c.model = it->get<ModelSpec>();
-    read_enum(j, "optimizer", c.optimizer, parse_optimizer);
-    read_enum(j, "precision", c.precision, parse_precision);
-    read(j, "zero_stage", c.zero_stage);
-    read(j, "grad_accum", c.grad_accum);
-    read(j, "micro_batch", c.micro_batch);
-    read(j, "context", c.context);
-    read_enum(j, "checkpointing", c.checkpointing, parse_checkpointing);
+    read_dimensions(j, c);
     read(j, "world_size", c.world_size);
     read(j, "steps", c.steps);
     read(j, "warmup", c.warmup);
@@ -244,9 +272,9 @@ std::string stable_hash(std::string_view bytes) {
 }
 
 std::string summary(const TrialConfig& c) {
-    return fmt::format("{} {} z{} ga{} mb{} ctx{} ckpt={} x{}", to_string(c.optimizer), to_string(c.precision),
-                       c.zero_stage, c.grad_accum, c.micro_batch, c.context, to_string(c.checkpointing),
-                       c.world_size);
+    std::string out;
+    for (const Dimension& d : dimensions()) out += fmt::format("{}{} ", d.prefix, d.text(c));
+    return out + fmt::format("x{}", c.world_size);
 }
 
 }  // namespace tune

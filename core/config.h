@@ -38,18 +38,14 @@ inline constexpr std::array<TrialStatus, 8> kStatuses{
     TrialStatus::pending, TrialStatus::running, TrialStatus::ok,      TrialStatus::oom,
     TrialStatus::failed,  TrialStatus::timeout, TrialStatus::invalid, TrialStatus::pruned};
 
-inline std::string_view to_string(Optimizer o) {
-    constexpr std::array<std::string_view, 5> names{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
-    return names[static_cast<std::size_t>(o)];
-}
-inline std::string_view to_string(Precision p) {
-    constexpr std::array<std::string_view, 4> names{"fp32", "bf16-mixed", "fp16-mixed", "bf16"};
-    return names[static_cast<std::size_t>(p)];
-}
-inline std::string_view to_string(Checkpointing c) {
-    constexpr std::array<std::string_view, 3> names{"none", "selective", "full"};
-    return names[static_cast<std::size_t>(c)];
-}
+// The names users write, indexed by the enum's value (the dimension table's choices too).
+inline constexpr std::array<std::string_view, 5> kOptimizerNames{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
+inline constexpr std::array<std::string_view, 4> kPrecisionNames{"fp32", "bf16-mixed", "fp16-mixed", "bf16"};
+inline constexpr std::array<std::string_view, 3> kCheckpointingNames{"none", "selective", "full"};
+
+inline std::string_view to_string(Optimizer o) { return kOptimizerNames[static_cast<std::size_t>(o)]; }
+inline std::string_view to_string(Precision p) { return kPrecisionNames[static_cast<std::size_t>(p)]; }
+inline std::string_view to_string(Checkpointing c) { return kCheckpointingNames[static_cast<std::size_t>(c)]; }
 inline std::string_view to_string(TrialStatus s) {
     constexpr std::array<std::string_view, 8> names{"pending", "running", "ok",      "oom",
                                                     "failed",  "timeout", "invalid", "pruned"};

@@ -25,7 +25,7 @@ struct Dims {
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t context);
 
 // What one layer's forward leaves for its backward (§3). Empty handles are
-// buffers the checkpointing mode freed.
+// buffers the Checkpointing mode freed.
 struct LayerActivations {
     Buffer x;      // (T, h) layer input
     Buffer rstd1;  // (T) fp32

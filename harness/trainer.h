@@ -1,7 +1,7 @@
 // One rank's training loop: micro-batches of forward (F), LM head and loss
 // (H), layer backward (B) and embedding backward (E), then the optimizer step
 // (O), allocating exactly what docs/memory-model.md §4 lists, phase by phase.
-// Precision, optimizer, accumulation, checkpointing, loss scaling, clipping,
+// Precision, optimizer, accumulation, activation recompute, loss scaling, clipping,
 // NEFTune and LOMO are run-time settings of the TrialConfig.
 #pragma once
 

@@ -5,36 +5,30 @@
 #include <map>
 #include <set>
 
+#include "core/dimensions.h"
+
 namespace tune {
 namespace {
 
-// A dimension's value as a sort key (enum index or the number) and its label.
-struct Dimension {
+// A searched dimension's value as a sort key (enum index or the number) and its label.
+struct Searched {
     std::string name;
     std::function<std::uint64_t(const TrialConfig&)> key;
     std::function<std::string(const TrialConfig&)> label;
 };
 
-template <typename Enum>
-Dimension enum_dimension(std::string name, Enum TrialConfig::*member) {
-    return {std::move(name), [member](const TrialConfig& c) { return static_cast<std::uint64_t>(c.*member); },
-            [member](const TrialConfig& c) { return std::string(to_string(c.*member)); }};
+Searched searched(const Dimension& d) {
+    return {std::string(d.name), [&d](const TrialConfig& c) { return std::uint64_t{d.get(c)}; },
+            [&d](const TrialConfig& c) { return d.text(c); }};
 }
 
-Dimension number_dimension(std::string name, std::uint32_t TrialConfig::*member) {
-    return {std::move(name), [member](const TrialConfig& c) { return std::uint64_t{c.*member}; },
-            [member](const TrialConfig& c) { return std::to_string(c.*member); }};
-}
-
-std::vector<Dimension> searched_dimensions() {
-    return {enum_dimension("optimizer", &TrialConfig::optimizer),
-            enum_dimension("precision", &TrialConfig::precision),
-            number_dimension("zero_stage", &TrialConfig::zero_stage),
-            number_dimension("grad_accum", &TrialConfig::grad_accum),
-            number_dimension("micro_batch", &TrialConfig::micro_batch),
-            number_dimension("context", &TrialConfig::context),
-            enum_dimension("checkpointing", &TrialConfig::checkpointing),
-            number_dimension("world_size", &TrialConfig::world_size)};
+// The dimension table's rows, then the world size (a sweep may compare several).
+std::vector<Searched> searched_dimensions() {
+    std::vector<Searched> out;
+    for (const Dimension& d : dimensions()) out.push_back(searched(d));
+    out.push_back({"world_size", [](const TrialConfig& c) { return std::uint64_t{c.world_size}; },
+                   [](const TrialConfig& c) { return std::to_string(c.world_size); }});
+    return out;
 }
 
 void count_into(DimensionValue& v, const TrialRecord& t) {
@@ -46,7 +40,7 @@ void count_into(DimensionValue& v, const TrialRecord& t) {
     v.min_peak = std::min(v.min_peak.value_or(UINT64_MAX), t.result.memory.peak);
 }
 
-DimensionEffect effect_of(const Dimension& d, const SweepData& sweep) {
+DimensionEffect effect_of(const Searched& d, const SweepData& sweep) {
     std::map<std::uint64_t, DimensionValue> by_key;
     for (const auto& t : sweep.trials) {
         auto [it, inserted] = by_key.try_emplace(d.key(t.result.config));
@@ -66,9 +60,8 @@ std::vector<DimensionEffect> dimension_effects(const SweepData& sweep) {
     return out;
 }
 
-ContextEffect context_effect(const SweepData& sweep, CurveGroup group) {
-    const Dimension d = group == CurveGroup::checkpointing ? enum_dimension("checkpointing", &TrialConfig::checkpointing)
-                                                           : enum_dimension("optimizer", &TrialConfig::optimizer);
+ContextEffect context_effect(const SweepData& sweep, const Dimension& group) {
+    const Searched d = searched(group);
     std::set<std::uint32_t> contexts;
     std::map<std::uint64_t, std::string> groups;
     for (const auto& t : sweep.trials) {

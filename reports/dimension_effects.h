@@ -1,7 +1,7 @@
 // What each searched dimension does on its own: per value of a dimension, how
 // many trials ran, how they ended, and the best throughput and smallest peak
 // among those that finished; and the throughput and memory curves over context
-// length, one curve per checkpointing mode or per optimizer.
+// length, one curve per value of a dimension (optimizer, activation recompute).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dimensions.h"
 #include "reports/sweep_data.h"
 
 namespace tune {
@@ -27,9 +28,8 @@ struct DimensionEffect {
     std::vector<DimensionValue> values;  // enum order, or ascending numbers
 };
 
-// One per searched dimension: optimizer, precision, zero_stage, grad_accum,
-// micro_batch, context, checkpointing, world_size. Pruned and invalid trials
-// count in `trials` only.
+// One per search dimension (the dimension table's rows) plus the world size.
+// Pruned and invalid trials count in `trials` only.
 std::vector<DimensionEffect> dimension_effects(const SweepData& sweep);
 
 struct ContextCurve {
@@ -39,12 +39,12 @@ struct ContextCurve {
 };
 
 struct ContextEffect {
-    std::string grouped_by;  // "checkpointing" or "optimizer"
+    std::string grouped_by;  // a dimension's name, e.g. "optimizer"
     std::vector<std::uint32_t> contexts;  // ascending
     std::vector<ContextCurve> curves;     // only groups present in the sweep
 };
 
-enum class CurveGroup { checkpointing, optimizer };
-ContextEffect context_effect(const SweepData& sweep, CurveGroup group);
+// One curve per value of `group` (a dimension whose table row asks for curves over context).
+ContextEffect context_effect(const SweepData& sweep, const Dimension& group);
 
 }  // namespace tune

@@ -4,7 +4,11 @@
 #include <cmath>
 #include <set>
 
+#include <utility>
+
 #include <fmt/format.h>
+
+#include "core/dimensions.h"
 
 #include "reports/report_format.h"
 #include "core/units.h"
@@ -58,10 +62,13 @@ nlohmann::json tooltip_lines(const TrialRecord& t) {
     const TrialConfig& c = t.result.config;
     nlohmann::json lines = nlohmann::json::array();
     lines.push_back(fmt::format("trial {}: {} ({} GPU{})", t.id, c.model.name, c.world_size, c.world_size == 1 ? "" : "s"));
-    lines.push_back(fmt::format("optimizer {}, precision {}, ZeRO {}", to_string(c.optimizer), to_string(c.precision),
-                                c.zero_stage));
-    lines.push_back(fmt::format("grad_accum {}, micro_batch {}, context {}", c.grad_accum, c.micro_batch, c.context));
-    lines.push_back(fmt::format("checkpointing {}", to_string(c.checkpointing)));
+    // The dimensions, three to a line.
+    std::string line;
+    for (std::size_t i = 0; i < kDimensionCount; ++i) {
+        const Dimension& d = dimensions()[i];
+        line += fmt::format("{}{} {}", line.empty() ? "" : ", ", d.name, d.text(c));
+        if (i % 3 == 2 || i + 1 == kDimensionCount) lines.push_back(std::exchange(line, {}));
+    }
     lines.push_back(fmt::format("peak {} ({}), {} tokens/s, MFU {:.1f}%", format_bytes(t.result.memory.peak),
                                 t.result.memory.peak_phase.empty() ? "phase unknown" : t.result.memory.peak_phase,
                                 rate_text(t.result.tokens_per_s), t.result.mfu * 100));

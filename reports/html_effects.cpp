@@ -1,6 +1,6 @@
 // The effect of each dimension: a small table per searched dimension, and
-// throughput and peak memory against context length, one curve per
-// checkpointing mode and one per optimizer.
+// throughput and peak memory against context length, one curve per value of
+// each dimension the dimension table marks curves_over_context.
 #include <fmt/format.h>
 
 #include "reports/dimension_effects.h"
@@ -34,7 +34,7 @@ nlohmann::json curves_spec(const ContextEffect& e, bool memory) {
 }
 
 void write_curves(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix,
-                  CurveGroup group) {
+                  const Dimension& group) {
     const ContextEffect e = context_effect(sweep, group);
     const std::string by = e.grouped_by;
     write_chart(html, page, prefix + "effect-tokens-" + by, curves_spec(e, false),
@@ -65,8 +65,8 @@ HtmlTable dimension_table(const DimensionEffect& d) {
 void write_effects_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix) {
     open_section(html, prefix + "effects", "Effect of each dimension");
     html.open("div", {{"class", "chart-grid"}});
-    write_curves(html, page, sweep, prefix, CurveGroup::checkpointing);
-    write_curves(html, page, sweep, prefix, CurveGroup::optimizer);
+    for (const Dimension& d : dimensions())
+        if (d.curves_over_context) write_curves(html, page, sweep, prefix, d);
     html.close("div");
     html.open("div", {{"class", "dimension-grid"}});
     for (const auto& d : dimension_effects(sweep)) dimension_table(d).write(html, "", false, "");

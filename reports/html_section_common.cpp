@@ -3,6 +3,8 @@
 
 #include "reports/html_sections.h"
 
+#include "core/dimensions.h"
+
 namespace tune {
 
 void open_section(HtmlWriter& html, const std::string& id, std::string_view title) {
@@ -11,20 +13,17 @@ void open_section(HtmlWriter& html, const std::string& id, std::string_view titl
 }
 
 std::vector<HtmlColumn> config_columns() {
-    return {{"optimizer", false, ""},
-            {"precision", false, ""},
-            {"ZeRO", true, "ZeRO stage"},
-            {"accum", true, "gradient accumulation steps"},
-            {"micro-batch", true, ""},
-            {"context", true, "tokens per sequence"},
-            {"ckpt", false, "activation checkpointing"},
-            {"GPUs", true, "ranks per trial"}};
+    std::vector<HtmlColumn> columns;
+    for (const Dimension& d : dimensions()) columns.push_back({std::string(d.header), !d.is_enum(), std::string(d.help)});
+    columns.push_back({"GPUs", true, "ranks per trial"});
+    return columns;
 }
 
 std::vector<std::string> config_cells(const TrialConfig& c) {
-    return {std::string(to_string(c.optimizer)), std::string(to_string(c.precision)), std::to_string(c.zero_stage),
-            std::to_string(c.grad_accum), std::to_string(c.micro_batch), std::to_string(c.context),
-            std::string(to_string(c.checkpointing)), std::to_string(c.world_size)};
+    const auto cells = dimension_cells(c);
+    std::vector<std::string> out(cells.begin(), cells.end());
+    out.push_back(std::to_string(c.world_size));
+    return out;
 }
 
 }  // namespace tune

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/dimensions.h"
+
 #include "core/units.h"
 
 namespace tune {
@@ -31,9 +33,9 @@ std::optional<double> measured_step_s(const TrialRecord& t) {
 double error_percent(double estimated, double measured) { return (estimated - measured) / measured * 100.0; }
 
 std::string dimensions_key(const TrialConfig& c) {
-    return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}", c.model.name, to_string(c.optimizer), to_string(c.precision),
-                       c.zero_stage, c.grad_accum, c.micro_batch, c.context, to_string(c.checkpointing),
-                       c.world_size);
+    std::string key = c.model.name;
+    for (const std::string& cell : dimension_cells(c)) key += "|" + cell;
+    return key + "|" + std::to_string(c.world_size);
 }
 
 }  // namespace tune

@@ -1,11 +1,27 @@
 #include "reports/text_table.h"
 
+#include "core/dimensions.h"
+
 #include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
 
 namespace tune {
+
+std::vector<std::string> config_header(const std::vector<std::string>& more) {
+    std::vector<std::string> out;
+    for (const Dimension& d : dimensions()) out.emplace_back(d.header);
+    out.insert(out.end(), more.begin(), more.end());
+    return out;
+}
+
+std::vector<std::string> config_row(const TrialConfig& c, const std::vector<std::string>& more) {
+    const auto cells = dimension_cells(c);
+    std::vector<std::string> out(cells.begin(), cells.end());
+    out.insert(out.end(), more.begin(), more.end());
+    return out;
+}
 namespace {
 
 bool looks_numeric(const std::string& cell) {

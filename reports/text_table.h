@@ -7,7 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
+
 namespace tune {
+
+// Table rows that show a configuration: its search dimensions (the dimension
+// table's headers and values, in its order), then the table's own columns.
+std::vector<std::string> config_header(const std::vector<std::string>& more);
+std::vector<std::string> config_row(const TrialConfig& c, const std::vector<std::string>& more);
 
 // `text` with every ASCII control character (and DEL) written as \xNN.
 std::string printable(const std::string& text);

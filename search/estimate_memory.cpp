@@ -15,7 +15,7 @@ std::uint64_t aligned(std::uint64_t bytes) { return round_up(bytes, kBufferAlign
 
 bool cpu_backend(const Hardware& hw) { return hw.backend == "cpu"; }
 
-// Activation bytes a layer keeps after its forward under each checkpointing mode.
+// Activation bytes a layer keeps after its forward under each Checkpointing mode.
 std::uint64_t kept_bytes(const ActivationSizes& a, Checkpointing mode, bool fused) {
     switch (mode) {
         case Checkpointing::none: return a.kept_none;

@@ -1,5 +1,8 @@
 #include "search/space.h"
 
+#include <limits>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 namespace tune {
@@ -45,32 +48,46 @@ std::optional<Invalidity> check_validity(const TrialConfig& c, const SweepSpec& 
     return std::nullopt;
 }
 
+const std::vector<DimValue>& SpaceSpec::of(std::string_view dimension) const {
+    for (std::size_t i = 0; i < kDimensionCount; ++i)
+        if (dimensions()[i].name == dimension) return values[i];
+    throw std::invalid_argument(fmt::format("no search dimension named \"{}\"", dimension));
+}
+
+std::uint64_t SpaceSpec::size() const {
+    std::uint64_t n = 1;
+    for (const auto& v : values) {
+        if (v.empty()) return 0;
+        if (n > std::numeric_limits<std::uint64_t>::max() / v.size()) return std::numeric_limits<std::uint64_t>::max();
+        n *= v.size();
+    }
+    return n;
+}
+
 std::vector<Candidate> expand_space(const SweepSpec& spec) {
     const SpaceSpec& s = spec.space;
     std::vector<Candidate> out;
-    out.reserve(s.size());
+    const std::uint64_t n = s.size();
+    if (n == 0) return out;
+    out.reserve(n);
+    // An odometer over the dimensions in grid order: the last (innermost) digit turns fastest.
+    const auto& order = grid_order();
+    std::array<std::size_t, kDimensionCount> digit{};
     TrialConfig c = base_config(spec);
-    for (Precision precision : s.precisions)
-        for (std::uint32_t zero : s.zero_stages)
-            for (Optimizer optimizer : s.optimizers)
-                for (Checkpointing ckpt : s.checkpointings)
-                    for (std::uint32_t context : s.contexts)
-                        for (std::uint32_t micro_batch : s.micro_batches)
-                            for (std::uint32_t accum : s.grad_accums) {
-                                c.precision = precision;
-                                c.zero_stage = zero;
-                                c.optimizer = optimizer;
-                                c.checkpointing = ckpt;
-                                c.context = context;
-                                c.micro_batch = micro_batch;
-                                c.grad_accum = accum;
-                                Candidate candidate{c, {}, {}};
-                                if (auto bad = check_validity(c, spec)) {
-                                    candidate.invalid_reason = std::move(bad->reason);
-                                    candidate.invalid_kind = bad->kind;
-                                }
-                                out.push_back(std::move(candidate));
-                            }
+    for (std::uint64_t k = 0; k < n; ++k) {
+        for (std::size_t i = 0; i < kDimensionCount; ++i) dimensions()[i].set(c, s.values[i][digit[i]]);
+        Candidate candidate{c, {}, {}};
+        if (auto bad = check_validity(c, spec)) {
+            candidate.invalid_reason = std::move(bad->reason);
+            candidate.invalid_kind = bad->kind;
+        }
+        out.push_back(std::move(candidate));
+        for (std::size_t r = kDimensionCount; r-- > 0;) {
+            const std::size_t d = order[r];
+            if (++digit[d] < s.values[d].size()) break;
+            digit[d] = 0;
+        }
+    }
     return out;
 }
 

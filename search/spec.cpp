@@ -6,12 +6,14 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include "core/dimensions.h"
 #include "core/nearest.h"
 #include "core/presets.h"
 #include "core/units.h"
@@ -27,8 +29,12 @@ constexpr std::array<std::string_view, 12> kModelKeys{"preset", "hf_config", "na
                                                       "hidden", "layers",    "heads",       "kv_heads",
                                                       "ffn",    "max_context", "rms_norm_eps", "rope_theta"};
 constexpr std::array<std::string_view, 5> kHardwareKeys{"gpus", "nodes", "device", "memory_limit", "margin"};
-constexpr std::array<std::string_view, 7> kSpaceKeys{"optimizer",     "precision", "zero_stage", "grad_accum",
-                                                     "checkpointing", "context",   "micro_batch"};
+// [space] takes exactly the dimension table's names.
+std::array<std::string_view, kDimensionCount> space_keys() {
+    std::array<std::string_view, kDimensionCount> keys{};
+    for (std::size_t i = 0; i < kDimensionCount; ++i) keys[i] = dimensions()[i].name;
+    return keys;
+}
 constexpr std::array<std::string_view, 2> kConstraintKeys{"global_batch_tokens", "max_world_size"};
 constexpr std::array<std::string_view, 13> kTrialKeys{"steps", "warmup",        "timeout",        "launcher", "seed",
                                                       "lr",    "weight_decay",  "clip",           "neftune_alpha",
@@ -182,36 +188,29 @@ public:
         } else {
             items.push_back(node);
         }
+        std::set<T> seen;  // a set, not a scan: a list of many values stays O(n log n)
         for (const toml::node* item : items) {
             T value = parse_one(*item);
-            for (const T& seen : values)
-                if (seen == value)
-                    fail(item->source(), fmt::format("[{}] {}: {} is listed twice", section, key, describe(*item)));
+            if (!seen.insert(value).second)
+                fail(item->source(), fmt::format("[{}] {}: {} is listed twice", section, key, describe(*item)));
             values.push_back(value);
         }
         return values;
     }
 
-    std::vector<std::uint32_t> int_list(const toml::table& t, std::string_view section, std::string_view key,
-                                        std::int64_t min, std::int64_t max) const {
-        return list<std::uint32_t>(t, section, key, [&](const toml::node& item) {
-            if (!item.is_integer())
-                fail(item.source(), fmt::format("[{}] {}: expected integers, got {}", section, key, type_name(item)));
-            return static_cast<std::uint32_t>(integer_value(item, section, key, min, max));
-        });
-    }
-
-    template <typename Enum, std::size_t N>
-    std::vector<Enum> enum_list(const toml::table& t, std::string_view section, std::string_view key,
-                                const std::array<Enum, N>& all) const {
-        std::array<std::string_view, N> names{};
-        for (std::size_t i = 0; i < N; ++i) names[i] = to_string(all[i]);
-        return list<Enum>(t, section, key, [&](const toml::node& item) {
+    // One [space] dimension: its names (enumerations) or integers within its bounds.
+    std::vector<DimValue> dimension_list(const toml::table& t, const Dimension& d) const {
+        return list<DimValue>(t, "space", d.name, [&](const toml::node& item) {
+            if (!d.is_enum()) {
+                if (!item.is_integer())
+                    fail(item.source(), fmt::format("[space] {}: expected integers, got {}", d.name, type_name(item)));
+                return static_cast<DimValue>(integer_value(item, "space", d.name, d.min, d.max));
+            }
             if (!item.is_string())
-                fail(item.source(), fmt::format("[{}] {}: expected strings, got {}", section, key, type_name(item)));
+                fail(item.source(), fmt::format("[space] {}: expected strings, got {}", d.name, type_name(item)));
             const std::string text(item.as_string()->get());
-            if (auto parsed = parse_enum(text, all)) return *parsed;
-            fail(item.source(), unknown_value(section, key, text, names));
+            if (auto parsed = d.parse(text)) return *parsed;
+            fail(item.source(), unknown_value("space", d.name, text, d.choices));
         });
     }
 
@@ -336,23 +335,13 @@ void read_space(const Reader& r, const toml::table& root, SweepSpec& s) {
     if (!t)
         r.fail("missing section [space]: list the values to try, e.g. optimizer = [\"adamw\", \"lion\"] "
                "(see sweeps/demo.toml)");
-    r.check_keys(*t, "space", kSpaceKeys);
-    SpaceSpec& sp = s.space;
-    sp.optimizers = r.enum_list(*t, "space", "optimizer", kOptimizers);
-    sp.precisions = r.enum_list(*t, "space", "precision", kPrecisions);
-    sp.zero_stages = r.int_list(*t, "space", "zero_stage", 0, 3);
-    sp.grad_accums = r.int_list(*t, "space", "grad_accum", 1, 65536);
-    sp.checkpointings = r.enum_list(*t, "space", "checkpointing", kCheckpointings);
-    sp.contexts = r.int_list(*t, "space", "context", 1, 1 << 22);
-    sp.micro_batches = r.int_list(*t, "space", "micro_batch", 1, 65536);
+    r.check_keys(*t, "space", space_keys());
     // An omitted dimension is held at the value a plain training script would use.
-    if (sp.optimizers.empty()) sp.optimizers = {Optimizer::adamw};
-    if (sp.precisions.empty()) sp.precisions = {Precision::bf16_mixed};
-    if (sp.zero_stages.empty()) sp.zero_stages = {0};
-    if (sp.grad_accums.empty()) sp.grad_accums = {1};
-    if (sp.checkpointings.empty()) sp.checkpointings = {Checkpointing::none};
-    if (sp.contexts.empty()) sp.contexts = {static_cast<std::uint32_t>(std::min<std::uint64_t>(2048, s.model.max_context))};
-    if (sp.micro_batches.empty()) sp.micro_batches = {1};
+    for (std::size_t i = 0; i < kDimensionCount; ++i) {
+        const Dimension& d = dimensions()[i];
+        s.space.values[i] = r.dimension_list(*t, d);
+        if (s.space.values[i].empty()) s.space.values[i] = {d.fallback(s.model)};
+    }
 }
 
 void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {

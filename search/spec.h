@@ -5,13 +5,14 @@
 //   name = "llama7b-h100x8"
 //   [model]       preset = "llama-7b" | dims (vocab, hidden, ...) | hf_config = "config.json"
 //   [hardware]    gpus, nodes, device ("auto", a preset, "cpu"), memory_limit ("auto", "80GiB"), margin
-//   [space]       optimizer, precision, zero_stage, grad_accum, checkpointing, context, micro_batch
+//   [space]       one list per search dimension (core/dimensions.cpp: optimizer, precision, ...)
 //   [constraints] global_batch_tokens, max_world_size            (optional)
 //   [trial]       steps, warmup, timeout, launcher, seed, lr, ... (optional)
 //   [search]      strategy, budget                               (optional)
 //   [output]      database, report                               (optional)
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -20,23 +21,18 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/dimensions.h"
 
 namespace tune {
 
+// The values to try per search dimension, indexed like dimensions() (never empty
+// once read: an omitted key holds the dimension's fallback).
 struct SpaceSpec {
-    std::vector<Optimizer> optimizers;
-    std::vector<Precision> precisions;
-    std::vector<std::uint32_t> zero_stages;
-    std::vector<std::uint32_t> grad_accums;
-    std::vector<Checkpointing> checkpointings;
-    std::vector<std::uint32_t> contexts;
-    std::vector<std::uint32_t> micro_batches;
+    std::array<std::vector<DimValue>, kDimensionCount> values;
 
-    // Number of combinations, valid or not.
-    std::uint64_t size() const {
-        return std::uint64_t{1} * optimizers.size() * precisions.size() * zero_stages.size() * grad_accums.size() *
-               checkpointings.size() * contexts.size() * micro_batches.size();
-    }
+    const std::vector<DimValue>& of(std::string_view dimension) const;
+    // Number of combinations, valid or not, saturating at UINT64_MAX.
+    std::uint64_t size() const;
 };
 
 // Settings every trial of the sweep shares (the [trial] section).

@@ -52,13 +52,13 @@ std::vector<Constraint> constraints_of(const BestQuery& q) {
                                               fmt::join(sizes, ", "));
                        }});
     }
-    if (q.optimizer) {
-        const Optimizer want = *q.optimizer;
-        out.push_back({[want](const TrialRecord& t) { return t.result.config.optimizer == want; },
-                       [want](const std::vector<const TrialRecord*>& set) {
-                           std::set<std::string_view> names;
-                           for (auto* t : set) names.insert(to_string(t->result.config.optimizer));
-                           return fmt::format("none used {}: measured optimizers are {}", to_string(want),
+    for (const auto& [index, value] : q.equal) {
+        const Dimension& d = dimensions()[index];
+        out.push_back({[&d, value](const TrialRecord& t) { return d.get(t.result.config) == value; },
+                       [&d, value](const std::vector<const TrialRecord*>& set) {
+                           std::set<std::string> names;
+                           for (auto* t : set) names.insert(d.text(t->result.config));
+                           return fmt::format("none has {} {}: measured values are {}", d.name, d.format(value),
                                               fmt::join(names, ", "));
                        }});
     }

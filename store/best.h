@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
+#include "core/dimensions.h"
 #include "store/records.h"
 
 namespace tune {
@@ -21,7 +23,8 @@ struct BestQuery {
     std::optional<std::uint64_t> max_memory;   // measured peak bytes per rank
     std::optional<std::uint32_t> min_context;
     std::optional<std::uint32_t> gpus;         // world size, exactly
-    std::optional<Optimizer> optimizer;
+    // Search dimensions that must equal a value: (index into dimensions(), value).
+    std::vector<std::pair<std::size_t, DimValue>> equal;
     BestBy by = BestBy::tokens_per_s;
     std::size_t top = 5;                       // best plus runners-up
 };

@@ -1,10 +1,13 @@
 #include "store/schema.h"
 
 #include <array>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "core/config.h"
+#include "core/dimensions.h"
 #include "store/sqlite_db.h"
 #include "store/store_error.h"
 
@@ -147,6 +150,25 @@ constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersio
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};
 
+constexpr sql::Sql kTrialColumns{"trial_columns", "SELECT name FROM pragma_table_info('trials')"};
+
+// Every search dimension is a column of `trials`, named as in the dimension
+// table. Version 1 created the first seven; a dimension added later gets its
+// column here, with the value every earlier trial implicitly had as default.
+void add_dimension_columns(sql::Connection& db) {
+    std::set<std::string> have;
+    for (auto q = db.query(kTrialColumns); q.step();) have.insert(q.text(0));
+    const TrialConfig before;
+    for (const Dimension& d : dimensions()) {
+        if (have.contains(std::string(d.name))) continue;
+        // Identifiers and defaults come from our own table, never from input.
+        const std::string default_value = d.is_enum() ? fmt::format("'{}'", d.text(before)) : d.text(before);
+        const std::string alter = fmt::format("ALTER TABLE trials ADD COLUMN {} {} NOT NULL DEFAULT {}", d.name,
+                                              d.is_enum() ? "TEXT" : "INTEGER", default_value);
+        db.exec("add_dimension_column", alter.c_str());
+    }
+}
+
 void refuse_newer(int version) {
     if (version > kSchemaVersion)
         throw StoreError("schema", 0,
@@ -176,6 +198,7 @@ void migrate(sql::Connection& db) {
         const std::string name = fmt::format("migration to version {}", v + 1);
         db.exec(name.c_str(), kMigrations[static_cast<std::size_t>(v)]);
     }
+    add_dimension_columns(db);
     // A pragma takes no bound parameters; the value is our own constant.
     db.exec("set_schema_version", fmt::format("PRAGMA user_version = {}", kSchemaVersion).c_str());
     tx.commit();

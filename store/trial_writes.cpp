@@ -7,18 +7,37 @@
 #include <fmt/format.h>
 
 #include "store/sqlite_db.h"
+#include "core/dimensions.h"
 #include "store/store.h"
 #include "store/trial_columns.h"
 
 namespace tune {
 namespace {
 
-constexpr sql::Sql kInsertTrial{"add_trials", R"sql(
-INSERT INTO trials (sweep_id, config_hash, config_json, model, optimizer, precision, zero_stage, grad_accum,
-                    micro_batch, context, checkpointing, world_size, status, reason, priority,
-                    est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
-ON CONFLICT (sweep_id, config_hash) DO NOTHING)sql"};
+// The trial row: its fixed columns, then one column per search dimension,
+// named as in the dimension table (parameters ?15 onwards, in its order).
+constexpr int kFirstDimensionParameter = 9 + sql::kEstimateColumns;
+const sql::Sql& insert_trial_sql() {
+    static const std::string text = [] {
+        std::string columns = "sweep_id, config_hash, config_json, model, world_size, status, reason, priority, "
+                              "est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits";
+        std::string values = "?1";
+        for (const Dimension& d : dimensions()) columns += fmt::format(", {}", d.name);
+        for (std::size_t i = 2; i < kFirstDimensionParameter + kDimensionCount; ++i) values += fmt::format(", ?{}", i);
+        return fmt::format("INSERT INTO trials ({}) VALUES ({}) ON CONFLICT (sweep_id, config_hash) DO NOTHING",
+                           columns, values);
+    }();
+    static const sql::Sql insert{"insert_trial", text.c_str()};
+    return insert;
+}
+
+void bind_dimensions(sql::Query& q, const TrialConfig& c) {
+    int index = kFirstDimensionParameter;
+    for (const Dimension& d : dimensions()) {
+        if (d.is_enum()) q.bind(index++, d.text(c));
+        else q.bind(index++, d.get(c));
+    }
+}
 
 constexpr sql::Sql kUpdatePending{"update_pending", R"sql(
 UPDATE trials SET priority = ?2, status = ?3, reason = ?4,
@@ -130,12 +149,11 @@ std::size_t Store::add_trials(SweepId sweep, std::span<const NewTrial> trials) {
         require(is_enumerated_status(t.status), "add_trials",
                 fmt::format("a new trial is pending, invalid or pruned, not {}", to_string(t.status)));
         const TrialConfig& c = t.config;
-        auto q = db_->query(kInsertTrial);
+        auto q = db_->query(insert_trial_sql());
         q.bind(1, sweep).bind(2, config_hash(c)).bind(3, nlohmann::json(c).dump()).bind(4, c.model.name);
-        q.bind(5, to_string(c.optimizer)).bind(6, to_string(c.precision)).bind(7, c.zero_stage);
-        q.bind(8, c.grad_accum).bind(9, c.micro_batch).bind(10, c.context).bind(11, to_string(c.checkpointing));
-        q.bind(12, c.world_size).bind(13, to_string(t.status)).bind(14, t.reason).bind(15, t.priority);
-        sql::bind_estimate(q, 16, t.estimate);
+        q.bind(5, c.world_size).bind(6, to_string(t.status)).bind(7, t.reason).bind(8, t.priority);
+        sql::bind_estimate(q, 9, t.estimate);
+        bind_dimensions(q, c);
         q.run();
         if (db_->changes() == 0) continue;  // already enumerated: keep what it has
         ++added;

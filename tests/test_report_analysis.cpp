@@ -104,7 +104,7 @@ TEST_CASE("the fixture's sweep data, accuracy, effects and comparison", "[report
             for (const auto& v : d.values) n += v.trials;
             CHECK(n == h100.trials.size());
         }
-        const ContextEffect e = context_effect(h100, CurveGroup::checkpointing);
+        const ContextEffect e = context_effect(h100, *find_dimension("checkpointing"));
         CHECK(e.contexts == std::vector<std::uint32_t>{1024, 2048, 4096});
         REQUIRE(e.curves.size() == 2);
         CHECK(e.curves[0].label == "none");

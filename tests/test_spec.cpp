@@ -87,9 +87,9 @@ TEST_CASE("a sweep file fills every section", "[spec]") {
     CHECK(s.hardware.device == "h100-80gb");
     CHECK(s.world_size() == 8);
     CHECK(s.memory_limit() == s.hardware.memory_bytes);
-    CHECK(s.space.optimizers.size() == 5);
-    CHECK(s.space.precisions.size() == 4);
-    CHECK(s.space.zero_stages == std::vector<std::uint32_t>{0, 1, 2, 3});
+    CHECK(s.space.of("optimizer").size() == 5);
+    CHECK(s.space.of("precision").size() == 4);
+    CHECK(s.space.of("zero_stage") == std::vector<DimValue>{0, 1, 2, 3});
     CHECK(s.trial.timeout_s == Approx(600));
     CHECK(s.budget_s == Approx(8 * 3600));
     CHECK(s.strategy == "pareto-first");
@@ -111,9 +111,9 @@ optimizer = "lion"
     CHECK(s.model.layers == 3);
     CHECK(s.model.name == "tiny-modified");
     CHECK(s.memory_limit() == 80'000'000'000ull);
-    CHECK(s.space.optimizers == std::vector<Optimizer>{Optimizer::lion});
-    CHECK(s.space.precisions == std::vector<Precision>{Precision::bf16_mixed});
-    CHECK(s.space.contexts == std::vector<std::uint32_t>{256});  // min(2048, tiny's max_context)
+    CHECK(s.space.of("optimizer") == std::vector<DimValue>{static_cast<DimValue>(Optimizer::lion)});
+    CHECK(s.space.of("precision") == std::vector<DimValue>{static_cast<DimValue>(Precision::bf16_mixed)});
+    CHECK(s.space.of("context") == std::vector<DimValue>{256});  // min(2048, tiny's max_context)
     CHECK(s.hardware.device == "cpu");
     CHECK(s.report == "inline.html");
 }

@@ -323,7 +323,7 @@ TEST_CASE("best ranks by the chosen metric under constraints, with ties settled"
     q.gpus = 4;
     CHECK(ids(find_best(db, q)) == std::vector<TrialId>{c});
     q = {};
-    q.optimizer = Optimizer::adamw;
+    q.equal = {{0, static_cast<DimValue>(Optimizer::adamw)}};
     q.top = 2;
     auto top2 = find_best(db, q);
     CHECK(ids(top2) == std::vector<TrialId>{e, a});
@@ -373,11 +373,11 @@ TEST_CASE("best says why nothing qualifies", "[store][best]") {
 
     q = {};
     q.gpus = 64;
-    q.optimizer = Optimizer::adafactor;
+    q.equal = {{0, static_cast<DimValue>(Optimizer::adafactor)}};
     none = find_best(db, q);
     REQUIRE(none.why_none.size() == 2);
     CHECK_THAT(none.why_none[0], Catch::Contains("64 GPUs"));
-    CHECK_THAT(none.why_none[1], Catch::Contains("none used adafactor: measured optimizers are adam8bit, lion"));
+    CHECK_THAT(none.why_none[1], Catch::Contains("none has optimizer adafactor: measured values are adam8bit, lion"));
 }
 
 TEST_CASE("hostile strings are stored and read back verbatim", "[store]") {
@@ -519,8 +519,8 @@ TEST_CASE("the reproduction command names the preset or carries the whole config
     c.world_size = 8;
     c.memory_limit = 40 * GiB;
     CHECK(trial_command(c) ==
-          "tune trial --model tiny --optimizer lion --precision bf16-mixed --zero 2 --gpus 8 --micro-batch 1 "
-          "--context 64 --grad-accum 1 --checkpointing none --steps 6 --warmup 2 --seed 1000 --memory-limit 40GiB");
+          "tune trial --model tiny --optimizer lion --precision bf16-mixed --zero 2 --grad-accum 1 --micro-batch 1 "
+          "--context 64 --checkpointing none --gpus 8 --steps 6 --warmup 2 --seed 1000 --memory-limit 40GiB");
     c.model.name = "my 'model'";
     const std::string custom = trial_command(c);
     CHECK_THAT(custom, Catch::StartsWith("tune trial --config '{") && Catch::Contains(R"("name":"my '\''model'\''")"));

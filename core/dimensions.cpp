@@ -1,0 +1,166 @@
+#include "core/dimensions.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "core/config.h"
+
+namespace tune {
+namespace {
+
+template <typename Enum>
+constexpr DimValue index_of(Enum e) {
+    return static_cast<DimValue>(e);
+}
+
+// The rows, in display order. grid_rank orders the expansion: precision and
+// ZeRO stage outermost (a new process layout), accumulation innermost.
+constexpr std::array<Dimension, kDimensionCount> kTable{{
+    {.name = "optimizer",
+     .flag = "--optimizer",
+     .header = "optimizer",
+     .prefix = "",
+     .help = "adamw, lion, adam8bit (8-bit states), adafactor (factored second moment) or lomo (fused update, no states)",
+     .kind = DimKind::enumeration,
+     .choices = kOptimizerNames,
+     .grid_rank = 2,
+     .curves_over_context = true,
+     .fallback = [](const ModelSpec&) { return index_of(Optimizer::adamw); },
+     .get = [](const TrialConfig& c) { return index_of(c.optimizer); },
+     .set = [](TrialConfig& c, DimValue v) { c.optimizer = kOptimizers[v]; }},
+    {.name = "precision",
+     .flag = "--precision",
+     .header = "precision",
+     .prefix = "",
+     .help = "fp32, bf16-mixed or fp16-mixed (16-bit weights, fp32 master and states), bf16 (everything 16-bit)",
+     .kind = DimKind::enumeration,
+     .choices = kPrecisionNames,
+     .grid_rank = 0,
+     .fallback = [](const ModelSpec&) { return index_of(Precision::bf16_mixed); },
+     .get = [](const TrialConfig& c) { return index_of(c.precision); },
+     .set = [](TrialConfig& c, DimValue v) { c.precision = kPrecisions[v]; }},
+    {.name = "zero_stage",
+     .flag = "--zero",
+     .header = "zero",
+     .prefix = "z",
+     .help = "ZeRO stage: 0 replicates, 1 shards optimizer states, 2 also gradients, 3 also parameters",
+     .kind = DimKind::integer,
+     .min = 0,
+     .max = 3,
+     .grid_rank = 1,
+     .fallback = [](const ModelSpec&) { return DimValue{0}; },
+     .get = [](const TrialConfig& c) { return DimValue{c.zero_stage}; },
+     .set = [](TrialConfig& c, DimValue v) { c.zero_stage = v; }},
+    {.name = "grad_accum",
+     .flag = "--grad-accum",
+     .header = "accum",
+     .prefix = "ga",
+     .help = "micro-batches per optimizer step (gradient accumulation)",
+     .kind = DimKind::integer,
+     .min = 1,
+     .max = 65536,
+     .grid_rank = 6,
+     .fallback = [](const ModelSpec&) { return DimValue{1}; },
+     .get = [](const TrialConfig& c) { return DimValue{c.grad_accum}; },
+     .set = [](TrialConfig& c, DimValue v) { c.grad_accum = v; }},
+    {.name = "micro_batch",
+     .flag = "--micro-batch",
+     .header = "micro",
+     .prefix = "mb",
+     .help = "sequences per rank per micro-batch",
+     .kind = DimKind::integer,
+     .min = 1,
+     .max = 65536,
+     .grid_rank = 5,
+     .fallback = [](const ModelSpec&) { return DimValue{1}; },
+     .get = [](const TrialConfig& c) { return DimValue{c.micro_batch}; },
+     .set = [](TrialConfig& c, DimValue v) { c.micro_batch = v; }},
+    {.name = "context",
+     .flag = "--context",
+     .header = "context",
+     .prefix = "ctx",
+     .help = "tokens per sequence",
+     .kind = DimKind::integer,
+     .min = 1,
+     .max = 1u << 22,
+     .grid_rank = 4,
+     // A common pre-training length, or the model's own maximum when shorter.
+     .fallback = [](const ModelSpec& m) { return static_cast<DimValue>(std::min<std::uint64_t>(2048, m.max_context)); },
+     .get = [](const TrialConfig& c) { return DimValue{c.context}; },
+     .set = [](TrialConfig& c, DimValue v) { c.context = v; }},
+    {.name = "checkpointing",
+     .flag = "--checkpointing",
+     .header = "ckpt",
+     .prefix = "ckpt=",
+     .help = "activation checkpointing: none, selective (recompute attention) or full (recompute each layer)",
+     .kind = DimKind::enumeration,
+     .choices = kCheckpointingNames,
+     .grid_rank = 3,
+     .curves_over_context = true,
+     .fallback = [](const ModelSpec&) { return index_of(Checkpointing::none); },
+     .get = [](const TrialConfig& c) { return index_of(c.checkpointing); },
+     .set = [](TrialConfig& c, DimValue v) { c.checkpointing = kCheckpointings[v]; }},
+}};
+
+constexpr std::array<std::size_t, kDimensionCount> make_grid_order() {
+    std::array<std::size_t, kDimensionCount> order{};
+    for (std::size_t i = 0; i < kDimensionCount; ++i) order[static_cast<std::size_t>(kTable[i].grid_rank)] = i;
+    return order;
+}
+constexpr std::array<std::size_t, kDimensionCount> kGridOrder = make_grid_order();
+
+constexpr bool ranks_are_a_permutation() {
+    std::array<bool, kDimensionCount> seen{};
+    for (const Dimension& d : kTable) {
+        if (d.grid_rank < 0 || static_cast<std::size_t>(d.grid_rank) >= kDimensionCount || seen[d.grid_rank]) return false;
+        seen[d.grid_rank] = true;
+    }
+    return true;
+}
+static_assert(ranks_are_a_permutation(), "every dimension needs its own grid_rank, 0 to kDimensionCount - 1");
+
+}  // namespace
+
+std::string Dimension::format(DimValue v) const {
+    if (is_enum()) return v < choices.size() ? std::string(choices[v]) : fmt::format("<{} #{}>", name, v);
+    return std::to_string(v);
+}
+
+std::optional<DimValue> Dimension::parse(std::string_view text) const {
+    if (is_enum()) {
+        for (std::size_t i = 0; i < choices.size(); ++i)
+            if (choices[i] == text) return static_cast<DimValue>(i);
+        return std::nullopt;
+    }
+    std::uint64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size() || value < min || value > max) return std::nullopt;
+    return static_cast<DimValue>(value);
+}
+
+std::string Dimension::allowed() const {
+    if (!is_enum()) return fmt::format("{} to {}", min, max);
+    std::string out;
+    for (std::size_t i = 0; i < choices.size(); ++i)
+        out += fmt::format("{}{}", i == 0 ? "" : (i + 1 == choices.size() ? " or " : ", "), choices[i]);
+    return out;
+}
+
+const std::array<Dimension, kDimensionCount>& dimensions() { return kTable; }
+const std::array<std::size_t, kDimensionCount>& grid_order() { return kGridOrder; }
+
+const Dimension* find_dimension(std::string_view name) {
+    for (const Dimension& d : kTable)
+        if (d.name == name) return &d;
+    return nullptr;
+}
+
+std::array<std::string, kDimensionCount> dimension_cells(const TrialConfig& c) {
+    std::array<std::string, kDimensionCount> cells;
+    for (std::size_t i = 0; i < kDimensionCount; ++i) cells[i] = kTable[i].text(c);
+    return cells;
+}
+
+}  // namespace tune

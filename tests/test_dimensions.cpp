@@ -1,0 +1,170 @@
+// The dimension table is the one place a search dimension is named: these
+// tests hold every reader of it (sweep file, JSON, store columns, flags,
+// tables) to the table, row by row, so a new row is covered without a new test.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/trial_command.h"
+#include "core/config.h"
+#include "core/dimensions.h"
+#include "core/presets.h"
+#include "search/space.h"
+#include "search/spec.h"
+#include "support/run_command.h"
+#include "test_store_support.h"
+
+using namespace tune;
+
+namespace {
+
+// A value of `d` other than its default (the largest choice, or min + 1 within bounds).
+DimValue other_value(const Dimension& d, const TrialConfig& c) {
+    const DimValue now = d.get(c);
+    if (d.is_enum()) return now == 0 ? static_cast<DimValue>(d.choices.size() - 1) : 0;
+    return now == d.min ? d.min + 1 : d.min;
+}
+
+}  // namespace
+
+TEST_CASE("the dimension table's rows are distinct and their values round-trip", "[dimensions]") {
+    std::set<std::string_view> names, flags, headers;
+    std::set<int> ranks;
+    for (const Dimension& d : dimensions()) {
+        INFO(d.name);
+        CHECK(names.insert(d.name).second);
+        CHECK(flags.insert(d.flag).second);
+        CHECK(headers.insert(d.header).second);
+        CHECK(ranks.insert(d.grid_rank).second);
+        CHECK(d.flag.starts_with("--"));
+        CHECK_FALSE(d.help.empty());
+        if (d.is_enum()) {
+            REQUIRE_FALSE(d.choices.empty());
+            for (DimValue v = 0; v < d.choices.size(); ++v) CHECK(d.parse(d.format(v)) == v);
+            CHECK_FALSE(d.parse("no-such-value"));
+        } else {
+            CHECK(d.parse(d.format(d.min)) == d.min);
+            CHECK(d.parse(d.format(d.max)) == d.max);
+            CHECK_FALSE(d.parse(std::to_string(std::uint64_t{d.max} + 1)));
+            CHECK_FALSE(d.parse("-1"));
+            CHECK_FALSE(d.parse("3x"));
+        }
+        CHECK(find_dimension(d.name) == &d);
+    }
+    CHECK(ranks.size() == kDimensionCount);
+}
+
+TEST_CASE("TrialConfig's JSON carries every dimension, and each one round-trips", "[dimensions]") {
+    for (const Dimension& d : dimensions()) {
+        INFO(d.name);
+        TrialConfig c;
+        c.model = *find_model("tiny");
+        d.set(c, other_value(d, c));
+        const nlohmann::json j = c;
+        CHECK(j.contains(d.name));
+        CHECK(j.get<TrialConfig>() == c);
+        CHECK(config_hash(j.get<TrialConfig>()) == config_hash(c));
+    }
+}
+
+TEST_CASE("[space] takes each dimension by its table name; an omitted one holds its fallback", "[dimensions]") {
+    const ModelSpec tiny = *find_model("tiny");
+    for (const Dimension& d : dimensions()) {
+        INFO(d.name);
+        TrialConfig probe;
+        const DimValue v = other_value(d, probe);
+        const std::string value = d.is_enum() ? "\"" + d.format(v) + "\"" : d.format(v);
+        const std::string text = "name = \"t\"\n[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n[space]\n" +
+                                 std::string(d.name) + " = [" + value + "]\n";
+        const SweepSpec spec = parse_sweep(text, "t.toml");
+        CHECK(spec.space.of(d.name) == std::vector<DimValue>{v});
+        for (const Dimension& other : dimensions())
+            if (other.name != d.name) CHECK(spec.space.of(other.name) == std::vector<DimValue>{other.fallback(tiny)});
+        const auto candidates = expand_space(spec);
+        REQUIRE(candidates.size() == 1);
+        CHECK(d.get(candidates[0].config) == v);
+    }
+}
+
+TEST_CASE("the space expands in grid order: the lowest grid_rank outermost", "[dimensions]") {
+    const std::string text =
+        "name = \"t\"\n[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n[space]\n"
+        "optimizer = [\"adamw\", \"lion\"]\nprecision = [\"fp32\", \"bf16\"]\nzero_stage = [0, 1]\n"
+        "grad_accum = [1, 2]\nmicro_batch = [1, 2]\ncontext = [32, 64]\ncheckpointing = [\"none\", \"full\"]\n";
+    const auto candidates = expand_space(parse_sweep(text, "t.toml"));
+    REQUIRE(candidates.size() == 128);
+    // Walking the grid, the dimension of rank r changes every 2^(6 - r) candidates.
+    for (std::size_t rank = 0; rank < kDimensionCount; ++rank) {
+        const Dimension& d = dimensions()[grid_order()[rank]];
+        INFO(d.name);
+        const std::size_t period = std::size_t{1} << (kDimensionCount - 1 - rank);
+        for (std::size_t k = 1; k < candidates.size(); ++k) {
+            const bool changed = d.get(candidates[k].config) != d.get(candidates[k - 1].config);
+            CHECK(changed == (k % period == 0));
+        }
+    }
+}
+
+TEST_CASE("the store has a column per dimension holding its value, and re-adds a missing one", "[dimensions][store]") {
+    test::ScratchDir dir;
+    const std::string db = dir.file("t.db");
+    TrialConfig c = test::sample_config(3);
+    for (const Dimension& d : dimensions()) d.set(c, other_value(d, c));
+    {
+        Store store(db, Store::Mode::read_write);
+        const SweepId sweep = store.open_sweep(test::sample_sweep("s"), false).id;
+        const std::vector<NewTrial> trials{{c, TrialStatus::pending, "", std::nullopt, 0}};
+        REQUIRE(store.add_trials(sweep, trials) == 1);
+    }
+    for (const Dimension& d : dimensions()) {
+        INFO(d.name);
+        const auto r = test::run_command("sqlite3 " + db + " 'SELECT " + std::string(d.name) + " FROM trials'");
+        CHECK(r.exit_code == 0);
+        CHECK(r.output == d.text(c) + "\n");
+    }
+    // A database from before a dimension existed: its column comes back with the default.
+    const Dimension& last = dimensions().back();
+    REQUIRE(test::run_command("sqlite3 " + db + " 'ALTER TABLE trials DROP COLUMN " + std::string(last.name) + "'")
+                .exit_code == 0);
+    { Store reopened(db, Store::Mode::read_write); }
+    const auto r = test::run_command("sqlite3 " + db + " 'SELECT " + std::string(last.name) + " FROM trials'");
+    CHECK(r.output == last.text(TrialConfig{}) + "\n");
+}
+
+TEST_CASE("every command that takes a configuration has every dimension's flag", "[dimensions][cli]") {
+    for (const char* command : {"trial", "estimate", "best"}) {
+        const auto help = test::run_tune(std::string(command) + " --help");
+        for (const Dimension& d : dimensions()) {
+            INFO(command << " " << d.flag);
+            CHECK_THAT(help.output, Catch::Contains(std::string(d.flag)));
+        }
+    }
+    TrialConfig c;
+    c.model = *find_model("tiny");
+    const std::string line = trial_command(c);
+    for (const Dimension& d : dimensions()) CHECK_THAT(line, Catch::Contains(std::string(d.flag) + " " + d.text(c)));
+    const auto bad = test::run_tune("estimate --optimizer adamx");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, Catch::Contains("--optimizer 'adamx': expected adamw, lion") &&
+                               Catch::Contains("did you mean 'adamw'?"));
+    const auto range = test::run_tune("estimate --zero 4");
+    CHECK(range.exit_code == 2);
+    CHECK_THAT(range.output, Catch::Contains("--zero '4': expected 0 to 3"));
+}
+
+TEST_CASE("summary and table cells follow the table's order", "[dimensions]") {
+    TrialConfig c;
+    c.optimizer = Optimizer::lion;
+    c.precision = Precision::bf16_mixed;
+    c.zero_stage = 3;
+    c.grad_accum = 4;
+    c.context = 4096;
+    c.checkpointing = Checkpointing::full;
+    c.world_size = 8;
+    CHECK(summary(c) == "lion bf16-mixed z3 ga4 mb1 ctx4096 ckpt=full x8");
+    const auto cells = dimension_cells(c);
+    CHECK(std::vector<std::string>(cells.begin(), cells.end()) ==
+          std::vector<std::string>{"lion", "bf16-mixed", "3", "4", "1", "4096", "full"});
+}
