@@ -46,8 +46,9 @@ BestQuery to_query(const BestOptions& o) {
 }
 
 // The answer's own columns first, then the configuration, then its GPU count.
-std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t) {
+std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_front) {
     std::vector<std::string> row{std::to_string(rank),
+                                 on_front ? "yes" : "",
                                  t.sweep_name,
                                  std::to_string(t.id),
                                  fmt::format("{:.0f}", t.result.tokens_per_s),
@@ -60,11 +61,12 @@ std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t) {
 }
 
 void print_answer(const BestAnswer& a) {
-    std::vector<std::string> header{"#", "sweep", "trial", "tokens/s", "peak", "step s", "MFU"};
+    std::vector<std::string> header{"#", "front", "sweep", "trial", "tokens/s", "peak", "step s", "MFU"};
     for (auto& h : config_header({"gpus"})) header.push_back(std::move(h));
     TextTable table(header);
-    for (std::size_t i = 0; i < a.ranked.size(); ++i) table.add_row(row_of(i + 1, a.ranked[i]));
-    fmt::print("Best of {} qualifying configurations ({} measured ok):\n{}\nReproduce the best:\n  {}\n", a.qualifying,
+    for (std::size_t i = 0; i < a.ranked.size(); ++i) table.add_row(row_of(i + 1, a.ranked[i], a.on_front[i]));
+    fmt::print("Best of {} qualifying configurations ({} measured ok; front: on the Pareto front of peak memory\n"
+               "against tokens/s among those that qualify):\n{}\nReproduce the best:\n  {}\n", a.qualifying,
                a.measured_ok, table.render("  "), trial_command(a.ranked.front().result.config));
 }
 
@@ -90,8 +92,13 @@ int run_best(const BestOptions& o) {
         return kExitOk;
     }
     nlohmann::json runners = nlohmann::json::array();
-    for (std::size_t i = 1; i < answer.ranked.size(); ++i) runners.push_back(record_json(answer.ranked[i]));
-    fmt::print("{}\n", dump_json({{"best", record_json(answer.ranked.front())},
+    auto ranked_json = [&](std::size_t i) {
+        nlohmann::json j = record_json(answer.ranked[i]);
+        j["on_front"] = static_cast<bool>(answer.on_front[i]);
+        return j;
+    };
+    for (std::size_t i = 1; i < answer.ranked.size(); ++i) runners.push_back(ranked_json(i));
+    fmt::print("{}\n", dump_json({{"best", ranked_json(0)},
                                   {"command", trial_command(answer.ranked.front().result.config)},
                                   {"runners_up", runners},
                                   {"qualifying", answer.qualifying},

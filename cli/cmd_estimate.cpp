@@ -14,7 +14,7 @@
 #include "kernels/device_query.h"
 #include "reports/text_table.h"
 #include "search/estimate.h"
-#include "search/pareto.h"
+#include "core/pareto.h"
 #include "core/presets.h"
 #include "search/space.h"
 #include "search/spec.h"

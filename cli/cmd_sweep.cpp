@@ -16,7 +16,7 @@
 #include "reports/text_table.h"
 #include "driver/sweep.h"
 #include "search/estimate.h"
-#include "search/pareto.h"
+#include "core/pareto.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "store/store.h"
@@ -67,8 +67,18 @@ std::string percent_error(std::uint64_t measured, std::uint64_t estimated) {
                                        static_cast<double>(estimated));
 }
 
+// The front of the trials that finished ok (core/pareto's rule, as `tune report` draws it).
+std::vector<TrialRecord> measured_front(const Store& store, SweepId sweep) {
+    auto ok = store.trials({sweep, TrialStatus::ok, false, false});
+    std::vector<std::optional<ParetoPoint>> points;
+    for (const TrialRecord& t : ok) points.push_back(measured_point(t.result));
+    std::vector<TrialRecord> front;
+    for (std::size_t i : front_of(points)) front.push_back(std::move(ok[i]));
+    return front;
+}
+
 void print_measured_front(const Store& store, SweepId sweep) {
-    const auto front = store.pareto_front(sweep);
+    const auto front = measured_front(store, sweep);
     if (front.empty()) {
         fmt::print("No configuration was measured as ok, so there is no measured front.\n");
         return;
@@ -87,18 +97,11 @@ void print_measured_front(const Store& store, SweepId sweep) {
 }
 
 void print_predicted_front(const Store& store, SweepId sweep) {
-    auto pending = store.trials({sweep, TrialStatus::pending, false, false});
-    std::vector<ParetoPoint> points;
-    for (const auto& t : pending)
-        points.push_back({static_cast<double>(t.result.estimate ? t.result.estimate->memory.peak : 0),
-                          t.result.estimate ? t.result.estimate->tokens_per_s : 0.0});
-    const auto ranks = pareto_ranks(points);
+    const auto pending = store.trials({sweep, TrialStatus::pending, false, false});
+    std::vector<std::optional<ParetoPoint>> points;
+    for (const TrialRecord& t : pending) points.push_back(predicted_point(t.result));
     std::vector<const TrialRecord*> front;
-    for (std::size_t i = 0; i < pending.size(); ++i)
-        if (ranks[i] == 0 && pending[i].result.estimate) front.push_back(&pending[i]);
-    std::sort(front.begin(), front.end(), [](const TrialRecord* a, const TrialRecord* b) {
-        return a->result.estimate->memory.peak < b->result.estimate->memory.peak;
-    });
+    for (std::size_t i : front_of(points)) front.push_back(&pending[i]);
     TextTable table(config_header({"est. peak", "est. tokens/s", "est. MFU"}));
     for (const TrialRecord* t : front) {
         const TrialConfig& c = t->result.config;

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "search/estimate.h"
-#include "search/pareto.h"
+#include "core/pareto.h"
 #include "core/units.h"
 
 namespace tune {

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/config_error.h"
-#include "search/pareto.h"
+#include "core/pareto.h"
 #include "store/store.h"
 
 namespace tune {
@@ -26,20 +26,11 @@ std::uint64_t memory_limit_of(const SweepData& data) {
     return limit != 0 ? limit : data.summary.record.device.memory_bytes;
 }
 
-// The measured front, computed here from the loaded trials: the store's
-// pareto_front view compares every pair in SQL, seconds for 10,000 trials.
+// The measured front of the loaded trials (core/pareto's one rule).
 std::vector<std::size_t> front_indices(const SweepData& data) {
-    std::vector<std::size_t> measured;
-    std::vector<ParetoPoint> points;
-    for (std::size_t i = 0; i < data.trials.size(); ++i) {
-        const TrialRecord& t = data.trials[i];
-        if (t.result.status != TrialStatus::ok || !t.measured || std::isnan(t.result.tokens_per_s)) continue;
-        measured.push_back(i);
-        points.push_back({static_cast<double>(t.result.memory.peak), t.result.tokens_per_s});
-    }
-    std::vector<std::size_t> front;
-    for (auto k : pareto_front(points)) front.push_back(measured[k]);
-    return front;
+    std::vector<std::optional<ParetoPoint>> points;
+    for (const TrialRecord& t : data.trials) points.push_back(measured_point(t.result));
+    return front_of(points);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/pareto.h"
 #include "core/units.h"
 #include "store/store.h"
 
@@ -133,7 +134,14 @@ BestAnswer rank_best(std::vector<TrialRecord> ok_trials, const BestQuery& query,
     }
     std::sort(answer.ranked.begin(), answer.ranked.end(),
               [&](const TrialRecord& a, const TrialRecord& b) { return ranks_before(a, b, query.by); });
-    if (answer.ranked.size() > query.top) answer.ranked.resize(std::max<std::size_t>(query.top, 1));
+    std::vector<std::optional<ParetoPoint>> points;
+    for (const TrialRecord& t : answer.ranked) points.push_back(measured_point(t.result));
+    answer.on_front.assign(answer.ranked.size(), false);
+    for (std::size_t i : front_of(points)) answer.on_front[i] = true;
+    if (answer.ranked.size() > query.top) {
+        answer.ranked.resize(std::max<std::size_t>(query.top, 1));
+        answer.on_front.resize(answer.ranked.size());
+    }
     return answer;
 }
 

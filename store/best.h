@@ -31,6 +31,7 @@ struct BestQuery {
 
 struct BestAnswer {
     std::vector<TrialRecord> ranked;   // best first, at most `top`
+    std::vector<bool> on_front;        // per ranked: on the Pareto front of the qualifying trials
     std::size_t qualifying = 0;        // ok trials meeting every constraint
     std::size_t measured_ok = 0;       // ok trials in scope
     std::vector<std::string> why_none; // when nothing qualifies: one sentence per cause

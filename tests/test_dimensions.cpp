@@ -93,17 +93,22 @@ TEST_CASE("the space expands in grid order: the lowest grid_rank outermost", "[d
         "name = \"t\"\n[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n[space]\n"
         "optimizer = [\"adamw\", \"lion\"]\nprecision = [\"fp32\", \"bf16\"]\nzero_stage = [0, 1]\n"
         "grad_accum = [1, 2]\nmicro_batch = [1, 2]\ncontext = [32, 64]\ncheckpointing = [\"none\", \"full\"]\n";
-    const auto candidates = expand_space(parse_sweep(text, "t.toml"));
-    REQUIRE(candidates.size() == 128);
-    // Walking the grid, the dimension of rank r changes every 2^(6 - r) candidates.
-    for (std::size_t rank = 0; rank < kDimensionCount; ++rank) {
-        const Dimension& d = dimensions()[grid_order()[rank]];
+    const SweepSpec spec = parse_sweep(text, "t.toml");
+    const auto candidates = expand_space(spec);
+    REQUIRE(candidates.size() == spec.space.size());
+    REQUIRE(candidates.size() >= 128);
+    // Walking the grid, a dimension changes once per product of the sizes of those nested inside it.
+    std::size_t period = 1;
+    for (std::size_t rank = kDimensionCount; rank-- > 0;) {
+        const std::size_t index = grid_order()[rank];
+        const Dimension& d = dimensions()[index];
         INFO(d.name);
-        const std::size_t period = std::size_t{1} << (kDimensionCount - 1 - rank);
+        const std::size_t size = spec.space.values[index].size();
         for (std::size_t k = 1; k < candidates.size(); ++k) {
             const bool changed = d.get(candidates[k].config) != d.get(candidates[k - 1].config);
-            CHECK(changed == (k % period == 0));
+            CHECK(changed == (size > 1 && k % period == 0));
         }
+        period *= size;
     }
 }
 

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "driver/sweep.h"
-#include "search/pareto.h"
+#include "core/pareto.h"
 #include "store/store.h"
 
 using namespace tune;

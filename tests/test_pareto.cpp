@@ -1,9 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <random>
 
-#include "search/pareto.h"
+#include "core/pareto.h"
 
 using namespace tune;
 
@@ -72,4 +74,34 @@ TEST_CASE("Pareto front: hand cases with ties and duplicates", "[pareto]") {
     CHECK(pareto_ranks(p) == std::vector<std::uint32_t>{0, 1, 0, 0, 1, 0});
     CHECK(dominates(p[0], p[1]));
     CHECK_FALSE(dominates(p[2], p[3]));
+}
+
+TEST_CASE("fronts are drawn over what finished ok (measured) or fits (predicted), nothing else", "[pareto]") {
+    auto result = [](TrialStatus status, std::uint64_t peak, double tps, std::optional<bool> fits) {
+        TrialResult r;
+        r.status = status;
+        r.memory.peak = peak;
+        r.tokens_per_s = tps;
+        if (fits) {
+            r.estimate = Estimate{};
+            r.estimate->memory.peak = peak;
+            r.estimate->tokens_per_s = tps;
+            r.estimate->fits = *fits;
+        }
+        return r;
+    };
+    const std::vector<TrialResult> results{
+        result(TrialStatus::ok, 10, 100, true),       // 0: on both fronts
+        result(TrialStatus::oom, 5, 1000, false),     // 1: faster and smaller, but neither measured ok nor fitting
+        result(TrialStatus::ok, 20, 150, true),       // 2: on both fronts
+        result(TrialStatus::ok, 30, std::nan(""), true),  // 3: no throughput measured
+        result(TrialStatus::pending, 25, 200, true),  // 4: predicted only
+    };
+    std::vector<std::optional<ParetoPoint>> measured, predicted;
+    for (const auto& r : results) {
+        measured.push_back(measured_point(r));
+        predicted.push_back(predicted_point(r));
+    }
+    CHECK(front_of(measured) == std::vector<std::size_t>{0, 2});
+    CHECK(front_of(predicted) == std::vector<std::size_t>{0, 2, 4});
 }

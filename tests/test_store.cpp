@@ -315,6 +315,8 @@ TEST_CASE("best ranks by the chosen metric under constraints, with ties settled"
     };
     BestQuery q;
     CHECK(ids(find_best(db, q)) == std::vector<TrialId>{e, b, a, c, d});
+    // a uses more memory than b for the same speed; c and d tie, so neither dominates the other.
+    CHECK(find_best(db, q).on_front == std::vector<bool>{true, true, false, true, true});
     q.max_memory = 45 * GiB;
     CHECK(ids(find_best(db, q)) == std::vector<TrialId>{b, c, d});
     q.min_context = 8192;

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "search/pareto.h"
+#include "core/pareto.h"
 #include "support/run_command.h"
 
 using tune::test::run_command;

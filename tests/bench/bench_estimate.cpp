@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "search/estimate.h"
-#include "search/pareto.h"
+#include "core/pareto.h"
 #include "core/presets.h"
 
 namespace {

@@ -1,6 +1,7 @@
-#include "search/pareto.h"
+#include "core/pareto.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace tune {
@@ -56,6 +57,29 @@ std::vector<std::uint32_t> pareto_ranks(std::span<const ParetoPoint> points) {
         rank[i] = static_cast<std::uint32_t>(k);
     }
     return rank;
+}
+
+std::optional<ParetoPoint> measured_point(const TrialResult& r) {
+    if (r.status != TrialStatus::ok || r.memory.peak == 0 || !std::isfinite(r.tokens_per_s)) return std::nullopt;
+    return ParetoPoint{static_cast<double>(r.memory.peak), r.tokens_per_s};
+}
+
+std::optional<ParetoPoint> predicted_point(const TrialResult& r) {
+    if (!r.estimate || !r.estimate->fits || !std::isfinite(r.estimate->tokens_per_s)) return std::nullopt;
+    return ParetoPoint{static_cast<double>(r.estimate->memory.peak), r.estimate->tokens_per_s};
+}
+
+std::vector<std::size_t> front_of(std::span<const std::optional<ParetoPoint>> points) {
+    std::vector<std::size_t> present;
+    std::vector<ParetoPoint> dense;
+    for (std::size_t i = 0; i < points.size(); ++i)
+        if (points[i]) {
+            present.push_back(i);
+            dense.push_back(*points[i]);
+        }
+    std::vector<std::size_t> front;
+    for (std::size_t k : pareto_front(dense)) front.push_back(present[k]);
+    return front;
 }
 
 }  // namespace tune

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
+
+#include "core/config.h"
 
 namespace tune {
 
@@ -26,5 +29,15 @@ std::vector<std::size_t> pareto_front(std::span<const ParetoPoint> points);
 // For each point, its front: 0 for the non-dominated, 1 for those of the rest, and so on.
 // O(n log n).
 std::vector<std::uint32_t> pareto_ranks(std::span<const ParetoPoint> points);
+
+// Which trials a front is drawn over: the one rule for the sweep's terminal
+// fronts, `tune estimate`, `tune best`, the report and the driver's ordering.
+// Measured: finished ok with a peak and a finite throughput. Predicted: an
+// estimate that fits the usable memory (a front never shows what does not fit).
+std::optional<ParetoPoint> measured_point(const TrialResult& r);
+std::optional<ParetoPoint> predicted_point(const TrialResult& r);
+
+// Indices of the entries that have a point and are on its front, memory ascending.
+std::vector<std::size_t> front_of(std::span<const std::optional<ParetoPoint>> points);
 
 }  // namespace tune
