@@ -180,7 +180,7 @@ SweepEstimates estimate_sweep(const SweepSpec& spec, const std::vector<Candidate
 
 void print_sweep_text(const SweepSpec& spec, const SweepEstimates& s, const EstimateOptions& o) {
     fmt::print("{}: {} on {} x {} ({}), usable {} per rank ({} limit less {:.0f}% margin)\n", spec.path.string(),
-               spec.model.name, spec.world_size(), spec.hardware.device, spec.hardware.backend,
+               spec.model.name, spec.world_size(), spec.hardware.device, to_string(spec.hardware.backend),
                format_bytes(spec.usable_memory()), format_bytes(spec.memory_limit()), o.margin * 100);
     fmt::print("  {} configurations: {} fit, {} do not fit, {} invalid\n", s.total, s.fit, s.not_fit, s.invalid);
     if (s.front.empty()) {

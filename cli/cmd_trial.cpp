@@ -37,7 +37,7 @@ struct TrialFlags {
     std::uint64_t seed = 1234;
     double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, clip = 0, neftune_alpha = 0;
     int threads = 0;
-    std::string backend = "auto";
+    std::string backend = std::string(to_string(BackendKind::automatic));
     bool json = false;
 };
 
@@ -109,6 +109,10 @@ TrialConfig build_config(const TrialFlags& o, const Given& given) {
 
 int exit_code_for(TrialStatus s) { return trial_exit_code(s); }
 
+BackendKind backend_of(const TrialFlags& o) {
+    return *parse_backend(o.backend);  // the flag accepts only the names
+}
+
 // TUNE_TRIAL_FAULT=crash|hang|nan|oom|kill: test-only faults for the sweep
 // driver's tests; "oom-rank-1" and the like fault only rank 1 of a multi-rank trial.
 std::string fault() {
@@ -148,7 +152,8 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--adam8bit-block", o.adam8bit_block, "8-bit Adam block size");
     cmd->add_option("--threads", o.threads, "CPU threads (default: OpenMP's)");
     cmd->add_option("--backend", o.backend, "auto (CUDA when a device is visible, else the CPU), cpu or cuda")
-        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+        ->check(CLI::IsMember({std::string(to_string(BackendKind::automatic)), std::string(to_string(BackendKind::cpu)),
+                               std::string(to_string(BackendKind::cuda))}))
         ->capture_default_str();
     cmd->add_flag("--json", o.json, "Print only the result JSON on stdout (progress stays on stderr)");
 }
@@ -165,7 +170,7 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
     // One GPU per rank: say so before starting any rank (each rank checks again for its own device).
     try {
         const int ranks = static_cast<int>(config.world_size);
-        if (harness::uses_cuda(o.backend)) harness::check_gpu_for_rank(ranks - 1, ranks);
+        if (harness::uses_cuda(backend_of(o))) harness::check_gpu_for_rank(ranks - 1, ranks);
     } catch (const BackendError& e) {
         fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, e.what())).dump());
         return kExitFailed;
@@ -225,7 +230,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         if (!o.init.empty()) run.init_dir = o.init;
         if (!o.tokens.empty()) run.tokens_file = o.tokens;
         run.threads = o.threads;
-        run.backend = o.backend;
+        run.backend = backend_of(o);
         run.fault_nan = f == "nan";
         run.fault_oom = f == "oom";
         run.fault_kill = f == "kill";

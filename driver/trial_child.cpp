@@ -59,7 +59,7 @@ std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& 
     std::vector<std::string> program = trial_program;
     program.insert(program.end(), {"--config", nlohmann::json(config).dump(), "--json"});
     // The same thread count the estimator was given (see cpu_threads_per_rank).
-    if (spec.hardware.backend == "cpu")
+    if (spec.hardware.backend == BackendKind::cpu)
         program.insert(program.end(), {"--threads", std::to_string(cpu_threads_per_rank(spec))});
     const Launcher launcher = choose_launcher(spec.trial.launcher, config.world_size);
     return launch_command(launcher, config.world_size, program);

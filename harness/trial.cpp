@@ -68,7 +68,7 @@ TrialBackend make_backend(const TrialOptions& o, int local_rank) {
     Hardware hw = match_device(d.name, d.total_memory).value_or(Hardware{});
     if (hw.device.empty()) {  // an unknown GPU: its memory is known, its peak FLOP/s are not (MFU 0)
         hw.device = d.name;
-        hw.backend = "cuda";
+        hw.backend = BackendKind::cuda;
         hw.memory_bytes = d.total_memory;
     }
     return {kernels::make_cuda_backend(d.index), hw, 0};
@@ -169,8 +169,8 @@ TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::stri
     return r;
 }
 
-bool uses_cuda(const std::string& backend) {
-    return backend == "cuda" || (backend == "auto" && !query_devices().devices.empty());
+bool uses_cuda(BackendKind backend) {
+    return backend == BackendKind::cuda || (backend == BackendKind::automatic && !query_devices().devices.empty());
 }
 
 // A GPU rank binds to device = local rank.

@@ -28,9 +28,9 @@ struct TrialOptions {
     std::optional<std::filesystem::path> init_dir;     // Hugging Face folder: config.json + model.safetensors
     std::optional<std::filesystem::path> tokens_file;  // little-endian uint32 token ids
     int threads = 0;                                   // CPU backend threads; 0: OpenMP's default
-    // "cpu", "cuda" (fails as `failed` without a device) or "auto" (CUDA when a
+    // cpu, cuda (fails as `failed` without a device) or automatic (CUDA when a
     // device is visible). Library callers get the CPU; `tune trial` defaults to auto.
-    std::string backend = "cpu";
+    BackendKind backend = BackendKind::cpu;
     std::FILE* log = stderr;                           // per-step lines; nullptr: quiet
     bool fault_nan = false;                            // test hook: the loss of step 1 becomes NaN
     bool fault_oom = false;                            // test hook: the first allocation fails
@@ -52,8 +52,8 @@ struct TrialDetails {
 // Throws InvalidTrial when `c` cannot run on this engine, with the reason.
 void check_runnable(const TrialConfig& c);
 
-// Whether a trial with this --backend setting ("auto", "cpu", "cuda") runs on CUDA here.
-bool uses_cuda(const std::string& backend);
+// Whether a trial with this --backend setting runs on CUDA here.
+bool uses_cuda(BackendKind backend);
 // One GPU per rank, never a shared one: throws BackendError naming the counts
 // when local rank `local_rank` of `world_size` GPU ranks has no visible device
 // (check local rank world_size - 1 to ask before starting any rank).

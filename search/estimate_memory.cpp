@@ -13,7 +13,7 @@ constexpr std::uint64_t kBufferAlign = 256;                        // bytes, ker
 
 std::uint64_t aligned(std::uint64_t bytes) { return round_up(bytes, kBufferAlign); }
 
-bool cpu_backend(const Hardware& hw) { return hw.backend == "cpu"; }
+bool cpu_backend(const Hardware& hw) { return hw.backend == BackendKind::cpu; }
 
 // Activation bytes a layer keeps after its forward under each checkpointing mode.
 std::uint64_t kept_bytes(const ActivationSizes& a, Checkpointing mode, bool fused) {

@@ -36,7 +36,6 @@ constexpr std::array<std::string_view, 13> kTrialKeys{"steps", "warmup",        
 constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
 constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
 constexpr std::array<std::string_view, 4> kLaunchers{"auto", "local", "mpirun", "srun"};
-constexpr std::array<std::string_view, 2> kStrategies{"grid", "pareto-first"};
 
 std::string join(Names names) {
     std::string out;
@@ -395,7 +394,9 @@ void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {
 void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec& s) {
     if (const toml::table* t = r.section(root, "search")) {
         r.check_keys(*t, "search", kSearchKeys);
-        s.strategy = r.choice(*t, "search", "strategy", kStrategies, s.strategy);
+        // choice() accepts only the names, so parsing its answer cannot fail.
+        s.strategy = *parse_strategy(
+            r.choice(*t, "search", "strategy", kSearchStrategyNames, std::string(to_string(s.strategy))));
         s.budget_s = r.duration(*t, "search", "budget");
     }
     if (const toml::table* t = r.section(root, "output")) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "search/strategy.h"
 
 namespace tune {
 
@@ -76,7 +77,7 @@ struct SweepSpec {
 
     TrialSettings trial;
 
-    std::string strategy = "pareto-first";  // grid | pareto-first
+    SearchStrategy strategy = SearchStrategy::pareto_first;
     std::optional<double> budget_s;
 
     std::string database = "tune.db";

@@ -92,7 +92,7 @@ TEST_CASE("a sweep file fills every section", "[spec]") {
     CHECK(s.space.zero_stages == std::vector<std::uint32_t>{0, 1, 2, 3});
     CHECK(s.trial.timeout_s == Approx(600));
     CHECK(s.budget_s == Approx(8 * 3600));
-    CHECK(s.strategy == "pareto-first");
+    CHECK(s.strategy == SearchStrategy::pareto_first);
     CHECK(s.report == "llama7b-h100x8.html");
     CHECK(s.text_hash.size() == 16);
 }
