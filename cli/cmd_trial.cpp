@@ -6,12 +6,15 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/trial_protocol.h"
+#include "driver/trial_child.h"
 #include "harness/hf_model.h"
 #include "launch/launch.h"
 #include "launch/process.h"
@@ -25,10 +28,6 @@ namespace tune::cli {
 namespace {
 
 using harness::unrun;
-
-// Exit codes of `tune trial`, one per status (core/config.h; 1 and 2 keep their meaning from commands.h).
-constexpr int kExitInvalid = kTrialExitInvalid;
-constexpr int kExitFailed = kTrialExitFailed;
 
 struct TrialFlags {
     std::string config_json, model = "tiny", optimizer, precision, checkpointing, memory_limit, init, tokens;
@@ -107,8 +106,6 @@ TrialConfig build_config(const TrialFlags& o, const Given& given) {
     return c;
 }
 
-int exit_code_for(TrialStatus s) { return trial_exit_code(s); }
-
 BackendKind backend_of(const TrialFlags& o) {
     return *parse_backend(o.backend);  // the flag accepts only the names
 }
@@ -159,48 +156,31 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
 }
 
 // Outside mpirun/srun, N ranks are this same trial started N times by the
-// launcher; rank 0 prints the combined result, which we pass on with its exit code.
+// launcher; rank 0 prints the combined result, read like any trial child's
+// (core/trial_protocol.h), and we pass it on with its exit code.
 int relaunch(const TrialConfig& config, const TrialFlags& o) {
+    auto report = [&](const TrialResult& r) {
+        fmt::print("{}\n", result_line(r));
+        return trial_exit_code(r.status);
+    };
     try {
         harness::check_runnable(config);  // no ranks are started for a combination that cannot run
-    } catch (const harness::InvalidTrial& e) {
-        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::invalid, e.what())).dump());
-        return kExitInvalid;
-    }
-    // One GPU per rank: say so before starting any rank (each rank checks again for its own device).
-    try {
+        // One GPU per rank: say so before starting any rank (each rank checks again for its own device).
         const int ranks = static_cast<int>(config.world_size);
         if (harness::uses_cuda(backend_of(o))) harness::check_gpu_for_rank(ranks - 1, ranks);
-    } catch (const BackendError& e) {
-        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, e.what())).dump());
-        return kExitFailed;
+    } catch (...) {
+        return report(harness::result_of_current_exception(config));
     }
     const Launcher launcher = choose_launcher("auto", config.world_size);
-    if (auto problem = launcher_problem(launcher)) {
-        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, *problem)).dump());
-        return kExitFailed;
-    }
-    std::vector<std::string> argv{self_executable(), "trial", "--config", nlohmann::json(config).dump()};
-    if (!o.init.empty()) argv.insert(argv.end(), {"--init", o.init});
-    if (!o.tokens.empty()) argv.insert(argv.end(), {"--tokens", o.tokens});
-    if (o.threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(o.threads)});
-    argv.insert(argv.end(), {"--backend", o.backend});
+    if (auto problem = launcher_problem(launcher)) return report(unrun(config, TrialStatus::failed, *problem));
+    const TrialChildFlags flags{o.init, o.tokens, o.threads, backend_of(o), false, false};
     ProcessSpec spec;
-    spec.argv = launch_command(launcher, config.world_size, argv);
+    spec.argv =
+        launch_command(launcher, config.world_size, trial_child_argv({self_executable(), "trial"}, config, flags));
     fmt::print(stderr, "trial: {} ranks via {}\n", config.world_size, to_string(launcher));
     const ProcessOutcome out = run_process(spec);
     fmt::print(stderr, "{}", out.stderr_tail);
-    const bool printed = out.stdout_text.find('{') != std::string::npos;
-    if (out.exit_code < 0 || !printed) {
-        // A rank that ran out of memory aborts the job with exit code 3; its line may not get through.
-        const bool oom = out.term_signal == 0 && out.exit_code == kTrialExitOom;
-        const std::string why = (oom ? "a rank ran out of memory and ended the job: " : "ranks ended without a result: ") + out.describe();
-        const TrialStatus status = oom ? TrialStatus::oom : TrialStatus::failed;
-        fmt::print("{}\n", nlohmann::json(unrun(config, status, why)).dump());
-        return exit_code_for(status);
-    }
-    fmt::print("{}", out.stdout_text);
-    return out.exit_code;
+    return report(read_child_result(out.stdout_text, child_end(out), config));
 }
 
 }  // namespace
@@ -238,16 +218,16 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         // A failing rank reports for the job: the others may be waiting in a collective.
         run.on_rank_failure = [](const TrialResult& failed) {
             fmt::print(stderr, "trial {}: {}\n", to_string(failed.status), failed.reason);
-            fmt::print("{}\n", nlohmann::json(failed).dump());
+            fmt::print("{}\n", result_line(failed));
             std::fflush(stdout);
             std::fflush(stderr);
-            return exit_code_for(failed.status);
+            return trial_exit_code(failed.status);
         };
         if (reporter) fmt::print(stderr, "trial: {} on {}\n", summary(config), config.model.name);
         const TrialResult r = harness::run_trial(config, run);
         if (r.status != TrialStatus::ok) fmt::print(stderr, "trial {}: {}\n", to_string(r.status), r.reason);
-        if (reporter) fmt::print("{}\n", nlohmann::json(r).dump());
-        exit_code = exit_code_for(r.status);
+        if (reporter) fmt::print("{}\n", result_line(r));
+        exit_code = trial_exit_code(r.status);
     });
 }
 

@@ -64,21 +64,6 @@ inline std::string_view to_string(BackendKind b) {
     return names[static_cast<std::size_t>(b)];
 }
 
-// `tune trial`'s exit status for each outcome. The driver falls back on it
-// when no result line arrived (a failing rank's line can be lost when it
-// aborts the job), so an out-of-memory rank still reads as `oom`.
-inline constexpr int kTrialExitOom = 3;
-inline constexpr int kTrialExitInvalid = 4;
-inline constexpr int kTrialExitFailed = 5;
-inline int trial_exit_code(TrialStatus s) {
-    switch (s) {
-        case TrialStatus::ok: return 0;
-        case TrialStatus::oom: return kTrialExitOom;
-        case TrialStatus::invalid: return kTrialExitInvalid;
-        default: return kTrialExitFailed;
-    }
-}
-
 // Parse helpers return nullopt on unknown text; callers build the error with context.
 template <typename Enum, std::size_t N>
 std::optional<Enum> parse_enum(std::string_view text, const std::array<Enum, N>& all) {

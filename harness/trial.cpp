@@ -169,6 +169,21 @@ TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::stri
     return r;
 }
 
+TrialResult result_of_current_exception(const TrialConfig& config) {
+    try {
+        throw;
+    } catch (const InvalidTrial& e) {
+        return unrun(config, TrialStatus::invalid, e.what());
+    } catch (const OutOfMemoryError& e) {
+        TrialResult r = unrun(config, TrialStatus::oom, e.what());
+        r.oom_requested = e.requested();
+        r.oom_live = e.live();
+        return r;
+    } catch (const std::exception& e) {
+        return unrun(config, TrialStatus::failed, e.what());
+    }
+}
+
 bool uses_cuda(BackendKind backend) {
     return backend == BackendKind::cuda || (backend == BackendKind::automatic && !query_devices().devices.empty());
 }
@@ -231,8 +246,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         try {
             if (gpu) check_gpu_for_rank(env.local_rank, env.world_size);
             device = make_backend(options, env.local_rank);
-        } catch (const std::exception& e) {
-            return end_job_on_failure(unrun(config, TrialStatus::failed, e.what()));
+        } catch (...) {
+            return end_job_on_failure(result_of_current_exception(config));
         }
         // GPU ranks talk over NCCL on the CUDA backend's stream (ordered with
         // its kernels, device = local rank); CPU ranks over MPI. Declared after
@@ -240,10 +255,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         const std::unique_ptr<Comm> comm = gpu ? make_nccl_comm(runtime, env.local_rank, device.backend.get())
                                                : std::make_unique<MpiComm>(runtime);
         return end_job_on_failure(run_on(config, options, device, *comm, details));
-    } catch (const InvalidTrial& e) {
-        return unrun(config, TrialStatus::invalid, e.what());
-    } catch (const std::exception& e) {  // MPI or NCCL would not start
-        return unrun(config, TrialStatus::failed, e.what());
+    } catch (...) {  // invalid, or MPI or NCCL would not start
+        return result_of_current_exception(config);
     }
 }
 
@@ -252,10 +265,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Co
     try {
         check_runnable(config);  // an impossible combination says so before any device is touched
         device = make_backend(options, rank_environment().local_rank);
-    } catch (const InvalidTrial& e) {
-        return unrun(config, TrialStatus::invalid, e.what());
-    } catch (const std::exception& e) {
-        return unrun(config, TrialStatus::failed, e.what());
+    } catch (...) {
+        return result_of_current_exception(config);
     }
     return run_on(config, options, device, comm, details);
 }
@@ -296,17 +307,13 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         if (skipped > 0)
             r.reason = fmt::format("{} of {} steps skipped (fp16 overflow; loss scale now {:g})", skipped, c.steps,
                                    trainer.loss_scale());
-    } catch (const InvalidTrial& e) {
-        r.status = TrialStatus::invalid;
-        r.reason = e.what();
-    } catch (const OutOfMemoryError& e) {
-        r.status = TrialStatus::oom;
-        r.reason = e.what();
-        r.oom_requested = e.requested();
-        r.oom_live = e.live();
-    } catch (const std::exception& e) {
-        r.status = TrialStatus::failed;
-        r.reason = e.what();
+    } catch (...) {
+        // What was measured up to the failure stays with the result.
+        const TrialResult mapped = result_of_current_exception(config);
+        r.status = mapped.status;
+        r.reason = mapped.reason;
+        r.oom_requested = mapped.oom_requested;
+        r.oom_live = mapped.oom_live;
     }
     return r;
 }

@@ -62,6 +62,11 @@ void check_gpu_for_rank(int local_rank, int world_size);
 // The result of a trial that never ran or never reported: its config, status and reason.
 TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason);
 
+// The one mapping from an exception to a trial's status, for use inside a
+// catch block: InvalidTrial -> invalid, OutOfMemoryError -> oom (with the
+// requested and live bytes), anything else -> failed, each with its message.
+TrialResult result_of_current_exception(const TrialConfig& config);
+
 // world_size 1 runs here; more ranks need this process to be one rank under
 // mpirun/srun (rank_environment()), and then talk over MPI.
 TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, TrialDetails* details = nullptr);
