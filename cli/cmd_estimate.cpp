@@ -18,6 +18,7 @@
 #include "search/space.h"
 #include "search/spec.h"
 #include "core/units.h"
+#include "core/validity.h"
 
 namespace tune::cli {
 namespace {
@@ -54,7 +55,6 @@ TrialConfig config_from(const EstimateCliOptions& o) {
     c.precision = parsed(parse_precision(o.precision), "--precision", o.precision, "fp32, bf16-mixed, fp16-mixed, bf16");
     c.checkpointing = parsed(parse_checkpointing(o.checkpointing), "--checkpointing", o.checkpointing,
                              "none, selective, full");
-    if (o.zero > 3) throw ConfigError(fmt::format("--zero {} is not a ZeRO stage (0-3)", o.zero));
     c.zero_stage = o.zero;
     c.world_size = o.gpus;
     c.micro_batch = o.micro_batch;
@@ -114,9 +114,23 @@ void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate&
                format_bytes(e.memory.peak), e.fits ? "<=" : ">", format_bytes(usable), o.margin * 100);
 }
 
+// A combination the engine cannot run is answered "invalid" (exit 1, like
+// "does not fit"); a value no configuration may have is bad input (exit 2).
+int report_invalid(const TrialConfig& c, const Hardware& hw, const Invalidity& bad, bool json) {
+    if (refuses_input(bad)) throw ConfigError(bad.reason);
+    if (json) {
+        const nlohmann::json j{{"config", c}, {"device", hw.device}, {"invalid", bad.reason}, {"fits", false}};
+        fmt::print("{}\n", j.dump(2));
+    } else {
+        fmt::print("{} on {}: {}\n  invalid      {}\n", c.model.name, hw.device, summary(c), bad.reason);
+    }
+    return kExitNo;
+}
+
 int run_single(const EstimateCliOptions& opts) {
     const TrialConfig c = config_from(opts);
     const Hardware hw = parsed(find_device(opts.device), "--device", opts.device, device_names());
+    if (auto bad = invalid_reason(c)) return report_invalid(c, hw, *bad, opts.json);
     const EstimateOptions o = options_from(opts);
     const Estimate e = estimate(c, hw, o);
     if (opts.json) {

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "core/trial_protocol.h"
+#include "core/validity.h"
 #include "driver/trial_child.h"
 #include "harness/hf_model.h"
 #include "launch/launch.h"
@@ -103,7 +104,18 @@ TrialConfig build_config(const TrialFlags& o, const Given& given) {
     if (given("--init")) c.model = harness::load_hf_config(o.init);
     apply_enums(o, given, c);
     apply_numbers(o, given, c);
+    // The default warmup (2) leaves at least one measured step when only --steps is given.
+    if (given("--steps") && !given("--warmup") && c.steps > 0 && c.warmup >= c.steps) c.warmup = c.steps - 1;
     return c;
+}
+
+// The sweep file's rules for every value a flag gave (core/validity.h): a
+// value no configuration may have is bad input; a combination the engine
+// cannot run is left to the trial, which reports it as status invalid.
+void check_flag_values(const TrialConfig& c, const TrialFlags& o) {
+    if (auto bad = threads_problem(o.threads, std::thread::hardware_concurrency())) throw ConfigError(*bad);
+    if (auto bad = warmup_problem(c)) throw ConfigError(bad->reason);
+    if (auto bad = invalid_reason(c); bad && refuses_input(*bad)) throw ConfigError(bad->reason);
 }
 
 BackendKind backend_of(const TrialFlags& o) {
@@ -196,6 +208,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
     cmd->callback([opts, cmd, &exit_code] {
         const TrialFlags& o = *opts;
         const TrialConfig config = build_config(o, Given{cmd});
+        check_flag_values(config, o);
         const std::string f = fault();
         if (f == "crash") std::abort();
         if (f == "hang")

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/validity.h"
 #include "kernels/lm_head_loss.h"
 #include "kernels/math/grad_clip.h"
 #include "kernels/math/neftune.h"
@@ -139,8 +140,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
       layer_(backend, memory_, dims_, layout_, plan_.weights),
       scaler_(math::LossScalerConfig{static_cast<float>(plan_.loss_scaling ? config.loss_scale_init : 1.0),
                                      2.0f, static_cast<int>(config.loss_scale_window), 1.0f}) {
-    if (config.optimizer == Optimizer::lomo && config.grad_accum > 1)
-        throw std::invalid_argument("lomo applies each gradient during backward: grad_accum must be 1");
+    if (auto bad = invalid_reason(config)) throw std::invalid_argument(bad->reason);
     if (comm.world_size() != static_cast<int>(config.world_size))
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
     model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, config.optimizer != Optimizer::lomo,

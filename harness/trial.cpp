@@ -24,6 +24,7 @@
 #include "search/estimate.h"
 #include "core/presets.h"
 #include "core/units.h"
+#include "core/validity.h"
 
 namespace tune::harness {
 
@@ -199,15 +200,7 @@ void check_gpu_for_rank(int local_rank, int world_size) {
 }
 
 void check_runnable(const TrialConfig& c) {
-    if (c.optimizer == Optimizer::lomo && c.grad_accum > 1)
-        throw InvalidTrial(fmt::format("lomo applies each gradient as backward produces it, so it cannot accumulate "
-                                       "gradients: grad_accum = {} needs 1",
-                                       c.grad_accum));
-    if (c.zero_stage > 3) throw InvalidTrial(fmt::format("ZeRO stage {} does not exist (0-3)", c.zero_stage));
-    if (c.model.hidden % c.model.heads != 0 || c.model.heads % c.model.kv_heads != 0 || c.model.head_dim() % 2 != 0)
-        throw InvalidTrial("heads must divide hidden, kv_heads must divide heads, and the head dim must be even");
-    if (c.steps == 0 || c.micro_batch == 0 || c.context == 0 || c.grad_accum == 0)
-        throw InvalidTrial("steps, micro_batch, context and grad_accum must be positive");
+    if (auto bad = invalid_reason(c)) throw InvalidTrial(bad->reason);
 }
 
 double step_flops(const TrialConfig& c) {

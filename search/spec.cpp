@@ -15,6 +15,7 @@
 #include "core/nearest.h"
 #include "core/presets.h"
 #include "core/units.h"
+#include "core/validity.h"
 
 namespace tune {
 namespace {
@@ -239,17 +240,9 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 // Hidden size splits into heads, heads into KV groups, and RoPE rotates pairs.
+// The model rules every configuration is held to (core/validity.h), located at [model].
 void check_model_shape(const Reader& r, const ModelSpec& m, const toml::source_region& where) {
-    for (auto [value, key] : {std::pair{m.vocab, "vocab"}, {m.hidden, "hidden"}, {m.layers, "layers"},
-                              {m.heads, "heads"}, {m.kv_heads, "kv_heads"}, {m.ffn, "ffn"},
-                              {m.max_context, "max_context"}})
-        if (value == 0) r.fail(where, fmt::format("[model] {} is missing or zero: give a preset or every dimension", key));
-    if (m.hidden % m.heads != 0)
-        r.fail(where, fmt::format("[model] hidden ({}) must be divisible by heads ({})", m.hidden, m.heads));
-    if (m.heads % m.kv_heads != 0)
-        r.fail(where, fmt::format("[model] heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
-    if (m.head_dim() % 2 != 0)
-        r.fail(where, fmt::format("[model] head dimension hidden/heads = {} must be even for RoPE", m.head_dim()));
+    if (auto bad = model_problem(m)) r.fail(where, "[model] " + bad->reason);
 }
 
 ModelSpec read_model(const Reader& r, const toml::table& root, const std::filesystem::path& sweep_path) {

@@ -109,3 +109,16 @@ TEST_CASE("tune trial --config takes a whole TrialConfig and flags override it",
     CHECK(r.config.precision == Precision::bf16);
     CHECK(r.losses.size() == 2);
 }
+
+TEST_CASE("tune trial refuses flag values the sweep file refuses, exit 2", "[trial][cli]") {
+    // Each once crashed or was accepted: SIGFPE, an OpenMP abort, a negative count.
+    for (const char* flags : {"--adam8bit-block 0", "--adam8bit-block 100", "--threads -5", "--threads 100000",
+                              "--steps 3 --warmup 3", "--lr -1"}) {
+        INFO(flags);
+        const auto out = test::run_tune(std::string("trial --model tiny ") + flags);
+        CHECK(out.exit_code == 2);
+        CHECK_FALSE(out.output.empty());
+    }
+    // --steps alone keeps a measured step: the default warmup (2) gives way.
+    CHECK(trial("--model tiny --steps 2 --context 16").exit_code == 0);
+}
