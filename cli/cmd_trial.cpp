@@ -39,6 +39,7 @@ struct TrialFlags {
     int threads = 0;
     std::string backend = std::string(to_string(BackendKind::automatic));
     bool json = false;
+    bool force = false;
 };
 
 // Every flag given on the command line overrides --config (or the defaults).
@@ -164,6 +165,7 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
         ->check(CLI::IsMember({std::string(to_string(BackendKind::automatic)), std::string(to_string(BackendKind::cpu)),
                                std::string(to_string(BackendKind::cuda))}))
         ->capture_default_str();
+    cmd->add_flag("--force", o.force, "Run even when the estimate exceeds the memory the trial may use");
     cmd->add_flag("--json", o.json, "Print only the result JSON on stdout (progress stays on stderr)");
 }
 
@@ -185,7 +187,7 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
     }
     const Launcher launcher = choose_launcher("auto", config.world_size);
     if (auto problem = launcher_problem(launcher)) return report(unrun(config, TrialStatus::failed, *problem));
-    const TrialChildFlags flags{o.init, o.tokens, o.threads, backend_of(o), false, false};
+    const TrialChildFlags flags{o.init, o.tokens, o.threads, backend_of(o), false, o.force};
     ProcessSpec spec;
     spec.argv =
         launch_command(launcher, config.world_size, trial_child_argv({self_executable(), "trial"}, config, flags));
@@ -224,6 +226,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         if (!o.tokens.empty()) run.tokens_file = o.tokens;
         run.threads = o.threads;
         run.backend = backend_of(o);
+        run.force = o.force;
         run.fault_nan = f == "nan";
         run.fault_oom = f == "oom";
         run.fault_kill = f == "kill";

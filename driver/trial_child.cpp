@@ -10,6 +10,9 @@ std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& 
                                     const std::vector<std::string>& trial_program) {
     TrialChildFlags flags;
     flags.json = true;
+    // The sweep already pruned with its estimate and known error: a trial it
+    // keeps near the limit runs, and a real OOM is what it came to measure.
+    flags.force = true;
     // The same thread count the estimator was given (see cpu_threads_per_rank).
     if (spec.hardware.backend == BackendKind::cpu) flags.threads = static_cast<int>(cpu_threads_per_rank(spec));
     const Launcher launcher = choose_launcher(spec.trial.launcher, config.world_size);

@@ -25,6 +25,7 @@
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
+#include "harness/host_memory.h"
 
 namespace tune::harness {
 
@@ -156,6 +157,25 @@ MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& 
     return m;
 }
 
+// The bytes each rank may use: the config's limit, else the device's memory
+// on a GPU, else what the machine can give now, shared by the ranks on it
+// (CPU ranks all run on this host). 0 when nothing is known (no limit).
+std::uint64_t memory_limit(const TrialConfig& c, const TrialBackend& device) {
+    if (c.memory_limit > 0) return c.memory_limit;
+    if (device.cpu_threads == 0) return device.hardware.memory_bytes;
+    return host_available_bytes().value_or(0) / std::max<std::uint32_t>(c.world_size, 1);
+}
+
+// A trial the estimator says cannot fit would allocate until it fails (on a
+// CPU: until the machine swaps); it ends as oom before allocating anything.
+void refuse_predicted_oom(std::uint64_t predicted_peak, std::uint64_t limit) {
+    if (limit == 0 || predicted_peak <= limit) return;
+    throw OutOfMemoryError(predicted_peak, 0,
+                           fmt::format("oom-predicted: the estimate needs {} per rank and {} may be used; --force "
+                                       "runs it anyway",
+                                       format_bytes(predicted_peak), format_bytes(limit)));
+}
+
 // The trial on a backend that exists and a communicator: every error becomes a status.
 TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const TrialBackend& device, Comm& comm,
                    TrialDetails* details);
@@ -278,9 +298,13 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
             throw InvalidTrial(fmt::format("world_size {} but the communicator has {} ranks", config.world_size,
                                            comm.world_size()));
         TrialConfig c = config;
-        if (options.fault_oom) c.memory_limit = 1;
+        const std::uint64_t limit = memory_limit(config, device);
+        // The CPU allocator enforces it too; a GPU's own allocator knows its device.
+        if (device.cpu_threads > 0) c.memory_limit = limit;
         kernels::Backend& backend = *device.backend;
         r.estimate = trial_estimate(config, device);
+        if (!options.force) refuse_predicted_oom(r.estimate->memory.peak, limit);
+        if (options.fault_oom) c.memory_limit = 1;
         const std::unique_ptr<TokenSource> tokens = token_source(c, options);
         std::optional<HostParams> init;
         const ParamLayout layout = make_param_layout(c.model, c.world_size, c.adam8bit_block);
