@@ -19,6 +19,7 @@
 #include "search/space.h"
 #include "search/spec.h"
 #include "core/units.h"
+#include "core/validity.h"
 
 namespace tune::cli {
 namespace {
@@ -108,9 +109,23 @@ void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate&
                format_bytes(e.memory.peak), e.fits ? "<=" : ">", format_bytes(usable), o.margin * 100);
 }
 
+// A combination the engine cannot run is answered "invalid" (exit 1, like
+// "does not fit"); a value no configuration may have is bad input (exit 2).
+int report_invalid(const TrialConfig& c, const Hardware& hw, const Invalidity& bad, bool json) {
+    if (refuses_input(bad)) throw ConfigError(bad.reason);
+    if (json) {
+        const nlohmann::json j{{"config", c}, {"device", hw.device}, {"invalid", bad.reason}, {"fits", false}};
+        fmt::print("{}\n", j.dump(2));
+    } else {
+        fmt::print("{} on {}: {}\n  invalid      {}\n", c.model.name, hw.device, summary(c), bad.reason);
+    }
+    return kExitNo;
+}
+
 int run_single(const EstimateCliOptions& opts) {
     const TrialConfig c = config_from(opts);
     const Hardware hw = parsed(find_device(opts.device), "--device", opts.device, device_names());
+    if (auto bad = invalid_reason(c)) return report_invalid(c, hw, *bad, opts.json);
     const EstimateOptions o = options_from(opts);
     const Estimate e = estimate(c, hw, o);
     if (opts.json) {
@@ -174,7 +189,7 @@ SweepEstimates estimate_sweep(const SweepSpec& spec, const std::vector<Candidate
 
 void print_sweep_text(const SweepSpec& spec, const SweepEstimates& s, const EstimateOptions& o) {
     fmt::print("{}: {} on {} x {} ({}), usable {} per rank ({} limit less {:.0f}% margin)\n", spec.path.string(),
-               spec.model.name, spec.world_size(), spec.hardware.device, spec.hardware.backend,
+               spec.model.name, spec.world_size(), spec.hardware.device, to_string(spec.hardware.backend),
                format_bytes(spec.usable_memory()), format_bytes(spec.memory_limit()), o.margin * 100);
     fmt::print("  {} configurations: {} fit, {} do not fit, {} invalid\n", s.total, s.fit, s.not_fit, s.invalid);
     if (s.front.empty()) {

@@ -48,7 +48,7 @@ void print_presets(bool as_json) {
                        "overhead"});
     for (const auto& p : device_presets()) {
         const auto& h = p.hardware;
-        devices.add_row({h.device, h.backend, format_bytes(h.memory_bytes), fmt::format("{:.1f}", h.peak_flops_half / 1e12),
+        devices.add_row({h.device, std::string(to_string(h.backend)), format_bytes(h.memory_bytes), fmt::format("{:.1f}", h.peak_flops_half / 1e12),
                          fmt::format("{:.1f}", h.peak_flops_fp32 / 1e12), fmt::format("{:.2f}", h.hbm_bytes_per_s / 1e12),
                          fmt::format("{:.0f}", h.intra_node_bytes_per_s / 1e9), format_bytes(h.runtime_overhead_bytes)});
     }

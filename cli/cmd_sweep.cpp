@@ -128,7 +128,7 @@ int run(SweepCliOptions& o) {
     options.database = o.database;
     options.dry_run = o.dry_run;
     if (o.max_trials > 0) options.max_trials = o.max_trials;
-    if (!o.strategy.empty()) options.strategy = o.strategy;
+    if (!o.strategy.empty()) options.strategy = parse_strategy(o.strategy);  // the flag allows only the names
     options.restart = o.restart;
     options.json_events = o.json;
     options.progress_line = !o.json;
@@ -177,7 +177,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     cmd->add_flag("--dry-run", o->dry_run, "Estimate and record every configuration, run nothing");
     cmd->add_option("--max-trials", o->max_trials, "Run at most this many trials now (0: no limit)");
     cmd->add_option("--strategy", o->strategy, "Run order: pareto-first (default) or grid")
-        ->check(CLI::IsMember({"grid", "pareto-first"}));
+        ->check(CLI::IsMember(std::vector<std::string>(kSearchStrategyNames.begin(), kSearchStrategyNames.end())));
     cmd->add_flag("--restart", o->restart, "Discard an existing sweep of the same name and start again");
     cmd->add_flag("--json", o->json, "Stream JSON events on stdout instead of tables");
     cmd->add_flag("--no-report", o->no_report, "Do not write the HTML report");

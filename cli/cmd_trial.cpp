@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,6 +14,9 @@
 
 #include "cli/commands.h"
 #include "cli/dimension_flags.h"
+#include "core/trial_protocol.h"
+#include "core/validity.h"
+#include "driver/trial_child.h"
 #include "harness/hf_model.h"
 #include "launch/launch.h"
 #include "launch/process.h"
@@ -27,10 +31,6 @@ namespace {
 
 using harness::unrun;
 
-// Exit codes of `tune trial`, one per status (core/config.h; 1 and 2 keep their meaning from commands.h).
-constexpr int kExitInvalid = kTrialExitInvalid;
-constexpr int kExitFailed = kTrialExitFailed;
-
 struct TrialFlags {
     std::string config_json, model = "tiny", memory_limit, init, tokens;
     DimensionFlags dims;
@@ -39,8 +39,9 @@ struct TrialFlags {
     std::uint64_t seed = 1234;
     double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, clip = 0, neftune_alpha = 0;
     int threads = 0;
-    std::string backend = "auto";
+    std::string backend = std::string(to_string(BackendKind::automatic));
     bool json = false;
+    bool force = false;
 };
 
 // Every flag given on the command line overrides --config (or the defaults).
@@ -89,10 +90,23 @@ TrialConfig build_config(const TrialFlags& o, const Given& given) {
     if (given("--model")) c.model = model_named(o.model);
     if (given("--init")) c.model = harness::load_hf_config(o.init);
     apply_settings(o, given, c);
+    // The default warmup (2) leaves at least one measured step when only --steps is given.
+    if (given("--steps") && !given("--warmup") && c.steps > 0 && c.warmup >= c.steps) c.warmup = c.steps - 1;
     return c;
 }
 
-int exit_code_for(TrialStatus s) { return trial_exit_code(s); }
+// The sweep file's rules for every value a flag gave (core/validity.h): a
+// value no configuration may have is bad input; a combination the engine
+// cannot run is left to the trial, which reports it as status invalid.
+void check_flag_values(const TrialConfig& c, const TrialFlags& o) {
+    if (auto bad = threads_problem(o.threads, std::thread::hardware_concurrency())) throw ConfigError(*bad);
+    if (auto bad = warmup_problem(c)) throw ConfigError(bad->reason);
+    if (auto bad = invalid_reason(c); bad && refuses_input(*bad)) throw ConfigError(bad->reason);
+}
+
+BackendKind backend_of(const TrialFlags& o) {
+    return *parse_backend(o.backend);  // the flag accepts only the names
+}
 
 // TUNE_TRIAL_FAULT=crash|hang|nan|oom|kill: test-only faults for the sweep
 // driver's tests; "oom-rank-1" and the like fault only rank 1 of a multi-rank trial.
@@ -128,54 +142,39 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--adam8bit-block", o.adam8bit_block, "8-bit Adam block size");
     cmd->add_option("--threads", o.threads, "CPU threads (default: OpenMP's)");
     cmd->add_option("--backend", o.backend, "auto (CUDA when a device is visible, else the CPU), cpu or cuda")
-        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+        ->check(CLI::IsMember({std::string(to_string(BackendKind::automatic)), std::string(to_string(BackendKind::cpu)),
+                               std::string(to_string(BackendKind::cuda))}))
         ->capture_default_str();
+    cmd->add_flag("--force", o.force, "Run even when the estimate exceeds the memory the trial may use");
     cmd->add_flag("--json", o.json, "Print only the result JSON on stdout (progress stays on stderr)");
 }
 
 // Outside mpirun/srun, N ranks are this same trial started N times by the
-// launcher; rank 0 prints the combined result, which we pass on with its exit code.
+// launcher; rank 0 prints the combined result, read like any trial child's
+// (core/trial_protocol.h), and we pass it on with its exit code.
 int relaunch(const TrialConfig& config, const TrialFlags& o) {
+    auto report = [&](const TrialResult& r) {
+        fmt::print("{}\n", result_line(r));
+        return trial_exit_code(r.status);
+    };
     try {
         harness::check_runnable(config);  // no ranks are started for a combination that cannot run
-    } catch (const harness::InvalidTrial& e) {
-        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::invalid, e.what())).dump());
-        return kExitInvalid;
-    }
-    // One GPU per rank: say so before starting any rank (each rank checks again for its own device).
-    try {
+        // One GPU per rank: say so before starting any rank (each rank checks again for its own device).
         const int ranks = static_cast<int>(config.world_size);
-        if (harness::uses_cuda(o.backend)) harness::check_gpu_for_rank(ranks - 1, ranks);
-    } catch (const BackendError& e) {
-        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, e.what())).dump());
-        return kExitFailed;
+        if (harness::uses_cuda(backend_of(o))) harness::check_gpu_for_rank(ranks - 1, ranks);
+    } catch (...) {
+        return report(harness::result_of_current_exception(config));
     }
     const Launcher launcher = choose_launcher("auto", config.world_size);
-    if (auto problem = launcher_problem(launcher)) {
-        fmt::print("{}\n", nlohmann::json(unrun(config, TrialStatus::failed, *problem)).dump());
-        return kExitFailed;
-    }
-    std::vector<std::string> argv{self_executable(), "trial", "--config", nlohmann::json(config).dump()};
-    if (!o.init.empty()) argv.insert(argv.end(), {"--init", o.init});
-    if (!o.tokens.empty()) argv.insert(argv.end(), {"--tokens", o.tokens});
-    if (o.threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(o.threads)});
-    argv.insert(argv.end(), {"--backend", o.backend});
+    if (auto problem = launcher_problem(launcher)) return report(unrun(config, TrialStatus::failed, *problem));
+    const TrialChildFlags flags{o.init, o.tokens, o.threads, backend_of(o), false, o.force};
     ProcessSpec spec;
-    spec.argv = launch_command(launcher, config.world_size, argv);
+    spec.argv =
+        launch_command(launcher, config.world_size, trial_child_argv({self_executable(), "trial"}, config, flags));
     fmt::print(stderr, "trial: {} ranks via {}\n", config.world_size, to_string(launcher));
     const ProcessOutcome out = run_process(spec);
     fmt::print(stderr, "{}", out.stderr_tail);
-    const bool printed = out.stdout_text.find('{') != std::string::npos;
-    if (out.exit_code < 0 || !printed) {
-        // A rank that ran out of memory aborts the job with exit code 3; its line may not get through.
-        const bool oom = out.term_signal == 0 && out.exit_code == kTrialExitOom;
-        const std::string why = (oom ? "a rank ran out of memory and ended the job: " : "ranks ended without a result: ") + out.describe();
-        const TrialStatus status = oom ? TrialStatus::oom : TrialStatus::failed;
-        fmt::print("{}\n", nlohmann::json(unrun(config, status, why)).dump());
-        return exit_code_for(status);
-    }
-    fmt::print("{}", out.stdout_text);
-    return out.exit_code;
+    return report(read_child_result(out.stdout_text, child_end(out), config));
 }
 
 }  // namespace
@@ -191,6 +190,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
     cmd->callback([opts, cmd, &exit_code] {
         const TrialFlags& o = *opts;
         const TrialConfig config = build_config(o, Given{cmd});
+        check_flag_values(config, o);
         const std::string f = fault();
         if (f == "crash") std::abort();
         if (f == "hang")
@@ -205,7 +205,8 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         if (!o.init.empty()) run.init_dir = o.init;
         if (!o.tokens.empty()) run.tokens_file = o.tokens;
         run.threads = o.threads;
-        run.backend = o.backend;
+        run.backend = backend_of(o);
+        run.force = o.force;
         run.fault_nan = f == "nan";
         run.fault_oom = f == "oom";
         run.fault_kill = f == "kill";
@@ -213,16 +214,16 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         // A failing rank reports for the job: the others may be waiting in a collective.
         run.on_rank_failure = [](const TrialResult& failed) {
             fmt::print(stderr, "trial {}: {}\n", to_string(failed.status), failed.reason);
-            fmt::print("{}\n", nlohmann::json(failed).dump());
+            fmt::print("{}\n", result_line(failed));
             std::fflush(stdout);
             std::fflush(stderr);
-            return exit_code_for(failed.status);
+            return trial_exit_code(failed.status);
         };
         if (reporter) fmt::print(stderr, "trial: {} on {}\n", summary(config), config.model.name);
         const TrialResult r = harness::run_trial(config, run);
         if (r.status != TrialStatus::ok) fmt::print(stderr, "trial {}: {}\n", to_string(r.status), r.reason);
-        if (reporter) fmt::print("{}\n", nlohmann::json(r).dump());
-        exit_code = exit_code_for(r.status);
+        if (reporter) fmt::print("{}\n", result_line(r));
+        exit_code = trial_exit_code(r.status);
     });
 }
 

@@ -45,7 +45,7 @@ void print_text(const SweepSpec& spec, const SpaceCounts& counts) {
     fmt::print("  runnable  {}\n", counts.valid);
     fmt::print("  trial     {} steps ({} warmup), timeout {}, launcher {}\n", spec.trial.steps, spec.trial.warmup,
                format_duration(spec.trial.timeout_s), spec.trial.launcher);
-    fmt::print("  search    {}, budget {}\n", spec.strategy,
+    fmt::print("  search    {}, budget {}\n", to_string(spec.strategy),
                spec.budget_s ? format_duration(*spec.budget_s) : std::string("none"));
     fmt::print("  output    database {}, report {}\n", spec.database, spec.report);
     if (counts.valid == 0) fmt::print("nothing to run: every combination is invalid\n");

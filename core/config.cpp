@@ -75,7 +75,7 @@ void from_json(const json& j, ModelSpec& m) {
 
 void to_json(json& j, const Hardware& h) {
     j = json{{"device", h.device},
-             {"backend", h.backend},
+             {"backend", to_string(h.backend)},
              {"memory_bytes", h.memory_bytes},
              {"peak_flops_half", h.peak_flops_half},
              {"peak_flops_fp32", h.peak_flops_fp32},
@@ -93,7 +93,7 @@ void from_json(const json& j, Hardware& h) {
                 "intra_node_bytes_per_s", "inter_node_bytes_per_s", "runtime_overhead_bytes", "gpus_per_node",
                 "nodes"});
     read(j, "device", h.device);
-    read(j, "backend", h.backend);
+    read_enum(j, "backend", h.backend, parse_backend);
     read(j, "memory_bytes", h.memory_bytes);
     read(j, "peak_flops_half", h.peak_flops_half);
     read(j, "peak_flops_fp32", h.peak_flops_fp32);

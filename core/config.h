@@ -27,6 +27,9 @@ enum class Optimizer : std::uint8_t { adamw, lion, adam8bit, adafactor, lomo };
 enum class Precision : std::uint8_t { fp32, bf16_mixed, fp16_mixed, bf16 };
 enum class Checkpointing : std::uint8_t { none, selective, full };
 enum class TrialStatus : std::uint8_t { pending, running, ok, oom, failed, timeout, invalid, pruned };
+// Where ops run. A device (Hardware) is cpu or cuda; a trial's --backend may
+// also be `automatic` ("auto": CUDA when a device is visible, else the CPU).
+enum class BackendKind : std::uint8_t { cpu, cuda, automatic };
 
 inline constexpr std::array<Optimizer, 5> kOptimizers{Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit,
                                                       Optimizer::adafactor, Optimizer::lomo};
@@ -37,6 +40,7 @@ inline constexpr std::array<Checkpointing, 3> kCheckpointings{Checkpointing::non
 inline constexpr std::array<TrialStatus, 8> kStatuses{
     TrialStatus::pending, TrialStatus::running, TrialStatus::ok,      TrialStatus::oom,
     TrialStatus::failed,  TrialStatus::timeout, TrialStatus::invalid, TrialStatus::pruned};
+inline constexpr std::array<BackendKind, 3> kBackendKinds{BackendKind::cpu, BackendKind::cuda, BackendKind::automatic};
 
 // The names users write, indexed by the enum's value (the dimension table's choices too).
 inline constexpr std::array<std::string_view, 5> kOptimizerNames{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
@@ -51,20 +55,9 @@ inline std::string_view to_string(TrialStatus s) {
                                                     "failed",  "timeout", "invalid", "pruned"};
     return names[static_cast<std::size_t>(s)];
 }
-
-// `tune trial`'s exit status for each outcome. The driver falls back on it
-// when no result line arrived (a failing rank's line can be lost when it
-// aborts the job), so an out-of-memory rank still reads as `oom`.
-inline constexpr int kTrialExitOom = 3;
-inline constexpr int kTrialExitInvalid = 4;
-inline constexpr int kTrialExitFailed = 5;
-inline int trial_exit_code(TrialStatus s) {
-    switch (s) {
-        case TrialStatus::ok: return 0;
-        case TrialStatus::oom: return kTrialExitOom;
-        case TrialStatus::invalid: return kTrialExitInvalid;
-        default: return kTrialExitFailed;
-    }
+inline std::string_view to_string(BackendKind b) {
+    constexpr std::array<std::string_view, 3> names{"cpu", "cuda", "auto"};
+    return names[static_cast<std::size_t>(b)];
 }
 
 // Parse helpers return nullopt on unknown text; callers build the error with context.
@@ -78,6 +71,7 @@ inline std::optional<Optimizer> parse_optimizer(std::string_view t) { return par
 inline std::optional<Precision> parse_precision(std::string_view t) { return parse_enum(t, kPrecisions); }
 inline std::optional<Checkpointing> parse_checkpointing(std::string_view t) { return parse_enum(t, kCheckpointings); }
 inline std::optional<TrialStatus> parse_status(std::string_view t) { return parse_enum(t, kStatuses); }
+inline std::optional<BackendKind> parse_backend(std::string_view t) { return parse_enum(t, kBackendKinds); }
 
 // Bytes per element of the weights as stored on the device.
 inline constexpr std::uint32_t weight_bytes(Precision p) { return p == Precision::fp32 ? 4 : 2; }
@@ -122,7 +116,7 @@ struct ModelSpec {
 
 struct Hardware {
     std::string device;                       // preset name, e.g. "h100-80gb", or "cpu"
-    std::string backend = "cuda";             // "cuda" or "cpu"
+    BackendKind backend = BackendKind::cuda;  // cuda or cpu (JSON: "cuda", "cpu")
     std::uint64_t memory_bytes = 0;           // per device
     double peak_flops_half = 0;               // dense bf16/fp16 tensor FLOP/s
     double peak_flops_fp32 = 0;               // dense fp32 FLOP/s

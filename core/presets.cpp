@@ -40,7 +40,7 @@ Hardware gpu(std::string name, std::uint64_t memory_mib, double half_tflops, dou
              double link_gbps, std::uint32_t gpus_per_node) {
     Hardware h;
     h.device = std::move(name);
-    h.backend = "cuda";
+    h.backend = BackendKind::cuda;
     h.memory_bytes = memory_mib * MiB;
     h.peak_flops_half = half_tflops * 1e12;
     h.peak_flops_fp32 = fp32_tflops * 1e12;
@@ -58,7 +58,7 @@ Hardware gpu(std::string name, std::uint64_t memory_mib, double half_tflops, dou
 Hardware cpu_device() {
     Hardware h;
     h.device = "cpu";
-    h.backend = "cpu";
+    h.backend = BackendKind::cpu;
     h.memory_bytes = 16 * GiB;
     // Nominal x86-64 peak: per core two 8-wide fp32 FMA units at 3 GHz (96 GFLOP/s),
     // times this machine's cores. 16-bit storage is computed in fp32, so the same.
@@ -126,12 +126,12 @@ std::optional<Hardware> find_device(std::string_view name) {
 std::optional<Hardware> match_device(std::string_view cuda_name, std::uint64_t total_memory) {
     const std::string name = lower(cuda_name);
     for (const auto& p : devices()) {
-        if (p.hardware.backend != "cuda") continue;
+        if (p.hardware.backend != BackendKind::cuda) continue;
         // "A100-SXM4-80GB" and "A100 80GB PCIe" both exist; fall back to matching family + memory.
         if (name.find(p.match) != std::string::npos) return p.hardware;
     }
     for (const auto& p : devices()) {
-        if (p.hardware.backend != "cuda") continue;
+        if (p.hardware.backend != BackendKind::cuda) continue;
         const std::string family = std::string(p.hardware.device.substr(0, 4));
         const bool close_memory = total_memory > p.hardware.memory_bytes * 9 / 10 &&
                                   total_memory < p.hardware.memory_bytes * 11 / 10;

@@ -21,7 +21,7 @@ std::uint32_t cpu_threads_per_rank(const SweepSpec& spec) {
 
 EstimateOptions base_estimate_options(const SweepSpec& spec) {
     EstimateOptions o;
-    if (spec.hardware.backend == "cpu") o.cpu_threads = cpu_threads_per_rank(spec);
+    if (spec.hardware.backend == BackendKind::cpu) o.cpu_threads = cpu_threads_per_rank(spec);
     o.memory_limit = spec.memory_limit();
     o.margin = spec.margin;
     return o;
@@ -36,9 +36,9 @@ std::string prune_reason(const Estimate& e, const SweepSpec& spec, double tolera
                        format_bytes(spec.memory_limit()), spec.margin * 100, tolerance * 100);
 }
 
-std::vector<double> priorities(std::span<const Estimate* const> estimates, const std::string& strategy) {
+std::vector<double> priorities(std::span<const Estimate* const> estimates, SearchStrategy strategy) {
     std::vector<double> out(estimates.size());
-    if (strategy == "grid") {
+    if (strategy == SearchStrategy::grid) {
         for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(i);
         return out;
     }
@@ -105,7 +105,7 @@ std::vector<PendingUpdate> replan_pending(const SweepSpec& spec, const std::vect
             index.push_back(i);
         }
     // In grid order the stored priority is the enumeration index: keep it.
-    if (settings.strategy == "grid") {
+    if (settings.strategy == SearchStrategy::grid) {
         for (std::size_t i = 0; i < updates.size(); ++i) updates[i].priority = pending[i].priority;
         return updates;
     }

@@ -17,7 +17,7 @@ namespace tune {
 struct PlanSettings {
     EstimateOptions estimate;      // calibrated options
     double prune_tolerance = 0.02; // relative memory error the estimator may have
-    std::string strategy = "pareto-first";
+    SearchStrategy strategy = SearchStrategy::pareto_first;
 };
 
 // OpenMP threads each rank of a CPU-backend trial gets: the machine's cores
@@ -43,6 +43,6 @@ std::vector<PendingUpdate> replan_pending(const SweepSpec& spec, const std::vect
 
 // Priorities for the given estimates: pareto-first orders by predicted Pareto
 // rank (memory vs tokens/s), faster first within a rank; grid keeps the order given.
-std::vector<double> priorities(std::span<const Estimate* const> estimates, const std::string& strategy);
+std::vector<double> priorities(std::span<const Estimate* const> estimates, SearchStrategy strategy);
 
 }  // namespace tune

@@ -26,7 +26,7 @@ SweepRecord sweep_record(const SweepSpec& spec, const SweepEnvironment& env) {
     r.host = env.host;
     r.device = {env.device_name.empty() ? spec.hardware.device : env.device_name, spec.world_size(),
                 spec.hardware.memory_bytes};
-    r.backend = spec.hardware.backend;
+    r.backend = to_string(spec.hardware.backend);  // the store keeps the text
     r.software = env.software;
     return r;
 }
@@ -124,7 +124,7 @@ private:
         if (!options_.trial_program.empty()) return options_.trial_program;
         return {self_executable(), "trial"};
     }
-    std::string strategy() const { return options_.strategy.value_or(spec_.strategy); }
+    SearchStrategy strategy() const { return options_.strategy.value_or(spec_.strategy); }
 
     const SweepSpec& spec_;
     const SweepOptions& options_;
@@ -142,7 +142,7 @@ private:
 
 std::string estimate_only_reason(const SweepSpec& spec, const SweepEnvironment& env, bool dry_run) {
     if (dry_run) return "--dry-run was given";
-    if (spec.hardware.backend != "cuda") return {};
+    if (spec.hardware.backend != BackendKind::cuda) return {};
     if (env.visible_gpus == 0)
         return fmt::format("the sweep is for {} GPUs and none is visible here ({})", spec.hardware.device,
                            env.why_no_gpu.empty() ? "no CUDA device" : env.why_no_gpu);
@@ -156,7 +156,7 @@ SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOp
     report.database = options.database.empty() ? spec.database : options.database;
     report.estimate_only_reason = estimate_only_reason(spec, env, options.dry_run);
     report.estimate_only = !report.estimate_only_reason.empty();
-    const std::string strategy = options.strategy.value_or(spec.strategy);
+    const SearchStrategy strategy = options.strategy.value_or(spec.strategy);
 
     Store store(report.database, Store::Mode::read_write);
     const OpenedSweep opened = store.open_sweep(sweep_record(spec, env), options.restart);

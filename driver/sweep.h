@@ -30,7 +30,7 @@ struct SweepOptions {
     std::string database;                     // empty: the sweep's [output] database
     bool dry_run = false;                     // estimate and record only
     std::optional<std::uint64_t> max_trials;  // stop starting trials after this many
-    std::optional<std::string> strategy;      // overrides [search] strategy
+    std::optional<SearchStrategy> strategy;   // overrides [search] strategy
     bool restart = false;                     // discard an existing sweep of this name
     bool progress_line = true;                // on stderr, when it is a terminal
     bool json_events = false;                 // JSON lines on stdout

@@ -1,7 +1,8 @@
-// One trial as a child process: the command that starts it (through the
-// launcher for several ranks), and the TrialResult its outcome amounts to.
-// The status comes from the trial's JSON result and, without one, from how the
-// process ended (exit code, signal, timeout); never from words in its log.
+// One trial as a child process of the sweep: the command that starts it
+// (through the launcher for several ranks), and the TrialResult its outcome
+// amounts to, both by the protocol in core/trial_protocol.h. The status comes
+// from the trial's JSON result and, without one, from how the process ended
+// (exit code, signal, timeout); never from words in its log.
 #pragma once
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "launch/process.h"
 #include "core/config.h"
+#include "core/trial_protocol.h"
 #include "search/spec.h"
 
 namespace tune {
@@ -17,6 +19,9 @@ namespace tune {
 // trial has several ranks. `trial_program` is e.g. {"/path/to/tune", "trial"}.
 std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& spec,
                                     const std::vector<std::string>& trial_program);
+
+// A process outcome in the protocol's terms (`tune trial --gpus N` reads its ranks with it too).
+ChildEnd child_end(const ProcessOutcome& outcome);
 
 // What a finished trial process means. `claimed` is the configuration that was
 // run; the result always carries it, and `estimate` (the sweep's own, when it

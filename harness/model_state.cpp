@@ -55,8 +55,8 @@ PrecisionPlan precision_plan(Precision p) {
 }
 
 ModelState::ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-                       bool with_grads, std::uint32_t zero_stage, Comm& comm)
-    : backend_(backend), layout_(layout), plan_(plan), stage_(zero_stage), comm_(comm) {
+                       bool with_grads, ZeroPlan zero, Comm& comm)
+    : backend_(backend), layout_(layout), plan_(plan), zero_(zero), comm_(comm) {
     const std::uint64_t wb = kernels::dtype_bytes(plan.weights);
     auto count = [](std::int64_t n) { return static_cast<std::uint64_t>(n); };
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
@@ -67,19 +67,19 @@ ModelState::ModelState(kernels::Backend& backend, Allocator& memory, const Param
 }
 
 std::int64_t ModelState::weights_length(std::size_t buffer) const {
-    return stage_ >= 3 ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
+    return zero_.shards_parameters ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
 }
 
 std::int64_t ModelState::master_length(std::size_t buffer) const {
-    return stage_ >= 1 ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
+    return zero_.shards_master_weights ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
 }
 
 std::int64_t ModelState::grads_length(std::size_t buffer) const {
-    return stage_ >= 2 ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
+    return zero_.shards_gradients ? layout_.flat(buffer).shard : layout_.flat(buffer).padded;
 }
 
 std::int64_t ModelState::owned_begin(std::size_t buffer) const {
-    return stage_ >= 1 ? comm_.rank() * layout_.flat(buffer).shard : 0;
+    return zero_.updates_own_shard_only() ? comm_.rank() * layout_.flat(buffer).shard : 0;
 }
 
 std::int64_t ModelState::owned_length(std::size_t buffer) const { return master_length(buffer); }
@@ -198,8 +198,9 @@ std::vector<float> ModelState::whole_on_host(std::size_t buffer, const void* src
 HostParams ModelState::download_weights() {
     HostParams out;
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
-        if (!master_.empty()) out.push_back(whole_on_host(i, master_[i].get(), DType::f32, stage_ >= 1));
-        else out.push_back(whole_on_host(i, params_[i].get(), plan_.weights, stage_ >= 3));
+        if (!master_.empty())
+            out.push_back(whole_on_host(i, master_[i].get(), DType::f32, zero_.shards_master_weights));
+        else out.push_back(whole_on_host(i, params_[i].get(), plan_.weights, zero_.shards_parameters));
     }
     return out;
 }
@@ -208,8 +209,8 @@ HostParams ModelState::download_grads() {
     HostParams out;
     for (std::size_t i = 0; i < grads_.size(); ++i) {
         // Stage 1 keeps the whole buffer, but only the rank's shard holds the averaged gradient.
-        const void* own = stage_ >= 1 ? grad_at(i, owned_begin(i)) : grads_[i].get();
-        out.push_back(whole_on_host(i, own, plan_.weights, stage_ >= 1));
+        const void* own = zero_.updates_own_shard_only() ? grad_at(i, owned_begin(i)) : grads_[i].get();
+        out.push_back(whole_on_host(i, own, plan_.weights, zero_.updates_own_shard_only()));
     }
     return out;
 }

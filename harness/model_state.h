@@ -12,6 +12,7 @@
 #include "harness/param_layout.h"
 #include "kernels/backend.h"
 #include "core/config.h"
+#include "core/zero_plan.h"
 
 namespace tune::harness {
 
@@ -30,12 +31,11 @@ using HostParams = std::vector<std::vector<float>>;
 
 class ModelState {
 public:
-    // with_grads: false for LOMO, which keeps no gradient buffer. ZeRO
-    // shards the master weights from stage 1, the gradients from stage 2 and
-    // the weights at stage 3: rank comm.rank() keeps the layout.flat(i).shard
-    // elements from owned_begin(i).
+    // with_grads: false for LOMO, which keeps no gradient buffer. `zero`
+    // says which of master weights, gradients and weights are sharded: rank
+    // comm.rank() keeps the layout.flat(i).shard elements from owned_begin(i).
     ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-               bool with_grads, std::uint32_t zero_stage, Comm& comm);
+               bool with_grads, ZeroPlan zero, Comm& comm);
 
     const ParamLayout& layout() const { return layout_; }
     const PrecisionPlan& plan() const { return plan_; }
@@ -43,7 +43,7 @@ public:
     void* master(std::size_t buffer) const { return master_.empty() ? nullptr : master_[buffer].get(); }
     void* grads(std::size_t buffer) const { return grads_.empty() ? nullptr : grads_[buffer].get(); }
     bool has_grads() const { return !grads_.empty(); }
-    std::uint32_t zero_stage() const { return stage_; }
+    const ZeroPlan& zero() const { return zero_; }
     // Elements each kind of buffer `buffer` holds on this rank.
     std::int64_t weights_length(std::size_t buffer) const;
     std::int64_t master_length(std::size_t buffer) const;
@@ -81,7 +81,7 @@ private:
     kernels::Backend& backend_;
     const ParamLayout& layout_;
     PrecisionPlan plan_;
-    std::uint32_t stage_;
+    ZeroPlan zero_;
     Comm& comm_;
     std::vector<Buffer> params_, master_, grads_;
 };

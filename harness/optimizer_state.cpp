@@ -27,7 +27,7 @@ OptimizerHyper optimizer_hyper(const TrialConfig& c) {
 OptimizerState::OptimizerState(kernels::Backend& backend, Allocator& memory, Comm& comm, const TrialConfig& config,
                                ModelState& model)
     : backend_(backend), memory_(memory), comm_(comm), model_(model), kind_(config.optimizer),
-      hyper_(optimizer_hyper(config)), sharded_(config.zero_stage >= 1 && comm.world_size() > 1) {
+      hyper_(optimizer_hyper(config)), sharded_(model.zero().updates_own_shard_only() && comm.world_size() > 1) {
     const ParamLayout& layout = model.layout();
     const std::uint64_t sb = kernels::dtype_bytes(model.plan().state);
     auto state = [&](std::uint64_t bytes) { return memory.zeros(Component::optim, bytes); };

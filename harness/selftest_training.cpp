@@ -15,6 +15,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/selftest/case_builder.h"
 #include "core/presets.h"
+#include "core/zero_plan.h"
 
 namespace tune::harness {
 
@@ -131,7 +132,7 @@ std::vector<ZeroStageResult> zero_stages_against_cpu(kernels::Backend& backend, 
         }
     }
     std::vector<ZeroStageResult> out;
-    for (std::uint32_t stage = 0; stage <= 3; ++stage) {
+    for (std::uint32_t stage = 0; stage <= kMaxZeroStage; ++stage) {
         ZeroStageResult r;
         r.stage = stage;
         r.ranks = comm.world_size();

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/validity.h"
 #include "kernels/lm_head_loss.h"
 #include "kernels/math/grad_clip.h"
 #include "kernels/math/neftune.h"
@@ -87,8 +88,7 @@ public:
     // the whole weights, so the buffer's new values are gathered once its
     // backward is done (its weights are not read again in this backward).
     void close(std::size_t buffer) override {
-        const std::uint32_t stage = model_.zero_stage();
-        if (apply_ != nullptr && (stage == 1 || stage == 2))
+        if (apply_ != nullptr && model_.zero().gathers_weights_after_update())
             comm_.all_gather(model_.weights(buffer), model_.layout().flat(buffer).padded, model_.plan().weights);
     }
 
@@ -140,12 +140,11 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
       layer_(backend, memory_, dims_, layout_, plan_.weights),
       scaler_(math::LossScalerConfig{static_cast<float>(plan_.loss_scaling ? config.loss_scale_init : 1.0),
                                      2.0f, static_cast<int>(config.loss_scale_window), 1.0f}) {
-    if (config.optimizer == Optimizer::lomo && config.grad_accum > 1)
-        throw std::invalid_argument("lomo applies each gradient during backward: grad_accum must be 1");
+    if (auto bad = invalid_reason(config)) throw std::invalid_argument(bad->reason);
     if (comm.world_size() != static_cast<int>(config.world_size))
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
     model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, config.optimizer != Optimizer::lomo,
-                                          config.zero_stage, comm);
+                                          zero_plan(config.zero_stage), comm);
     optimizer_ = std::make_unique<OptimizerState>(backend, memory_, comm, config, *model_);
     workspace_ = memory_.allocate(Component::workspace, layer_.workspace_bytes());
     layer_.set_workspace({workspace_.get(), workspace_.bytes()});
@@ -161,7 +160,7 @@ const void* Trainer::outer_tensor(const Weights& outer, OuterTensor t) const {
 
 Trainer::Weights Trainer::gather(std::size_t buffer) {
     Weights w;
-    if (config_.zero_stage < 3) {
+    if (!model_->zero().gathers_weights_before_use()) {
         w.ptr = model_->weights(buffer);
         return w;
     }
@@ -276,14 +275,16 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
 // Over the gradients this rank owns, completed by one scalar all-reduce when sharded.
 double Trainer::gradient_sum_squares() {
     scalars_->zero();
+    const ZeroPlan& zero = model_->zero();
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
         const FlatLayout& f = layout_.flat(i);
         const void* owned = model_->grads(i);
-        if (config_.zero_stage == 1)
+        if (zero.owned_gradients_inside_whole_buffer())
             owned = static_cast<const unsigned char*>(owned) + bytes_of(comm_.rank() * f.shard, plan_.weights);
-        backend_.sum_squares(scalars_->get(), owned, config_.zero_stage == 0 ? f.padded : f.shard, plan_.weights);
+        backend_.sum_squares(scalars_->get(), owned, zero.updates_own_shard_only() ? f.shard : f.padded,
+                             plan_.weights);
     }
-    if (config_.zero_stage >= 1) comm_.all_reduce(scalars_->get(), 1, DType::f32, ReduceOp::sum);
+    if (zero.updates_own_shard_only()) comm_.all_reduce(scalars_->get(), 1, DType::f32, ReduceOp::sum);
     return scalars_->read();
 }
 
@@ -296,14 +297,15 @@ double Trainer::compute_gradients() {
     model_->zero_grads();
     BufferSink direct(*model_);
     BucketSink buckets(memory_, *model_, comm_);
-    GradSink& sink = config_.zero_stage >= 2 ? static_cast<GradSink&>(buckets) : direct;
+    const ZeroPlan& zero = model_->zero();
+    GradSink& sink = zero.reduce_scatters_during_backward() ? static_cast<GradSink&>(buckets) : direct;
     double loss = 0;
     for (std::uint32_t a = 0; a < config_.grad_accum; ++a) loss += micro_batch(next_micro_++, sink, scaler_.scale());
     // Stage 0 averages every gradient on every rank; stage 1 only the rank's shard.
-    for (std::size_t i = 0; i < layout_.buffers() && config_.zero_stage <= 1; ++i) {
+    for (std::size_t i = 0; i < layout_.buffers() && !zero.reduce_scatters_during_backward(); ++i) {
         void* grads = model_->grads(i);
         const std::int64_t n = layout_.flat(i).padded;
-        if (config_.zero_stage == 0) comm_.all_reduce(grads, n, plan_.weights, ReduceOp::average);
+        if (zero.all_reduces_gradients()) comm_.all_reduce(grads, n, plan_.weights, ReduceOp::average);
         else comm_.reduce_scatter(grads, n, plan_.weights, ReduceOp::average);
     }
     return loss / config_.grad_accum;
@@ -320,7 +322,7 @@ StepStats Trainer::optimizer_step(double loss) {
     if (overflow && !plan_.loss_scaling) throw std::runtime_error("non-finite gradients");
     s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
     if (!s.skipped) optimizer_->step(grad_scale(s.grad_norm, s.loss_scale), ++applied_);
-    for (std::size_t i = 0; i < layout_.buffers() && (config_.zero_stage == 1 || config_.zero_stage == 2); ++i)
+    for (std::size_t i = 0; i < layout_.buffers() && model_->zero().gathers_weights_after_update(); ++i)
         comm_.all_gather(model_->weights(i), layout_.flat(i).padded, plan_.weights);
     return s;
 }

@@ -24,6 +24,8 @@
 #include "search/estimate.h"
 #include "core/presets.h"
 #include "core/units.h"
+#include "core/validity.h"
+#include "harness/host_memory.h"
 
 namespace tune::harness {
 
@@ -68,7 +70,7 @@ TrialBackend make_backend(const TrialOptions& o, int local_rank) {
     Hardware hw = match_device(d.name, d.total_memory).value_or(Hardware{});
     if (hw.device.empty()) {  // an unknown GPU: its memory is known, its peak FLOP/s are not (MFU 0)
         hw.device = d.name;
-        hw.backend = "cuda";
+        hw.backend = BackendKind::cuda;
         hw.memory_bytes = d.total_memory;
     }
     return {kernels::make_cuda_backend(d.index), hw, 0};
@@ -155,6 +157,25 @@ MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& 
     return m;
 }
 
+// The bytes each rank may use: the config's limit, else the device's memory
+// on a GPU, else what the machine can give now, shared by the ranks on it
+// (CPU ranks all run on this host). 0 when nothing is known (no limit).
+std::uint64_t memory_limit(const TrialConfig& c, const TrialBackend& device) {
+    if (c.memory_limit > 0) return c.memory_limit;
+    if (device.cpu_threads == 0) return device.hardware.memory_bytes;
+    return host_available_bytes().value_or(0) / std::max<std::uint32_t>(c.world_size, 1);
+}
+
+// A trial the estimator says cannot fit would allocate until it fails (on a
+// CPU: until the machine swaps); it ends as oom before allocating anything.
+void refuse_predicted_oom(std::uint64_t predicted_peak, std::uint64_t limit) {
+    if (limit == 0 || predicted_peak <= limit) return;
+    throw OutOfMemoryError(predicted_peak, 0,
+                           fmt::format("oom-predicted: the estimate needs {} per rank and {} may be used; --force "
+                                       "runs it anyway",
+                                       format_bytes(predicted_peak), format_bytes(limit)));
+}
+
 // The trial on a backend that exists and a communicator: every error becomes a status.
 TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const TrialBackend& device, Comm& comm,
                    TrialDetails* details);
@@ -169,8 +190,23 @@ TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::stri
     return r;
 }
 
-bool uses_cuda(const std::string& backend) {
-    return backend == "cuda" || (backend == "auto" && !query_devices().devices.empty());
+TrialResult result_of_current_exception(const TrialConfig& config) {
+    try {
+        throw;
+    } catch (const InvalidTrial& e) {
+        return unrun(config, TrialStatus::invalid, e.what());
+    } catch (const OutOfMemoryError& e) {
+        TrialResult r = unrun(config, TrialStatus::oom, e.what());
+        r.oom_requested = e.requested();
+        r.oom_live = e.live();
+        return r;
+    } catch (const std::exception& e) {
+        return unrun(config, TrialStatus::failed, e.what());
+    }
+}
+
+bool uses_cuda(BackendKind backend) {
+    return backend == BackendKind::cuda || (backend == BackendKind::automatic && !query_devices().devices.empty());
 }
 
 // A GPU rank binds to device = local rank.
@@ -184,15 +220,7 @@ void check_gpu_for_rank(int local_rank, int world_size) {
 }
 
 void check_runnable(const TrialConfig& c) {
-    if (c.optimizer == Optimizer::lomo && c.grad_accum > 1)
-        throw InvalidTrial(fmt::format("lomo applies each gradient as backward produces it, so it cannot accumulate "
-                                       "gradients: grad_accum = {} needs 1",
-                                       c.grad_accum));
-    if (c.zero_stage > 3) throw InvalidTrial(fmt::format("ZeRO stage {} does not exist (0-3)", c.zero_stage));
-    if (c.model.hidden % c.model.heads != 0 || c.model.heads % c.model.kv_heads != 0 || c.model.head_dim() % 2 != 0)
-        throw InvalidTrial("heads must divide hidden, kv_heads must divide heads, and the head dim must be even");
-    if (c.steps == 0 || c.micro_batch == 0 || c.context == 0 || c.grad_accum == 0)
-        throw InvalidTrial("steps, micro_batch, context and grad_accum must be positive");
+    if (auto bad = invalid_reason(c)) throw InvalidTrial(bad->reason);
 }
 
 double step_flops(const TrialConfig& c) {
@@ -231,8 +259,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         try {
             if (gpu) check_gpu_for_rank(env.local_rank, env.world_size);
             device = make_backend(options, env.local_rank);
-        } catch (const std::exception& e) {
-            return end_job_on_failure(unrun(config, TrialStatus::failed, e.what()));
+        } catch (...) {
+            return end_job_on_failure(result_of_current_exception(config));
         }
         // GPU ranks talk over NCCL on the CUDA backend's stream (ordered with
         // its kernels, device = local rank); CPU ranks over MPI. Declared after
@@ -240,10 +268,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         const std::unique_ptr<Comm> comm = gpu ? make_nccl_comm(runtime, env.local_rank, device.backend.get())
                                                : std::make_unique<MpiComm>(runtime);
         return end_job_on_failure(run_on(config, options, device, *comm, details));
-    } catch (const InvalidTrial& e) {
-        return unrun(config, TrialStatus::invalid, e.what());
-    } catch (const std::exception& e) {  // MPI or NCCL would not start
-        return unrun(config, TrialStatus::failed, e.what());
+    } catch (...) {  // invalid, or MPI or NCCL would not start
+        return result_of_current_exception(config);
     }
 }
 
@@ -252,10 +278,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Co
     try {
         check_runnable(config);  // an impossible combination says so before any device is touched
         device = make_backend(options, rank_environment().local_rank);
-    } catch (const InvalidTrial& e) {
-        return unrun(config, TrialStatus::invalid, e.what());
-    } catch (const std::exception& e) {
-        return unrun(config, TrialStatus::failed, e.what());
+    } catch (...) {
+        return result_of_current_exception(config);
     }
     return run_on(config, options, device, comm, details);
 }
@@ -274,9 +298,13 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
             throw InvalidTrial(fmt::format("world_size {} but the communicator has {} ranks", config.world_size,
                                            comm.world_size()));
         TrialConfig c = config;
-        if (options.fault_oom) c.memory_limit = 1;
+        const std::uint64_t limit = memory_limit(config, device);
+        // The CPU allocator enforces it too; a GPU's own allocator knows its device.
+        if (device.cpu_threads > 0) c.memory_limit = limit;
         kernels::Backend& backend = *device.backend;
         r.estimate = trial_estimate(config, device);
+        if (!options.force) refuse_predicted_oom(r.estimate->memory.peak, limit);
+        if (options.fault_oom) c.memory_limit = 1;
         const std::unique_ptr<TokenSource> tokens = token_source(c, options);
         std::optional<HostParams> init;
         const ParamLayout layout = make_param_layout(c.model, c.world_size, c.adam8bit_block);
@@ -296,17 +324,13 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         if (skipped > 0)
             r.reason = fmt::format("{} of {} steps skipped (fp16 overflow; loss scale now {:g})", skipped, c.steps,
                                    trainer.loss_scale());
-    } catch (const InvalidTrial& e) {
-        r.status = TrialStatus::invalid;
-        r.reason = e.what();
-    } catch (const OutOfMemoryError& e) {
-        r.status = TrialStatus::oom;
-        r.reason = e.what();
-        r.oom_requested = e.requested();
-        r.oom_live = e.live();
-    } catch (const std::exception& e) {
-        r.status = TrialStatus::failed;
-        r.reason = e.what();
+    } catch (...) {
+        // What was measured up to the failure stays with the result.
+        const TrialResult mapped = result_of_current_exception(config);
+        r.status = mapped.status;
+        r.reason = mapped.reason;
+        r.oom_requested = mapped.oom_requested;
+        r.oom_live = mapped.oom_live;
     }
     return r;
 }

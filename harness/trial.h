@@ -28,13 +28,14 @@ struct TrialOptions {
     std::optional<std::filesystem::path> init_dir;     // Hugging Face folder: config.json + model.safetensors
     std::optional<std::filesystem::path> tokens_file;  // little-endian uint32 token ids
     int threads = 0;                                   // CPU backend threads; 0: OpenMP's default
-    // "cpu", "cuda" (fails as `failed` without a device) or "auto" (CUDA when a
+    // cpu, cuda (fails as `failed` without a device) or automatic (CUDA when a
     // device is visible). Library callers get the CPU; `tune trial` defaults to auto.
-    std::string backend = "cpu";
+    BackendKind backend = BackendKind::cpu;
     std::FILE* log = stderr;                           // per-step lines; nullptr: quiet
     bool fault_nan = false;                            // test hook: the loss of step 1 becomes NaN
     bool fault_oom = false;                            // test hook: the first allocation fails
     bool fault_kill = false;                           // test hook: SIGKILL itself after the first step
+    bool force = false;                                // run even when the estimate exceeds the memory limit
     // Multi-rank trials started by a launcher: a rank whose trial ends oom or
     // failed cannot tell the others, which may wait in a collective forever.
     // It hands its result to this (the CLI prints it) and the job is aborted
@@ -52,8 +53,8 @@ struct TrialDetails {
 // Throws InvalidTrial when `c` cannot run on this engine, with the reason.
 void check_runnable(const TrialConfig& c);
 
-// Whether a trial with this --backend setting ("auto", "cpu", "cuda") runs on CUDA here.
-bool uses_cuda(const std::string& backend);
+// Whether a trial with this --backend setting runs on CUDA here.
+bool uses_cuda(BackendKind backend);
 // One GPU per rank, never a shared one: throws BackendError naming the counts
 // when local rank `local_rank` of `world_size` GPU ranks has no visible device
 // (check local rank world_size - 1 to ask before starting any rank).
@@ -61,6 +62,11 @@ void check_gpu_for_rank(int local_rank, int world_size);
 
 // The result of a trial that never ran or never reported: its config, status and reason.
 TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason);
+
+// The one mapping from an exception to a trial's status, for use inside a
+// catch block: InvalidTrial -> invalid, OutOfMemoryError -> oom (with the
+// requested and live bytes), anything else -> failed, each with its message.
+TrialResult result_of_current_exception(const TrialConfig& config);
 
 // world_size 1 runs here; more ranks need this process to be one rank under
 // mpirun/srun (rank_environment()), and then talk over MPI.

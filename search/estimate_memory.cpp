@@ -13,7 +13,7 @@ constexpr std::uint64_t kBufferAlign = 256;                        // bytes, ker
 
 std::uint64_t aligned(std::uint64_t bytes) { return round_up(bytes, kBufferAlign); }
 
-bool cpu_backend(const Hardware& hw) { return hw.backend == "cpu"; }
+bool cpu_backend(const Hardware& hw) { return hw.backend == BackendKind::cpu; }
 
 // Activation bytes a layer keeps after its forward under each Checkpointing mode.
 std::uint64_t kept_bytes(const ActivationSizes& a, Checkpointing mode, bool fused) {
@@ -40,8 +40,8 @@ std::uint64_t lm_head_bytes(std::uint64_t rows, std::uint64_t v, std::uint64_t h
 std::uint64_t comm_bytes(std::uint64_t numel, const StateSettings& s, bool gathers_only) {
     const std::uint64_t full = full_numel(numel, s.world_size, s.align);
     const std::uint64_t wb = weight_bytes(s.precision);
-    const std::uint64_t bucket = !gathers_only && s.zero_stage >= 2 ? full * wb : 0;
-    const std::uint64_t gathered = s.zero_stage >= 3 ? full * wb : 0;
+    const std::uint64_t bucket = !gathers_only && s.zero.reduce_scatters_during_backward() ? full * wb : 0;
+    const std::uint64_t gathered = s.zero.gathers_weights_before_use() ? full * wb : 0;
     return bucket + gathered;
 }
 
@@ -125,7 +125,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm, layout.layer.max_tensor);
     s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket, layout.outer.max_tensor);
     // Adafactor over shards completes its sums over ranks one buffer at a time.
-    const bool sums = c.optimizer == Optimizer::adafactor && c.zero_stage >= 1 && c.world_size > 1;
+    const bool sums = c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && c.world_size > 1;
     s.phases[4] = phase(0, 0, sums ? 4 * std::max(layout.layer.sums, layout.outer.sums) : 0, 0);
 
     for (Phase p : kPhases) {

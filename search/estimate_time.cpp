@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/zero_plan.h"
 #include "search/flat_layout.h"
 
 namespace tune {
@@ -39,14 +40,18 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, bool fused) {
     return out;
 }
 
-// The gradient and weight collectives of each stage, in elements times ring * wb.
-double zero_stage_bytes(std::uint32_t stage, double ring_wb, double all, double outer, double micro, double gathers) {
-    switch (stage) {
-        case 0: return 2 * ring_wb * all;
-        case 1: return 2 * ring_wb * all;
-        case 2: return ring_wb * (micro * (all + outer) + all);
-        default: return ring_wb * (gathers + micro * (all + outer));
-    }
+// The gradient and weight collectives of a plan, in elements times ring * wb:
+// gradients all-reduced (2x), reduce-scattered once, or per micro-batch
+// through buckets; weights gathered once after the update or before every use.
+double zero_plan_bytes(const ZeroPlan& z, double ring_wb, double all, double outer, double micro, double gathers) {
+    double grads = 0;
+    if (z.all_reduces_gradients()) grads = 2 * all;
+    else if (z.reduce_scatters_after_backward()) grads = all;
+    else grads = micro * (all + outer);
+    double weights = 0;
+    if (z.gathers_weights_after_update()) weights = all;
+    else if (z.gathers_weights_before_use()) weights = gathers;
+    return ring_wb * (grads + weights);
 }
 
 // Bytes each rank sends per step, ring algorithms: an all-reduce moves
@@ -54,6 +59,7 @@ double zero_stage_bytes(std::uint32_t stage, double ring_wb, double all, double 
 double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
     const std::uint64_t n = std::max<std::uint32_t>(c.world_size, 1);
     if (n == 1) return 0;
+    const ZeroPlan zero = zero_plan(c.zero_stage);
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const double ring = static_cast<double>(n - 1) / static_cast<double>(n);
     const double wb = weight_bytes(c.precision);
@@ -70,19 +76,19 @@ double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
         // after the embedding); stage 3 gathers in every pass.
         const double passes = lomo_backward_passes(c);
         const double reduce = passes * 2 * ring * wb * static_cast<double>(m.param_count());
-        if (c.zero_stage == 1 || c.zero_stage == 2) return reduce + ring * wb * (all + outer);
-        if (c.zero_stage >= 3) return reduce + passes * ring * wb * gathers;
+        if (zero.gathers_weights_after_update()) return reduce + ring * wb * (all + outer);
+        if (zero.gathers_weights_before_use()) return reduce + passes * ring * wb * gathers;
         return reduce;
     }
     // Stages 1-3 complete the global norm with one scalar all-reduce;
     // Adafactor over shards its partial sums with two per buffer (§4 O).
     double small = 0;
-    if (c.zero_stage >= 1) small += 2 * ring * 4;
-    if (c.zero_stage >= 1 && c.optimizer == Optimizer::adafactor) {
+    if (zero.updates_own_shard_only()) small += 2 * ring * 4;
+    if (zero.updates_own_shard_only() && c.optimizer == Optimizer::adafactor) {
         const auto sums = [](const BufferKind& k) { return static_cast<double>(k.sums - k.tensors); };
         small += 2 * ring * 4 * (static_cast<double>(m.layers) * sums(layout.layer) + sums(layout.outer));
     }
-    return small + zero_stage_bytes(c.zero_stage, ring * wb, all, outer, micro, gathers);
+    return small + zero_plan_bytes(zero, ring * wb, all, outer, micro, gathers);
 }
 
 // Bytes the optimizer reads and writes per element it updates.
@@ -102,7 +108,7 @@ double optimizer_traffic_per_element(const TrialConfig& c) {
 double owned_elements(const ModelSpec& m, const TrialConfig& c) {
     const std::uint64_t n = std::max<std::uint32_t>(c.world_size, 1);
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
-    const bool sharded = c.zero_stage >= 1;
+    const bool sharded = zero_plan(c.zero_stage).updates_own_shard_only();
     auto part = [&](std::uint64_t numel) {
         return sharded ? shard_numel(numel, n, layout.align) : full_numel(numel, n, layout.align);
     };

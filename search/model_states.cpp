@@ -23,7 +23,7 @@ std::uint64_t optimizer_bytes(const BufferKind& kind, std::uint64_t region, cons
 }  // namespace
 
 StateSettings StateSettings::of(const TrialConfig& c) {
-    return StateSettings{c.optimizer,          c.precision, c.zero_stage, std::max<std::uint64_t>(c.world_size, 1),
+    return StateSettings{c.optimizer,          c.precision, zero_plan(c.zero_stage), std::max<std::uint64_t>(c.world_size, 1),
                          flat_alignment(c.adam8bit_block), std::max<std::uint64_t>(c.adam8bit_block, 1)};
 }
 
@@ -34,10 +34,10 @@ ModelStateBytes model_states(const BufferKind& kind, const StateSettings& s) {
     const bool lomo = s.optimizer == Optimizer::lomo;
 
     ModelStateBytes b;
-    b.params = wb * (s.zero_stage >= 3 ? shard : full);
-    if (has_master_weights(s.precision)) b.master = 4 * (s.zero_stage >= 1 ? shard : full);
-    if (!lomo) b.grads = wb * (s.zero_stage >= 2 ? shard : full);
-    b.optim = optimizer_bytes(kind, s.zero_stage >= 1 ? shard : full, s);
+    b.params = wb * (s.zero.shards_parameters ? shard : full);
+    if (has_master_weights(s.precision)) b.master = 4 * (s.zero.shards_master_weights ? shard : full);
+    if (!lomo) b.grads = wb * (s.zero.shards_gradients ? shard : full);
+    b.optim = optimizer_bytes(kind, s.zero.shards_optimizer_states ? shard : full, s);
 
     b.params *= kind.count, b.master *= kind.count, b.grads *= kind.count, b.optim *= kind.count;
     return b;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/config.h"
+#include "core/zero_plan.h"
 #include "search/flat_layout.h"
 
 namespace tune {
@@ -14,7 +15,7 @@ namespace tune {
 struct StateSettings {
     Optimizer optimizer = Optimizer::adamw;
     Precision precision = Precision::fp32;
-    std::uint32_t zero_stage = 0;
+    ZeroPlan zero = zero_plan(0);
     std::uint64_t world_size = 1;
     std::uint64_t align = 256;         // flat_alignment(adam8bit_block)
     std::uint64_t adam8bit_block = 256;

@@ -29,12 +29,7 @@ TrialConfig base_config(const SweepSpec& spec) {
 }
 
 std::optional<Invalidity> check_validity(const TrialConfig& c, const SweepSpec& spec) {
-    if (c.optimizer == Optimizer::lomo && c.grad_accum > 1)
-        return Invalidity{"lomo-accumulation",
-                          "lomo applies each gradient as backward produces it, so it cannot accumulate (grad_accum > 1)"};
-    if (c.context > c.model.max_context)
-        return Invalidity{"context", fmt::format("context {} exceeds the model's max_context {}", c.context,
-                                                 c.model.max_context)};
+    if (auto bad = invalid_reason(c)) return bad;
     if (spec.max_world_size && c.world_size > *spec.max_world_size)
         return Invalidity{"world-size", fmt::format("world size {} exceeds [constraints] max_world_size {}",
                                                     c.world_size, *spec.max_world_size)};

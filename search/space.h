@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/validity.h"
 #include "search/spec.h"
 
 namespace tune {
@@ -26,11 +27,8 @@ struct Candidate {
 // inner ones what is cheapest (micro-batch, accumulation).
 std::vector<Candidate> expand_space(const SweepSpec& spec);
 
-struct Invalidity {
-    std::string_view kind;  // "lomo-accumulation", "context", "world-size", "global-batch"
-    std::string reason;     // the sentence shown to the user
-};
-// Why the engine cannot run this configuration, or nullopt when it can.
+// Why this configuration cannot run in this sweep, or nullopt when it can:
+// the engine's rules (core/validity.h), then the sweep's [constraints].
 std::optional<Invalidity> check_validity(const TrialConfig& config, const SweepSpec& spec);
 
 // The configuration every trial of the sweep starts from: model, world size,

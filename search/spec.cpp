@@ -17,6 +17,7 @@
 #include "core/nearest.h"
 #include "core/presets.h"
 #include "core/units.h"
+#include "core/validity.h"
 
 namespace tune {
 namespace {
@@ -42,7 +43,6 @@ constexpr std::array<std::string_view, 13> kTrialKeys{"steps", "warmup",        
 constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
 constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
 constexpr std::array<std::string_view, 4> kLaunchers{"auto", "local", "mpirun", "srun"};
-constexpr std::array<std::string_view, 2> kStrategies{"grid", "pareto-first"};
 
 std::string join(Names names) {
     std::string out;
@@ -239,17 +239,9 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 // Hidden size splits into heads, heads into KV groups, and RoPE rotates pairs.
+// The model rules every configuration is held to (core/validity.h), located at [model].
 void check_model_shape(const Reader& r, const ModelSpec& m, const toml::source_region& where) {
-    for (auto [value, key] : {std::pair{m.vocab, "vocab"}, {m.hidden, "hidden"}, {m.layers, "layers"},
-                              {m.heads, "heads"}, {m.kv_heads, "kv_heads"}, {m.ffn, "ffn"},
-                              {m.max_context, "max_context"}})
-        if (value == 0) r.fail(where, fmt::format("[model] {} is missing or zero: give a preset or every dimension", key));
-    if (m.hidden % m.heads != 0)
-        r.fail(where, fmt::format("[model] hidden ({}) must be divisible by heads ({})", m.hidden, m.heads));
-    if (m.heads % m.kv_heads != 0)
-        r.fail(where, fmt::format("[model] heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
-    if (m.head_dim() % 2 != 0)
-        r.fail(where, fmt::format("[model] head dimension hidden/heads = {} must be even for RoPE", m.head_dim()));
+    if (auto bad = model_problem(m)) r.fail(where, "[model] " + bad->reason);
 }
 
 ModelSpec read_model(const Reader& r, const toml::table& root, const std::filesystem::path& sweep_path) {
@@ -342,6 +334,13 @@ void read_space(const Reader& r, const toml::table& root, SweepSpec& s) {
         s.space.values[i] = r.dimension_list(*t, d);
         if (s.space.values[i].empty()) s.space.values[i] = {d.fallback(s.model)};
     }
+    // The space is enumerated in memory (about 300 bytes a combination), so its size is bounded before that.
+    if (s.space.size() > kMaxCombinations)
+        r.fail(t->source(), fmt::format("[space] has {} combinations; tune enumerates at most {}: shorten the lists "
+                                        "or split the sweep",
+                                        s.space.size() == UINT64_MAX ? std::string("more than 2^64")
+                                                                     : std::to_string(s.space.size()),
+                                        kMaxCombinations));
 }
 
 void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {
@@ -384,7 +383,9 @@ void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {
 void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec& s) {
     if (const toml::table* t = r.section(root, "search")) {
         r.check_keys(*t, "search", kSearchKeys);
-        s.strategy = r.choice(*t, "search", "strategy", kStrategies, s.strategy);
+        // choice() accepts only the names, so parsing its answer cannot fail.
+        s.strategy = *parse_strategy(
+            r.choice(*t, "search", "strategy", kSearchStrategyNames, std::string(to_string(s.strategy))));
         s.budget_s = r.duration(*t, "search", "budget");
     }
     if (const toml::table* t = r.section(root, "output")) {

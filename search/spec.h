@@ -22,8 +22,12 @@
 
 #include "core/config.h"
 #include "core/dimensions.h"
+#include "search/strategy.h"
 
 namespace tune {
+
+// The most combinations a sweep may enumerate (about 300 MB of candidates).
+inline constexpr std::uint64_t kMaxCombinations = 1'000'000;
 
 // The values to try per search dimension, indexed like dimensions() (never empty
 // once read: an omitted key holds the dimension's fallback).
@@ -72,7 +76,7 @@ struct SweepSpec {
 
     TrialSettings trial;
 
-    std::string strategy = "pareto-first";  // grid | pareto-first
+    SearchStrategy strategy = SearchStrategy::pareto_first;
     std::optional<double> budget_s;
 
     std::string database = "tune.db";

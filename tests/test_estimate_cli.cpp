@@ -78,3 +78,18 @@ TEST_CASE("tune estimate FILE counts fit, not fit and invalid and prints the pre
     CHECK_THAT(text.output, Catch::Contains("4320 configurations"));
     CHECK_THAT(text.output, Catch::Contains("Predicted Pareto front"));
 }
+
+TEST_CASE("tune estimate answers invalid for a combination the engine cannot run", "[cli][estimate]") {
+    const auto lomo = run_tune("estimate --model tiny --device cpu --optimizer lomo --grad-accum 4");
+    CHECK(lomo.exit_code == 1);
+    CHECK_THAT(lomo.output, Catch::Contains("invalid") && Catch::Contains("cannot accumulate"));
+    CHECK_THAT(lomo.output, !Catch::Contains("fits         yes"));
+    const auto json = run_tune("estimate --model tiny --device cpu --optimizer lomo --grad-accum 4 --json");
+    CHECK(json.exit_code == 1);
+    const auto j = nlohmann::json::parse(json.output);
+    CHECK(j["fits"] == false);
+    CHECK_THAT(j["invalid"].get<std::string>(), Catch::Contains("lomo"));
+    const auto context = run_tune("estimate --model tiny --device cpu --context 100000");
+    CHECK(context.exit_code == 1);
+    CHECK_THAT(context.output, Catch::Contains("max_context"));
+}

@@ -216,9 +216,9 @@ TEST_CASE("without padding, model states follow the ZeRO formulas exactly as ran
     // A buffer of 2^32 elements divides evenly for every N up to 1024 shards of 256: no padding.
     const BufferKind psi{std::uint64_t{1} << 32, 0, 0, 0, 1};
     for (std::uint64_t n = 1; n <= 1024; n *= 2) {
-        const StateSettings s1{Optimizer::adamw, Precision::bf16_mixed, 1, n, 256, 256};
+        const StateSettings s1{Optimizer::adamw, Precision::bf16_mixed, zero_plan(1), n, 256, 256};
         StateSettings s2 = s1, s3 = s1;
-        s2.zero_stage = 2, s3.zero_stage = 3;
+        s2.zero = zero_plan(2), s3.zero = zero_plan(3);
         const std::uint64_t psi_n = psi.numel;
         CHECK(model_states(psi, s1).total() == 4 * psi_n + 12 * psi_n / n);
         CHECK(model_states(psi, s2).total() == 2 * psi_n + 14 * psi_n / n);

@@ -18,7 +18,7 @@ namespace {
 BufferKind synthetic(std::uint64_t psi) { return BufferKind{psi, 0, 0, psi, 1}; }
 
 StateSettings settings(Optimizer o, Precision p, std::uint32_t stage, std::uint64_t ranks) {
-    return StateSettings{o, p, stage, ranks, 256, 256};
+    return StateSettings{o, p, zero_plan(stage), ranks, 256, 256};
 }
 
 // The paper prints GB with three significant digits: equal when within half a unit of the last digit.
@@ -145,7 +145,7 @@ TEST_CASE("8-bit Adam: one byte per state, an fp32 absmax per block, full width 
     CHECK(layout.layer.numel == 256 + 4096 + 2048 + 2048 + 4096 + 256 + 3 * 11264);  // norm slots padded to 256
     CHECK(layout.outer.numel == 16384 + 256 + 16384);
 
-    const StateSettings s{Optimizer::adam8bit, Precision::fp32, 0, 1, 256, 256};
+    const StateSettings s{Optimizer::adam8bit, Precision::fp32, zero_plan(0), 1, 256, 256};
     const auto layer = model_states(BufferKind{layout.layer.numel, layout.layer.small, 0, 0, 1}, s);
     CHECK(layer.optim == 2 * 46592 + 8 * (46592 / 256) + 8 * 4224);
 

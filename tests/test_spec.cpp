@@ -92,7 +92,7 @@ TEST_CASE("a sweep file fills every section", "[spec]") {
     CHECK(s.space.of("zero_stage") == std::vector<DimValue>{0, 1, 2, 3});
     CHECK(s.trial.timeout_s == Approx(600));
     CHECK(s.budget_s == Approx(8 * 3600));
-    CHECK(s.strategy == "pareto-first");
+    CHECK(s.strategy == SearchStrategy::pareto_first);
     CHECK(s.report == "llama7b-h100x8.html");
     CHECK(s.text_hash.size() == 16);
 }

@@ -109,3 +109,34 @@ TEST_CASE("tune trial --config takes a whole TrialConfig and flags override it",
     CHECK(r.config.precision == Precision::bf16);
     CHECK(r.losses.size() == 2);
 }
+
+TEST_CASE("tune trial refuses flag values the sweep file refuses, exit 2", "[trial][cli]") {
+    // Each once crashed or was accepted: SIGFPE, an OpenMP abort, a negative count.
+    for (const char* flags : {"--adam8bit-block 0", "--adam8bit-block 100", "--threads -5", "--threads 100000",
+                              "--steps 3 --warmup 3", "--lr -1"}) {
+        INFO(flags);
+        const auto out = test::run_tune(std::string("trial --model tiny ") + flags);
+        CHECK(out.exit_code == 2);
+        CHECK_FALSE(out.output.empty());
+    }
+    // --steps alone keeps a measured step: the default warmup (2) gives way.
+    CHECK(trial("--model tiny --steps 2 --context 16").exit_code == 0);
+}
+
+TEST_CASE("a trial whose estimate exceeds the memory it may use is refused as oom, unless --force", "[trial][cli]") {
+    // llama-7b on the CPU estimates ~109 GB: it once allocated until the machine died.
+    auto out = trial("--model llama-7b --backend cpu --steps 2 --warmup 1");
+    CHECK(out.exit_code == 3);
+    const TrialResult r = last_json(out.output).get<TrialResult>();
+    CHECK(r.status == TrialStatus::oom);
+    CHECK_THAT(r.reason, Catch::Contains("oom-predicted"));
+    CHECK(r.oom_requested > 0);
+
+    // A limit below the estimate of tiny: refused without --force, a real OOM with it.
+    auto refused = trial("--model tiny --backend cpu --memory-limit 1MiB");
+    CHECK(refused.exit_code == 3);
+    CHECK_THAT(last_json(refused.output)["reason"].get<std::string>(), Catch::Contains("oom-predicted"));
+    auto forced = trial("--model tiny --backend cpu --memory-limit 1MiB --force");
+    CHECK(forced.exit_code == 3);
+    CHECK_THAT(last_json(forced.output)["reason"].get<std::string>(), !Catch::Contains("oom-predicted"));
+}

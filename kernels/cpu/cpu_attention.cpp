@@ -14,6 +14,7 @@
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/typed.h"
 #include "kernels/cpu/vectorize.h"
+#include "kernels/op_checks.h"
 
 namespace tune::kernels {
 
@@ -116,15 +117,6 @@ void zero_rows(Mat m, std::int64_t s, std::int64_t d) {
     for (std::int64_t i = 0; i < s; ++i) std::fill(m.p + i * m.ld, m.p + i * m.ld + d, 0.0f);
 }
 
-void check(const AttentionShape& sh, AttentionKind kind, std::int64_t qs, std::int64_t ks, std::int64_t vs,
-           const char* op) {
-    cpu::require(kind == AttentionKind::materialized, op, "only materialized attention is implemented on the CPU");
-    cpu::require(sh.batch > 0 && sh.seq > 0 && sh.head_dim > 0 && sh.kv_heads > 0 && sh.heads % sh.kv_heads == 0,
-                 op, "bad shape (heads must be a multiple of kv_heads)");
-    cpu::require(qs >= sh.heads * sh.head_dim && ks >= sh.kv_heads * sh.head_dim && vs >= sh.kv_heads * sh.head_dim,
-                 op, "row stride smaller than the heads it holds");
-}
-
 template <class T>
 void forward_slab(const AttentionForwardArgs& a, std::int64_t b, std::int64_t g, Scratch& w) {
     const AttentionShape& sh = a.shape;
@@ -218,8 +210,7 @@ std::uint64_t CpuBackend::attention_workspace_bytes(const AttentionShape& shape,
 }
 
 void CpuBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws) {
-    check(a.shape, a.kind, a.q_stride, a.k_stride, a.v_stride, "attention_forward");
-    cpu::require(a.out_stride >= a.shape.heads * a.shape.head_dim, "attention_forward", "out row stride too small");
+    check_attention_args(a, "cpu");
     cpu::require_workspace(ws.ptr, ws.bytes, attention_workspace_bytes(a.shape, a.kind, a.dtype), "attention_forward");
     cpu::with_float_type(a.dtype, [&](auto t) {
         using T = decltype(t);
@@ -230,9 +221,7 @@ void CpuBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws) 
 }
 
 void CpuBackend::attention_backward(const AttentionBackwardArgs& a, Workspace ws) {
-    check(a.shape, a.kind, a.q_stride, a.k_stride, a.v_stride, "attention_backward");
-    cpu::require(a.dout_stride >= a.shape.heads * a.shape.head_dim, "attention_backward", "dout row stride too small");
-    cpu::require(a.probs != nullptr, "attention_backward", "probs are required");
+    check_attention_args(a, "cpu");
     cpu::require_workspace(ws.ptr, ws.bytes, attention_workspace_bytes(a.shape, a.kind, a.dtype), "attention_backward");
     cpu::with_float_type(a.dtype, [&](auto t) {
         using T = decltype(t);

@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/typed.h"
 #include "kernels/cpu/vectorize.h"
+#include "kernels/op_checks.h"
 
 namespace tune::kernels {
 
@@ -121,14 +122,10 @@ void sgemm_tile(const GemmArgs& g, const F32View& a, const F32View& b, const F32
 }
 
 void check(const GemmArgs& g) {
-    cpu::require(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, "gemm", "negative size or empty batch");
-    cpu::require(g.a_dtype == g.b_dtype, "gemm", "A and B must share a dtype");
-    cpu::require(g.c_dtype == g.a_dtype || g.c_dtype == DType::f32, "gemm", "C must be A's dtype or f32");
-    for (const Operand& op : {operand_a(g), operand_b(g), operand_c(g)}) {
-        cpu::require(is_float(op.dtype), "gemm", "operands must be f32, bf16 or f16");
-        cpu::require(op.ld >= op.cols && op.ld >= 1, "gemm", "leading dimension smaller than the row");
+    check_gemm_args(g, "cpu");
+    // Host pointers are read here: a null one would crash instead of raising.
+    for (const Operand& op : {operand_a(g), operand_b(g), operand_c(g)})
         cpu::require(op.data != nullptr || op.rows * op.cols == 0, "gemm", "null operand");
-    }
 }
 
 }  // namespace

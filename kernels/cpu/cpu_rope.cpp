@@ -3,6 +3,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/typed.h"
 #include "kernels/math/rope.h"
+#include "kernels/op_checks.h"
 
 namespace tune::kernels {
 
@@ -44,10 +45,8 @@ void rotate(T* out, const T* in, const RopeLayout& l, float theta, bool inverse,
 }
 
 void check(const RopeLayout& l) {
-    cpu::require(l.head_dim > 0 && l.head_dim % 2 == 0 && l.head_dim <= kMaxHeadDim, "rope",
-                 "head_dim must be even and at most 512");
-    cpu::require(l.in_stride >= l.heads * l.head_dim && l.out_stride >= l.heads * l.head_dim, "rope",
-                 "row stride smaller than heads * head_dim");
+    check_rope_args(l.batch, l.seq, l.heads, l.head_dim, l.out_stride, l.in_stride, "cpu", "rope");
+    cpu::require(l.head_dim <= kMaxHeadDim, "rope", "head_dim must be at most 512");  // the CPU's stack buffer
 }
 
 }  // namespace

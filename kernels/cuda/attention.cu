@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/op_checks.h"
 
 namespace tune::kernels::cuda {
 
@@ -98,7 +99,7 @@ void CudaBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws)
     const char* op = "attention_forward";
     const AttentionShape& sh = a.shape;
     check_attention(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
-    require(a.out_stride >= sh.heads * sh.head_dim && a.probs != nullptr, op, "out stride too small or no probs");
+    check_attention_args(a, "cuda");
     require(ws.ptr != nullptr && ws.bytes >= attention_workspace_bytes(sh, a.kind, a.dtype), op,
             "workspace smaller than attention_workspace_bytes()");
     const std::int64_t S = sh.seq, D = sh.head_dim, H = sh.heads, group = sh.heads / sh.kv_heads;
@@ -139,7 +140,7 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
     const char* op = "attention_backward";
     const AttentionShape& sh = a.shape;
     check_attention(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
-    require(a.dout_stride >= sh.heads * sh.head_dim && a.probs != nullptr, op, "dout stride too small or no probs");
+    check_attention_args(a, "cuda");
     require(ws.ptr != nullptr && ws.bytes >= attention_workspace_bytes(sh, a.kind, a.dtype), op,
             "workspace smaller than attention_workspace_bytes()");
     const std::int64_t S = sh.seq, D = sh.head_dim, H = sh.heads, group = sh.heads / sh.kv_heads;

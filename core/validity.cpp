@@ -1,0 +1,145 @@
+#include "core/validity.h"
+
+#include <algorithm>
+#include <array>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/zero_plan.h"
+
+namespace tune {
+namespace {
+
+// Products of bounded dimensions fit in 128 bits; the bounds make that so.
+__extension__ typedef unsigned __int128 Wide;
+
+Invalidity shape(std::string reason) { return Invalidity{"model-shape", std::move(reason)}; }
+
+std::optional<Invalidity> model_bounds(const ModelSpec& m) {
+    const std::array<std::pair<std::uint64_t, const char*>, 7> dims{
+        {{m.vocab, "vocab"}, {m.hidden, "hidden"}, {m.layers, "layers"}, {m.heads, "heads"},
+         {m.kv_heads, "kv_heads"}, {m.ffn, "ffn"}, {m.max_context, "max_context"}}};
+    for (auto [value, key] : dims)
+        if (value == 0) return shape(fmt::format("{} is missing or zero: give a preset or every dimension", key));
+    const std::array<std::tuple<std::uint64_t, std::uint64_t, const char*>, 5> limits{
+        {{m.vocab, kMaxVocab, "vocab"}, {m.hidden, kMaxHidden, "hidden"}, {m.layers, kMaxLayers, "layers"},
+         {m.ffn, kMaxFfn, "ffn"}, {m.max_context, kMaxContext, "max_context"}}};
+    for (auto [value, limit, key] : limits)
+        if (value > limit)
+            return Invalidity{"model-size", fmt::format("{} = {} is beyond any model tune can train (at most {})",
+                                                        key, value, limit)};
+    return std::nullopt;
+}
+
+std::optional<Invalidity> counts_problem(const TrialConfig& c) {
+    if (c.steps == 0 || c.micro_batch == 0 || c.context == 0 || c.grad_accum == 0 || c.world_size == 0)
+        return Invalidity{"counts", "steps, micro_batch, context, grad_accum and world_size must be positive"};
+    const std::array<std::tuple<std::uint32_t, std::uint32_t, const char*>, 4> limits{
+        {{c.micro_batch, kMaxMicroBatch, "micro_batch"}, {c.grad_accum, kMaxGradAccum, "grad_accum"},
+         {c.world_size, kMaxWorldSize, "world_size"}, {c.steps, kMaxSteps, "steps"}}};
+    for (auto [value, limit, key] : limits)
+        if (value > limit) return Invalidity{"counts", fmt::format("{} = {} is more than {}", key, value, limit)};
+    return std::nullopt;
+}
+
+// The largest buffers the estimator and the trainer compute, in 128 bits: a
+// configuration whose attention probabilities or kept activations pass
+// kMaxBytes cannot run anywhere, and its estimate would wrap around.
+std::optional<Invalidity> size_problem(const TrialConfig& c) {
+    const ModelSpec& m = c.model;
+    const Wide t = Wide{c.micro_batch} * c.context;
+    const Wide probs = t * c.context * m.heads * 4;
+    const Wide kept = t * (6 * Wide{m.hidden} + 2 * Wide{m.kv_dim()} + 3 * Wide{m.ffn}) * 4 * m.layers;
+    const Wide logits = t * m.vocab * 4;
+    for (Wide bytes : {probs, kept, logits})
+        if (bytes > kMaxBytes)
+            return Invalidity{"model-size",
+                              fmt::format("micro_batch {} x context {} needs activations beyond any machine's memory "
+                                          "(over {} bytes)",
+                                          c.micro_batch, c.context, kMaxBytes)};
+    return std::nullopt;
+}
+
+std::optional<Invalidity> hyper_problem(const TrialConfig& c) {
+    const std::uint32_t b = c.adam8bit_block;
+    if (b < kMinAdam8bitBlock || b > kMaxAdam8bitBlock || (b & (b - 1)) != 0)
+        return Invalidity{"adam8bit-block", fmt::format("adam8bit_block: {} is not a power of two ({} to {})", b,
+                                                        kMinAdam8bitBlock, kMaxAdam8bitBlock)};
+    auto outside = [](double v, double lo, double hi) { return !(v >= lo && v <= hi); };  // NaN is outside
+    if (outside(c.lr, 0, 10) || outside(c.weight_decay, 0, 10) || outside(c.clip, 0, 1e6) ||
+        outside(c.neftune_alpha, 0, 1000))
+        return Invalidity{"hyperparameters", "lr and weight_decay must be in 0..10, clip in 0..1e6 and "
+                                             "neftune_alpha in 0..1000"};
+    if ((c.beta1 && outside(*c.beta1, 0, 0.999999)) || (c.beta2 && outside(*c.beta2, 0, 0.999999)) ||
+        (c.eps && outside(*c.eps, 1e-30, 1)))
+        return Invalidity{"hyperparameters", "beta1 and beta2 must be in 0..0.999999 and eps in 1e-30..1"};
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> checked_param_count(const ModelSpec& m) {
+    if (m.heads == 0) return std::nullopt;
+    const Wide h = m.hidden, kv = Wide{m.kv_heads} * (m.hidden / m.heads);
+    const Wide layer = h * h * 2 + h * kv * 2 + 3 * h * m.ffn + 2 * h;
+    const Wide total = 2 * Wide{m.vocab} * h + layer * m.layers + h;
+    if (total > Wide{~std::uint64_t{0}}) return std::nullopt;
+    return static_cast<std::uint64_t>(total);
+}
+
+std::optional<Invalidity> model_problem(const ModelSpec& m) {
+    if (auto bad = model_bounds(m)) return bad;
+    if (m.hidden % m.heads != 0)
+        return shape(fmt::format("hidden ({}) must be divisible by heads ({})", m.hidden, m.heads));
+    if (m.heads % m.kv_heads != 0)
+        return shape(fmt::format("heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
+    if (m.head_dim() % 2 != 0)
+        return shape(fmt::format("head dimension hidden/heads = {} must be even for RoPE", m.head_dim()));
+    // Weights, gradients and optimizer states are at most 16 bytes per parameter.
+    const std::optional<std::uint64_t> params = checked_param_count(m);
+    if (!params || Wide{*params} * 16 > kMaxBytes)
+        return Invalidity{"model-size", fmt::format("{} parameters is beyond any machine's memory",
+                                                    params ? std::to_string(*params) : std::string("2^64 or more"))};
+    return std::nullopt;
+}
+
+std::optional<Invalidity> invalid_reason(const TrialConfig& c) {
+    if (auto bad = model_problem(c.model)) return bad;
+    if (auto bad = counts_problem(c)) return bad;
+    if (c.zero_stage > kMaxZeroStage)
+        return Invalidity{"zero-stage", fmt::format("ZeRO stage {} does not exist (0-3)", c.zero_stage)};
+    if (c.optimizer == Optimizer::lomo && c.grad_accum > 1)
+        return Invalidity{"lomo-accumulation",
+                          "lomo applies each gradient as backward produces it, so it cannot accumulate (grad_accum > 1)"};
+    if (c.context > c.model.max_context)
+        return Invalidity{"context", fmt::format("context {} exceeds the model's max_context {}", c.context,
+                                                 c.model.max_context)};
+    if (auto bad = size_problem(c)) return bad;
+    return hyper_problem(c);
+}
+
+bool refuses_input(const Invalidity& problem) {
+    constexpr std::array<std::string_view, 6> kinds{"model-size", "counts",          "zero-stage",
+                                                    "adam8bit-block", "hyperparameters", "warmup"};
+    return std::find(kinds.begin(), kinds.end(), problem.kind) != kinds.end();
+}
+
+std::optional<Invalidity> warmup_problem(const TrialConfig& c) {
+    if (c.warmup < c.steps) return std::nullopt;
+    return Invalidity{"warmup", fmt::format("warmup ({}) must be less than steps ({}): throughput is measured after "
+                                            "warmup",
+                                            c.warmup, c.steps)};
+}
+
+std::optional<std::string> threads_problem(int threads, unsigned cores) {
+    const long long limit = static_cast<long long>(std::max(cores, 1u)) * kThreadsPerCoreLimit;
+    if (threads < 0 || threads > limit)
+        return fmt::format("--threads {} must be between 1 and {} ({} per core of this machine's {}); 0 or "
+                           "leaving it out means OpenMP's default",
+                           threads, limit, kThreadsPerCoreLimit, cores);
+    return std::nullopt;
+}
+
+}  // namespace tune

@@ -1,0 +1,59 @@
+#include "kernels/op_checks.h"
+
+#include <string>
+
+#include "kernels/error.h"
+
+namespace tune::kernels {
+
+void require_arg(bool ok, std::string_view backend, std::string_view op, std::string_view what) {
+    if (!ok) throw BackendError(std::string(backend) + " backend: " + std::string(op) + ": " + std::string(what));
+}
+
+void check_gemm_args(const GemmArgs& g, std::string_view backend) {
+    auto require = [&](bool ok, std::string_view what) { require_arg(ok, backend, "gemm", what); };
+    require(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, "negative size or batch < 1");
+    require(g.a_dtype == g.b_dtype && is_float(g.a_dtype), "A and B must share a float dtype");
+    require(g.c_dtype == g.a_dtype || g.c_dtype == DType::f32, "C must be A's dtype or f32");
+    require(g.lda >= (g.trans_a ? g.m : g.k) && g.lda >= 1, "lda smaller than A's row");
+    require(g.ldb >= (g.trans_b ? g.k : g.n) && g.ldb >= 1, "ldb smaller than B's row");
+    require(g.ldc >= g.n && g.ldc >= 1, "ldc smaller than C's row");
+    // Batch matrices of C are disjoint, or interleaved column blocks of one
+    // matrix (attention's heads); anything else makes batches race on C.
+    const bool disjoint = g.stride_c >= g.m * g.ldc;
+    const bool interleaved = g.stride_c >= g.n && (g.batch - 1) * g.stride_c + g.n <= g.ldc;
+    require(g.batch == 1 || disjoint || interleaved, "batch matrices of C overlap");
+}
+
+void check_attention_shape(const AttentionShape& sh, AttentionKind kind, std::int64_t qs, std::int64_t ks,
+                           std::int64_t vs, std::string_view backend, std::string_view op) {
+    require_arg(kind == AttentionKind::materialized, backend, op, "only materialized attention is implemented");
+    require_arg(sh.batch > 0 && sh.seq > 0 && sh.head_dim > 0 && sh.kv_heads > 0 && sh.heads % sh.kv_heads == 0,
+                backend, op, "bad shape (heads must be a multiple of kv_heads)");
+    require_arg(qs >= sh.heads * sh.head_dim && ks >= sh.kv_heads * sh.head_dim && vs >= sh.kv_heads * sh.head_dim,
+                backend, op, "row stride smaller than the heads it holds");
+}
+
+void check_attention_args(const AttentionForwardArgs& a, std::string_view backend) {
+    constexpr std::string_view op = "attention_forward";
+    check_attention_shape(a.shape, a.kind, a.q_stride, a.k_stride, a.v_stride, backend, op);
+    require_arg(a.out_stride >= a.shape.heads * a.shape.head_dim, backend, op, "out row stride too small");
+    require_arg(a.probs != nullptr, backend, op, "probs are required (materialized attention keeps them)");
+}
+
+void check_attention_args(const AttentionBackwardArgs& a, std::string_view backend) {
+    constexpr std::string_view op = "attention_backward";
+    check_attention_shape(a.shape, a.kind, a.q_stride, a.k_stride, a.v_stride, backend, op);
+    require_arg(a.dout_stride >= a.shape.heads * a.shape.head_dim, backend, op, "dout row stride too small");
+    require_arg(a.probs != nullptr, backend, op, "probs are required (materialized attention keeps them)");
+}
+
+void check_rope_args(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
+                     std::int64_t out_stride, std::int64_t in_stride, std::string_view backend, std::string_view op) {
+    require_arg(head_dim > 0 && head_dim % 2 == 0, backend, op, "head_dim must be even");
+    require_arg(batch >= 0 && seq >= 0 && heads >= 0, backend, op, "bad shape");
+    require_arg(in_stride >= heads * head_dim && out_stride >= heads * head_dim, backend, op,
+                "row stride smaller than heads * head_dim");
+}
+
+}  // namespace tune::kernels

@@ -1,0 +1,33 @@
+// The argument checks of Backend ops, written once and called first by every
+// backend, so a call one backend refuses is refused by all (the CPU GEMM once
+// let batch matrices of C overlap; only CUDA attention required `probs`).
+// Each raises BackendError("<backend> backend: <op>: <what>"). What only one
+// backend cannot do (CUDA's grid limits, k = 0 in cuBLASLt) stays with it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "kernels/backend.h"
+
+namespace tune::kernels {
+
+void require_arg(bool ok, std::string_view backend, std::string_view op, std::string_view what);
+
+// Sizes, dtypes (A = B, a float; C = A or f32), leading dimensions, and batch
+// matrices of C that are disjoint or interleaved column blocks.
+void check_gemm_args(const GemmArgs& args, std::string_view backend);
+
+// Materialized attention only, heads a multiple of kv_heads, row strides that
+// hold their heads, and the probabilities buffer that backward reads.
+void check_attention_shape(const AttentionShape& shape, AttentionKind kind, std::int64_t q_stride,
+                           std::int64_t k_stride, std::int64_t v_stride, std::string_view backend,
+                           std::string_view op);
+void check_attention_args(const AttentionForwardArgs& args, std::string_view backend);
+void check_attention_args(const AttentionBackwardArgs& args, std::string_view backend);
+
+// RoPE over (B, S, heads, D) rows: D even, strides that hold the heads.
+void check_rope_args(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
+                     std::int64_t out_stride, std::int64_t in_stride, std::string_view backend, std::string_view op);
+
+}  // namespace tune::kernels
