@@ -20,6 +20,7 @@ void print_devices(const DeviceQuery& q, bool as_json) {
         nlohmann::json out{{"cuda_compiled", q.cuda_compiled},
                            {"runtime_version", q.runtime_version},
                            {"driver_version", q.driver_version},
+                           {"minimum_driver_branch", minimum_driver_branch(q.runtime_version)},
                            {"devices", nlohmann::json::array()}};
         for (const auto& d : q.devices) {
             auto preset = match_device(d.name, d.total_memory);
@@ -36,6 +37,10 @@ void print_devices(const DeviceQuery& q, bool as_json) {
     }
     fmt::print("CUDA backend compiled: {}; runtime {}; driver {}\n", q.cuda_compiled ? "yes" : "no",
                cuda_version(q.runtime_version), cuda_version(q.driver_version));
+    if (const int branch = minimum_driver_branch(q.runtime_version); branch > 0)
+        fmt::print("This build's CUDA {} runtime needs an NVIDIA driver of branch R{} or newer (build with "
+                   "-DTUNE_CUDA_ROOT=<an older toolkit> for older drivers; see README).\n",
+                   cuda_version(q.runtime_version), branch);
     if (q.devices.empty()) {
         fmt::print("devices: none ({})\n", q.why_none);
         fmt::print("Sweeps that need GPUs run estimate-only here; sweeps with device = \"cpu\" run on the CPU backend.\n");
@@ -44,7 +49,8 @@ void print_devices(const DeviceQuery& q, bool as_json) {
     TextTable table({"#", "name", "memory", "free", "sm", "SMs", "preset"});
     for (const auto& d : q.devices) {
         auto preset = match_device(d.name, d.total_memory);
-        table.add_row({std::to_string(d.index), d.name, format_bytes(d.total_memory), format_bytes(d.free_memory),
+        table.add_row({std::to_string(d.index), d.name, format_bytes(d.total_memory),
+                       d.free_memory > 0 ? format_bytes(d.free_memory) : std::string("unknown (no NVML)"),
                        fmt::format("{}.{}", d.compute_major, d.compute_minor), std::to_string(d.multiprocessors),
                        preset ? preset->device : "(no preset: estimates use nominal numbers)"});
     }

@@ -6,6 +6,8 @@
 // row per stage; outside mpirun/srun it re-launches itself as N ranks.
 // Exit 0 when all pass (or when there is no GPU: every case is listed as
 // skipped and the reason said), 1 when any case fails or errors.
+// --require-gpu makes "no GPU" exit 1 too: a first run on a new machine
+// whose driver sees no usable device must not read as a pass.
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -40,6 +42,7 @@ struct SelftestOptions {
     bool json = false;
     std::string op;                 // only cases whose op contains this
     std::string candidate = "cuda"; // "cpu" compares the CPU backend with itself (checks the harness)
+    bool require_gpu = false;       // no usable GPU is a failure, not a skip
     std::uint64_t seed = 20240611;
 };
 
@@ -140,7 +143,7 @@ int run_selftest(const SelftestOptions& o) {
     if (!why.empty()) {
         for (const auto& c : cases) results.push_back(st::skipped_case(c, why));
         report(results, fmt::format("cuda:{}", o.device), why + "; every case is skipped", o);
-        return kExitOk;
+        return o.require_gpu ? kExitNo : kExitOk;
     }
     kernels::CpuBackend reference;
     std::unique_ptr<kernels::Backend> candidate =
@@ -291,7 +294,7 @@ int run_selftest_gpus(const SelftestOptions& o) {
         const std::string why = why_no_gpus(o.gpus);
         if (!why.empty()) {
             report_stages(unrun_stages(o.gpus), why, o);
-            return kExitOk;
+            return o.require_gpu ? kExitNo : kExitOk;
         }
         return relaunch_selftest(o);
     }
@@ -311,6 +314,8 @@ void add_selftest_command(CLI::App& app, int& exit_code) {
         ->check(CLI::IsMember({"cuda", "cpu"}))
         ->capture_default_str();
     cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+    cmd->add_flag("--require-gpu", o->require_gpu,
+                  "Exit 1 when no usable GPU is found instead of skipping every case (for first runs and CI on GPUs)");
     cmd->add_option("--gpus", o->gpus,
                     "More than 1: a 2-step trial at every ZeRO stage on this many GPUs (NCCL, one rank per GPU, "
                     "started through mpirun/srun) against one CPU process with the whole batch")

@@ -108,7 +108,7 @@ BackendKind backend_of(const TrialFlags& o) {
     return *parse_backend(o.backend);  // the flag accepts only the names
 }
 
-// TUNE_TRIAL_FAULT=crash|hang|nan|oom|kill: test-only faults for the sweep
+// TUNE_TRIAL_FAULT=crash|hang|nan|oom|kill|comm-init: test-only faults for the sweep
 // driver's tests; "oom-rank-1" and the like fault only rank 1 of a multi-rank trial.
 std::string fault() {
     const char* env = std::getenv("TUNE_TRIAL_FAULT");
@@ -210,6 +210,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         run.fault_nan = f == "nan";
         run.fault_oom = f == "oom";
         run.fault_kill = f == "kill";
+        run.fault_comm_init = f == "comm-init";
         if (!reporter) run.log = nullptr;
         // A failing rank reports for the job: the others may be waiting in a collective.
         run.on_rank_failure = [](const TrialResult& failed) {

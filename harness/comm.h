@@ -31,6 +31,9 @@ public:
 
     // Bytes this rank sent through collectives since construction.
     virtual std::uint64_t bytes_moved() const = 0;
+    // Device memory the communicator itself holds (NCCL's buffers), which
+    // the trial adds to `overhead`; 0 for host-side communicators.
+    virtual std::uint64_t device_bytes() const { return 0; }
 };
 
 // One rank: every collective is the identity and moves nothing.

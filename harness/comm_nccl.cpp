@@ -6,14 +6,17 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "harness/comm_error.h"
 #include "harness/comm_mpi.h"
 #include "harness/comm_rules.h"
+#include "harness/nccl_wait.h"
 #include "launch/launch.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
@@ -29,14 +32,21 @@ using kernels::DType;
 
 // A failed NCCL call as a CommError: the call as written, file and line,
 // NCCL's sentence for the code and, when a communicator exists, its last error.
+// ncclInProgress is not a failure: a non-blocking communicator's call was
+// accepted and finishes asynchronously (NcclComm::await polls for it).
 void check_nccl_call(ncclResult_t status, const char* call, const char* file, int line, ncclComm_t comm = nullptr) {
-    if (status == ncclSuccess) return;
+    if (status == ncclSuccess || status == ncclInProgress) return;
     std::string message = kernels::cuda::describe(
         kernels::cuda::nccl_failure(static_cast<int>(status), kernels::cuda::CallSite{call, file, line}));
-    if (comm != nullptr) {
-        const char* detail = ncclGetLastError(comm);
-        if (detail != nullptr && *detail != '\0') message += fmt::format(" ({})", detail);
-    }
+    // NCCL keeps the last error per thread too, so it can say why an init failed.
+    const char* detail = ncclGetLastError(comm);
+    const std::string why = detail != nullptr ? detail : "";
+    if (!why.empty()) message += fmt::format(" ({})", why);
+    // NCCL folds a failed allocation into these codes; its message says so.
+    // Out of memory is the trial's `oom`, not `failed`.
+    if ((status == ncclUnhandledCudaError || status == ncclSystemError) &&
+        why.find("out of memory") != std::string::npos)
+        throw OutOfMemoryError(0, 0, message);
     throw CommError(message);
 }
 
@@ -71,10 +81,24 @@ bool on_device(const void* p) {
     return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
 
-int stream_device(cudaStream_t stream) {
-    int device = 0;
-    TUNE_CUDA_CHECK(cudaStreamGetDevice(stream, &device));
-    return device;
+// The communicator's asynchronous state as a poll: done, still in progress
+// (a non-blocking init or call), or failed with NCCL's words for it.
+NcclPoll async_state(ncclComm_t comm) {
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t status = ncclCommGetAsyncError(comm, &async);
+    if (status != ncclSuccess) async = status;
+    if (async == ncclSuccess) return {};
+    if (async == ncclInProgress) return {NcclPoll::State::pending, ""};
+    const char* detail = ncclGetLastError(comm);
+    return {NcclPoll::State::failed, fmt::format("{}{}", ncclGetErrorString(async),
+                                                 detail != nullptr && *detail != '\0' ? std::string(" (") + detail + ")"
+                                                                                      : std::string())};
+}
+
+WaitClock polling_clock() {
+    WaitClock c;
+    c.pause = [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); };
+    return c;
 }
 
 }  // namespace
@@ -117,7 +141,7 @@ NcclComm::NcclComm(const NcclId& id, int rank, int world_size, const NcclPlaceme
         throw CommError("nccl: the NCCL id is all zeros (rank 0 could not create one, or TUNE_NCCL_ID is blank)");
     if (where.backend != nullptr) {
         state_->stream = static_cast<cudaStream_t>(kernels::cuda_stream(*where.backend));
-        device_ = stream_device(state_->stream);
+        device_ = kernels::cuda_device(*where.backend);
         TUNE_CUDA_CHECK(cudaSetDevice(device_));
     } else {
         device_ = bind_local_device(where.local_rank);
@@ -125,11 +149,21 @@ NcclComm::NcclComm(const NcclId& id, int rank, int world_size, const NcclPlaceme
         state_->own_stream = true;
     }
     try {
-        TUNE_CUDA_CHECK(cudaMalloc(&state_->scratch, sizeof(int)));
+        // The barrier's element, and room for one element per rank (connect()).
+        TUNE_CUDA_CHECK(cudaMalloc(&state_->scratch, sizeof(int) * static_cast<std::size_t>(world_size)));
+        used_before_ = kernels::cuda_device_used_bytes(device_);
         ncclUniqueId raw;
         std::memcpy(raw.internal, id.data(), id.size());
-        TUNE_NCCL_COMM_CHECK(ncclCommInitRank(&state_->comm, world_size, raw, rank));
+        // Non-blocking init, polled with a deadline: a peer that never joins
+        // (or fails) ends in CommError instead of a wait without end.
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        const ncclResult_t started = ncclCommInitRankConfig(&state_->comm, world_size, raw, rank, &config);
+        if (started != ncclInProgress) TUNE_NCCL_COMM_CHECK_ON(state_->comm, started);
+        await("init");
+        connect();
     } catch (...) {
+        if (state_->comm != nullptr) ncclCommAbort(state_->comm);
         if (state_->scratch != nullptr) cudaFree(state_->scratch);
         if (state_->own_stream) cudaStreamDestroy(state_->stream);
         throw;
@@ -144,18 +178,73 @@ NcclComm::~NcclComm() {
     if (state_->own_stream) cudaStreamDestroy(state_->stream);
 }
 
-void NcclComm::synchronize() { TUNE_CUDA_CHECK(cudaStreamSynchronize(state_->stream)); }
+// One small collective of each kind, so NCCL sets up its connections and
+// buffers now, before the trainer allocates, and what they cost on the
+// device is measured (device_bytes(), part of the trial's `overhead`).
+void NcclComm::connect() {
+    ncclComm_t comm = state_->comm;
+    cudaStream_t stream = state_->stream;
+    int* d = state_->scratch;
+    TUNE_NCCL_COMM_CHECK_ON(comm, ncclAllReduce(d, d, 1, ncclInt32, ncclSum, comm, stream));
+    await("connect");
+    TUNE_NCCL_COMM_CHECK_ON(comm, ncclReduceScatter(d, d + rank_, 1, ncclInt32, ncclSum, comm, stream));
+    await("connect");
+    TUNE_NCCL_COMM_CHECK_ON(comm, ncclAllGather(d + rank_, d, 1, ncclInt32, comm, stream));
+    await("connect");
+    TUNE_NCCL_COMM_CHECK_ON(comm, ncclBroadcast(d, d, 1, ncclInt32, 0, comm, stream));
+    await("connect");
+    synchronize();
+    const std::uint64_t after = kernels::cuda_device_used_bytes(device_);
+    device_bytes_ = after > used_before_ ? after - used_before_ : 0;
+}
+
+void NcclComm::abort_comm() {
+    if (state_->comm != nullptr) ncclCommAbort(state_->comm);
+    state_->comm = nullptr;
+}
+
+void NcclComm::await(const char* what) {
+    if (state_->comm == nullptr) throw CommError(fmt::format("nccl: {} on an aborted communicator", what));
+    ncclComm_t comm = state_->comm;
+    wait_or_abort([comm] { return async_state(comm); }, nccl_timeout(), [this] { abort_comm(); }, what,
+                  polling_clock());
+}
+
+// Polls the stream and NCCL's asynchronous error instead of blocking in
+// cudaStreamSynchronize, which a failed peer would turn into a hang.
+void NcclComm::synchronize() {
+    if (state_->comm == nullptr) throw CommError("nccl: synchronize on an aborted communicator");
+    ncclComm_t comm = state_->comm;
+    cudaStream_t stream = state_->stream;
+    wait_or_abort(
+        [comm, stream] {
+            const NcclPoll nccl = async_state(comm);
+            if (nccl.state == NcclPoll::State::failed) return nccl;
+            const cudaError_t q = cudaStreamQuery(stream);
+            if (q == cudaErrorNotReady) return NcclPoll{NcclPoll::State::pending, ""};
+            if (q != cudaSuccess) {
+                cudaGetLastError();
+                return NcclPoll{NcclPoll::State::failed, cudaGetErrorString(q)};
+            }
+            return nccl;
+        },
+        nccl_timeout(), [this] { abort_comm(); }, "synchronize", polling_clock());
+}
 
 // Enqueues `enqueue(device_buffer)` on the stream: directly on `buf` when it
 // is device memory, else on a device copy of its `bytes` that is copied back
 // and waited for. Without a backend the host waits for the device before and
 // for the collective after.
+// After each enqueue the communicator's asynchronous state is polled, so an
+// error NCCL has already seen is raised here, not at a later hang.
 template <class Enqueue>
 void NcclComm::run(void* buf, std::uint64_t bytes, Enqueue&& enqueue) {
+    if (state_->comm == nullptr) throw CommError("nccl: collective on an aborted communicator");
     TUNE_CUDA_CHECK(cudaSetDevice(device_));
     if (state_->own_stream) TUNE_CUDA_CHECK(cudaDeviceSynchronize());
     if (on_device(buf)) {
         enqueue(buf);
+        await("collective");
         if (state_->own_stream) synchronize();
         return;
     }
@@ -164,6 +253,7 @@ void NcclComm::run(void* buf, std::uint64_t bytes, Enqueue&& enqueue) {
     try {
         TUNE_CUDA_CHECK(cudaMemcpyAsync(staged, buf, bytes, cudaMemcpyHostToDevice, state_->stream));
         enqueue(staged);
+        await("collective");
         TUNE_CUDA_CHECK(cudaMemcpyAsync(buf, staged, bytes, cudaMemcpyDeviceToHost, state_->stream));
         synchronize();
     } catch (...) {

@@ -48,7 +48,8 @@ struct NcclPlacement {
 class NcclComm final : public Comm {
 public:
     // Joins the communicator of `world_size` ranks named by `id` as `rank`
-    // (ncclCommInitRank: blocks until every rank has joined).
+    // (non-blocking ncclCommInitRankConfig, polled until every rank has
+    // joined or TUNE_NCCL_TIMEOUT_S passes, then CommError).
     NcclComm(const NcclId& id, int rank, int world_size, const NcclPlacement& where);
     ~NcclComm() override;
     NcclComm(const NcclComm&) = delete;
@@ -64,12 +65,20 @@ public:
     // NCCL has none: a one-element all-reduce that the host waits for.
     void barrier() override;
     std::uint64_t bytes_moved() const override { return bytes_moved_; }
+    // Device memory NCCL took for this communicator (init and connections).
+    std::uint64_t device_bytes() const override { return device_bytes_; }
 
-    // Waits until every collective enqueued so far has finished.
+    // Waits until every collective enqueued so far has finished, polling
+    // NCCL's asynchronous errors (a failed peer ends in CommError, not a hang).
     void synchronize();
 
 private:
     struct State;
+    // Polls the communicator until its pending init or call is done; on an
+    // asynchronous error or at the deadline it aborts it and raises CommError.
+    void await(const char* what);
+    void abort_comm();
+    void connect();
     template <class Enqueue>
     void run(void* buf, std::uint64_t bytes, Enqueue&& enqueue);
 
@@ -78,6 +87,8 @@ private:
     int world_size_ = 1;
     int device_ = 0;
     std::uint64_t bytes_moved_ = 0;
+    std::uint64_t used_before_ = 0;  // device memory in use before ncclCommInitRank
+    std::uint64_t device_bytes_ = 0;
 };
 
 // The ranks of an MPI job as one NCCL communicator: the id comes from

@@ -1,7 +1,9 @@
 // Device memory a GPU trial uses outside the tagged allocator (the
 // `overhead` component): the CUDA context, cuBLASLt's handle, the backend's
-// scratch, GEMM tuning scratch, and what the stream-ordered pool reserved
-// beyond the largest total the trainer allocated (allocation granularity).
+// scratch, and what the stream-ordered pool reserved beyond the largest
+// total the trainer allocated (allocation granularity, and what it keeps of
+// the GEMM tuning scratch). The trial resets the pool's high-water marks
+// after the warm-up steps, so the tuning spike does not pin them.
 // The estimator predicts it as Hardware::runtime_overhead_bytes and the
 // sweep driver learns it from these measurements.
 #pragma once

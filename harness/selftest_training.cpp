@@ -6,6 +6,7 @@
 #include <cmath>
 #include <exception>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -38,10 +39,19 @@ TrialConfig tiny_config(Optimizer optimizer, Precision precision) {
     return c;
 }
 
-st::Case training_case(Optimizer optimizer, Precision precision) {
-    const TrialConfig c = tiny_config(optimizer, precision);
+// checkpointing and grad_accum vary the step's schedule (recompute in
+// backward, gradients summed over micro-batches before the update).
+st::Case training_case(Optimizer optimizer, Precision precision, Checkpointing checkpointing = Checkpointing::none,
+                       std::uint32_t grad_accum = 1) {
+    TrialConfig c = tiny_config(optimizer, precision);
+    c.checkpointing = checkpointing;
+    c.grad_accum = grad_accum;
+    const std::string schedule =
+        checkpointing == Checkpointing::none && grad_accum == 1
+            ? std::string()
+            : fmt::format(" ckpt={} accum={}", to_string(checkpointing), grad_accum);
     return {"train_3_steps/" + std::string(to_string(optimizer)), std::string(to_string(precision)),
-            fmt::format("{} b={} s={}", c.model.name, c.micro_batch, c.context), [c](std::uint64_t seed) {
+            fmt::format("{} b={} s={}{}", c.model.name, c.micro_batch, c.context, schedule), [c](std::uint64_t seed) {
                 st::CaseBuilder cb(seed);
                 const auto losses = cb.zero_output("losses", kernels::DType::f32, kSteps,
                                                    c.precision == Precision::fp32 ? st::OpClass::training
@@ -173,6 +183,17 @@ std::vector<kernels::selftest::Case> training_cases() {
     for (Optimizer o : {Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit, Optimizer::adafactor, Optimizer::lomo})
         for (Precision p : {Precision::fp32, Precision::bf16_mixed, Precision::fp16_mixed, Precision::bf16})
             out.push_back(training_case(o, p));
+    // Checkpointing and accumulation once per optimizer (LOMO cannot accumulate).
+    const std::pair<Optimizer, Precision> scheduled[] = {{Optimizer::adamw, Precision::bf16_mixed},
+                                                         {Optimizer::lion, Precision::fp16_mixed},
+                                                         {Optimizer::adam8bit, Precision::fp32},
+                                                         {Optimizer::adafactor, Precision::bf16},
+                                                         {Optimizer::lomo, Precision::bf16_mixed}};
+    int i = 0;
+    for (const auto& [o, p] : scheduled) {
+        const Checkpointing ck = i++ % 2 == 0 ? Checkpointing::full : Checkpointing::selective;
+        out.push_back(training_case(o, p, ck, o == Optimizer::lomo ? 1 : 2));
+    }
     return out;
 }
 

@@ -1,5 +1,6 @@
 #include "harness/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -146,7 +147,11 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, config.optimizer != Optimizer::lomo,
                                           zero_plan(config.zero_stage), comm);
     optimizer_ = std::make_unique<OptimizerState>(backend, memory_, comm, config, *model_);
-    workspace_ = memory_.allocate(Component::workspace, layer_.workspace_bytes());
+    // One buffer for every op of the step that takes a workspace (§6): the
+    // layers' GEMMs and attention, and the embedding backward.
+    const std::uint64_t embedding_ws =
+        backend.embedding_backward_workspace_bytes(dims_.T, dims_.h, dims_.V, plan_.weights);
+    workspace_ = memory_.allocate(Component::workspace, std::max(layer_.workspace_bytes(), embedding_ws));
     layer_.set_workspace({workspace_.get(), workspace_.bytes()});
     scalars_ = std::make_unique<Scalars>(backend);
     model_->upload(init != nullptr ? *init : random_init(layout_, config.seed));
@@ -261,7 +266,7 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
     const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
     sink.open(layout_.outer_index());
     backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx.get(),
-                                d.T, d.h, d.V, plan_.weights, {});
+                                d.T, d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()});
     sink.end(layout_.outer_index(), embedding);
     sink.close(layout_.outer_index());
 

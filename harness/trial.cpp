@@ -95,13 +95,19 @@ std::unique_ptr<TokenSource> token_source(const TrialConfig& c, const TrialOptio
 }
 
 // Steps the trainer, filling r.
-void run_steps(Trainer& trainer, const TrialConfig& c, const TrialOptions& o, const Hardware& hw, TrialResult& r,
-               TrialDetails& d) {
+// A step's time ends when the device has finished it (the host returns from
+// step() with the update still queued on a GPU). After the warm-up steps the
+// pool's high-water marks restart, so one-off GEMM tuning scratch does not
+// pin the measured overhead.
+void run_steps(Trainer& trainer, kernels::Backend& backend, const TrialConfig& c, const TrialOptions& o,
+               const Hardware& hw, TrialResult& r, TrialDetails& d) {
     double timed_ms = 0;
     for (std::size_t i = 0; i < c.steps; ++i) {
         const auto start = std::chrono::steady_clock::now();
         StepStats s = trainer.step();
+        backend.synchronize();
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        if (i + 1 == c.warmup && c.steps > c.warmup) kernels::reset_cuda_memory_marks(backend);
         if (o.fault_nan && i == 0) s.loss = std::nan("");
         if (o.fault_kill) std::raise(SIGKILL);  // a rank dying mid-trial, as the OOM killer would
         const double mfu = mfu_of(step_flops(c), ms / 1e3, c, hw);
@@ -148,10 +154,10 @@ void combine_over_ranks(Comm& comm, TrialResult& r) {
 
 // On a GPU, the device memory outside the allocator joins the breakdown and
 // the peak as the `overhead` component (the estimator predicts it there too).
-MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& backend) {
+MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& backend, const Comm& comm) {
     const std::optional<kernels::CudaMemoryStats> stats = kernels::cuda_memory_stats(backend);
     if (!stats) return m;
-    const std::uint64_t overhead = device_overhead_bytes(*stats, m.peak);
+    const std::uint64_t overhead = device_overhead_bytes(*stats, m.peak) + comm.device_bytes();
     m.bytes[static_cast<std::size_t>(Component::overhead)] += overhead;
     m.peak += overhead;
     return m;
@@ -265,8 +271,16 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         // GPU ranks talk over NCCL on the CUDA backend's stream (ordered with
         // its kernels, device = local rank); CPU ranks over MPI. Declared after
         // the backend, so it is destroyed first.
-        const std::unique_ptr<Comm> comm = gpu ? make_nccl_comm(runtime, env.local_rank, device.backend.get())
-                                               : std::make_unique<MpiComm>(runtime);
+        // A rank whose NCCL init fails must end the job too: its peers wait in
+        // ncclCommInitRank for it forever.
+        std::unique_ptr<Comm> comm;
+        try {
+            if (options.fault_comm_init) throw std::runtime_error("test fault: the communicator's init failed");
+            comm = gpu ? make_nccl_comm(runtime, env.local_rank, device.backend.get())
+                       : std::make_unique<MpiComm>(runtime);
+        } catch (const std::exception& e) {
+            return end_job_on_failure(unrun(config, TrialStatus::failed, e.what()));
+        }
         return end_job_on_failure(run_on(config, options, device, *comm, details));
     } catch (...) {  // invalid, or MPI or NCCL would not start
         return result_of_current_exception(config);
@@ -311,12 +325,12 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         if (options.init_dir) init = load_hf_weights(*options.init_dir, layout);
         Trainer trainer(backend, comm, c, *tokens, init ? &*init : nullptr);
         try {
-            run_steps(trainer, c, options, device.hardware, r, d);
+            run_steps(trainer, backend, c, options, device.hardware, r, d);
         } catch (...) {
             r.memory = trainer.memory().peak_breakdown();
             throw;
         }
-        r.memory = with_device_overhead(trainer.memory().peak_breakdown(), backend);
+        r.memory = with_device_overhead(trainer.memory().peak_breakdown(), backend, comm);
         r.comm_bytes = comm.bytes_moved() / c.steps;
         combine_over_ranks(comm, r);
         r.status = TrialStatus::ok;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/workspace_bytes.h"
 #include "search/flat_layout.h"
 #include "search/model_states.h"
 
@@ -25,14 +26,15 @@ std::uint64_t kept_bytes(const ActivationSizes& a, Checkpointing mode, bool fuse
     return a.kept_none;
 }
 
-// The LM head + loss workspace, as kernels/lm_head_loss.cpp asks for it.
+// The LM head + loss workspace, as kernels/lm_head_loss.cpp asks for it:
+// logits, the 16-bit logit gradient, and the largest GEMM workspace of the
+// chunk (CPU: fp32 staging of 16-bit operands; CUDA: cuBLASLt's, any dtype).
 std::uint64_t lm_head_bytes(std::uint64_t rows, std::uint64_t v, std::uint64_t h, std::uint64_t ab, bool cpu) {
     const std::uint64_t cells = rows * v;
     std::uint64_t bytes = aligned(4 * cells);
-    if (ab != 4) {
-        bytes += aligned(ab * cells);                  // 16-bit logit gradient for the GEMMs
-        if (cpu) bytes += 4 * (cells + v * h + rows * h);  // fp32 staging of the chunk's largest GEMM
-    }
+    if (ab != 4) bytes += aligned(ab * cells);
+    if (!cpu) bytes += aligned(kernels::workspace::kCudaGemmBytes);
+    else if (ab != 4) bytes += 4 * (cells + v * h + rows * h);
     return bytes;
 }
 
@@ -68,15 +70,23 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
 }
 
 std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
-    if (!cpu_backend(hw)) return o.cuda_workspace_bytes;
     const std::uint64_t s = c.context, t = std::uint64_t{c.micro_batch} * s;
     const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, d = m.head_dim();
+    const std::uint64_t ab = weight_bytes(c.precision);
+    // The embedding backward's token lists, on every backend.
+    const std::uint64_t embedding = kernels::workspace::embedding_backward_bytes(t, m.vocab);
+    if (!cpu_backend(hw)) {
+        // Attention's scratch for one batch element (with its GEMM workspace),
+        // which every layer GEMM's cuBLASLt workspace fits inside.
+        const std::uint64_t attention = kernels::workspace::cuda_attention_bytes(m.heads, s, ab);
+        return std::max({attention, kernels::workspace::kCudaGemmBytes, embedding});
+    }
     // Attention: per thread, two (s, s) and eight (s, d) fp32 blocks (kernels/cpu/cpu_attention.cpp).
     const std::uint64_t attention = 4 * std::uint64_t{std::max<std::uint32_t>(o.cpu_threads, 1)} * (2 * s * s + 8 * s * d);
-    if (weight_bytes(c.precision) == 4) return attention;
+    if (ab == 4) return std::max(attention, embedding);
     // 16-bit GEMMs widen A, B and C to fp32 (kernels/cpu/cpu_gemm.cpp).
     const std::uint64_t gemm = std::max({2 * t * h + h * h, t * h + t * kv + kv * h, t * h + t * f + f * h});
-    return std::max(attention, 4 * gemm);
+    return std::max({attention, 4 * gemm, embedding});
 }
 
 std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {

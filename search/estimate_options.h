@@ -16,7 +16,6 @@ struct EstimateOptions {
     // Device memory outside our allocator (CUDA context, cuBLAS, NCCL); unset:
     // Hardware::runtime_overhead_bytes. Always 0 on the CPU backend.
     std::optional<std::uint64_t> overhead_bytes;
-    std::uint64_t cuda_workspace_bytes = 32ull << 20;  // cuBLAS workspace
     std::uint32_t cpu_threads = 1;                      // OpenMP threads per rank: sizes attention scratch
     bool fused_attention = false;                       // flash-style kernel: no (b, a, s, s) probabilities
 

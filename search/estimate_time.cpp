@@ -33,7 +33,9 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, bool fused) {
     out.model = 3 * forward;
     double recompute = 0;
     if (c.checkpointing == Checkpointing::full) recompute = layers * (layer_gemm + attention);
-    if (c.checkpointing == Checkpointing::selective && !fused) recompute = layers * attention / 2;  // scores only
+    // Selective recomputes the whole attention forward (scores, softmax and
+    // P v: harness/model.cpp LlamaLayer::recompute), not only the scores.
+    if (c.checkpointing == Checkpointing::selective && !fused) recompute = layers * attention;
     out.total = out.model + recompute;
     // LOMO finds the global norm (for clipping or fp16 overflow) in a first backward pass.
     if (lomo_backward_passes(c) > 1) out.total += 2 * forward + recompute;
@@ -115,6 +117,22 @@ double owned_elements(const ModelSpec& m, const TrialConfig& c) {
     return static_cast<double>(m.layers * part(layout.layer.numel) + part(layout.outer.numel));
 }
 
+// Bytes per token that materialized attention moves through memory: per
+// layer, heads * s elements of the (H, S, S) matrices per token, each
+// touched as fp32 scores (write, read) and probabilities in the storage
+// dtype (write, read for P v) forward, and as fp32 dP (write, read), P
+// (read twice) and dS (write, read twice) backward; recomputing the forward
+// (selective or full checkpointing) touches the forward's again. The GEMMs
+// are counted in FLOPs; this is the traffic of the softmax passes around
+// them, which the FLOP count misses and which grows with s^2.
+double attention_bytes_per_token(const ModelSpec& m, const TrialConfig& c, bool fused) {
+    if (fused) return 0.0;
+    const double ab = weight_bytes(c.precision);
+    const double forward = 8 + 2 * ab, backward = 8 + 5 * ab;
+    const double recompute = c.checkpointing == Checkpointing::none ? 0.0 : forward;
+    return static_cast<double>(m.layers) * static_cast<double>(m.heads) * c.context * (forward + backward + recompute);
+}
+
 double link_bandwidth(const Hardware& hw, std::uint32_t ranks) {
     return ranks <= hw.gpus_per_node ? hw.intra_node_bytes_per_s : hw.inter_node_bytes_per_s;
 }
@@ -139,7 +157,9 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
     t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
-    t.step_s = t.compute_s + t.comm_s + t.optimizer_s;
+    t.attention_s = safe_div(attention_bytes_per_token(m, c, o.fused_attention) * tokens_per_rank, hw.hbm_bytes_per_s);
+    // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
+    t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s;
     t.tokens_per_s = safe_div(tokens_per_rank * ranks, t.step_s);
     t.mfu = safe_div(flops.model * t.tokens_per_s, peak * ranks);
     return t;

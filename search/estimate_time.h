@@ -17,6 +17,7 @@ struct StepTime {
     double compute_s = 0;
     double comm_s = 0;                 // exposed (not overlapped)
     double optimizer_s = 0;
+    double attention_s = 0;            // materialized attention's (B, H, S, S) traffic through HBM
     double step_s = 0;
     double tokens_per_s = 0;           // all ranks together
     double mfu = 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/math/half.h"
 #include "kernels/error.h"
 #include "tests/backend_test_util.h"
 
@@ -76,12 +77,43 @@ TEST_CASE("cpu embedding: lookup and scatter-add with repeated tokens", "[cpu][e
     std::vector<double> ref = widen(dtable);
     for (std::int64_t i = 0; i < N; ++i)
         for (std::int64_t j = 0; j < C; ++j) ref[tokens[i] * C + j] += dout[i * C + j];
-    backend.embedding_backward(dtable.data(), tokens.data(), dout.data(), N, C, V, DType::f32, Workspace{});
+    CHECK_THROWS_AS(backend.embedding_backward(dtable.data(), tokens.data(), dout.data(), N, C, V, DType::f32, {}),
+                    tune::BackendError);  // the token lists need their workspace
+    std::vector<unsigned char> ws(backend.embedding_backward_workspace_bytes(N, C, V, DType::f32));
+    backend.embedding_backward(dtable.data(), tokens.data(), dout.data(), N, C, V, DType::f32,
+                               Workspace{ws.data(), ws.size()});
     CHECK(rel_error(dtable, ref) < 1e-6);
 
     const std::vector<std::int32_t> bad{0, 7};
     CHECK_THROWS_AS(backend.embedding_forward(out.data(), bad.data(), table.data(), 2, C, V, DType::f32),
                     tune::BackendError);
+}
+
+TEST_CASE("cpu embedding backward: a token's rows are summed in fp32 and rounded into bf16 once", "[cpu][embedding]") {
+    // 200 tokens over a vocabulary of 7: about 28 repeats each. Rounding into
+    // the bf16 table after every repeat drifts by many ulps; one rounding is
+    // within half an ulp of the exact sum.
+    CpuBackend backend;
+    const std::int64_t V = 7, C = 33, N = 200;
+    std::vector<std::int32_t> tokens(N);
+    for (std::int64_t i = 0; i < N; ++i) tokens[i] = static_cast<std::int32_t>((i * 5 + i / 3) % V);
+    const auto dout32 = random_floats(N * C, 4), table32 = random_floats(V * C, 5);
+    std::vector<tune::math::bf16> dout(N * C), dtable(V * C);
+    for (std::size_t i = 0; i < dout.size(); ++i) dout[i] = tune::math::to_bf16(dout32[i]);
+    for (std::size_t i = 0; i < dtable.size(); ++i) dtable[i] = tune::math::to_bf16(table32[i]);
+    std::vector<double> exact(V * C);
+    for (std::size_t i = 0; i < exact.size(); ++i) exact[i] = tune::math::to_float(dtable[i]);
+    for (std::int64_t i = 0; i < N; ++i)
+        for (std::int64_t j = 0; j < C; ++j) exact[tokens[i] * C + j] += tune::math::to_float(dout[i * C + j]);
+    std::vector<unsigned char> ws(backend.embedding_backward_workspace_bytes(N, C, V, DType::bf16));
+    backend.embedding_backward(dtable.data(), tokens.data(), dout.data(), N, C, V, DType::bf16,
+                               Workspace{ws.data(), ws.size()});
+    for (std::size_t i = 0; i < exact.size(); ++i) {
+        const double ulp = std::ldexp(1.0, std::ilogb(exact[i]) - 7);  // bf16 keeps 8 significant bits
+        INFO("element " << i << ": exact " << exact[i] << ", got " << tune::math::to_float(dtable[i]));
+        // The fp32 sum itself is off by far less than 0.001 ulp.
+        CHECK(std::abs(tune::math::to_float(dtable[i]) - exact[i]) <= 0.501 * ulp);
+    }
 }
 
 TEST_CASE("cpu rmsnorm: forward and backward against double references", "[cpu][rmsnorm]") {

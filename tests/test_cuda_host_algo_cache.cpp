@@ -92,6 +92,21 @@ TEST_CASE("a batch of one ignores strides in the key") {
     CHECK(make_gemm_key(g, 1 << 20) == make_gemm_key(base_args(), 1 << 20));
 }
 
+TEST_CASE("a strided batch promises only the alignment every batch matrix keeps") {
+    // The emulated cuBLASLt refused the self-test's f16 batch of (20, 36)
+    // matrices 1440 bytes apart, promised 256-byte alignment from the base.
+    GemmArgs g = base_args();
+    g.batch = 4;
+    g.a_dtype = g.b_dtype = g.c_dtype = DType::f16;
+    g.stride_a = 20 * 36, g.stride_b = 0, g.stride_c = 64 * 64;
+    const GemmKey k = make_gemm_key(g, 1 << 20);
+    CHECK(k.align_a == 32);   // 1440 = 32 * 45
+    CHECK(k.align_b == 256);  // broadcast: one matrix, the pointer's alignment
+    CHECK(k.align_c == 256);  // 8192 bytes apart
+    CHECK(batch_alignment(addr(16), 1024, DType::f32, true) == 16);  // never above the pointer's own
+    CHECK(batch_alignment(addr(0), 3, DType::bf16, false) == 256);   // a batch of one does not step
+}
+
 TEST_CASE("distinct shapes hash apart") {
     std::unordered_set<std::size_t> hashes;
     for (std::int64_t m = 1; m <= 1000; ++m) hashes.insert(GemmKeyHash{}(key_m(m)));

@@ -74,7 +74,10 @@ TEST_CASE("step time: compute from FLOPs and efficiency, tokens/s and MFU follow
     CHECK(t.flops_per_token == t.model_flops_per_token);
     CHECK(t.comm_s == 0);  // one rank
     CHECK(t.compute_s == Approx(t.flops_per_token * 4096 / (989e12 * 0.5)));
-    CHECK(t.step_s == Approx(t.compute_s + t.optimizer_s));
+    // Attention's (H, S, S) traffic: 32 layers x 32 heads x s per token, 16 + 7*2 bytes each (bf16-mixed).
+    const double hbm = h100.hbm_bytes_per_s;
+    CHECK(t.attention_s == Approx(32.0 * 32 * 4096 * (16 + 7 * weight_bytes(c.precision)) * 4096 / hbm));
+    CHECK(t.step_s == Approx(t.compute_s + t.optimizer_s + t.attention_s));
     CHECK(t.tokens_per_s == Approx(4096 / t.step_s));
     CHECK(t.mfu == Approx(t.model_flops_per_token * t.tokens_per_s / 989e12));
     CHECK(t.mfu < 0.5);  // the efficiency bounds it, the optimizer step lowers it further
@@ -89,6 +92,12 @@ TEST_CASE("step time: compute from FLOPs and efficiency, tokens/s and MFU follow
     CHECK(full.flops_per_token > t.flops_per_token);
     CHECK(full.model_flops_per_token == t.model_flops_per_token);
     CHECK(full.mfu < t.mfu);
+
+    // Selective checkpointing recomputes the attention forward: scores and P v, 4 s h FLOPs per token and layer.
+    c.checkpointing = Checkpointing::selective;
+    const StepTime selective = step_time(c.model, c, h100, {});
+    CHECK(selective.flops_per_token - t.flops_per_token == Approx(32 * 4.0 * 4096 * 4096));
+    CHECK(selective.attention_s > t.attention_s);
 }
 
 TEST_CASE("communication grows with the ZeRO stage and vanishes on one rank", "[estimate][time]") {

@@ -122,14 +122,27 @@ TEST_CASE("ZeRO-3 gathers one layer at a time and LOMO holds one gradient", "[es
     CHECK(lomo.at(Phase::optimizer_step)[Component::optim] == 0);
 }
 
-TEST_CASE("the CUDA backend adds the device overhead and a fixed cuBLAS workspace", "[estimate][memory]") {
+TEST_CASE("the CUDA backend adds the device overhead and the kernels' own workspace", "[estimate][memory]") {
     TrialConfig c = config_for("llama-7b");
     c.precision = Precision::bf16_mixed;
     const Hardware h100 = *find_device("h100-80gb");
     EstimateOptions o;
     StepMemory m = step_memory(c.model, c, h100, o);
     CHECK(m.at_peak()[Component::overhead] == h100.runtime_overhead_bytes);
-    CHECK(m.at_peak()[Component::workspace] == 32ull << 20);
+    // Attention's (H, S, S) fp32 scores and bf16 dS for one sequence, after
+    // cuBLASLt's 32 MiB: 32 * 128^2 * (4 + 2) bytes at the default context.
+    const std::uint64_t mib32 = 32ull << 20;
+    CHECK(m.at_peak()[Component::workspace] == mib32 + 32 * 128 * 128 * 4 + 32 * 128 * 128 * 2);
+    // The LM head's chunk carries a cuBLASLt workspace too.
+    const ActivationSizes a = activation_sizes(c.model, c, h100, o);
+    const std::uint64_t cells = a.chunk_rows * 32000;
+    CHECK(a.logits == (4 * cells + 255) / 256 * 256 + (2 * cells + 255) / 256 * 256 + mib32);
+    // The issue's figures: 3.2 GB at 4k and 12.9 GB at 8k per rank, not 32 MiB.
+    c.context = 4096;
+    CHECK(step_memory(c.model, c, h100, o).at_peak()[Component::workspace] == mib32 + 32ull * 4096 * 4096 * 6);
+    c.context = 8192;
+    CHECK(step_memory(c.model, c, h100, o).at_peak()[Component::workspace] == mib32 + 32ull * 8192 * 8192 * 6);
+    c.context = 128;
     o.overhead_bytes = 3ull << 30;  // calibrated by the driver
     m = step_memory(c.model, c, h100, o);
     CHECK(m.at_peak()[Component::overhead] == 3ull << 30);

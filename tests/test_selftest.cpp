@@ -158,6 +158,17 @@ TEST_CASE("tune selftest without a GPU lists every case as skipped and exits 0")
     CHECK(r.output.find("0 passed, 0 failed, 0 errors") != std::string::npos);
 }
 
+TEST_CASE("tune selftest --require-gpu fails where there is no usable GPU instead of skipping") {
+    const bool gpu = cuda_backend_compiled() && !tune::query_devices().devices.empty();
+    const auto r = tune::test::run_tune("selftest --require-gpu --op rmsnorm");
+    INFO(r.output);
+    CHECK(r.exit_code == (gpu ? 0 : 1));
+    if (!gpu) CHECK(r.output.find("every case is skipped") != std::string::npos);
+    const auto stages = tune::test::run_tune("selftest --require-gpu --gpus 2");
+    INFO(stages.output);
+    if (!gpu) CHECK(stages.exit_code == 1);
+}
+
 TEST_CASE("tune selftest --candidate cpu runs the harness end to end") {
     const auto r = tune::test::run_tune("selftest --candidate cpu --op swiglu --json");
     INFO(r.output);

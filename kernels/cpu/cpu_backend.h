@@ -40,10 +40,9 @@ public:
 
     void embedding_forward(void* out, const std::int32_t* tokens, const void* table, std::int64_t n, std::int64_t c,
                            std::int64_t vocab, DType dtype) override;
-    std::uint64_t embedding_backward_workspace_bytes(std::int64_t, std::int64_t, std::int64_t,
-                                                     DType) const override {
-        return 0;
-    }
+    // The token lists of kernels/workspace_bytes.h, as the CUDA backend's.
+    std::uint64_t embedding_backward_workspace_bytes(std::int64_t n, std::int64_t c, std::int64_t vocab,
+                                                     DType dtype) const override;
     void embedding_backward(void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n,
                             std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws) override;
 

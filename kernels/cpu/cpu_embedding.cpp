@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/typed.h"
+#include "kernels/workspace_bytes.h"
 
 namespace tune::kernels {
 
@@ -33,10 +34,30 @@ void CpuBackend::embedding_forward(void* out, const std::int32_t* tokens, const 
                     row_bytes);
 }
 
-// Threads own disjoint column blocks, so repeated tokens never race.
+std::uint64_t CpuBackend::embedding_backward_workspace_bytes(std::int64_t n, std::int64_t, std::int64_t vocab,
+                                                             DType) const {
+    return workspace::embedding_backward_bytes(static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(vocab));
+}
+
+// Each token's rows of dout are summed in fp32 and added to its table row
+// once (one rounding per element, as on CUDA; rounding after every
+// occurrence drifts by an ulp per repeat in 16 bits). The workspace holds
+// each token's list of rows in order: head[token] its first row, next[row]
+// the following one. Threads own disjoint column blocks, so they never race.
 void CpuBackend::embedding_backward(void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n,
-                                    std::int64_t c, std::int64_t vocab, DType dtype, Workspace) {
+                                    std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws) {
     check_tokens(tokens, n, vocab, "embedding_backward");
+    cpu::require_workspace(ws.ptr, ws.bytes, embedding_backward_workspace_bytes(n, c, vocab, dtype),
+                           "embedding_backward");
+    if (n == 0) return;
+    auto* head = static_cast<std::int32_t*>(ws.ptr);
+    auto* next = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(ws.ptr) +
+                                                 workspace::aligned(4 * static_cast<std::uint64_t>(vocab)));
+    std::fill(head, head + vocab, -1);
+    for (std::int64_t i = n; i-- > 0;) {
+        next[i] = head[tokens[i]];
+        head[tokens[i]] = static_cast<std::int32_t>(i);
+    }
     cpu::with_float_type(dtype, [&](auto t) {
         using T = decltype(t);
         auto* dt = static_cast<T*>(dtable);
@@ -45,10 +66,16 @@ void CpuBackend::embedding_backward(void* dtable, const std::int32_t* tokens, co
 #pragma omp parallel for num_threads(threads_) schedule(static)
         for (std::int64_t blk = 0; blk < blocks; ++blk) {
             const std::int64_t j0 = blk * kColumnBlock, j1 = std::min(c, j0 + kColumnBlock);
+            float acc[kColumnBlock];
             for (std::int64_t i = 0; i < n; ++i) {
+                if (head[tokens[i]] != i) continue;  // the token's first row stands for its list
+                std::fill(acc, acc + (j1 - j0), 0.0f);
+                for (std::int64_t r = i; r >= 0; r = next[r]) {
+                    const T* g = dy + r * c;
+                    for (std::int64_t j = j0; j < j1; ++j) acc[j - j0] += cpu::load(g, j);
+                }
                 T* row = dt + static_cast<std::int64_t>(tokens[i]) * c;
-                const T* g = dy + i * c;
-                for (std::int64_t j = j0; j < j1; ++j) cpu::store(row, j, cpu::load(row, j) + cpu::load(g, j));
+                for (std::int64_t j = j0; j < j1; ++j) cpu::store(row, j, cpu::load(row, j) + acc[j - j0]);
             }
         }
     });

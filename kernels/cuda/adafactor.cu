@@ -258,22 +258,19 @@ void CudaBackend::adafactor_update(const ParamTensor& t, std::int64_t rows, std:
     const Factors f{row_stat, col_stat, sd, cols, factored, 0, &scalars->row_mean};
 
     // RMS(p) before the update -> this tensor's learning rate.
-    partial_sums_kernel<<<kReduceBlocks, kThreads, 0, stream_>>>(partials, t.n, ParamSquare{t});
-    finish_sum_kernel<<<1, kReduceBlocks, 0, stream_>>>(partials, SetLr{scalars, n, step, h});
+    reduce_sum(stream_, partials, t.n, ParamSquare{t}, SetLr{scalars, n, step, h});
     TUNE_CUDA_CHECK_LAUNCH("adafactor lr");
     if (factored) {
-        row_stats_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream_>>>(t, row_stat, sd, cols, beta2t, h);
+        TUNE_LAUNCH(row_stats_kernel, static_cast<unsigned>(rows), kThreads, 0, stream_)(t, row_stat, sd, cols, beta2t, h);
         const auto tiles = static_cast<unsigned>((cols + kTileColumns - 1) / kTileColumns);
-        col_stats_kernel<<<tiles, dim3(kTileColumns, kTileRows), 0, stream_>>>(t, col_stat, sd, rows, cols, beta2t, h);
-        partial_sums_kernel<<<kReduceBlocks, kThreads, 0, stream_>>>(partials, rows, StatValue{row_stat, sd});
-        finish_sum_kernel<<<1, kReduceBlocks, 0, stream_>>>(partials, SetRowMean{scalars, static_cast<float>(rows)});
+        TUNE_LAUNCH(col_stats_kernel, tiles, dim3(kTileColumns, kTileRows), 0, stream_)(t, col_stat, sd, rows, cols, beta2t, h);
+        reduce_sum(stream_, partials, rows, StatValue{row_stat, sd}, SetRowMean{scalars, static_cast<float>(rows)});
     } else {
-        vector_stats_kernel<<<grid_for(t.n), kThreads, 0, stream_>>>(t, row_stat, sd, beta2t, h);
+        TUNE_LAUNCH(vector_stats_kernel, grid_for(t.n), kThreads, 0, stream_)(t, row_stat, sd, beta2t, h);
     }
     TUNE_CUDA_CHECK_LAUNCH("adafactor statistics");
     // RMS of the update -> clip divisor.
-    partial_sums_kernel<<<kReduceBlocks, kThreads, 0, stream_>>>(partials, t.n, UpdateSquare{t, f});
-    finish_sum_kernel<<<1, kReduceBlocks, 0, stream_>>>(partials, SetDivisor{scalars, n, h});
+    reduce_sum(stream_, partials, t.n, UpdateSquare{t, f}, SetDivisor{scalars, n, h});
     TUNE_CUDA_CHECK_LAUNCH("adafactor clip");
     update_params(stream_, t, ApplyRule{f, scalars, h, t.decay});
 }
@@ -287,8 +284,7 @@ void CudaBackend::adafactor_partial_sums(const AdafactorPiece& piece, float* par
     const ParamTensor& t = piece.p;
     if (t.n == 0) return;
     float* partials = scratch_.partials;
-    partial_sums_kernel<<<kReduceBlocks, kThreads, 0, stream_>>>(partials, t.n, ParamSquare{t});
-    finish_sum_kernel<<<1, kReduceBlocks, 0, stream_>>>(partials, AddTo{param_sq});
+    reduce_sum(stream_, partials, t.n, ParamSquare{t}, AddTo{param_sq});
     TUNE_CUDA_CHECK_LAUNCH("adafactor piece param sum");
     if (!piece.factored()) return;
     const math::AdafactorHyper h = hyper(hp);
@@ -297,9 +293,9 @@ void CudaBackend::adafactor_partial_sums(const AdafactorPiece& piece, float* par
     const bool one_row = r1 - r0 == 1;
     const std::int64_t c0 = one_row ? piece.begin - r0 * cols : 0, c1 = one_row ? piece.begin + t.n - r0 * cols : cols;
     const auto blocks = static_cast<unsigned>(r1 - r0);
-    piece_row_sums_kernel<<<blocks, kThreads, 0, stream_>>>(t, piece.begin, cols, r0, row_sums, h);
+    TUNE_LAUNCH(piece_row_sums_kernel, blocks, kThreads, 0, stream_)(t, piece.begin, cols, r0, row_sums, h);
     const auto tiles = static_cast<unsigned>((c1 - c0 + kTileColumns - 1) / kTileColumns);
-    piece_col_sums_kernel<<<tiles, dim3(kTileColumns, kTileRows), 0, stream_>>>(t, piece.begin, cols, r0, r1, c0, c1,
+    TUNE_LAUNCH(piece_col_sums_kernel, tiles, dim3(kTileColumns, kTileRows), 0, stream_)(t, piece.begin, cols, r0, r1, c0, c1,
                                                                                 col_sums, h);
     TUNE_CUDA_CHECK_LAUNCH("adafactor piece row/column sums");
 }
@@ -317,22 +313,20 @@ void CudaBackend::adafactor_statistics(const AdafactorPiece& piece, const float*
     float* partials = scratch_.partials;
     if (piece.factored()) {
         // Every rank, its piece empty or not: the whole statistics, then their mean row.
-        factored_ema_kernel<<<grid_for(piece.rows + piece.cols), kThreads, 0, stream_>>>(
+        TUNE_LAUNCH(factored_ema_kernel, grid_for(piece.rows + piece.cols), kThreads, 0, stream_)(
             piece.row_stat, piece.col_stat, piece.state, row_sums, col_sums, piece.rows, piece.cols, beta2t);
         const StatValue stat{piece.row_stat, piece.state};
-        partial_sums_kernel<<<kReduceBlocks, kThreads, 0, stream_>>>(partials, piece.rows, stat);
         const StoreMean store{row_mean, static_cast<float>(piece.rows)};
-        finish_sum_kernel<<<1, kReduceBlocks, 0, stream_>>>(partials, store);
+        reduce_sum(stream_, partials, piece.rows, stat, store);
         TUNE_CUDA_CHECK_LAUNCH("adafactor piece statistics");
     } else if (t.n > 0) {
-        vector_stats_kernel<<<grid_for(t.n), kThreads, 0, stream_>>>(t, piece.row_stat, piece.state, beta2t, h);
+        TUNE_LAUNCH(vector_stats_kernel, grid_for(t.n), kThreads, 0, stream_)(t, piece.row_stat, piece.state, beta2t, h);
         TUNE_CUDA_CHECK_LAUNCH("adafactor piece statistics");
     }
     if (t.n == 0) return;
     // update_sq += sum over the piece of the unclipped update^2.
     const UpdateSquare square{t, piece_factors(piece, row_mean)};
-    partial_sums_kernel<<<kReduceBlocks, kThreads, 0, stream_>>>(partials, t.n, square);
-    finish_sum_kernel<<<1, kReduceBlocks, 0, stream_>>>(partials, AddTo{update_sq});
+    reduce_sum(stream_, partials, t.n, square, AddTo{update_sq});
     TUNE_CUDA_CHECK_LAUNCH("adafactor piece update sum");
 }
 
@@ -346,7 +340,7 @@ void CudaBackend::adafactor_apply(const AdafactorPiece& piece, const float* para
     const math::AdafactorHyper h = hyper(hp);
     auto* scalars = reinterpret_cast<Scalars*>(scratch_.partials + 2 * BackendScratch::kPartials);
     const auto count = static_cast<float>(piece.rows * piece.cols);
-    piece_scalars_kernel<<<1, 1, 0, stream_>>>(scalars, param_sq, update_sq, count, static_cast<int>(hp.step), h);
+    TUNE_LAUNCH(piece_scalars_kernel, 1, 1, 0, stream_)(scalars, param_sq, update_sq, count, static_cast<int>(hp.step), h);
     TUNE_CUDA_CHECK_LAUNCH("adafactor piece lr");
     update_params(stream_, piece.p, ApplyRule{piece_factors(piece, row_mean), scalars, h, piece.p.decay});
 }

@@ -86,7 +86,7 @@ void CudaBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, s
     const std::int64_t blocks = (t.n + hp.block_size - 1) / hp.block_size;
     require(blocks <= 0x7fffffff, "adam8bit_update", "too many blocks");
     const int threads = hp.block_size >= kThreads ? kThreads : 32 * static_cast<int>((hp.block_size + 31) / 32);
-    adam8bit_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream_>>>(
+    TUNE_LAUNCH(adam8bit_kernel, static_cast<unsigned>(blocks), threads, 0, stream_)(
         t, Adam8bitState{m_codes, v_codes, absmax_m, absmax_v}, hp.block_size, h, step);
     TUNE_CUDA_CHECK_LAUNCH("adam8bit_kernel");
 }

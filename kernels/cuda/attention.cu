@@ -6,6 +6,13 @@
 // take AttentionKind::fused; none exists yet.
 //
 // Workspace: [GEMM workspace][scores or dP: (H, S, S) fp32][dS: (H, S, S) dtype]
+//
+// Known difference from the CPU backend (which keeps all of these in fp32):
+// dS is stored in the storage dtype, because the dQ and dK GEMMs need both
+// operands in one dtype, and dK, dV sum a group's heads by beta = 1 GEMMs
+// into their 16-bit outputs, one rounding per head. In fp16 a large dS can
+// overflow to inf where the CPU's does not; the loss scaler then skips the
+// step. The self-test's attention cases measure the rest of the difference.
 #include <math.h>
 
 #include "kernels/cuda/cuda_backend.cuh"
@@ -13,12 +20,11 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/op_checks.h"
+#include "kernels/workspace_bytes.h"
 
 namespace tune::kernels::cuda {
 
 namespace {
-
-std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 struct Scratch {
     Workspace gemm;
@@ -35,7 +41,7 @@ Scratch carve(const AttentionShape& s, Workspace ws) {
     Scratch w;
     w.gemm = {base, GemmLt::kWorkspaceBytes};
     w.scores = reinterpret_cast<float*>(base + GemmLt::kWorkspaceBytes);
-    w.ds = base + GemmLt::kWorkspaceBytes + aligned(square_bytes(s, 4));
+    w.ds = base + GemmLt::kWorkspaceBytes + workspace::aligned(square_bytes(s, 4));
     return w;
 }
 
@@ -92,7 +98,9 @@ void* at(void* p, std::int64_t elements, DType t) { return static_cast<char*>(p)
 }  // namespace
 
 std::uint64_t CudaBackend::attention_workspace_bytes(const AttentionShape& shape, AttentionKind, DType dtype) const {
-    return GemmLt::kWorkspaceBytes + aligned(square_bytes(shape, 4)) + aligned(square_bytes(shape, dtype_bytes(dtype)));
+    static_assert(GemmLt::kWorkspaceBytes == workspace::kCudaGemmBytes, "carve() puts the GEMM workspace first");
+    return workspace::cuda_attention_bytes(static_cast<std::uint64_t>(shape.heads),
+                                           static_cast<std::uint64_t>(shape.seq), dtype_bytes(dtype));
 }
 
 void CudaBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws) {
@@ -120,7 +128,7 @@ void CudaBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws)
         void* probs_b = at(a.probs, b * H * S * S, t);
         with_float_type(t, op, [&](auto tag) {
             using T = decltype(tag);
-            causal_softmax_kernel<<<static_cast<unsigned>(H * S), kThreads, 0, stream_>>>(static_cast<T*>(probs_b),
+            TUNE_LAUNCH(causal_softmax_kernel, static_cast<unsigned>(H * S), kThreads, 0, stream_)(static_cast<T*>(probs_b),
                                                                                          w.scores, S);
         });
         TUNE_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
@@ -173,7 +181,7 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
         }
         with_float_type(t, op, [&](auto tag) {
             using T = decltype(tag);
-            softmax_backward_kernel<<<static_cast<unsigned>(H * S), kThreads, 0, stream_>>>(
+            TUNE_LAUNCH(softmax_backward_kernel, static_cast<unsigned>(H * S), kThreads, 0, stream_)(
                 static_cast<T*>(w.ds), static_cast<const T*>(probs_b), w.scores, S);
         });
         TUNE_CUDA_CHECK_LAUNCH("softmax_backward_kernel");

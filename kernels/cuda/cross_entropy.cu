@@ -66,7 +66,7 @@ void CudaBackend::cross_entropy(const CrossEntropyArgs& a) {
     if (a.rows == 0) return;
     with_float_type(a.dlogits_dtype, "cross_entropy", [&](auto t) {
         using T = decltype(t);
-        cross_entropy_kernel<<<static_cast<unsigned>(a.rows), kRowThreads, 0, stream_>>>(
+        TUNE_LAUNCH(cross_entropy_kernel, static_cast<unsigned>(a.rows), kRowThreads, 0, stream_)(
             a.logits, a.targets, a.losses, static_cast<T*>(a.dlogits), a.vocab, a.grad_scale, scratch_.errors);
     });
     TUNE_CUDA_CHECK_LAUNCH("cross_entropy_kernel");

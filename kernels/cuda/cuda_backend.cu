@@ -47,7 +47,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
     const std::uint64_t before_cublas = device_used_now();
     gemm_ = std::make_unique<GemmLt>(
         stream_, *pool_,
-        GemmOptions{options.time_gemm_candidates, options.gemm_candidates, options.gemm_cache_entries});
+        GemmOptions{options.time_gemm_candidates, options.gemm_candidates, options.gemm_cache_entries,
+                    options.gemm_tuning_scratch_limit});
     const std::uint64_t after_cublas = device_used_now();
     init_stats_.cublas_bytes = after_cublas > before_cublas ? after_cublas - before_cublas : 0;
 
@@ -174,6 +175,10 @@ std::optional<CudaMemoryStats> cuda_memory_stats(const Backend& backend) {
     return cuda->memory_stats();
 }
 
+void reset_cuda_memory_marks(Backend& backend) {
+    if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->reset_memory_high_marks();
+}
+
 std::uint64_t cuda_device_used_bytes(int device) {
     int current = 0;
     TUNE_CUDA_CHECK(cudaGetDevice(&current));
@@ -188,6 +193,13 @@ std::unique_ptr<DeviceTimer> make_cuda_timer(Backend& backend) {
     if (cuda == nullptr)
         throw BackendError(fmt::format("make_cuda_timer: backend {} is not a CUDA backend", backend.name()));
     return std::make_unique<cuda::EventTimer>(cuda->stream());
+}
+
+int cuda_device(const Backend& backend) {
+    const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+    if (cuda == nullptr)
+        throw BackendError(fmt::format("cuda_device: backend {} is not a CUDA backend", backend.name()));
+    return cuda->device();
 }
 
 void* cuda_stream(Backend& backend) {

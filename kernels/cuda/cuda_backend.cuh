@@ -36,7 +36,9 @@ public:
 
     std::string_view name() const override { return name_; }
     cudaStream_t stream() const { return stream_; }
+    int device() const { return device_; }
     CudaMemoryStats memory_stats() const;
+    void reset_memory_high_marks() { pool_->reset_high_marks(); }
 
     void* allocate(std::uint64_t bytes) override;
     void deallocate(void* ptr, std::uint64_t bytes) noexcept override;

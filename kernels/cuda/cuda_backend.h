@@ -19,6 +19,9 @@ struct CudaBackendOptions {
     bool time_gemm_candidates = true;
     int gemm_candidates = 8;
     std::uint64_t gemm_cache_entries = 1024;
+    // Timing writes into a scratch copy of C; a larger C is not timed (the
+    // heuristic's first choice is used), so the spike stays bounded.
+    std::uint64_t gemm_tuning_scratch_limit = 64ull << 20;
 };
 
 // Whether this build has the CUDA backend at all.
@@ -48,6 +51,10 @@ struct CudaMemoryStats {
 // The stats when `backend` is a CUDA backend, nullopt otherwise.
 std::optional<CudaMemoryStats> cuda_memory_stats(const Backend& backend);
 
+// Restarts the pool's high-water marks (a trial does after its warm-up, so
+// GEMM tuning scratch does not pin them); nothing on other backends.
+void reset_cuda_memory_marks(Backend& backend);
+
 // total - free on `device` now; the trainer reads it around NCCL
 // initialisation to attribute NCCL's buffers.
 std::uint64_t cuda_device_used_bytes(int device);
@@ -69,5 +76,10 @@ std::unique_ptr<DeviceTimer> make_cuda_timer(Backend& backend);
 // no CUDA headers): NCCL collectives (harness/comm_nccl) are enqueued on it,
 // ordered with the ops. Raises BackendError when it is not a CUDA backend.
 void* cuda_stream(Backend& backend);
+
+// The device `backend` is bound to (what NCCL must use with its stream;
+// cudaStreamGetDevice would say the same but needs a 12.8 runtime). Raises
+// BackendError when it is not a CUDA backend.
+int cuda_device(const Backend& backend);
 
 }  // namespace tune::kernels

@@ -1,7 +1,11 @@
-// Device discovery through the CUDA runtime. With no driver or no GPU, the
-// runtime's own error string says why, and nothing throws.
+// Device discovery through the CUDA runtime, without creating a context:
+// only the device count and properties (no cudaSetDevice, which creates the
+// primary context since CUDA 12, and no cudaMemGetInfo, which needs one);
+// free memory comes from NVML. With no driver or no GPU, the runtime's own
+// error string says why, and nothing throws.
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/host/nvml_memory.h"
 #include "kernels/device_query.h"
 
 namespace tune {
@@ -37,9 +41,9 @@ DeviceQuery query_devices() {
         d.compute_major = prop.major;
         d.compute_minor = prop.minor;
         d.multiprocessors = prop.multiProcessorCount;
-        std::size_t free_bytes = 0, total_bytes = 0;
-        if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
-            d.free_memory = free_bytes;
+        char bus_id[32] = {};
+        if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, i) == cudaSuccess)
+            d.free_memory = kernels::cuda::nvml_free_memory(bus_id).value_or(0);
         q.devices.push_back(d);
     }
     return q;

@@ -47,7 +47,7 @@ void CudaBackend::add(void* out, const void* a, const void* b, std::int64_t n, D
     if (n <= 0) return;
     with_float_type(dtype, "add", [&](auto t) {
         using T = decltype(t);
-        add_kernel<<<grid_for(n), kThreads, 0, stream_>>>(static_cast<T*>(out), static_cast<const T*>(a),
+        TUNE_LAUNCH(add_kernel, grid_for(n), kThreads, 0, stream_)(static_cast<T*>(out), static_cast<const T*>(a),
                                                            static_cast<const T*>(b), n);
     });
     TUNE_CUDA_CHECK_LAUNCH("add_kernel");
@@ -57,7 +57,7 @@ void CudaBackend::scale(void* x, std::int64_t n, float s, DType dtype) {
     if (n <= 0) return;
     with_float_type(dtype, "scale", [&](auto t) {
         using T = decltype(t);
-        scale_kernel<<<grid_for(n), kThreads, 0, stream_>>>(static_cast<T*>(x), n, s);
+        TUNE_LAUNCH(scale_kernel, grid_for(n), kThreads, 0, stream_)(static_cast<T*>(x), n, s);
     });
     TUNE_CUDA_CHECK_LAUNCH("scale_kernel");
 }
@@ -68,7 +68,7 @@ void CudaBackend::cast(void* dst, DType dst_dtype, const void* src, DType src_dt
         with_float_type(src_dtype, "cast", [&](auto ts) {
             using D = decltype(td);
             using S = decltype(ts);
-            cast_kernel<<<grid_for(n), kThreads, 0, stream_>>>(static_cast<D*>(dst), static_cast<const S*>(src), n);
+            TUNE_LAUNCH(cast_kernel, grid_for(n), kThreads, 0, stream_)(static_cast<D*>(dst), static_cast<const S*>(src), n);
         });
     });
     TUNE_CUDA_CHECK_LAUNCH("cast_kernel");
@@ -78,7 +78,7 @@ void CudaBackend::unscale(void* x, std::int64_t n, float s, float* found_inf, DT
     if (n <= 0) return;
     with_float_type(dtype, "unscale", [&](auto t) {
         using T = decltype(t);
-        unscale_kernel<<<grid_for(n), kThreads, 0, stream_>>>(static_cast<T*>(x), n, s, found_inf);
+        TUNE_LAUNCH(unscale_kernel, grid_for(n), kThreads, 0, stream_)(static_cast<T*>(x), n, s, found_inf);
     });
     TUNE_CUDA_CHECK_LAUNCH("unscale_kernel");
 }
@@ -87,7 +87,7 @@ void CudaBackend::neftune_noise(void* x, std::int64_t n, float scale, std::uint6
     if (n <= 0) return;
     with_float_type(dtype, "neftune_noise", [&](auto t) {
         using T = decltype(t);
-        neftune_kernel<<<grid_for(n), kThreads, 0, stream_>>>(static_cast<T*>(x), n, scale, seed);
+        TUNE_LAUNCH(neftune_kernel, grid_for(n), kThreads, 0, stream_)(static_cast<T*>(x), n, scale, seed);
     });
     TUNE_CUDA_CHECK_LAUNCH("neftune_kernel");
 }

@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/workspace_bytes.h"
 
 namespace tune::kernels::cuda {
 
@@ -54,8 +55,6 @@ __global__ void embedding_accumulate_kernel(T* dtable, const std::int32_t* token
     }
 }
 
-std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 255) / 256 * 256; }
-
 }  // namespace
 
 void CudaBackend::embedding_forward(void* out, const std::int32_t* tokens, const void* table, std::int64_t n,
@@ -64,7 +63,7 @@ void CudaBackend::embedding_forward(void* out, const std::int32_t* tokens, const
     if (n == 0) return;
     with_float_type(dtype, "embedding_forward", [&](auto t) {
         using T = decltype(t);
-        embedding_forward_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream_>>>(
+        TUNE_LAUNCH(embedding_forward_kernel, static_cast<unsigned>(n), kThreads, 0, stream_)(
             static_cast<T*>(out), tokens, static_cast<const T*>(table), c, vocab, scratch_.errors);
     });
     TUNE_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
@@ -72,7 +71,7 @@ void CudaBackend::embedding_forward(void* out, const std::int32_t* tokens, const
 
 std::uint64_t CudaBackend::embedding_backward_workspace_bytes(std::int64_t n, std::int64_t, std::int64_t vocab,
                                                               DType) const {
-    return aligned(4 * static_cast<std::uint64_t>(vocab)) + aligned(4 * static_cast<std::uint64_t>(n));
+    return workspace::embedding_backward_bytes(static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(vocab));
 }
 
 void CudaBackend::embedding_backward(void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n,
@@ -83,13 +82,14 @@ void CudaBackend::embedding_backward(void* dtable, const std::int32_t* tokens, c
     require(ws.ptr != nullptr && ws.bytes >= embedding_backward_workspace_bytes(n, c, vocab, dtype),
             "embedding_backward", "workspace smaller than embedding_backward_workspace_bytes()");
     auto* head = static_cast<std::int32_t*>(ws.ptr);
-    auto* next = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws.ptr) + aligned(4 * static_cast<std::uint64_t>(vocab)));
+    auto* next = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws.ptr) +
+                                                 workspace::aligned(4 * static_cast<std::uint64_t>(vocab)));
     TUNE_CUDA_CHECK(cudaMemsetAsync(head, 0xff, 4 * static_cast<std::uint64_t>(vocab), stream_));  // all -1
-    embedding_link_kernel<<<grid_for(n), kThreads, 0, stream_>>>(head, next, tokens, n, vocab, scratch_.errors);
+    TUNE_LAUNCH(embedding_link_kernel, grid_for(n), kThreads, 0, stream_)(head, next, tokens, n, vocab, scratch_.errors);
     TUNE_CUDA_CHECK_LAUNCH("embedding_link_kernel");
     with_float_type(dtype, "embedding_backward", [&](auto t) {
         using T = decltype(t);
-        embedding_accumulate_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream_>>>(
+        TUNE_LAUNCH(embedding_accumulate_kernel, static_cast<unsigned>(n), kThreads, 0, stream_)(
             static_cast<T*>(dtable), tokens, static_cast<const T*>(dout), head, next, c, vocab);
     });
     TUNE_CUDA_CHECK_LAUNCH("embedding_accumulate_kernel");

@@ -79,6 +79,10 @@ const AlgoCacheStats& GemmLt::cache_stats() const { return cache_->stats(); }
 GemmLt::Plan GemmLt::make_plan(const GemmKey& key, const GemmArgs& g, Workspace ws) {
     Plan plan;
     cublasLtMatmulDesc_t desc = nullptr;
+    // CUBLAS_COMPUTE_32F, never _FAST_TF32: fp32 trials are the precision the
+    // others are judged against (and match the CPU backend's fp32 sums); TF32
+    // keeps 10 mantissa bits and would make "fp32" a fourth mixed precision.
+    // 16-bit operands use tensor cores either way.
     TUNE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     plan.desc.reset(desc);
     // Column-major C^T (n, m) = op(B)^T (n, k) @ op(A)^T (k, m).
@@ -129,6 +133,7 @@ void GemmLt::choose_algorithm(Plan& plan, const GemmArgs& g, Workspace ws,
     plan.workspace = found[0].workspaceSize;
     if (!options_.time_candidates || count < 2) return;
     const std::uint64_t scratch_bytes = static_cast<std::uint64_t>(c_extent(g)) * dtype_bytes(g.c_dtype);
+    if (scratch_bytes > options_.tuning_scratch_limit) return;  // bounded spike: the first choice is a good one
     void* scratch = nullptr;
     try {
         scratch = pool_.allocate(scratch_bytes);

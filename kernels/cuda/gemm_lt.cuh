@@ -14,6 +14,7 @@
 #include "kernels/cuda/host/algo_cache.h"
 #include "kernels/cuda/host/shape_checks.h"
 #include "kernels/cuda/memory_pool.cuh"
+#include "kernels/workspace_bytes.h"
 
 namespace tune::kernels::cuda {
 
@@ -21,12 +22,12 @@ struct GemmOptions {
     bool time_candidates = true;
     int candidates = 8;
     std::uint64_t cache_entries = 1024;
+    std::uint64_t tuning_scratch_limit = 64ull << 20;
 };
 
 class GemmLt {
 public:
-    // cuBLAS's recommendation for Hopper; Ampere needs less but this is small.
-    static constexpr std::uint64_t kWorkspaceBytes = 32ull << 20;
+    static constexpr std::uint64_t kWorkspaceBytes = workspace::kCudaGemmBytes;
 
     GemmLt(cudaStream_t stream, MemoryPool& pool, GemmOptions options);
     ~GemmLt();

@@ -57,6 +57,21 @@ __device__ __forceinline__ void store_any(void* p, DType t, std::int64_t i, floa
     }
 }
 
+// Every kernel launch is written TUNE_LAUNCH(kernel, grid, block, smem, stream)(args...).
+// Under nvcc that is exactly kernel<<<grid, block, smem, stream>>>(args...).
+// The emulated device (tests/cuda_emu) compiles these files as host C++,
+// where <<< >>> is not syntax; there the macro hands the launch shape and a
+// lambda calling the kernel to its runtime, which runs every block's
+// threads as fibers. A macro rather than a build-time rewrite of the
+// sources: it needs no parser of CUDA's launch syntax (whose arguments hold
+// templates, casts and commas), and the nvcc build sees the same tokens.
+#if defined(TUNE_CUDA_EMU)
+#define TUNE_LAUNCH(kernel, grid, block, smem, stream) \
+    ::tune_emu::make_launcher(#kernel, grid, block, smem, stream, [](auto... tune_emu_args) { kernel(tune_emu_args...); })
+#else
+#define TUNE_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#endif
+
 constexpr int kThreads = 256;
 
 // Blocks for a grid-stride loop over n elements: enough to fill the device,

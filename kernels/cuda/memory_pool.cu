@@ -59,6 +59,12 @@ std::uint64_t MemoryPool::attribute(cudaMemPoolAttr attr) const {
     return value;
 }
 
+void MemoryPool::reset_high_marks() {
+    std::uint64_t zero = 0;  // "set to 0" resets a high-water mark to the current value
+    TUNE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &zero));
+    TUNE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &zero));
+}
+
 std::uint64_t MemoryPool::reserved_bytes() const { return attribute(cudaMemPoolAttrReservedMemCurrent); }
 std::uint64_t MemoryPool::reserved_high_bytes() const { return attribute(cudaMemPoolAttrReservedMemHigh); }
 std::uint64_t MemoryPool::used_high_bytes() const { return attribute(cudaMemPoolAttrUsedMemHigh); }

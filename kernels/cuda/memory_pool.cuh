@@ -28,6 +28,8 @@ public:
     std::uint64_t reserved_bytes() const;
     std::uint64_t reserved_high_bytes() const;
     std::uint64_t used_high_bytes() const;
+    // Restarts both high-water marks from the current values.
+    void reset_high_marks();
 
 private:
     std::uint64_t attribute(cudaMemPoolAttr attr) const;

@@ -29,7 +29,7 @@ __global__ void update_params_kernel(ParamTensor t, Rule rule) {
 template <class Rule>
 void update_params(cudaStream_t stream, const ParamTensor& t, Rule rule) {
     if (t.n == 0) return;
-    update_params_kernel<<<grid_for(t.n), kThreads, 0, stream>>>(t, rule);
+    TUNE_LAUNCH(update_params_kernel, grid_for(t.n), kThreads, 0, stream)(t, rule);
     TUNE_CUDA_CHECK_LAUNCH("update_params_kernel");
 }
 

@@ -78,7 +78,7 @@ void CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const v
     require(n <= 0x7fffffff, "rmsnorm_forward", "more than 2^31 rows");
     with_float_type(dtype, "rmsnorm_forward", [&](auto t) {
         using T = decltype(t);
-        rmsnorm_forward_kernel<<<static_cast<unsigned>(n), row_threads(c), 0, stream_>>>(
+        TUNE_LAUNCH(rmsnorm_forward_kernel, static_cast<unsigned>(n), row_threads(c), 0, stream_)(
             static_cast<T*>(out), rstd, static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<int>(c),
             eps);
     });
@@ -95,11 +95,11 @@ void CudaBackend::rmsnorm_backward(void* dx, void* dweight, const void* dout, co
         using T = decltype(t);
         const auto* dy = static_cast<const T*>(dout);
         const auto* in = static_cast<const T*>(x);
-        rmsnorm_dx_kernel<<<static_cast<unsigned>(n), row_threads(c), 0, stream_>>>(
+        TUNE_LAUNCH(rmsnorm_dx_kernel, static_cast<unsigned>(n), row_threads(c), 0, stream_)(
             static_cast<T*>(dx), dy, in, static_cast<const T*>(weight), rstd, static_cast<int>(c), accumulate_dx);
         TUNE_CUDA_CHECK_LAUNCH("rmsnorm_dx_kernel");
         const auto tiles = static_cast<unsigned>((c + kTileColumns - 1) / kTileColumns);
-        rmsnorm_dweight_kernel<<<tiles, dim3(kTileColumns, kTileRows), 0, stream_>>>(static_cast<T*>(dweight), dy, in,
+        TUNE_LAUNCH(rmsnorm_dweight_kernel, tiles, dim3(kTileColumns, kTileRows), 0, stream_)(static_cast<T*>(dweight), dy, in,
                                                                                     rstd, n, static_cast<int>(c));
         TUNE_CUDA_CHECK_LAUNCH("rmsnorm_dweight_kernel");
     });

@@ -43,7 +43,7 @@ void launch(cudaStream_t stream, void* out, const void* in, const RopeLayout& l,
     if (total == 0) return;
     with_float_type(dtype, op, [&](auto t) {
         using T = decltype(t);
-        rope_kernel<<<grid_for(total), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(in), l,
+        TUNE_LAUNCH(rope_kernel, grid_for(total), kThreads, 0, stream)(static_cast<T*>(out), static_cast<const T*>(in), l,
                                                                theta, inverse);
     });
     TUNE_CUDA_CHECK_LAUNCH("rope_kernel");

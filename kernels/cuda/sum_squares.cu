@@ -28,12 +28,9 @@ void CudaBackend::sum_squares(float* sum, const void* x, std::int64_t n, DType d
     static_assert(kReduceBlocks == BackendScratch::kPartials);
     with_float_type(dtype, "sum_squares", [&](auto t) {
         using T = decltype(t);
-        partial_sums_kernel<<<kReduceBlocks, kThreads, 0, stream_>>>(scratch_.partials, n,
-                                                                    SquareTerm<T>{static_cast<const T*>(x)});
+        reduce_sum(stream_, scratch_.partials, n, SquareTerm<T>{static_cast<const T*>(x)}, AddToSum{sum});
     });
     TUNE_CUDA_CHECK_LAUNCH("partial_sums_kernel");
-    finish_sum_kernel<<<1, kReduceBlocks, 0, stream_>>>(scratch_.partials, AddToSum{sum});
-    TUNE_CUDA_CHECK_LAUNCH("finish_sum_kernel");
 }
 
 }  // namespace tune::kernels::cuda

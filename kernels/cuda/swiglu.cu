@@ -40,7 +40,7 @@ void CudaBackend::swiglu_forward(void* out, const void* gate, const void* up, st
     if (n * f == 0) return;
     with_float_type(dtype, "swiglu_forward", [&](auto t) {
         using T = decltype(t);
-        swiglu_forward_kernel<<<grid_for(n * f), kThreads, 0, stream_>>>(
+        TUNE_LAUNCH(swiglu_forward_kernel, grid_for(n * f), kThreads, 0, stream_)(
             static_cast<T*>(out), static_cast<const T*>(gate), static_cast<const T*>(up), n, f, in_stride);
     });
     TUNE_CUDA_CHECK_LAUNCH("swiglu_forward_kernel");
@@ -52,7 +52,7 @@ void CudaBackend::swiglu_backward(void* dgate, void* dup, const void* dout, cons
     if (n * f == 0) return;
     with_float_type(dtype, "swiglu_backward", [&](auto t) {
         using T = decltype(t);
-        swiglu_backward_kernel<<<grid_for(n * f), kThreads, 0, stream_>>>(
+        TUNE_LAUNCH(swiglu_backward_kernel, grid_for(n * f), kThreads, 0, stream_)(
             static_cast<T*>(dgate), static_cast<T*>(dup), static_cast<const T*>(dout), static_cast<const T*>(gate),
             static_cast<const T*>(up), n, f, in_stride);
     });

@@ -73,8 +73,9 @@ Case forward_case(const AttentionCase& c, DType t) {
             }};
 }
 
-Case backward_case(const AttentionCase& c, DType t) {
-    return {"attention_backward", name_of(t), label(c), [=](std::uint64_t seed) {
+// alias_dq: dq is written over dout (the trainer's in-place use; same stride).
+Case backward_case(const AttentionCase& c, DType t, bool alias_dq) {
+    return {"attention_backward", name_of(t), label(c) + (alias_dq ? " dq=dout" : ""), [=](std::uint64_t seed) {
                 CaseBuilder cb(seed);
                 const AttentionShape& s = c.shape;
                 const std::int64_t n = s.batch * s.seq, qw = s.heads * s.head_dim, kw = s.kv_heads * s.head_dim;
@@ -84,7 +85,8 @@ Case backward_case(const AttentionCase& c, DType t) {
                 const auto dout = cb.normal("dout", t, n * qw);
                 const auto out = cb.zero_output("out", t, n * qw, OpClass::matmul);
                 const auto probs = cb.zero_output("probs", t, s.batch * s.heads * s.seq * s.seq, OpClass::matmul);
-                const auto dq = cb.zero_output("dq", t, n * qw, OpClass::matmul);
+                if (alias_dq) cb.mark_output(dout, OpClass::matmul);
+                const auto dq = alias_dq ? dout : cb.zero_output("dq", t, n * qw, OpClass::matmul);
                 const auto dk = cb.zero_output("dk", t, n * kw, OpClass::matmul);
                 const auto dv = cb.zero_output("dv", t, n * kw, OpClass::matmul);
                 const AttentionCase plain{s, false};
@@ -108,15 +110,18 @@ Case backward_case(const AttentionCase& c, DType t) {
 }  // namespace
 
 void add_attention_cases(std::vector<Case>& out) {
+    // Contexts above 64 (more than one 64-wide tile, a ragged last one) and an odd one.
     const AttentionCase cases[] = {
         {{2, 64, 4, 2, 32}, true},
         {{1, 33, 2, 2, 16}, false},
+        {{1, 130, 2, 1, 16}, false},
     };
     for (DType t : kFloatTypes)
         for (const auto& c : cases) {
             out.push_back(forward_case(c, t));
-            out.push_back(backward_case(c, t));
+            out.push_back(backward_case(c, t, false));
         }
+    for (DType t : kFloatTypes) out.push_back(backward_case(cases[0], t, true));
 }
 
 }  // namespace tune::kernels::selftest

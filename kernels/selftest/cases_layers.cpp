@@ -132,6 +132,23 @@ void cross_entropy_cases(std::vector<Case>& out, DType t) {
     struct Shape {
         std::int64_t rows, vocab;
     };
+    // Forward only (dlogits = nullptr, the evaluation path): losses alone; once, as no dtype is involved.
+    if (t == DType::f32)
+        out.push_back({"cross_entropy", name_of(t), "N=16 V=1000 forward-only", [=](std::uint64_t seed) {
+                       CaseBuilder cb(seed);
+                       const auto logits = cb.normal("logits", DType::f32, 16 * 1000, 3.0f);
+                       const auto targets = cb.tokens("targets", 16, 1000);
+                       cb.set(targets, 3, -1.0f);
+                       const auto losses = cb.zero_output("losses", DType::f32, 16, OpClass::reduction);
+                       cb.mark_output(logits, OpClass::exact);  // must stay untouched
+                       return cb.build([=](Backend& be, DeviceTensors& d) {
+                           CrossEntropyArgs a;
+                           a.rows = 16, a.vocab = 1000;
+                           a.logits = d.as<float>(logits), a.targets = d.as<std::int32_t>(targets);
+                           a.losses = d.as<float>(losses), a.dlogits = nullptr, a.dlogits_dtype = t;
+                           be.cross_entropy(a);
+                       });
+                   }});
     for (const Shape s : {Shape{16, 1000}, Shape{5, 50257}}) {
         const bool alias = t == DType::f32;  // dlogits written over the logits
         const std::string label = fmt::format("N={} V={}{}", s.rows, s.vocab, alias ? " in-place" : "");

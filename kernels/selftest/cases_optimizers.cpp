@@ -4,6 +4,8 @@
 // 8-bit block; a short tensor without weight decay is the norm-weight path.
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "kernels/selftest/case_builder.h"
 #include "kernels/selftest/cases.h"
 
@@ -96,27 +98,41 @@ void adamw_lion_sgd(std::vector<Case>& out, const Precision& p, const Tensor& t)
                    }});
 }
 
+// block: the quantization block (bitsandbytes uses 256; others take the
+// CUDA kernel's other thread counts). nonfinite: an inf and a NaN gradient,
+// whose elements must keep their weights on both backends.
+Case adam8bit_case(const Precision& p, const Tensor& t, std::int64_t block, bool nonfinite) {
+    const std::string extra = fmt::format(" block={}{}", block, nonfinite ? " inf/nan grads" : "");
+    return {"adam8bit_update", p.label, label(t, extra.c_str()), [=](std::uint64_t seed) {
+                CaseBuilder cb(seed);
+                const ParamIndices ix = add_param(cb, p, t.n);
+                if (nonfinite) {
+                    cb.set(ix.grad, 7, std::numeric_limits<float>::infinity());
+                    cb.set(ix.grad, t.n - 2, std::numeric_limits<float>::quiet_NaN());
+                }
+                const std::int64_t blocks = (t.n + block - 1) / block;
+                const auto mq = cb.bytes("m_codes", t.n);
+                const auto vq = cb.bytes("v_codes", t.n);
+                const auto am = cb.uniform("absmax_m", DType::f32, blocks, 1e-3f, 2e-2f);
+                const auto av = cb.uniform("absmax_v", DType::f32, blocks, 1e-5f, 1e-4f);
+                cb.mark_output(mq, OpClass::codes);
+                cb.mark_output(vq, OpClass::codes);
+                cb.mark_output(am, OpClass::optimizer);
+                cb.mark_output(av, OpClass::optimizer);
+                return cb.build([=](Backend& be, DeviceTensors& d) {
+                    Adam8bitParams hp;
+                    hp.adam.lr = 1e-3f, hp.adam.weight_decay = 0.1f, hp.adam.step = 3, hp.block_size = block;
+                    be.adam8bit_update(param_tensor(p, t, ix, d), d.as<std::uint8_t>(mq), d.as<std::uint8_t>(vq),
+                                       d.as<float>(am), d.as<float>(av), hp);
+                });
+            }};
+}
+
 void adam8bit(std::vector<Case>& out, const Precision& p, const Tensor& t) {
-    constexpr std::int64_t kBlock = 256;
-    out.push_back({"adam8bit_update", p.label, label(t, " block=256"), [=](std::uint64_t seed) {
-                       CaseBuilder cb(seed);
-                       const ParamIndices ix = add_param(cb, p, t.n);
-                       const std::int64_t blocks = (t.n + kBlock - 1) / kBlock;
-                       const auto mq = cb.bytes("m_codes", t.n);
-                       const auto vq = cb.bytes("v_codes", t.n);
-                       const auto am = cb.uniform("absmax_m", DType::f32, blocks, 1e-3f, 2e-2f);
-                       const auto av = cb.uniform("absmax_v", DType::f32, blocks, 1e-5f, 1e-4f);
-                       cb.mark_output(mq, OpClass::codes);
-                       cb.mark_output(vq, OpClass::codes);
-                       cb.mark_output(am, OpClass::optimizer);
-                       cb.mark_output(av, OpClass::optimizer);
-                       return cb.build([=](Backend& be, DeviceTensors& d) {
-                           Adam8bitParams hp;
-                           hp.adam.lr = 1e-3f, hp.adam.weight_decay = 0.1f, hp.adam.step = 3, hp.block_size = kBlock;
-                           be.adam8bit_update(param_tensor(p, t, ix, d), d.as<std::uint8_t>(mq),
-                                              d.as<std::uint8_t>(vq), d.as<float>(am), d.as<float>(av), hp);
-                       });
-                   }});
+    out.push_back(adam8bit_case(p, t, 256, false));
+    if (t.n < 4096) return;  // the other block sizes once per precision, on the long tensor
+    out.push_back(adam8bit_case(p, t, 64, true));
+    out.push_back(adam8bit_case(p, t, 2048, false));
 }
 
 void adafactor(std::vector<Case>& out, const Precision& p) {

@@ -67,6 +67,17 @@ TEST_CASE("one rank out of memory ends the trial as oom, naming the rank", "[mpi
     CHECK_THAT(r.result.reason, Catch::Matchers::Contains("rank 1 of 2"));
 }
 
+TEST_CASE("a rank whose communicator fails to start ends the job as failed, not hung", "[mpi][launch]") {
+    // Rank 0 goes on to its first collective; rank 1's NCCL (here MPI) init
+    // fails. Without aborting the job, rank 0 would wait until the timeout.
+    const Ran r = run_trial("TUNE_TRIAL_FAULT=comm-init-rank-1", "");
+    INFO(r.stdout_text);
+    CHECK(r.exit_code != 124);
+    CHECK(r.exit_code == 5);
+    CHECK(r.result.status == TrialStatus::failed);
+    CHECK_THAT(r.result.reason, Catch::Matchers::Contains("rank 1 of 2"));
+}
+
 TEST_CASE("a rank killed mid-trial ends the trial as failed, not hung", "[mpi][launch]") {
     const Ran r = run_trial("TUNE_TRIAL_FAULT=kill-rank-1", "--zero 2");
     INFO(r.stdout_text);

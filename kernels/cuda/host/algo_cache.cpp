@@ -14,6 +14,15 @@ std::uint16_t pointer_alignment(const void* p) {
     return align;
 }
 
+std::uint16_t batch_alignment(const void* p, std::int64_t stride, DType t, bool batched) {
+    const std::uint16_t base = pointer_alignment(p);
+    if (!batched || stride == 0) return base;
+    const std::uint64_t step = static_cast<std::uint64_t>(stride < 0 ? -stride : stride) * dtype_bytes(t);
+    std::uint16_t align = base;
+    while (align > 1 && step % align != 0) align = static_cast<std::uint16_t>(align / 2);
+    return align;
+}
+
 GemmKey make_gemm_key(const GemmArgs& a, std::uint64_t workspace_cap) {
     GemmKey key;
     key.m = a.m, key.n = a.n, key.k = a.k;
@@ -26,9 +35,9 @@ GemmKey make_gemm_key(const GemmArgs& a, std::uint64_t workspace_cap) {
     key.batch = a.batch;
     key.trans_a = a.trans_a, key.trans_b = a.trans_b;
     key.a_dtype = a.a_dtype, key.b_dtype = a.b_dtype, key.c_dtype = a.c_dtype;
-    key.align_a = pointer_alignment(a.a);
-    key.align_b = pointer_alignment(a.b);
-    key.align_c = pointer_alignment(a.c);
+    key.align_a = batch_alignment(a.a, key.stride_a, a.a_dtype, batched);
+    key.align_b = batch_alignment(a.b, key.stride_b, a.b_dtype, batched);
+    key.align_c = batch_alignment(a.c, key.stride_c, a.c_dtype, batched);
     key.workspace_cap = workspace_cap;
     return key;
 }

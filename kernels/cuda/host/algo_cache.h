@@ -37,6 +37,12 @@ inline bool operator!=(const GemmKey& a, const GemmKey& b) { return !(a == b); }
 // The largest power of two (at most 256) dividing the address.
 std::uint16_t pointer_alignment(const void* p);
 
+// The alignment every matrix of a strided batch keeps: the pointer's,
+// lowered to what the stride in bytes preserves (matrix i starts at
+// p + i * stride). The heuristic is promised this, not the base pointer's:
+// an algorithm that assumes 256 bytes would misread a batch 1440 bytes apart.
+std::uint16_t batch_alignment(const void* p, std::int64_t stride, DType t, bool batched);
+
 GemmKey make_gemm_key(const GemmArgs& args, std::uint64_t workspace_cap);
 
 struct GemmKeyHash {

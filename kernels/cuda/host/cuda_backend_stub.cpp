@@ -23,9 +23,13 @@ std::optional<CudaMemoryStats> cuda_memory_stats(const Backend&) { return std::n
 
 std::uint64_t cuda_device_used_bytes(int) { return 0; }
 
+void reset_cuda_memory_marks(Backend&) {}
+
 std::unique_ptr<DeviceTimer> make_cuda_timer(Backend&) { throw BackendError(kNoCuda); }
 
 void* cuda_stream(Backend&) { throw BackendError(kNoCuda); }
+
+int cuda_device(const Backend&) { throw BackendError(kNoCuda); }
 
 }  // namespace tune::kernels
 #endif

@@ -1,0 +1,36 @@
+// Workspace sizes as plain formulas, one place for each: the backends answer
+// their *_workspace_bytes() queries with them and the estimator
+// (search/estimate_memory.cpp) sizes the `workspace` and `logits`
+// components with the same ones, so the two cannot drift apart
+// (docs/memory-model.md §6). Header-only and dependency-free on purpose:
+// the estimator includes it without linking any kernel code.
+#pragma once
+
+#include <cstdint>
+
+namespace tune::kernels::workspace {
+
+constexpr std::uint64_t kAlign = 256;  // every carved piece starts 256-byte aligned
+
+constexpr std::uint64_t aligned(std::uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// cuBLASLt's workspace for any one GEMM: cuBLAS's recommendation for Hopper
+// (Ampere needs less, but this is small next to a step).
+constexpr std::uint64_t kCudaGemmBytes = 32ull << 20;
+
+// CUDA attention, forward and backward (kernels/cuda/attention.cu): a GEMM
+// workspace, then for one batch element at a time the (H, S, S) scores or
+// dP in fp32 and dS in the storage dtype.
+constexpr std::uint64_t cuda_attention_bytes(std::uint64_t heads, std::uint64_t seq, std::uint64_t element_bytes) {
+    const std::uint64_t square = heads * seq * seq;
+    return kCudaGemmBytes + aligned(square * 4) + aligned(square * element_bytes);
+}
+
+// Embedding backward on every backend: a list head per vocabulary row and a
+// link per token (int32 each), so each token's rows are summed in fp32 and
+// added to the table once.
+constexpr std::uint64_t embedding_backward_bytes(std::uint64_t tokens, std::uint64_t vocab) {
+    return aligned(4 * vocab) + aligned(4 * tokens);
+}
+
+}  // namespace tune::kernels::workspace

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The first run on a machine with NVIDIA GPUs: whoever first has one runs
+#   scripts/gpu-validate.sh [build-dir]        (default: build)
+# It builds with CUDA if needed, then runs, each logged and timed:
+#   1. tune devices;
+#   2. tune selftest --require-gpu on one GPU (every op and training case
+#      against the CPU), and --gpus N when N > 1 GPUs are visible;
+#   3. ctest -L gpu with TUNE_REQUIRE_GPU=1 (no GPU is a failure, not a skip);
+#   4. a 2-minute sweep each of `tiny` and `small` on GPU 0;
+#   5. the calibration of `overhead`: a one-rank trial of `small` on the GPU,
+#      whose memory breakdown carries the measured CUDA context, cuBLASLt and
+#      NCCL bytes (device_overhead_bytes);
+# and appends a dated section with the outcomes to docs/gpu-validation.md.
+# Exit status: 0 when every step passed, 1 otherwise (the section says which).
+set -u -o pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-$repo/build}"
+doc="$repo/docs/gpu-validation.md"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+if [[ ! -x "$build/tune" ]]; then
+  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTUNE_CUDA=ON || exit 1
+  cmake --build "$build" -j"$(nproc)" || exit 1
+fi
+tune="$build/tune"
+
+failed=0
+results=()
+# step NAME COMMAND...: runs it, keeps its output, records pass/fail and seconds.
+step() {
+  local name="$1"; shift
+  local log="$work/${name// /_}.log" start end status
+  start=$(date +%s)
+  "$@" >"$log" 2>&1
+  status=$?
+  end=$(date +%s)
+  if [[ $status -eq 0 ]]; then results+=("| $name | pass | $((end - start)) s |")
+  else results+=("| $name | FAIL (exit $status) | $((end - start)) s |"); failed=1; fi
+  echo "== $name: exit $status"
+  tail -n 40 "$log"
+}
+
+step "devices" "$tune" devices
+gpus=$("$tune" devices --json 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["devices"]))' 2>/dev/null || echo 0)
+step "selftest 1 GPU" "$tune" selftest --require-gpu
+if [[ "$gpus" -gt 1 ]]; then
+  step "selftest $gpus GPUs" "$tune" selftest --require-gpu --gpus "$gpus"
+fi
+step "ctest -L gpu" env TUNE_REQUIRE_GPU=1 ctest --test-dir "$build" -L gpu --output-on-failure
+
+for model in tiny small; do
+  cat >"$work/$model.toml" <<EOF
+name = "gpu-validate-$model"
+[model]
+preset = "$model"
+[hardware]
+gpus = 1
+device = "auto"
+memory_limit = "auto"
+[space]
+optimizer = ["adamw", "lion", "adam8bit", "adafactor", "lomo"]
+precision = ["fp32", "bf16-mixed", "fp16-mixed", "bf16"]
+zero_stage = [0]
+grad_accum = [1, 2]
+checkpointing = ["none", "selective", "full"]
+context = [256]
+micro_batch = [1, 4]
+[trial]
+steps = 4
+warmup = 1
+timeout = "60s"
+[search]
+budget = "2m"
+[output]
+database = "$work/$model.db"
+report = "$work/$model.html"
+EOF
+  step "sweep $model (2 min)" "$tune" sweep "$work/$model.toml"
+done
+
+overhead_json="$work/overhead.json"
+step "overhead calibration" sh -c "\"$tune\" trial --model small --backend cuda --steps 4 --warmup 1 | tail -n 1 > \"$overhead_json\""
+overhead=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["memory"]["overhead"])' "$overhead_json" 2>/dev/null || echo "?")
+
+{
+  echo
+  echo "## $(date -u +%Y-%m-%d) on $(hostname): $("$tune" devices 2>/dev/null | head -n 3 | tr '\n' ' ')"
+  echo
+  echo "Commit $(git -C "$repo" rev-parse --short=12 HEAD). Measured device overhead (context, cuBLASLt, NCCL): $overhead bytes."
+  echo
+  echo "| step | result | time |"
+  echo "|---|---|---|"
+  printf '%s\n' "${results[@]}"
+  echo
+  echo "Self-test (1 GPU), last lines:"
+  echo
+  echo '```'
+  tail -n 25 "$work/selftest_1_GPU.log"
+  echo '```'
+} >>"$doc"
+echo "appended a section to $doc"
+exit $failed

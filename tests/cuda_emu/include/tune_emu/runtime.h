@@ -1,0 +1,151 @@
+// The part of the CUDA runtime API tune uses, served by the emulated device
+// (tests/cuda_emu/runtime). Names, enumerator values and signatures follow
+// CUDA 13's cuda_runtime_api.h so the sources compile unchanged; only what
+// tune calls exists, so a new call fails to compile here instead of
+// silently running untested.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tune_emu/device_code.h"
+
+enum cudaError_t : int {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
+    cudaErrorLaunchFailure = 719,
+    cudaErrorNotSupported = 801,
+    cudaErrorUnknown = 999,
+};
+using cudaError = cudaError_t;
+
+enum cudaMemcpyKind : int {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+
+enum cudaMemoryType : int {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3,
+};
+
+struct cudaPointerAttributes {
+    cudaMemoryType type = cudaMemoryTypeUnregistered;
+    int device = 0;
+    void* devicePointer = nullptr;
+    void* hostPointer = nullptr;
+};
+
+struct cudaDeviceProp {
+    char name[256] = {};
+    std::size_t totalGlobalMem = 0;
+    int major = 0, minor = 0;
+    int multiProcessorCount = 0;
+};
+
+constexpr unsigned cudaStreamDefault = 0x0;
+constexpr unsigned cudaStreamNonBlocking = 0x1;
+
+struct CUevent_st;
+using cudaEvent_t = CUevent_st*;
+
+enum cudaMemAllocationType : int { cudaMemAllocationTypeInvalid = 0, cudaMemAllocationTypePinned = 1 };
+enum cudaMemLocationType : int { cudaMemLocationTypeInvalid = 0, cudaMemLocationTypeDevice = 1 };
+struct cudaMemLocation {
+    cudaMemLocationType type = cudaMemLocationTypeInvalid;
+    int id = 0;
+};
+struct cudaMemPoolProps {
+    cudaMemAllocationType allocType = cudaMemAllocationTypeInvalid;
+    int handleTypes = 0;
+    cudaMemLocation location;
+};
+enum cudaMemPoolAttr : int {
+    cudaMemPoolReuseFollowEventDependencies = 0x1,
+    cudaMemPoolReuseAllowOpportunistic = 0x2,
+    cudaMemPoolReuseAllowInternalDependencies = 0x3,
+    cudaMemPoolAttrReleaseThreshold = 0x4,
+    cudaMemPoolAttrReservedMemCurrent = 0x5,
+    cudaMemPoolAttrReservedMemHigh = 0x6,
+    cudaMemPoolAttrUsedMemCurrent = 0x7,
+    cudaMemPoolAttrUsedMemHigh = 0x8,
+};
+struct CUmemPoolHandle_st;
+using cudaMemPool_t = CUmemPoolHandle_st*;
+
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+const char* cudaGetErrorName(cudaError_t error);
+const char* cudaGetErrorString(cudaError_t error);
+
+cudaError_t cudaRuntimeGetVersion(int* version);
+cudaError_t cudaDriverGetVersion(int* version);
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int* device);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes);
+
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes);
+template <class T>
+cudaError_t cudaMalloc(T** ptr, std::size_t bytes) {
+    return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
+}
+cudaError_t cudaFree(void* ptr);
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr);
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props);
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool);
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value);
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value);
+cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream);
+cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream);
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream);
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_t stream = nullptr);
+cudaError_t cudaMemcpyToSymbolBytes(void* symbol, const void* src, std::size_t bytes, std::size_t offset);
+template <class T>
+cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, std::size_t bytes, std::size_t offset = 0,
+                               cudaMemcpyKind = cudaMemcpyHostToDevice) {
+    if (offset + bytes > sizeof(T)) return cudaErrorInvalidValue;
+    return cudaMemcpyToSymbolBytes(const_cast<T*>(&symbol), src, bytes, offset);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device);
+
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop);
+
+// Emulator controls (tests only): the device total, and what it holds now.
+namespace tune_emu {
+void set_device_memory(std::uint64_t total_bytes);
+std::uint64_t device_memory_total();
+// Whether a call that creates (or needs) the primary context has been made
+// since forget_context(): cudaSetDevice, memory, streams, events, kernels.
+bool context_created();
+void forget_context();
+}  // namespace tune_emu

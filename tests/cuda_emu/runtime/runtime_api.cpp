@@ -1,0 +1,337 @@
+// The CUDA runtime API on the emulated device. Streams execute in order and
+// at once (the enqueueing call does the work), which is one of the orders a
+// GPU may run them in; races between streams are therefore hidden.
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "device.h"
+
+struct CUstream_st {
+    std::uint32_t magic = 0x5742ea11u;
+};
+
+struct CUevent_st {
+    std::chrono::steady_clock::time_point at;
+    bool recorded = false;
+};
+
+struct CUmemPoolHandle_st {
+    std::mutex mutex;
+    std::uint64_t used = 0, used_high = 0, reserved = 0, reserved_high = 0;
+    std::uint64_t release_threshold = 0;
+};
+
+namespace {
+
+using tune_emu::device;
+
+constexpr std::uint64_t kPoolGranularity = 2ull << 20;  // a real pool maps memory in 2 MiB pieces
+
+cudaError_t fail(cudaError_t status, const std::string& detail) { return device().record(status, detail); }
+
+bool valid_stream(cudaStream_t s) { return s == nullptr || s->magic == 0x5742ea11u; }
+
+cudaError_t check_device_range(const void* p, std::size_t bytes, const char* what) {
+    if (bytes == 0) return cudaSuccess;
+    if (!device().is_device(p, bytes))
+        return fail(cudaErrorInvalidValue,
+                    std::string(what) + ": [pointer, pointer + bytes) is not inside one device allocation");
+    return cudaSuccess;
+}
+
+// Copies with the direction checked: the device side must be device memory.
+cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: destroyed stream");
+    if (bytes == 0) return cudaSuccess;
+    const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (dst_device) {
+        if (cudaError_t e = check_device_range(dst, bytes, "cudaMemcpy destination"); e != cudaSuccess) return e;
+    }
+    if (src_device) {
+        if (cudaError_t e = check_device_range(src, bytes, "cudaMemcpy source"); e != cudaSuccess) return e;
+    }
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+std::string& message_buffer() {
+    thread_local std::string buffer;
+    return buffer;
+}
+
+}  // namespace
+
+cudaError_t cudaGetLastError() { return device().take_last_error(); }
+
+cudaError_t cudaPeekAtLastError() {
+    const cudaError_t e = device().take_last_error();
+    device().record(e, device().detail());
+    return e;
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+    switch (error) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInitializationError: return "cudaErrorInitializationError";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorNotReady: return "cudaErrorNotReady";
+        case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+        case cudaErrorNotSupported: return "cudaErrorNotSupported";
+        case cudaErrorUnknown: return "cudaErrorUnknown";
+    }
+    return "cudaErrorUnknown";
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+    const char* base = "unknown error";
+    switch (error) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: base = "invalid argument"; break;
+        case cudaErrorMemoryAllocation: base = "out of memory"; break;
+        case cudaErrorInitializationError: base = "initialization error"; break;
+        case cudaErrorInvalidConfiguration: base = "invalid configuration argument"; break;
+        case cudaErrorInvalidDevice: base = "invalid device ordinal"; break;
+        case cudaErrorInvalidResourceHandle: base = "invalid resource handle"; break;
+        case cudaErrorNotReady: base = "device not ready"; break;
+        case cudaErrorLaunchFailure: base = "unspecified launch failure"; break;
+        case cudaErrorNotSupported: base = "operation not supported"; break;
+        case cudaErrorUnknown: break;
+    }
+    // The emulator knows why; say it (the detail of the most recent error).
+    message_buffer() = std::string(base) + " [emulated device: " + device().detail() + "]";
+    return message_buffer().c_str();
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+    *version = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+    *version = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int dev) {
+    if (dev != 0) return fail(cudaErrorInvalidDevice, "the emulator has device 0 only");
+    *prop = cudaDeviceProp{};
+    std::strncpy(prop->name, "tune emulated device", sizeof prop->name - 1);
+    prop->totalGlobalMem = device().total_bytes();
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = device().workers();
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int dev) {
+    if (dev != 0) return fail(cudaErrorInvalidDevice, "the emulator has device 0 only");
+    std::strncpy(bus_id, "0000:00:00.0", static_cast<std::size_t>(length));
+    if (length > 0) bus_id[length - 1] = '\0';
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int dev) {
+    device().context = true;  // CUDA 12+: creates the primary context
+    if (dev != 0) return fail(cudaErrorInvalidDevice, "the emulator has device 0 only");
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* dev) {
+    *dev = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
+    device().context = true;
+    const std::uint64_t total = device().total_bytes(), used = device().used_bytes();
+    *free_bytes = used < total ? total - used : 0;
+    *total_bytes = total;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes) { return device().allocate(ptr, bytes, nullptr); }
+
+cudaError_t cudaFree(void* ptr) {
+    device().context = true;  // cudaFree(nullptr) is the idiom that creates it
+    return device().release(ptr);
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+    *attributes = cudaPointerAttributes{};
+    if (device().is_device(ptr)) {
+        attributes->type = cudaMemoryTypeDevice;
+        attributes->devicePointer = const_cast<void*>(ptr);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
+    if (props == nullptr || props->location.type != cudaMemLocationTypeDevice || props->location.id != 0 ||
+        props->allocType != cudaMemAllocationTypePinned)
+        return fail(cudaErrorInvalidValue, "cudaMemPoolCreate: pinned device-0 pools only");
+    *pool = new CUmemPoolHandle_st;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
+    delete pool;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, value, sizeof v);
+    std::lock_guard lock(pool->mutex);
+    switch (attr) {
+        case cudaMemPoolAttrReleaseThreshold: pool->release_threshold = v; return cudaSuccess;
+        // High-water marks can only be reset (to the current value), as in CUDA.
+        case cudaMemPoolAttrReservedMemHigh:
+            if (v != 0) break;
+            pool->reserved_high = pool->reserved;
+            return cudaSuccess;
+        case cudaMemPoolAttrUsedMemHigh:
+            if (v != 0) break;
+            pool->used_high = pool->used;
+            return cudaSuccess;
+        default: break;
+    }
+    return fail(cudaErrorInvalidValue, "pool attribute not settable (or to that value)");
+}
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+    std::lock_guard lock(pool->mutex);
+    std::uint64_t v = 0;
+    switch (attr) {
+        case cudaMemPoolAttrReleaseThreshold: v = pool->release_threshold; break;
+        case cudaMemPoolAttrReservedMemCurrent: v = pool->reserved; break;
+        case cudaMemPoolAttrReservedMemHigh: v = pool->reserved_high; break;
+        case cudaMemPoolAttrUsedMemCurrent: v = pool->used; break;
+        case cudaMemPoolAttrUsedMemHigh: v = pool->used_high; break;
+        default: return fail(cudaErrorNotSupported, "pool attribute not emulated");
+    }
+    std::memcpy(value, &v, sizeof v);
+    return cudaSuccess;
+}
+
+// The pool's reserve follows its use in 2 MiB steps and, with a release
+// threshold of "never" (tune's), never shrinks.
+cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMallocFromPoolAsync: bad stream");
+    if (cudaError_t e = device().allocate(ptr, bytes, pool); e != cudaSuccess) return e;
+    std::lock_guard lock(pool->mutex);
+    pool->used += bytes;
+    pool->used_high = std::max(pool->used_high, pool->used);
+    const std::uint64_t needed = (pool->used + kPoolGranularity - 1) / kPoolGranularity * kPoolGranularity;
+    if (needed > pool->reserved) pool->reserved = needed;
+    else if (pool->release_threshold < pool->reserved && needed < pool->reserved)
+        pool->reserved = std::max(needed, pool->release_threshold);
+    pool->reserved_high = std::max(pool->reserved_high, pool->reserved);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMallocAsync: bad stream");
+    return device().allocate(ptr, bytes, nullptr);
+}
+
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaFreeAsync: bad stream");
+    std::uint64_t bytes = 0;
+    const void* owner = nullptr;
+    if (cudaError_t e = device().release(ptr, &bytes, &owner); e != cudaSuccess) return e;
+    if (owner != nullptr) {
+        auto* pool = static_cast<CUmemPoolHandle_st*>(const_cast<void*>(owner));
+        std::lock_guard lock(pool->mutex);
+        pool->used -= bytes;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    return copy(dst, src, bytes, kind, nullptr);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    return copy(dst, src, bytes, kind, stream);
+}
+
+cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_t stream) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: bad stream");
+    if (cudaError_t e = check_device_range(dst, bytes, "cudaMemsetAsync"); e != cudaSuccess) return e;
+    if (bytes > 0) std::memset(dst, value, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyToSymbolBytes(void* symbol, const void* src, std::size_t bytes, std::size_t offset) {
+    std::memcpy(static_cast<char*>(symbol) + offset, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+    device().context = true;
+    *stream = new CUstream_st;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) { return cudaStreamCreate(stream); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (stream == nullptr || !valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "bad stream");
+    stream->magic = 0;
+    delete stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: bad stream");
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
+
+cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* dev) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamGetDevice: bad stream");
+    *dev = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+    device().context = true;
+    *event = new CUevent_st;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    delete event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: bad stream");
+    event->at = std::chrono::steady_clock::now();
+    event->recorded = true;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop) {
+    if (!start->recorded || !stop->recorded)
+        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
+    *ms = std::chrono::duration<float, std::milli>(stop->at - start->at).count();
+    return cudaSuccess;
+}

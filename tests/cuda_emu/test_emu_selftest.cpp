@@ -1,0 +1,23 @@
+// `tune selftest`'s op cases on the emulated device: the CUDA backend's
+// kernels and cuBLASLt plans executed against the CPU backend.
+#include "emu_cases.h"
+
+using tune_emu_test::run_cases;
+
+TEST_CASE("emulated device: GEMM self-test cases") { run_cases(tune_emu_test::st::standard_cases(), {"gemm"}); }
+
+TEST_CASE("emulated device: attention self-test cases") {
+    run_cases(tune_emu_test::st::standard_cases(), {"attention"});
+}
+
+TEST_CASE("emulated device: layer self-test cases") {
+    run_cases(tune_emu_test::st::standard_cases(), {"embedding", "rmsnorm", "rope", "swiglu", "cross_entropy"});
+}
+
+TEST_CASE("emulated device: element-wise self-test cases") {
+    run_cases(tune_emu_test::st::standard_cases(), {"add", "scale", "cast", "unscale", "sum_squares", "neftune"});
+}
+
+TEST_CASE("emulated device: optimizer self-test cases") {
+    run_cases(tune_emu_test::st::standard_cases(), {"adamw", "lion", "sgd", "adam8bit", "adafactor"});
+}
