@@ -119,7 +119,7 @@ void add_best_command(CLI::App& app, int& exit_code) {
     add_dimension_flags(cmd, o->dims, nullptr, "Only this value: ");
     cmd->add_option("--by", o->by, "Rank by tokens_per_s (default) or peak_memory")
         ->check(CLI::IsMember({"tokens_per_s", "peak_memory"}));
-    cmd->add_option("--top", o->top, "How many to show, the best included (default 5)");
+    cmd->add_option("--top", o->top, "How many to show, the best included (default 5)")->check(CLI::PositiveNumber);
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->callback([&exit_code, o] { exit_code = run_best(*o); });
 }

@@ -175,7 +175,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     cmd->add_option("file", o->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();
     cmd->add_option("--db", o->database, "Results database (default: the sweep's [output] database)");
     cmd->add_flag("--dry-run", o->dry_run, "Estimate and record every configuration, run nothing");
-    cmd->add_option("--max-trials", o->max_trials, "Run at most this many trials now (0: no limit)");
+    cmd->add_option("--max-trials", o->max_trials, "Run at most this many trials now (0: no limit)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--strategy", o->strategy, "Run order: pareto-first (default) or grid")
         ->check(CLI::IsMember(std::vector<std::string>(kSearchStrategyNames.begin(), kSearchStrategyNames.end())));
     cmd->add_flag("--restart", o->restart, "Discard an existing sweep of the same name and start again");

@@ -50,6 +50,13 @@ TEST_CASE("every subcommand has --help, and usage errors exit 2", "[cli]") {
     CHECK(run_tune("").exit_code == 2);
     CHECK(run_tune("no-such-command").exit_code == 2);
     CHECK(run_tune("validate").exit_code == 2);
+    // Negative counts are refused, not wrapped into "everything" (issue 14, item 18).
+    const auto negative_top = run_tune("best --top -1");
+    CHECK(negative_top.exit_code == 2);
+    CHECK_THAT(negative_top.output, Catch::Contains("--top"));
+    const auto max_trials = run_tune(std::string("sweep ") + TUNE_SOURCE_DIR + "/sweeps/demo.toml --dry-run --max-trials -1");
+    CHECK(max_trials.exit_code == 2);
+    CHECK_THAT(max_trials.output, Catch::Contains("--max-trials"));
 }
 
 TEST_CASE("tune --version names the version and commit", "[cli]") {
