@@ -22,6 +22,7 @@
 #include "kernels/device_query.h"
 #include "kernels/error.h"
 #include "search/estimate.h"
+#include "core/config_error.h"
 #include "core/presets.h"
 #include "core/units.h"
 
@@ -242,6 +243,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         return end_job_on_failure(run_on(config, options, device, *comm, details));
     } catch (const InvalidTrial& e) {
         return unrun(config, TrialStatus::invalid, e.what());
+    } catch (const ConfigError&) {
+        throw;
     } catch (const std::exception& e) {  // MPI or NCCL would not start
         return unrun(config, TrialStatus::failed, e.what());
     }
@@ -299,6 +302,8 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
     } catch (const InvalidTrial& e) {
         r.status = TrialStatus::invalid;
         r.reason = e.what();
+    } catch (const ConfigError&) {
+        throw;  // an unreadable --init or --tokens file is bad input (exit 2), not a trial outcome
     } catch (const OutOfMemoryError& e) {
         r.status = TrialStatus::oom;
         r.reason = e.what();
