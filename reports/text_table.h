@@ -5,12 +5,15 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tune {
 
-// `text` with every ASCII control character (and DEL) written as \xNN.
-std::string printable(const std::string& text);
+// `text` with every ASCII control character (and DEL) and every C1 control written as \xNN,
+// except the characters in `keep` (a multi-line message keeps its "\n"). The one escape for
+// everything tune prints that came from a file, a database or a flag.
+std::string printable(std::string_view text, std::string_view keep = {});
 
 class TextTable {
 public:
