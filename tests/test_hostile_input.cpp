@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "harness/safetensors.h"
 #include "reports/output_file.h"
@@ -93,7 +94,7 @@ TEST_CASE("devices, FIFOs and oversized files are refused as sweep files, config
     CHECK(hf.exit_code == 2);
     CHECK_THAT(hf.output, Catch::Contains("not a regular file"));
 
-    for (const std::string& flag : {"--tokens /dev/zero", "--tokens " + fifo, "--init /dev"}) {
+    for (const std::string& flag : std::vector<std::string>{"--tokens /dev/zero", "--tokens " + fifo, "--init /dev"}) {
         auto t = run_command("timeout 20 " + std::string(TUNE_BINARY) + " trial --threads 1 --steps 1 " + flag + " 2>&1");
         INFO(flag << ": " << t.output);
         CHECK(t.exit_code == 2);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -27,7 +28,7 @@ void build(const std::string& path) {
     test::add_pending(db, sweep, 0, 2);
 }
 
-std::string sql(const std::string& db, const std::string& statement) {
+std::string run_sql(const std::string& db, const std::string& statement) {
     return run_command("sqlite3 '" + db + "' \"" + statement + "\" 2>&1").output;
 }
 
@@ -56,8 +57,8 @@ TEST_CASE("a schema version tune never wrote is refused before any statement run
         test::ScratchDir dir;
         const std::string db = dir.file("r.db");
         build(db);
-        sql(db, std::string("PRAGMA user_version = ") + version);
-        const std::string before = sql(db, "SELECT count(*) FROM trials; SELECT count(*) FROM sweeps");
+        run_sql(db, std::string("PRAGMA user_version = ") + version);
+        const std::string before = run_sql(db, "SELECT count(*) FROM trials; SELECT count(*) FROM sweeps");
         for (const char* command : {"list", "best", "export --format csv"}) {
             auto out = run_tune(std::string(command) + " --db " + db);
             INFO(version << " " << command << ": " << out.output);
@@ -65,19 +66,19 @@ TEST_CASE("a schema version tune never wrote is refused before any statement run
             CHECK_THAT(out.output, Catch::Contains("schema version"));
         }
         CHECK_THROWS_AS(Store(db, Store::Mode::read_write), StoreError);
-        CHECK(sql(db, "SELECT count(*) FROM trials; SELECT count(*) FROM sweeps") == before);
-        CHECK(sql(db, "PRAGMA user_version") == std::string(version) + "\n");
+        CHECK(run_sql(db, "SELECT count(*) FROM trials; SELECT count(*) FROM sweeps") == before);
+        CHECK(run_sql(db, "PRAGMA user_version") == std::string(version) + "\n");
     }
 }
 
 TEST_CASE("a database that is not tune's, or not a database, exits 2 and is left alone", "[store][hostile]") {
     test::ScratchDir dir;
     const std::string other = dir.file("other.db");
-    sql(other, "CREATE TABLE notes (x TEXT); PRAGMA user_version = 3");
+    run_sql(other, "CREATE TABLE notes (x TEXT); PRAGMA user_version = 3");
     auto out = run_tune("list --db " + other);
     CHECK(out.exit_code == 2);
     CHECK_THAT(out.output, Catch::Contains("not a tune database"));
-    CHECK(sql(other, "PRAGMA journal_mode") == "delete\n");  // not switched to WAL: nothing ran
+    CHECK(run_sql(other, "PRAGMA journal_mode") == "delete\n");  // not switched to WAL: nothing ran
 
     const std::string text = dir.file("text.db");
     std::ofstream(text) << "this is not an SQLite file, just words to fill its header up to a page and more";
@@ -182,7 +183,7 @@ TEST_CASE("a second driver of the same sweep refuses while the first is alive, a
     INFO(taken.output);
     CHECK(taken.exit_code == 0);
     // The driver gave its lease back when it finished.
-    CHECK(sql(db, "SELECT count(*) FROM sweep_leases") == "0\n");
+    CHECK(run_sql(db, "SELECT count(*) FROM sweep_leases") == "0\n");
 }
 
 TEST_CASE("a lease from another host is honoured while its heartbeat is fresh", "[store][lease]") {
