@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -46,7 +47,12 @@ std::string disk_full(sqlite3* db, std::string message) {
 
 void fail(sqlite3* db, const char* statement, int rc) {
     std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    if (db && (rc & 0xff) == SQLITE_FULL) message = disk_full(db, std::move(message));
+    // A full disk shows as SQLITE_FULL when a database or log write fails, but as an I/O error
+    // (SQLITE_IOERR_SHMSIZE, _WRITE, _TRUNCATE) when growing the -shm file or truncating fails:
+    // the OS error says which.
+    const int primary = rc & 0xff;
+    const bool full = primary == SQLITE_FULL || (primary == SQLITE_IOERR && db && sqlite3_system_errno(db) == ENOSPC);
+    if (db && full) message = disk_full(db, std::move(message));
     throw StoreError(statement ? statement : "", rc & 0xff, message, about_the_file(rc & 0xff));
 }
 
