@@ -192,14 +192,18 @@ TEST_CASE("report paths: only regular files are written, through an unpredictabl
     CHECK((fs::status(dir / "r.html").permissions() & fs::perms::others_read) != fs::perms::none);
     fs::remove(dir / "r.html.tmp");
 
-    for (const fs::path& bad : {dir / "sub", fs::path((dir / "sub").string() + "/"), fs::path(""), fs::path("/dev/null")}) {
+    // A FIFO stands for /dev/null: the same refusal (not a regular file), but a tune without the
+    // fix replaces a file in the scratch directory, not the machine's /dev/null.
+    const fs::path fifo = scratch.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    for (const fs::path& bad : {dir / "sub", fs::path((dir / "sub").string() + "/"), fs::path(""), fifo}) {
         INFO(bad.string());
         CHECK_THROWS_AS(write_output_file(bad, page), ReportError);
         CHECK_THROWS_AS(check_output_path(bad), ReportError);
     }
     CHECK_THROWS_AS(write_output_file(dir / "missing" / "r.html", page), ReportError);
     CHECK(leftovers(dir) == 0);
-    CHECK(fs::is_character_file("/dev/null"));
+    CHECK(fs::is_fifo(fifo));
 
     // Through the CLI: exit 2, nothing left behind.
     const std::string db = scratch.file("r.db");
@@ -207,13 +211,14 @@ TEST_CASE("report paths: only regular files are written, through an unpredictabl
         Store store(db, Store::Mode::read_write);
         store.open_sweep(test::sample_sweep("s"), false);
     }
-    for (const std::string& o : {(dir / "sub").string(), (dir / "sub").string() + "/", std::string("''"), std::string("/dev/null")}) {
+    for (const std::string& o : {(dir / "sub").string(), (dir / "sub").string() + "/", std::string("''"), fifo.string()}) {
         auto out = run_tune("report --db " + db + " -o " + o);
         INFO(o << ": " << out.output);
         CHECK(out.exit_code == 2);
     }
     CHECK(leftovers(dir) == 0);
     CHECK(leftovers(dir / "sub") == 0);
+    CHECK(fs::is_fifo(fifo));
 }
 
 TEST_CASE("a sweep checks its report path before the first trial", "[driver][hostile]") {
