@@ -1,4 +1,5 @@
 #include <cstring>
+#include <filesystem>
 #include <exception>
 #include <string>
 #include <vector>
@@ -8,6 +9,9 @@
 #include "build_info.h"
 #include "cli/commands.h"
 #include "core/config_error.h"
+#include "reports/report_error.h"
+#include "reports/text_table.h"
+#include "store/store_error.h"
 
 namespace tune::cli {
 namespace {
@@ -73,10 +77,25 @@ int run_cli(int argc, const char* const* argv) {
         app.exit(e);
         return kExitBadInput;
     } catch (const ConfigError& e) {
-        fmt::print(stderr, "error: {}\n", e.located());
+        fmt::print(stderr, "error: {}\n", printable(e.located(), "\n"));
+        return kExitBadInput;
+    } catch (const StoreError& e) {
+        // A corrupt, foreign or newer database, an unwritable place, a full disk: the user's to fix.
+        if (!e.about_the_file()) {
+            fmt::print(stderr, "internal error: {}\n", e.what());
+            return kExitInternal;
+        }
+        fmt::print(stderr, "error: results database: {}\n", printable(e.what(), "\n"));
+        return kExitBadInput;
+    } catch (const ReportError& e) {
+        fmt::print(stderr, "error: {}\n", printable(e.what(), "\n"));
+        return kExitBadInput;
+    } catch (const std::filesystem::filesystem_error& e) {
+        // A path the user gave that cannot be used: missing directory, symlink loop, no permission.
+        fmt::print(stderr, "error: {}\n", printable(e.what(), "\n"));
         return kExitBadInput;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "internal error: {}\n", e.what());
+        fmt::print(stderr, "internal error: {}\n", printable(e.what(), "\n"));
         return kExitInternal;
     }
     return exit_code;

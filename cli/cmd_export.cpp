@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "core/dimensions.h"
+#include "reports/text_table.h"
 #include "store/record_json.h"
 #include "store/store.h"
 
@@ -20,8 +21,11 @@ struct ExportOptions {
 };
 
 // Quoted when it holds a separator, a quote or a line break; quotes doubled.
-std::string csv_field(std::string_view text) {
-    if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+// Control characters other than a line break (which quoting keeps inside the field) are
+// escaped like everywhere else tune prints: a CSV file is often read with `cat`.
+std::string csv_field(std::string_view raw) {
+    const std::string text = printable(raw, "\n");
+    if (text.find_first_of(",\"\r\n") == std::string_view::npos) return text;
     std::string out = "\"";
     for (char ch : text) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
     return out + "\"";

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "kernels/device_query.h"
 #include "reports/html_report.h"
+#include "reports/output_file.h"
 #include "reports/text_table.h"
 #include "driver/sweep.h"
 #include "search/estimate.h"
@@ -137,6 +138,8 @@ int run(SweepCliOptions& o) {
         std::istringstream words(program);
         for (std::string w; words >> w;) options.trial_program.push_back(w);
     }
+    // A report path that cannot be written must fail now, not after hours of trials.
+    if (!o.no_report) check_output_path(spec.report);
     const SweepReport r = run_sweep(spec, env, options);
 
     if (o.json) return kExitOk;  // the events said everything

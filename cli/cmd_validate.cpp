@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "launch/launch.h"
+#include "reports/text_table.h"
 #include "search/space.h"
 #include "search/spec.h"
 #include "core/units.h"
@@ -28,27 +30,34 @@ std::string dimension_product(const SpaceSpec& s) {
 }
 
 void print_text(const SweepSpec& spec, const SpaceCounts& counts) {
+    std::string out;
     const ModelSpec& m = spec.model;
-    fmt::print("{}: sweep \"{}\" is valid\n", spec.path.string(), spec.name);
-    fmt::print("  model     {}: {:.3f}B parameters ({} layers, hidden {}, {} heads / {} KV, ffn {}, vocab {})\n", m.name,
+    out += fmt::format("{}: sweep \"{}\" is valid\n", spec.path.string(), spec.name);
+    out += fmt::format("  model     {}: {:.3f}B parameters ({} layers, hidden {}, {} heads / {} KV, ffn {}, vocab {})\n", m.name,
                static_cast<double>(m.param_count()) / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab);
     const std::string limit_source = spec.memory_limit_setting ? "set" : "the device's";
-    fmt::print("  hardware  {} rank(s) per trial ({} GPU(s) x {} node(s)), device {}{}; memory limit {} ({}), "
+    out += fmt::format("  hardware  {} rank(s) per trial ({} GPU(s) x {} node(s)), device {}{}; memory limit {} ({}), "
                "margin {:.0f}% -> {} usable\n",
                spec.world_size(), spec.gpus, spec.nodes, spec.device,
                spec.device == "auto" ? " (resolved when the sweep runs)" : "", format_bytes(spec.memory_limit()),
                limit_source, spec.margin * 100, format_bytes(spec.usable_memory()));
-    fmt::print("  space     {} = {} combinations\n", dimension_product(spec.space), counts.total);
-    fmt::print("  invalid   {}\n", counts.total - counts.valid);
+    out += fmt::format("  space     {} = {} combinations\n", dimension_product(spec.space), counts.total);
+    out += fmt::format("  invalid   {}\n", counts.total - counts.valid);
     for (const auto& [kind, group] : counts.invalid)
-        fmt::print("              {:>6}  {}  (e.g. {})\n", group.count, kind, group.example);
-    fmt::print("  runnable  {}\n", counts.valid);
-    fmt::print("  trial     {} steps ({} warmup), timeout {}, launcher {}\n", spec.trial.steps, spec.trial.warmup,
+        out += fmt::format("              {:>6}  {}  (e.g. {})\n", group.count, kind, group.example);
+    out += fmt::format("  runnable  {}\n", counts.valid);
+    out += fmt::format("  trial     {} steps ({} warmup), timeout {}, launcher {}\n", spec.trial.steps, spec.trial.warmup,
                format_duration(spec.trial.timeout_s), spec.trial.launcher);
-    fmt::print("  search    {}, budget {}\n", to_string(spec.strategy),
+    // Validation may happen on another machine than the sweep, so this informs, it does not fail.
+    const Launcher launcher = choose_launcher(spec.trial.launcher, spec.world_size());
+    if (auto problem = placement_problem(launcher, spec.world_size(), spec.nodes))
+        out += fmt::format("  launch    cannot start here: {}\n", *problem);
+    out += fmt::format("  search    {}, budget {}\n", to_string(spec.strategy),
                spec.budget_s ? format_duration(*spec.budget_s) : std::string("none"));
-    fmt::print("  output    database {}, report {}\n", spec.database, spec.report);
-    if (counts.valid == 0) fmt::print("nothing to run: every combination is invalid\n");
+    out += fmt::format("  output    database {}, report {}\n", spec.database, spec.report);
+    if (counts.valid == 0) out += fmt::format("nothing to run: every combination is invalid\n");
+    // Names and paths come from the file: escape control characters before the terminal sees them.
+    fmt::print("{}", printable(out, "\n"));
 }
 
 void print_json(const SweepSpec& spec, const SpaceCounts& counts) {

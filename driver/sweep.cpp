@@ -7,11 +7,13 @@
 #include "launch/launch.h"
 #include "launch/process.h"
 #include "driver/calibration.h"
+#include "driver/lease.h"
 #include "driver/plan.h"
 #include "driver/progress.h"
 #include "driver/trial_child.h"
 #include "search/estimate.h"
 #include "search/space.h"
+#include "core/config_error.h"
 #include "core/units.h"
 #include "store/store.h"
 
@@ -158,7 +160,18 @@ SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOp
     report.estimate_only = !report.estimate_only_reason.empty();
     const SearchStrategy strategy = options.strategy.value_or(spec.strategy);
 
+    if (!report.estimate_only) {
+        // Said before the database is touched: 4,194,304 CPU ranks, or 8 nodes without Slurm,
+        // would otherwise fail trial after trial.
+        const Launcher launcher = choose_launcher(spec.trial.launcher, spec.world_size());
+        if (auto problem = placement_problem(launcher, spec.world_size(), spec.nodes))
+            throw ConfigError(fmt::format("[hardware] gpus = {}, nodes = {}: the trials cannot be started here: {}",
+                                          spec.gpus, spec.nodes, *problem));
+    }
     Store store(report.database, Store::Mode::read_write);
+    // Before open_sweep: a second driver would take the first one's running trial for one a
+    // dead driver left behind, and run it again.
+    const SweepLeaseHolder lease(store, report.database, spec.name, env.host);
     const OpenedSweep opened = store.open_sweep(sweep_record(spec, env), options.restart);
     report.sweep = opened.id;
     report.requeued = opened.requeued;

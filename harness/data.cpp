@@ -1,10 +1,12 @@
 #include "harness/data.h"
 
-#include <fstream>
 #include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "core/config_error.h"
+#include "core/input_file.h"
 
 namespace tune::harness {
 
@@ -51,18 +53,19 @@ std::unique_ptr<TokenSource> synthetic_tokens(std::uint64_t seed, std::uint64_t 
 }
 
 std::unique_ptr<TokenSource> file_tokens(const std::filesystem::path& path, std::uint64_t vocab) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(fmt::format("cannot open token file {}", path.string()));
-    std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (bytes.empty() || bytes.size() % 4 != 0)
-        throw std::runtime_error(fmt::format("token file {}: {} bytes is not a non-empty whole number of uint32 ids",
-                                             path.string(), bytes.size()));
-    std::vector<std::int32_t> tokens(bytes.size() / 4);
+    // A trial reads a few thousand tokens per step; the whole file is held in memory.
+    constexpr std::uint64_t kMaxTokenFileBytes = 4ull << 30;
+    const std::string text = read_input_file(path, kMaxTokenFileBytes, "token file");
+    const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+    if (text.empty() || text.size() % 4 != 0)
+        throw ConfigError(fmt::format("token file {}: {} bytes is not a non-empty whole number of uint32 ids",
+                                             path.string(), text.size()));
+    std::vector<std::int32_t> tokens(text.size() / 4);
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         const std::uint32_t id = std::uint32_t{bytes[4 * i]} | std::uint32_t{bytes[4 * i + 1]} << 8 |
                                  std::uint32_t{bytes[4 * i + 2]} << 16 | std::uint32_t{bytes[4 * i + 3]} << 24;
         if (id >= vocab)
-            throw std::runtime_error(fmt::format("token file {}: token {} at index {} is outside the vocabulary of {}",
+            throw ConfigError(fmt::format("token file {}: token {} at index {} is outside the vocabulary of {}",
                                                  path.string(), id, i, vocab));
         tokens[i] = static_cast<std::int32_t>(id);
     }

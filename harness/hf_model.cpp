@@ -8,7 +8,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/config_error.h"
 #include "harness/safetensors.h"
+#include "search/spec.h"
 
 namespace tune::harness {
 
@@ -21,43 +23,12 @@ std::vector<std::int64_t> hf_shape(const TensorView& t) {
     return {t.cols};
 }
 
-template <class T>
-T required(const nlohmann::json& j, const char* key, const std::filesystem::path& file) {
-    if (!j.contains(key)) throw std::runtime_error(fmt::format("{}: missing \"{}\"", file.string(), key));
-    try {
-        return j.at(key).get<T>();
-    } catch (const nlohmann::json::exception&) {
-        throw std::runtime_error(fmt::format("{}: \"{}\" has the wrong type", file.string(), key));
-    }
-}
-
 }  // namespace
 
 ModelSpec load_hf_config(const std::filesystem::path& dir) {
-    const std::filesystem::path file = dir / "config.json";
-    std::ifstream in(file);
-    if (!in) throw std::runtime_error(fmt::format("{}: cannot open", file.string()));
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(fmt::format("{}: not JSON ({})", file.string(), e.what()));
-    }
-    ModelSpec m;
+    // One reader of config.json for sweeps and trials, with one set of checks on its values.
+    ModelSpec m = tune::load_hf_config(dir / "config.json");
     m.name = "custom";
-    m.hidden = required<std::uint64_t>(j, "hidden_size", file);
-    m.ffn = required<std::uint64_t>(j, "intermediate_size", file);
-    m.layers = required<std::uint64_t>(j, "num_hidden_layers", file);
-    m.heads = required<std::uint64_t>(j, "num_attention_heads", file);
-    m.kv_heads = j.contains("num_key_value_heads") ? required<std::uint64_t>(j, "num_key_value_heads", file) : m.heads;
-    m.vocab = required<std::uint64_t>(j, "vocab_size", file);
-    m.rms_norm_eps = j.contains("rms_norm_eps") ? required<double>(j, "rms_norm_eps", file) : 1e-6;
-    m.rope_theta = j.contains("rope_theta") ? required<double>(j, "rope_theta", file) : 10000.0;
-    m.max_context = j.contains("max_position_embeddings") ? required<std::uint64_t>(j, "max_position_embeddings", file)
-                                                          : 2048;
-    if (m.heads == 0 || m.kv_heads == 0 || m.hidden % m.heads != 0 || m.heads % m.kv_heads != 0)
-        throw std::runtime_error(fmt::format("{}: heads must divide hidden_size and kv heads must divide heads",
-                                             file.string()));
     return m;
 }
 
@@ -93,7 +64,7 @@ HostParams load_hf_weights(const std::filesystem::path& dir, const ParamLayout& 
     if (!missing.empty()) problems.push_back(fmt::format("missing tensors: {}", fmt::join(missing, ", ")));
     if (!unused.empty()) problems.push_back(fmt::format("unexpected tensors: {}", fmt::join(unused, ", ")));
     if (!misshaped.empty()) problems.push_back(fmt::format("mis-shaped tensors: {}", fmt::join(misshaped, "; ")));
-    if (!problems.empty()) throw std::runtime_error(fmt::format("{}: {}", file.string(), fmt::join(problems, "; ")));
+    if (!problems.empty()) throw ConfigError(file.string(), 0, 0, fmt::format("{}", fmt::join(problems, "; ")));
     return host;
 }
 

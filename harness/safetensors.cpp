@@ -1,5 +1,6 @@
 #include "harness/safetensors.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -7,15 +8,20 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/config_error.h"
+#include "core/input_file.h"
 #include "kernels/math/half.h"
 
 namespace tune::harness {
 
 namespace {
 
-std::runtime_error bad(const std::filesystem::path& path, const std::string& what) {
-    return std::runtime_error(fmt::format("{}: {}", path.string(), what));
-}
+// Every problem with the file is bad input to `tune trial --init` (exit 2), not a failed trial.
+ConfigError bad(const std::filesystem::path& path, const std::string& what) { return ConfigError(path.string(), 0, 0, what); }
+
+// Weights for a CPU or single-GPU trial; the file is read whole into memory.
+constexpr std::uint64_t kMaxSafetensorsBytes = 16ull << 30;
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the format's own limit
 
 std::uint64_t element_bytes(const std::string& dtype) {
     if (dtype == "F32") return 4;
@@ -35,22 +41,44 @@ SafetensorsEntry parse_entry(const std::filesystem::path& path, const std::strin
     } catch (const nlohmann::json::exception& ex) {
         throw bad(path, fmt::format("tensor {}: malformed header entry ({})", name, ex.what()));
     }
+    // Elements are at least a byte each, so a shape that needs more than the data holds (or a
+    // negative dimension, or a product past 2^64) cannot be right.
+    std::uint64_t elements = 1;
+    for (const std::int64_t d : e.shape) {
+        if (d < 0 || (d > 0 && elements > data_bytes / static_cast<std::uint64_t>(d)))
+            throw bad(path, fmt::format("tensor {}: shape has a negative dimension or more elements than the file "
+                                        "has bytes", name));
+        elements *= static_cast<std::uint64_t>(d);
+    }
     if (e.begin > e.end || e.end > data_bytes)
         throw bad(path, fmt::format("tensor {}: data_offsets [{}, {}) outside the {} data bytes", name, e.begin,
                                     e.end, data_bytes));
     return e;
 }
 
+// Two tensors sharing bytes would alias each other's weights: the format forbids it, so a
+// file that does it is damaged or crafted. Sorted by start, each must end before the next.
+void refuse_overlaps(const std::filesystem::path& path, const std::map<std::string, SafetensorsEntry>& entries) {
+    std::vector<std::pair<const std::string*, const SafetensorsEntry*>> sorted;
+    for (const auto& [name, e] : entries)
+        if (e.end > e.begin) sorted.emplace_back(&name, &e);
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+    for (std::size_t i = 1; i < sorted.size(); ++i)
+        if (sorted[i].second->begin < sorted[i - 1].second->end)
+            throw bad(path, fmt::format("tensors {} [{}, {}) and {} [{}, {}) overlap", *sorted[i - 1].first,
+                                        sorted[i - 1].second->begin, sorted[i - 1].second->end, *sorted[i].first,
+                                        sorted[i].second->begin, sorted[i].second->end));
+}
+
 }  // namespace
 
 SafetensorsFile SafetensorsFile::load(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw bad(path, "cannot open");
-    std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = read_input_file(path, kMaxSafetensorsBytes, "safetensors file");
     if (bytes.size() < 8) throw bad(path, "too short for a safetensors header");
     std::uint64_t header = 0;
-    for (int i = 7; i >= 0; --i) header = header << 8 | bytes[static_cast<std::size_t>(i)];
+    for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
     if (header > bytes.size() - 8) throw bad(path, fmt::format("header length {} exceeds the file", header));
+    if (header > kMaxHeaderBytes) throw bad(path, fmt::format("header length {} exceeds the format's 100 MB", header));
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header));
@@ -63,6 +91,7 @@ SafetensorsFile SafetensorsFile::load(const std::filesystem::path& path) {
     f.data_.assign(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header), bytes.end());
     for (const auto& [name, entry] : j.items())
         if (name != "__metadata__") f.entries_[name] = parse_entry(path, name, entry, f.data_.size());
+    refuse_overlaps(path, f.entries_);
     return f;
 }
 

@@ -22,6 +22,7 @@
 #include "kernels/device_query.h"
 #include "kernels/error.h"
 #include "search/estimate.h"
+#include "core/config_error.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
@@ -282,6 +283,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
             return end_job_on_failure(unrun(config, TrialStatus::failed, e.what()));
         }
         return end_job_on_failure(run_on(config, options, device, *comm, details));
+    } catch (const ConfigError&) {
+        throw;  // an unreadable --init or --tokens file is bad input (exit 2), not a trial outcome
     } catch (...) {  // invalid, or MPI or NCCL would not start
         return result_of_current_exception(config);
     }
@@ -338,6 +341,8 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         if (skipped > 0)
             r.reason = fmt::format("{} of {} steps skipped (fp16 overflow; loss scale now {:g})", skipped, c.steps,
                                    trainer.loss_scale());
+    } catch (const ConfigError&) {
+        throw;  // an unreadable --init or --tokens file is bad input (exit 2), not a trial outcome
     } catch (...) {
         // What was measured up to the failure stays with the result.
         const TrialResult mapped = result_of_current_exception(config);

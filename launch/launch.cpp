@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -75,6 +76,23 @@ std::optional<std::string> launcher_problem(Launcher l) {
         return "mpirun is not on PATH: install OpenMPI (Debian: openmpi-bin) or run single-rank trials";
     if (l == Launcher::srun && !on_path("srun")) return "srun is not on PATH: run inside a Slurm allocation";
     return std::nullopt;
+}
+
+std::optional<std::string> placement_problem(Launcher l, std::uint32_t ranks, std::uint32_t nodes) {
+    if (l == Launcher::srun) {
+        const auto allocated = env_int("SLURM_JOB_NUM_NODES");
+        if (allocated && nodes > static_cast<std::uint32_t>(std::max(*allocated, 1)))
+            return fmt::format("{} nodes are asked for and the Slurm allocation has {}", nodes, *allocated);
+        return launcher_problem(l);
+    }
+    if (nodes > 1)
+        return fmt::format("{} nodes need srun inside a Slurm allocation of {} nodes; {} starts ranks on this host only",
+                           nodes, nodes, to_string(l));
+    if (ranks > kMaxRanksPerHost)
+        return fmt::format("{} ranks would run on this one host (at most {}: each rank is a process holding its own "
+                           "model state)",
+                           ranks, kMaxRanksPerHost);
+    return launcher_problem(l);
 }
 
 std::vector<std::string> launch_command(Launcher l, std::uint32_t world_size,

@@ -33,6 +33,14 @@ Launcher choose_launcher(std::string_view setting, std::uint32_t world_size);
 // Why the launcher cannot be used here ("mpirun is not on PATH: install openmpi-bin"), or nullopt.
 std::optional<std::string> launcher_problem(Launcher l);
 
+// Each rank is a process with its own copy of the model's state; more than this many on one
+// host is a typo or a cluster's numbers, never something one machine can start.
+inline constexpr std::uint32_t kMaxRanksPerHost = 256;
+
+// Why `ranks` ranks spread over `nodes` nodes cannot be started from here with launcher `l`
+// (local and mpirun start ranks on this host only; srun within its Slurm allocation), or nullopt.
+std::optional<std::string> placement_problem(Launcher l, std::uint32_t ranks, std::uint32_t nodes);
+
 // The argv that starts `program_argv` as `world_size` ranks with launcher `l`.
 std::vector<std::string> launch_command(Launcher l, std::uint32_t world_size,
                                         const std::vector<std::string>& program_argv);

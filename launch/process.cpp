@@ -1,5 +1,6 @@
 #include "launch/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,6 +11,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -47,7 +50,10 @@ Pipe make_pipe() {
 // In the child, between fork and exec: only async-signal-safe calls.
 [[noreturn]] void exec_child(const ProcessSpec& spec, Pipe out, Pipe err, const std::vector<char*>& argv,
                              pid_t parent) {
-    ::setpgid(0, 0);  // own process group, so a kill reaches mpirun's ranks too
+    // Its own session: every process it starts stays in the session even when it takes a
+    // process group of its own (OpenMPI puts each rank in one) or is orphaned, so
+    // end_session() finds them all. setsid() also makes it a process group leader.
+    ::setsid();
     // If the driver dies (even by SIGKILL), the trial must not live on holding
     // a GPU: SIGTERM, which mpirun passes on to its ranks. The parent may
     // already be gone before this line runs.
@@ -66,8 +72,54 @@ Pipe make_pipe() {
     _exit(127);
 }
 
-// The child leads its own group (setpgid), so this reaches everything it started.
-void kill_group(pid_t pid, int sig) { ::kill(-pid, sig); }
+// The session of a process from /proc/PID/stat ("pid (comm) state ppid pgrp session ...";
+// comm may hold spaces and parentheses, so fields are counted after the last ')').
+// -1 when it is gone or already a zombie (dead, waiting to be reaped).
+pid_t session_of(const char* pid_dir) {
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%s/stat", pid_dir);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buffer[1024];
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer) - 1);
+    ::close(fd);
+    if (n <= 0) return -1;
+    buffer[n] = '\0';
+    const char* close_paren = std::strrchr(buffer, ')');
+    if (!close_paren) return -1;
+    char state = 0;
+    long ppid = 0, pgrp = 0, session = 0;
+    if (std::sscanf(close_paren + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) != 4) return -1;
+    return state == 'Z' ? -1 : static_cast<pid_t>(session);
+}
+
+// SIGKILLs every live process of session `sid` but ours; returns how many it found.
+int kill_session_members(pid_t sid) {
+    DIR* proc = ::opendir("/proc");
+    if (!proc) return 0;
+    const pid_t self = ::getpid();
+    int found = 0;
+    while (const dirent* entry = ::readdir(proc)) {
+        if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+        const pid_t pid = static_cast<pid_t>(std::atol(entry->d_name));
+        if (pid == self || session_of(entry->d_name) != sid) continue;
+        ::kill(pid, SIGKILL);
+        ++found;
+    }
+    ::closedir(proc);
+    return found;
+}
+
+// Ends the child and everything it started. Killing mpirun's group is not enough: each
+// rank has its own group, and once mpirun dies the ranks are orphans nobody would stop.
+// The child leads a session (setsid in exec_child) that all of them share, so the session
+// is swept until no live member is left (a member may fork between two sweeps).
+// `pid` is killed directly only while unreaped, when its number cannot have been reused.
+void end_session(pid_t pid, bool reaped) {
+    if (!reaped) ::kill(pid, SIGKILL);  // also before setsid() ran in the child
+    ::kill(-pid, SIGKILL);
+    for (int sweep = 0; sweep < 200 && kill_session_members(pid) > 0; ++sweep) ::usleep(5000);
+}
 
 }  // namespace
 
@@ -112,7 +164,6 @@ ProcessOutcome run_process(const ProcessSpec& spec) {
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
     if (pid == 0) exec_child(spec, out, err, argv, parent);
-    ::setpgid(pid, pid);  // also from the parent, so there is no race with the kill below
     ::close(out.write);
     ::close(err.write);
 
@@ -129,14 +180,14 @@ ProcessOutcome run_process(const ProcessSpec& spec) {
         // (an orphaned rank): end the rest of its group, then drain.
         if (!reaped && ::waitpid(pid, &status, WNOHANG) == pid) {
             reaped = true;
-            kill_group(pid, SIGKILL);
+            end_session(pid, true);
         }
         int wait_ms = 200;
         if (spec.timeout_s > 0 && !killed) {
             const double left = spec.timeout_s - elapsed();
             if (left <= 0) {
                 outcome.timed_out = killed = true;
-                kill_group(pid, SIGKILL);
+                end_session(pid, reaped);
             } else {
                 wait_ms = static_cast<int>(std::min(left * 1000.0 + 1, 200.0));
             }
@@ -156,13 +207,13 @@ ProcessOutcome run_process(const ProcessSpec& spec) {
         }
         if (spec.interrupts && !killed && spec.interrupts->poll() >= spec.kill_at_interrupt) {
             outcome.interrupted = killed = true;
-            kill_group(pid, SIGKILL);
+            end_session(pid, reaped);
         }
     }
     if (!reaped) {
         while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
-        kill_group(pid, SIGKILL);  // a grandchild that closed its pipes must not linger either
+        end_session(pid, true);  // a grandchild that closed its pipes must not linger either
     }
     outcome.wall_s = elapsed();
     if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);

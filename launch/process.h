@@ -1,6 +1,7 @@
 // Runs one child process (a trial, or mpirun/srun of one) with a timeout,
-// capturing its stdout and the tail of its stderr, and ending its whole
-// process group when it must stop. The sweep driver's isolation rests on
+// capturing its stdout and the tail of its stderr, and ending every process
+// it started (its session: MPI ranks in their own process groups, orphans
+// included) when it must stop or once it has exited. The sweep driver's isolation rests on
 // this: whatever the child does (crash, hang, OOM), the parent gets an outcome.
 #pragma once
 

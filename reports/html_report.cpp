@@ -1,12 +1,11 @@
 #include "reports/html_report.h"
 
-#include <fstream>
-#include <system_error>
 
 #include <fmt/format.h>
 
 #include "reports/html_escape.h"
 #include "reports/html_sections.h"
+#include "reports/output_file.h"
 #include "reports/report_assets.h"
 #include "reports/report_error.h"
 #include "reports/sha256.h"
@@ -122,18 +121,7 @@ std::string html_report(const Store& store, std::span<const std::string> sweeps)
 }
 
 void write_html_report(const Store& store, std::span<const std::string> sweeps, const std::filesystem::path& out) {
-    const std::string page = html_report(store, sweeps);
-    std::filesystem::path tmp = out;
-    tmp += ".tmp";
-    {
-        std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-        if (!file) throw ReportError(fmt::format("cannot write the report to {}", tmp.string()));
-        file.write(page.data(), static_cast<std::streamsize>(page.size()));
-        if (!file.flush()) throw ReportError(fmt::format("writing the report to {} failed", tmp.string()));
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, out, ec);
-    if (ec) throw ReportError(fmt::format("cannot move the report into place at {}: {}", out.string(), ec.message()));
+    write_output_file(out, html_report(store, sweeps));
 }
 
 }  // namespace tune

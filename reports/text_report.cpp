@@ -91,7 +91,8 @@ std::string render_text_report(std::span<const SweepData> sweeps) {
 
 std::string text_report(const Store& store, std::span<const std::string> sweeps) {
     const auto names = resolve_sweep_names(store, sweeps);
-    return render_text_report(load_sweeps(store, names));
+    // Sweep names, hosts and devices come from the database: nothing in it reaches the terminal raw.
+    return printable(render_text_report(load_sweeps(store, names)), "\n");
 }
 
 }  // namespace tune

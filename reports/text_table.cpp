@@ -38,13 +38,23 @@ std::size_t width(const std::string& s) {
 
 }  // namespace
 
-std::string printable(const std::string& text) {
+std::string printable(std::string_view text, std::string_view keep) {
     std::string out;
     out.reserve(text.size());
-    for (const char c : text) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-        else out += c;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto u = static_cast<unsigned char>(text[i]);
+        const bool control = (u < 0x20 || u == 0x7f) && keep.find(text[i]) == std::string_view::npos;
+        // U+0080..U+009F (UTF-8 C2 80..C2 9F) are the C1 controls: U+009B alone starts an escape
+        // sequence on terminals that honour 8-bit controls.
+        const bool c1 = u == 0xc2 && i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xe0) == 0x80;
+        if (control) {
+            out += fmt::format("\\x{:02x}", u);
+        } else if (c1) {
+            out += fmt::format("\\xc2\\x{:02x}", static_cast<unsigned char>(text[i + 1]));
+            ++i;
+        } else {
+            out += text[i];
+        }
     }
     return out;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/config.h"
@@ -16,8 +17,10 @@ namespace tune {
 std::vector<std::string> config_header(const std::vector<std::string>& more);
 std::vector<std::string> config_row(const TrialConfig& c, const std::vector<std::string>& more);
 
-// `text` with every ASCII control character (and DEL) written as \xNN.
-std::string printable(const std::string& text);
+// `text` with every ASCII control character (and DEL) and every C1 control written as \xNN,
+// except the characters in `keep` (a multi-line message keeps its "\n"). The one escape for
+// everything tune prints that came from a file, a database or a flag.
+std::string printable(std::string_view text, std::string_view keep = {});
 
 class TextTable {
 public:

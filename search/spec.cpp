@@ -14,10 +14,12 @@
 #include <toml++/toml.h>
 
 #include "core/dimensions.h"
+#include "core/input_file.h"
 #include "core/nearest.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
+#include "search/toml_bounds.h"
 
 namespace tune {
 namespace {
@@ -230,14 +232,6 @@ private:
     std::string file_;
 };
 
-std::string read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw ConfigError(path.string(), 0, 0, fmt::format("cannot open: {}", std::strerror(errno)));
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
-}
-
 // Hidden size splits into heads, heads into KV groups, and RoPE rotates pairs.
 // The model rules every configuration is held to (core/validity.h), located at [model].
 void check_model_shape(const Reader& r, const ModelSpec& m, const toml::source_region& where) {
@@ -406,6 +400,7 @@ SweepSpec parse_sweep(std::string_view text, const std::filesystem::path& path) 
     for (char c : text) blank = blank && (c == ' ' || c == '\n' || c == '\r' || c == '\t');
     if (blank) r.fail("the file is empty; a sweep needs at least [model] and [space] (see sweeps/demo.toml)");
 
+    check_toml_bounds(text, file);  // before the parser, which recurses on what it reads
     toml::table root;
     try {
         root = toml::parse(text, file);
@@ -433,9 +428,7 @@ SweepSpec parse_sweep(std::string_view text, const std::filesystem::path& path) 
 }
 
 SweepSpec load_sweep(const std::filesystem::path& path) {
-    if (std::filesystem::is_directory(path))
-        throw ConfigError(path.string(), 0, 0, "is a directory, not a sweep file");
-    return parse_sweep(read_file(path), path);
+    return parse_sweep(read_input_file(path, kMaxSweepFileBytes, "sweep file"), path);
 }
 
 void resolve_auto_device(SweepSpec& spec, const std::optional<Hardware>& detected) {
@@ -444,23 +437,55 @@ void resolve_auto_device(SweepSpec& spec, const std::optional<Hardware>& detecte
     spec.hardware.nodes = spec.nodes;
 }
 
+namespace {
+
+// A config.json is a few kilobytes; anything near this is not one.
+constexpr std::uint64_t kMaxConfigJsonBytes = 1024 * 1024;
+// The same bound as a [model] dimension in a sweep file.
+constexpr std::uint64_t kMaxDimension = std::uint64_t{1} << 40;
+
+}  // namespace
+
 ModelSpec load_hf_config(const std::filesystem::path& path) {
     const std::string file = path.string();
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(read_file(path));
-    } catch (const nlohmann::json::parse_error& e) {
+        j = nlohmann::json::parse(read_input_file(path, kMaxConfigJsonBytes, "config.json"));
+    } catch (const nlohmann::json::exception& e) {  // syntax, and numbers beyond a double (1e400)
         throw ConfigError(file, 0, 0, fmt::format("not valid JSON: {}", e.what()));
     }
     if (!j.is_object()) throw ConfigError(file, 0, 0, "expected a JSON object (a Hugging Face config.json)");
-    if (auto type = j.value("model_type", std::string("llama")); type != "llama" && type != "mistral")
+    auto text = [&](const char* key, const char* fallback) -> std::string {
+        if (!j.contains(key) || j[key].is_null()) return fallback;
+        if (!j[key].is_string()) throw ConfigError(file, 0, 0, fmt::format("\"{}\" must be a string", key));
+        return j[key].get<std::string>();
+    };
+    if (auto type = text("model_type", "llama"); type != "llama" && type != "mistral")
         throw ConfigError(file, 0, 0, fmt::format("model_type '{}' is not a Llama-style decoder", type));
-    if (j.value("tie_word_embeddings", false))
-        throw ConfigError(file, 0, 0, "tie_word_embeddings = true is not supported: tune's model has an untied LM head");
+    if (j.contains("tie_word_embeddings") && !j["tie_word_embeddings"].is_null()) {
+        if (!j["tie_word_embeddings"].is_boolean())
+            throw ConfigError(file, 0, 0, "\"tie_word_embeddings\" must be true or false");
+        if (j["tie_word_embeddings"].get<bool>())
+            throw ConfigError(file, 0, 0,
+                              "tie_word_embeddings = true is not supported: tune's model has an untied LM head");
+    }
+    // is_number_unsigned: a negative integer (hidden_size: -32) is not silently wrapped to 2^64 - 32.
     auto need = [&](const char* key) -> std::uint64_t {
         if (!j.contains(key) || !j[key].is_number_unsigned())
             throw ConfigError(file, 0, 0, fmt::format("missing or non-integer \"{}\" (a LlamaConfig field)", key));
-        return j[key].get<std::uint64_t>();
+        const auto v = j[key].get<std::uint64_t>();
+        if (v == 0 || v > kMaxDimension)
+            throw ConfigError(file, 0, 0, fmt::format("\"{}\" is {}; it must be between 1 and {}", key, v, kMaxDimension));
+        return v;
+    };
+    // A positive, finite number below `below` (a string or NaN-like value is refused, not defaulted).
+    auto positive = [&](const char* key, double fallback, double below) -> double {
+        if (!j.contains(key) || j[key].is_null()) return fallback;
+        if (!j[key].is_number()) throw ConfigError(file, 0, 0, fmt::format("\"{}\" must be a number", key));
+        const double v = j[key].get<double>();
+        if (!std::isfinite(v) || v <= 0 || v >= below)
+            throw ConfigError(file, 0, 0, fmt::format("\"{}\" is {}; it must be a positive number below {:g}", key, v, below));
+        return v;
     };
     ModelSpec m;
     m.name = path.parent_path().filename().string();
@@ -473,8 +498,13 @@ ModelSpec load_hf_config(const std::filesystem::path& path) {
                      ? need("num_key_value_heads") : m.heads;
     m.ffn = need("intermediate_size");
     m.max_context = j.contains("max_position_embeddings") ? need("max_position_embeddings") : 4096;
-    m.rms_norm_eps = j.value("rms_norm_eps", 1e-6);
-    if (j.contains("rope_theta") && j["rope_theta"].is_number()) m.rope_theta = j["rope_theta"].get<double>();
+    m.rms_norm_eps = positive("rms_norm_eps", 1e-6, 1.0);
+    m.rope_theta = positive("rope_theta", m.rope_theta, 1e12);
+    if (m.hidden % m.heads != 0 || m.heads % m.kv_heads != 0 || (m.hidden / m.heads) % 2 != 0)
+        throw ConfigError(file, 0, 0,
+                          fmt::format("num_attention_heads ({}) must divide hidden_size ({}) into an even head "
+                                      "dimension, and num_key_value_heads ({}) must divide num_attention_heads",
+                                      m.heads, m.hidden, m.kv_heads));
     return m;
 }
 

@@ -20,6 +20,14 @@ using TrialId = std::int64_t;
 // A trial found `running` by this many opens of its sweep is given up as `failed`.
 inline constexpr std::uint32_t kMaxAttempts = 3;
 
+// The driver that holds a sweep (store/leases.cpp): one at a time per sweep name.
+struct SweepLease {
+    std::string host;
+    std::int64_t pid = 0;
+    Timestamp heartbeat{};  // when it last said it was alive
+    bool same_holder(const SweepLease& o) const { return host == o.host && pid == o.pid; }
+};
+
 struct DeviceInfo {
     std::string name;              // "NVIDIA H100 80GB HBM3", or a preset name when estimate-only
     std::uint32_t count = 0;

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <set>
+#include <cstdint>
 #include <string>
 
 #include <fmt/format.h>
@@ -145,10 +146,23 @@ SELECT * FROM (
 WHERE tokens_per_s = front_best_same AND (front_best_smaller IS NULL OR tokens_per_s > front_best_smaller);
 )sql";
 
-constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3};
+// Version 4: one driver per sweep. A lease names the driver (host, pid) and when it last
+// said it was alive (ms since the epoch); a second driver refuses while it is fresh.
+constexpr const char* kVersion4 = R"sql(
+CREATE TABLE sweep_leases (
+    sweep_name   TEXT PRIMARY KEY,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    heartbeat_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql";
+
+constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4};
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};
+constexpr sql::Sql kOurTables{"schema_our_tables",
+                              "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('sweeps', 'trials')"};
 
 constexpr sql::Sql kTrialColumns{"trial_columns", "SELECT name FROM pragma_table_info('trials')"};
 
@@ -169,12 +183,12 @@ void add_dimension_columns(sql::Connection& db) {
     }
 }
 
-void refuse_newer(int version) {
-    if (version > kSchemaVersion)
-        throw StoreError("schema", 0,
-                         fmt::format("the database has schema version {}, written by a newer tune; this tune "
-                                     "reads versions up to {}",
-                                     version, kSchemaVersion));
+constexpr const char* kForeign = "the file is an SQLite database but not a tune database";
+
+std::int64_t count(sql::Connection& db, const sql::Sql& statement) {
+    auto q = db.query(statement);
+    q.step();
+    return q.int64(0);
 }
 
 }  // namespace
@@ -182,18 +196,30 @@ void refuse_newer(int version) {
 int schema_version(sql::Connection& db) {
     auto q = db.query(kUserVersion);
     q.step();
+    // user_version is a signed 32-bit header field: any value fits, and check_known judges it.
     return static_cast<int>(q.int64(0));
+}
+
+void check_known(sql::Connection& db, int version) {
+    // The version indexes kMigrations, so anything outside [0, kSchemaVersion] must stop here,
+    // before a single migration or write runs.
+    if (version > kSchemaVersion)
+        throw StoreError("schema", 0,
+                         fmt::format("the database has schema version {}, written by a newer tune; this tune "
+                                     "reads versions up to {}",
+                                     version, kSchemaVersion),
+                         true);
+    if (version < 0)
+        throw StoreError("schema", 0,
+                         fmt::format("the database has schema version {}, which no tune writes: {}", version, kForeign), true);
+    if (version == 0 && count(db, kTableCount) != 0) throw StoreError("schema", 0, kForeign, true);
+    if (version > 0 && count(db, kOurTables) != 2) throw StoreError("schema", 0, kForeign, true);
 }
 
 void migrate(sql::Connection& db) {
     sql::Transaction tx(db);
     const int version = schema_version(db);  // read under the write lock: two openers migrate once
-    refuse_newer(version);
-    if (version == 0) {
-        auto q = db.query(kTableCount);
-        q.step();
-        if (q.int64(0) != 0) throw StoreError("schema", 0, "the file is an SQLite database but not a tune database");
-    }
+    check_known(db, version);
     for (int v = version; v < kSchemaVersion; ++v) {
         const std::string name = fmt::format("migration to version {}", v + 1);
         db.exec(name.c_str(), kMigrations[static_cast<std::size_t>(v)]);
@@ -205,14 +231,8 @@ void migrate(sql::Connection& db) {
 }
 
 void check_readable(sql::Connection& db, int version) {
-    refuse_newer(version);
-    if (version == 0) {
-        auto q = db.query(kTableCount);
-        q.step();
-        throw StoreError("schema", 0,
-                         q.int64(0) == 0 ? "the database is empty (no sweep has written to it)"
-                                         : "the file is an SQLite database but not a tune database");
-    }
+    check_known(db, version);
+    if (version == 0) throw StoreError("schema", 0, "the database is empty (no sweep has written to it)", true);
 }
 
 }  // namespace tune

@@ -9,10 +9,14 @@ class Connection;
 
 namespace tune {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // Reads PRAGMA user_version.
 int schema_version(sql::Connection& db);
+
+// Throws unless `version` is one this tune knows (0 only for an empty file) and the file holds
+// tune's tables: a newer, negative or foreign schema is refused before anything runs on it.
+void check_known(sql::Connection& db, int version);
 
 // Brings a read-write database up to kSchemaVersion in one transaction. Refuses a
 // database written by a newer tune, or a file that is not a tune database.

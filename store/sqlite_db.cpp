@@ -1,14 +1,59 @@
 #include "store/sqlite_db.h"
 
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <filesystem>
+
 #include <fmt/format.h>
 
+#include "core/units.h"
 #include "store/store_error.h"
 
 namespace tune::sql {
 
+namespace {
+
+// Codes that describe the file, its directory or its disk rather than a mistake in tune.
+bool about_the_file(int primary) {
+    switch (primary) {
+        case SQLITE_PERM: case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_READONLY: case SQLITE_IOERR:
+        case SQLITE_CORRUPT: case SQLITE_FULL: case SQLITE_CANTOPEN: case SQLITE_NOTADB: case SQLITE_AUTH:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// A full disk: the write-ahead log only checkpoints at ~32 MiB, so a log that grew before the
+// disk filled would make every later run fail at once. Roll back, fold the log into the
+// database and truncate it, then say where the space ran out and how much is left.
+std::string disk_full(sqlite3* db, std::string message) {
+    if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+    const char* name = sqlite3_db_filename(db, "main");
+    const std::filesystem::path file = name && *name ? name : "";
+    std::filesystem::path dir = file.parent_path();
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    const auto space = std::filesystem::space(dir, ec);
+    const std::string free_text = ec ? std::string("unknown") : format_bytes(space.available);
+    return fmt::format("{} ({}): the disk holding it is full, {} free; free some space and run again", message,
+                       file.string(), free_text);
+}
+
+}  // namespace
+
 void fail(sqlite3* db, const char* statement, int rc) {
     std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    throw StoreError(statement ? statement : "", rc & 0xff, message);
+    // A full disk shows as SQLITE_FULL when a database or log write fails, but as an I/O error
+    // (SQLITE_IOERR_SHMSIZE, _WRITE, _TRUNCATE) when growing the -shm file or truncating fails:
+    // the OS error says which.
+    const int primary = rc & 0xff;
+    const bool full = primary == SQLITE_FULL || (primary == SQLITE_IOERR && db && sqlite3_system_errno(db) == ENOSPC);
+    if (db && full) message = disk_full(db, std::move(message));
+    throw StoreError(statement ? statement : "", rc & 0xff, message, about_the_file(rc & 0xff));
 }
 
 // ---------------------------------------------------------------- Query ----
@@ -79,17 +124,59 @@ std::optional<double> Query::opt_real(int column) const {
 
 // ----------------------------------------------------------- Connection ----
 
-Connection::Connection(const std::string& path, bool read_only) {
-    const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-                      SQLITE_OPEN_NOMUTEX;
-    const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+namespace {
+
+// A file: URI for `path`, every byte outside the unreserved set percent-encoded (a path may
+// hold '?', '#' or '%', which would otherwise start a query, a fragment or an escape).
+std::string file_uri(const std::string& path, const char* query) {
+    std::string uri = "file:";
+    for (const char c : path) {
+        const auto u = static_cast<unsigned char>(c);
+        if (std::isalnum(u) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') uri += c;
+        else uri += fmt::format("%{:02X}", u);
+    }
+    return uri + "?" + query;
+}
+
+sqlite3* open_or_throw(const std::string& path, const std::string& name, int flags, bool read_only) {
+    sqlite3* db = nullptr;
+    const int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
     if (rc != SQLITE_OK) {
-        std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+        std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+        sqlite3_close(db);
+        throw StoreError("open", rc & 0xff,
+                         fmt::format("cannot open '{}'{}: {}", path, read_only ? " read-only" : "", message), true);
+    }
+    sqlite3_extended_result_codes(db, 1);
+    return db;
+}
+
+// Whether a read-only connection can read the header (a WAL database needs its -shm file,
+// which SQLite creates next to it: impossible in a directory nobody may write).
+bool readable(sqlite3* db) {
+    return sqlite3_exec(db, "PRAGMA user_version", nullptr, nullptr, nullptr) == SQLITE_OK;
+}
+
+}  // namespace
+
+Connection::Connection(const std::string& path, bool read_only) {
+    if (!read_only) {
+        db_ = open_or_throw(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, false);
+        return;
+    }
+    // Readers never need write access: mode=ro, and where the directory cannot be written
+    // (nobody can be writing the database there), immutable=1, which skips locks and -shm.
+    const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
+    std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    if (dir.empty()) dir = ".";
+    const bool writable_dir = ::access(dir.c_str(), W_OK) == 0;
+    if (writable_dir) {
+        db_ = open_or_throw(path, file_uri(path, "mode=ro"), flags, true);
+        if (readable(db_)) return;
         sqlite3_close(db_);
         db_ = nullptr;
-        throw StoreError("open", rc & 0xff, fmt::format("cannot open '{}'{}: {}", path, read_only ? " read-only" : "", message));
     }
-    sqlite3_extended_result_codes(db_, 1);
+    db_ = open_or_throw(path, file_uri(path, "mode=ro&immutable=1"), flags, true);
 }
 
 Connection::~Connection() {

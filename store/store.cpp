@@ -45,6 +45,8 @@ std::unique_ptr<sql::Connection> migrated_copy(sql::Connection& source) {
 Store::Store(const std::string& path, Mode mode) : path_(path) {
     const bool read_only = mode == Mode::read_only;
     db_ = std::make_unique<sql::Connection>(path, read_only);
+    // Judge the file before configure() switches it to WAL (a write) or a migration runs.
+    check_known(*db_, tune::schema_version(*db_));
     configure(*db_, read_only);
     if (!read_only) {
         migrate(*db_);

@@ -12,6 +12,7 @@
 //   }
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -51,6 +52,16 @@ public:
     std::vector<SweepSummary> sweeps() const;
     std::optional<SweepSummary> find_sweep(std::string_view name) const;
     void set_plan(SweepId sweep, const nlohmann::json& plan);
+
+    // ---- leases (store/leases.cpp): one driver per sweep name, each call one transaction
+    // Takes the lease of sweep `name` for `mine` (heartbeat = now), unless another holder has it
+    // and `is_stale` says that holder is still alive: then nothing changes and that holder is
+    // returned. `is_stale` runs under the write lock, so two drivers never both win.
+    std::optional<SweepLease> take_lease(std::string_view name, const SweepLease& mine,
+                                         const std::function<bool(const SweepLease&)>& is_stale);
+    // Refreshes the heartbeat; false when the lease is no longer `mine` (taken over as stale).
+    bool renew_lease(std::string_view name, const SweepLease& mine);
+    void drop_lease(std::string_view name, const SweepLease& mine);
 
     // ---- trial writes (store/trial_writes.cpp); each call is one transaction
     // Inserts the configurations not yet in the sweep (by config hash); returns how many were new.

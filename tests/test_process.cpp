@@ -13,6 +13,7 @@
 
 #include "launch/launch.h"
 #include "launch/process.h"
+#include "tests/support/survivors.h"
 
 using namespace tune;
 
@@ -46,6 +47,17 @@ TEST_CASE("a hang is ended at the timeout, grandchildren included", "[process]")
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     CHECK(r.timed_out);
     CHECK(took < 10);  // generous: the point is that it did not wait 30 s
+}
+
+TEST_CASE("a timeout ends descendants that left the child's process group, as MPI ranks do", "[process]") {
+    // `set -m` gives each background job its own process group, as OpenMPI does for its ranks:
+    // killing the child's group alone would leave these sleeping forever.
+    auto r = sh("exec bash -c 'set -m; sleep 987.125 & sleep 987.125 & wait'", 1);
+    CHECK(r.timed_out);
+    CHECK(test::processes_with("sleep 987.125").empty());
+    auto orphaned = sh("bash -c 'set -m; sleep 987.25 & exit 0'; exit 0", 5);
+    CHECK(orphaned.exit_code == 0);
+    CHECK(test::processes_with("sleep 987.25").empty());
 }
 
 TEST_CASE("an orphan holding the pipes does not keep the parent waiting", "[process]") {

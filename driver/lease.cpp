@@ -1,0 +1,93 @@
+#include "driver/lease.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace tune {
+namespace {
+
+// kill(pid, 0) probes without signalling; EPERM still means the process exists.
+bool process_exists(std::int64_t pid) {
+    if (pid <= 0) return false;
+    return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+}  // namespace
+
+// Renews the lease every kLeaseHeartbeat until stopped, on its own connection.
+struct SweepLeaseHolder::Heartbeat {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stop = false;
+    std::thread thread;
+
+    Heartbeat(const std::string& database, const std::string& sweep, const SweepLease& mine) {
+        // The thread starts with every signal blocked (it inherits this mask), so Ctrl-C and
+        // SIGTERM keep reaching the driver's own handling (launch/process) and never this thread.
+        sigset_t all, saved;
+        sigfillset(&all);
+        ::pthread_sigmask(SIG_SETMASK, &all, &saved);
+        thread = std::thread([this, database, sweep, mine] {
+            try {
+                Store store(database, Store::Mode::read_write);
+                std::unique_lock lock(mutex);
+                while (!wake.wait_for(lock, kLeaseHeartbeat, [this] { return stop; })) {
+                    lock.unlock();
+                    store.renew_lease(sweep, mine);
+                    lock.lock();
+                }
+            } catch (const std::exception&) {
+                // A heartbeat that cannot be written (disk full, database gone) ends the heartbeat,
+                // not the sweep: the main connection meets the same problem and reports it.
+            }
+        });
+        ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    }
+    ~Heartbeat() {
+        {
+            std::lock_guard lock(mutex);
+            stop = true;
+        }
+        wake.notify_all();
+        thread.join();
+    }
+};
+
+SweepLeaseHolder::SweepLeaseHolder(Store& store, const std::string& database, const std::string& sweep,
+                                   const std::string& host)
+    : store_(store), sweep_(sweep), mine_{host, static_cast<std::int64_t>(::getpid()), {}} {
+    const auto now = now_timestamp();
+    auto is_stale = [&](const SweepLease& held) {
+        if (held.host == host && !process_exists(held.pid)) return true;
+        return now - held.heartbeat > kLeaseStaleAfter;
+    };
+    if (auto held = store_.take_lease(sweep_, mine_, is_stale)) {
+        const auto age = std::chrono::duration_cast<std::chrono::seconds>(now - held->heartbeat).count();
+        throw SweepBusyError(fmt::format(
+            "sweep '{}' is being run by another driver (pid {} on host {}, alive {} s ago); wait for it to finish or "
+            "stop it. A driver whose process is gone, or silent for {} s, is taken over.",
+            sweep_, held->pid, held->host, std::max<std::int64_t>(age, 0), kLeaseStaleAfter.count()));
+    }
+    heartbeat_ = std::make_unique<Heartbeat>(database, sweep_, mine_);
+}
+
+SweepLeaseHolder::~SweepLeaseHolder() {
+    heartbeat_.reset();
+    try {
+        store_.drop_lease(sweep_, mine_);
+    } catch (const std::exception&) {
+        // Left behind, the lease is stale at once for this host (the pid is gone) and after
+        // kLeaseStaleAfter for any other: nothing is lost.
+    }
+}
+
+}  // namespace tune
