@@ -17,7 +17,7 @@ namespace tune::harness {
 namespace {
 
 // Every problem with the file is bad input to `tune trial --init` (exit 2), not a failed trial.
-ConfigError bad(const std::filesystem::path& path, const std::string& what) { return ConfigError(path.string(), 0, 0, what); }
+ConfigError bad(const std::filesystem::path& path, const std::string& what) { return ConfigError(path.string() + ": " + what); }
 
 // Weights for a CPU or single-GPU trial; the file is read whole into memory.
 constexpr std::uint64_t kMaxSafetensorsBytes = 16ull << 30;

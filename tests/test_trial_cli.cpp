@@ -88,9 +88,10 @@ TEST_CASE("tune trial --init and --tokens train the fixture model", "[trial][cli
     CHECK(r.losses[1] == Approx(4.3107815).epsilon(1e-5));
     CHECK(r.losses[2] == Approx(4.4179010).epsilon(1e-5));
 
-    auto missing = trial("--model tiny --tokens /nonexistent/tokens.bin");
-    CHECK(missing.exit_code == 5);
-    CHECK_THAT(last_json(missing.output)["reason"].get<std::string>(), Catch::Contains("/nonexistent/tokens.bin"));
+    // A token file that cannot be read is bad input (exit 2, issue 14 item 16), not a trial outcome.
+    auto missing = test::run_tune("trial --threads 1 --model tiny --tokens /nonexistent/tokens.bin");
+    CHECK(missing.exit_code == 2);
+    CHECK_THAT(missing.output, Catch::Contains("/nonexistent/tokens.bin: cannot open"));
 }
 
 TEST_CASE("tune trial --config takes a whole TrialConfig and flags override it", "[trial][cli]") {
