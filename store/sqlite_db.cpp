@@ -153,8 +153,13 @@ sqlite3* open_or_throw(const std::string& path, const std::string& name, int fla
 
 // Whether a read-only connection can read the header (a WAL database needs its -shm file,
 // which SQLite creates next to it: impossible in a directory nobody may write).
+// Whether a mode=ro connection can read. Busy or locked means a writer is at work (a
+// checkpoint holds the lock briefly): readable, and it must keep its locks. Only a
+// failure to open or map the WAL index (-shm) calls for immutable=1.
 bool readable(sqlite3* db) {
-    return sqlite3_exec(db, "PRAGMA user_version", nullptr, nullptr, nullptr) == SQLITE_OK;
+    sqlite3_busy_timeout(db, 5000);
+    const int rc = sqlite3_exec(db, "PRAGMA user_version", nullptr, nullptr, nullptr) & 0xff;
+    return rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
 }
 
 }  // namespace
