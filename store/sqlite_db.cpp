@@ -153,15 +153,6 @@ sqlite3* open_or_throw(const std::string& path, const std::string& name, int fla
 
 // Whether a read-only connection can read the header (a WAL database needs its -shm file,
 // which SQLite creates next to it: impossible in a directory nobody may write).
-// Whether a mode=ro connection can read. Busy or locked means a writer is at work (a
-// checkpoint holds the lock briefly): readable, and it must keep its locks. Only a
-// failure to open or map the WAL index (-shm) calls for immutable=1.
-bool readable(sqlite3* db) {
-    sqlite3_busy_timeout(db, 5000);
-    const int rc = sqlite3_exec(db, "PRAGMA user_version", nullptr, nullptr, nullptr) & 0xff;
-    return rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
-}
-
 }  // namespace
 
 Connection::Connection(const std::string& path, bool read_only) {
@@ -169,19 +160,15 @@ Connection::Connection(const std::string& path, bool read_only) {
         db_ = open_or_throw(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, false);
         return;
     }
-    // Readers never need write access: mode=ro, and where the directory cannot be written
-    // (nobody can be writing the database there), immutable=1, which skips locks and -shm.
+    // Readers never need write access. Where the directory cannot be written (nobody can be
+    // writing the database there, and no -shm can be made) they open it immutable=1, which
+    // skips locks and the WAL index; elsewhere a plain read-only open keeps WAL's locking, so
+    // a reader never sees a page a writer is changing.
     const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
     std::filesystem::path dir = std::filesystem::path(path).parent_path();
     if (dir.empty()) dir = ".";
     const bool writable_dir = ::access(dir.c_str(), W_OK) == 0;
-    if (writable_dir) {
-        db_ = open_or_throw(path, file_uri(path, "mode=ro"), flags, true);
-        if (readable(db_)) return;
-        sqlite3_close(db_);
-        db_ = nullptr;
-    }
-    db_ = open_or_throw(path, file_uri(path, "mode=ro&immutable=1"), flags, true);
+    db_ = open_or_throw(path, file_uri(path, writable_dir ? "mode=ro" : "mode=ro&immutable=1"), flags, true);
 }
 
 Connection::~Connection() {
