@@ -43,11 +43,13 @@ inline TrialConfig sample_config(int i) {
     c.optimizer = kOptimizers[static_cast<std::size_t>(i) % kOptimizers.size()];
     c.precision = kPrecisions[static_cast<std::size_t>(i / 5) % kPrecisions.size()];
     c.checkpointing = kCheckpointings[static_cast<std::size_t>(i / 20) % kCheckpointings.size()];
-    c.zero_stage = static_cast<std::uint32_t>(i % 4);
-    c.world_size = 1u << (i % 3);
-    c.micro_batch = 1 + static_cast<std::uint32_t>(i % 2);
-    c.grad_accum = 1 + static_cast<std::uint32_t>(i % 3);
-    c.context = 64u << (i % 3);
+    // Unsigned arithmetic keeps every value in range for negative i too (the busy-writer test enumerates those).
+    const auto k = static_cast<std::size_t>(i);
+    c.zero_stage = static_cast<std::uint32_t>(k % 4);
+    c.world_size = 1u << (k % 3);
+    c.micro_batch = 1 + static_cast<std::uint32_t>(k % 2);
+    c.grad_accum = 1 + static_cast<std::uint32_t>(k % 3);
+    c.context = 64u << (k % 3);
     c.steps = 6;
     c.warmup = 2;
     c.seed = 1000 + static_cast<std::uint64_t>(i);
