@@ -67,9 +67,6 @@ std::optional<Enum> parse_enum(std::string_view text, const std::array<Enum, N>&
         if (to_string(e) == text) return e;
     return std::nullopt;
 }
-inline std::optional<Optimizer> parse_optimizer(std::string_view t) { return parse_enum(t, kOptimizers); }
-inline std::optional<Precision> parse_precision(std::string_view t) { return parse_enum(t, kPrecisions); }
-inline std::optional<Checkpointing> parse_checkpointing(std::string_view t) { return parse_enum(t, kCheckpointings); }
 inline std::optional<TrialStatus> parse_status(std::string_view t) { return parse_enum(t, kStatuses); }
 inline std::optional<BackendKind> parse_backend(std::string_view t) { return parse_enum(t, kBackendKinds); }
 
