@@ -33,6 +33,7 @@ struct EstimateCliOptions {
     std::string memory_limit;
     double margin = 0.05;
     std::uint32_t cpu_threads = 1;
+    std::optional<double> lora_alpha;
     bool json = false;
 };
 
@@ -55,6 +56,7 @@ TrialConfig config_from(const EstimateCliOptions& o) {
     c.model = parsed(find_model(o.model), "--model", o.model, model_names());
     o.dims.apply(c);
     c.world_size = o.gpus;
+    c.lora_alpha = o.lora_alpha;
     return c;
 }
 
@@ -245,6 +247,7 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--model", opts->model, "Model preset (tune presets)")->capture_default_str();
     const TrialConfig defaults = estimate_defaults();
     add_dimension_flags(cmd, opts->dims, &defaults);
+    cmd->add_option("--lora-alpha", opts->lora_alpha, "LoRA alpha (default 2 x rank); memory does not depend on it");
     cmd->add_option("--gpus", opts->gpus, "Ranks (world size)")->capture_default_str()->check(CLI::PositiveNumber);
     cmd->add_option("--device", opts->device, "Device preset (tune presets)")->capture_default_str();
     cmd->add_option("--memory-limit", opts->memory_limit, "Bytes per rank, e.g. 40GiB (default: the device's memory)");

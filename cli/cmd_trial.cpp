@@ -18,6 +18,7 @@
 #include "core/validity.h"
 #include "driver/trial_child.h"
 #include "harness/hf_model.h"
+#include "harness/peft_adapter.h"
 #include "launch/launch.h"
 #include "launch/process.h"
 #include "harness/trial.h"
@@ -32,12 +33,12 @@ namespace {
 using harness::unrun;
 
 struct TrialFlags {
-    std::string config_json, model = "tiny", memory_limit, init, tokens;
+    std::string config_json, model = "tiny", memory_limit, init, tokens, init_adapter, save_adapter;
     DimensionFlags dims;
     std::uint32_t gpus = 1, steps = 6, warmup = 2;
     std::uint32_t adam8bit_block = 256;
     std::uint64_t seed = 1234;
-    double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, clip = 0, neftune_alpha = 0;
+    double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, clip = 0, neftune_alpha = 0, lora_alpha = 0;
     int threads = 0;
     std::string backend = std::string(to_string(BackendKind::automatic));
     bool json = false;
@@ -74,6 +75,7 @@ void apply_settings(const TrialFlags& o, const Given& given, TrialConfig& c) {
     if (given("--clip")) c.clip = o.clip;
     if (given("--neftune-alpha")) c.neftune_alpha = o.neftune_alpha;
     if (given("--adam8bit-block")) c.adam8bit_block = o.adam8bit_block;
+    if (given("--lora-alpha")) c.lora_alpha = o.lora_alpha;
 }
 
 TrialConfig build_config(const TrialFlags& o, const Given& given) {
@@ -90,6 +92,8 @@ TrialConfig build_config(const TrialFlags& o, const Given& given) {
     if (given("--model")) c.model = model_named(o.model);
     if (given("--init")) c.model = harness::load_hf_config(o.init);
     apply_settings(o, given, c);
+    // The adapter folder decides rank, alpha and targets (and lora, unless qlora was asked for).
+    if (given("--init-adapter")) harness::apply_peft_config(harness::load_peft_config(o.init_adapter), c);
     // The default warmup (2) leaves at least one measured step when only --steps is given.
     if (given("--steps") && !given("--warmup") && c.steps > 0 && c.warmup >= c.steps) c.warmup = c.steps - 1;
     return c;
@@ -124,6 +128,11 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--config", o.config_json, "A whole TrialConfig as JSON; the flags below override it");
     cmd->add_option("--model", o.model, "Model preset (tune presets), default tiny");
     cmd->add_option("--init", o.init, "Hugging Face folder (config.json + model.safetensors): model and weights");
+    cmd->add_option("--init-adapter", o.init_adapter,
+                    "PEFT LoRA folder (adapter_config.json + adapter_model.safetensors): the adapters to start from; "
+                    "sets --method lora (unless qlora), --lora-rank, --lora-alpha and --lora-targets");
+    cmd->add_option("--save-adapter", o.save_adapter,
+                    "Write the trained adapters here as a PEFT folder at the end (lora, qlora)");
     cmd->add_option("--tokens", o.tokens, "Token file: little-endian uint32 ids (default: seeded synthetic tokens)");
     const TrialConfig defaults;
     add_dimension_flags(cmd, o.dims, &defaults);
@@ -140,6 +149,7 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--clip", o.clip, "Global gradient-norm clip; 0 disables");
     cmd->add_option("--neftune-alpha", o.neftune_alpha, "NEFTune noise alpha; 0 disables");
     cmd->add_option("--adam8bit-block", o.adam8bit_block, "8-bit Adam block size");
+    cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha: adapters scale by alpha / rank (default 2 x rank)");
     cmd->add_option("--threads", o.threads, "CPU threads (default: OpenMP's)");
     cmd->add_option("--backend", o.backend, "auto (CUDA when a device is visible, else the CPU), cpu or cuda")
         ->check(CLI::IsMember({std::string(to_string(BackendKind::automatic)), std::string(to_string(BackendKind::cpu)),
@@ -204,6 +214,8 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         harness::TrialOptions run;
         if (!o.init.empty()) run.init_dir = o.init;
         if (!o.tokens.empty()) run.tokens_file = o.tokens;
+        if (!o.init_adapter.empty()) run.init_adapter_dir = o.init_adapter;
+        if (!o.save_adapter.empty()) run.save_adapter_dir = o.save_adapter;
         run.threads = o.threads;
         run.backend = backend_of(o);
         run.force = o.force;

@@ -39,6 +39,7 @@ void append_optional_flags(std::string& out, const TrialConfig& c) {
     if (c.beta1) out += fmt::format(" --beta1 {}", *c.beta1);
     if (c.beta2) out += fmt::format(" --beta2 {}", *c.beta2);
     if (c.eps) out += fmt::format(" --eps {}", *c.eps);
+    if (c.lora_alpha) out += fmt::format(" --lora-alpha {}", *c.lora_alpha);
     if (c.memory_limit != 0) out += fmt::format(" --memory-limit {}", exact_bytes(c.memory_limit));
 }
 
@@ -60,7 +61,13 @@ std::string trial_command(const TrialConfig& c) {
         out += " --config " + shell_quote(nlohmann::json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     else
         out += " --model " + shell_quote(c.model.name);
-    for (const Dimension& d : dimensions()) out += fmt::format(" {} {}", d.flag, d.text(c));
+    const TrialConfig defaults;
+    for (const Dimension& d : dimensions()) {
+        // As summary(): a value that means nothing here, or a later row at its default, is left out.
+        if (!d.applies_to(c) || (d.applies == nullptr && d.omit_default_from_json && d.get(c) == d.get(defaults)))
+            continue;
+        out += fmt::format(" {} {}", d.flag, d.text(c));
+    }
     out += fmt::format(" --gpus {} --steps {} --warmup {} --seed {}", c.world_size, c.steps, c.warmup, c.seed);
     append_optional_flags(out, c);
     return out;

@@ -108,9 +108,9 @@ void from_json(const json& j, Hardware& h) {
 namespace {
 
 // The search dimensions come from the dimension table; the rest are the trial's settings.
-constexpr std::array<std::string_view, 15> kSettingKeys{
+constexpr std::array<std::string_view, 16> kSettingKeys{
     "model", "world_size", "steps", "warmup", "seed", "lr", "weight_decay", "clip", "neftune_alpha", "beta1",
-    "beta2", "eps", "adam8bit_block", "loss_scale_init", "loss_scale_window"};
+    "beta2", "eps", "adam8bit_block", "loss_scale_init", "loss_scale_window", "lora_alpha"};
 
 void write_dimensions(json& j, const TrialConfig& c) {
     const TrialConfig defaults;
@@ -159,6 +159,7 @@ void to_json(json& j, const TrialConfig& c) {
     write_optional(j, "beta1", c.beta1);
     write_optional(j, "beta2", c.beta2);
     write_optional(j, "eps", c.eps);
+    write_optional(j, "lora_alpha", c.lora_alpha);
 }
 
 void from_json(const json& j, TrialConfig& c) {
@@ -181,6 +182,7 @@ void from_json(const json& j, TrialConfig& c) {
     if (j.contains("beta1") && !j["beta1"].is_null()) c.beta1 = j["beta1"].get<double>();
     if (j.contains("beta2") && !j["beta2"].is_null()) c.beta2 = j["beta2"].get<double>();
     if (j.contains("eps") && !j["eps"].is_null()) c.eps = j["eps"].get<double>();
+    if (j.contains("lora_alpha") && !j["lora_alpha"].is_null()) c.lora_alpha = j["lora_alpha"].get<double>();
     read(j, "adam8bit_block", c.adam8bit_block);
     read(j, "loss_scale_init", c.loss_scale_init);
     read(j, "loss_scale_window", c.loss_scale_window);
@@ -273,7 +275,13 @@ std::string stable_hash(std::string_view bytes) {
 
 std::string summary(const TrialConfig& c) {
     std::string out;
-    for (const Dimension& d : dimensions()) out += fmt::format("{}{} ", d.prefix, d.text(c));
+    const TrialConfig defaults;
+    for (const Dimension& d : dimensions()) {
+        // Rows added later stay out at their default, so older summaries read as before.
+        if (!d.applies_to(c)) continue;
+        if (d.applies == nullptr && d.omit_default_from_json && d.get(c) == d.get(defaults)) continue;
+        out += fmt::format("{}{} ", d.prefix, d.text(c));
+    }
     return out + fmt::format("x{}", c.world_size);
 }
 

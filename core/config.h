@@ -30,6 +30,11 @@ enum class TrialStatus : std::uint8_t { pending, running, ok, oom, failed, timeo
 // Where ops run. A device (Hardware) is cpu or cuda; a trial's --backend may
 // also be `automatic` ("auto": CUDA when a device is visible, else the CPU).
 enum class BackendKind : std::uint8_t { cpu, cuda, automatic };
+// What is trained: every weight (full), low-rank adapters beside a frozen base
+// (lora), or adapters beside a frozen base stored as 4-bit NF4 (qlora).
+enum class Method : std::uint8_t { full, lora, qlora };
+// Which linear layers get adapters: q, k, v, o; or those plus gate, up, down.
+enum class LoraTargets : std::uint8_t { attention, all_linear };
 
 inline constexpr std::array<Optimizer, 5> kOptimizers{Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit,
                                                       Optimizer::adafactor, Optimizer::lomo};
@@ -41,15 +46,21 @@ inline constexpr std::array<TrialStatus, 8> kStatuses{
     TrialStatus::pending, TrialStatus::running, TrialStatus::ok,      TrialStatus::oom,
     TrialStatus::failed,  TrialStatus::timeout, TrialStatus::invalid, TrialStatus::pruned};
 inline constexpr std::array<BackendKind, 3> kBackendKinds{BackendKind::cpu, BackendKind::cuda, BackendKind::automatic};
+inline constexpr std::array<Method, 3> kMethods{Method::full, Method::lora, Method::qlora};
+inline constexpr std::array<LoraTargets, 2> kLoraTargets{LoraTargets::attention, LoraTargets::all_linear};
 
 // The names users write, indexed by the enum's value (the dimension table's choices too).
 inline constexpr std::array<std::string_view, 5> kOptimizerNames{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
 inline constexpr std::array<std::string_view, 4> kPrecisionNames{"fp32", "bf16-mixed", "fp16-mixed", "bf16"};
 inline constexpr std::array<std::string_view, 3> kCheckpointingNames{"none", "selective", "full"};
+inline constexpr std::array<std::string_view, 3> kMethodNames{"full", "lora", "qlora"};
+inline constexpr std::array<std::string_view, 2> kLoraTargetNames{"attention", "all-linear"};
 
 inline std::string_view to_string(Optimizer o) { return kOptimizerNames[static_cast<std::size_t>(o)]; }
 inline std::string_view to_string(Precision p) { return kPrecisionNames[static_cast<std::size_t>(p)]; }
 inline std::string_view to_string(Checkpointing c) { return kCheckpointingNames[static_cast<std::size_t>(c)]; }
+inline std::string_view to_string(Method m) { return kMethodNames[static_cast<std::size_t>(m)]; }
+inline std::string_view to_string(LoraTargets t) { return kLoraTargetNames[static_cast<std::size_t>(t)]; }
 inline std::string_view to_string(TrialStatus s) {
     constexpr std::array<std::string_view, 8> names{"pending", "running", "ok",      "oom",
                                                     "failed",  "timeout", "invalid", "pruned"};
@@ -156,6 +167,14 @@ struct TrialConfig {
     std::uint32_t loss_scale_window = 1000;
 
     std::uint64_t memory_limit = 0;  // allocator limit in bytes per rank; 0 = the device's memory
+
+    // Fine-tuning method (dimensions after schema 3: their defaults stay out of the JSON).
+    Method method = Method::full;
+    std::uint32_t lora_rank = 16;
+    LoraTargets lora_targets = LoraTargets::all_linear;
+    std::optional<double> lora_alpha;  // unset: 2 x rank
+    bool adapters() const { return method != Method::full; }
+    double lora_scale() const { return lora_alpha.value_or(2.0 * lora_rank) / lora_rank; }
 
     bool operator==(const TrialConfig&) const = default;
 };

@@ -43,6 +43,10 @@ struct Dimension {
     DimValue (*fallback)(const ModelSpec&) = nullptr;   // the value an omitted [space] key takes
     DimValue (*get)(const TrialConfig&) = nullptr;
     void (*set)(TrialConfig&, DimValue) = nullptr;
+    // Whether the value means anything in `c` (a LoRA rank does not with method full).
+    // Where it does not, the expansion holds it at TrialConfig's default and
+    // enumerates it once (collapsed); summaries leave it out. Null: always.
+    bool (*applies)(const TrialConfig&) = nullptr;
 
     bool is_enum() const { return kind == DimKind::enumeration; }
     // "bf16-mixed", "4096".
@@ -52,9 +56,10 @@ struct Dimension {
     std::optional<DimValue> parse(std::string_view text) const;
     // "adamw, lion, adam8bit, adafactor or lomo", or "0 to 3".
     std::string allowed() const;
+    bool applies_to(const TrialConfig& c) const { return applies == nullptr || applies(c); }
 };
 
-inline constexpr std::size_t kDimensionCount = 7;
+inline constexpr std::size_t kDimensionCount = 10;
 
 // In display order (tables, summaries, exports).
 const std::array<Dimension, kDimensionCount>& dimensions();

@@ -78,6 +78,29 @@ std::optional<Invalidity> hyper_problem(const TrialConfig& c) {
     return std::nullopt;
 }
 
+// LoRA's rank within every targeted matrix, a positive alpha, and a 16-bit
+// compute dtype for QLoRA's NF4 base (its GEMMs dequantize into it).
+std::optional<Invalidity> lora_problem(const TrialConfig& c) {
+    if (!c.adapters()) return std::nullopt;
+    const ModelSpec& m = c.model;
+    std::uint64_t side = std::min(m.hidden, m.kv_dim());
+    if (c.lora_targets == LoraTargets::all_linear) side = std::min(side, m.ffn);
+    if (c.lora_rank == 0 || c.lora_rank > side)
+        return Invalidity{"lora-rank", fmt::format("lora_rank {} must be between 1 and {}, the smaller side of the "
+                                                   "smallest targeted matrix ({} targets)",
+                                                   c.lora_rank, side, to_string(c.lora_targets))};
+    if (c.lora_alpha && !(*c.lora_alpha > 0 && *c.lora_alpha <= 1e6))
+        return Invalidity{"hyperparameters", "lora_alpha must be in (0, 1e6]; leave it out for 2 x lora_rank"};
+    if (c.method == Method::qlora && c.precision == Precision::fp32)
+        return Invalidity{"qlora-precision", "qlora stores the base as 4-bit NF4 and computes in 16 bits: fp32 "
+                                             "storage cannot be had for its base; use bf16-mixed, fp16-mixed or "
+                                             "bf16, or method lora for an fp32 base"};
+    if (c.method == Method::qlora && zero_plan(c.zero_stage).shards_parameters)
+        return Invalidity{"qlora-zero3", "qlora keeps its NF4 base whole on every rank: ZeRO stage 3 (sharded "
+                                         "parameters) is for lora and full"};
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::uint64_t> checked_param_count(const ModelSpec& m) {
@@ -117,12 +140,13 @@ std::optional<Invalidity> invalid_reason(const TrialConfig& c) {
         return Invalidity{"context", fmt::format("context {} exceeds the model's max_context {}", c.context,
                                                  c.model.max_context)};
     if (auto bad = size_problem(c)) return bad;
+    if (auto bad = lora_problem(c)) return bad;
     return hyper_problem(c);
 }
 
 bool refuses_input(const Invalidity& problem) {
-    constexpr std::array<std::string_view, 6> kinds{"model-size", "counts",          "zero-stage",
-                                                    "adam8bit-block", "hyperparameters", "warmup"};
+    constexpr std::array<std::string_view, 8> kinds{"model-size",      "counts",  "zero-stage", "adam8bit-block",
+                                                    "hyperparameters", "warmup", "lora-rank",  "qlora-precision"};
     return std::find(kinds.begin(), kinds.end(), problem.kind) != kinds.end();
 }
 

@@ -67,7 +67,20 @@ std::uint64_t LlamaLayer::workspace_bytes() const {
 }
 
 const void* LlamaLayer::weight(const void* weights, LayerTensor t) const {
-    return offset(const_cast<void*>(weights), layout_.at(t).offset, dt_);
+    if (dequantized_ == nullptr) return offset(const_cast<void*>(weights), layout_.at(t).offset, dt_);
+    const auto* q = static_cast<const QuantizedLayer*>(weights);
+    if (t == LayerTensor::attn_norm) return q->norms;
+    if (t == LayerTensor::mlp_norm) return offset(const_cast<void*>(q->norms), dims_.h, dt_);
+    const TensorView& v = layout_.at(t);
+    backend_.nf4_dequantize(dequantized_, dt_, q->nf4, q->n, v.offset, v.numel());
+    return dequantized_;
+}
+
+std::int64_t LlamaLayer::largest_matrix() const {
+    std::int64_t most = 0;
+    for (const TensorView& v : layout_.layer.tensors)
+        if (v.matrix()) most = std::max(most, v.numel());
+    return most;
 }
 
 Buffer LlamaLayer::act(std::int64_t elements) const {
@@ -90,8 +103,48 @@ void LlamaLayer::attention(LayerActivations& a) const {
     backend_.attention_forward(args, ws_);
 }
 
-void LlamaLayer::forward(const void* w, LayerActivations& a, void* out) {
+LoraLinear LlamaLayer::lora_linear(LayerTensor t) const {
+    const TensorView& w = layout_.at(t);
+    return LoraLinear{backend_, ws_, dt_, dims_.T, w.cols, w.rows, lora_->rank, lora_->scale};
+}
+
+void LlamaLayer::lora_forward(LayerActivations& a, LayerTensor t, const void* x, void* y) const {
+    if (lora_ == nullptr) return;
+    const auto j = lora_slot(t, lora_->mlp);
+    if (!j) return;
+    const FlatLayout& f = lora_->layout.layer;
+    void* xa = offset(a.xa.get(), static_cast<std::int64_t>(*j) * dims_.T * lora_->rank, dt_);
+    const void* A = offset(const_cast<void*>(adapters_), f.tensors[2 * *j].offset, dt_);
+    const void* B = offset(const_cast<void*>(adapters_), f.tensors[2 * *j + 1].offset, dt_);
+    if (y == nullptr) lora_linear(t).project(x, A, xa);
+    else lora_linear(t).forward(x, A, B, xa, y);
+}
+
+void LlamaLayer::lora_backward(LayerActivations& a, LayerTensor t, const void* x, const void* dy, void* dx,
+                               void* tmp, GradSink& sink, std::size_t layer) const {
+    if (lora_ == nullptr) return;
+    const auto j = lora_slot(t, lora_->mlp);
+    if (!j) return;
+    const FlatLayout& f = lora_->layout.layer;
+    const void* xa = offset(a.xa.get(), static_cast<std::int64_t>(*j) * dims_.T * lora_->rank, dt_);
+    const void* A = offset(const_cast<void*>(adapters_), f.tensors[2 * *j].offset, dt_);
+    const void* B = offset(const_cast<void*>(adapters_), f.tensors[2 * *j + 1].offset, dt_);
+    const LoraLinear lin = lora_linear(t);
+    lin.backward_input(dy, B, A, tmp, dx);  // before a LOMO sink updates A or B
+    lin.grad_a(tmp, x, sink.begin(layer, 2 * *j));
+    sink.end(layer, 2 * *j);
+    lin.grad_b(dy, xa, sink.begin(layer, 2 * *j + 1));
+    sink.end(layer, 2 * *j + 1);
+}
+
+void* LlamaLayer::weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const {
+    return lora_ != nullptr ? nullptr : sink.begin(layer, static_cast<std::size_t>(t));
+}
+
+void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const void* adapters) {
     const Dims& d = dims_;
+    adapters_ = adapters;
+    if (lora_ != nullptr) a.xa = act(static_cast<std::int64_t>(lora_targets(lora_->mlp)) * d.T * lora_->rank);
     a.rstd1 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
     a.n1 = act(d.T * d.h), a.q = act(d.T * d.h), a.k = act(d.T * d.kv), a.v = act(d.T * d.kv);
     a.probs = act(d.b * d.heads * d.s * d.s), a.o = act(d.T * d.h), a.x2 = act(d.T * d.h);
@@ -103,19 +156,29 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out) {
     gemm(a.n1.get(), false, weight(w, LayerTensor::q), true, a.q.get(), d.T, d.h, d.h, 0.0f);   // q (T, h)
     gemm(a.n1.get(), false, weight(w, LayerTensor::k), true, a.k.get(), d.T, d.kv, d.h, 0.0f);  // k (T, kv)
     gemm(a.n1.get(), false, weight(w, LayerTensor::v), true, a.v.get(), d.T, d.kv, d.h, 0.0f);  // v (T, kv)
+    lora_forward(a, LayerTensor::q, a.n1.get(), a.q.get());
+    lora_forward(a, LayerTensor::k, a.n1.get(), a.k.get());
+    lora_forward(a, LayerTensor::v, a.n1.get(), a.v.get());
     backend_.rope_forward(a.q.get(), d.h, a.q.get(), d.h, d.b, d.s, d.heads, d.d, d.theta, dt_);
     backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.theta, dt_);
     attention(a);
     backend_.copy(a.x2.get(), a.x.get(), bytes_of(d.T * d.h, dt_));  // x2 = x + o Wo^T
     gemm(a.o.get(), false, weight(w, LayerTensor::o), true, a.x2.get(), d.T, d.h, d.h, 1.0f);
+    lora_forward(a, LayerTensor::o, a.o.get(), a.x2.get());
     backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), d.T,
                              d.h, d.eps, dt_);
     gemm(a.n2.get(), false, weight(w, LayerTensor::gate), true, a.g.get(), d.T, d.f, d.h, 0.0f);  // g (T, f)
     gemm(a.n2.get(), false, weight(w, LayerTensor::up), true, a.u.get(), d.T, d.f, d.h, 0.0f);    // u (T, f)
+    lora_forward(a, LayerTensor::gate, a.n2.get(), a.g.get());
+    lora_forward(a, LayerTensor::up, a.n2.get(), a.u.get());
     backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
-    if (out == nullptr) return;
+    if (out == nullptr) {
+        lora_forward(a, LayerTensor::down, a.m.get(), nullptr);  // recompute: only m Ad^T, for dBd
+        return;
+    }
     backend_.copy(out, a.x2.get(), bytes_of(d.T * d.h, dt_));  // out = x2 + m Wdown^T
     gemm(a.m.get(), false, weight(w, LayerTensor::down), true, out, d.T, d.h, d.f, 1.0f);
+    lora_forward(a, LayerTensor::down, a.m.get(), out);
 }
 
 void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
@@ -127,9 +190,9 @@ void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
     a.x = std::move(keep);
 }
 
-void LlamaLayer::recompute(const void* w, LayerActivations& a, Checkpointing mode) {
+void LlamaLayer::recompute(const void* w, LayerActivations& a, Checkpointing mode, const void* adapters) {
     if (mode == Checkpointing::full) {
-        forward(w, a, nullptr);
+        forward(w, a, nullptr, adapters);
     } else if (mode == Checkpointing::selective) {
         const Dims& d = dims_;
         a.probs = act(d.b * d.heads * d.s * d.s);
@@ -143,21 +206,30 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
     void* dm = scratch;  // (T, f), then du in place
     void* dg = offset(scratch, d.T * d.f, dt_);
     void* du = offset(scratch, 2 * d.T * d.f, dt_);
-    auto grad = [&](LayerTensor t) { return sink.begin(layer, static_cast<std::size_t>(t)); };
-    auto done = [&](LayerTensor t) { sink.end(layer, static_cast<std::size_t>(t)); };
+    auto done = [&](LayerTensor t) {
+        if (lora_ == nullptr) sink.end(layer, static_cast<std::size_t>(t));
+    };
 
     gemm(dx, false, weight(w, LayerTensor::down), false, dm, d.T, d.f, d.h, 0.0f);  // dm = dX Wd
-    gemm(dx, true, a.m.get(), false, grad(LayerTensor::down), d.h, d.f, d.T, 1.0f);  // dWd += dX^T m
-    done(LayerTensor::down);
+    lora_backward(a, LayerTensor::down, a.m.get(), dx, dm, lora_tmp_, sink, layer);
+    if (lora_ == nullptr) {
+        gemm(dx, true, a.m.get(), false, weight_grad(sink, layer, LayerTensor::down), d.h, d.f, d.T, 1.0f);  // dWd += dX^T m
+        done(LayerTensor::down);
+    }
     backend_.swiglu_backward(dg, du, dm, a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
     gemm(dg, false, weight(w, LayerTensor::gate), false, dn, d.T, d.h, d.f, 0.0f);  // dn = dg Wg + du Wu
     gemm(du, false, weight(w, LayerTensor::up), false, dn, d.T, d.h, d.f, 1.0f);
-    gemm(dg, true, a.n2.get(), false, grad(LayerTensor::gate), d.f, d.h, d.T, 1.0f);  // dWg += dg^T n2
-    done(LayerTensor::gate);
-    gemm(du, true, a.n2.get(), false, grad(LayerTensor::up), d.f, d.h, d.T, 1.0f);  // dWu += du^T n2
-    done(LayerTensor::up);
-    backend_.rmsnorm_backward(dx, grad(LayerTensor::mlp_norm), dn, a.x2.get(), weight(w, LayerTensor::mlp_norm),
-                              a.rstd2.as<float>(), d.T, d.h, true, dt_);
+    lora_backward(a, LayerTensor::gate, a.n2.get(), dg, dn, lora_tmp_, sink, layer);
+    lora_backward(a, LayerTensor::up, a.n2.get(), du, dn, lora_tmp_, sink, layer);
+    if (lora_ == nullptr) {
+        gemm(dg, true, a.n2.get(), false, weight_grad(sink, layer, LayerTensor::gate), d.f, d.h, d.T, 1.0f);  // dWg += dg^T n2
+        done(LayerTensor::gate);
+        gemm(du, true, a.n2.get(), false, weight_grad(sink, layer, LayerTensor::up), d.f, d.h, d.T, 1.0f);  // dWu += du^T n2
+        done(LayerTensor::up);
+    }
+    void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::mlp_norm);
+    backend_.rmsnorm_backward(dx, dnorm, dn, a.x2.get(), weight(w, LayerTensor::mlp_norm), a.rstd2.as<float>(), d.T,
+                              d.h, true, dt_);
     done(LayerTensor::mlp_norm);
 }
 
@@ -168,12 +240,16 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     void* dq = offset(scratch, d.T * d.h, dt_);          // (T, h)
     void* dk = offset(scratch, 2 * d.T * d.h, dt_);      // (T, kv)
     void* dv = offset(scratch, 2 * d.T * d.h + d.T * d.kv, dt_);  // (T, kv)
-    auto grad = [&](LayerTensor t) { return sink.begin(layer, static_cast<std::size_t>(t)); };
-    auto done = [&](LayerTensor t) { sink.end(layer, static_cast<std::size_t>(t)); };
+    auto done = [&](LayerTensor t) {
+        if (lora_ == nullptr) sink.end(layer, static_cast<std::size_t>(t));
+    };
 
     gemm(dx, false, weight(w, LayerTensor::o), false, dout, d.T, d.h, d.h, 0.0f);      // do = dX Wo
-    gemm(dx, true, a.o.get(), false, grad(LayerTensor::o), d.h, d.h, d.T, 1.0f);       // dWo += dX^T o
-    done(LayerTensor::o);
+    lora_backward(a, LayerTensor::o, a.o.get(), dx, dout, lora_tmp_, sink, layer);
+    if (lora_ == nullptr) {
+        gemm(dx, true, a.o.get(), false, weight_grad(sink, layer, LayerTensor::o), d.h, d.h, d.T, 1.0f);  // dWo += dX^T o
+        done(LayerTensor::o);
+    }
     kernels::AttentionBackwardArgs args;
     args.shape = attention_shape();
     args.dtype = dt_;
@@ -188,26 +264,40 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     gemm(dq, false, weight(w, LayerTensor::q), false, dn, d.T, d.h, d.h, 0.0f);  // dn = dq Wq + dk Wk + dv Wv
     gemm(dk, false, weight(w, LayerTensor::k), false, dn, d.T, d.h, d.kv, 1.0f);
     gemm(dv, false, weight(w, LayerTensor::v), false, dn, d.T, d.h, d.kv, 1.0f);
-    gemm(dq, true, a.n1.get(), false, grad(LayerTensor::q), d.h, d.h, d.T, 1.0f);  // dWq += dq^T n1
-    done(LayerTensor::q);
-    gemm(dk, true, a.n1.get(), false, grad(LayerTensor::k), d.kv, d.h, d.T, 1.0f);
-    done(LayerTensor::k);
-    gemm(dv, true, a.n1.get(), false, grad(LayerTensor::v), d.kv, d.h, d.T, 1.0f);
-    done(LayerTensor::v);
-    backend_.rmsnorm_backward(dx, grad(LayerTensor::attn_norm), dn, a.x.get(), weight(w, LayerTensor::attn_norm),
-                              a.rstd1.as<float>(), d.T, d.h, true, dt_);
+    lora_backward(a, LayerTensor::q, a.n1.get(), dq, dn, lora_tmp_, sink, layer);
+    lora_backward(a, LayerTensor::k, a.n1.get(), dk, dn, lora_tmp_, sink, layer);
+    lora_backward(a, LayerTensor::v, a.n1.get(), dv, dn, lora_tmp_, sink, layer);
+    if (lora_ == nullptr) {
+        gemm(dq, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::q), d.h, d.h, d.T, 1.0f);  // dWq += dq^T n1
+        done(LayerTensor::q);
+        gemm(dk, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::k), d.kv, d.h, d.T, 1.0f);
+        done(LayerTensor::k);
+        gemm(dv, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::v), d.kv, d.h, d.T, 1.0f);
+        done(LayerTensor::v);
+    }
+    void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::attn_norm);
+    backend_.rmsnorm_backward(dx, dnorm, dn, a.x.get(), weight(w, LayerTensor::attn_norm), a.rstd1.as<float>(), d.T,
+                              d.h, true, dt_);
     done(LayerTensor::attn_norm);
 }
 
-void LlamaLayer::backward(const void* w, LayerActivations& a, void* dx, GradSink& sink, std::size_t layer) {
+void LlamaLayer::backward(const void* w, LayerActivations& a, void* dx, GradSink& sink, std::size_t layer,
+                          const void* adapters) {
     const Dims& d = dims_;
+    adapters_ = adapters;
     // One scratch for all activation gradients (§4 B4): dn (T, h), then the
     // MLP's dm, dg, du (T, f) or attention's do, dq (T, h), dk, dv (T, kv).
     Buffer scratch = act(d.T * (d.h + std::max(3 * d.f, 2 * d.h + 2 * d.kv)));
+    // LoRA (§9): dy B (T, r) of one linear at a time, and a sink (h) for the
+    // frozen norm weights' gradients, which the kernels always accumulate.
+    Buffer lora = lora_ != nullptr ? act(d.T * lora_->rank + d.h) : Buffer{};
+    lora_tmp_ = lora.get();
+    norm_sink_ = lora_ != nullptr ? offset(lora.get(), d.T * lora_->rank, dt_) : nullptr;
     void* dn = scratch.get();
     void* rest = offset(scratch.get(), d.T * d.h, dt_);
     mlp_backward(w, a, dx, dn, rest, sink, layer);
     attention_backward(w, a, dx, dn, rest, sink, layer);
+    lora.reset();
     scratch.reset();
     a = LayerActivations{};
 }

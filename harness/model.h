@@ -8,8 +8,10 @@
 
 #include <cstdint>
 
+#include "harness/lora.h"
 #include "harness/memory.h"
 #include "harness/param_layout.h"
+#include "harness/qlora_base.h"
 #include "kernels/backend.h"
 #include "core/config.h"
 
@@ -41,6 +43,7 @@ struct LayerActivations {
     Buffer g;      // (T, f) gate
     Buffer u;      // (T, f) up
     Buffer m;      // (T, f) silu(g) * u
+    Buffer xa;     // LoRA: (targets, T, r) x A^T of each adapted linear, for dB
 };
 
 // Where weight gradients go: the persistent gradient buffer, a ZeRO bucket,
@@ -67,17 +70,27 @@ public:
     // The largest scratch any op of a layer's forward or backward asks for.
     std::uint64_t workspace_bytes() const;
     void set_workspace(kernels::Workspace ws) { ws_ = ws; }
+    // LoRA: the base weights are frozen (no weight gradients), and every
+    // call below takes the layer's adapter buffer (`adapters`).
+    void set_lora(const LoraSpec* lora) { lora_ = lora; }
+    // QLoRA: `weights` points to a QuantizedLayer, and each GEMM first
+    // dequantizes its weight into `dequantized` (the largest matrix, in the layer dtype).
+    void set_qlora(void* dequantized) { dequantized_ = dequantized; }
+    // Elements of the largest weight matrix a GEMM of the layer reads.
+    std::int64_t largest_matrix() const;
 
     // Allocates every §3 buffer but x (which holds the input), computes the
     // layer, and writes x + attention + MLP into `out` (T, h) when not null.
-    void forward(const void* weights, LayerActivations& a, void* out);
+    void forward(const void* weights, LayerActivations& a, void* out, const void* adapters = nullptr);
     // Frees what `mode` does not keep after a layer's forward.
     void drop(LayerActivations& a, Checkpointing mode) const;
     // Brings a layer back to the full §3 set before its backward.
-    void recompute(const void* weights, LayerActivations& a, Checkpointing mode);
+    void recompute(const void* weights, LayerActivations& a, Checkpointing mode, const void* adapters = nullptr);
     // dx (T, h): the gradient of the layer output in, of the layer input out.
     // Weight gradients go to sink (buffer index `layer`). Frees `a`.
-    void backward(const void* weights, LayerActivations& a, void* dx, GradSink& sink, std::size_t layer);
+    // With LoRA the sink receives the adapters' gradients (the adapter layout's tensors).
+    void backward(const void* weights, LayerActivations& a, void* dx, GradSink& sink, std::size_t layer,
+                  const void* adapters = nullptr);
 
 private:
     const void* weight(const void* weights, LayerTensor t) const;
@@ -90,6 +103,14 @@ private:
     void attention_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
                             std::size_t layer) const;
     kernels::AttentionShape attention_shape() const;
+    // LoRA on linear t, when it has adapters: y += s (x A^T) B^T, keeping x A^T.
+    void lora_forward(LayerActivations& a, LayerTensor t, const void* x, void* y) const;
+    // dx += s (dy B) A, then dA and dB to the sink; tmp holds (T, r).
+    void lora_backward(LayerActivations& a, LayerTensor t, const void* x, const void* dy,
+                   void* dx, void* tmp, GradSink& sink, std::size_t layer) const;
+    LoraLinear lora_linear(LayerTensor t) const;
+    // The gradient of a weight, or nullptr when the base is frozen.
+    void* weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
 
     kernels::Backend& backend_;
     Allocator& memory_;
@@ -97,6 +118,11 @@ private:
     const ParamLayout& layout_;
     kernels::DType dt_;
     kernels::Workspace ws_;
+    const LoraSpec* lora_ = nullptr;
+    const void* adapters_ = nullptr;  // the layer's adapters during a call
+    void* lora_tmp_ = nullptr;        // (T, r) during a LoRA backward
+    void* norm_sink_ = nullptr;       // (h) during a LoRA backward
+    void* dequantized_ = nullptr;     // QLoRA: the dequantized weight of the current GEMM
 };
 
 }  // namespace tune::harness

@@ -9,7 +9,9 @@ namespace {
 
 std::int64_t round_up(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
 
-FlatLayout place(std::vector<TensorView> tensors, std::int64_t world, std::int64_t alignment) {
+}  // namespace
+
+FlatLayout place_tensors(std::vector<TensorView> tensors, std::int64_t world, std::int64_t alignment) {
     FlatLayout f;
     f.tensors = std::move(tensors);
     for (TensorView& t : f.tensors) {
@@ -22,8 +24,6 @@ FlatLayout place(std::vector<TensorView> tensors, std::int64_t world, std::int64
     return f;
 }
 
-}  // namespace
-
 ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t world_size, std::uint32_t adam8bit_block) {
     const auto h = static_cast<std::int64_t>(m.hidden), kv = static_cast<std::int64_t>(m.kv_dim());
     const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
@@ -31,7 +31,7 @@ ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t world_size, std:
     ParamLayout p;
     p.alignment = std::lcm<std::int64_t>(256, std::max<std::int64_t>(1, adam8bit_block));
     p.layers = static_cast<std::int64_t>(m.layers);
-    p.layer = place({{"input_layernorm.weight", 1, h},
+    p.layer = place_tensors({{"input_layernorm.weight", 1, h},
                      {"self_attn.q_proj.weight", h, h},
                      {"self_attn.k_proj.weight", kv, h},
                      {"self_attn.v_proj.weight", kv, h},
@@ -41,7 +41,7 @@ ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t world_size, std:
                      {"mlp.up_proj.weight", f, h},
                      {"mlp.down_proj.weight", h, f}},
                     world, p.alignment);
-    p.outer = place({{"model.embed_tokens.weight", v, h}, {"model.norm.weight", 1, h}, {"lm_head.weight", v, h}},
+    p.outer = place_tensors({{"model.embed_tokens.weight", v, h}, {"model.norm.weight", 1, h}, {"lm_head.weight", v, h}},
                     world, p.alignment);
     return p;
 }

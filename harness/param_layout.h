@@ -44,8 +44,10 @@ struct ParamLayout {
     FlatLayout outer;
     std::int64_t layers = 0;
     std::int64_t alignment = 256;
+    // LoRA's adapters have layer buffers only: the embedding, final norm and head stay frozen.
+    bool has_outer = true;
 
-    std::size_t buffers() const { return static_cast<std::size_t>(layers) + 1; }
+    std::size_t buffers() const { return static_cast<std::size_t>(layers) + (has_outer ? 1 : 0); }
     // Buffer index: layers first, the outer buffer last.
     std::size_t outer_index() const { return static_cast<std::size_t>(layers); }
     const FlatLayout& flat(std::size_t buffer) const { return buffer == outer_index() ? outer : layer; }
@@ -53,6 +55,9 @@ struct ParamLayout {
     const TensorView& at(OuterTensor t) const { return outer.tensors[static_cast<std::size_t>(t)]; }
     std::int64_t padded_total() const { return layers * layer.padded + outer.padded; }
 };
+
+// Tensors placed in slots of `alignment` elements, padded to `world` equal shards.
+FlatLayout place_tensors(std::vector<TensorView> tensors, std::int64_t world, std::int64_t alignment);
 
 ParamLayout make_param_layout(const ModelSpec& model, std::uint32_t world_size, std::uint32_t adam8bit_block);
 

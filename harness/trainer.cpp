@@ -129,7 +129,7 @@ private:
 };
 
 Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& config, const TokenSource& tokens,
-                 const HostParams* init)
+                 const HostParams* init, const HostParams* adapters)
     : backend_(backend),
       comm_(comm),
       config_(config),
@@ -144,17 +144,41 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     if (auto bad = invalid_reason(config)) throw std::invalid_argument(bad->reason);
     if (comm.world_size() != static_cast<int>(config.world_size))
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
-    model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, config.optimizer != Optimizer::lomo,
-                                          zero_plan(config.zero_stage), comm);
+    const bool with_grads = config.optimizer != Optimizer::lomo;
+    if (config.adapters()) {
+        // §9: the base frozen in the weights' dtype (no master, no gradients), the adapters trained.
+        lora_ = make_lora_spec(config);
+        PrecisionPlan frozen = plan_;
+        frozen.master = false;
+        if (config.method == Method::qlora)
+            qbase_ = std::make_unique<QuantizedBase>(backend, memory_, layout_, plan_.weights);
+        else
+            base_ = std::make_unique<ModelState>(backend, memory_, layout_, frozen, false,
+                                                 zero_plan(config.zero_stage), comm);
+        model_ = std::make_unique<ModelState>(backend, memory_, lora_->layout, plan_, with_grads,
+                                              zero_plan(config.zero_stage), comm);
+        layer_.set_lora(&*lora_);
+    } else {
+        model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, with_grads,
+                                              zero_plan(config.zero_stage), comm);
+    }
     optimizer_ = std::make_unique<OptimizerState>(backend, memory_, comm, config, *model_);
     // One buffer for every op of the step that takes a workspace (§6): the
     // layers' GEMMs and attention, and the embedding backward.
     const std::uint64_t embedding_ws =
         backend.embedding_backward_workspace_bytes(dims_.T, dims_.h, dims_.V, plan_.weights);
-    workspace_ = memory_.allocate(Component::workspace, std::max(layer_.workspace_bytes(), embedding_ws));
-    layer_.set_workspace({workspace_.get(), workspace_.bytes()});
+    const std::uint64_t ops_ws = std::max(layer_.workspace_bytes(), embedding_ws);
+    // QLoRA (§9): after the ops' scratch (256-aligned), the dequantized weight of the current GEMM.
+    const std::uint64_t ops_region = qbase_ ? (ops_ws + 255) / 256 * 256 : ops_ws;
+    const std::uint64_t dequantized = qbase_ ? bytes_of(layer_.largest_matrix(), plan_.weights) : 0;
+    workspace_ = memory_.allocate(Component::workspace, ops_region + dequantized);
+    layer_.set_workspace({workspace_.get(), ops_ws});
+    if (qbase_) layer_.set_qlora(workspace_.at(ops_region));
     scalars_ = std::make_unique<Scalars>(backend);
-    model_->upload(init != nullptr ? *init : random_init(layout_, config.seed));
+    const HostParams start = init != nullptr ? *init : random_init(layout_, config.seed);
+    if (qbase_) qbase_->upload(start);
+    else base().upload(start);
+    if (lora_) model_->upload(adapters != nullptr ? *adapters : lora_init(lora_->layout, config.seed));
 }
 
 Trainer::~Trainer() = default;
@@ -163,15 +187,27 @@ const void* Trainer::outer_tensor(const Weights& outer, OuterTensor t) const {
     return static_cast<const unsigned char*>(outer.ptr) + bytes_of(layout_.at(t).offset, plan_.weights);
 }
 
+Trainer::Weights Trainer::gather_adapters(std::size_t layer) {
+    if (!lora_) return {};
+    return gather(*model_, layer);
+}
+
 Trainer::Weights Trainer::gather(std::size_t buffer) {
+    if (!qbase_) return gather(base(), buffer);
+    Weights w;  // QLoRA: never sharded; layers as QuantizedLayer, the outer buffer as it is
+    w.ptr = buffer == layout_.outer_index() ? qbase_->outer() : static_cast<const void*>(qbase_->layer(buffer));
+    return w;
+}
+
+Trainer::Weights Trainer::gather(ModelState& state, std::size_t buffer) {
     Weights w;
-    if (!model_->zero().gathers_weights_before_use()) {
-        w.ptr = model_->weights(buffer);
+    if (!state.zero().gathers_weights_before_use()) {
+        w.ptr = state.weights(buffer);
         return w;
     }
-    const FlatLayout& f = layout_.flat(buffer);
+    const FlatLayout& f = state.layout().flat(buffer);
     w.gathered = memory_.allocate(Component::comm, bytes_of(f.padded, plan_.weights));
-    backend_.copy(w.gathered.at(bytes_of(comm_.rank() * f.shard, plan_.weights)), model_->weights(buffer),
+    backend_.copy(w.gathered.at(bytes_of(comm_.rank() * f.shard, plan_.weights)), state.weights(buffer),
                   bytes_of(f.shard, plan_.weights));
     comm_.all_gather(w.gathered.get(), f.padded, plan_.weights);
     w.ptr = w.gathered.get();
@@ -194,8 +230,9 @@ std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64
                                math::splitmix64(config_.seed ^ (k + 1) * 0xd1b54a32d192ed03ull), plan_.weights);
     for (std::size_t i = 0; i < static_cast<std::size_t>(d.L); ++i) {
         const Weights w = gather(i);
+        const Weights adapters = gather_adapters(i);
         Buffer out = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
-        layer_.forward(w.ptr, acts[i], out.get());
+        layer_.forward(w.ptr, acts[i], out.get(), adapters.ptr);
         layer_.drop(acts[i], config_.checkpointing);
         acts[i + 1].x = std::move(out);
     }
@@ -209,7 +246,8 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     const Dims& d = dims_;
     const std::size_t outer = layout_.outer_index();
     const Weights w = gather(outer);
-    sink.open(outer);
+    const bool frozen = lora_.has_value();  // the head and final norm get no gradients (§9)
+    if (!frozen) sink.open(outer);
     Buffer nf = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
     Buffer rstd = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
     backend_.rmsnorm_forward(nf.get(), rstd.as<float>(), last.x.get(), outer_tensor(w, OuterTensor::final_norm), d.T,
@@ -223,18 +261,23 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     args.dx = dnf.get();
     args.grad_scale = loss_scale / static_cast<float>(d.T * config_.grad_accum);
     Buffer logits = memory_.allocate(Component::logits, kernels::lm_head_loss_workspace_bytes(backend_, args));
-    args.dweight = sink.begin(outer, static_cast<std::size_t>(OuterTensor::lm_head));
+    args.dweight = frozen ? nullptr : sink.begin(outer, static_cast<std::size_t>(OuterTensor::lm_head));
     kernels::lm_head_loss(backend_, args, {logits.get(), logits.bytes()});
     logits.reset();
-    sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
+    if (!frozen) sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
 
     Buffer dx = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
-    backend_.rmsnorm_backward(dx.get(), sink.begin(outer, static_cast<std::size_t>(OuterTensor::final_norm)),
+    // A frozen norm's gradient goes to a throwaway (h): the kernels always accumulate one.
+    Buffer norm_sink = frozen ? memory_.allocate(Component::activations, bytes_of(d.h, plan_.weights)) : Buffer{};
+    backend_.rmsnorm_backward(dx.get(),
+                              frozen ? norm_sink.get()
+                                     : sink.begin(outer, static_cast<std::size_t>(OuterTensor::final_norm)),
                               dnf.get(), last.x.get(), outer_tensor(w, OuterTensor::final_norm), rstd.as<float>(), d.T,
                               d.h, false, plan_.weights);
-    sink.end(outer, static_cast<std::size_t>(OuterTensor::final_norm));
+    norm_sink.reset();
+    if (!frozen) sink.end(outer, static_cast<std::size_t>(OuterTensor::final_norm));
     dnf.reset(), nf.reset(), rstd.reset(), last.x.reset();
-    sink.close(outer);
+    if (!frozen) sink.close(outer);
     return dx;
 }
 
@@ -257,11 +300,13 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
     memory_.set_phase("layer-backward");
     for (std::size_t i = static_cast<std::size_t>(d.L); i-- > 0;) {
         const Weights w = gather(i);
-        layer_.recompute(w.ptr, acts[i], config_.checkpointing);
+        const Weights adapters = gather_adapters(i);
+        layer_.recompute(w.ptr, acts[i], config_.checkpointing, adapters.ptr);
         sink.open(i);
-        layer_.backward(w.ptr, acts[i], dx.get(), sink, i);
+        layer_.backward(w.ptr, acts[i], dx.get(), sink, i, adapters.ptr);
         sink.close(i);
     }
+    if (lora_) return mean_loss(losses, d.T);  // the embedding is frozen
     memory_.set_phase("embed-backward");
     const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
     sink.open(layout_.outer_index());
@@ -269,20 +314,23 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
                                 d.T, d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()});
     sink.end(layout_.outer_index(), embedding);
     sink.close(layout_.outer_index());
+    return mean_loss(losses, d.T);
+}
 
-    std::vector<float> host(static_cast<std::size_t>(d.T));
+double Trainer::mean_loss(const Buffer& losses, std::int64_t tokens) {
+    std::vector<float> host(static_cast<std::size_t>(tokens));
     backend_.copy_to_host(host.data(), losses.get(), losses.bytes());
     double sum = 0;
     for (float l : host) sum += l;
-    return sum / static_cast<double>(d.T);
+    return sum / static_cast<double>(tokens);
 }
 
 // Over the gradients this rank owns, completed by one scalar all-reduce when sharded.
 double Trainer::gradient_sum_squares() {
     scalars_->zero();
     const ZeroPlan& zero = model_->zero();
-    for (std::size_t i = 0; i < layout_.buffers(); ++i) {
-        const FlatLayout& f = layout_.flat(i);
+    for (std::size_t i = 0; i < model_->layout().buffers(); ++i) {
+        const FlatLayout& f = model_->layout().flat(i);
         const void* owned = model_->grads(i);
         if (zero.owned_gradients_inside_whole_buffer())
             owned = static_cast<const unsigned char*>(owned) + bytes_of(comm_.rank() * f.shard, plan_.weights);
@@ -307,9 +355,9 @@ double Trainer::compute_gradients() {
     double loss = 0;
     for (std::uint32_t a = 0; a < config_.grad_accum; ++a) loss += micro_batch(next_micro_++, sink, scaler_.scale());
     // Stage 0 averages every gradient on every rank; stage 1 only the rank's shard.
-    for (std::size_t i = 0; i < layout_.buffers() && !zero.reduce_scatters_during_backward(); ++i) {
+    for (std::size_t i = 0; i < model_->layout().buffers() && !zero.reduce_scatters_during_backward(); ++i) {
         void* grads = model_->grads(i);
-        const std::int64_t n = layout_.flat(i).padded;
+        const std::int64_t n = model_->layout().flat(i).padded;
         if (zero.all_reduces_gradients()) comm_.all_reduce(grads, n, plan_.weights, ReduceOp::average);
         else comm_.reduce_scatter(grads, n, plan_.weights, ReduceOp::average);
     }
@@ -327,8 +375,8 @@ StepStats Trainer::optimizer_step(double loss) {
     if (overflow && !plan_.loss_scaling) throw std::runtime_error("non-finite gradients");
     s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
     if (!s.skipped) optimizer_->step(grad_scale(s.grad_norm, s.loss_scale), ++applied_);
-    for (std::size_t i = 0; i < layout_.buffers() && model_->zero().gathers_weights_after_update(); ++i)
-        comm_.all_gather(model_->weights(i), layout_.flat(i).padded, plan_.weights);
+    for (std::size_t i = 0; i < model_->layout().buffers() && model_->zero().gathers_weights_after_update(); ++i)
+        comm_.all_gather(model_->weights(i), model_->layout().flat(i).padded, plan_.weights);
     return s;
 }
 

@@ -17,6 +17,7 @@
 #include "harness/model_state.h"
 #include "harness/optimizer_state.h"
 #include "harness/param_layout.h"
+#include "harness/qlora_base.h"
 #include "kernels/backend.h"
 #include "kernels/math/loss_scale.h"
 #include "core/config.h"
@@ -33,8 +34,10 @@ struct StepStats {
 class Trainer {
 public:
     // init: the weights (fp32, laid out by layout()); random_init(config.seed) when null.
+    // adapters (method lora/qlora): the adapters' start, laid out by
+    // model().layout(); lora_init(config.seed) when null.
     Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& config, const TokenSource& tokens,
-            const HostParams* init = nullptr);
+            const HostParams* init = nullptr, const HostParams* adapters = nullptr);
     ~Trainer();
     Trainer(const Trainer&) = delete;
     Trainer& operator=(const Trainer&) = delete;
@@ -47,7 +50,10 @@ public:
 
     Allocator& memory() { return memory_; }
     const Allocator& memory() const { return memory_; }
+    // The trained state: every weight, or (lora, qlora) the adapters only.
     ModelState& model() { return *model_; }
+    // The weights compute reads: the same as model(), or the frozen base.
+    ModelState& base() { return base_ ? *base_ : *model_; }
     const ParamLayout& layout() const { return layout_; }
     const Dims& dims() const { return dims_; }
     float loss_scale() const { return scaler_.scale(); }
@@ -60,8 +66,12 @@ private:
         Buffer gathered;
         const void* ptr = nullptr;
     };
-    Weights gather(std::size_t buffer);
+    Weights gather(ModelState& state, std::size_t buffer);
+    Weights gather(std::size_t buffer);  // the frozen or trained base's
+    // The layer's adapters (gathered at stage 3), or nothing without LoRA.
+    Weights gather_adapters(std::size_t layer);
     double micro_batch(std::uint64_t k, GradSink& sink, float loss_scale);
+    double mean_loss(const Buffer& losses, std::int64_t tokens);
     std::vector<LayerActivations> forward(const Buffer& inputs, std::uint64_t k);
     Buffer head(LayerActivations& last_out, const Buffer& targets, Buffer& losses, GradSink& sink, float loss_scale);
     double gradient_sum_squares();
@@ -78,6 +88,9 @@ private:
     Dims dims_;
     PrecisionPlan plan_;
     Allocator memory_;
+    std::optional<LoraSpec> lora_;
+    std::unique_ptr<ModelState> base_;  // frozen, with LoRA
+    std::unique_ptr<QuantizedBase> qbase_;  // frozen NF4, with QLoRA
     std::unique_ptr<ModelState> model_;
     std::unique_ptr<OptimizerState> optimizer_;
     LlamaLayer layer_;

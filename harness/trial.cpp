@@ -16,6 +16,8 @@
 #include "harness/data.h"
 #include "harness/device_overhead.h"
 #include "harness/hf_model.h"
+#include "harness/lora.h"
+#include "harness/peft_adapter.h"
 #include "harness/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -326,12 +328,20 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         std::optional<HostParams> init;
         const ParamLayout layout = make_param_layout(c.model, c.world_size, c.adam8bit_block);
         if (options.init_dir) init = load_hf_weights(*options.init_dir, layout);
-        Trainer trainer(backend, comm, c, *tokens, init ? &*init : nullptr);
+        std::optional<HostParams> adapters;
+        const ParamLayout adapter_layout =
+            make_adapter_layout(c.model, c.lora_rank, c.lora_targets, c.world_size, c.adam8bit_block);
+        if (options.init_adapter_dir) adapters = load_peft_adapter(*options.init_adapter_dir, adapter_layout);
+        Trainer trainer(backend, comm, c, *tokens, init ? &*init : nullptr, adapters ? &*adapters : nullptr);
         try {
             run_steps(trainer, backend, c, options, device.hardware, r, d);
         } catch (...) {
             r.memory = trainer.memory().peak_breakdown();
             throw;
+        }
+        if (options.save_adapter_dir && c.adapters()) {
+            const HostParams trained = trainer.model().download_weights();  // collective when sharded
+            if (comm.rank() == 0) save_peft_adapter(*options.save_adapter_dir, c, adapter_layout, trained);
         }
         r.memory = with_device_overhead(trainer.memory().peak_breakdown(), backend, comm);
         r.comm_bytes = comm.bytes_moved() / c.steps;

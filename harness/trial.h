@@ -27,6 +27,8 @@ public:
 struct TrialOptions {
     std::optional<std::filesystem::path> init_dir;     // Hugging Face folder: config.json + model.safetensors
     std::optional<std::filesystem::path> tokens_file;  // little-endian uint32 token ids
+    // lora/qlora: a PEFT adapter folder the adapters start from, and one they are written to at the end.
+    std::optional<std::filesystem::path> init_adapter_dir, save_adapter_dir;
     int threads = 0;                                   // CPU backend threads; 0: OpenMP's default
     // cpu, cuda (fails as `failed` without a device) or automatic (CUDA when a
     // device is visible). Library callers get the CPU; `tune trial` defaults to auto.

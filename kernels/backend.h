@@ -314,6 +314,16 @@ public:
     //    clip divisor from update_sq, both over the whole tensor's rows*cols).
     virtual void adafactor_apply(const AdafactorPiece& piece, const float* param_sq, const float* row_mean,
                                  const float* update_sq, const AdafactorParams& hp) = 0;
+
+    // ---- NF4 with double-quantized absmax (QLoRA's frozen base, kernels/math/nf4.h).
+    // n a multiple of 64; q holds math::nf4_sizes(n).bytes: packed codes (n/2),
+    // absmax codes (n/64) uint8, scales (ceil(n/16384)) fp32 and the offset, at
+    // nf4_sizes' offsets. absmax (n/64) fp32 is the caller's scratch.
+    virtual void nf4_quantize(void* q, const float* x, std::int64_t n, float* absmax) = 0;
+    // out (count) in dtype: weights [begin, begin + count) of the n that q holds
+    // (one tensor of a flat buffer: each GEMM dequantizes its own weight).
+    virtual void nf4_dequantize(void* out, DType dtype, const void* q, std::int64_t n, std::int64_t begin,
+                                std::int64_t count) = 0;
 };
 
 }  // namespace tune::kernels

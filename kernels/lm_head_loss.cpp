@@ -81,7 +81,7 @@ void lm_head_loss(Backend& backend, const LmHeadLossArgs& a, Workspace ws) {
                                                .dlogits = a.dx == nullptr ? nullptr : dlogits,
                                                .dlogits_dtype = a.dtype, .grad_scale = a.grad_scale});
         if (a.dx == nullptr) continue;
-        backend.gemm(g.dweight, gemm_ws);
+        if (a.dweight != nullptr) backend.gemm(g.dweight, gemm_ws);  // null: a frozen head (LoRA)
         backend.gemm(g.dx, gemm_ws);
     }
 }

@@ -21,7 +21,7 @@ struct LmHeadLossArgs {
     const std::int32_t* targets = nullptr;  // (N); negative: ignored row
     float* losses = nullptr;                // (N) per-token loss
     void* dx = nullptr;                     // (N, C) overwritten; nullptr: forward only
-    void* dweight = nullptr;                // (V, C) accumulates
+    void* dweight = nullptr;                // (V, C) accumulates; null for a frozen head
     float grad_scale = 1.0f;                // loss_scale / tokens in the optimizer step
 };
 

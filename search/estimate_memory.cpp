@@ -47,6 +47,53 @@ std::uint64_t comm_bytes(std::uint64_t numel, const StateSettings& s, bool gathe
     return bucket + gathered;
 }
 
+StepMemory with_peak(StepMemory s) {
+    for (Phase p : kPhases) {
+        const std::uint64_t t = s.at(p).total();
+        if (t > s.peak) s.peak = t, s.peak_phase = p;
+    }
+    return s;
+}
+
+// LoRA (§9): the frozen base gets no gradients, so the head has no bucket and
+// no LOMO gradient, there is no embedding backward, and the layer's bucket,
+// LOMO gradient and Adafactor sums are the adapters'. Stage 3 gathers the
+// base layer and its adapters.
+StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayout& layout, const ComponentBytes& base,
+                        const ActivationSizes& a) {
+    const StateSettings settings = StateSettings::of(c);
+    const BufferKind adapters = adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block);
+    const bool lomo = c.optimizer == Optimizer::lomo;
+    const std::uint64_t gb = weight_bytes(c.precision);
+    const std::uint64_t below = m.layers > 0 ? m.layers - 1 : 0;
+    const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;
+    auto phase = [&](std::uint64_t activations, std::uint64_t logits, std::uint64_t comm, std::uint64_t lomo_grad) {
+        ComponentBytes p = base;
+        p[Component::activations] = activations;
+        p[Component::logits] = logits;
+        p[Component::comm] = comm;
+        if (lomo) p[Component::grads] += lomo_grad * gb;
+        return p;
+    };
+    const std::uint64_t gathered_layer =
+        comm_bytes(layout.layer.numel, settings, true) + comm_bytes(adapters.numel, settings, true);
+    const std::uint64_t layer_comm = gathered_layer + comm_bytes(adapters.numel, settings, lomo) -
+                                     comm_bytes(adapters.numel, settings, true);
+    const std::uint64_t outer_gathered = comm_bytes(layout.outer.numel, settings, true);
+
+    StepMemory s;
+    s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer, 0);
+    const std::uint64_t head = a.io + m.layers * a.kept + 3 * a.hidden + a.rstd;
+    const ComponentBytes chunks = phase(head, a.logits, outer_gathered, 0);
+    const ComponentBytes norm = phase(head + a.hidden + gb * m.hidden, 0, outer_gathered, 0);  // + the norm's sink
+    s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
+    s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm, adapters.max_tensor);
+    s.phases[3] = phase(0, 0, 0, 0);  // no embedding backward: the phase holds the persistent buffers only
+    const bool sums = c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && c.world_size > 1;
+    s.phases[4] = phase(0, 0, sums ? 4 * adapters.sums : 0, 0);
+    return with_peak(s);
+}
+
 }  // namespace
 
 ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
@@ -62,8 +109,15 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
     a.probs = o.fused_attention ? 4 * b * heads * s : ab * b * heads * s * s;
     // x, n1, q, o, x2, n2 (T, h); k, v (T, kv); g, u, m (T, f); two rstd; P.
     a.kept_none = ab * t * (6 * h + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
-    a.kept = kept_bytes(a, c.checkpointing, o.fused_attention);
     a.scratch = ab * t * (h + std::max(3 * f, 2 * h + 2 * kv));
+    if (c.adapters()) {
+        // §9: x A^T (T, r) of each adapted linear, kept for dB; in backward dy B
+        // (T, r) of one linear and the frozen norms' throwaway gradient (h).
+        const std::uint64_t targets = c.lora_targets == LoraTargets::all_linear ? 7 : 4;
+        a.kept_none += ab * t * c.lora_rank * targets;
+        a.scratch += ab * (t * c.lora_rank + h);
+    }
+    a.kept = kept_bytes(a, c.checkpointing, o.fused_attention);
     a.chunk_rows = std::min(t, std::max<std::uint64_t>(1, kLogitsPerChunk / std::max<std::uint64_t>(m.vocab, 1)));
     a.logits = lm_head_bytes(a.chunk_rows, m.vocab, h, ab, cpu_backend(hw));
     return a;
@@ -89,6 +143,17 @@ std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Ha
     return std::max({attention, 4 * gemm, embedding});
 }
 
+namespace {
+
+// QLoRA (§9): the ops' scratch rounded to 256 bytes, then the largest weight
+// matrix dequantized in the weights' dtype (each GEMM's weight in turn).
+std::uint64_t qlora_workspace(std::uint64_t ops, const ModelSpec& m, const TrialConfig& c) {
+    const std::uint64_t largest = std::max({m.hidden * m.hidden, m.kv_dim() * m.hidden, m.ffn * m.hidden});
+    return round_up(ops, 256) + weight_bytes(c.precision) * largest;
+}
+
+}  // namespace
+
 std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {
     if (cpu_backend(hw)) return 0;
     return o.overhead_bytes.value_or(hw.runtime_overhead_bytes);
@@ -97,7 +162,7 @@ std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {
 StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const StateSettings settings = StateSettings::of(c);
-    const ModelStateBytes states = model_states(layout, settings);
+    const ModelStateBytes states = trial_states(m, c);
     const ActivationSizes a = activation_sizes(m, c, hw, o);
     const bool lomo = c.optimizer == Optimizer::lomo;
     const std::uint64_t gb = weight_bytes(c.precision);
@@ -110,6 +175,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     base[Component::grads] = states.grads;
     base[Component::optim] = states.optim;
     base[Component::workspace] = workspace_bytes(m, c, hw, o);
+    if (c.method == Method::qlora) base[Component::workspace] = qlora_workspace(base[Component::workspace], m, c);
     base[Component::overhead] = overhead_bytes(hw, o);
 
     auto phase = [&](std::uint64_t activations, std::uint64_t logits, std::uint64_t comm, std::uint64_t lomo_grad) {
@@ -120,6 +186,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
         if (lomo) p[Component::grads] += lomo_grad * gb;
         return p;
     };
+    if (c.adapters()) return adapter_step(m, c, layout, base, a);
     const std::uint64_t layer_comm = comm_bytes(layout.layer.numel, settings, lomo);
     const std::uint64_t outer_comm = comm_bytes(layout.outer.numel, settings, lomo);
     const std::uint64_t gathered_layer = comm_bytes(layout.layer.numel, settings, true);
@@ -138,11 +205,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     const bool sums = c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && c.world_size > 1;
     s.phases[4] = phase(0, 0, sums ? 4 * std::max(layout.layer.sums, layout.outer.sums) : 0, 0);
 
-    for (Phase p : kPhases) {
-        const std::uint64_t t = s.at(p).total();
-        if (t > s.peak) s.peak = t, s.peak_phase = p;
-    }
-    return s;
+    return with_peak(s);
 }
 
 MemoryBreakdown breakdown_at_peak(const StepMemory& s) {

@@ -31,6 +31,15 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, bool fused) {
 
     Flops out;
     out.model = 3 * forward;
+    if (c.adapters()) {
+        // §9: a frozen base's backward computes dX only (no weight gradients,
+        // no head dW, no embedding backward); the adapters add x A^T and its
+        // B product forward, and three GEMMs of the same size backward.
+        const double r = c.lora_rank;
+        double sides = 2 * (h + h) + 2 * (kv + h);  // q, o; k, v
+        if (c.lora_targets == LoraTargets::all_linear) sides += 3 * (f + h);
+        out.model = 2 * forward + layers * 4 * 2 * r * sides;
+    }
     double recompute = 0;
     if (c.checkpointing == Checkpointing::full) recompute = layers * (layer_gemm + attention);
     // Selective recomputes the whole attention forward (scores, softmax and
@@ -65,11 +74,20 @@ double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const double ring = static_cast<double>(n - 1) / static_cast<double>(n);
     const double wb = weight_bytes(c.precision);
-    const double layer = static_cast<double>(full_numel(layout.layer.numel, n, layout.align));
-    const double outer = static_cast<double>(full_numel(layout.outer.numel, n, layout.align));
-    const double all = static_cast<double>(m.layers) * layer + outer;
+    double layer = static_cast<double>(full_numel(layout.layer.numel, n, layout.align));
+    double outer = static_cast<double>(full_numel(layout.outer.numel, n, layout.align));
     const double micro = c.grad_accum;
-    const double gathers = micro * (2 * static_cast<double>(m.layers) * layer + 2 * outer);  // stage 3
+    double gathers = micro * (2 * static_cast<double>(m.layers) * layer + 2 * outer);  // stage 3
+    if (c.adapters()) {
+        // §9: gradients and updates are the adapters'; stage 3 still gathers the base (the
+        // layers twice per micro-batch, the outer buffer once: no embedding backward).
+        const BufferKind a = adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block);
+        const double adapter = static_cast<double>(full_numel(a.numel, n, layout.align));
+        gathers = micro * (2 * static_cast<double>(m.layers) * (layer + adapter) + outer);
+        layer = adapter;
+        outer = 0;
+    }
+    const double all = static_cast<double>(m.layers) * layer + outer;
 
     if (c.optimizer == Optimizer::lomo) {
         // Each tensor's own gradient (unpadded) is all-reduced, once per
@@ -77,7 +95,7 @@ double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
         // the applying pass (the outer buffer twice: after the head and
         // after the embedding); stage 3 gathers in every pass.
         const double passes = lomo_backward_passes(c);
-        const double reduce = passes * 2 * ring * wb * static_cast<double>(m.param_count());
+        const double reduce = passes * 2 * ring * wb * (c.adapters() ? all : static_cast<double>(m.param_count()));
         if (zero.gathers_weights_after_update()) return reduce + ring * wb * (all + outer);
         if (zero.gathers_weights_before_use()) return reduce + passes * ring * wb * gathers;
         return reduce;
@@ -114,6 +132,8 @@ double owned_elements(const ModelSpec& m, const TrialConfig& c) {
     auto part = [&](std::uint64_t numel) {
         return sharded ? shard_numel(numel, n, layout.align) : full_numel(numel, n, layout.align);
     };
+    if (c.adapters())
+        return static_cast<double>(m.layers * part(adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block).numel));
     return static_cast<double>(m.layers * part(layout.layer.numel) + part(layout.outer.numel));
 }
 
@@ -131,6 +151,17 @@ double attention_bytes_per_token(const ModelSpec& m, const TrialConfig& c, bool 
     const double forward = 8 + 2 * ab, backward = 8 + 5 * ab;
     const double recompute = c.checkpointing == Checkpointing::none ? 0.0 : forward;
     return static_cast<double>(m.layers) * static_cast<double>(m.heads) * c.context * (forward + backward + recompute);
+}
+
+// QLoRA (§9): bytes each micro-batch moves dequantizing the layers' NF4
+// weights: read 4.127 bits, write the compute dtype, once per GEMM that reads
+// a weight: forward, the backward's dX and, with full checkpointing, the recompute.
+double dequantize_bytes_per_micro_batch(const ModelSpec& m, const TrialConfig& c) {
+    if (c.method != Method::qlora) return 0.0;
+    const double h = static_cast<double>(m.hidden), kv = static_cast<double>(m.kv_dim());
+    const double matrices = static_cast<double>(m.layers) * (2 * h * h + 2 * h * kv + 3 * h * static_cast<double>(m.ffn));
+    const double passes = c.checkpointing == Checkpointing::full ? 3.0 : 2.0;
+    return passes * matrices * (4.127 / 8 + weight_bytes(c.precision));
 }
 
 double link_bandwidth(const Hardware& hw, std::uint32_t ranks) {
@@ -158,8 +189,9 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
     t.attention_s = safe_div(attention_bytes_per_token(m, c, o.fused_attention) * tokens_per_rank, hw.hbm_bytes_per_s);
+    t.dequantize_s = safe_div(dequantize_bytes_per_micro_batch(m, c) * c.grad_accum, hw.hbm_bytes_per_s);
     // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
-    t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s;
+    t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s;
     t.tokens_per_s = safe_div(tokens_per_rank * ranks, t.step_s);
     t.mfu = safe_div(flops.model * t.tokens_per_s, peak * ranks);
     return t;

@@ -58,4 +58,18 @@ FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
     return FlatLayout{align, layer.kind, outer.kind};
 }
 
+BufferKind adapter_buffer(const ModelSpec& m, std::uint32_t rank, LoraTargets targets, std::uint32_t adam8bit_block) {
+    const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, r = rank;
+    BufferBuilder b{flat_alignment(adam8bit_block)};
+    auto linear = [&](std::uint64_t out, std::uint64_t in) {
+        if (r > 1) b.matrix(r, in);  // A; a (1, in) A is a vector to the optimizers
+        else b.vector(in);
+        b.matrix(out, r);            // B
+    };
+    linear(h, h), linear(kv, h), linear(kv, h), linear(h, h);
+    if (targets == LoraTargets::all_linear) linear(f, h), linear(f, h), linear(h, f);
+    b.kind.count = m.layers;
+    return b.kind;
+}
+
 }  // namespace tune

@@ -33,6 +33,10 @@ struct FlatLayout {
 std::uint64_t flat_alignment(std::uint32_t adam8bit_block);
 
 FlatLayout flat_layout(const ModelSpec& model, std::uint32_t adam8bit_block);
+// LoRA's adapter buffer of one layer (count = layers): A (r, in) then B (out, r)
+// per targeted linear, q, k, v, o and, for all-linear, gate, up, down (§9).
+BufferKind adapter_buffer(const ModelSpec& model, std::uint32_t rank, LoraTargets targets,
+                          std::uint32_t adam8bit_block);
 
 inline constexpr std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple) {
     return (n + multiple - 1) / multiple * multiple;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/math/nf4.h"
+
 namespace tune {
 namespace {
 
@@ -46,6 +48,35 @@ ModelStateBytes model_states(const BufferKind& kind, const StateSettings& s) {
 ModelStateBytes model_states(const FlatLayout& layout, const StateSettings& s) {
     ModelStateBytes b = model_states(layout.layer, s);
     b += model_states(layout.outer, s);
+    return b;
+}
+
+namespace {
+
+std::uint64_t frozen_bytes(const BufferKind& kind, const StateSettings& s) {
+    const std::uint64_t n = s.zero.shards_parameters ? shard_numel(kind.numel, s.world_size, s.align)
+                                                     : full_numel(kind.numel, s.world_size, s.align);
+    return weight_bytes(s.precision) * n * kind.count;
+}
+
+}  // namespace
+
+ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c) {
+    const FlatLayout layout = flat_layout(m, c.adam8bit_block);
+    const StateSettings s = StateSettings::of(c);
+    if (!c.adapters()) return model_states(layout, s);
+    ModelStateBytes b = model_states(adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block), s);
+    if (c.method == Method::lora) {
+        b.params += frozen_bytes(layout.layer, s) + frozen_bytes(layout.outer, s);
+        return b;
+    }
+    // qlora: each layer buffer as NF4 (never sharded) plus its two norm vectors
+    // in the weights' dtype; the outer buffer in the weights' dtype.
+    const std::uint64_t n = full_numel(layout.layer.numel, s.world_size, s.align);
+    const std::uint64_t wb = weight_bytes(s.precision);
+    b.params += layout.layer.count * (static_cast<std::uint64_t>(math::nf4_sizes(static_cast<std::int64_t>(n)).bytes) +
+                                      2 * m.hidden * wb);
+    b.params += wb * full_numel(layout.outer.numel, s.world_size, s.align);
     return b;
 }
 

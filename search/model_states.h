@@ -41,4 +41,9 @@ ModelStateBytes model_states(const BufferKind& kind, const StateSettings& s);
 // All buffers of the layout.
 ModelStateBytes model_states(const FlatLayout& layout, const StateSettings& s);
 
+// What a configuration trains and keeps (§2, §9): with method full the
+// layout's states; with lora the frozen base's weights alone (sharded at
+// stage 3) plus the adapters' states, weights, master, gradients and optimizer.
+ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c);
+
 }  // namespace tune

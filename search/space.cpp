@@ -23,6 +23,7 @@ TrialConfig base_config(const SweepSpec& spec) {
     c.beta1 = t.beta1;
     c.beta2 = t.beta2;
     c.eps = t.eps;
+    c.lora_alpha = t.lora_alpha;
     // An explicit limit is enforced by the trial's allocator; "auto" leaves the device's own.
     c.memory_limit = spec.memory_limit_setting.value_or(0);
     return c;
@@ -69,14 +70,26 @@ std::vector<Candidate> expand_space(const SweepSpec& spec) {
     const auto& order = grid_order();
     std::array<std::size_t, kDimensionCount> digit{};
     TrialConfig c = base_config(spec);
+    const TrialConfig defaults;
     for (std::uint64_t k = 0; k < n; ++k) {
         for (std::size_t i = 0; i < kDimensionCount; ++i) dimensions()[i].set(c, s.values[i][digit[i]]);
-        Candidate candidate{c, {}, {}};
-        if (auto bad = check_validity(c, spec)) {
-            candidate.invalid_reason = std::move(bad->reason);
-            candidate.invalid_kind = bad->kind;
+        // A dimension that means nothing here (a rank with method full) is
+        // enumerated once, at the default, so equal trials are not repeated.
+        bool repeat = false;
+        for (std::size_t i = 0; i < kDimensionCount; ++i) {
+            const Dimension& d = dimensions()[i];
+            if (d.applies_to(c)) continue;
+            repeat = repeat || digit[i] != 0;
+            d.set(c, d.get(defaults));
         }
-        out.push_back(std::move(candidate));
+        if (!repeat) {
+            Candidate candidate{c, {}, {}};
+            if (auto bad = check_validity(c, spec)) {
+                candidate.invalid_reason = std::move(bad->reason);
+                candidate.invalid_kind = bad->kind;
+            }
+            out.push_back(std::move(candidate));
+        }
         for (std::size_t r = kDimensionCount; r-- > 0;) {
             const std::size_t d = order[r];
             if (++digit[d] < s.values[d].size()) break;

@@ -39,9 +39,10 @@ std::array<std::string_view, kDimensionCount> space_keys() {
     return keys;
 }
 constexpr std::array<std::string_view, 2> kConstraintKeys{"global_batch_tokens", "max_world_size"};
-constexpr std::array<std::string_view, 13> kTrialKeys{"steps", "warmup",        "timeout",        "launcher", "seed",
+constexpr std::array<std::string_view, 14> kTrialKeys{"steps", "warmup",        "timeout",        "launcher", "seed",
                                                       "lr",    "weight_decay",  "clip",           "neftune_alpha",
-                                                      "adam8bit_block", "beta1", "beta2",          "eps"};
+                                                      "adam8bit_block", "beta1", "beta2",          "eps",
+                                                      "lora_alpha"};
 constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
 constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
 constexpr std::array<std::string_view, 4> kLaunchers{"auto", "local", "mpirun", "srun"};
@@ -372,6 +373,7 @@ void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {
     ts.beta1 = r.number(*t, "trial", "beta1", 0, 0.999999);
     ts.beta2 = r.number(*t, "trial", "beta2", 0, 0.999999);
     ts.eps = r.number(*t, "trial", "eps", 1e-30, 1);
+    ts.lora_alpha = r.number(*t, "trial", "lora_alpha", 1e-6, 1e6);
 }
 
 void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec& s) {

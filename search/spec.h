@@ -52,6 +52,7 @@ struct TrialSettings {
     double neftune_alpha = 0.0;
     std::uint32_t adam8bit_block = 256;
     std::optional<double> beta1, beta2, eps;
+    std::optional<double> lora_alpha;  // unset: 2 x lora_rank
 };
 
 struct SweepSpec {

@@ -104,6 +104,9 @@ public:
                               float* row_mean, float* update_sq, const AdafactorParams& hp) override;
     void adafactor_apply(const AdafactorPiece& piece, const float* param_sq, const float* row_mean,
                          const float* update_sq, const AdafactorParams& hp) override;
+    void nf4_quantize(void* q, const float* x, std::int64_t n, float* absmax) override;
+    void nf4_dequantize(void* out, DType dtype, const void* q, std::int64_t n, std::int64_t begin,
+                        std::int64_t count) override;
 
 private:
     void raise_device_errors();  // after a synchronisation: throws what kernels recorded

@@ -10,6 +10,7 @@ std::vector<Case> standard_cases() {
     add_layer_cases(out);
     add_elementwise_cases(out);
     add_optimizer_cases(out);
+    add_nf4_cases(out);
     return out;
 }
 

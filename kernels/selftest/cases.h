@@ -13,6 +13,7 @@ void add_attention_cases(std::vector<Case>& out);
 void add_layer_cases(std::vector<Case>& out);        // embedding, rmsnorm, rope, swiglu, cross-entropy
 void add_elementwise_cases(std::vector<Case>& out);  // add, scale, cast, unscale, sum_squares, neftune
 void add_optimizer_cases(std::vector<Case>& out);
+void add_nf4_cases(std::vector<Case>& out);  // QLoRA's NF4 quantize and dequantize
 
 inline const DType kFloatTypes[] = {DType::f32, DType::bf16, DType::f16};
 

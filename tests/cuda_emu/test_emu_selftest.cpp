@@ -21,3 +21,7 @@ TEST_CASE("emulated device: element-wise self-test cases") {
 TEST_CASE("emulated device: optimizer self-test cases") {
     run_cases(tune_emu_test::st::standard_cases(), {"adamw", "lion", "sgd", "adam8bit", "adafactor"});
 }
+
+TEST_CASE("emulated device: NF4 quantize and dequantize self-test cases") {
+    run_cases(tune_emu_test::st::standard_cases(), {"nf4_quantize", "nf4_dequantize"});
+}

@@ -58,9 +58,9 @@ struct TrainerRig {
     std::unique_ptr<harness::Trainer> trainer;
 
     TrainerRig(const TrialConfig& c, std::unique_ptr<harness::TokenSource> source,
-               const harness::HostParams* init = nullptr)
+               const harness::HostParams* init = nullptr, const harness::HostParams* adapters = nullptr)
         : tokens(std::move(source)) {
-        trainer = std::make_unique<harness::Trainer>(backend, comm, c, *tokens, init);
+        trainer = std::make_unique<harness::Trainer>(backend, comm, c, *tokens, init, adapters);
     }
 };
 

@@ -1,0 +1,110 @@
+#include "harness/lora.h"
+
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "kernels/math/neftune.h"
+
+namespace tune::harness {
+
+namespace {
+
+using kernels::DType;
+
+constexpr std::array<LayerTensor, kLoraLinears> kLinears{LayerTensor::q,    LayerTensor::k,  LayerTensor::v,
+                                                         LayerTensor::o,    LayerTensor::gate, LayerTensor::up,
+                                                         LayerTensor::down};
+
+kernels::GemmArgs args(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, const void* a,
+                       const void* b, void* c, float alpha, float beta, DType dt) {
+    kernels::GemmArgs g;
+    g.m = m, g.n = n, g.k = k, g.trans_a = ta, g.trans_b = tb;
+    g.a = a, g.lda = ta ? m : k;
+    g.b = b, g.ldb = tb ? k : n;
+    g.c = c, g.ldc = n;
+    g.alpha = alpha, g.beta = beta;
+    g.a_dtype = g.b_dtype = g.c_dtype = dt;
+    return g;
+}
+
+}  // namespace
+
+std::size_t lora_targets(bool mlp) { return mlp ? kLoraLinears : 4; }
+
+std::optional<std::size_t> lora_slot(LayerTensor t, bool mlp) {
+    for (std::size_t j = 0; j < lora_targets(mlp); ++j)
+        if (kLinears[j] == t) return j;
+    return std::nullopt;
+}
+
+ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, LoraTargets targets,
+                                std::uint32_t world_size, std::uint32_t adam8bit_block) {
+    const ParamLayout base = make_param_layout(model, world_size, adam8bit_block);
+    const bool mlp = targets == LoraTargets::all_linear;
+    const auto r = static_cast<std::int64_t>(rank);
+    std::vector<TensorView> tensors;
+    for (std::size_t j = 0; j < lora_targets(mlp); ++j) {
+        const TensorView& w = base.at(kLinears[j]);
+        const std::string module = w.name.substr(0, w.name.size() - std::string(".weight").size());
+        tensors.push_back({module + ".lora_A.weight", r, w.cols});
+        tensors.push_back({module + ".lora_B.weight", w.rows, r});
+    }
+    ParamLayout p;
+    p.alignment = base.alignment;
+    p.layers = base.layers;
+    p.layer = place_tensors(std::move(tensors), std::max<std::uint32_t>(1, world_size), p.alignment);
+    p.has_outer = false;
+    return p;
+}
+
+LoraSpec make_lora_spec(const TrialConfig& c) {
+    LoraSpec s;
+    s.rank = c.lora_rank;
+    s.scale = static_cast<float>(c.lora_scale());
+    s.mlp = c.lora_targets == LoraTargets::all_linear;
+    s.layout = make_adapter_layout(c.model, c.lora_rank, c.lora_targets, c.world_size, c.adam8bit_block);
+    return s;
+}
+
+std::vector<std::vector<float>> lora_init(const ParamLayout& layout, std::uint64_t seed) {
+    std::vector<std::vector<float>> host;
+    for (std::size_t i = 0; i < layout.buffers(); ++i) {
+        const FlatLayout& f = layout.flat(i);
+        std::vector<float> buf(static_cast<std::size_t>(f.padded), 0.0f);
+        const std::uint64_t stream = math::splitmix64(seed ^ (0x4c6f5241ull + i));  // "LoRA"
+        for (std::size_t t = 0; t < f.tensors.size(); t += 2) {  // A; B stays zero
+            const TensorView& a = f.tensors[t];
+            const float bound = 1.0f / std::sqrt(static_cast<float>(a.cols));
+            for (std::int64_t e = 0; e < a.numel(); ++e)
+                buf[static_cast<std::size_t>(a.offset + e)] =
+                    bound * math::uniform_pm1(stream, static_cast<std::uint64_t>(a.offset + e));
+        }
+        host.push_back(std::move(buf));
+    }
+    return host;
+}
+
+void LoraLinear::project(const void* x, const void* a, void* xa) const {
+    backend.gemm(args(T, r, in, false, true, x, a, xa, 1.0f, 0.0f, dt), ws);
+}
+
+void LoraLinear::forward(const void* x, const void* a, const void* b, void* xa, void* y) const {
+    project(x, a, xa);
+    backend.gemm(args(T, out, r, false, true, xa, b, y, scale, 1.0f, dt), ws);
+}
+
+void LoraLinear::backward_input(const void* dy, const void* b, const void* a, void* tmp, void* dx) const {
+    backend.gemm(args(T, r, out, false, false, dy, b, tmp, 1.0f, 0.0f, dt), ws);
+    backend.gemm(args(T, in, r, false, false, tmp, a, dx, scale, 1.0f, dt), ws);
+}
+
+void LoraLinear::grad_a(const void* tmp, const void* x, void* da) const {
+    backend.gemm(args(r, in, T, true, false, tmp, x, da, scale, 1.0f, dt), ws);
+}
+
+void LoraLinear::grad_b(const void* dy, const void* xa, void* db) const {
+    backend.gemm(args(out, r, T, true, false, dy, xa, db, scale, 1.0f, dt), ws);
+}
+
+}  // namespace tune::harness

@@ -1,0 +1,63 @@
+// LoRA (Hu et al. 2021) on the Llama layer's linears: a frozen base W (out,
+// in) and trained adapters A (r, in), B (out, r) with
+//     y = x W^T + s (x A^T) B^T,   s = alpha / r.
+// The adapters of all layers live in their own flat buffers, one per layer
+// and no outer buffer (the embedding, final norm and head stay frozen), laid
+// out like the base's (docs/memory-model.md §9) so ModelState, the
+// optimizers and ZeRO act on them unchanged.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "harness/param_layout.h"
+#include "kernels/backend.h"
+#include "core/config.h"
+
+namespace tune::harness {
+
+struct LoraSpec {
+    std::int64_t rank = 0;
+    float scale = 1.0f;     // alpha / rank
+    bool mlp = false;       // all-linear: gate, up, down too
+    ParamLayout layout;     // the adapters' flat buffers
+};
+
+// Adapters are A then B per targeted linear, in LayerTensor order:
+// q, k, v, o (attention), then gate, up, down (all-linear).
+inline constexpr std::size_t kLoraLinears = 7;
+std::size_t lora_targets(bool mlp);
+// The adapter slot j of a layer tensor (A at 2j, B at 2j + 1), or nullopt
+// when it has none under these targets.
+std::optional<std::size_t> lora_slot(LayerTensor t, bool mlp);
+
+// Tensor names are PEFT's without its "base_model.model." prefix:
+// "self_attn.q_proj.lora_A.weight" (r, in), "self_attn.q_proj.lora_B.weight" (out, r).
+ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, LoraTargets targets,
+                                std::uint32_t world_size, std::uint32_t adam8bit_block);
+LoraSpec make_lora_spec(const TrialConfig& c);
+
+// The host values adapters start from, laid out like `layout`: A seeded as
+// PEFT's kaiming_uniform(a = sqrt(5)) draws it, U(-1/sqrt(in), 1/sqrt(in)); B zero.
+std::vector<std::vector<float>> lora_init(const ParamLayout& layout, std::uint64_t seed);
+
+// One adapted linear of a micro-batch of T tokens, in dtype dt.
+struct LoraLinear {
+    kernels::Backend& backend;
+    kernels::Workspace ws;
+    kernels::DType dt;
+    std::int64_t T = 0, in = 0, out = 0, r = 0;
+    float scale = 1.0f;
+
+    // xa (T, r) = x (T, in) A^T; y (T, out) += s xa B^T.
+    void forward(const void* x, const void* a, const void* b, void* xa, void* y) const;
+    // xa only (full recompute of a linear whose output is not needed again).
+    void project(const void* x, const void* a, void* xa) const;
+    // tmp (T, r) = dy (T, out) B; dx (T, in) += s tmp A.
+    void backward_input(const void* dy, const void* b, const void* a, void* tmp, void* dx) const;
+    // dA (r, in) += s tmp^T x; dB (out, r) += s dy^T xa.
+    void grad_a(const void* tmp, const void* x, void* da) const;
+    void grad_b(const void* dy, const void* xa, void* db) const;
+};
+
+}  // namespace tune::harness

@@ -1,0 +1,315 @@
+// LoRA (method lora): the trainer's adapters against PyTorch, the frozen
+// base, every optimizer on adapters, the dimension rows and their collapse,
+// the validity rules, and PEFT adapter folders.
+// scripts/make_torch_lora_fixtures.py writes the reference: the tiny GQA
+// Llama of the full-training fixture, frozen, with rank-4 alpha-8 adapters on
+// every linear, loaded here the way `tune trial --init --init-adapter` loads them.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <set>
+
+#include "core/validity.h"
+#include "harness/hf_model.h"
+#include "harness/lora.h"
+#include "harness/peft_adapter.h"
+#include "harness/safetensors.h"
+#include "kernels/math/nf4.h"
+#include "search/space.h"
+#include "search/spec.h"
+#include "support/run_command.h"
+#include "support/trainer_fixture.h"
+
+using namespace tune;
+
+namespace {
+
+const std::filesystem::path kBase = std::filesystem::path(TUNE_SOURCE_DIR) / "tests/fixtures/torch/llama_tiny";
+const std::filesystem::path kLora = std::filesystem::path(TUNE_SOURCE_DIR) / "tests/fixtures/torch/llama_tiny_lora";
+
+TrialConfig fixture_config() {
+    TrialConfig c = test::trainer_config(harness::load_hf_config(kBase));
+    c.micro_batch = 2;
+    c.context = 16;
+    c.lr = 1e-3;
+    c.weight_decay = 0.1;
+    c.clip = 1.0;
+    harness::apply_peft_config(harness::load_peft_config(kLora), c);
+    return c;
+}
+
+struct Rig {
+    TrialConfig config = fixture_config();
+    harness::ParamLayout layout = harness::make_param_layout(config.model, 1, config.adam8bit_block);
+    harness::ParamLayout adapter_layout =
+        harness::make_adapter_layout(config.model, config.lora_rank, config.lora_targets, 1, config.adam8bit_block);
+    harness::HostParams init = harness::load_hf_weights(kBase, layout);
+    harness::HostParams adapters = harness::load_peft_adapter(kLora, adapter_layout);
+    harness::SafetensorsFile ref = harness::SafetensorsFile::load(kLora / "reference.safetensors");
+    test::TrainerRig rig{config, harness::file_tokens(kBase / "tokens.bin", config.model.vocab), &init, &adapters};
+};
+
+std::vector<float> tensor_of(const harness::HostParams& p, const harness::ParamLayout& l, std::size_t b,
+                             std::size_t k) {
+    const harness::TensorView& v = l.flat(b).tensors[k];
+    return {p[b].begin() + v.offset, p[b].begin() + v.offset + v.numel()};
+}
+
+double max_diff(const harness::HostParams& a, const harness::HostParams& b) {
+    double most = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) most = std::max(most, test::max_abs_diff(a[i], b[i]));
+    return most;
+}
+
+}  // namespace
+
+TEST_CASE("LoRA: the loss and every adapter gradient match PyTorch (fp32)", "[lora][torch]") {
+    Rig r;
+    REQUIRE(r.config.method == Method::lora);
+    REQUIRE(r.config.lora_rank == 4);
+    REQUIRE(r.config.lora_scale() == 2.0);
+    const double loss = r.rig.trainer->compute_gradients();
+    const double want_loss = r.ref.read_f32("loss")[0];
+    INFO("loss " << loss << " vs " << want_loss);
+    CHECK(loss == Approx(want_loss).epsilon(1e-5));
+    const harness::HostParams grads = r.rig.trainer->model().download_grads();
+    std::size_t checked = 0;
+    double worst = 0;
+    for (std::size_t b = 0; b < r.adapter_layout.buffers(); ++b) {
+        for (std::size_t k = 0; k < r.adapter_layout.flat(b).tensors.size(); ++k) {
+            const std::string name = harness::tensor_name(r.adapter_layout, b, k);
+            const std::vector<float> want = r.ref.read_f32("grad." + name);
+            const std::vector<float> got = tensor_of(grads, r.adapter_layout, b, k);
+            const double diff = test::max_abs_diff(got, want);
+            worst = std::max(worst, diff / std::max(1.0, test::max_abs(want)));
+            INFO(name << ": max |diff| " << diff << ", max |grad| " << test::max_abs(want));
+            CHECK(test::max_abs(want) > 0);  // B is not zero in the fixture, so dA is not either
+            CHECK(diff <= 1e-5 * std::max(1.0, test::max_abs(want)));
+            ++checked;
+        }
+    }
+    CHECK(checked == 2 * 7 * 2);  // A and B, 7 linears, 2 layers
+    WARN("LoRA fixture: |loss - torch| = " << std::abs(loss - want_loss) << ", worst adapter gradient error "
+                                           << worst);
+}
+
+TEST_CASE("LoRA: adapters after 3 AdamW steps with clipping match PyTorch; the base does not move", "[lora][torch]") {
+    Rig r;
+    const std::vector<float> losses = r.ref.read_f32("losses");
+    const harness::HostParams base_before = r.rig.trainer->base().download_weights();
+    for (int s = 0; s < 3; ++s) {
+        const harness::StepStats stats = r.rig.trainer->step();
+        CHECK(stats.loss == Approx(losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
+    }
+    const harness::HostParams weights = r.rig.trainer->model().download_weights();
+    for (std::size_t b = 0; b < r.adapter_layout.buffers(); ++b) {
+        for (std::size_t k = 0; k < r.adapter_layout.flat(b).tensors.size(); ++k) {
+            const std::string name = harness::tensor_name(r.adapter_layout, b, k);
+            INFO(name);
+            CHECK(test::max_abs_diff(tensor_of(weights, r.adapter_layout, b, k), r.ref.read_f32("step3." + name)) <=
+                  3e-5);
+        }
+    }
+    CHECK(max_diff(r.rig.trainer->base().download_weights(), base_before) == 0.0);
+}
+
+TEST_CASE("LoRA: B starts at zero, so the first loss is the base model's", "[lora]") {
+    TrialConfig full = test::trainer_config(test::micro_model());
+    TrialConfig lora = full;
+    lora.method = Method::lora;
+    lora.lora_rank = 4;
+    test::TrainerRig a(full, std::make_unique<test::FixedTokens>(full.model.vocab));
+    test::TrainerRig b(lora, std::make_unique<test::FixedTokens>(lora.model.vocab));
+    CHECK(b.trainer->compute_gradients() == Approx(a.trainer->compute_gradients()).epsilon(1e-6));
+    // Only A's gradients are zero (dA = s (dy B)^T x with B = 0); B's are not.
+    const harness::HostParams grads = b.trainer->model().download_grads();
+    const harness::ParamLayout& l = b.trainer->model().layout();
+    CHECK(test::max_abs(tensor_of(grads, l, 0, 0)) == 0.0);
+    CHECK(test::max_abs(tensor_of(grads, l, 0, 1)) > 0.0);
+}
+
+TEST_CASE("LoRA: every optimizer, precision and ZeRO stage trains the adapters of a frozen base", "[lora]") {
+    for (Optimizer opt : kOptimizers) {
+        for (Precision prec : {Precision::fp32, Precision::bf16_mixed, Precision::bf16}) {
+            for (std::uint32_t zero : {0u, 3u}) {
+                for (LoraTargets targets : kLoraTargets) {
+                    TrialConfig c = test::trainer_config(test::micro_model(), opt, prec);
+                    c.method = Method::lora;
+                    c.lora_rank = 4;
+                    c.lora_targets = targets;
+                    c.zero_stage = zero;
+                    c.steps = 2;
+                    INFO(summary(c));
+                    test::TrainerRig rig(c, std::make_unique<test::FixedTokens>(c.model.vocab));
+                    const harness::HostParams base = rig.trainer->base().download_weights();
+                    const harness::HostParams adapters = rig.trainer->model().download_weights();
+                    double first = 0, last = 0;
+                    for (int s = 0; s < 3; ++s) {
+                        const double loss = rig.trainer->step().loss;
+                        if (s == 0) first = loss;
+                        last = loss;
+                    }
+                    CHECK(std::isfinite(last));
+                    // Adafactor's relative step starts tiny from B = 0 (its scale is the weights' RMS).
+                    if (opt != Optimizer::adafactor) CHECK(last < first);
+                    CHECK(max_diff(rig.trainer->model().download_weights(), adapters) > 0);
+                    CHECK(max_diff(rig.trainer->base().download_weights(), base) == 0.0);
+                    // Gradients, master weights and states exist for the adapters only.
+                    const auto& mem = rig.trainer->memory();
+                    const auto adapter_bytes =
+                        static_cast<std::uint64_t>(rig.trainer->model().layout().padded_total()) * 4;
+                    CHECK(mem.peak_breakdown()[Component::grads] <= adapter_bytes);
+                    CHECK(mem.peak_breakdown()[Component::master] <= adapter_bytes);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("method, lora_rank and lora_targets: a rank with method full is collapsed, not enumerated",
+          "[lora][dimensions]") {
+    const std::string text =
+        "name = \"t\"\n[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n[space]\n"
+        "method = [\"full\", \"lora\", \"qlora\"]\nlora_rank = [4, 8]\nlora_targets = [\"attention\", \"all-linear\"]\n"
+        "precision = [\"bf16-mixed\"]\n[trial]\nlora_alpha = 32\n";
+    const SweepSpec spec = parse_sweep(text, "t.toml");
+    const auto candidates = expand_space(spec);
+    REQUIRE(candidates.size() == 1 + 2 * 2 * 2);
+    std::set<std::string> hashes;
+    for (const Candidate& c : candidates) {
+        hashes.insert(config_hash(c.config));
+        CHECK(c.config.lora_alpha == 32.0);
+        if (c.config.method == Method::full) {
+            CHECK(c.config.lora_rank == TrialConfig{}.lora_rank);
+            CHECK_THAT(summary(c.config), !Catch::Contains(" r"));
+        }
+    }
+    CHECK(hashes.size() == candidates.size());
+    // A configuration from before the rows existed keeps its JSON, hence its hash.
+    const TrialConfig old;
+    const nlohmann::json j = old;
+    CHECK_FALSE(j.contains("method"));
+    CHECK_FALSE(j.contains("lora_rank"));
+    CHECK_FALSE(j.contains("lora_alpha"));
+}
+
+TEST_CASE("LoRA validity: a rank past a targeted matrix, qlora with fp32, are bad input", "[lora][validity]") {
+    TrialConfig c = test::trainer_config(test::micro_model());  // hidden 16, kv 8, ffn 24
+    c.method = Method::lora;
+    c.lora_rank = 8;
+    CHECK_FALSE(invalid_reason(c));
+    c.lora_rank = 9;
+    auto bad = invalid_reason(c);
+    REQUIRE(bad);
+    CHECK(bad->kind == "lora-rank");
+    CHECK(refuses_input(*bad));
+    CHECK_THAT(bad->reason, Catch::Contains("between 1 and 8"));
+    c.lora_rank = 4;
+    c.method = Method::qlora;
+    bad = invalid_reason(c);
+    REQUIRE(bad);
+    CHECK(bad->kind == "qlora-precision");
+    CHECK(refuses_input(*bad));
+    c.method = Method::full;
+    c.lora_rank = 1000;  // meaningless without adapters, so not checked
+    CHECK_FALSE(invalid_reason(c));
+}
+
+TEST_CASE("PEFT adapter folders: saved ones load back; unknown targets and missing tensors are named",
+          "[lora][peft]") {
+    Rig r;
+    const auto dir = std::filesystem::path(TUNE_BUILD_DIR) / "test_lora_peft";
+    std::filesystem::remove_all(dir);
+    harness::save_peft_adapter(dir, r.config, r.adapter_layout, r.adapters);
+    const harness::PeftAdapterConfig peft = harness::load_peft_config(dir);
+    CHECK(peft.rank == 4);
+    CHECK(peft.alpha == 8.0);
+    CHECK(peft.targets == LoraTargets::all_linear);
+    CHECK(max_diff(harness::load_peft_adapter(dir, r.adapter_layout), r.adapters) == 0.0);
+    std::ofstream(dir / "adapter_config.json") << R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "lm_head"]})";
+    CHECK_THROWS_WITH(harness::load_peft_config(dir), Catch::Contains("no adapter for \"lm_head\""));
+    const harness::ParamLayout attention =
+        harness::make_adapter_layout(r.config.model, 4, LoraTargets::attention, 1, r.config.adam8bit_block);
+    CHECK_THROWS_WITH(harness::load_peft_adapter(dir, attention),
+                      Catch::Contains("unexpected base_model.model.model.layers.0.mlp.down_proj.lora_A.weight"));
+}
+
+namespace {
+
+// The base as QLoRA holds it: each layer buffer through NF4 and back (the
+// CPU backend's quantize and dequantize), norm weights left exact.
+harness::HostParams nf4_round_trip(const harness::HostParams& host, const harness::ParamLayout& layout) {
+    kernels::CpuBackend cpu(kernels::CpuBackendOptions{1, 0});
+    harness::HostParams out = host;
+    const std::int64_t n = layout.layer.padded;
+    std::vector<std::uint8_t> q(static_cast<std::size_t>(math::nf4_sizes(n).bytes));
+    std::vector<float> absmax(static_cast<std::size_t>(n / 64));
+    for (std::int64_t i = 0; i < layout.layers; ++i) {
+        std::vector<float>& buf = out[static_cast<std::size_t>(i)];
+        cpu.nf4_quantize(q.data(), buf.data(), n, absmax.data());
+        std::vector<float> back(buf.size());
+        cpu.nf4_dequantize(back.data(), kernels::DType::f32, q.data(), n, 0, n);
+        for (const harness::TensorView& t : layout.layer.tensors)
+            if (t.matrix()) std::copy(back.begin() + t.offset, back.begin() + t.offset + t.numel(), buf.begin() + t.offset);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("QLoRA computes what LoRA computes on the NF4-rounded base, bit for bit", "[lora][qlora]") {
+    for (Precision p : {Precision::bf16_mixed, Precision::bf16}) {
+        TrialConfig c = test::trainer_config(test::micro_model(), Optimizer::adamw, p);
+        c.method = Method::qlora;
+        c.lora_rank = 4;
+        INFO(summary(c));
+        const harness::ParamLayout layout = harness::make_param_layout(c.model, 1, c.adam8bit_block);
+        const harness::HostParams base = harness::random_init(layout, 7, 0.1);
+        const harness::HostParams rounded = nf4_round_trip(base, layout);
+        test::TrainerRig q(c, std::make_unique<test::FixedTokens>(c.model.vocab), &base);
+        c.method = Method::lora;
+        test::TrainerRig l(c, std::make_unique<test::FixedTokens>(c.model.vocab), &rounded);
+        for (int s = 0; s < 3; ++s) CHECK(q.trainer->step().loss == l.trainer->step().loss);
+        CHECK(max_diff(q.trainer->model().download_weights(), l.trainer->model().download_weights()) == 0.0);
+        // And the NF4 base is not the original one: the rounding is real.
+        double moved = 0;
+        for (std::size_t i = 0; i < base.size(); ++i) moved = std::max(moved, test::max_abs_diff(base[i], rounded[i]));
+        CHECK(moved > 0);
+    }
+}
+
+TEST_CASE("tune trial and tune estimate take the method flags; bad adapter input is exit 2", "[lora][cli]") {
+    const auto est = test::run_tune("estimate --model llama-7b --device rtx4090 --method qlora --lora-rank 64 "
+                                    "--lora-targets all-linear --lora-alpha 16 --checkpointing full --context 512");
+    CHECK(est.exit_code == 0);
+    CHECK_THAT(est.output, Catch::Contains("qlora"));
+    const auto rank = test::run_tune("trial --model tiny --method lora --lora-rank 4096 --steps 2");
+    CHECK(rank.exit_code == 2);
+    CHECK_THAT(rank.output, Catch::Contains("lora_rank 4096"));
+    const auto fp32 = test::run_tune("trial --model tiny --method qlora --precision fp32 --steps 2");
+    CHECK(fp32.exit_code == 2);
+    CHECK_THAT(fp32.output, Catch::Contains("qlora"));
+    const auto target = test::run_tune("trial --model tiny --method lora --lora-targets mlp --steps 2");
+    CHECK(target.exit_code == 2);
+    CHECK_THAT(target.output, Catch::Contains("--lora-targets"));
+}
+
+TEST_CASE("tune trial starts from a PEFT adapter and saves one PEFT can read", "[lora][cli][peft]") {
+    const auto dir = std::filesystem::path(TUNE_BUILD_DIR) / "test_lora_cli_adapter";
+    std::filesystem::remove_all(dir);
+    const auto r = test::run_tune("trial --init " + kBase.string() + " --init-adapter " + kLora.string() +
+                                  " --tokens " + (kBase / "tokens.bin").string() +
+                                  " --micro-batch 2 --context 16 --steps 2 --warmup 1 --backend cpu --save-adapter " +
+                                  dir.string() + " --json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("\"method\":\"lora\"") && Catch::Contains("\"lora_rank\":4"));
+    const harness::PeftAdapterConfig peft = harness::load_peft_config(dir);
+    CHECK(peft.rank == 4);
+    CHECK(peft.alpha == 8.0);
+    const TrialConfig c = fixture_config();
+    const harness::ParamLayout layout =
+        harness::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, 1, c.adam8bit_block);
+    const harness::HostParams saved = harness::load_peft_adapter(dir, layout);
+    CHECK(max_diff(saved, harness::load_peft_adapter(kLora, layout)) > 0);  // trained
+}
