@@ -69,3 +69,22 @@ TEST_CASE("emulated device: a short trial per optimizer and precision runs ok on
             CHECK(r.memory[Component::workspace] == e.memory[Component::workspace]);
         }
 }
+
+TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend, workspace as estimated") {
+    harness::TrialOptions options;
+    options.backend = BackendKind::cuda;
+    options.log = nullptr;
+    for (Method method : {Method::lora, Method::qlora}) {
+        TrialConfig c = short_trial(Optimizer::adamw, Precision::bf16_mixed);
+        c.method = method;
+        c.lora_rank = 8;
+        const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
+        const TrialResult r = harness::run_trial(c, options, *nccl);
+        INFO(summary(c) << ": " << r.reason);
+        REQUIRE(r.status == TrialStatus::ok);
+        CHECK(r.losses.size() == c.steps);
+        const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
+        CHECK(r.memory[Component::workspace] == e.memory[Component::workspace]);
+        CHECK(r.memory[Component::params] == e.memory[Component::params]);
+    }
+}
