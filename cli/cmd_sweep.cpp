@@ -11,7 +11,7 @@
 
 #include "build_info.h"
 #include "cli/commands.h"
-#include "kernels/device_query.h"
+#include "cli/device_query_child.h"
 #include "reports/html_report.h"
 #include "reports/output_file.h"
 #include "reports/text_table.h"
@@ -47,7 +47,7 @@ SweepEnvironment detect(SweepSpec& spec) {
     env.host = host_name();
     env.software.tune_version = TUNE_VERSION;
     env.software.git_commit = TUNE_GIT_COMMIT;
-    const DeviceQuery q = query_devices();
+    const DeviceQuery q = query_devices_in_child();  // the sweep process never loads CUDA itself
     env.visible_gpus = q.devices.size();
     env.why_no_gpu = q.why_none;
     if (q.runtime_version) env.software.cuda = fmt::format("{}.{}", q.runtime_version / 1000, q.runtime_version % 1000 / 10);
