@@ -102,6 +102,20 @@ constexpr std::array<Dimension, kDimensionCount> kTable{{
      .fallback = [](const ModelSpec&) { return index_of(Checkpointing::none); },
      .get = [](const TrialConfig& c) { return index_of(c.checkpointing); },
      .set = [](TrialConfig& c, DimValue v) { c.checkpointing = kCheckpointings[v]; }},
+    {.name = "attention",
+     .flag = "--attention",
+     .header = "attn",
+     .prefix = "",
+     .help = "flash (tiled, keeps the log-sum-exp, recomputes scores in backward) or eager (keeps the (s, s) "
+             "probabilities)",
+     .kind = DimKind::enumeration,
+     .choices = kAttentionNames,
+     .grid_rank = 7,
+     .omit_default_from_json = true,
+     .curves_over_context = true,
+     .fallback = [](const ModelSpec&) { return index_of(Attention::flash); },
+     .get = [](const TrialConfig& c) { return index_of(c.attention); },
+     .set = [](TrialConfig& c, DimValue v) { c.attention = kAttentions[v]; }},
 }};
 
 constexpr std::array<std::size_t, kDimensionCount> make_grid_order() {

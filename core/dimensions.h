@@ -54,7 +54,7 @@ struct Dimension {
     std::string allowed() const;
 };
 
-inline constexpr std::size_t kDimensionCount = 7;
+inline constexpr std::size_t kDimensionCount = 8;
 
 // In display order (tables, summaries, exports).
 const std::array<Dimension, kDimensionCount>& dimensions();

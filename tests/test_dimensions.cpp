@@ -168,8 +168,9 @@ TEST_CASE("summary and table cells follow the table's order", "[dimensions]") {
     c.context = 4096;
     c.checkpointing = Checkpointing::full;
     c.world_size = 8;
-    CHECK(summary(c) == "lion bf16-mixed z3 ga4 mb1 ctx4096 ckpt=full x8");
+    c.attention = Attention::eager;
+    CHECK(summary(c) == "lion bf16-mixed z3 ga4 mb1 ctx4096 ckpt=full eager x8");
     const auto cells = dimension_cells(c);
     CHECK(std::vector<std::string>(cells.begin(), cells.end()) ==
-          std::vector<std::string>{"lion", "bf16-mixed", "3", "4", "1", "4096", "full"});
+          std::vector<std::string>{"lion", "bf16-mixed", "3", "4", "1", "4096", "full", "eager"});
 }
