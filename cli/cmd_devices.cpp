@@ -2,9 +2,9 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/device_query_child.h"
 #include "kernels/device_query.h"
 #include "reports/text_table.h"
 #include "core/presets.h"
@@ -17,22 +17,7 @@ std::string cuda_version(int v) { return v ? fmt::format("{}.{}", v / 1000, (v %
 
 void print_devices(const DeviceQuery& q, bool as_json) {
     if (as_json) {
-        nlohmann::json out{{"cuda_compiled", q.cuda_compiled},
-                           {"runtime_version", q.runtime_version},
-                           {"driver_version", q.driver_version},
-                           {"minimum_driver_branch", minimum_driver_branch(q.runtime_version)},
-                           {"devices", nlohmann::json::array()}};
-        for (const auto& d : q.devices) {
-            auto preset = match_device(d.name, d.total_memory);
-            out["devices"].push_back({{"index", d.index},
-                                      {"name", d.name},
-                                      {"total_memory", d.total_memory},
-                                      {"free_memory", d.free_memory},
-                                      {"compute_capability", fmt::format("{}.{}", d.compute_major, d.compute_minor)},
-                                      {"preset", preset ? preset->device : ""}});
-        }
-        if (q.devices.empty()) out["why_none"] = q.why_none;
-        fmt::print("{}\n", out.dump(2));
+        fmt::print("{}\n", device_query_to_json(q).dump(2));
         return;
     }
     fmt::print("CUDA backend compiled: {}; runtime {}; driver {}\n", q.cuda_compiled ? "yes" : "no",

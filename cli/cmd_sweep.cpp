@@ -11,10 +11,11 @@
 
 #include "build_info.h"
 #include "cli/commands.h"
-#include "kernels/device_query.h"
+#include "cli/device_query_child.h"
 #include "reports/html_report.h"
 #include "reports/output_file.h"
 #include "reports/text_table.h"
+#include "driver/makespan.h"
 #include "driver/sweep.h"
 #include "search/estimate.h"
 #include "core/pareto.h"
@@ -34,6 +35,8 @@ struct SweepCliOptions {
     bool restart = false;
     bool json = false;
     bool no_report = false;
+    bool plan_only = false;
+    std::uint32_t nodes = 0;  // with --plan-only: pack onto this many nodes
 };
 
 std::string host_name() {
@@ -47,7 +50,7 @@ SweepEnvironment detect(SweepSpec& spec) {
     env.host = host_name();
     env.software.tune_version = TUNE_VERSION;
     env.software.git_commit = TUNE_GIT_COMMIT;
-    const DeviceQuery q = query_devices();
+    const DeviceQuery q = query_devices_in_child();  // the sweep process never loads CUDA itself
     env.visible_gpus = q.devices.size();
     env.why_no_gpu = q.why_none;
     if (q.runtime_version) env.software.cuda = fmt::format("{}.{}", q.runtime_version / 1000, q.runtime_version % 1000 / 10);
@@ -122,9 +125,21 @@ void print_counts(const SweepReport& r) {
                n(TrialStatus::pruned), n(TrialStatus::invalid), n(TrialStatus::pending) + n(TrialStatus::running));
 }
 
+int print_plan(const SweepSpec& spec, const SweepEnvironment& env, std::uint32_t nodes) {
+    const MakespanPrediction p =
+        plan_makespan(spec, env.visible_gpus, nodes ? std::optional<std::uint32_t>(nodes) : std::nullopt);
+    fmt::print("{} trials to run, {} at a time on {} node(s)\n", p.trials, p.slots, p.nodes);
+    fmt::print("Predicted makespan: {} (one at a time: {})\n", format_duration(p.makespan_s), format_duration(p.serial_s));
+    if (spec.budget_s)
+        fmt::print("[search] budget {}: {}\n", format_duration(*spec.budget_s),
+                   p.makespan_s <= *spec.budget_s ? "fits" : "does not fit; the sweep stops starting trials at the budget");
+    return kExitOk;
+}
+
 int run(SweepCliOptions& o) {
     SweepSpec spec = load_sweep(o.file);
     const SweepEnvironment env = detect(spec);
+    if (o.plan_only) return print_plan(spec, env, o.nodes);
     SweepOptions options;
     options.database = o.database;
     options.dry_run = o.dry_run;
@@ -185,6 +200,10 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     cmd->add_flag("--restart", o->restart, "Discard an existing sweep of the same name and start again");
     cmd->add_flag("--json", o->json, "Stream JSON events on stdout instead of tables");
     cmd->add_flag("--no-report", o->no_report, "Do not write the HTML report");
+    cmd->add_flag("--plan-only", o->plan_only,
+                  "Predict the makespan (estimated trial times packed onto the slots [resources] gives), run nothing");
+    cmd->add_option("--nodes", o->nodes, "With --plan-only: pack onto this many nodes, as `tune submit --nodes N` would")
+        ->check(CLI::Range(1, 4096));
     cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

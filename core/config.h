@@ -26,6 +26,9 @@ namespace tune {
 enum class Optimizer : std::uint8_t { adamw, lion, adam8bit, adafactor, lomo };
 enum class Precision : std::uint8_t { fp32, bf16_mixed, fp16_mixed, bf16 };
 enum class Checkpointing : std::uint8_t { none, selective, full };
+// flash keeps only the log-sum-exp (b, heads, s) and recomputes the scores in
+// backward; eager keeps the (b, heads, s, s) probabilities (docs/memory-model.md §3).
+enum class Attention : std::uint8_t { flash, eager };
 enum class TrialStatus : std::uint8_t { pending, running, ok, oom, failed, timeout, invalid, pruned };
 // Where ops run. A device (Hardware) is cpu or cuda; a trial's --backend may
 // also be `automatic` ("auto": CUDA when a device is visible, else the CPU).
@@ -42,6 +45,7 @@ inline constexpr std::array<Precision, 4> kPrecisions{Precision::fp32, Precision
                                                       Precision::fp16_mixed, Precision::bf16};
 inline constexpr std::array<Checkpointing, 3> kCheckpointings{Checkpointing::none, Checkpointing::selective,
                                                               Checkpointing::full};
+inline constexpr std::array<Attention, 2> kAttentions{Attention::flash, Attention::eager};
 inline constexpr std::array<TrialStatus, 8> kStatuses{
     TrialStatus::pending, TrialStatus::running, TrialStatus::ok,      TrialStatus::oom,
     TrialStatus::failed,  TrialStatus::timeout, TrialStatus::invalid, TrialStatus::pruned};
@@ -53,12 +57,14 @@ inline constexpr std::array<LoraTargets, 2> kLoraTargets{LoraTargets::attention,
 inline constexpr std::array<std::string_view, 5> kOptimizerNames{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
 inline constexpr std::array<std::string_view, 4> kPrecisionNames{"fp32", "bf16-mixed", "fp16-mixed", "bf16"};
 inline constexpr std::array<std::string_view, 3> kCheckpointingNames{"none", "selective", "full"};
+inline constexpr std::array<std::string_view, 2> kAttentionNames{"flash", "eager"};
 inline constexpr std::array<std::string_view, 3> kMethodNames{"full", "lora", "qlora"};
 inline constexpr std::array<std::string_view, 2> kLoraTargetNames{"attention", "all-linear"};
 
 inline std::string_view to_string(Optimizer o) { return kOptimizerNames[static_cast<std::size_t>(o)]; }
 inline std::string_view to_string(Precision p) { return kPrecisionNames[static_cast<std::size_t>(p)]; }
 inline std::string_view to_string(Checkpointing c) { return kCheckpointingNames[static_cast<std::size_t>(c)]; }
+inline std::string_view to_string(Attention a) { return kAttentionNames[static_cast<std::size_t>(a)]; }
 inline std::string_view to_string(Method m) { return kMethodNames[static_cast<std::size_t>(m)]; }
 inline std::string_view to_string(LoraTargets t) { return kLoraTargetNames[static_cast<std::size_t>(t)]; }
 inline std::string_view to_string(TrialStatus s) {
@@ -149,6 +155,7 @@ struct TrialConfig {
     std::uint32_t context = 128;
     Checkpointing checkpointing = Checkpointing::none;
     std::uint32_t world_size = 1;
+    Attention attention = Attention::flash;
 
     std::uint32_t steps = 6;   // optimizer steps, warmup included
     std::uint32_t warmup = 2;  // steps excluded from throughput

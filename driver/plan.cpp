@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "driver/slots.h"
 #include "search/estimate.h"
 #include "core/pareto.h"
 #include "core/units.h"
@@ -15,8 +16,8 @@ namespace tune {
 std::uint32_t cpu_threads_per_rank(const SweepSpec& spec) {
     if (const char* env = std::getenv("OMP_NUM_THREADS"); env && std::atoi(env) > 0)
         return static_cast<std::uint32_t>(std::atoi(env));
-    const std::uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
-    return std::max(1u, cores / std::max(1u, spec.world_size()));
+    // The cores of the trial's slot (all of them when trials run one at a time).
+    return slot_layout(spec, detect_allocation(0)).threads_per_rank;
 }
 
 EstimateOptions base_estimate_options(const SweepSpec& spec) {

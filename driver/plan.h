@@ -20,8 +20,9 @@ struct PlanSettings {
     SearchStrategy strategy = SearchStrategy::pareto_first;
 };
 
-// OpenMP threads each rank of a CPU-backend trial gets: the machine's cores
-// shared by the trial's ranks (OMP_NUM_THREADS, when set, wins). The driver
+// OpenMP threads each rank of a CPU-backend trial gets: the cores of its slot
+// (driver/slots: the machine's, or its share when trials run at once) shared by
+// the trial's ranks (OMP_NUM_THREADS, when set, wins). The driver
 // passes it to every trial and to the estimator, whose attention scratch
 // scales with it, so both size the same workspace.
 std::uint32_t cpu_threads_per_rank(const SweepSpec& spec);

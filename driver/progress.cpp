@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/units.h"
@@ -9,7 +11,8 @@
 namespace tune {
 
 SweepProgress::SweepProgress(bool progress_line, bool json_events, std::FILE* line_out, std::FILE* event_out)
-    : line_(progress_line && ::isatty(::fileno(line_out))), json_(json_events), line_out_(line_out),
+    : line_(progress_line && ::isatty(::fileno(line_out))), plain_(progress_line && !line_ && !json_events),
+      json_(json_events), line_out_(line_out),
       event_out_(event_out) {}
 
 void SweepProgress::emit(nlohmann::json event) {
@@ -34,21 +37,30 @@ std::optional<double> SweepProgress::mean_trial_s() const {
     return trial_seconds_ / static_cast<double>(done_);
 }
 
+void SweepProgress::set_concurrency(std::uint32_t trials_at_once) { concurrency_ = std::max(1u, trials_at_once); }
+
 std::optional<double> SweepProgress::eta_s(std::uint64_t remaining) const {
     auto mean = mean_trial_s();
     if (!mean) return std::nullopt;
-    return *mean * static_cast<double>(remaining);
+    // Remaining trials run `concurrency_` at a time, in whole rounds.
+    const std::uint64_t rounds = (remaining + concurrency_ - 1) / concurrency_;
+    return *mean * static_cast<double>(rounds);
+}
+
+std::string SweepProgress::counts_text() const {
+    auto n = [&](TrialStatus s) { return counts_[static_cast<std::size_t>(s)]; };
+    return fmt::format("[{}/{}] ok {} oom {} failed {} timeout {} pruned {}", done_, to_run_, n(TrialStatus::ok),
+                       n(TrialStatus::oom), n(TrialStatus::failed), n(TrialStatus::timeout), n(TrialStatus::pruned));
+}
+
+std::string SweepProgress::eta_text() const {
+    const auto eta = eta_s(to_run_ > done_ ? to_run_ - done_ : 0);
+    return eta ? format_duration(*eta) : std::string("?");
 }
 
 void SweepProgress::draw_line(const std::string& current) {
     if (!line_) return;
-    auto n = [&](TrialStatus s) { return counts_[static_cast<std::size_t>(s)]; };
-    const auto eta = eta_s(to_run_ > done_ ? to_run_ - done_ : 0);
-    const std::string text = fmt::format(
-        "[{}/{}] ok {} oom {} failed {} timeout {} pruned {} | {} | ETA {}", done_, to_run_, n(TrialStatus::ok),
-        n(TrialStatus::oom), n(TrialStatus::failed), n(TrialStatus::timeout), n(TrialStatus::pruned), current,
-        eta ? format_duration(*eta) : std::string("?"));
-    fmt::print(line_out_, "\r\033[K{}", text);
+    fmt::print(line_out_, "\r\033[K{} | {} | ETA {}", counts_text(), current, eta_text());
     std::fflush(line_out_);
 }
 
@@ -62,6 +74,14 @@ void SweepProgress::trial_finished(std::int64_t id, const TrialResult& r, double
     trial_seconds_ += wall_s;
     counts_[static_cast<std::size_t>(r.status)]++;
     draw_line(fmt::format("{} {}", summary(r.config), to_string(r.status)));
+    if (plain_) {
+        // A log line stands alone: which trial, how it ended, where the sweep is.
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        fmt::print(line_out_, "{} | trial {} {} {} in {} | elapsed {} | ETA {}\n", counts_text(), id,
+                   summary(r.config), to_string(r.status), format_duration(wall_s), format_duration(elapsed),
+                   eta_text());
+        std::fflush(line_out_);
+    }
     emit({{"event", "trial_finished"},
           {"id", id},
           {"status", to_string(r.status)},

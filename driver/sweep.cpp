@@ -1,17 +1,14 @@
 #include "driver/sweep.h"
 
-#include <chrono>
-
 #include <fmt/format.h>
 
 #include "launch/launch.h"
-#include "launch/process.h"
-#include "driver/calibration.h"
+#include "launch/allocation.h"
 #include "driver/lease.h"
+#include "driver/makespan.h"
 #include "driver/plan.h"
-#include "driver/progress.h"
-#include "driver/trial_child.h"
-#include "search/estimate.h"
+#include "driver/slots.h"
+#include "driver/sweep_loop.h"
 #include "search/space.h"
 #include "core/config_error.h"
 #include "core/units.h"
@@ -38,107 +35,6 @@ StatusCounts counts_of(const Store& store, SweepId id) {
         if (s.id == id) return s.counts;
     return {};
 }
-
-// Runs claimed trials until none is left or a limit says stop.
-class SweepLoop {
-public:
-    SweepLoop(const SweepSpec& spec, const SweepOptions& options, Store& store, SweepId sweep, SweepReport& report)
-        : spec_(spec), options_(options), store_(store), sweep_(sweep), report_(report),
-          base_(base_estimate_options(spec)), calibration_(base_, options.prune_tolerance),
-          planned_with_(calibration_),
-          progress_(options.progress_line, options.json_events) {}
-
-    void run() {
-        const StatusCounts start = counts_of(store_, sweep_);
-        std::uint64_t to_run = start[static_cast<std::size_t>(TrialStatus::pending)];
-        if (options_.max_trials) to_run = std::min<std::uint64_t>(to_run, *options_.max_trials);
-        progress_.start(spec_.name, to_run, start);
-        const auto began = std::chrono::steady_clock::now();
-        while (!stop_before_next(began)) {
-            auto claimed = store_.claim_next_pending(sweep_, ClaimOrder::priority);
-            if (!claimed) break;
-            if (!run_one(*claimed)) break;
-        }
-        progress_.finish();
-        report_.efficiency_factor = calibration_.efficiency_factor();
-        report_.memory_errors = calibration_.memory_errors();
-    }
-
-private:
-    bool stop_before_next(std::chrono::steady_clock::time_point began) {
-        if (interrupts_.poll() > 0) {
-            report_.interrupted = true;
-            return true;
-        }
-        if (options_.max_trials && report_.trials_run >= *options_.max_trials) {
-            report_.max_trials_reached = true;
-            return true;
-        }
-        if (spec_.budget_s) {
-            const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-            if (elapsed + progress_.mean_trial_s().value_or(0.0) > *spec_.budget_s) {
-                report_.budget_reached = true;
-                return true;
-            }
-        }
-        return false;
-    }
-
-    // Returns false when the sweep must stop (an interrupt killed the trial).
-    bool run_one(const ClaimedTrial& claimed) {
-        progress_.trial_started(claimed.id, summary(claimed.config));
-        ProcessSpec process;
-        process.argv = trial_argv(claimed.config, spec_, trial_program());
-        process.timeout_s = spec_.trial.timeout_s;
-        process.interrupts = &interrupts_;
-        process.kill_at_interrupt = 2;  // the first Ctrl-C lets this trial finish; the second kills it
-        const Timestamp started = now_timestamp();
-        const ProcessOutcome outcome = run_process(process);
-        const Timestamp ended = now_timestamp();
-        if (outcome.interrupted) {
-            store_.release(claimed.id, "interrupted by Ctrl-C; it runs again when the sweep resumes");
-            report_.interrupted = true;
-            progress_.note("interrupted: the running trial was stopped and will run again on resume");
-            return false;
-        }
-        if (interrupts_.count() == 1 && !report_.interrupted)
-            progress_.note("Ctrl-C: finishing the running trial, then stopping (Ctrl-C again to stop it now)");
-        const TrialResult result = interpret_outcome(outcome, claimed.config, claimed.estimate);
-        store_.record_result(claimed.id, result, outcome.stderr_tail, started, ended);
-        ++report_.trials_run;
-        progress_.trial_finished(claimed.id, result, outcome.wall_s);
-        learn(result);
-        return true;
-    }
-
-    void learn(const TrialResult& result) {
-        if (result.status != TrialStatus::ok) return;
-        calibration_.observe(result, estimate(spec_.model, result.config, spec_.hardware, base_));
-        // Re-plan only when the model of the device moved enough to change decisions.
-        if (calibration_.change_since(planned_with_) < 0.05) return;
-        PlanSettings settings{calibration_.options(), calibration_.prune_tolerance(), strategy()};
-        const auto pending = store_.trials({sweep_, TrialStatus::pending, false, false});
-        store_.update_pending(replan_pending(spec_, pending, settings));
-        planned_with_ = calibration_;
-    }
-
-    std::vector<std::string> trial_program() const {
-        if (!options_.trial_program.empty()) return options_.trial_program;
-        return {self_executable(), "trial"};
-    }
-    SearchStrategy strategy() const { return options_.strategy.value_or(spec_.strategy); }
-
-    const SweepSpec& spec_;
-    const SweepOptions& options_;
-    Store& store_;
-    SweepId sweep_;
-    SweepReport& report_;
-    EstimateOptions base_;
-    Calibration calibration_;
-    Calibration planned_with_;
-    SweepProgress progress_;
-    InterruptWatcher interrupts_;
-};
 
 }  // namespace
 
@@ -180,7 +76,9 @@ SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOp
     const std::vector<NewTrial> plan = plan_trials(spec, expand_space(spec), settings);
     store.add_trials(opened.id, plan);
 
-    if (!report.estimate_only) SweepLoop(spec, options, store, opened.id, report).run();
+    const SlotLayout layout = slot_layout(spec, detect_allocation(env.visible_gpus));
+    if (opened.created && !report.estimate_only) record_makespan_prediction(store, opened.id, spec.name, plan, spec, layout);
+    if (!report.estimate_only) run_trials(spec, options, layout, store, opened.id, report);
     report.counts = counts_of(store, opened.id);
     return report;
 }

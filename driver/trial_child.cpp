@@ -6,8 +6,10 @@
 
 namespace tune {
 
-std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& spec,
-                                    const std::vector<std::string>& trial_program) {
+namespace {
+
+std::vector<std::string> rank_argv(const TrialConfig& config, const SweepSpec& spec,
+                                   const std::vector<std::string>& trial_program) {
     TrialChildFlags flags;
     flags.json = true;
     // The sweep already pruned with its estimate and known error: a trial it
@@ -15,8 +17,22 @@ std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& 
     flags.force = true;
     // The same thread count the estimator was given (see cpu_threads_per_rank).
     if (spec.hardware.backend == BackendKind::cpu) flags.threads = static_cast<int>(cpu_threads_per_rank(spec));
+    return trial_child_argv(trial_program, config, flags);
+}
+
+}  // namespace
+
+std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& spec,
+                                    const std::vector<std::string>& trial_program) {
     const Launcher launcher = choose_launcher(spec.trial.launcher, config.world_size);
-    return launch_command(launcher, config.world_size, trial_child_argv(trial_program, config, flags));
+    return launch_command(launcher, config.world_size, rank_argv(config, spec, trial_program));
+}
+
+StepCommand trial_step(const TrialConfig& config, const SweepSpec& spec, const std::vector<std::string>& trial_program,
+                       const SlotLayout& layout, std::size_t slot) {
+    StepResources resources = layout.slots.at(slot);
+    resources.ranks = config.world_size;
+    return job_step(layout.launcher, resources, rank_argv(config, spec, trial_program));
 }
 
 ChildEnd child_end(const ProcessOutcome& outcome) {

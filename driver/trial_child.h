@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "driver/slots.h"
+#include "launch/job_step.h"
 #include "launch/process.h"
 #include "core/config.h"
 #include "core/trial_protocol.h"
@@ -19,6 +21,11 @@ namespace tune {
 // trial has several ranks. `trial_program` is e.g. {"/path/to/tune", "trial"}.
 std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& spec,
                                     const std::vector<std::string>& trial_program);
+
+// The same trial confined to slot `slot` of `layout`: an srun job step inside Slurm, else
+// its GPU and core sets through the environment and the CPU affinity.
+StepCommand trial_step(const TrialConfig& config, const SweepSpec& spec, const std::vector<std::string>& trial_program,
+                       const SlotLayout& layout, std::size_t slot);
 
 // A process outcome in the protocol's terms (`tune trial --gpus N` reads its ranks with it too).
 ChildEnd child_end(const ProcessOutcome& outcome);

@@ -37,7 +37,7 @@ kernels::GemmArgs gemm_args(const GemmShape& g, const void* a, const void* b, vo
 
 }  // namespace
 
-Dims make_dims(const ModelSpec& m, std::int64_t micro_batch, std::int64_t context) {
+Dims make_dims(const ModelSpec& m, std::int64_t micro_batch, std::int64_t context, Attention attention) {
     Dims d;
     d.b = micro_batch, d.s = context, d.T = micro_batch * context;
     d.h = static_cast<std::int64_t>(m.hidden), d.kv = static_cast<std::int64_t>(m.kv_dim());
@@ -45,6 +45,7 @@ Dims make_dims(const ModelSpec& m, std::int64_t micro_batch, std::int64_t contex
     d.heads = static_cast<std::int64_t>(m.heads), d.kv_heads = static_cast<std::int64_t>(m.kv_heads);
     d.d = static_cast<std::int64_t>(m.head_dim()), d.L = static_cast<std::int64_t>(m.layers);
     d.eps = static_cast<float>(m.rms_norm_eps), d.theta = static_cast<float>(m.rope_theta);
+    d.attention = attention == Attention::flash ? kernels::AttentionKind::fused : kernels::AttentionKind::materialized;
     return d;
 }
 
@@ -60,7 +61,7 @@ std::uint64_t LlamaLayer::workspace_bytes() const {
         {d.T, d.h, d.f, false, true},  {d.T, d.f, d.h, false, false}, {d.h, d.f, d.T, true, false},
         {d.T, d.h, d.f, false, false}, {d.f, d.h, d.T, true, false},  {d.T, d.h, d.h, false, false},
         {d.h, d.h, d.T, true, false},  {d.T, d.h, d.kv, false, false}, {d.kv, d.h, d.T, true, false}};
-    std::uint64_t most = backend_.attention_workspace_bytes(attention_shape(), kernels::AttentionKind::materialized, dt_);
+    std::uint64_t most = backend_.attention_workspace_bytes(attention_shape(), d.attention, dt_);
     for (const GemmShape& g : shapes)
         most = std::max(most, backend_.gemm_workspace_bytes(gemm_args(g, nullptr, nullptr, nullptr, 0.0f, dt_)));
     return most;
@@ -99,8 +100,19 @@ void LlamaLayer::attention(LayerActivations& a) const {
     args.q = a.q.get(), args.k = a.k.get(), args.v = a.v.get();
     args.q_stride = dims_.h, args.k_stride = dims_.kv, args.v_stride = dims_.kv;
     args.out = a.o.get(), args.out_stride = dims_.h;
-    args.probs = a.probs.get();
+    args.kind = dims_.attention;
+    if (flash()) args.lse = a.probs.as<float>();
+    else args.probs = a.probs.get();
     backend_.attention_forward(args, ws_);
+}
+
+bool LlamaLayer::flash() const { return dims_.attention == kernels::AttentionKind::fused; }
+
+Buffer LlamaLayer::attention_keep() const {
+    const Dims& d = dims_;
+    // Flash: the log-sum-exp, fp32. Eager: the probabilities, layer dtype.
+    if (flash()) return memory_.allocate(Component::activations, bytes_of(d.b * d.heads * d.s, DType::f32));
+    return act(d.b * d.heads * d.s * d.s);
 }
 
 LoraLinear LlamaLayer::lora_linear(LayerTensor t) const {
@@ -147,7 +159,7 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
     if (lora_ != nullptr) a.xa = act(static_cast<std::int64_t>(lora_targets(lora_->mlp)) * d.T * lora_->rank);
     a.rstd1 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
     a.n1 = act(d.T * d.h), a.q = act(d.T * d.h), a.k = act(d.T * d.kv), a.v = act(d.T * d.kv);
-    a.probs = act(d.b * d.heads * d.s * d.s), a.o = act(d.T * d.h), a.x2 = act(d.T * d.h);
+    a.probs = attention_keep(), a.o = act(d.T * d.h), a.x2 = act(d.T * d.h);
     a.rstd2 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
     a.n2 = act(d.T * d.h), a.g = act(d.T * d.f), a.u = act(d.T * d.f), a.m = act(d.T * d.f);
 
@@ -183,8 +195,12 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
 
 void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
     if (mode == Checkpointing::none) return;
-    a.probs.reset();
-    if (mode == Checkpointing::selective) return;
+    // Selective drops the eager probabilities; flash's lse is O(s) and kept,
+    // so selective with flash recomputes nothing (docs/memory-model.md §3).
+    if (mode == Checkpointing::selective) {
+        if (!flash()) a.probs.reset();
+        return;
+    }
     Buffer keep = std::move(a.x);
     a = LayerActivations{};
     a.x = std::move(keep);
@@ -193,9 +209,8 @@ void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
 void LlamaLayer::recompute(const void* w, LayerActivations& a, Checkpointing mode, const void* adapters) {
     if (mode == Checkpointing::full) {
         forward(w, a, nullptr, adapters);
-    } else if (mode == Checkpointing::selective) {
-        const Dims& d = dims_;
-        a.probs = act(d.b * d.heads * d.s * d.s);
+    } else if (mode == Checkpointing::selective && !flash()) {
+        a.probs = attention_keep();
         attention(a);  // rewrites o with the same values
     }
 }
@@ -255,7 +270,9 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     args.dtype = dt_;
     args.q = a.q.get(), args.k = a.k.get(), args.v = a.v.get();
     args.q_stride = d.h, args.k_stride = d.kv, args.v_stride = d.kv;
-    args.probs = a.probs.get();
+    args.kind = d.attention;
+    if (flash()) args.lse = a.probs.as<float>(), args.out = a.o.get(), args.out_stride = d.h;
+    else args.probs = a.probs.get();
     args.dout = dout, args.dout_stride = d.h;
     args.dq = dq, args.dk = dk, args.dv = dv;
     backend_.attention_backward(args, ws_);

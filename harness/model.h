@@ -23,8 +23,10 @@ struct Dims {
     std::int64_t h = 0, kv = 0, f = 0, V = 0;
     std::int64_t heads = 0, kv_heads = 0, d = 0, L = 0;
     float eps = 1e-5f, theta = 10000.0f;
+    kernels::AttentionKind attention = kernels::AttentionKind::fused;  // flash keeps lse, eager probs
 };
-Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t context);
+Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t context,
+               Attention attention = Attention::flash);
 
 // What one layer's forward leaves for its backward (§3). Empty handles are
 // buffers the Checkpointing mode freed.
@@ -35,7 +37,7 @@ struct LayerActivations {
     Buffer q;      // (T, h) after RoPE
     Buffer k;      // (T, kv) after RoPE
     Buffer v;      // (T, kv)
-    Buffer probs;  // (b, heads, s, s)
+    Buffer probs;  // eager: (b, heads, s, s); flash: the log-sum-exp (b, heads, s) fp32
     Buffer o;      // (T, h) attention output before Wo
     Buffer x2;     // (T, h) x + o Wo^T
     Buffer rstd2;  // (T) fp32
@@ -111,6 +113,8 @@ private:
     LoraLinear lora_linear(LayerTensor t) const;
     // The gradient of a weight, or nullptr when the base is frozen.
     void* weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
+    bool flash() const;
+    Buffer attention_keep() const;  // what attention keeps for backward: lse (flash) or probs (eager)
 
     kernels::Backend& backend_;
     Allocator& memory_;

@@ -135,7 +135,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
       config_(config),
       tokens_(tokens),
       layout_(make_param_layout(config.model, config.world_size, config.adam8bit_block)),
-      dims_(make_dims(config.model, config.micro_batch, config.context)),
+      dims_(make_dims(config.model, config.micro_batch, config.context, config.attention)),
       plan_(precision_plan(config.precision)),
       memory_(backend, config.memory_limit),
       layer_(backend, memory_, dims_, layout_, plan_.weights),

@@ -18,6 +18,7 @@
 #include "harness/hf_model.h"
 #include "harness/lora.h"
 #include "harness/peft_adapter.h"
+#include "harness/step_timer.h"
 #include "harness/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -106,10 +107,8 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, const TrialConfig& c
                const Hardware& hw, TrialResult& r, TrialDetails& d) {
     double timed_ms = 0;
     for (std::size_t i = 0; i < c.steps; ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        StepStats s = trainer.step();
-        backend.synchronize();
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        double ms = 0;
+        StepStats s = time_step_to_completion([&] { return trainer.step(); }, [&] { backend.synchronize(); }, ms);
         if (i + 1 == c.warmup && c.steps > c.warmup) kernels::reset_cuda_memory_marks(backend);
         if (o.fault_nan && i == 0) s.loss = std::nan("");
         if (o.fault_kill) std::raise(SIGKILL);  // a rank dying mid-trial, as the OOM killer would

@@ -56,9 +56,10 @@ struct GemmArgs {
 
 // ----------------------------------------------------------- attention ----
 
-// `materialized` keeps the (B, H, S, S) softmax probabilities for backward;
-// `fused` (a flash-style kernel, not yet implemented by any backend) keeps
-// only the (B, H, S) log-sum-exp and recomputes scores in backward.
+// `materialized` (eager) keeps the (B, H, S, S) softmax probabilities for
+// backward; `fused` (flash attention: tiles, an online softmax) keeps only the
+// (B, H, S) fp32 log-sum-exp and recomputes the scores tile by tile in
+// backward from q, k, lse and the output O (D = rowsum(dO * O)).
 enum class AttentionKind : std::uint8_t { materialized, fused };
 
 // Causal self-attention with grouped key/value heads: query head h reads

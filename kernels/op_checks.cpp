@@ -25,9 +25,8 @@ void check_gemm_args(const GemmArgs& g, std::string_view backend) {
     require(g.batch == 1 || disjoint || interleaved, "batch matrices of C overlap");
 }
 
-void check_attention_shape(const AttentionShape& sh, AttentionKind kind, std::int64_t qs, std::int64_t ks,
+void check_attention_shape(const AttentionShape& sh, AttentionKind, std::int64_t qs, std::int64_t ks,
                            std::int64_t vs, std::string_view backend, std::string_view op) {
-    require_arg(kind == AttentionKind::materialized, backend, op, "only materialized attention is implemented");
     require_arg(sh.batch > 0 && sh.seq > 0 && sh.head_dim > 0 && sh.kv_heads > 0 && sh.heads % sh.kv_heads == 0,
                 backend, op, "bad shape (heads must be a multiple of kv_heads)");
     require_arg(qs >= sh.heads * sh.head_dim && ks >= sh.kv_heads * sh.head_dim && vs >= sh.kv_heads * sh.head_dim,
@@ -38,14 +37,23 @@ void check_attention_args(const AttentionForwardArgs& a, std::string_view backen
     constexpr std::string_view op = "attention_forward";
     check_attention_shape(a.shape, a.kind, a.q_stride, a.k_stride, a.v_stride, backend, op);
     require_arg(a.out_stride >= a.shape.heads * a.shape.head_dim, backend, op, "out row stride too small");
-    require_arg(a.probs != nullptr, backend, op, "probs are required (materialized attention keeps them)");
+    if (a.kind == AttentionKind::fused)
+        require_arg(a.lse != nullptr, backend, op, "lse is required (fused attention keeps it)");
+    else
+        require_arg(a.probs != nullptr, backend, op, "probs are required (materialized attention keeps them)");
 }
 
 void check_attention_args(const AttentionBackwardArgs& a, std::string_view backend) {
     constexpr std::string_view op = "attention_backward";
     check_attention_shape(a.shape, a.kind, a.q_stride, a.k_stride, a.v_stride, backend, op);
     require_arg(a.dout_stride >= a.shape.heads * a.shape.head_dim, backend, op, "dout row stride too small");
-    require_arg(a.probs != nullptr, backend, op, "probs are required (materialized attention keeps them)");
+    if (a.kind == AttentionKind::fused) {
+        require_arg(a.lse != nullptr && a.out != nullptr, backend, op,
+                    "out and lse are required (fused attention recomputes from them)");
+        require_arg(a.out_stride >= a.shape.heads * a.shape.head_dim, backend, op, "out row stride too small");
+    } else {
+        require_arg(a.probs != nullptr, backend, op, "probs are required (materialized attention keeps them)");
+    }
 }
 
 void check_rope_args(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,

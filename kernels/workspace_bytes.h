@@ -26,6 +26,29 @@ constexpr std::uint64_t cuda_attention_bytes(std::uint64_t heads, std::uint64_t 
     return kCudaGemmBytes + aligned(square * 4) + aligned(square * element_bytes);
 }
 
+// CPU eager attention (kernels/cpu/cpu_attention.cpp), per OpenMP thread:
+// two (S, S) and eight (S, D) fp32 blocks, the same for every dtype.
+constexpr std::uint64_t cpu_eager_attention_bytes(std::uint64_t threads, std::uint64_t seq, std::uint64_t head_dim) {
+    return 4 * threads * (2 * seq * seq + 8 * seq * head_dim);
+}
+
+// CPU flash attention (kernels/cpu/cpu_flash_attention.cpp) works on square
+// tiles of kCpuFlashTile queries by kCpuFlashTile keys. Per OpenMP thread:
+// scores and dP (tile, tile), six (tile, D) blocks (q, k, v, dO and two
+// accumulators) and three per-row vectors (max, sum, D = rowsum(dO * O)),
+// fp32, independent of the sequence length.
+constexpr std::uint64_t kCpuFlashTile = 64;
+constexpr std::uint64_t cpu_flash_attention_floats(std::uint64_t head_dim) {
+    return 2 * kCpuFlashTile * kCpuFlashTile + 6 * kCpuFlashTile * head_dim + 3 * kCpuFlashTile;
+}
+constexpr std::uint64_t cpu_flash_attention_bytes(std::uint64_t threads, std::uint64_t head_dim) {
+    return 4 * threads * cpu_flash_attention_floats(head_dim);
+}
+
+// CUDA flash attention (kernels/cuda/flash_attention.cu) works in shared
+// memory and registers: no workspace.
+constexpr std::uint64_t cuda_flash_attention_bytes() { return 0; }
+
 // Embedding backward on every backend: a list head per vocabulary row and a
 // link per token (int32 each), so each token's rows are summed in fp32 and
 // added to the table once.

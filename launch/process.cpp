@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -47,9 +48,25 @@ Pipe make_pipe() {
     return {fds[0], fds[1]};
 }
 
+// The child's environment, built before fork: setenv() after fork may deadlock on a lock
+// another of the parent's threads held (the driver forks trials from several threads).
+std::vector<std::string> child_environment(const ProcessSpec& spec) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+        const std::string_view entry(*e);
+        bool replaced = false;
+        for (const auto& [key, value] : spec.env)
+            replaced = replaced || (entry.size() > key.size() && entry.substr(0, key.size()) == key &&
+                                    entry[key.size()] == '=');
+        if (!replaced) env.emplace_back(entry);
+    }
+    for (const auto& [key, value] : spec.env) env.push_back(key + "=" + value);
+    return env;
+}
+
 // In the child, between fork and exec: only async-signal-safe calls.
-[[noreturn]] void exec_child(const ProcessSpec& spec, Pipe out, Pipe err, const std::vector<char*>& argv,
-                             pid_t parent) {
+[[noreturn]] void exec_child(Pipe out, Pipe err, const std::vector<char*>& argv, const std::vector<char*>& envp,
+                             const cpu_set_t* affinity, pid_t parent) {
     // Its own session: every process it starts stays in the session even when it takes a
     // process group of its own (OpenMPI puts each rank in one) or is orphaned, so
     // end_session() finds them all. setsid() also makes it a process group leader.
@@ -64,8 +81,8 @@ Pipe make_pipe() {
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::dup2(out.write, STDOUT_FILENO);
     ::dup2(err.write, STDERR_FILENO);
-    for (const auto& [key, value] : spec.env) ::setenv(key.c_str(), value.c_str(), 1);
-    ::execvp(argv[0], argv.data());
+    if (affinity) ::sched_setaffinity(0, sizeof(cpu_set_t), affinity);
+    ::execvpe(argv[0], argv.data(), envp.data());
     const char prefix[] = "cannot start: ";
     (void)!::write(STDERR_FILENO, prefix, sizeof(prefix) - 1);
     (void)!::write(STDERR_FILENO, argv[0], std::strlen(argv[0]));
@@ -157,13 +174,21 @@ ProcessOutcome run_process(const ProcessSpec& spec) {
     std::vector<char*> argv;
     for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    const std::vector<std::string> env = child_environment(spec);
+    std::vector<char*> envp;
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    cpu_set_t affinity;
+    CPU_ZERO(&affinity);
+    for (int c : spec.cpu_affinity)
+        if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &affinity);
 
     const Pipe out = make_pipe(), err = make_pipe();
     const auto start = std::chrono::steady_clock::now();
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
-    if (pid == 0) exec_child(spec, out, err, argv, parent);
+    if (pid == 0) exec_child(out, err, argv, envp, spec.cpu_affinity.empty() ? nullptr : &affinity, parent);
     ::close(out.write);
     ::close(err.write);
 
@@ -205,7 +230,8 @@ ProcessOutcome run_process(const ProcessSpec& spec) {
                 --open_pipes;
             }
         }
-        if (spec.interrupts && !killed && spec.interrupts->poll() >= spec.kill_at_interrupt) {
+        const bool cancelled = spec.cancel && spec.cancel->load();
+        if (!killed && (cancelled || (spec.interrupts && spec.interrupts->poll() >= spec.kill_at_interrupt))) {
             outcome.interrupted = killed = true;
             end_session(pid, reaped);
         }

@@ -5,6 +5,7 @@
 // this: whatever the child does (crash, hang, OOM), the parent gets an outcome.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,6 +44,8 @@ struct ProcessSpec {
     std::size_t stdout_limit_bytes = 4 * 1024 * 1024;         // beyond it, the oldest output is dropped
     InterruptWatcher* interrupts = nullptr;                   // optional
     int kill_at_interrupt = 2;                                // the interrupt count that stops the child
+    const std::atomic<bool>* cancel = nullptr;                // set: stop the child as if interrupted
+    std::vector<int> cpu_affinity;                            // cores the child may run on; empty: inherit
 };
 
 struct ProcessOutcome {
@@ -59,6 +62,7 @@ struct ProcessOutcome {
     std::string describe() const;
 };
 
+// Safe to call from several threads at once (the driver runs concurrent trials so).
 ProcessOutcome run_process(const ProcessSpec& spec);
 
 }  // namespace tune

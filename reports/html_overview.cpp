@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "reports/html_sections.h"
+#include "reports/makespan_text.h"
 #include "core/units.h"
 #include "store/timestamp.h"
 
@@ -46,7 +47,8 @@ std::vector<OverviewRow> rows() {
             {"software", software_text},
             {"started", [](const SweepData& s) { return format_timestamp(s.summary.record.created_at); }},
             {"spec hash", [](const SweepData& s) { return s.summary.record.spec_hash; }},
-            {"trials", [](const SweepData& s) { return std::to_string(s.summary.total()); }}};
+            {"trials", [](const SweepData& s) { return std::to_string(s.summary.total()); }},
+            {"makespan", makespan_text}};
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "reports/accuracy.h"
 #include "reports/comparison.h"
 #include "reports/funnel.h"
+#include "reports/makespan_text.h"
 #include "reports/report_format.h"
 #include "reports/text_table.h"
 #include "core/units.h"
@@ -61,6 +62,7 @@ std::string sweep_text(const SweepData& sweep) {
     std::string out = fmt::format("sweep {}: {} x {} on {}, memory limit {}\n", sweep.name(), r.device.count,
                                   r.device.name.empty() ? "unknown device" : r.device.name,
                                   r.host.empty() ? "unknown host" : r.host, format_bytes(sweep.memory_limit));
+    out += fmt::format("makespan {}\n", makespan_text(sweep));
     out += "\nfunnel\n" + funnel_text(sweep);
     out += fmt::format("\nPareto front ({} configurations, peak memory vs tokens/s)\n", sweep.front.size()) + front_text(sweep);
     out += "\nestimator error ((estimated - measured) / measured)\n" + accuracy_text(sweep);

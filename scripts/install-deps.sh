@@ -14,8 +14,10 @@ packages=(
 )
 # The browser test, the HTML parser check of the reports (xmllint) and the
 # PyTorch reference are optional extras for the test command;
-# `--with-test-extras` adds them.
+# `--with-test-extras` adds them. The slurm group (tests/slurm) starts a
+# one-node cluster from slurm-wlm and munge.
 extras=(chromium libxml2-utils python3 python3-torch python3-numpy)
+extras+=(slurm-wlm munge)
 
 want=("${packages[@]}")
 if [[ "${1:-}" == "--with-test-extras" ]]; then want+=("${extras[@]}"); fi

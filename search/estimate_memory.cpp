@@ -97,7 +97,7 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
 }  // namespace
 
 ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
-                                 const EstimateOptions& o) {
+                                 const EstimateOptions&) {
     const std::uint64_t b = c.micro_batch, s = c.context, t = b * s;
     const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, heads = m.heads;
     const std::uint64_t ab = weight_bytes(c.precision);  // activations share the weights' dtype
@@ -106,7 +106,8 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
     a.io = 12 * t;
     a.hidden = ab * t * h;
     a.rstd = 4 * t;
-    a.probs = o.fused_attention ? 4 * b * heads * s : ab * b * heads * s * s;
+    const bool flash = c.attention == Attention::flash;
+    a.probs = flash ? 4 * b * heads * s : ab * b * heads * s * s;
     // x, n1, q, o, x2, n2 (T, h); k, v (T, kv); g, u, m (T, f); two rstd; P.
     a.kept_none = ab * t * (6 * h + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
     a.scratch = ab * t * (h + std::max(3 * f, 2 * h + 2 * kv));
@@ -117,7 +118,7 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
         a.kept_none += ab * t * c.lora_rank * targets;
         a.scratch += ab * (t * c.lora_rank + h);
     }
-    a.kept = kept_bytes(a, c.checkpointing, o.fused_attention);
+    a.kept = kept_bytes(a, c.checkpointing, flash);
     a.chunk_rows = std::min(t, std::max<std::uint64_t>(1, kLogitsPerChunk / std::max<std::uint64_t>(m.vocab, 1)));
     a.logits = lm_head_bytes(a.chunk_rows, m.vocab, h, ab, cpu_backend(hw));
     return a;
@@ -132,11 +133,17 @@ std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Ha
     if (!cpu_backend(hw)) {
         // Attention's scratch for one batch element (with its GEMM workspace),
         // which every layer GEMM's cuBLASLt workspace fits inside.
-        const std::uint64_t attention = kernels::workspace::cuda_attention_bytes(m.heads, s, ab);
+        const std::uint64_t attention = c.attention == Attention::flash
+                                            ? kernels::workspace::cuda_flash_attention_bytes()
+                                            : kernels::workspace::cuda_attention_bytes(m.heads, s, ab);
         return std::max({attention, kernels::workspace::kCudaGemmBytes, embedding});
     }
-    // Attention: per thread, two (s, s) and eight (s, d) fp32 blocks (kernels/cpu/cpu_attention.cpp).
-    const std::uint64_t attention = 4 * std::uint64_t{std::max<std::uint32_t>(o.cpu_threads, 1)} * (2 * s * s + 8 * s * d);
+    // Attention, per thread: eager two (s, s) and eight (s, d) fp32 blocks
+    // (kernels/cpu/cpu_attention.cpp); flash tiles independent of s.
+    const std::uint64_t threads = std::max<std::uint32_t>(o.cpu_threads, 1);
+    const std::uint64_t attention = c.attention == Attention::flash
+                                        ? kernels::workspace::cpu_flash_attention_bytes(threads, d)
+                                        : kernels::workspace::cpu_eager_attention_bytes(threads, s, d);
     if (ab == 4) return std::max(attention, embedding);
     // 16-bit GEMMs widen A, B and C to fp32 (kernels/cpu/cpu_gemm.cpp).
     const std::uint64_t gemm = std::max({2 * t * h + h * h, t * h + t * kv + kv * h, t * h + t * f + f * h});

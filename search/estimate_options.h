@@ -17,7 +17,6 @@ struct EstimateOptions {
     // Hardware::runtime_overhead_bytes. Always 0 on the CPU backend.
     std::optional<std::uint64_t> overhead_bytes;
     std::uint32_t cpu_threads = 1;                      // OpenMP threads per rank: sizes attention scratch
-    bool fused_attention = false;                       // flash-style kernel: no (b, a, s, s) probabilities
 
     // Achieved fraction of the peak FLOP/s over a whole step's GEMMs.
     double compute_efficiency = 0.5;

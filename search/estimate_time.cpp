@@ -20,13 +20,19 @@ struct Flops {
 };
 
 // GEMM FLOPs are 2 per multiply-add; backward is twice the forward.
-Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, bool fused) {
+// Flash attention skips the masked causal tiles (half of the scores and of
+// P v) and recomputes the scores q k^T in backward: once on the GPU
+// (FlashAttention-2's order); three times the half-square on the CPU, whose
+// two backward passes (dK dV by key tile, dQ by query tile) each recompute
+// the scores and the second recomputes dP (kernels/cpu/cpu_flash_attention.cpp).
+Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& hw) {
+    const bool flash = c.attention == Attention::flash;
     const double h = static_cast<double>(m.hidden), kv = static_cast<double>(m.kv_dim());
     const double f = static_cast<double>(m.ffn), v = static_cast<double>(m.vocab);
     const double layers = static_cast<double>(m.layers), s = static_cast<double>(c.context);
     const double layer_gemm = 2 * (2 * h * h + 2 * h * kv + 3 * h * f);
-    // Scores and P v: 2 s h each per token; a fused causal kernel skips the masked half.
-    const double attention = (fused ? 2.0 : 4.0) * s * h;
+    // Scores and P v: 2 s h each per token; a flash causal kernel skips the masked half.
+    const double attention = (flash ? 2.0 : 4.0) * s * h;
     const double forward = layers * (layer_gemm + attention) + 2 * h * v;
 
     Flops out;
@@ -42,9 +48,11 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, bool fused) {
     }
     double recompute = 0;
     if (c.checkpointing == Checkpointing::full) recompute = layers * (layer_gemm + attention);
-    // Selective recomputes the whole attention forward (scores, softmax and
-    // P v: harness/model.cpp LlamaLayer::recompute), not only the scores.
-    if (c.checkpointing == Checkpointing::selective && !fused) recompute = layers * attention;
+    // Selective recomputes the whole eager attention forward (scores, softmax
+    // and P v: harness/model.cpp LlamaLayer::recompute), not only the scores;
+    // with flash it keeps everything (the lse is O(s)) and recomputes nothing.
+    if (c.checkpointing == Checkpointing::selective && !flash) recompute = layers * attention;
+    if (flash) recompute += layers * (hw.backend == BackendKind::cpu ? 3.0 : 1.0) * s * h;
     out.total = out.model + recompute;
     // LOMO finds the global norm (for clipping or fp16 overflow) in a first backward pass.
     if (lomo_backward_passes(c) > 1) out.total += 2 * forward + recompute;
@@ -173,7 +181,7 @@ double safe_div(double a, double b) { return b > 0 ? a / b : 0.0; }
 }  // namespace
 
 StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
-    const Flops flops = flops_per_token(m, c, o.fused_attention);
+    const Flops flops = flops_per_token(m, c, hw);
     const double peak = c.precision == Precision::fp32 ? hw.peak_flops_fp32 : hw.peak_flops_half;
     const double ranks = std::max<std::uint32_t>(c.world_size, 1);
     const double tokens_per_rank = static_cast<double>(c.micro_batch) * c.context * c.grad_accum;
@@ -188,7 +196,7 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
     t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
-    t.attention_s = safe_div(attention_bytes_per_token(m, c, o.fused_attention) * tokens_per_rank, hw.hbm_bytes_per_s);
+    t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank, hw.hbm_bytes_per_s);
     t.dequantize_s = safe_div(dequantize_bytes_per_micro_batch(m, c) * c.grad_accum, hw.hbm_bytes_per_s);
     // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
     t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s;

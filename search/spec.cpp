@@ -26,8 +26,8 @@ namespace {
 
 using Names = std::span<const std::string_view>;
 
-constexpr std::array<std::string_view, 8> kSections{"name",    "model",  "hardware", "space",
-                                                    "constraints", "trial", "search",   "output"};
+constexpr std::array<std::string_view, 9> kSections{"name",    "model",  "hardware", "space",    "constraints",
+                                                    "trial",   "search", "output",   "resources"};
 constexpr std::array<std::string_view, 12> kModelKeys{"preset", "hf_config", "name",        "vocab",
                                                       "hidden", "layers",    "heads",       "kv_heads",
                                                       "ffn",    "max_context", "rms_norm_eps", "rope_theta"};
@@ -45,6 +45,7 @@ constexpr std::array<std::string_view, 14> kTrialKeys{"steps", "warmup",        
                                                       "lora_alpha"};
 constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
 constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
+constexpr std::array<std::string_view, 4> kResourceKeys{"gpus_per_node", "nodes", "cpus", "max_concurrent"};
 constexpr std::array<std::string_view, 4> kLaunchers{"auto", "local", "mpirun", "srun"};
 
 std::string join(Names names) {
@@ -393,6 +394,29 @@ void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec&
     if (s.report.empty()) s.report = s.name + ".html";
 }
 
+// A count in [resources]: a positive integer, or "auto" (nullopt: read from the allocation).
+std::optional<std::uint32_t> count_or_auto(const Reader& r, const toml::table& t, std::string_view key,
+                                           std::int64_t max) {
+    const toml::node* node = t.get(key);
+    if (!node) return std::nullopt;
+    if (node->is_string() && node->as_string()->get() == "auto") return std::nullopt;
+    if (node->is_string())
+        r.fail(node->source(), fmt::format("[resources] {}: '{}' is not a count; write a number such as 8, or \"auto\"",
+                                           key, node->as_string()->get()));
+    return static_cast<std::uint32_t>(r.integer_value(*node, "resources", key, 1, max));
+}
+
+void read_resources(const Reader& r, const toml::table& root, SweepSpec& s) {
+    const toml::table* t = r.section(root, "resources");
+    if (!t) return;
+    r.check_keys(*t, "resources", kResourceKeys);
+    s.resources.declared = true;
+    s.resources.gpus_per_node = count_or_auto(r, *t, "gpus_per_node", 1024);
+    s.resources.nodes = count_or_auto(r, *t, "nodes", 4096);
+    s.resources.cpus = count_or_auto(r, *t, "cpus", 65536);
+    s.resources.max_concurrent = count_or_auto(r, *t, "max_concurrent", 4096);
+}
+
 }  // namespace
 
 SweepSpec parse_sweep(std::string_view text, const std::filesystem::path& path) {
@@ -426,6 +450,7 @@ SweepSpec parse_sweep(std::string_view text, const std::filesystem::path& path) 
     read_space(r, root, s);
     read_trial(r, root, s);
     read_search_and_output(r, root, s);
+    read_resources(r, root, s);
     return s;
 }
 

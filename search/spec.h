@@ -9,6 +9,7 @@
 //   [constraints] global_batch_tokens, max_world_size            (optional)
 //   [trial]       steps, warmup, timeout, launcher, seed, lr, ... (optional)
 //   [search]      strategy, budget                               (optional)
+//   [resources]   gpus_per_node, nodes, cpus, max_concurrent     (optional: what the sweep may use at once)
 //   [output]      database, report                               (optional)
 #pragma once
 
@@ -55,6 +56,17 @@ struct TrialSettings {
     std::optional<double> lora_alpha;  // unset: 2 x lora_rank
 };
 
+// The [resources] section: what the whole sweep may use at once, so trials that fit
+// side by side run concurrently. Each trial still takes [hardware] gpus x nodes.
+// A count left out or written "auto" is read from the allocation (Slurm) or the machine.
+struct ResourceSpec {
+    bool declared = false;                         // without the section, trials run one at a time
+    std::optional<std::uint32_t> gpus_per_node;    // nullopt: auto
+    std::optional<std::uint32_t> nodes;            // nullopt: auto
+    std::optional<std::uint32_t> cpus;             // cores the CPU backend shares out; nullopt: auto
+    std::optional<std::uint32_t> max_concurrent;   // at most this many trials at once
+};
+
 struct SweepSpec {
     std::string name;
     std::filesystem::path path;  // as given on the command line
@@ -79,6 +91,8 @@ struct SweepSpec {
 
     SearchStrategy strategy = SearchStrategy::pareto_first;
     std::optional<double> budget_s;
+
+    ResourceSpec resources;
 
     std::string database = "tune.db";
     std::string report;  // empty: <name>.html

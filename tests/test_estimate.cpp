@@ -62,6 +62,7 @@ TEST_CASE("ZeRO stage 0 of llama-7b with AdamW does not fit 80 GB; stage 3 over 
 
 TEST_CASE("step time: compute from FLOPs and efficiency, tokens/s and MFU follow", "[estimate][time]") {
     TrialConfig c = llama7b();
+    c.attention = Attention::eager;  // PaLM's formula counts the full (s, s) square
     c.world_size = 1;
     c.zero_stage = 0;
     c.checkpointing = Checkpointing::none;
@@ -125,4 +126,68 @@ TEST_CASE("estimate() takes the sweep's ModelSpec over the config's copy", "[est
     const ModelSpec model = c.model;
     c.model = ModelSpec{};  // a grid can hold configs without their own model copy
     CHECK(estimate(model, c, h100) == own);
+}
+
+TEST_CASE("flash attention: masked tiles skipped, scores recomputed in backward, no (s, s) traffic",
+          "[estimate][time][flash]") {
+    TrialConfig c = llama7b();
+    c.world_size = 1, c.zero_stage = 0, c.checkpointing = Checkpointing::none;
+    const Hardware h100 = *find_device("h100-80gb");
+    c.attention = Attention::eager;
+    const StepTime eager = step_time(c.model, c, h100, {});
+    c.attention = Attention::flash;
+    const StepTime flash = step_time(c.model, c, h100, {});
+    const double lhs = 32.0 * 4096 * 4096;  // layers x h x s
+    // Half of eager's 12 L h s model FLOPs (causal tiles), plus q k^T once more in backward (GPU).
+    CHECK(eager.model_flops_per_token - flash.model_flops_per_token == Approx(6 * lhs));
+    CHECK(flash.flops_per_token - flash.model_flops_per_token == Approx(1 * lhs));
+    CHECK(flash.attention_s == 0);
+    CHECK(flash.step_s < eager.step_s);
+    // The CPU's two backward passes recompute the scores twice and dP once more.
+    const StepTime cpu = step_time(c.model, c, *find_device("cpu"), {});
+    CHECK(cpu.flops_per_token - cpu.model_flops_per_token == Approx(3 * lhs));
+    // Selective checkpointing with flash keeps what none keeps and recomputes nothing more.
+    c.checkpointing = Checkpointing::selective;
+    CHECK(step_time(c.model, c, h100, {}).flops_per_token == flash.flops_per_token);
+}
+
+TEST_CASE("the issue's stories: llama3-8b on 4 x A100-40GB at 8k fits a mixed AdamW config with flash; "
+          "llama-7b without checkpointing at 4k no longer needs ~144 GiB",
+          "[estimate][memory][flash]") {
+    // Llama-3-8B, 4 x A100-40GB, context 8192, bf16-mixed AdamW: with eager
+    // attention nothing fits; with flash some ZeRO-3 configuration does.
+    TrialConfig c;
+    c.model = *find_model("llama3-8b");
+    c.optimizer = Optimizer::adamw;
+    c.precision = Precision::bf16_mixed;
+    c.world_size = 4;
+    c.context = 8192;
+    const Hardware a100 = *find_device("a100-40gb");
+    auto any_fits = [&](Attention attention) {
+        for (std::uint32_t stage : {1u, 2u, 3u})
+            for (Checkpointing ck : kCheckpointings) {
+                TrialConfig t = c;
+                t.zero_stage = stage, t.checkpointing = ck, t.attention = attention;
+                if (estimate(t, a100).fits) return true;
+            }
+        return false;
+    };
+    CHECK_FALSE(any_fits(Attention::eager));
+    CHECK(any_fits(Attention::flash));
+
+    // Llama-7B, no checkpointing, context 4096, one sequence on an H100: eager
+    // keeps 1 GiB of bf16 probabilities per layer (32 GiB) and a 3.2 GB
+    // workspace; flash keeps 0.5 MiB of lse per layer and no attention workspace.
+    TrialConfig l;
+    l.model = *find_model("llama-7b");
+    l.optimizer = Optimizer::adamw;
+    l.precision = Precision::bf16_mixed;
+    l.context = 4096;
+    const Hardware h100 = *find_device("h100-80gb");
+    l.attention = Attention::eager;
+    const Estimate eager = estimate(l, h100);
+    l.attention = Attention::flash;
+    const Estimate flash = estimate(l, h100);
+    CHECK(eager.memory.peak - flash.memory.peak > 32ull * (1ull << 30));
+    CHECK(flash.memory[Component::workspace] <= (64ull << 20));
 }

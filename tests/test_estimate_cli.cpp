@@ -32,7 +32,8 @@ TEST_CASE("tune estimate --json prints the issue's object with memory in bytes",
 
 TEST_CASE("tune estimate prints components, the peak phase, time and fits; exit 1 when it does not fit",
           "[cli][estimate]") {
-    const auto fits = run_tune("estimate --model tiny --device cpu --precision fp32 --micro-batch 2 --context 64");
+    const auto fits =
+        run_tune("estimate --model tiny --device cpu --precision fp32 --micro-batch 2 --context 64 --attention eager");
     CHECK(fits.exit_code == 0);
     for (const char* s : {"params", "activations", "overhead", "3685888", "peak phase   layer-backward", "tokens/s",
                           "MFU", "fits         yes"})
@@ -57,25 +58,33 @@ TEST_CASE("tune estimate FILE counts fit, not fit and invalid and prints the pre
     REQUIRE(r.exit_code == 0);
     const auto j = nlohmann::json::parse(r.output);
     const auto total = j["combinations"].get<std::uint64_t>();
-    CHECK(total == 5 * 4 * 4 * 3 * 3 * 2 * 3);
+    CHECK(total == 5 * 4 * 4 * 3 * 3 * 3 * 3 * 2);
     CHECK(j["fit"].get<std::uint64_t>() + j["not_fit"].get<std::uint64_t>() + j["invalid"].get<std::uint64_t>() ==
           total);
     CHECK(j["fit"].get<std::uint64_t>() > 0);
     CHECK(j["not_fit"].get<std::uint64_t>() > 0);
-    // LOMO with accumulation is invalid: 1 optimizer x 4 x 4 x 2 accum values x 3 x 2 x 3.
-    CHECK(j["invalid"].get<std::uint64_t>() >= 4 * 4 * 2 * 3 * 2 * 3);
+    // LOMO with accumulation is invalid: 1 optimizer x 4 x 4 x 2 accum values x 3 x 3 x 3 x 2.
+    CHECK(j["invalid"].get<std::uint64_t>() >= 4 * 4 * 2 * 3 * 3 * 3 * 2);
     const auto& front = j["front"];
     REQUIRE(front.size() > 1);
     for (std::size_t i = 1; i < front.size(); ++i) {
-        // Along the front, more memory buys more throughput.
-        CHECK(front[i]["memory"]["peak"].get<std::uint64_t>() >= front[i - 1]["memory"]["peak"].get<std::uint64_t>());
-        CHECK(front[i]["time"]["tokens_per_s"].get<double>() > front[i - 1]["time"]["tokens_per_s"].get<double>());
+        // Along the front, more memory buys more throughput. Configurations
+        // that differ only in a setting that changes nothing tie (selective
+        // checkpointing with flash attention keeps and recomputes what none
+        // does: docs/memory-model.md §3).
+        const auto peak = front[i]["memory"]["peak"].get<std::uint64_t>();
+        const auto last_peak = front[i - 1]["memory"]["peak"].get<std::uint64_t>();
+        CHECK(peak >= last_peak);
+        if (peak > last_peak)
+            CHECK(front[i]["time"]["tokens_per_s"].get<double>() > front[i - 1]["time"]["tokens_per_s"].get<double>());
+        else
+            CHECK(front[i]["time"]["tokens_per_s"].get<double>() == front[i - 1]["time"]["tokens_per_s"].get<double>());
         CHECK(front[i]["fits"] == true);
     }
 
     const auto text = run_tune(std::string("estimate ") + TUNE_SOURCE_DIR + "/sweeps/llama7b.toml");
     CHECK(text.exit_code == 0);
-    CHECK_THAT(text.output, Catch::Contains("4320 configurations"));
+    CHECK_THAT(text.output, Catch::Contains("12960 configurations"));
     CHECK_THAT(text.output, Catch::Contains("Predicted Pareto front"));
 }
 

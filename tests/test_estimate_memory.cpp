@@ -12,9 +12,11 @@ using namespace tune;
 
 namespace {
 
-TrialConfig config_for(const char* model) {
+// The hand-derived numbers keep the eager probabilities P; flash has its own case.
+TrialConfig config_for(const char* model, Attention attention = Attention::eager) {
     TrialConfig c;
     c.model = *find_model(model);
+    c.attention = attention;
     return c;
 }
 
@@ -292,4 +294,31 @@ TEST_CASE("the peak is the largest phase and the breakdown sums to it", "[estima
         CHECK(b.total() == b.peak);
         CHECK(b.peak_phase == to_string(m.peak_phase));
     }
+}
+
+TEST_CASE("hand-derived: flash keeps the lse instead of P and needs a tile-sized scratch", "[estimate][memory][flash]") {
+    // The first case's configuration (tiny, AdamW fp32, b 2, s 64), flash.
+    TrialConfig c = config_for("tiny", Attention::flash);
+    c.optimizer = Optimizer::adamw;
+    c.precision = Precision::fp32;
+    c.micro_batch = 2;
+    c.context = 64;
+    c.checkpointing = Checkpointing::none;
+    EstimateOptions o;
+    o.cpu_threads = 1;
+    const StepMemory m = step_memory(c.model, c, *find_device("cpu"), o);
+    // Flash scratch, 1 thread: 4 * (2*64*64 + 6*64*16 + 3*64) = 58112, independent of s.
+    CHECK(m.at_peak()[Component::workspace] == 58112);
+    // K_none = 4*128*(6*64 + 2*32 + 3*176) + 2*512 + lse 4*2*4*64 (2048) = 502784 (eager: 631808).
+    const ActivationSizes a = activation_sizes(c.model, c, *find_device("cpu"), o);
+    CHECK(a.probs == 2048);
+    CHECK(a.kept_none == 502784);
+    // Selective frees nothing with flash.
+    c.checkpointing = Checkpointing::selective;
+    CHECK(activation_sizes(c.model, c, *find_device("cpu"), o).kept == 502784);
+    // On CUDA, flash needs no attention workspace: cuBLASLt's 32 MiB is the largest piece.
+    TrialConfig big = config_for("llama-7b", Attention::flash);
+    big.precision = Precision::bf16_mixed;
+    big.context = 8192;
+    CHECK(step_memory(big.model, big, *find_device("h100-80gb"), {}).at_peak()[Component::workspace] == (32ull << 20));
 }

@@ -1,8 +1,8 @@
 // The estimator (search/estimate) and the trainer's allocator agree: for
 // every single-rank configuration of a grid on the tiny model (5 optimizers
 // x 4 precisions x 3 checkpointing modes x grad_accum {1, 4} x 2 contexts x
-// 2 micro-batches; LOMO with accumulation is invalid), the measured peak is
-// within 1% of the estimate and every component within 2%. They share no
+// 2 micro-batches x 2 attention kernels; LOMO with accumulation is invalid),
+// the measured peak is within 1% of the estimate and every component within 2%. They share no
 // code: docs/memory-model.md is the contract both follow.
 #include <catch2/catch.hpp>
 
@@ -24,10 +24,11 @@ TEST_CASE("measured memory agrees with the estimator over the grid", "[memory][e
             for (Checkpointing ck : kCheckpointings)
                 for (std::uint32_t ga : {1u, 4u})
                     for (std::uint32_t ctx : {32u, 64u})
-                        for (std::uint32_t mb : {1u, 2u}) {
+                        for (std::uint32_t mb : {1u, 2u})
+                        for (Attention at : kAttentions) {
                             TrialConfig c;
                             c.model = *find_model("tiny");
-                            c.optimizer = o, c.precision = p, c.checkpointing = ck;
+                            c.optimizer = o, c.precision = p, c.checkpointing = ck, c.attention = at;
                             c.grad_accum = ga, c.context = ctx, c.micro_batch = mb;
                             c.steps = 1, c.warmup = 0;
                             if (o == Optimizer::lomo && ga > 1) continue;
@@ -53,7 +54,7 @@ TEST_CASE("measured memory agrees with the estimator over the grid", "[memory][e
                             }
                             ++runs;
                         }
-    CHECK(runs == 432);
+    CHECK(runs == 864);
     WARN(fmt::format("{} configurations; worst peak mismatch {:.4f}% ({}), worst component {:.4f}%", runs,
                      100 * worst_peak, worst, 100 * worst_component));
 }
@@ -63,10 +64,11 @@ TEST_CASE("measured memory agrees with the estimator for ZeRO stages 1-3 on one 
     int runs = 0;
     for (std::uint32_t stage : {1u, 2u, 3u})
         for (Optimizer o : kOptimizers)
-            for (Precision p : kPrecisions) {
+            for (Precision p : kPrecisions)
+            for (Attention at : kAttentions) {
                 TrialConfig c;
                 c.model = *find_model("tiny");
-                c.optimizer = o, c.precision = p, c.zero_stage = stage;
+                c.optimizer = o, c.precision = p, c.zero_stage = stage, c.attention = at;
                 c.context = 32, c.micro_batch = 2, c.steps = 1, c.warmup = 0;
                 const TrialResult r = harness::run_trial(c, test::quiet_trial());
                 INFO(summary(c) << ": " << r.reason);
@@ -82,5 +84,5 @@ TEST_CASE("measured memory agrees with the estimator for ZeRO stages 1-3 on one 
                 CHECK(r.memory.peak_phase == e.memory.peak_phase);
                 ++runs;
             }
-    CHECK(runs == 60);
+    CHECK(runs == 120);
 }

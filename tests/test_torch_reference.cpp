@@ -2,7 +2,8 @@
 // Llama (Hugging Face layout), a token file, and what torch computes for it:
 // the loss, every gradient, and the weights after 3 AdamW steps with
 // decoupled weight decay on matrices and grad-norm clipping. The weights are
-// loaded the way `tune trial --init` loads them.
+// loaded the way `tune trial --init` loads them. Both attention kernels
+// (flash, the default, and eager) must match.
 #include <catch2/catch.hpp>
 
 #include "harness/data.h"
@@ -17,8 +18,9 @@ namespace {
 const std::filesystem::path kFixture = std::filesystem::path(TUNE_SOURCE_DIR) / "tests/fixtures/torch/llama_tiny";
 
 // The fixture's training settings (scripts/make_torch_fixtures.py).
-TrialConfig fixture_config() {
+TrialConfig fixture_config(Attention attention = Attention::flash) {
     TrialConfig c = test::trainer_config(harness::load_hf_config(kFixture));
+    c.attention = attention;
     c.micro_batch = 2;
     c.context = 16;
     c.lr = 1e-3;
@@ -28,7 +30,8 @@ TrialConfig fixture_config() {
 }
 
 struct Rig {
-    TrialConfig config = fixture_config();
+    explicit Rig(Attention attention) : config(fixture_config(attention)) {}
+    TrialConfig config;
     harness::ParamLayout layout = harness::make_param_layout(config.model, 1, config.adam8bit_block);
     harness::HostParams init = harness::load_hf_weights(kFixture, layout);
     harness::SafetensorsFile ref = harness::SafetensorsFile::load(kFixture / "reference.safetensors");
@@ -45,7 +48,9 @@ std::vector<float> tensor_of(const harness::HostParams& p, const harness::ParamL
 }  // namespace
 
 TEST_CASE("loss and every gradient match PyTorch (fp32)", "[trainer][torch]") {
-    Rig r;
+    const Attention attention = GENERATE(Attention::flash, Attention::eager);
+    INFO("attention " << to_string(attention));
+    Rig r(attention);
     const double loss = r.rig.trainer->compute_gradients();
     CHECK(loss == Approx(r.ref.read_f32("loss")[0]).epsilon(1e-5));
     const harness::HostParams grads = r.rig.trainer->model().download_grads();
@@ -62,7 +67,9 @@ TEST_CASE("loss and every gradient match PyTorch (fp32)", "[trainer][torch]") {
 }
 
 TEST_CASE("weights after 3 AdamW steps with clipping match PyTorch (fp32)", "[trainer][torch]") {
-    Rig r;
+    const Attention attention = GENERATE(Attention::flash, Attention::eager);
+    INFO("attention " << to_string(attention));
+    Rig r(attention);
     const std::vector<float> losses = r.ref.read_f32("losses");
     for (int s = 0; s < 3; ++s) {
         const harness::StepStats stats = r.rig.trainer->step();

@@ -1,4 +1,5 @@
-// Causal attention with materialized probabilities and grouped KV heads.
+// Causal attention with materialized probabilities and grouped KV heads
+// (AttentionKind::materialized; the fused kind is cpu_flash_attention.cpp).
 // Work is split over (batch, kv head) slabs on OpenMP threads, each calling
 // single-threaded sgemm on (S, D) head blocks read in place through their
 // row strides (fp32) or widened into the thread's scratch (bf16, fp16).
@@ -11,10 +12,12 @@
 #include <type_traits>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_flash_attention.h"
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/typed.h"
 #include "kernels/cpu/vectorize.h"
 #include "kernels/op_checks.h"
+#include "kernels/workspace_bytes.h"
 
 namespace tune::kernels {
 
@@ -52,9 +55,11 @@ struct Scratch {
 };
 
 // The same for every dtype (fp32 leaves the (S, D) blocks and P unused), so
-// the estimator needs one formula.
+// the estimator needs one formula (workspace::cpu_eager_attention_bytes).
 std::int64_t scratch_floats(const AttentionShape& sh, DType) {
-    return 2 * sh.seq * sh.seq + 8 * sh.seq * sh.head_dim;
+    return static_cast<std::int64_t>(workspace::cpu_eager_attention_bytes(
+               1, static_cast<std::uint64_t>(sh.seq), static_cast<std::uint64_t>(sh.head_dim)) /
+           4);
 }
 
 // A head block (S rows, D columns, row stride `stride`) as fp32: in place for
@@ -204,14 +209,18 @@ void for_each_slab(const AttentionShape& sh, DType dtype, int threads, Workspace
 
 }  // namespace
 
-std::uint64_t CpuBackend::attention_workspace_bytes(const AttentionShape& shape, AttentionKind,
+std::uint64_t CpuBackend::attention_workspace_bytes(const AttentionShape& shape, AttentionKind kind,
                                                     DType dtype) const {
-    return 4 * static_cast<std::uint64_t>(scratch_floats(shape, dtype)) * static_cast<std::uint64_t>(threads_);
+    const auto threads = static_cast<std::uint64_t>(threads_);
+    if (kind == AttentionKind::fused)
+        return workspace::cpu_flash_attention_bytes(threads, static_cast<std::uint64_t>(shape.head_dim));
+    return 4 * static_cast<std::uint64_t>(scratch_floats(shape, dtype)) * threads;
 }
 
 void CpuBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws) {
     check_attention_args(a, "cpu");
     cpu::require_workspace(ws.ptr, ws.bytes, attention_workspace_bytes(a.shape, a.kind, a.dtype), "attention_forward");
+    if (a.kind == AttentionKind::fused) return cpu::flash_attention_forward(a, threads_, ws);
     cpu::with_float_type(a.dtype, [&](auto t) {
         using T = decltype(t);
         for_each_slab(a.shape, a.dtype, threads_, ws, [&](std::int64_t b, std::int64_t g, Scratch& w) {
@@ -223,6 +232,7 @@ void CpuBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws) 
 void CpuBackend::attention_backward(const AttentionBackwardArgs& a, Workspace ws) {
     check_attention_args(a, "cpu");
     cpu::require_workspace(ws.ptr, ws.bytes, attention_workspace_bytes(a.shape, a.kind, a.dtype), "attention_backward");
+    if (a.kind == AttentionKind::fused) return cpu::flash_attention_backward(a, threads_, ws);
     cpu::with_float_type(a.dtype, [&](auto t) {
         using T = decltype(t);
         for_each_slab(a.shape, a.dtype, threads_, ws, [&](std::int64_t b, std::int64_t g, Scratch& w) {

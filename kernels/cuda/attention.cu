@@ -2,8 +2,8 @@
 // Scores and products are cuBLASLt GEMMs batched over the query heads that
 // share a KV head (the KV operand has batch stride 0); softmax and its
 // backward are row kernels. One batch element at a time, so the fp32
-// scratch is (H, S, S), not (B, H, S, S). A fused (flash-style) kernel would
-// take AttentionKind::fused; none exists yet.
+// scratch is (H, S, S), not (B, H, S, S). AttentionKind::fused goes to the
+// flash kernels (flash_attention.cu).
 //
 // Workspace: [GEMM workspace][scores or dP: (H, S, S) fp32][dS: (H, S, S) dtype]
 //
@@ -97,7 +97,9 @@ void* at(void* p, std::int64_t elements, DType t) { return static_cast<char*>(p)
 
 }  // namespace
 
-std::uint64_t CudaBackend::attention_workspace_bytes(const AttentionShape& shape, AttentionKind, DType dtype) const {
+std::uint64_t CudaBackend::attention_workspace_bytes(const AttentionShape& shape, AttentionKind kind,
+                                                     DType dtype) const {
+    if (kind == AttentionKind::fused) return workspace::cuda_flash_attention_bytes();
     static_assert(GemmLt::kWorkspaceBytes == workspace::kCudaGemmBytes, "carve() puts the GEMM workspace first");
     return workspace::cuda_attention_bytes(static_cast<std::uint64_t>(shape.heads),
                                            static_cast<std::uint64_t>(shape.seq), dtype_bytes(dtype));
@@ -108,6 +110,7 @@ void CudaBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws)
     const AttentionShape& sh = a.shape;
     check_attention(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
     check_attention_args(a, "cuda");
+    if (a.kind == AttentionKind::fused) return flash_attention_forward(a);
     require(ws.ptr != nullptr && ws.bytes >= attention_workspace_bytes(sh, a.kind, a.dtype), op,
             "workspace smaller than attention_workspace_bytes()");
     const std::int64_t S = sh.seq, D = sh.head_dim, H = sh.heads, group = sh.heads / sh.kv_heads;
@@ -149,6 +152,7 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
     const AttentionShape& sh = a.shape;
     check_attention(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
     check_attention_args(a, "cuda");
+    if (a.kind == AttentionKind::fused) return flash_attention_backward(a);
     require(ws.ptr != nullptr && ws.bytes >= attention_workspace_bytes(sh, a.kind, a.dtype), op,
             "workspace smaller than attention_workspace_bytes()");
     const std::int64_t S = sh.seq, D = sh.head_dim, H = sh.heads, group = sh.heads / sh.kv_heads;

@@ -109,6 +109,9 @@ public:
                         std::int64_t count) override;
 
 private:
+    // Flash attention (flash_attention.cu); attention_forward/backward dispatch on AttentionKind::fused.
+    void flash_attention_forward(const AttentionForwardArgs& args);
+    void flash_attention_backward(const AttentionBackwardArgs& args);
     void raise_device_errors();  // after a synchronisation: throws what kernels recorded
 
     int device_;

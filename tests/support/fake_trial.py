@@ -9,6 +9,8 @@ trial of that optimizer abort, sleep forever, report a NaN loss, report an
 OOM, exit without a result, or exit 3 with only the OOM on stderr (a rank
 that aborted its job before its result line got through).
 FAKE_TRIAL_SLEEP=seconds slows every trial down.
+FAKE_TRIAL_LOG=path appends one JSON line per trial: its start and end time, CPU
+affinity, CUDA_VISIBLE_DEVICES and OMP_PLACES (where the driver placed it).
 """
 import json
 import os
@@ -19,7 +21,13 @@ import time
 args = sys.argv[1:]
 config = json.loads(args[args.index("--config") + 1])
 fault = os.environ.get("FAKE_TRIAL_FAULT_" + config["optimizer"], "")
+began = time.time()
 time.sleep(float(os.environ.get("FAKE_TRIAL_SLEEP", "0")))
+if os.environ.get("FAKE_TRIAL_LOG"):
+    placed = {"start": began, "end": time.time(), "cpus": sorted(os.sched_getaffinity(0)),
+              "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "places": os.environ.get("OMP_PLACES")}
+    with open(os.environ["FAKE_TRIAL_LOG"], "a") as log:
+        log.write(json.dumps(placed) + "\n")
 print("fake trial starting", file=sys.stderr)
 
 if fault == "crash":

@@ -1,0 +1,163 @@
+#include "driver/sweep_loop.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "driver/calibration.h"
+#include "driver/plan.h"
+#include "driver/progress.h"
+#include "driver/trial_child.h"
+#include "driver/trial_runner.h"
+#include "launch/process.h"
+#include "search/estimate.h"
+
+namespace tune {
+namespace {
+
+StatusCounts counts_of(const Store& store, SweepId id) {
+    for (const SweepSummary& s : store.sweeps())
+        if (s.id == id) return s.counts;
+    return {};
+}
+
+class SweepLoop {
+public:
+    SweepLoop(const SweepSpec& spec, const SweepOptions& options, const SlotLayout& layout, Store& store,
+              SweepId sweep, SweepReport& report)
+        : spec_(spec), options_(options), layout_(layout), store_(store), sweep_(sweep), report_(report),
+          base_(base_estimate_options(spec)), calibration_(base_, options.prune_tolerance),
+          planned_with_(calibration_), progress_(options.progress_line, options.json_events),
+          runner_(layout.slots.size()) {}
+
+    void run() {
+        const StatusCounts start = counts_of(store_, sweep_);
+        std::uint64_t to_run = start[static_cast<std::size_t>(TrialStatus::pending)];
+        if (options_.max_trials) to_run = std::min<std::uint64_t>(to_run, *options_.max_trials);
+        progress_.start(spec_.name, to_run, start);
+        progress_.set_concurrency(static_cast<std::uint32_t>(layout_.slots.size()));
+        if (layout_.slots.size() > 1) progress_.note("trials run " + layout_.description);
+        began_ = std::chrono::steady_clock::now();
+        bool exhausted = false;
+        for (;;) {
+            watch_interrupts();
+            while (!exhausted && runner_.free_slot() && !stop_before_next()) {
+                auto claimed = store_.claim_next_pending(sweep_, ClaimOrder::priority);
+                if (!claimed) exhausted = true;
+                else launch(*runner_.free_slot(), std::move(*claimed));
+            }
+            if (runner_.in_flight() == 0) break;
+            if (auto done = runner_.wait_next(0.2)) record(*done);
+        }
+        progress_.finish();
+        report_.efficiency_factor = calibration_.efficiency_factor();
+        report_.memory_errors = calibration_.memory_errors();
+    }
+
+private:
+    // The first Ctrl-C stops new starts and lets running trials finish; the second stops them.
+    void watch_interrupts() {
+        const int n = interrupts_.poll();
+        if (n >= 1 && !stopping_noted_) {
+            stopping_noted_ = true;
+            if (runner_.in_flight() > 0)
+                progress_.note(fmt::format("Ctrl-C or SIGTERM: finishing the {} running trial(s), then stopping "
+                                           "(again to stop them now)",
+                                           runner_.in_flight()));
+        }
+        if (n >= 2) runner_.cancel_all();
+    }
+
+    bool stop_before_next() {
+        if (interrupts_.count() > 0) {
+            report_.interrupted = true;
+            return true;
+        }
+        if (options_.max_trials && started_ >= *options_.max_trials) {
+            report_.max_trials_reached = true;
+            return true;
+        }
+        if (spec_.budget_s) {
+            const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
+            if (elapsed + progress_.mean_trial_s().value_or(0.0) > *spec_.budget_s) {
+                report_.budget_reached = true;
+                return true;
+            }
+        }
+        return false;
+    }
+
+    void launch(std::size_t slot, ClaimedTrial claimed) {
+        progress_.trial_started(claimed.id, summary(claimed.config));
+        const StepCommand step = trial_step(claimed.config, spec_, trial_program(), layout_, slot);
+        ProcessSpec process;
+        process.argv = step.argv;
+        process.env = step.env;
+        process.cpu_affinity = step.cpu_affinity;
+        process.timeout_s = spec_.trial.timeout_s;
+        ++started_;
+        runner_.start(slot, std::move(claimed), std::move(process));
+    }
+
+    void record(const FinishedTrial& done) {
+        const TrialResult result = interpret_outcome(done.outcome, done.claimed.config, done.claimed.estimate);
+        // Stopped by us, or failed after SIGINT/SIGTERM reached the sweep (Slurm cancelling the job's
+        // steps at a requeue or the time limit): not a result of the configuration, so it runs again.
+        const bool cut_short = done.outcome.interrupted ||
+                               (interrupts_.count() > 0 && result.status == TrialStatus::failed);
+        if (cut_short) {
+            store_.release(done.claimed.id, "interrupted; it runs again when the sweep resumes");
+            report_.interrupted = true;
+            progress_.note("interrupted: a running trial was stopped and will run again on resume");
+            return;
+        }
+        store_.record_result(done.claimed.id, result, done.outcome.stderr_tail, done.started, done.ended);
+        ++report_.trials_run;
+        progress_.trial_finished(done.claimed.id, result, done.outcome.wall_s);
+        learn(result);
+    }
+
+    void learn(const TrialResult& result) {
+        if (result.status != TrialStatus::ok) return;
+        calibration_.observe(result, estimate(spec_.model, result.config, spec_.hardware, base_));
+        // Re-plan only when the model of the device moved enough to change decisions.
+        if (calibration_.change_since(planned_with_) < 0.05) return;
+        PlanSettings settings{calibration_.options(), calibration_.prune_tolerance(), strategy()};
+        const auto pending = store_.trials({sweep_, TrialStatus::pending, false, false});
+        store_.update_pending(replan_pending(spec_, pending, settings));
+        planned_with_ = calibration_;
+    }
+
+    std::vector<std::string> trial_program() const {
+        if (!options_.trial_program.empty()) return options_.trial_program;
+        return {self_executable(), "trial"};
+    }
+    SearchStrategy strategy() const { return options_.strategy.value_or(spec_.strategy); }
+
+    const SweepSpec& spec_;
+    const SweepOptions& options_;
+    const SlotLayout& layout_;
+    Store& store_;
+    SweepId sweep_;
+    SweepReport& report_;
+    EstimateOptions base_;
+    Calibration calibration_;
+    Calibration planned_with_;
+    SweepProgress progress_;
+    // Before the runner: its threads inherit the mask that blocks SIGINT/SIGTERM, so the
+    // signals reach this watcher, and the runner (destroyed first) ends its trials before.
+    InterruptWatcher interrupts_;
+    TrialRunner runner_;
+    std::chrono::steady_clock::time_point began_;
+    std::uint64_t started_ = 0;
+    bool stopping_noted_ = false;
+};
+
+}  // namespace
+
+void run_trials(const SweepSpec& spec, const SweepOptions& options, const SlotLayout& layout, Store& store,
+                SweepId sweep, SweepReport& report) {
+    SweepLoop(spec, options, layout, store, sweep, report).run();
+}
+
+}  // namespace tune

@@ -1,0 +1,285 @@
+// Causal flash attention on the CPU (FlashAttention-2 order): square tiles of
+// kCpuFlashTile queries and keys, single-threaded sgemm per tile pair, the
+// online softmax of kernels/math/online_softmax.h. Fully masked key tiles are
+// never touched. Nothing of size S x S exists: per thread, the scratch of
+// workspace::cpu_flash_attention_floats(D).
+//
+// Forward: OpenMP over (batch, head, query tile); each keeps its running max,
+// sum and (tile, D) output accumulator, and stores O and lse (B, H, S) fp32.
+// Backward, in two passes so that no two threads write the same gradient:
+//   1. over (batch, kv head, key tile): dK, dV of the tile, summed over the
+//      group's query heads and the query tiles at or below the diagonal;
+//   2. over (batch, head, query tile): dQ of the tile.
+// Each recomputes P = exp(scale q k^T - lse) and dS = P * (dO v^T - D) with
+// D = rowsum(dO * O) of the query tile. dQ is written last, so it may alias dO.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/cpu/cpu_flash_attention.h"
+#include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/typed.h"
+#include "kernels/cpu/vectorize.h"
+#include "kernels/math/online_softmax.h"
+#include "kernels/workspace_bytes.h"
+
+namespace tune::kernels::cpu {
+
+namespace {
+
+constexpr std::int64_t kTile = static_cast<std::int64_t>(workspace::kCpuFlashTile);
+
+// A row-major fp32 matrix with its leading dimension.
+struct Mat {
+    float* p;
+    std::int64_t ld;
+};
+
+void mm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b, float beta,
+        Mat c) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a.p,
+                static_cast<blasint>(a.ld), b.p, static_cast<blasint>(b.ld), beta, c.p, static_cast<blasint>(c.ld));
+}
+
+// One thread's scratch (workspace::cpu_flash_attention_floats).
+struct Scratch {
+    float *q, *k, *v, *dout, *acc, *acc2;  // (tile, D)
+    float *s, *dp;                          // (tile, tile)
+    float *m, *l, *delta;                   // (tile)
+
+    Scratch(float* base, std::int64_t d) {
+        float* at = base;
+        for (float** block : {&q, &k, &v, &dout, &acc, &acc2}) *block = at, at += kTile * d;
+        s = at, at += kTile * kTile;
+        dp = at, at += kTile * kTile;
+        m = at, l = at + kTile, delta = at + 2 * kTile;
+    }
+};
+
+// `rows` rows of D elements (row stride `stride`) as fp32: in place for float
+// storage, else widened into buf.
+template <class T>
+Mat read_rows(const T* src, std::int64_t stride, std::int64_t rows, std::int64_t d, float* buf) {
+    if constexpr (std::is_same_v<T, float>) {
+        return {const_cast<float*>(src), stride};
+    } else {
+        for (std::int64_t i = 0; i < rows; ++i) load_run(src + i * stride, d, buf + i * d);
+        return {buf, d};
+    }
+}
+
+template <class T>
+void write_rows(T* dst, std::int64_t stride, const float* src, std::int64_t rows, std::int64_t d) {
+    for (std::int64_t i = 0; i < rows; ++i) store_run(dst + i * stride, d, src + i * d);
+}
+
+void zero(float* p, std::int64_t n) { std::fill(p, p + n, 0.0f); }
+
+struct ExpVec {
+    float operator()(float x) const { return exp_vec(x); }
+};
+
+// The online softmax over one tile of scores s (rows, cols), ld kTile, whose
+// row r is query i0 + r and column c key j0 + c: turns s into
+// exp(score - new max) (0 where masked), updates m and l, and rescales the
+// accumulator rows (ld D) by how far each max moved.
+TUNE_CPU_CLONES void online_tile(float* s, float* m, float* l, float* acc, std::int64_t rows, std::int64_t cols,
+                                 std::int64_t i0, std::int64_t j0, std::int64_t d) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+        float* row = s + r * kTile;
+        // Keys j0 .. i0 + r are visible: at least one, since j0 <= i0.
+        const std::int64_t seen = std::min(cols, i0 + r - j0 + 1);
+        const float m_new = math::online_max(m[r], lane_max(row, seen));
+        const float alpha = math::online_rescale(m[r], m_new, ExpVec{});
+        for (std::int64_t c = 0; c < seen; ++c) row[c] = exp_vec(row[c] - m_new);
+        for (std::int64_t c = seen; c < cols; ++c) row[c] = 0.0f;
+        l[r] = alpha * l[r] + lane_sum(seen, [&](std::int64_t c) { return row[c]; });
+        m[r] = m_new;
+        float* a = acc + r * d;
+        for (std::int64_t c = 0; c < d; ++c) a[c] *= alpha;
+    }
+}
+
+// Scores (rows, cols) in s turned into probabilities exp(score - lse), 0 where masked.
+TUNE_CPU_CLONES void probs_from_lse(float* s, const float* lse, std::int64_t rows, std::int64_t cols, std::int64_t i0,
+                                    std::int64_t j0) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+        float* row = s + r * kTile;
+        const std::int64_t seen = std::clamp<std::int64_t>(i0 + r - j0 + 1, 0, cols);
+        for (std::int64_t c = 0; c < seen; ++c) row[c] = math::prob_from_lse(row[c], lse[r], ExpVec{});
+        for (std::int64_t c = seen; c < cols; ++c) row[c] = 0.0f;
+    }
+}
+
+// dP (rows, cols) in dp turned into dS = P * (dP - D), in place.
+TUNE_CPU_CLONES void score_grads(const float* p, float* dp, const float* delta, std::int64_t rows, std::int64_t cols) {
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+            dp[r * kTile + c] = math::softmax_score_grad(p[r * kTile + c], dp[r * kTile + c], delta[r]);
+}
+
+// D = rowsum(dO * O) over a query tile's rows.
+template <class T>
+TUNE_CPU_CLONES void row_deltas(const T* dout, std::int64_t dout_stride, const T* out, std::int64_t out_stride,
+                                std::int64_t rows, std::int64_t d, float* delta) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const T* g = dout + r * dout_stride;
+        const T* o = out + r * out_stride;
+        delta[r] = lane_sum(d, [&](std::int64_t c) { return load(g, c) * load(o, c); });
+    }
+}
+
+// Where (batch b, query or kv head, row i) of a (B, S, heads, D) tensor with
+// row stride `stride` starts.
+template <class T>
+T* at(T* base, std::int64_t b, std::int64_t seq, std::int64_t i, std::int64_t stride, std::int64_t head,
+      std::int64_t d) {
+    return base + (b * seq + i) * stride + head * d;
+}
+
+template <class T>
+void forward_tile(const AttentionForwardArgs& a, std::int64_t b, std::int64_t h, std::int64_t i0, Scratch& w) {
+    const AttentionShape& sh = a.shape;
+    const std::int64_t S = sh.seq, D = sh.head_dim, g = h / (sh.heads / sh.kv_heads);
+    const std::int64_t rows = std::min(kTile, S - i0);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const Mat Q = read_rows(at(static_cast<const T*>(a.q), b, S, i0, a.q_stride, h, D), a.q_stride, rows, D, w.q);
+    std::fill(w.m, w.m + rows, -std::numeric_limits<float>::infinity());
+    zero(w.l, rows);
+    zero(w.acc, rows * D);
+    for (std::int64_t j0 = 0; j0 < math::causal_key_end(i0 + rows); j0 += kTile) {
+        const std::int64_t cols = std::min(kTile, math::causal_key_end(i0 + rows) - j0);
+        const Mat K = read_rows(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.k);
+        const Mat V = read_rows(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.v);
+        mm(false, true, rows, cols, D, scale, Q, K, 0.0f, {w.s, kTile});  // s = scale Q K^T
+        online_tile(w.s, w.m, w.l, w.acc, rows, cols, i0, j0, D);
+        mm(false, false, rows, D, cols, 1.0f, {w.s, kTile}, V, 1.0f, {w.acc, D});  // acc += P V
+    }
+    float* lse = a.lse + (b * sh.heads + h) * S + i0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const float inv = math::online_normalizer(w.l[r]);
+        for (std::int64_t c = 0; c < D; ++c) w.acc[r * D + c] *= inv;
+        lse[r] = math::online_lse(w.m[r], w.l[r]);
+    }
+    write_rows(at(static_cast<T*>(a.out), b, S, i0, a.out_stride, h, D), a.out_stride, w.acc, rows, D);
+}
+
+// Reads a query tile's q, dO, lse and D = rowsum(dO * O) into the scratch.
+template <class T>
+struct QueryTile {
+    Mat Q, dO;
+    const float* lse;
+    std::int64_t rows;
+
+    QueryTile(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t h, std::int64_t i0, Scratch& w) {
+        const AttentionShape& sh = a.shape;
+        const std::int64_t S = sh.seq, D = sh.head_dim;
+        rows = std::min(kTile, S - i0);
+        const T* dout = at(static_cast<const T*>(a.dout), b, S, i0, a.dout_stride, h, D);
+        Q = read_rows(at(static_cast<const T*>(a.q), b, S, i0, a.q_stride, h, D), a.q_stride, rows, D, w.q);
+        dO = read_rows(dout, a.dout_stride, rows, D, w.dout);
+        lse = a.lse + (b * sh.heads + h) * S + i0;
+        row_deltas(dout, a.dout_stride, at(static_cast<const T*>(a.out), b, S, i0, a.out_stride, h, D), a.out_stride,
+                   rows, D, w.delta);
+    }
+};
+
+// Probabilities and score gradients of one (query tile, key tile) pair into
+// w.s (P) and w.dp (dS).
+void recompute_tile(const Mat& Q, const Mat& dO, const float* lse, const Mat& K, const Mat& V, std::int64_t rows,
+                    std::int64_t cols, std::int64_t i0, std::int64_t j0, std::int64_t D, float scale, Scratch& w) {
+    mm(false, true, rows, cols, D, scale, Q, K, 0.0f, {w.s, kTile});  // s = scale Q K^T
+    probs_from_lse(w.s, lse, rows, cols, i0, j0);
+    mm(false, true, rows, cols, D, 1.0f, dO, V, 0.0f, {w.dp, kTile});  // dP = dO V^T
+    score_grads(w.s, w.dp, w.delta, rows, cols);
+}
+
+template <class T>
+void key_grads_tile(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t g, std::int64_t j0, Scratch& w) {
+    const AttentionShape& sh = a.shape;
+    const std::int64_t S = sh.seq, D = sh.head_dim, group = sh.heads / sh.kv_heads;
+    const std::int64_t cols = std::min(kTile, S - j0);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const Mat K = read_rows(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.k);
+    const Mat V = read_rows(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.v);
+    float* dK = w.acc;
+    float* dV = w.acc2;
+    zero(dK, cols * D);
+    zero(dV, cols * D);
+    for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+        for (std::int64_t i0 = math::causal_query_begin(j0); i0 < S; i0 += kTile) {
+            const QueryTile<T> t(a, b, h, i0, w);
+            recompute_tile(t.Q, t.dO, t.lse, K, V, t.rows, cols, i0, j0, D, scale, w);
+            mm(true, false, cols, D, t.rows, 1.0f, {w.s, kTile}, t.dO, 1.0f, {dV, D});   // dV += P^T dO
+            mm(true, false, cols, D, t.rows, scale, {w.dp, kTile}, t.Q, 1.0f, {dK, D});  // dK += scale dS^T Q
+        }
+    }
+    write_rows(at(static_cast<T*>(a.dk), b, S, j0, a.k_stride, g, D), a.k_stride, dK, cols, D);
+    write_rows(at(static_cast<T*>(a.dv), b, S, j0, a.v_stride, g, D), a.v_stride, dV, cols, D);
+}
+
+template <class T>
+void query_grads_tile(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t h, std::int64_t i0, Scratch& w) {
+    const AttentionShape& sh = a.shape;
+    const std::int64_t S = sh.seq, D = sh.head_dim, g = h / (sh.heads / sh.kv_heads);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const QueryTile<T> t(a, b, h, i0, w);
+    float* dQ = w.acc;
+    zero(dQ, t.rows * D);
+    for (std::int64_t j0 = 0; j0 < math::causal_key_end(i0 + t.rows); j0 += kTile) {
+        const std::int64_t cols = std::min(kTile, math::causal_key_end(i0 + t.rows) - j0);
+        const Mat K = read_rows(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.k);
+        const Mat V = read_rows(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.v);
+        recompute_tile(t.Q, t.dO, t.lse, K, V, t.rows, cols, i0, j0, D, scale, w);
+        mm(false, false, t.rows, D, cols, scale, {w.dp, kTile}, K, 1.0f, {dQ, D});  // dQ += scale dS K
+    }
+    write_rows(at(static_cast<T*>(a.dq), b, S, i0, a.q_stride, h, D), a.q_stride, dQ, t.rows, D);
+}
+
+// Runs body(b, head, tile start, scratch) for every (batch, head, tile) on the
+// OpenMP threads, the longest causal work (the last query tiles, the first
+// key tiles) handed out first.
+template <class Body>
+void for_each_tile(std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t head_dim,
+                   bool last_first, int threads, Workspace ws, Body&& body) {
+    const std::int64_t tiles = (seq + kTile - 1) / kTile, items = batch * heads * tiles;
+    const auto per_thread = static_cast<std::int64_t>(workspace::cpu_flash_attention_floats(
+        static_cast<std::uint64_t>(head_dim)));
+    auto* base = static_cast<float*>(ws.ptr);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < items; ++i) {
+        Scratch w(base + omp_get_thread_num() * per_thread, head_dim);
+        const std::int64_t slab = i % (batch * heads), rank = i / (batch * heads);
+        const std::int64_t tile = last_first ? tiles - 1 - rank : rank;
+        body(slab / heads, slab % heads, tile * kTile, w);
+    }
+}
+
+}  // namespace
+
+void flash_attention_forward(const AttentionForwardArgs& a, int threads, Workspace ws) {
+    with_float_type(a.dtype, [&](auto t) {
+        using T = decltype(t);
+        const AttentionShape& sh = a.shape;
+        for_each_tile(sh.batch, sh.heads, sh.seq, sh.head_dim, true, threads, ws,
+                      [&](std::int64_t b, std::int64_t h, std::int64_t i0, Scratch& w) { forward_tile<T>(a, b, h, i0, w); });
+    });
+}
+
+void flash_attention_backward(const AttentionBackwardArgs& a, int threads, Workspace ws) {
+    with_float_type(a.dtype, [&](auto t) {
+        using T = decltype(t);
+        const AttentionShape& sh = a.shape;
+        for_each_tile(sh.batch, sh.kv_heads, sh.seq, sh.head_dim, false, threads, ws,
+                      [&](std::int64_t b, std::int64_t g, std::int64_t j0, Scratch& w) { key_grads_tile<T>(a, b, g, j0, w); });
+        for_each_tile(sh.batch, sh.heads, sh.seq, sh.head_dim, true, threads, ws,
+                      [&](std::int64_t b, std::int64_t h, std::int64_t i0, Scratch& w) { query_grads_tile<T>(a, b, h, i0, w); });
+    });
+}
+
+}  // namespace tune::kernels::cpu

@@ -1,0 +1,284 @@
+// Trials at once: how [resources] divides the machine or allocation into
+// slots (disjoint cores, disjoint GPUs, srun --exact steps under Slurm), a
+// sweep whose trials overlap on disjoint cores with a stand-in trial program,
+// a driver killed with SIGKILL while several trials run, `tune status` while a
+// sweep runs, the makespan plan and `tune submit --dry-run`.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "driver/makespan.h"
+#include "driver/slots.h"
+#include "driver/sweep.h"
+#include "store/store.h"
+#include "support/run_command.h"
+
+using namespace tune;
+namespace fs = std::filesystem;
+using nlohmann::json;
+using tune::test::run_tune;
+
+namespace {
+
+const char* kCpuSpec = R"(
+name = "concurrent"
+[model]
+preset = "tiny"
+[hardware]
+device = "cpu"
+memory_limit = "1GiB"
+[space]
+optimizer = ["adamw", "lion", "adam8bit"]
+zero_stage = [0, 1]
+context = [64]
+[trial]
+steps = 3
+warmup = 1
+timeout = "30s"
+[resources]
+cpus = 2
+max_concurrent = 2
+)";
+
+fs::path scratch(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / "tune-concurrent" / name;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+Allocation local_machine(std::size_t gpus, int cores) {
+    Allocation a;
+    for (std::size_t i = 0; i < gpus; ++i) a.gpus.push_back(std::to_string(i));
+    for (int c = 0; c < cores; ++c) a.cpus.push_back(c);
+    return a;
+}
+
+std::vector<json> read_lines(const fs::path& path) {
+    std::vector<json> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) out.push_back(json::parse(line));
+    return out;
+}
+
+bool overlap(const json& a, const json& b) {
+    return a["start"].get<double>() < b["end"].get<double>() && b["start"].get<double>() < a["end"].get<double>();
+}
+
+std::string fake_program() { return std::string(TUNE_SOURCE_DIR) + "/tests/support/fake_trial.py"; }
+
+}  // namespace
+
+TEST_CASE("without [resources] a sweep runs one trial at a time on every core", "[concurrent]") {
+    SweepSpec spec = parse_sweep("[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n[space]\n", "one.toml");
+    const SlotLayout layout = slot_layout(spec, local_machine(0, 4));
+    REQUIRE(layout.slots.size() == 1);
+    CHECK(layout.threads_per_rank == 4);
+    CHECK(layout.slots[0].cpus.empty());  // not confined
+}
+
+TEST_CASE("CPU trials get disjoint core sets, their OpenMP places and affinity", "[concurrent]") {
+    SweepSpec spec = parse_sweep(kCpuSpec, "c.toml");
+    const SlotLayout layout = slot_layout(spec, local_machine(0, 2));
+    REQUIRE(layout.slots.size() == 2);
+    CHECK(layout.threads_per_rank == 1);
+    CHECK(layout.slots[0].cpus == std::vector<int>{0});
+    CHECK(layout.slots[1].cpus == std::vector<int>{1});
+    const StepCommand step = job_step(layout.launcher, layout.slots[1], {"tune", "trial"});
+    CHECK(step.cpu_affinity == std::vector<int>{1});
+    CHECK(std::find(step.env.begin(), step.env.end(), std::pair<std::string, std::string>{"OMP_PLACES", "{1}"}) !=
+          step.env.end());
+    CHECK(step.argv == std::vector<std::string>{"tune", "trial"});
+}
+
+TEST_CASE("GPU trials get disjoint GPU sets locally and srun --exact steps inside Slurm", "[concurrent]") {
+    SweepSpec spec = parse_sweep("[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"h100-80gb\"\ngpus = 2\n[space]\n"
+                                 "[resources]\ngpus_per_node = 8\n",
+                                 "g.toml");
+    Allocation here = local_machine(8, 16);
+    here.gpus = {"0", "1", "2", "3", "4", "5", "6", "7"};
+    const SlotLayout local = slot_layout(spec, here);
+    REQUIRE(local.slots.size() == 4);
+    std::set<std::string> seen;
+    for (const auto& slot : local.slots) {
+        REQUIRE(slot.gpus.size() == 2);
+        for (const auto& g : slot.gpus) CHECK(seen.insert(g).second);  // disjoint
+    }
+    const StepCommand step = job_step(local.launcher, local.slots[3], {"tune", "trial"});
+    CHECK(std::find(step.env.begin(), step.env.end(),
+                    std::pair<std::string, std::string>{"CUDA_VISIBLE_DEVICES", "6,7"}) != step.env.end());
+
+    Allocation slurm = here;
+    slurm.in_slurm = true;
+    slurm.nodes = 2;
+    const SlotLayout cluster = slot_layout(spec, slurm);
+    CHECK(cluster.slots.size() == 8);  // 4 per node on 2 nodes
+    CHECK(cluster.launcher == Launcher::srun);
+    const StepCommand srun = job_step(cluster.launcher, cluster.slots[0], {"tune", "trial"});
+    REQUIRE(srun.argv.size() > 2);
+    CHECK(srun.argv[0] == "srun");
+    CHECK(std::find(srun.argv.begin(), srun.argv.end(), "--exact") != srun.argv.end());
+    CHECK(std::find(srun.argv.begin(), srun.argv.end(), "--ntasks=2") != srun.argv.end());
+    CHECK(std::find(srun.argv.begin(), srun.argv.end(), "--gpus-per-node=2") != srun.argv.end());
+    CHECK(srun.env.empty());  // Slurm places the step itself
+}
+
+TEST_CASE("a [resources] count that is not a number or auto is refused with the fix", "[concurrent]") {
+    CHECK_THROWS_WITH(parse_sweep("[model]\npreset = \"tiny\"\n[space]\n[resources]\nnodes = \"many\"\n", "r.toml"),
+                      Catch::Contains("[resources] nodes: 'many' is not a count"));
+    const SweepSpec automatic =
+        parse_sweep("[model]\npreset = \"tiny\"\n[space]\n[resources]\nnodes = \"auto\"\ngpus_per_node = 4\n", "r.toml");
+    CHECK(automatic.resources.declared);
+    CHECK(!automatic.resources.nodes);
+    CHECK(automatic.resources.gpus_per_node == 4u);
+}
+
+TEST_CASE("trials run two at a time on disjoint cores, and all are recorded", "[concurrent][driver]") {
+    const fs::path dir = scratch("overlap");
+    ::setenv("FAKE_TRIAL_SLEEP", "1", 1);
+    ::setenv("FAKE_TRIAL_LOG", (dir / "placed.jsonl").c_str(), 1);
+    SweepOptions o;
+    o.database = (dir / "c.db").string();
+    o.progress_line = false;
+    o.trial_program = {fake_program()};
+    const SweepReport r = run_sweep(parse_sweep(kCpuSpec, "c.toml"), {}, o);
+    ::unsetenv("FAKE_TRIAL_SLEEP");
+    ::unsetenv("FAKE_TRIAL_LOG");
+    CHECK(r.trials_run == 6);
+    CHECK(r.counts[static_cast<std::size_t>(TrialStatus::ok)] == 6);
+    const auto placed = read_lines(dir / "placed.jsonl");
+    REQUIRE(placed.size() == 6);
+    int overlapping = 0;
+    for (std::size_t i = 0; i < placed.size(); ++i)
+        for (std::size_t j = i + 1; j < placed.size(); ++j) {
+            if (!overlap(placed[i], placed[j])) continue;
+            ++overlapping;
+            CHECK(placed[i]["cpus"] != placed[j]["cpus"]);  // disjoint single cores
+        }
+    CHECK(overlapping >= 2);
+}
+
+TEST_CASE("a driver killed with SIGKILL while two trials run resumes them; nothing lost or duplicated",
+          "[concurrent][driver]") {
+    const fs::path dir = scratch("kill");
+    const fs::path sweep = dir / "killed.toml";
+    std::ofstream(sweep) << kCpuSpec << "[output]\ndatabase = \"" << (dir / "killed.db").string() << "\"\n";
+    auto start_driver = [&] {
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            ::setenv("TUNE_TRIAL_PROGRAM", fake_program().c_str(), 1);
+            ::setenv("FAKE_TRIAL_SLEEP", "2", 1);
+            const int null = ::open("/dev/null", O_WRONLY);
+            ::dup2(null, 1);
+            ::dup2(null, 2);
+            ::execl(TUNE_BINARY, TUNE_BINARY, "sweep", sweep.c_str(), "--no-report", static_cast<char*>(nullptr));
+            _exit(127);
+        }
+        return pid;
+    };
+    auto running_now = [&] {
+        if (!fs::exists(dir / "killed.db")) return std::uint64_t{0};
+        const Store store(Store::open_reader((dir / "killed.db").string()));
+        const auto s = store.find_sweep("concurrent");
+        return s ? s->count(TrialStatus::running) : 0;
+    };
+    const pid_t pid = start_driver();
+    for (int i = 0; i < 200 && running_now() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    REQUIRE(running_now() == 2);
+    // `tune status` reads the sweep while the driver writes it.
+    const auto status = run_tune("status --db " + (dir / "killed.db").string());
+    CHECK(status.exit_code == 0);
+    CHECK_THAT(status.output, Catch::Contains("running 2"));
+    CHECK_THAT(status.output, Catch::Contains("running: trial"));
+    ::kill(pid, SIGKILL);
+    int wait_status = 0;
+    ::waitpid(pid, &wait_status, 0);
+    CHECK(running_now() == 2);  // as the dead driver left them
+
+    const pid_t again = start_driver();
+    ::waitpid(again, &wait_status, 0);
+    REQUIRE(WIFEXITED(wait_status));
+    CHECK(WEXITSTATUS(wait_status) == 0);
+    const Store store(Store::open_reader((dir / "killed.db").string()));
+    const auto trials = store.trials({std::nullopt, std::nullopt, false, false});
+    REQUIRE(trials.size() == 6);
+    std::set<std::string> hashes;
+    int rerun = 0;
+    for (const auto& t : trials) {
+        hashes.insert(t.config_hash);
+        CHECK(t.result.status == TrialStatus::ok);
+        CHECK(t.measured);
+        rerun += t.attempts == 2 ? 1 : 0;
+    }
+    CHECK(hashes.size() == 6);
+    CHECK(rerun == 2);  // the two in flight ran again, once each
+    const auto done = run_tune("status --db " + (dir / "killed.db").string());
+    CHECK_THAT(done.output, Catch::Contains("6/6 done"));
+    CHECK_THAT(done.output, Catch::Contains("ETA done"));
+}
+
+TEST_CASE("the makespan plan packs estimated trials onto the slots in run order", "[concurrent][plan]") {
+    const SweepSpec spec = parse_sweep(kCpuSpec, "c.toml");
+    std::vector<NewTrial> plan(5);
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+        plan[i].estimate = Estimate{};
+        plan[i].estimate->step_s = 1.0;  // each trial: start-up + 4 steps of 1 s
+        plan[i].priority = static_cast<double>(i);
+    }
+    plan[4].status = TrialStatus::pruned;  // never runs
+    const double one = predicted_trial_s(*plan[0].estimate, spec);
+    CHECK(one > 4.0);
+    const MakespanPrediction serial = predict_makespan(plan, spec, 1, 1);
+    CHECK(serial.trials == 4);
+    CHECK(serial.makespan_s == Approx(4 * one));
+    const MakespanPrediction two = predict_makespan(plan, spec, 2, 1);
+    CHECK(two.makespan_s == Approx(2 * one));
+    CHECK(two.serial_s == Approx(4 * one));
+    const MakespanPrediction three = predict_makespan(plan, spec, 3, 1);
+    CHECK(three.makespan_s == Approx(2 * one));  // the fourth waits for a slot
+}
+
+TEST_CASE("tune sweep --plan-only --nodes N predicts a shorter makespan on more nodes and runs nothing",
+          "[concurrent][plan]") {
+    const fs::path dir = scratch("plan");
+    const fs::path sweep = dir / "plan.toml";
+    std::string text = kCpuSpec;
+    text.erase(text.find("max_concurrent"));
+    std::ofstream(sweep) << text << "[output]\ndatabase = \"" << (dir / "plan.db").string() << "\"\n";
+    const auto one = run_tune("sweep " + sweep.string() + " --plan-only --nodes 1");
+    const auto four = run_tune("sweep " + sweep.string() + " --plan-only --nodes 4");
+    REQUIRE(one.exit_code == 0);
+    REQUIRE(four.exit_code == 0);
+    CHECK_THAT(one.output, Catch::Contains("2 at a time on 1 node(s)"));
+    CHECK_THAT(four.output, Catch::Contains("8 at a time on 4 node(s)"));  // a core per trial on 2-core nodes
+    CHECK_THAT(one.output, Catch::Contains("Predicted makespan"));
+    CHECK(!fs::exists(dir / "plan.db"));
+}
+
+TEST_CASE("tune submit --dry-run prints a requeueable batch script that resumes the sweep", "[concurrent][submit]") {
+    const fs::path dir = scratch("submit");
+    const fs::path sweep = dir / "s.toml";
+    std::ofstream(sweep) << kCpuSpec;
+    const auto r = run_tune("submit " + sweep.string() + " --nodes 2 --partition debug --time 90m --account ml --dry-run");
+    REQUIRE(r.exit_code == 0);
+    for (const char* line : {"#SBATCH --nodes=2", "#SBATCH --partition=debug", "#SBATCH --time=0-01:30:00",
+                             "#SBATCH --account=ml", "#SBATCH --requeue", "#SBATCH --signal=B:INT@90", " sweep "})
+        CHECK_THAT(r.output, Catch::Contains(line));
+    CHECK_THAT(r.output, Catch::StartsWith("#!/bin/bash"));
+    const auto bad = run_tune("submit " + sweep.string() + " --time soon --dry-run");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, Catch::Contains("--time soon"));
+}
