@@ -83,7 +83,10 @@ TEST_CASE("a missing file and a directory are reported, not crashed on", "[spec]
 TEST_CASE("a sweep file fills every section", "[spec]") {
     const SweepSpec s = load_sweep(fs::path(TUNE_SOURCE_DIR) / "sweeps" / "llama7b.toml");
     CHECK(s.name == "llama7b-h100x8");
-    CHECK(s.model == *find_model("llama-7b"));
+    ModelSpec want = *find_model("llama-7b");  // with the 8k context the sweep asks for
+    want.name = "llama-7b-8k";
+    want.max_context = 8192;
+    CHECK(s.model == want);
     CHECK(s.hardware.device == "h100-80gb");
     CHECK(s.world_size() == 8);
     CHECK(s.memory_limit() == s.hardware.memory_bytes);

@@ -184,7 +184,6 @@ __global__ void flash_key_grads_kernel(FlashArgs a) {
     load_tile(k, static_cast<const T*>(a.k), b, j0, a.k_stride, g, a);
     load_tile(v, static_cast<const T*>(a.v), b, j0, a.v_stride, g, a);
     float dk[kOwned], dv[kOwned];  // elements threadIdx.x + n * blockDim.x of the (tile, D) gradients
-#pragma unroll
     for (int n = 0; n < kOwned; ++n) dk[n] = dv[n] = 0.0f;
     for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
         for (std::int64_t i0 = math::causal_query_begin(j0); i0 < a.seq; i0 += kTile) {
@@ -193,7 +192,6 @@ __global__ void flash_key_grads_kernel(FlashArgs a) {
             __syncthreads();
             recompute_tile(p, ds, q, k, v, dout, lse, delta, i0, j0, a);
             __syncthreads();
-#pragma unroll
             for (int n = 0; n < kOwned; ++n) {
                 const std::int64_t e = threadIdx.x + static_cast<std::int64_t>(n) * blockDim.x;
                 if (e >= kTile * D) break;
@@ -210,7 +208,6 @@ __global__ void flash_key_grads_kernel(FlashArgs a) {
     }
     __syncthreads();
     // Stage each gradient through shared memory (q and dout are free now) to write it in the storage dtype.
-#pragma unroll
     for (int n = 0; n < kOwned; ++n) {
         const std::int64_t e = threadIdx.x + static_cast<std::int64_t>(n) * blockDim.x;
         if (e < kTile * D) q[e] = dk[n], dout[e] = dv[n];
@@ -228,7 +225,6 @@ __global__ void flash_query_grads_kernel(FlashArgs a) {
     const std::int64_t D = a.head_dim, g = h / (a.heads / a.kv_heads);
     load_query_tile<T>(q, dout, lse, delta, b, h, i0, a);
     float dq[kOwned];
-#pragma unroll
     for (int n = 0; n < kOwned; ++n) dq[n] = 0.0f;
     const std::int64_t key_end = math::causal_key_end(i0 + kTile < a.seq ? i0 + kTile : a.seq);
     for (std::int64_t j0 = 0; j0 < key_end; j0 += kTile) {
@@ -238,7 +234,6 @@ __global__ void flash_query_grads_kernel(FlashArgs a) {
         __syncthreads();
         recompute_tile(p, ds, q, k, v, dout, lse, delta, i0, j0, a);
         __syncthreads();
-#pragma unroll
         for (int n = 0; n < kOwned; ++n) {
             const std::int64_t e = threadIdx.x + static_cast<std::int64_t>(n) * blockDim.x;
             if (e >= kTile * D) break;
@@ -249,7 +244,6 @@ __global__ void flash_query_grads_kernel(FlashArgs a) {
         }
     }
     __syncthreads();
-#pragma unroll
     for (int n = 0; n < kOwned; ++n) {
         const std::int64_t e = threadIdx.x + static_cast<std::int64_t>(n) * blockDim.x;
         if (e < kTile * D) q[e] = dq[n];
