@@ -1,6 +1,7 @@
 #include "driver/sweep_loop.h"
 
 #include <chrono>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -68,6 +69,12 @@ private:
         if (n >= 2) runner_.cancel_all();
     }
 
+    // Slurm cancels a job's steps (requeue, time limit, scancel) a moment before its SIGTERM reaches
+    // this process: a step that failed may be such a cancellation, so the signal gets time to arrive.
+    void await_stop_signal() {
+        for (int i = 0; i < 20 && interrupts_.poll() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+
     bool stop_before_next() {
         if (interrupts_.count() > 0) {
             report_.interrupted = true;
@@ -101,6 +108,7 @@ private:
 
     void record(const FinishedTrial& done) {
         const TrialResult result = interpret_outcome(done.outcome, done.claimed.config, done.claimed.estimate);
+        if (result.status == TrialStatus::failed && layout_.launcher == Launcher::srun) await_stop_signal();
         // Stopped by us, or failed after SIGINT/SIGTERM reached the sweep (Slurm cancelling the job's
         // steps at a requeue or the time limit): not a result of the configuration, so it runs again.
         const bool cut_short = done.outcome.interrupted ||

@@ -189,11 +189,15 @@ TEST_CASE("a driver killed with SIGKILL while two trials run resumes them; nothi
         }
         return pid;
     };
-    auto running_now = [&] {
-        if (!fs::exists(dir / "killed.db")) return std::uint64_t{0};
-        const Store store(Store::open_reader((dir / "killed.db").string()));
-        const auto s = store.find_sweep("concurrent");
-        return s ? s->count(TrialStatus::running) : 0;
+    auto running_now = [&]() -> std::uint64_t {
+        if (!fs::exists(dir / "killed.db")) return 0;
+        try {
+            const Store store(Store::open_reader((dir / "killed.db").string()));
+            const auto s = store.find_sweep("concurrent");
+            return s ? s->count(TrialStatus::running) : 0;
+        } catch (const std::exception&) {
+            return 0;  // the driver is still creating the file
+        }
     };
     const pid_t pid = start_driver();
     for (int i = 0; i < 200 && running_now() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
