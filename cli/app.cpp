@@ -57,6 +57,7 @@ int run_cli(int argc, const char* const* argv) {
     add_export_command(app, exit_code);
     add_trial_command(app, exit_code);
     add_report_command(app, exit_code);
+    add_probe_command(app, exit_code);
 
     if (argc <= 1) {
         fmt::print(stderr, "{}", app.help());

@@ -11,6 +11,7 @@
 #include "driver/plan.h"
 #include "driver/progress.h"
 #include "driver/trial_child.h"
+#include "probe/sweep_probes.h"
 #include "search/estimate.h"
 #include "search/space.h"
 #include "core/config_error.h"
@@ -176,6 +177,12 @@ SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOp
     report.sweep = opened.id;
     report.requeued = opened.requeued;
 
+    // The time model's rates for this machine, measured once per host, version and device
+    // (a dry run too, where the device is here: its estimates are what a run would start from).
+    if (options.probe && (spec.hardware.backend == BackendKind::cpu || env.visible_gpus > 0))
+        spec.probed = probe::probes_for_sweep(spec, cpu_threads_per_rank(spec), &store,
+                                              {env.host, probe::probe_software(env.software), ""}, false)
+                          .rates;
     PlanSettings settings{base_estimate_options(spec), options.prune_tolerance, strategy};
     const std::vector<NewTrial> plan = plan_trials(spec, expand_space(spec), settings);
     store.add_trials(opened.id, plan);

@@ -154,7 +154,10 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     workspace_ = memory_.allocate(Component::workspace, std::max(layer_.workspace_bytes(), embedding_ws));
     layer_.set_workspace({workspace_.get(), workspace_.bytes()});
     scalars_ = std::make_unique<Scalars>(backend);
-    model_->upload(init != nullptr ? *init : random_init(layout_, config.seed));
+    if (init != nullptr)
+        model_->upload(*init);
+    else
+        model_->upload_random(config.seed);
 }
 
 Trainer::~Trainer() = default;
