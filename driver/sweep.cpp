@@ -178,8 +178,8 @@ SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOp
     report.requeued = opened.requeued;
 
     // The time model's rates for this machine, measured once per host, version and device
-    // (a dry run too, where the device is here: its estimates are what a run would start from).
-    if (options.probe && (spec.hardware.backend == BackendKind::cpu || env.visible_gpus > 0))
+    // (not for a dry run: a large model's GEMMs would take minutes to probe for estimates alone).
+    if (options.probe && !report.estimate_only)
         spec.probed = probe::probes_for_sweep(spec, cpu_threads_per_rank(spec), &store,
                                               {env.host, probe::probe_software(env.software), ""}, false)
                           .rates;
