@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "core/dimensions.h"
+#include "reports/accuracy.h"
 #include "reports/text_table.h"
 #include "store/record_json.h"
 #include "store/store.h"
@@ -51,6 +52,8 @@ std::vector<std::string> csv_header() {
                           "oom_requested", "oom_live"})
         h.emplace_back(m);
     for (Component c : kComponents) h.push_back(fmt::format("{}_bytes", to_string(c)));
+    // The machine's view (largest over ranks), and the estimate's error against it.
+    for (const char* m : {"real_peak", "baseline", "untracked", "est_real_peak_error"}) h.emplace_back(m);
     for (const char* m : {"started_at", "ended_at", "config_json", "stderr_tail"}) h.emplace_back(m);
     return h;
 }
@@ -76,6 +79,10 @@ std::vector<std::string> csv_row(const TrialRecord& t) {
                     opt(m, r.comm_s), opt(m, r.oom_requested), opt(m, r.oom_live)})
         row.push_back(v);
     for (Component comp : kComponents) row.push_back(opt(m, r.memory[comp]));
+    const bool real = r.real_peak > 0;
+    for (auto& v : {opt(real, r.real_peak), opt(real, r.baseline), opt(real, r.untracked),
+                    real && has_e ? number(real_peak_error(est, r)) : ""})
+        row.push_back(v);
     row.push_back(t.started_at ? format_timestamp(*t.started_at) : "");
     row.push_back(t.ended_at ? format_timestamp(*t.ended_at) : "");
     row.push_back(nlohmann::json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -37,6 +37,7 @@ struct SweepCliOptions {
     bool no_report = false;
     bool plan_only = false;
     std::uint32_t nodes = 0;  // with --plan-only: pack onto this many nodes
+    bool probe = false;
 };
 
 std::string host_name() {
@@ -146,6 +147,7 @@ int run(SweepCliOptions& o) {
     if (o.max_trials > 0) options.max_trials = o.max_trials;
     if (!o.strategy.empty()) options.strategy = parse_strategy(o.strategy);  // the flag allows only the names
     options.restart = o.restart;
+    options.probe = o.probe;
     options.json_events = o.json;
     options.progress_line = !o.json;
     // Test hook: the sweep driver's tests stand a script in for `tune trial`.
@@ -204,6 +206,11 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                   "Predict the makespan (estimated trial times packed onto the slots [resources] gives), run nothing");
     cmd->add_option("--nodes", o->nodes, "With --plan-only: pack onto this many nodes, as `tune submit --nodes N` would")
         ->check(CLI::Range(1, 4096));
+    // Opt-in: on the demo the probed per-op rates, which leave out element-wise ops, MPI and
+    // per-op overheads, predicted step time worse than calibrated nominal peaks did.
+    cmd->add_flag("--probe", o->probe,
+                  "Estimate step time from rates probed here at start (`tune probe`; cached in the database per "
+                  "host, version and device) instead of the device's nominal peaks");
     cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

@@ -240,12 +240,22 @@ void to_json(json& j, const TrialResult& r) {
         j["oom_requested"] = r.oom_requested;
         j["oom_live"] = r.oom_live;
     }
+    if (r.step_stats.count > 0) j["step_stats"] = r.step_stats;
+    if (r.real_peak > 0) {
+        j["real_peak"] = r.real_peak;
+        j["baseline"] = r.baseline;
+        j["untracked"] = r.untracked;
+        j["rank_real_peaks"] = r.rank_real_peaks;
+        j["rank_baselines"] = r.rank_baselines;
+        j["rank_untracked"] = r.rank_untracked;
+    }
 }
 
 void from_json(const json& j, TrialResult& r) {
     check_keys(j, "result",
                {"status", "reason", "config", "memory", "rank_peaks", "estimate", "step_ms", "losses",
-                "tokens_per_s", "mfu", "comm_bytes", "comm_s", "oom_requested", "oom_live"});
+                "tokens_per_s", "mfu", "comm_bytes", "comm_s", "oom_requested", "oom_live", "real_peak", "baseline",
+                "untracked", "rank_real_peaks", "rank_baselines", "rank_untracked", "step_stats"});
     read_enum(j, "status", r.status, parse_status);
     read(j, "reason", r.reason);
     if (auto it = j.find("config"); it != j.end()) r.config = it->get<TrialConfig>();
@@ -260,6 +270,13 @@ void from_json(const json& j, TrialResult& r) {
     read(j, "comm_s", r.comm_s);
     read(j, "oom_requested", r.oom_requested);
     read(j, "oom_live", r.oom_live);
+    read(j, "real_peak", r.real_peak);
+    read(j, "baseline", r.baseline);
+    read(j, "untracked", r.untracked);
+    read(j, "rank_real_peaks", r.rank_real_peaks);
+    read(j, "rank_baselines", r.rank_baselines);
+    read(j, "rank_untracked", r.rank_untracked);
+    read(j, "step_stats", r.step_stats);
 }
 
 std::string config_hash(const TrialConfig& c) { return stable_hash(json(c).dump()); }

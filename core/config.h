@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config_error.h"
+#include "core/step_statistics.h"
 
 namespace tune {
 
@@ -242,6 +243,15 @@ struct TrialResult {
     double comm_s = 0;
     std::uint64_t oom_requested = 0;    // set when status is oom
     std::uint64_t oom_live = 0;
+    // What the machine saw (harness/real_memory.h): the process's resident
+    // set on a CPU, the device's used bytes on a GPU. Largest over ranks, then per rank.
+    std::uint64_t real_peak = 0;        // 0: not measured
+    std::uint64_t baseline = 0;         // before the model's first allocation
+    std::int64_t untracked = 0;         // real_peak - baseline - tagged peak
+    std::vector<std::uint64_t> rank_real_peaks;
+    std::vector<std::uint64_t> rank_baselines;
+    std::vector<std::int64_t> rank_untracked;
+    StepStatistics step_stats;          // timing noise of the timed steps (rank 0)
     bool operator==(const TrialResult&) const = default;
 };
 

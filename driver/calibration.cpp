@@ -18,9 +18,13 @@ double mean_log(const auto& ratios) {
 void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
     if (r.status != TrialStatus::ok || r.memory.peak == 0) return;
     const Estimate& e = r.estimate.value_or(uncalibrated);
-    if (e.memory.peak > 0)
-        memory_errors_.push_back((static_cast<double>(r.memory.peak) - static_cast<double>(e.memory.peak)) /
-                                 static_cast<double>(e.memory.peak));
+    // The error of what the estimator predicts, outside the overhead it learns
+    // from the same measurement (a CPU process's baseline, a GPU's runtime).
+    const auto predicted = [](const MemoryBreakdown& m) {
+        return static_cast<double>(m.peak) - static_cast<double>(std::min(m.peak, m[Component::overhead]));
+    };
+    if (predicted(e.memory) > 0)
+        memory_errors_.push_back((predicted(r.memory) - predicted(e.memory)) / predicted(e.memory));
     if (uncalibrated.tokens_per_s > 0 && r.tokens_per_s > 0) {
         ratios_.push_back({r.config.optimizer, r.config.precision, std::log(r.tokens_per_s / uncalibrated.tokens_per_s)});
         fit_ = fit(ratios_);

@@ -25,15 +25,16 @@ EstimateOptions base_estimate_options(const SweepSpec& spec) {
     if (spec.hardware.backend == BackendKind::cpu) o.cpu_threads = cpu_threads_per_rank(spec);
     o.memory_limit = spec.memory_limit();
     o.margin = spec.margin;
+    o.probed = spec.probed;
     return o;
 }
 
 std::string prune_reason(const Estimate& e, const SweepSpec& spec, double tolerance) {
     const double usable = static_cast<double>(spec.usable_memory());
-    if (static_cast<double>(e.memory.peak) <= usable * (1.0 + tolerance)) return {};
+    if (static_cast<double>(limited_bytes(e.memory, spec.hardware)) <= usable * (1.0 + tolerance)) return {};
     return fmt::format("predicted peak {} exceeds the usable {} ({} limit less {:.0f}% margin) by more than the "
                        "estimator's known error ({:.1f}%)",
-                       format_bytes(e.memory.peak), format_bytes(spec.usable_memory()),
+                       format_bytes(limited_bytes(e.memory, spec.hardware)), format_bytes(spec.usable_memory()),
                        format_bytes(spec.memory_limit()), spec.margin * 100, tolerance * 100);
 }
 

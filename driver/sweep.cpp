@@ -9,6 +9,8 @@
 #include "driver/plan.h"
 #include "driver/slots.h"
 #include "driver/sweep_loop.h"
+#include "probe/sweep_probes.h"
+#include "search/estimate.h"
 #include "search/space.h"
 #include "core/config_error.h"
 #include "core/units.h"
@@ -72,6 +74,12 @@ SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOp
     report.sweep = opened.id;
     report.requeued = opened.requeued;
 
+    // The time model's rates for this machine, measured once per host, version and device
+    // (not for a dry run: a large model's GEMMs would take minutes to probe for estimates alone).
+    if (options.probe && !report.estimate_only)
+        spec.probed = probe::probes_for_sweep(spec, cpu_threads_per_rank(spec), &store,
+                                              {env.host, probe::probe_software(env.software), ""}, false)
+                          .rates;
     PlanSettings settings{base_estimate_options(spec), options.prune_tolerance, strategy};
     const std::vector<NewTrial> plan = plan_trials(spec, expand_space(spec), settings);
     store.add_trials(opened.id, plan);

@@ -36,6 +36,7 @@ struct SweepOptions {
     bool json_events = false;                 // JSON lines on stdout
     std::vector<std::string> trial_program;   // default {<this binary>, "trial"}
     double prune_tolerance = 0.02;            // the estimator's known relative memory error
+    bool probe = false;                       // measure (or load cached) rates for the time model at start
 };
 
 struct SweepReport {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <sys/mman.h>
+
 #include <fmt/format.h>
 
 #include "kernels/error.h"
@@ -15,12 +17,27 @@ void Buffer::reset() noexcept {
     bytes_ = 0;
 }
 
+namespace {
+
+// Anonymous private pages: zero on first touch, returned by munmap.
+void* map_pages(std::uint64_t bytes, std::uint64_t live) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw OutOfMemoryError(bytes, live, "host allocation failed (mmap)");
+    return p;
+}
+
+}  // namespace
+
+// The backend names itself "cpu" when its buffers are host memory (kernels/backend.h).
+Allocator::Allocator(kernels::Backend& backend, std::uint64_t limit)
+    : backend_(backend), limit_(limit), host_(backend.name() == "cpu") {}
+
 Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
     if (bytes == 0) return {};
     if (limit_ > 0 && live_ + bytes > limit_)
         throw OutOfMemoryError(bytes, live_,
                                fmt::format("{} buffer in phase {}, limit {} bytes", to_string(tag), phase_, limit_));
-    void* ptr = backend_.allocate(bytes);
+    void* ptr = maps_pages(bytes) ? map_pages(bytes, live_) : backend_.allocate(bytes);
     live_ += bytes;
     auto& slot = by_tag_[static_cast<std::size_t>(tag)];
     slot += bytes;
@@ -41,7 +58,10 @@ Buffer Allocator::zeros(Component tag, std::uint64_t bytes) {
 }
 
 void Allocator::release(void* ptr, std::uint64_t bytes, Component tag) noexcept {
-    backend_.deallocate(ptr, bytes);
+    if (maps_pages(bytes))
+        ::munmap(ptr, bytes);
+    else
+        backend_.deallocate(ptr, bytes);
     live_ -= bytes;
     by_tag_[static_cast<std::size_t>(tag)] -= bytes;
 }

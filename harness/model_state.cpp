@@ -1,5 +1,6 @@
 #include "harness/model_state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -27,6 +28,9 @@ double normal(std::uint64_t seed, std::uint64_t i) {
     const double u1 = uniform01(seed, 2 * i), u2 = uniform01(seed, 2 * i + 1);
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
+
+// The counter stream of buffer i's weights.
+std::uint64_t random_stream(std::uint64_t seed, std::size_t i) { return mix(seed + 0x9e3779b97f4a7c15ull * (i + 1)); }
 
 }  // namespace
 
@@ -144,6 +148,50 @@ void upload_range(kernels::Backend& backend, void* dst, const std::vector<float>
 
 }  // namespace
 
+namespace {
+
+// random_init's values of buffer `f` at whole-buffer indices [first, first + out.size()).
+void random_values(const FlatLayout& f, std::uint64_t stream, double stddev, std::int64_t first,
+                   std::vector<float>& out) {
+    std::fill(out.begin(), out.end(), 0.0f);
+    const std::int64_t last = first + static_cast<std::int64_t>(out.size());
+    for (const TensorView& t : f.tensors) {
+        const std::int64_t lo = std::max(first, t.offset), hi = std::min(last, t.offset + t.numel());
+        for (std::int64_t j = lo; j < hi; ++j)
+            out[static_cast<std::size_t>(j - first)] =
+                t.matrix() ? static_cast<float>(stddev * normal(stream, static_cast<std::uint64_t>(j))) : 1.0f;
+    }
+}
+
+// The n elements this rank holds from `first` on, drawn and uploaded chunk by chunk.
+void upload_random_range(kernels::Backend& backend, void* dst, const FlatLayout& f, std::uint64_t stream,
+                         double stddev, std::int64_t first, std::int64_t n, DType dt) {
+    constexpr std::int64_t kChunk = 1 << 20;  // elements: 4 MiB of fp32
+    std::vector<float> values;
+    for (std::int64_t done = 0; done < n; done += kChunk) {
+        values.resize(static_cast<std::size_t>(std::min(kChunk, n - done)));
+        random_values(f, stream, stddev, first + done, values);
+        upload_range(backend, static_cast<unsigned char*>(dst) + done * static_cast<std::int64_t>(kernels::dtype_bytes(dt)), values, 0,
+                     static_cast<std::int64_t>(values.size()), dt);
+    }
+}
+
+}  // namespace
+
+void ModelState::upload_random(std::uint64_t seed, double stddev) {
+    for (std::size_t i = 0; i < layout_.buffers(); ++i) {
+        const std::uint64_t stream = random_stream(seed, i);
+        if (!master_.empty()) {
+            const std::int64_t n = master_length(i);
+            upload_random_range(backend_, master_[i].get(), layout_.flat(i), stream, stddev, first_held(i, n), n,
+                                DType::f32);
+        }
+        const std::int64_t n = weights_length(i);
+        upload_random_range(backend_, params_[i].get(), layout_.flat(i), stream, stddev, first_held(i, n), n,
+                            plan_.weights);
+    }
+}
+
 void ModelState::upload(const HostParams& host) {
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
         const std::int64_t padded = layout_.flat(i).padded;
@@ -220,7 +268,7 @@ HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double std
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         const FlatLayout& f = layout.flat(i);
         std::vector<float> buf(static_cast<std::size_t>(f.padded), 0.0f);
-        const std::uint64_t stream = mix(seed + 0x9e3779b97f4a7c15ull * (i + 1));
+        const std::uint64_t stream = random_stream(seed, i);
         for (const TensorView& t : f.tensors)
             for (std::int64_t e = 0; e < t.numel(); ++e)
                 buf[static_cast<std::size_t>(t.offset + e)] =

@@ -65,6 +65,10 @@ public:
     // Weights (rounded to the storage dtype) and master from the whole
     // buffers; each rank keeps what it holds.
     void upload(const HostParams& host);
+    // The same as upload(random_init(layout, seed, stddev)), drawn and uploaded
+    // in chunks of a few MiB: the whole model never sits on the host beside
+    // its device copy (on a CPU that doubled the process's peak at init).
+    void upload_random(std::uint64_t seed, double stddev = 0.02);
     // Whole buffers as fp32: master when there is one, else the weights; the
     // averaged gradients. Collective when sharded: every rank must call it.
     HostParams download_weights();

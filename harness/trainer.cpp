@@ -175,9 +175,11 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     layer_.set_workspace({workspace_.get(), ops_ws});
     if (qbase_) layer_.set_qlora(workspace_.at(ops_region));
     scalars_ = std::make_unique<Scalars>(backend);
-    const HostParams start = init != nullptr ? *init : random_init(layout_, config.seed);
-    if (qbase_) qbase_->upload(start);
-    else base().upload(start);
+    // Random weights are drawn and uploaded in chunks (ModelState::upload_random), so no
+    // host copy of the whole model sits beside the device copy at the real peak.
+    if (qbase_) qbase_->upload(init != nullptr ? *init : random_init(layout_, config.seed));
+    else if (init != nullptr) base().upload(*init);
+    else base().upload_random(config.seed);
     if (lora_) model_->upload(adapters != nullptr ? *adapters : lora_init(lora_->layout, config.seed));
 }
 

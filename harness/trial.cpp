@@ -30,6 +30,7 @@
 #include "core/units.h"
 #include "core/validity.h"
 #include "harness/host_memory.h"
+#include "harness/real_memory.h"
 
 namespace tune::harness {
 
@@ -58,6 +59,7 @@ struct TrialBackend {
     std::unique_ptr<kernels::Backend> backend;
     Hardware hardware;
     int cpu_threads = 0;  // 0 on CUDA
+    int device_index = -1;  // the CUDA device; -1 on the CPU
 };
 
 bool wants_cuda(const TrialOptions& o) { return uses_cuda(o.backend); }
@@ -77,7 +79,7 @@ TrialBackend make_backend(const TrialOptions& o, int local_rank) {
         hw.backend = BackendKind::cuda;
         hw.memory_bytes = d.total_memory;
     }
-    return {kernels::make_cuda_backend(d.index), hw, 0};
+    return {kernels::make_cuda_backend(d.index), hw, 0, d.index};
 }
 
 void log_step(std::FILE* log, const TrialConfig& c, std::size_t i, const StepStats& s, double ms,
@@ -122,6 +124,7 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, const TrialConfig& c
         if (!std::isfinite(s.loss)) throw std::runtime_error(fmt::format("loss is {} at step {}", s.loss, i + 1));
         if (i >= c.warmup) timed_ms += ms;
     }
+    r.step_stats = step_statistics(r.step_ms, c.warmup);
     const std::size_t timed = c.steps > c.warmup ? c.steps - c.warmup : 0;
     if (timed > 0 && timed_ms > 0) {
         r.tokens_per_s = tokens_per_step(c) * static_cast<double>(timed) / (timed_ms / 1e3);
@@ -129,10 +132,57 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, const TrialConfig& c
     }
 }
 
-Estimate trial_estimate(const TrialConfig& c, const TrialBackend& b) {
+// On the CPU the measured baseline is the estimate's overhead (a GPU's comes
+// from the device's preset or the driver's calibration).
+Estimate trial_estimate(const TrialConfig& c, const TrialBackend& b, std::uint64_t baseline) {
     EstimateOptions o;
-    if (b.cpu_threads > 0) o.cpu_threads = static_cast<std::uint32_t>(b.cpu_threads);
+    if (b.cpu_threads > 0) {
+        o.cpu_threads = static_cast<std::uint32_t>(b.cpu_threads);
+        o.overhead_bytes = baseline;
+    }
     return estimate(c, b.hardware, o);
+}
+
+// A GPU has no high-water mark of its own: sampled often. A CPU's VmHWM is
+// exact; its sampled VmRSS only backs it up where clear_refs is refused.
+MemoryWatch watch_memory(const TrialBackend& b) {
+    if (b.device_index >= 0) return MemoryWatch(device_probe(b.device_index), 2);
+    return MemoryWatch(process_probe(), 20);
+}
+
+// Each rank's view of the machine, the largest of each over ranks.
+void combine_real_memory(Comm& comm, const RealMemory& mine, TrialResult& r) {
+    const auto n = static_cast<std::size_t>(comm.world_size());
+    const auto me = static_cast<std::size_t>(comm.rank());
+    // (3, n): real peaks, baselines, untracked (as two's complement bits).
+    std::vector<std::uint64_t> all(3 * n, 0);
+    all[me] = mine.real_peak;
+    all[n + me] = mine.baseline;
+    all[2 * n + me] = static_cast<std::uint64_t>(mine.untracked);
+    if (n > 1) {
+        // The three rows gathered at once: each rank fills its column of every row.
+        std::vector<std::uint64_t> mine_cols{all[me], all[n + me], all[2 * n + me]};
+        std::vector<std::uint64_t> gathered(3 * n, 0);
+        std::copy(mine_cols.begin(), mine_cols.end(), gathered.begin() + static_cast<std::ptrdiff_t>(3 * me));
+        comm.all_gather(gathered.data(), static_cast<std::int64_t>(3 * n * sizeof(std::uint64_t)), kernels::DType::u8);
+        for (std::size_t k = 0; k < n; ++k)
+            for (std::size_t row = 0; row < 3; ++row) all[row * n + k] = gathered[3 * k + row];
+    }
+    r.rank_real_peaks.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
+    r.rank_baselines.assign(all.begin() + static_cast<std::ptrdiff_t>(n), all.begin() + static_cast<std::ptrdiff_t>(2 * n));
+    r.rank_untracked.clear();
+    for (std::size_t k = 0; k < n; ++k) r.rank_untracked.push_back(static_cast<std::int64_t>(all[2 * n + k]));
+    r.real_peak = *std::max_element(r.rank_real_peaks.begin(), r.rank_real_peaks.end());
+    r.baseline = *std::max_element(r.rank_baselines.begin(), r.rank_baselines.end());
+    r.untracked = *std::max_element(r.rank_untracked.begin(), r.rank_untracked.end());
+}
+
+// On the CPU the baseline joins the measured breakdown as `overhead`, as the
+// estimate predicts it (a GPU's device overhead does the same).
+MemoryBreakdown with_baseline(MemoryBreakdown m, std::uint64_t baseline) {
+    m.bytes[static_cast<std::size_t>(Component::overhead)] += baseline;
+    m.peak += baseline;
+    return m;
 }
 
 // Every rank's peak in rank_peaks, the largest as the result's peak, and the
@@ -320,8 +370,6 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         // The CPU allocator enforces it too; a GPU's own allocator knows its device.
         if (device.cpu_threads > 0) c.memory_limit = limit;
         kernels::Backend& backend = *device.backend;
-        r.estimate = trial_estimate(config, device);
-        if (!options.force) refuse_predicted_oom(r.estimate->memory.peak, limit);
         if (options.fault_oom) c.memory_limit = 1;
         const std::unique_ptr<TokenSource> tokens = token_source(c, options);
         std::optional<HostParams> init;
@@ -331,6 +379,11 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         const ParamLayout adapter_layout =
             make_adapter_layout(c.model, c.lora_rank, c.lora_targets, c.world_size, c.adam8bit_block);
         if (options.init_adapter_dir) adapters = load_peft_adapter(*options.init_adapter_dir, adapter_layout);
+        // The baseline: everything before the model's first allocation.
+        MemoryWatch watch = watch_memory(device);
+        const std::uint64_t baseline = device.cpu_threads > 0 ? watch.baseline() : 0;
+        r.estimate = trial_estimate(config, device, baseline);
+        if (!options.force) refuse_predicted_oom(limited_bytes(r.estimate->memory, device.hardware), limit);
         Trainer trainer(backend, comm, c, *tokens, init ? &*init : nullptr, adapters ? &*adapters : nullptr);
         try {
             run_steps(trainer, backend, c, options, device.hardware, r, d);
@@ -342,9 +395,11 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
             const HostParams trained = trainer.model().download_weights();  // collective when sharded
             if (comm.rank() == 0) save_peft_adapter(*options.save_adapter_dir, c, adapter_layout, trained);
         }
-        r.memory = with_device_overhead(trainer.memory().peak_breakdown(), backend, comm);
+        const RealMemory real = watch.finish(trainer.memory().peak());
+        r.memory = with_baseline(with_device_overhead(trainer.memory().peak_breakdown(), backend, comm), baseline);
         r.comm_bytes = comm.bytes_moved() / c.steps;
         combine_over_ranks(comm, r);
+        combine_real_memory(comm, real, r);
         r.status = TrialStatus::ok;
         const auto skipped = std::count(d.skipped.begin(), d.skipped.end(), true);
         if (skipped > 0)

@@ -34,10 +34,16 @@ Accuracy estimator_accuracy(const SweepData& sweep) {
         if (t.result.status != TrialStatus::ok || !t.measured) continue;
         add_sample(a.memory, i, static_cast<double>(est->memory.peak), static_cast<double>(t.result.memory.peak));
         if (auto step = measured_step_s(t)) add_sample(a.step, i, est->step_s, *step);
+        add_sample(a.real_memory, i, static_cast<double>(est->memory.peak), static_cast<double>(t.result.real_peak));
     }
+    a.real_memory_summary = summarize(a.real_memory);
     a.memory_summary = summarize(a.memory);
     a.step_summary = summarize(a.step);
     return a;
+}
+
+double real_peak_error(const Estimate& e, const TrialResult& r) {
+    return error_percent(static_cast<double>(e.memory.peak), static_cast<double>(r.real_peak));
 }
 
 ErrorSummary summarize(const std::vector<ErrorSample>& samples) {

@@ -38,12 +38,18 @@ struct HistogramBin {
 struct Accuracy {
     std::vector<ErrorSample> memory;  // peak memory
     std::vector<ErrorSample> step;    // seconds per optimizer step
+    std::vector<ErrorSample> real_memory;  // estimated peak against the machine's real peak
     ErrorSummary memory_summary;
     ErrorSummary step_summary;
+    ErrorSummary real_memory_summary;
     std::size_t fit_but_oom = 0;      // estimated to fit, then ran out of memory
 };
 
 Accuracy estimator_accuracy(const SweepData& sweep);
+
+// (estimated peak - real peak) / real peak in percent: the estimate (whose
+// overhead is the baseline) against what the process or device held.
+double real_peak_error(const Estimate& e, const TrialResult& r);
 
 ErrorSummary summarize(const std::vector<ErrorSample>& samples);
 

@@ -74,6 +74,8 @@ HtmlTable summary_table(const Accuracy& a) {
                  {"within 10%", true, "trials whose error is at most 10%"}});
     add_summary_row(t, "peak memory", a.memory_summary);
     add_summary_row(t, "step time", a.step_summary);
+    // Beside the tagged peak: what the process (CPU) or device (GPU) really held.
+    if (a.real_memory_summary.count > 0) add_summary_row(t, "real peak memory", a.real_memory_summary);
     return t;
 }
 
@@ -99,6 +101,7 @@ HtmlTable worst_table(const SweepData& sweep, const Accuracy& a) {
     };
     add(a.memory, "peak memory", true);
     add(a.step, "step time", false);
+    add(a.real_memory, "real peak memory", true);
     return table;
 }
 

@@ -7,6 +7,11 @@ std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const Estim
     return static_cast<std::uint64_t>(static_cast<double>(limit) * (1.0 - o.margin));
 }
 
+std::uint64_t limited_bytes(const MemoryBreakdown& m, const Hardware& hw) {
+    const std::uint64_t outside = hw.backend == BackendKind::cpu ? m[Component::overhead] : 0;
+    return m.peak > outside ? m.peak - outside : 0;
+}
+
 Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
     const StepMemory memory = step_memory(model, c, hw, o);
     const StepTime time = step_time(model, c, hw, o);
@@ -15,7 +20,7 @@ Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& 
     e.step_s = time.step_s;
     e.tokens_per_s = time.tokens_per_s;
     e.mfu = time.mfu;
-    e.fits = memory.peak <= usable_bytes(c, hw, o);
+    e.fits = limited_bytes(e.memory, hw) <= usable_bytes(c, hw, o);
     return e;
 }
 

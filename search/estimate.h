@@ -13,6 +13,11 @@ namespace tune {
 // The bytes a rank may fill: the limit less the margin.
 std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o);
 
+// The bytes a memory limit applies to. On a GPU, everything on the device. On
+// the CPU backend the tagged allocator enforces the limit, so the process's
+// baseline (the `overhead` component there) lies outside it.
+std::uint64_t limited_bytes(const MemoryBreakdown& m, const Hardware& hw);
+
 // `model` stands in for c.model (a sweep holds one ModelSpec for all its configs).
 Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o = {});
 inline Estimate estimate(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o = {}) {

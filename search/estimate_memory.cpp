@@ -162,7 +162,8 @@ std::uint64_t qlora_workspace(std::uint64_t ops, const ModelSpec& m, const Trial
 }  // namespace
 
 std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {
-    if (cpu_backend(hw)) return 0;
+    // On the CPU: the process's baseline, when the trial or the driver measured it.
+    if (cpu_backend(hw)) return o.overhead_bytes.value_or(0);
     return o.overhead_bytes.value_or(hw.runtime_overhead_bytes);
 }
 

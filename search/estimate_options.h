@@ -4,7 +4,10 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
+
+#include "search/probed_rates.h"
 
 namespace tune {
 
@@ -14,7 +17,8 @@ struct EstimateOptions {
     double margin = 0.05;  // keep this fraction of the limit free
 
     // Device memory outside our allocator (CUDA context, cuBLAS, NCCL); unset:
-    // Hardware::runtime_overhead_bytes. Always 0 on the CPU backend.
+    // Hardware::runtime_overhead_bytes. On the CPU backend: the process's
+    // resident set before the model's first allocation (its baseline), 0 unset.
     std::optional<std::uint64_t> overhead_bytes;
     std::uint32_t cpu_threads = 1;                      // OpenMP threads per rank: sizes attention scratch
 
@@ -31,6 +35,10 @@ struct EstimateOptions {
     double comm_efficiency = 0.8;
     // Fraction of communication hidden behind compute (our engine: none yet).
     double comm_overlap = 0.0;
+    // Rates measured on this machine (`tune probe`); when set, compute,
+    // attention and the optimizer's traffic take them instead of the nominal
+    // peaks, and the efficiencies above scale relative to their defaults.
+    std::shared_ptr<const ProbedRates> probed;
 };
 
 }  // namespace tune

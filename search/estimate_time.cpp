@@ -178,6 +178,67 @@ double link_bandwidth(const Hardware& hw, std::uint32_t ranks) {
 
 double safe_div(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+// With probed rates (search/probed_rates.h): one micro-batch's GEMMs each at
+// the rate measured for its shape and dtype, attention at its measured times,
+// in seconds; the same passes as flops_per_token counts (backward twice the
+// forward, recomputation, LOMO's norm pass). nullopt when a rate is missing.
+struct ProbedMicroBatch {
+    double gemm_s = 0;
+    double attention_s = 0;
+};
+std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p,
+                                                   bool fused) {
+    const auto t = static_cast<std::int64_t>(c.micro_batch) * c.context;
+    const auto h = static_cast<std::int64_t>(m.hidden), kv = static_cast<std::int64_t>(m.kv_dim());
+    const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
+    const std::uint32_t bytes = weight_bytes(c.precision);
+    bool missing = false;
+    const auto gemm = [&](std::int64_t rows, std::int64_t n, std::int64_t k) {
+        const std::optional<double> rate = p.gemm_flops_per_s(rows, n, k, bytes);
+        if (!rate) missing = true;
+        return rate ? 2.0 * static_cast<double>(rows) * static_cast<double>(n) * static_cast<double>(k) / *rate : 0.0;
+    };
+    // q and o (h -> h), k and v (h -> kv), gate and up (h -> f), down (f -> h).
+    const double layer = 2 * gemm(t, h, h) + 2 * gemm(t, kv, h) + 2 * gemm(t, f, h) + gemm(t, h, f);
+    const double head = gemm(t, v, h);
+    const std::optional<AttentionRate> a = p.attention_at(c.micro_batch, c.context, static_cast<std::int64_t>(m.heads),
+                                                          static_cast<std::int64_t>(m.head_dim()), bytes, fused);
+    if (missing || !a) return std::nullopt;
+    const double layers = static_cast<double>(m.layers);
+    const double forward = layers * layer + head;
+    double recompute = 0, attention_recompute = 0;
+    if (c.checkpointing == Checkpointing::full) recompute = layers * layer;
+    if (c.checkpointing != Checkpointing::none) attention_recompute = layers * a->forward_s;
+    ProbedMicroBatch out;
+    out.gemm_s = 3 * forward + recompute;
+    out.attention_s = layers * (a->forward_s + a->backward_s) + attention_recompute;
+    if (lomo_backward_passes(c) > 1) {
+        out.gemm_s += 2 * forward + recompute;
+        out.attention_s += layers * a->backward_s + attention_recompute;
+    }
+    return out;
+}
+
+}  // namespace
+
+namespace {
+
+// Compute and attention from the probed rates, scaled by how far the
+// (calibrated) efficiencies moved from their defaults; the optimizer's
+// traffic over the probed bandwidth. Terms without a probe stay nominal.
+void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const EstimateOptions& o, StepTime& t) {
+    const ProbedRates& p = *o.probed;
+    const double speed = o.compute_efficiency / EstimateOptions{}.compute_efficiency *
+                         o.precision_efficiency[static_cast<std::size_t>(c.precision)] *
+                         o.optimizer_efficiency[static_cast<std::size_t>(c.optimizer)];
+    if (const auto micro = probed_micro_batch(m, c, p, c.attention == Attention::flash); micro && speed > 0) {
+        t.compute_s = micro->gemm_s * c.grad_accum / speed;
+        t.attention_s = micro->attention_s * c.grad_accum / speed;
+    }
+    if (p.memory_bytes_per_s > 0)
+        t.optimizer_s = optimizer_traffic_per_element(c) * owned_elements(m, c) / p.memory_bytes_per_s;
+}
+
 }  // namespace
 
 StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
@@ -198,6 +259,7 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
     t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank, hw.hbm_bytes_per_s);
     t.dequantize_s = safe_div(dequantize_bytes_per_micro_batch(m, c) * c.grad_accum, hw.hbm_bytes_per_s);
+    if (o.probed) apply_probed_rates(m, c, o, t);
     // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
     t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s;
     t.tokens_per_s = safe_div(tokens_per_rank * ranks, t.step_s);

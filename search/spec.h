@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 
 #include "core/config.h"
 #include "core/dimensions.h"
+#include "search/probed_rates.h"
 #include "search/strategy.h"
 
 namespace tune {
@@ -68,6 +70,8 @@ struct ResourceSpec {
 };
 
 struct SweepSpec {
+    // Rates probed on this machine at sweep start (probe/); null: nominal peaks.
+    std::shared_ptr<const ProbedRates> probed;
     std::string name;
     std::filesystem::path path;  // as given on the command line
     std::string text;            // the file's bytes, recorded with the results

@@ -30,6 +30,14 @@ nlohmann::json measured_json(const TrialRecord& t) {
                      {"oom_requested", r.oom_requested}, {"oom_live", r.oom_live},
                      {"rank_peaks", r.rank_peaks},     {"memory", components_json(r.memory)}};
     j["median_step_s"] = t.median_step_s ? nlohmann::json(*t.median_step_s) : nlohmann::json();
+    if (r.real_peak > 0) {  // the machine's view, largest over ranks, then per rank
+        j["real_peak"] = r.real_peak;
+        j["baseline"] = r.baseline;
+        j["untracked"] = r.untracked;
+        j["rank_real_peaks"] = r.rank_real_peaks;
+        j["rank_baselines"] = r.rank_baselines;
+        j["rank_untracked"] = r.rank_untracked;
+    }
     nlohmann::json steps = nlohmann::json::array();
     const std::size_t n = std::max(r.step_ms.size(), r.losses.size());
     for (std::size_t i = 0; i < n; ++i)

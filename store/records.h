@@ -138,3 +138,24 @@ struct TrialQuery {
 };
 
 }  // namespace tune
+
+namespace tune {
+
+// The probe cache (store/probe_cache.cpp): measured rates are valid for one
+// host, software version and device, so a sweep there probes once.
+struct ProbeKey {
+    std::string host;
+    std::string software;  // tune version and git commit
+    std::string device;    // the device name and the CPU threads per rank, as the prober wrote it
+    bool operator==(const ProbeKey&) const = default;
+};
+
+struct ProbeRow {
+    std::string probe;  // "gemm f32 m=256 n=64 k=64": its name carries its shape
+    double value = 0;
+    std::string unit;
+    double seconds = 0;  // how long it ran
+    bool operator==(const ProbeRow&) const = default;
+};
+
+}  // namespace tune

@@ -157,7 +157,30 @@ CREATE TABLE sweep_leases (
 ) WITHOUT ROWID;
 )sql";
 
-constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4};
+// Version 5: what the machine saw beside the tagged peak (the process's or the
+// device's real peak, the baseline before the model, the untracked rest; the
+// largest over ranks, per rank as JSON), and the probe cache: measured rates
+// per host, software version and device, so a sweep probes once.
+constexpr const char* kVersion5 = R"sql(
+ALTER TABLE trials ADD COLUMN real_peak      INTEGER;
+ALTER TABLE trials ADD COLUMN baseline       INTEGER;
+ALTER TABLE trials ADD COLUMN untracked      INTEGER;
+ALTER TABLE trials ADD COLUMN rank_real_json TEXT;
+
+CREATE TABLE probes (
+    host         TEXT NOT NULL,
+    software     TEXT NOT NULL,
+    device       TEXT NOT NULL,
+    probe        TEXT NOT NULL,
+    value        REAL NOT NULL,
+    unit         TEXT NOT NULL,
+    seconds      REAL NOT NULL,
+    measured_at  TEXT NOT NULL,
+    PRIMARY KEY (host, software, device, probe)
+) WITHOUT ROWID;
+)sql";
+
+constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4, kVersion5};
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};

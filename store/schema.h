@@ -9,7 +9,7 @@ class Connection;
 
 namespace tune {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 // Reads PRAGMA user_version.
 int schema_version(sql::Connection& db);

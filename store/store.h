@@ -88,6 +88,12 @@ public:
     // that says what to do when the file does not exist.
     static Store open_reader(const std::string& path);
 
+    // ---- the probe cache (store/probe_cache.cpp)
+    // Every cached probe of `key` (empty when none).
+    std::vector<ProbeRow> cached_probes(const ProbeKey& key) const;
+    // Replaces the rows of those probes for `key`, in one transaction.
+    void cache_probes(const ProbeKey& key, std::span<const ProbeRow> rows);
+
 private:
     RequeueCounts requeue_in_transaction(SweepId sweep);
 

@@ -15,7 +15,8 @@ namespace {
     "SELECT t.id, t.sweep_id, s.name, t.config_hash, t.config_json, t.status, t.reason, t.priority, t.attempts, " \
     "t.est_peak_bytes, t.est_peak_phase, t.est_step_s, t.est_tokens_per_s, t.est_mfu, t.est_fits, "           \
     "t.peak_bytes, t.peak_phase, t.tokens_per_s, t.step_s, t.mfu, t.comm_bytes, t.comm_s, t.oom_requested, "  \
-    "t.oom_live, t.rank_peaks_json, t.step_count, t.loss_count, t.started_at, t.ended_at, t.stderr_tail "
+    "t.oom_live, t.rank_peaks_json, t.step_count, t.loss_count, t.started_at, t.ended_at, t.stderr_tail, "     \
+    "t.real_peak, t.baseline, t.untracked, t.rank_real_json "
 // ?1 sweep, ?2 status, ?3 trial id; NULL matches all.
 #define TUNE_TRIAL_FILTER "WHERE (?1 IS NULL OR t.sweep_id = ?1) AND (?2 IS NULL OR t.status = ?2) AND (?3 IS NULL OR t.id = ?3)"
 
@@ -54,6 +55,19 @@ std::optional<Timestamp> read_time(const sql::Query& q, int column) {
     return parse_timestamp(q.text(column));
 }
 
+// real_peak, baseline, untracked, rank_real_json from column `first` on (NULL: not measured).
+void read_real_memory(const sql::Query& q, int first, TrialResult& r) {
+    if (q.is_null(first)) return;
+    r.real_peak = q.uint64(first);
+    r.baseline = q.uint64(first + 1);
+    r.untracked = q.int64(first + 2);
+    if (q.is_null(first + 3)) return;
+    const nlohmann::json ranks = nlohmann::json::parse(q.text(first + 3));
+    r.rank_real_peaks = ranks.at("real_peaks").get<std::vector<std::uint64_t>>();
+    r.rank_baselines = ranks.at("baselines").get<std::vector<std::uint64_t>>();
+    r.rank_untracked = ranks.at("untracked").get<std::vector<std::int64_t>>();
+}
+
 void read_measurement(const sql::Query& q, TrialRecord& rec) {
     TrialResult& r = rec.result;
     rec.measured = !q.is_null(15);
@@ -71,6 +85,7 @@ void read_measurement(const sql::Query& q, TrialRecord& rec) {
     constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     r.step_ms.assign(static_cast<std::size_t>(q.int64(25)), nan);
     r.losses.assign(static_cast<std::size_t>(q.int64(26)), nan);
+    read_real_memory(q, 30, r);
 }
 
 TrialRecord read_trial(const sql::Query& q) {

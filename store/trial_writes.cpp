@@ -66,6 +66,8 @@ UPDATE trials SET status = ?2, reason = ?3, peak_bytes = ?4, peak_phase = ?5, to
     est_step_s = coalesce(?21, est_step_s), est_tokens_per_s = coalesce(?22, est_tokens_per_s),
     est_mfu = coalesce(?23, est_mfu), est_fits = coalesce(?24, est_fits)
 WHERE id = ?1)sql"};
+constexpr sql::Sql kRecordRealMemory{"record_real_memory", R"sql(
+UPDATE trials SET real_peak = ?2, baseline = ?3, untracked = ?4, rank_real_json = ?5 WHERE id = ?1)sql"};
 constexpr sql::Sql kDeleteSteps{"record_result_steps", "DELETE FROM trial_steps WHERE trial_id = ?1"};
 // Steps go in chunks of up to kStepsPerInsert rows per statement: one statement per row
 // was a quarter of the time of recording a trial.
@@ -216,6 +218,12 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
         q.run();
     }
     require(db_->changes() == 1, "record_result", fmt::format("no trial with id {}", trial));
+    if (r.real_peak > 0) {
+        const nlohmann::json ranks{{"real_peaks", r.rank_real_peaks}, {"baselines", r.rank_baselines},
+                                   {"untracked", r.rank_untracked}};
+        db_->query(kRecordRealMemory).bind(1, trial).bind(2, r.real_peak).bind(3, r.baseline)
+            .bind(4, r.untracked).bind(5, ranks.dump()).run();
+    }
     sql::write_memory(*db_, trial, r.estimate ? &r.estimate->memory : nullptr, &r.memory);
     insert_steps(*db_, trial, r);
     tx.commit();

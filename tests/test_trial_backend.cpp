@@ -34,7 +34,14 @@ TEST_CASE("tune trial picks its backend at run time", "[trial][backend]") {
 
     auto autodetect = trial(base);
     REQUIRE(autodetect.exit_code == 0);
-    CHECK(last_line(autodetect.output)["memory"] == last_line(cpu.output)["memory"]);  // the same CPU run
+    // The same CPU run: the tagged components agree; the overhead (the process's
+    // measured baseline) and so the peak differ by a few pages between processes.
+    const auto tagged = [](nlohmann::json m) {
+        m.erase("overhead");
+        m.erase("peak");
+        return m;
+    };
+    CHECK(tagged(last_line(autodetect.output)["memory"]) == tagged(last_line(cpu.output)["memory"]));
 
     auto cuda = trial(base + "--backend cuda");
     CHECK(cuda.exit_code == 5);

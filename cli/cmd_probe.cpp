@@ -1,0 +1,106 @@
+// `tune probe`: the micro-benchmarks the time model uses, at a sweep's own
+// shapes (GEMMs per tokens-per-micro-batch and dtype, attention forward and
+// backward, the optimizer update's bandwidth), printed; cached in the
+// database per host, software version and device, as a sweep does at start.
+#include <memory>
+#include <string>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "build_info.h"
+#include "cli/commands.h"
+#include "core/presets.h"
+#include "driver/plan.h"
+#include "kernels/device_query.h"
+#include "probe/sweep_probes.h"
+#include "reports/text_table.h"
+#include "search/spec.h"
+#include "store/store.h"
+
+namespace tune::cli {
+namespace {
+
+struct ProbeCliOptions {
+    std::string file;
+    std::string database;
+    bool refresh = false;
+    bool no_cache = false;
+    bool json = false;
+    double min_time = 0.02;
+};
+
+std::string host() {
+    char name[256] = {};
+    return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("unknown");
+}
+
+SoftwareVersions software() {
+    SoftwareVersions v;
+    v.tune_version = TUNE_VERSION;
+    v.git_commit = TUNE_GIT_COMMIT;
+    const DeviceQuery q = query_devices();
+    if (q.runtime_version) v.cuda = fmt::format("{}.{}", q.runtime_version / 1000, q.runtime_version % 1000 / 10);
+    if (q.driver_version) v.driver = fmt::format("{}.{}", q.driver_version / 1000, q.driver_version % 1000 / 10);
+    return v;
+}
+
+std::string value_text(const probe::ProbeRecord& r) {
+    if (r.unit == "FLOP/s") return fmt::format("{:.2f} GFLOP/s", r.value / 1e9);
+    if (r.unit == "B/s") return fmt::format("{:.2f} GB/s", r.value / 1e9);
+    return fmt::format("{:.3f} ms", r.value * 1e3);
+}
+
+int run_probe(const ProbeCliOptions& o) {
+    SweepSpec spec = load_sweep(o.file);
+    if (spec.device == "auto") {
+        const DeviceQuery q = query_devices();
+        std::optional<Hardware> detected;
+        if (!q.devices.empty()) detected = match_device(q.devices.front().name, q.devices.front().total_memory);
+        resolve_auto_device(spec, detected);
+    }
+    std::unique_ptr<Store> store;
+    if (!o.no_cache) store = std::make_unique<Store>(o.database.empty() ? spec.database : o.database,
+                                                     Store::Mode::read_write);
+    probe::ProbeSettings settings;
+    settings.min_seconds = o.min_time;
+    const probe::SweepProbes p = probe::probes_for_sweep(spec, cpu_threads_per_rank(spec), store.get(),
+                                                         {host(), probe::probe_software(software()), ""}, o.refresh,
+                                                         settings);
+    if (o.json) {
+        nlohmann::json out{{"cached", p.cached}, {"seconds", p.seconds}, {"probes", nlohmann::json::array()}};
+        for (const auto& r : p.records)
+            out["probes"].push_back({{"probe", r.name}, {"value", r.value}, {"unit", r.unit}, {"seconds", r.seconds}});
+        fmt::print("{}\n", out.dump());
+        return kExitOk;
+    }
+    TextTable table({"probe", "rate or time", "ran"});
+    for (const auto& r : p.records) table.add_row({r.name, value_text(r), fmt::format("{:.2f} s", r.seconds)});
+    fmt::print("{}", table.render("  "));
+    if (p.cached)
+        fmt::print("{} probes from the cache (--refresh measures again)\n", p.records.size());
+    else
+        fmt::print("{} probes measured in {:.1f} s\n", p.records.size(), p.seconds);
+    return kExitOk;
+}
+
+}  // namespace
+
+void add_probe_command(CLI::App& app, int& exit_code) {
+    auto* cmd = app.add_subcommand(
+        "probe", "Measure what the time model needs at a sweep's shapes: GEMM rates, attention forward and "
+                 "backward, the optimizer update's bandwidth. A sweep does this at start (unless --no-probe) and "
+                 "reuses the rates cached in its database for the same host, software version and device.");
+    auto o = std::make_shared<ProbeCliOptions>();
+    cmd->add_option("file", o->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();
+    cmd->add_option("--db", o->database, "Results database holding the cache (default: the sweep's [output] database)");
+    cmd->add_flag("--refresh", o->refresh, "Measure again even when the cache has every probe");
+    cmd->add_flag("--no-cache", o->no_cache, "Neither read nor write the database");
+    cmd->add_option("--min-time", o->min_time, "Seconds each probe repeats its op for (default 0.02)")
+        ->check(CLI::Range(0.001, 10.0));
+    cmd->add_flag("--json", o->json, "Print JSON instead of a table");
+    cmd->callback([&exit_code, o] { exit_code = run_probe(*o); });
+}
+
+}  // namespace tune::cli

@@ -1,0 +1,42 @@
+// Micro-benchmarks of what the time model needs (search/probed_rates.h),
+// run on a kernels::Backend at a sweep's own shapes: every GEMM of a layer
+// and the LM head at each tokens-per-micro-batch and dtype the sweep holds,
+// attention forward and backward per shape, and the bandwidth AdamW's update
+// streams at. Each probe repeats its op until a minimum time has passed
+// (after one untimed run), as Google Benchmark does.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "kernels/backend.h"
+#include "search/probed_rates.h"
+
+namespace tune::probe {
+
+// One measured number, as `tune probe` prints it and the store caches it.
+struct ProbeRecord {
+    std::string name;  // "gemm f32 m=256 n=64 k=64" (see rates_of / records_of)
+    double value = 0;
+    std::string unit;  // "FLOP/s", "s", "B/s"
+    double seconds = 0;  // how long the probe ran
+};
+
+// The shapes a sweep's configurations will ask the time model about (rates 0).
+ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs);
+
+struct ProbeSettings {
+    double min_seconds = 0.02;   // per probe, after the untimed run
+    std::uint64_t bandwidth_elements = 8u << 20;  // AdamW update over this many fp32 elements
+};
+
+// Runs every probe of `plan` on `backend`; the rates filled in.
+ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const ProbeSettings& settings,
+                       std::vector<ProbeRecord>* records = nullptr);
+
+// The rates as records (names carry the shapes) and back; unknown names are skipped.
+std::vector<ProbeRecord> records_of(const ProbedRates& rates);
+ProbedRates rates_of(const std::vector<ProbeRecord>& records);
+
+}  // namespace tune::probe

@@ -1,0 +1,71 @@
+#include "probe/sweep_probes.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "search/space.h"
+
+namespace tune::probe {
+namespace {
+
+std::vector<TrialConfig> runnable_configs(const SweepSpec& spec) {
+    std::vector<TrialConfig> out;
+    for (const Candidate& c : expand_space(spec))
+        if (c.valid()) out.push_back(c.config);
+    return out;
+}
+
+std::unique_ptr<kernels::Backend> backend_for(const SweepSpec& spec, std::uint32_t threads) {
+    if (spec.hardware.backend == BackendKind::cuda) return kernels::make_cuda_backend(0);
+    return std::make_unique<kernels::CpuBackend>(kernels::CpuBackendOptions{static_cast<int>(threads), 0});
+}
+
+// The cached rows when they hold every probe the plan names, in the plan's order.
+std::optional<std::vector<ProbeRecord>> from_cache(const std::vector<ProbeRow>& rows,
+                                                   const std::vector<ProbeRecord>& wanted) {
+    std::vector<ProbeRecord> out;
+    for (const ProbeRecord& w : wanted) {
+        const auto it = std::find_if(rows.begin(), rows.end(), [&](const ProbeRow& r) { return r.probe == w.name; });
+        if (it == rows.end()) return std::nullopt;
+        out.push_back({it->probe, it->value, it->unit, it->seconds});
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string probe_software(const SoftwareVersions& v) {
+    return fmt::format("tune {} {} cuda {} driver {}", v.tune_version, v.git_commit, v.cuda, v.driver);
+}
+
+SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store* store, ProbeKey key, bool refresh,
+                             const ProbeSettings& settings) {
+    key.device = spec.hardware.backend == BackendKind::cuda ? spec.hardware.device
+                                                           : fmt::format("{} threads={}", spec.hardware.device, threads);
+    const ProbedRates plan = plan_probes(spec.model, runnable_configs(spec));
+    SweepProbes out;
+    if (store != nullptr && !refresh)
+        if (auto cached = from_cache(store->cached_probes(key), records_of(plan))) {
+            out.records = std::move(*cached);
+            out.rates = std::make_shared<const ProbedRates>(rates_of(out.records));
+            out.cached = true;
+            return out;
+        }
+    const auto start = std::chrono::steady_clock::now();
+    const std::unique_ptr<kernels::Backend> backend = backend_for(spec, threads);
+    out.rates = std::make_shared<const ProbedRates>(run_probes(*backend, plan, settings, &out.records));
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (store != nullptr) {
+        std::vector<ProbeRow> rows;
+        for (const ProbeRecord& r : out.records) rows.push_back({r.name, r.value, r.unit, r.seconds});
+        store->cache_probes(key, rows);
+    }
+    return out;
+}
+
+}  // namespace tune::probe

@@ -1,0 +1,127 @@
+// Probes and the time model: the shapes a sweep asks for, records that
+// round-trip through their names and the store's cache, the time model
+// taking probed rates instead of nominal peaks, and the real-memory fields
+// through the store.
+#include <catch2/catch.hpp>
+
+#include "core/presets.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "probe/probes.h"
+#include "search/estimate.h"
+#include "store/store.h"
+#include "tests/test_store_support.h"
+
+using namespace tune;
+
+namespace {
+
+TrialConfig tiny_config(std::uint32_t micro_batch, std::uint32_t context, Precision p) {
+    TrialConfig c;
+    c.model = *find_model("tiny");
+    c.micro_batch = micro_batch;
+    c.context = context;
+    c.precision = p;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per shape", "[probe]") {
+    const ModelSpec m = *find_model("tiny");
+    const std::vector<TrialConfig> configs{tiny_config(2, 64, Precision::fp32), tiny_config(1, 128, Precision::fp32),
+                                           tiny_config(2, 64, Precision::bf16_mixed)};
+    const ProbedRates plan = probe::plan_probes(m, configs);
+    // Rows 128 (fp32, from 2x64 and 1x128 alike) and 128 (16-bit): 5 shapes each.
+    CHECK(plan.gemm.size() == 10);
+    CHECK(plan.attention.size() == 3);
+    CHECK(plan.memory_bytes_per_s > 0);
+}
+
+TEST_CASE("probes measure on a backend and their records round-trip by name", "[probe]") {
+    const ModelSpec m = *find_model("tiny");
+    const ProbedRates plan = probe::plan_probes(m, {tiny_config(2, 64, Precision::fp32)});
+    kernels::CpuBackend backend({1, 0});
+    probe::ProbeSettings settings;
+    settings.min_seconds = 0.001;
+    settings.bandwidth_elements = 1 << 16;
+    std::vector<probe::ProbeRecord> records;
+    const ProbedRates rates = probe::run_probes(backend, plan, settings, &records);
+    for (const GemmRate& g : rates.gemm) CHECK(g.flops_per_s > 0);
+    for (const AttentionRate& a : rates.attention) CHECK((a.forward_s > 0 && a.backward_s > 0));
+    CHECK(rates.memory_bytes_per_s > 0);
+    REQUIRE(records.size() == plan.gemm.size() + 2 * plan.attention.size() + 1);
+    for (const auto& r : records) CHECK(r.seconds > 0);
+    const ProbedRates back = probe::rates_of(records);
+    REQUIRE(back.gemm.size() == rates.gemm.size());
+    CHECK(back.gemm[0].flops_per_s == rates.gemm[0].flops_per_s);
+    CHECK(back.gemm[0].m == rates.gemm[0].m);
+    REQUIRE(back.attention.size() == 1);
+    CHECK(back.attention[0].backward_s == rates.attention[0].backward_s);
+    CHECK(back.memory_bytes_per_s == rates.memory_bytes_per_s);
+    CHECK(backend.live_bytes() == 0);
+}
+
+TEST_CASE("the time model takes probed rates per op instead of nominal peaks", "[probe][estimate]") {
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig c = tiny_config(2, 64, Precision::fp32);
+    ProbedRates rates = probe::plan_probes(c.model, {c});
+    const auto with = [&](double gemm_flops) {
+        for (GemmRate& g : rates.gemm) g.flops_per_s = gemm_flops;
+        for (AttentionRate& a : rates.attention) a.forward_s = a.backward_s = 1e-3;
+        rates.memory_bytes_per_s = 1e9;
+        EstimateOptions o;
+        o.probed = std::make_shared<const ProbedRates>(rates);
+        return step_time(c.model, c, cpu, o);
+    };
+    const StepTime nominal = step_time(c.model, c, cpu, EstimateOptions{});
+    const StepTime fast = with(2e9), slow = with(1e9);
+    CHECK(fast.step_s != Approx(nominal.step_s));
+    // Half the GEMM rate, twice the compute time; attention is its probed 2 ms per layer.
+    CHECK(slow.compute_s == Approx(2 * fast.compute_s));
+    CHECK(fast.attention_s == Approx(2e-3 * static_cast<double>(c.model.layers)));
+    CHECK(fast.optimizer_s != Approx(nominal.optimizer_s));
+}
+
+TEST_CASE("the store caches probes per host, software and device", "[probe][store]") {
+    test::ScratchDir dir;
+    Store db(dir.file("p.db"), Store::Mode::read_write);
+    const ProbeKey key{"host-a", "tune 1.0", "cpu threads=1"};
+    CHECK(db.cached_probes(key).empty());
+    const std::vector<ProbeRow> rows{{"gemm f32 m=128 n=64 k=64", 1e9, "FLOP/s", 0.02},
+                                     {"bandwidth adamw f32", 5e9, "B/s", 0.03}};
+    db.cache_probes(key, rows);
+    auto back = db.cached_probes(key);
+    std::sort(back.begin(), back.end(), [](const ProbeRow& a, const ProbeRow& b) { return a.probe < b.probe; });
+    CHECK(back == std::vector<ProbeRow>{rows[1], rows[0]});
+    CHECK(db.cached_probes({"host-b", "tune 1.0", "cpu threads=1"}).empty());
+    db.cache_probes(key, std::vector<ProbeRow>{{"bandwidth adamw f32", 6e9, "B/s", 0.03}});  // replaced, not added
+    CHECK(db.cached_probes(key).size() == 2);
+}
+
+TEST_CASE("real peak, baseline and untracked round-trip through the store, per rank", "[store][memory]") {
+    test::ScratchDir dir;
+    Store db(dir.file("r.db"), Store::Mode::read_write);
+    const SweepId sweep = db.open_sweep(test::sample_sweep("s"), false).id;
+    db.add_trials(sweep, std::vector<NewTrial>{{test::sample_config(0), TrialStatus::pending, "", std::nullopt, 0}});
+    auto claimed = db.claim_next_pending(sweep);
+    REQUIRE(claimed);
+    TrialResult r = test::sample_result(claimed->config, 0);
+    r.real_peak = 3000;
+    r.baseline = 200;
+    r.untracked = -5;
+    r.rank_real_peaks = {3000, 2900};
+    r.rank_baselines = {200, 190};
+    r.rank_untracked = {-5, -7};
+    db.record_result(claimed->id, r, "", Timestamp{}, Timestamp{});
+    const auto back = db.trial(claimed->id);
+    REQUIRE(back);
+    CHECK(back->result.real_peak == 3000);
+    CHECK(back->result.baseline == 200);
+    CHECK(back->result.untracked == -5);
+    CHECK(back->result.rank_untracked == std::vector<std::int64_t>{-5, -7});
+    CHECK(back->result.rank_baselines == std::vector<std::uint64_t>{200, 190});
+    // And in the trial's JSON result, under the same names.
+    const nlohmann::json j = r;
+    CHECK(j.at("untracked") == -5);
+    CHECK(j.get<TrialResult>() == r);
+}
