@@ -13,6 +13,9 @@ namespace tune {
 // The bytes a rank may fill: the limit less the margin.
 std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o);
 
+// Bytes per rank a framework profile adds to the gradients (EstimateOptions::fp32_grad_partition_bytes).
+std::uint64_t framework_gradient_bytes(const ModelSpec& model, const TrialConfig& c, const EstimateOptions& o);
+
 // `model` stands in for c.model (a sweep holds one ModelSpec for all its configs).
 Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o = {});
 inline Estimate estimate(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o = {}) {

@@ -52,7 +52,7 @@ std::uint64_t comm_bytes(std::uint64_t numel, const StateSettings& s, bool gathe
 ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
                                  const EstimateOptions& o) {
     const std::uint64_t b = c.micro_batch, s = c.context, t = b * s;
-    const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, heads = m.heads;
+    const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, heads = m.heads;
     const std::uint64_t ab = weight_bytes(c.precision);  // activations share the weights' dtype
 
     ActivationSizes a;
@@ -60,8 +60,8 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
     a.hidden = ab * t * h;
     a.rstd = 4 * t;
     a.probs = o.fused_attention ? 4 * b * heads * s : ab * b * heads * s * s;
-    // x, n1, q, o, x2, n2 (T, h); k, v (T, kv); g, u, m (T, f); two rstd; P.
-    a.kept_none = ab * t * (6 * h + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
+    // x, n1, x2, n2 (T, h); q, o (T, heads * head_dim); k, v (T, kv); g, u, m (T, f); two rstd; P.
+    a.kept_none = ab * t * (4 * h + 2 * q + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
     a.kept = kept_bytes(a, c.checkpointing, o.fused_attention);
     a.scratch = ab * t * (h + std::max(3 * f, 2 * h + 2 * kv));
     a.chunk_rows = std::min(t, std::max<std::uint64_t>(1, kLogitsPerChunk / std::max<std::uint64_t>(m.vocab, 1)));

@@ -32,6 +32,10 @@ struct EstimateOptions {
     double comm_efficiency = 0.8;
     // Fraction of communication hidden behind compute (our engine: none yet).
     double comm_overlap = 0.0;
+
+    // A framework's memory profile (exports/framework.h): bytes per parameter it keeps in
+    // fp32 gradient partitions when gradients are sharded (DeepSpeed ZeRO-2/3: 4), over N ranks.
+    std::uint32_t fp32_grad_partition_bytes = 0;
 };
 
 }  // namespace tune
