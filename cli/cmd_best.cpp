@@ -1,12 +1,16 @@
 // `tune best`: the best measured configuration that meets the constraints, the
-// runners-up, and the `tune trial` command that reproduces it; exit 1 and the
-// reasons when nothing qualifies.
+// runners-up, and the `tune trial` command that reproduces it; then the best
+// predicted among the configurations not measured (an estimate-only sweep has
+// only these); exit 1 and the reasons when nothing qualifies.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/database_path.h"
+#include "cli/emit.h"
 #include "cli/dimension_flags.h"
 #include "reports/text_table.h"
 #include "core/units.h"
@@ -19,7 +23,7 @@ namespace tune::cli {
 namespace {
 
 struct BestOptions {
-    std::string db = "tune.db";
+    DatabaseFlags db;
     std::string sweep;
     std::string max_memory;
     std::uint32_t min_context = 0;
@@ -28,15 +32,13 @@ struct BestOptions {
     std::string by = "tokens_per_s";
     std::size_t top = 5;
     bool json = false;
+    std::string emit;
 };
 
 BestQuery to_query(const BestOptions& o) {
     BestQuery q;
     if (!o.sweep.empty()) q.sweep = o.sweep;
-    if (!o.max_memory.empty()) {
-        q.max_memory = parse_bytes(o.max_memory);
-        if (!q.max_memory) throw ConfigError(fmt::format("--max-memory: '{}' is not a size (e.g. 40GiB)", o.max_memory));
-    }
+    if (!o.max_memory.empty()) q.max_memory = require_bytes(o.max_memory, "--max-memory");
     if (o.min_context) q.min_context = o.min_context;
     if (o.gpus) q.gpus = o.gpus;
     q.equal = o.dims.given();
@@ -46,74 +48,114 @@ BestQuery to_query(const BestOptions& o) {
 }
 
 // The answer's own columns first, then the configuration, then its GPU count.
-std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_front) {
+std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_front, Basis basis) {
+    const bool measured = basis == Basis::measured;
+    const Estimate* e = t.result.estimate ? &*t.result.estimate : nullptr;
+    const double rate = measured ? t.result.tokens_per_s : e->tokens_per_s;
+    const std::uint64_t peak = measured ? t.result.memory.peak : e->memory.peak;
+    const std::optional<double> step = measured ? t.median_step_s : std::optional<double>(e->step_s);
     std::vector<std::string> row{std::to_string(rank),
                                  on_front ? "yes" : "",
                                  t.sweep_name,
                                  std::to_string(t.id),
-                                 fmt::format("{:.0f}", t.result.tokens_per_s),
-                                 format_bytes(t.result.memory.peak),
-                                 t.median_step_s ? fmt::format("{:.3f}", *t.median_step_s) : "-",
-                                 fmt::format("{:.1f}%", t.result.mfu * 100)};
+                                 fmt::format("{:.0f}", rate),
+                                 format_bytes(peak),
+                                 step ? fmt::format("{:.3f}", *step) : "-",
+                                 fmt::format("{:.1f}%", (measured ? t.result.mfu : e->mfu) * 100)};
     for (auto& cell : config_row(t.result.config, {std::to_string(t.result.config.world_size)}))
         row.push_back(std::move(cell));
     return row;
 }
 
 void print_answer(const BestAnswer& a) {
-    std::vector<std::string> header{"#", "front", "sweep", "trial", "tokens/s", "peak", "step s", "MFU"};
+    const bool measured = a.basis == Basis::measured;
+    std::vector<std::string> header{"#", "front", "sweep", "trial"};
+    for (const char* h : {"tokens/s", "peak", "step s", "MFU"}) header.push_back(measured ? h : fmt::format("est. {}", h));
     for (auto& h : config_header({"gpus"})) header.push_back(std::move(h));
     TextTable table(header);
-    for (std::size_t i = 0; i < a.ranked.size(); ++i) table.add_row(row_of(i + 1, a.ranked[i], a.on_front[i]));
-    fmt::print("Best of {} qualifying configurations ({} measured ok; front: on the Pareto front of peak memory\n"
-               "against tokens/s among those that qualify):\n{}\nReproduce the best:\n  {}\n", a.qualifying,
-               a.measured_ok, table.render("  "), trial_command(a.ranked.front().result.config));
+    for (std::size_t i = 0; i < a.ranked.size(); ++i) table.add_row(row_of(i + 1, a.ranked[i], a.on_front[i], a.basis));
+    if (measured)
+        fmt::print("Best of {} qualifying configurations ({} measured ok; front: on the Pareto front of peak memory\n"
+                   "against tokens/s among those that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));
+    else
+        fmt::print("Predicted best of {} qualifying configurations (predicted: estimates only, not measured; {} "
+                   "unmeasured\nconfigurations are predicted to fit; front: on the predicted Pareto front among those "
+                   "that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));
+    fmt::print("Reproduce the best{}:\n  {}\n", measured ? "" : " (predicted; run it to measure it)",
+               trial_command(a.ranked.front().result.config));
 }
 
-void print_none(const BestAnswer& a, bool json) {
-    if (json) {
-        fmt::print("{}\n", dump_json({{"best", nullptr}, {"measured_ok", a.measured_ok}, {"why", a.why_none}}));
-        return;
-    }
-    fmt::print("Nothing qualifies:\n");
+void print_why(const BestAnswer& a, std::string_view title) {
+    fmt::print("{}:\n", title);
     for (const auto& why : a.why_none) fmt::print("  - {}\n", why);
+}
+
+nlohmann::json answer_json(const BestAnswer& a) {
+    if (a.ranked.empty()) return {{"best", nullptr}, {"basis", to_string(a.basis)}, {"why", a.why_none}};
+    auto ranked_json = [&](std::size_t i) {
+        nlohmann::json j = record_json(a.ranked[i]);
+        j["on_front"] = static_cast<bool>(a.on_front[i]);
+        j["basis"] = to_string(a.basis);
+        return j;
+    };
+    nlohmann::json runners = nlohmann::json::array();
+    for (std::size_t i = 1; i < a.ranked.size(); ++i) runners.push_back(ranked_json(i));
+    return {{"best", ranked_json(0)},
+            {"basis", to_string(a.basis)},
+            {"command", trial_command(a.ranked.front().result.config)},
+            {"runners_up", runners},
+            {"qualifying", a.qualifying}};
+}
+
+// The measured answer first (its keys at the top level, as before); the predicted one beside it.
+void print_json(const BestAnswer& measured, const BestAnswer& predicted) {
+    nlohmann::json out = answer_json(measured);
+    out["measured_ok"] = measured.measured_ok;
+    out["predicted"] = answer_json(predicted);
+    fmt::print("{}\n", dump_json(out));
 }
 
 int run_best(const BestOptions& o) {
     const BestQuery query = to_query(o);
-    const Store store = Store::open_reader(o.db);
-    const BestAnswer answer = find_best(store, query);
-    if (answer.ranked.empty()) {
-        print_none(answer, o.json);
-        return kExitNo;
-    }
-    if (!o.json) {
-        print_answer(answer);
+    const Store store = Store::open_reader(reader_database(o.db));
+    const BestAnswer measured = find_best(store, query);
+    const BestAnswer predicted = find_best_predicted(store, query);
+    const bool any = !measured.ranked.empty() || !predicted.ranked.empty();
+    if (!o.emit.empty() && any) {
+        const BestAnswer& a = measured.ranked.empty() ? predicted : measured;
+        print_emit(o.emit, a.ranked.front().result.config,
+                   fmt::format("the best {} configuration: trial {} of sweep {}", to_string(a.basis), a.ranked.front().id,
+                               a.ranked.front().sweep_name));
         return kExitOk;
     }
-    nlohmann::json runners = nlohmann::json::array();
-    auto ranked_json = [&](std::size_t i) {
-        nlohmann::json j = record_json(answer.ranked[i]);
-        j["on_front"] = static_cast<bool>(answer.on_front[i]);
-        return j;
-    };
-    for (std::size_t i = 1; i < answer.ranked.size(); ++i) runners.push_back(ranked_json(i));
-    fmt::print("{}\n", dump_json({{"best", ranked_json(0)},
-                                  {"command", trial_command(answer.ranked.front().result.config)},
-                                  {"runners_up", runners},
-                                  {"qualifying", answer.qualifying},
-                                  {"measured_ok", answer.measured_ok}}));
+    if (o.json) {
+        print_json(measured, predicted);
+        return any ? kExitOk : kExitNo;
+    }
+    if (!any) {
+        print_why(measured, "Nothing qualifies");
+        if (predicted.measured_ok > 0) print_why(predicted, "Nor among the predictions");
+        return kExitNo;
+    }
+    if (!measured.ranked.empty()) print_answer(measured);
+    else print_why(measured, "Nothing measured qualifies");
+    if (!predicted.ranked.empty()) {
+        fmt::print("\n");
+        print_answer(predicted);
+    }
     return kExitOk;
 }
 
 }  // namespace
 
 void add_best_command(CLI::App& app, int& exit_code) {
-    auto* cmd = app.add_subcommand("best", "The best measured configuration that meets the constraints.");
+    auto* cmd = app.add_subcommand("best", "The best configuration that meets the constraints: measured first, then the best predicted\n"
+        "(estimates only, labelled \"predicted\") among the configurations not measured, e.g. of an\n"
+        "estimate-only sweep. Exit 0 when something qualifies, 1 when nothing does.");
     auto o = std::make_shared<BestOptions>();
-    cmd->add_option("--db", o->db, "Results database (default: tune.db)");
+    add_database_flags(cmd, o->db);
     cmd->add_option("--sweep", o->sweep, "Only this sweep (default: every sweep)");
-    cmd->add_option("--max-memory", o->max_memory, "Measured peak per GPU at most this, e.g. 40GiB");
+    cmd->add_option("--max-memory", o->max_memory, "Peak per GPU (measured, or predicted) at most this, e.g. 40GiB (a unit is required)");
     cmd->add_option("--min-context", o->min_context, "Context length at least this");
     cmd->add_option("--gpus", o->gpus, "Exactly this many GPUs (ranks)");
     add_dimension_flags(cmd, o->dims, nullptr, "Only this value: ");
@@ -121,6 +163,7 @@ void add_best_command(CLI::App& app, int& exit_code) {
         ->check(CLI::IsMember({"tokens_per_s", "peak_memory"}));
     cmd->add_option("--top", o->top, "How many to show, the best included (default 5)")->check(CLI::PositiveNumber);
     cmd->add_flag("--json", o->json, "Print JSON");
+    add_emit_flag(cmd, o->emit)->excludes("--json");
     cmd->callback([&exit_code, o] { exit_code = run_best(*o); });
 }
 

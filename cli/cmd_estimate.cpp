@@ -12,9 +12,12 @@
 #include "cli/commands.h"
 #include "cli/dimension_flags.h"
 #include "kernels/device_query.h"
+#include "driver/plan.h"
+#include "exports/framework.h"
+#include "reports/predicted_front.h"
 #include "reports/text_table.h"
 #include "search/estimate.h"
-#include "core/pareto.h"
+#include "search/memory_limit_check.h"
 #include "core/presets.h"
 #include "search/space.h"
 #include "search/spec.h"
@@ -32,9 +35,10 @@ struct EstimateCliOptions {
     std::string device = "h100-80gb";
     std::string memory_limit;
     double margin = 0.05;
-    std::uint32_t cpu_threads = 1;
+    std::uint32_t cpu_threads = 0;  // 0: one (single form), the sweep's own share of the cores (file form)
     std::optional<double> lora_alpha;
     bool json = false;
+    std::string framework;  // a framework's memory profile on top of tune's engine
 };
 
 template <typename T>
@@ -63,17 +67,14 @@ TrialConfig config_from(const EstimateCliOptions& o) {
 EstimateOptions options_from(const EstimateCliOptions& o) {
     EstimateOptions e;
     if (!o.memory_limit.empty())
-        e.memory_limit = parsed(parse_bytes(o.memory_limit), "--memory-limit", o.memory_limit, "a size such as 40GiB");
+        e.memory_limit = require_bytes(o.memory_limit, "--memory-limit");
     e.margin = o.margin;
-    e.cpu_threads = o.cpu_threads;
+    e.cpu_threads = std::max<std::uint32_t>(o.cpu_threads, 1);
+    if (!o.framework.empty()) apply_framework_profile(*parse_framework(o.framework), e);
     return e;
 }
 
 std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
-
-std::string tokens_per_s(double t) {
-    return t >= 1e6 ? fmt::format("{:.2f}M", t / 1e6) : t >= 1e3 ? fmt::format("{:.1f}K", t / 1e3) : fmt::format("{:.1f}", t);
-}
 
 nlohmann::json memory_json(const MemoryBreakdown& m) {
     nlohmann::json j;
@@ -105,7 +106,7 @@ void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate&
                    fmt::format("{:.3f}", static_cast<double>(e.memory.peak) / static_cast<double>(GiB)), "100.0%"});
     fmt::print("{}", table.render("  "));
     fmt::print("  peak phase   {}\n", e.memory.peak_phase);
-    fmt::print("  step time    {:.4g} s    tokens/s {} (all ranks)    MFU {}\n", e.step_s, tokens_per_s(e.tokens_per_s),
+    fmt::print("  step time    {:.4g} s    tokens/s {} (all ranks)    MFU {}\n", e.step_s, short_rate(e.tokens_per_s),
                percent(e.mfu));
     fmt::print("  fits         {} (peak {} {} usable {}: limit less {:.0f}% margin)\n", e.fits ? "yes" : "no",
                format_bytes(e.memory.peak), e.fits ? "<=" : ">", format_bytes(usable), o.margin * 100);
@@ -129,6 +130,8 @@ int run_single(const EstimateCliOptions& opts) {
     const Hardware hw = parsed(find_device(opts.device), "--device", opts.device, device_names());
     if (auto bad = invalid_reason(c)) return report_invalid(c, hw, *bad, opts.json);
     const EstimateOptions o = options_from(opts);
+    if (o.memory_limit)
+        if (auto w = limit_above_device(*o.memory_limit, hw)) fmt::print(stderr, "warning: {}\n", *w);
     const Estimate e = estimate(c, hw, o);
     if (opts.json) {
         nlohmann::json j = estimate_json(c, e);
@@ -143,15 +146,12 @@ int run_single(const EstimateCliOptions& opts) {
 
 // ----------------------------------------------------------- sweep form ----
 
-struct Estimated {
-    const TrialConfig* config;
-    Estimate estimate;
-};
-
 struct SweepEstimates {
     std::uint64_t total = 0, fit = 0, not_fit = 0, invalid = 0;
-    std::vector<Estimated> fitting;
-    std::vector<std::size_t> front;  // indices into fitting, by peak ascending
+    std::vector<const TrialConfig*> configs;  // the valid candidates, with their estimates beside them
+    std::vector<Estimate> estimates;
+    std::vector<PredictedRow> rows;
+    std::vector<std::size_t> front;  // indices into rows (reports/predicted_front: the sweep's rule too)
 };
 
 // "auto" means the GPUs here; without one the spec keeps the cpu preset.
@@ -167,25 +167,18 @@ SweepEstimates estimate_sweep(const SweepSpec& spec, const std::vector<Candidate
                               const EstimateOptions& o) {
     SweepEstimates out;
     out.total = candidates.size();
-    out.fitting.reserve(candidates.size());
+    out.estimates.reserve(candidates.size());
     for (const Candidate& cand : candidates) {
         if (!cand.valid()) {
             ++out.invalid;
             continue;
         }
-        Estimate e = estimate(spec.model, cand.config, spec.hardware, o);
-        if (!e.fits) {
-            ++out.not_fit;
-            continue;
-        }
-        ++out.fit;
-        out.fitting.push_back({&cand.config, std::move(e)});
+        out.configs.push_back(&cand.config);
+        out.estimates.push_back(estimate(spec.model, cand.config, spec.hardware, o));
+        ++(out.estimates.back().fits ? out.fit : out.not_fit);
     }
-    std::vector<ParetoPoint> points;
-    points.reserve(out.fitting.size());
-    for (const Estimated& f : out.fitting)
-        points.push_back({static_cast<double>(f.estimate.memory.peak), f.estimate.tokens_per_s});
-    out.front = pareto_front(points);
+    for (std::size_t i = 0; i < out.configs.size(); ++i) out.rows.push_back({out.configs[i], &out.estimates[i], 0});
+    out.front = predicted_front(out.rows);
     return out;
 }
 
@@ -194,38 +187,28 @@ void print_sweep_text(const SweepSpec& spec, const SweepEstimates& s, const Esti
                spec.model.name, spec.world_size(), spec.hardware.device, to_string(spec.hardware.backend),
                format_bytes(spec.usable_memory()), format_bytes(spec.memory_limit()), o.margin * 100);
     fmt::print("  {} configurations: {} fit, {} do not fit, {} invalid\n", s.total, s.fit, s.not_fit, s.invalid);
-    if (s.front.empty()) {
-        fmt::print("Nothing is predicted to fit, so there is no predicted front.\n");
-        return;
-    }
-    TextTable table(config_header({"est. peak", "phase", "est. tokens/s", "est. MFU", "step"}));
-    for (std::size_t i : s.front) {
-        const TrialConfig& c = *s.fitting[i].config;
-        const Estimate& e = s.fitting[i].estimate;
-        table.add_row(config_row(c, {format_bytes(e.memory.peak), e.memory.peak_phase, tokens_per_s(e.tokens_per_s),
-                                     percent(e.mfu), fmt::format("{:.3g}s", e.step_s)}));
-    }
-    fmt::print("Predicted Pareto front (peak memory per rank vs tokens/s, {} configurations):\n{}", s.front.size(),
-               table.render("  "));
+    fmt::print("{}", predicted_front_text(s.rows, s.front));
 }
 
 void print_sweep_json(const SweepSpec& spec, const SweepEstimates& s) {
     nlohmann::json front = nlohmann::json::array();
-    for (std::size_t i : s.front) front.push_back(estimate_json(*s.fitting[i].config, s.fitting[i].estimate));
+    for (std::size_t i : s.front) front.push_back(estimate_json(*s.rows[i].config, *s.rows[i].estimate));
     const nlohmann::json out{{"file", spec.path.string()},  {"device", spec.hardware.device},
                              {"usable_memory", spec.usable_memory()}, {"combinations", s.total},
                              {"fit", s.fit},                {"not_fit", s.not_fit},
-                             {"invalid", s.invalid},        {"front", front}};
+                             {"invalid", s.invalid},        {"basis", "predicted"}, {"front", front}};
     fmt::print("{}\n", out.dump(2));
 }
 
 int run_sweep(const EstimateCliOptions& opts) {
     SweepSpec spec = load_sweep(opts.file);
     resolve_device(spec);
-    EstimateOptions o;
-    o.memory_limit = spec.memory_limit();
-    o.margin = spec.margin;
-    o.cpu_threads = opts.cpu_threads;
+    if (spec.memory_limit_setting)
+        if (auto w = limit_above_device(*spec.memory_limit_setting, spec.hardware)) fmt::print(stderr, "warning: {}\n", *w);
+    // The options the sweep itself estimates with, so both print the same front.
+    EstimateOptions o = base_estimate_options(spec);
+    if (opts.cpu_threads != 0) o.cpu_threads = opts.cpu_threads;
+    if (!opts.framework.empty()) apply_framework_profile(*parse_framework(opts.framework), o);
     const std::vector<Candidate> candidates = expand_space(spec);
     const SweepEstimates s = estimate_sweep(spec, candidates, o);
     if (opts.json) print_sweep_json(spec, s);
@@ -252,9 +235,14 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--device", opts->device, "Device preset (tune presets)")->capture_default_str();
     cmd->add_option("--memory-limit", opts->memory_limit, "Bytes per rank, e.g. 40GiB (default: the device's memory)");
     cmd->add_option("--margin", opts->margin, "Fraction of the limit kept free")->capture_default_str()->check(CLI::Range(0.0, 0.99));
-    cmd->add_option("--cpu-threads", opts->cpu_threads, "OpenMP threads per rank on the CPU backend")->capture_default_str()
+    cmd->add_option("--cpu-threads", opts->cpu_threads,
+                    "OpenMP threads per rank on the CPU backend (default: 1; for a sweep file, what the sweep uses)")
         ->check(CLI::PositiveNumber);
     cmd->add_flag("--json", opts->json, "Print JSON instead of tables");
+    cmd->add_option("--framework", opts->framework,
+                    "Add a framework's known memory on top of tune's engine (deepspeed: ZeRO-2/3 keep fp32 gradient "
+                    "partitions, +4 bytes per parameter / N)")
+        ->check(CLI::IsMember(std::vector<std::string>(kFrameworkNames.begin(), kFrameworkNames.end())));
     cmd->callback([opts, &exit_code] { exit_code = opts->file.empty() ? run_single(*opts) : run_sweep(*opts); });
 }
 

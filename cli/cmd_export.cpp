@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/database_path.h"
+#include "cli/emit.h"
 #include "core/dimensions.h"
 #include "reports/accuracy.h"
 #include "reports/text_table.h"
@@ -16,9 +18,11 @@ namespace tune::cli {
 namespace {
 
 struct ExportOptions {
-    std::string db = "tune.db";
+    DatabaseFlags db;
     std::string sweep;
     std::string format;
+    std::int64_t trial = 0;  // --trial N with --emit
+    std::string emit;
 };
 
 // Quoted when it holds a separator, a quote or a line break; quotes doubled.
@@ -96,13 +100,27 @@ void print_csv_line(const std::vector<std::string>& fields) {
     fmt::print("{}\n", line);
 }
 
+// `--trial N --emit FRAMEWORK`: one stored configuration for a framework.
+int run_emit(const ExportOptions& o, const Store& store) {
+    if (o.trial <= 0) throw ConfigError("--emit needs --trial N (the trial id, as `tune best` and `tune list` show)");
+    const auto t = store.trial(o.trial);
+    if (!t) throw ConfigError(fmt::format("no trial {} in {}", o.trial, store.path()));
+    print_emit(o.emit, t->result.config,
+               fmt::format("trial {} of sweep {} ({})", t->id, t->sweep_name,
+                           t->measured ? "measured " + std::string(to_string(t->result.status)) : "not measured"));
+    return kExitOk;
+}
+
 int run_export(const ExportOptions& o) {
-    const Store store = Store::open_reader(o.db);
+    const std::string db = reader_database(o.db);
+    const Store store = Store::open_reader(db);
+    if (!o.emit.empty()) return run_emit(o, store);
+    if (o.format.empty()) throw ConfigError("--format is required (csv or json), or --trial N --emit FRAMEWORK");
     TrialQuery query{std::nullopt, std::nullopt, true, o.format == "json"};
     std::vector<SweepSummary> sweeps = store.sweeps();
     if (!o.sweep.empty()) {
         auto found = store.find_sweep(o.sweep);
-        if (!found) throw ConfigError(fmt::format("no sweep named '{}' in {}", o.sweep, o.db));
+        if (!found) throw ConfigError(fmt::format("no sweep named '{}' in {}", o.sweep, db));
         query.sweep = found->id;
         sweeps = {*found};
     }
@@ -124,9 +142,11 @@ int run_export(const ExportOptions& o) {
 void add_export_command(CLI::App& app, int& exit_code) {
     auto* cmd = app.add_subcommand("export", "Every trial with its estimates and measurements, as CSV or JSON.");
     auto o = std::make_shared<ExportOptions>();
-    cmd->add_option("--db", o->db, "Results database (default: tune.db)");
+    add_database_flags(cmd, o->db);
     cmd->add_option("--sweep", o->sweep, "Only this sweep (default: every sweep)");
-    cmd->add_option("--format", o->format, "csv or json")->required()->check(CLI::IsMember({"csv", "json"}));
+    cmd->add_option("--format", o->format, "csv or json")->check(CLI::IsMember({"csv", "json"}));
+    cmd->add_option("--trial", o->trial, "With --emit: the trial to write for a framework");
+    add_emit_flag(cmd, o->emit)->excludes("--format");
     cmd->callback([&exit_code, o] { exit_code = run_export(*o); });
 }
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/database_path.h"
 #include "reports/html_report.h"
 #include "reports/report_error.h"
 #include "reports/text_report.h"
@@ -20,7 +21,7 @@ namespace tune::cli {
 namespace {
 
 struct ReportOptions {
-    std::string db = "tune.db";
+    DatabaseFlags db;
     std::vector<std::string> sweeps;
     std::vector<std::string> compare;
     std::string output = "report.html";
@@ -34,7 +35,7 @@ Store open_database(const std::string& path) {
 }
 
 int run_report(const ReportOptions& o) {
-    const Store store = open_database(o.db);
+    const Store store = open_database(reader_database(o.db));
     const std::vector<std::string>& names = o.compare.empty() ? o.sweeps : o.compare;
     if (o.format == "text") {
         fmt::print("{}", text_report(store, names));
@@ -57,7 +58,7 @@ void add_report_command(CLI::App& app, int& exit_code) {
     auto* cmd = app.add_subcommand("report",
                                    "Write a self-contained HTML report (or print text tables) of one or more sweeps.\n"
                                    "With several sweeps, each is compared against the first.");
-    cmd->add_option("--db", opts->db, "Results database")->capture_default_str();
+    add_database_flags(cmd, opts->db);
     auto* sweep = cmd->add_option("--sweep", opts->sweeps, "Sweep to report; repeat for a comparison (default: the latest)");
     auto* compare = cmd->add_option("--compare", opts->compare, "Compare two sweeps: --compare A B")->expected(2);
     compare->excludes(sweep);

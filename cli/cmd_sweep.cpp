@@ -12,12 +12,15 @@
 #include "build_info.h"
 #include "cli/commands.h"
 #include "cli/device_query_child.h"
+#include "cli/database_path.h"
 #include "reports/html_report.h"
 #include "reports/output_file.h"
+#include "reports/predicted_front.h"
 #include "reports/text_table.h"
 #include "driver/makespan.h"
 #include "driver/sweep.h"
 #include "search/estimate.h"
+#include "search/memory_limit_check.h"
 #include "core/pareto.h"
 #include "core/presets.h"
 #include "core/units.h"
@@ -101,20 +104,11 @@ void print_measured_front(const Store& store, SweepId sweep) {
                table.render("  "));
 }
 
+// The estimator's front of what was not measured (reports/predicted_front: `tune estimate FILE` prints the same).
 void print_predicted_front(const Store& store, SweepId sweep) {
-    const auto pending = store.trials({sweep, TrialStatus::pending, false, false});
-    std::vector<std::optional<ParetoPoint>> points;
-    for (const TrialRecord& t : pending) points.push_back(predicted_point(t.result));
-    std::vector<const TrialRecord*> front;
-    for (std::size_t i : front_of(points)) front.push_back(&pending[i]);
-    TextTable table(config_header({"est. peak", "est. tokens/s", "est. MFU"}));
-    for (const TrialRecord* t : front) {
-        const TrialConfig& c = t->result.config;
-        const Estimate& e = *t->result.estimate;
-        table.add_row(config_row(c, {format_bytes(e.memory.peak), fmt::format("{:.0f}", e.tokens_per_s),
-                                     fmt::format("{:.1f}%", e.mfu * 100)}));
-    }
-    fmt::print("Predicted Pareto front (estimates only, {} configurations):\n{}", front.size(), table.render("  "));
+    const auto trials = store.trials({sweep, std::nullopt, false, false});
+    const auto rows = predicted_rows(trials);
+    fmt::print("{}", predicted_front_text(rows, predicted_front(rows)));
 }
 
 void print_counts(const SweepReport& r) {
@@ -140,9 +134,11 @@ int print_plan(const SweepSpec& spec, const SweepEnvironment& env, std::uint32_t
 int run(SweepCliOptions& o) {
     SweepSpec spec = load_sweep(o.file);
     const SweepEnvironment env = detect(spec);
+    if (spec.memory_limit_setting)
+        if (auto w = limit_above_device(*spec.memory_limit_setting, spec.hardware)) fmt::print(stderr, "warning: {}\n", *w);
     if (o.plan_only) return print_plan(spec, env, o.nodes);
     SweepOptions options;
-    options.database = o.database;
+    options.database = sweep_database(spec, o.database);
     options.dry_run = o.dry_run;
     if (o.max_trials > 0) options.max_trials = o.max_trials;
     if (!o.strategy.empty()) options.strategy = parse_strategy(o.strategy);  // the flag allows only the names
@@ -193,7 +189,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
         "`tune FILE.toml` is the same as `tune sweep FILE.toml`. Re-running resumes; Ctrl-C once lets the\n"
         "running trial finish, twice stops it (it runs again on resume). Exit 0 when done, 130 when interrupted.");
     cmd->add_option("file", o->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();
-    cmd->add_option("--db", o->database, "Results database (default: the sweep's [output] database)");
+    cmd->add_option("--db", o->database, "Results database (default: the sweep's [output] database, relative to the file, else $TUNE_DB, else tune.db)");
     cmd->add_flag("--dry-run", o->dry_run, "Estimate and record every configuration, run nothing");
     cmd->add_option("--max-trials", o->max_trials, "Run at most this many trials now (0: no limit)")
         ->check(CLI::NonNegativeNumber);

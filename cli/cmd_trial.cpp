@@ -59,9 +59,7 @@ ModelSpec model_named(const std::string& name) {
 void apply_settings(const TrialFlags& o, const Given& given, TrialConfig& c) {
     o.dims.apply(c);
     if (given("--memory-limit")) {
-        auto bytes = parse_bytes(o.memory_limit);
-        if (!bytes) throw ConfigError(fmt::format("--memory-limit: cannot read \"{}\" as a size", o.memory_limit));
-        c.memory_limit = *bytes;
+        c.memory_limit = require_bytes(o.memory_limit, "--memory-limit");
     }
     if (given("--gpus")) c.world_size = o.gpus;
     if (given("--steps")) c.steps = o.steps;

@@ -12,11 +12,11 @@
 namespace tune {
 namespace {
 
-// Exact and short: "64GiB" when it divides, else plain bytes (parse_bytes reads both).
+// Exact and short: "64GiB" when it divides, else bytes with their unit (parse_bytes reads both).
 std::string exact_bytes(std::uint64_t bytes) {
     if (bytes % GiB == 0) return fmt::format("{}GiB", bytes / GiB);
     if (bytes % MiB == 0) return fmt::format("{}MiB", bytes / MiB);
-    return std::to_string(bytes);
+    return fmt::format("{}B", bytes);
 }
 
 bool is_preset(const ModelSpec& m) {

@@ -55,12 +55,28 @@ void to_json(json& j, const ModelSpec& m) {
              {"layers", m.layers}, {"heads", m.heads},     {"kv_heads", m.kv_heads},
              {"ffn", m.ffn},     {"max_context", m.max_context}, {"rms_norm_eps", m.rms_norm_eps},
              {"rope_theta", m.rope_theta}};
+    // Written only when set, so every configuration stored before these existed keeps its hash.
+    if (m.head_dim_setting) j["head_dim"] = m.head_dim_setting;
+    if (m.tied_embeddings) j["tied_embeddings"] = true;
+    if (m.qkv_bias) j["qkv_bias"] = true;
+    if (m.o_bias) j["o_bias"] = true;
+    if (m.mlp_bias) j["mlp_bias"] = true;
+    if (m.sliding_window) j["sliding_window"] = m.sliding_window;
+    if (!m.rope_scaling.empty()) j["rope_scaling"] = m.rope_scaling;
 }
 
 void from_json(const json& j, ModelSpec& m) {
     check_keys(j, "model",
                {"name", "vocab", "hidden", "layers", "heads", "kv_heads", "ffn", "max_context", "rms_norm_eps",
-                "rope_theta"});
+                "rope_theta", "head_dim", "tied_embeddings", "qkv_bias", "o_bias", "mlp_bias", "sliding_window",
+                "rope_scaling"});
+    read(j, "head_dim", m.head_dim_setting);
+    read(j, "tied_embeddings", m.tied_embeddings);
+    read(j, "qkv_bias", m.qkv_bias);
+    read(j, "o_bias", m.o_bias);
+    read(j, "mlp_bias", m.mlp_bias);
+    read(j, "sliding_window", m.sliding_window);
+    read(j, "rope_scaling", m.rope_scaling);
     read(j, "name", m.name);
     read(j, "vocab", m.vocab);
     read(j, "hidden", m.hidden);

@@ -111,15 +111,29 @@ struct ModelSpec {
     std::uint64_t max_context = 0;
     double rms_norm_eps = 1e-5;
     double rope_theta = 10000.0;
+    // Hugging Face fields beyond the Llama shape (search/hf_config.cpp reads them). The
+    // estimator counts each; the trainer refuses a trial that needs one it cannot run
+    // (harness/hf_model.h: trainer_unsupported), naming the field.
+    std::uint64_t head_dim_setting = 0;  // head_dim when it is not hidden/heads (Mistral-Nemo); 0: hidden/heads
+    bool tied_embeddings = false;        // tie_word_embeddings: the LM head is the embedding matrix
+    bool qkv_bias = false;               // biases on q, k, v (attention_bias; always in Qwen2)
+    bool o_bias = false;                 // a bias on o (attention_bias in Llama and Mistral)
+    bool mlp_bias = false;               // biases on gate, up, down (mlp_bias)
+    std::uint64_t sliding_window = 0;    // attention window in tokens; 0: full causal attention
+    std::string rope_scaling{};          // rope_scaling as written ("llama3 factor 8"); empty: none
 
-    std::uint64_t head_dim() const { return hidden / heads; }
+    std::uint64_t head_dim() const { return head_dim_setting != 0 ? head_dim_setting : hidden / heads; }
+    std::uint64_t q_dim() const { return heads * head_dim(); }
     std::uint64_t kv_dim() const { return kv_heads * head_dim(); }
-    // q, k, v, o + gate, up, down + two RMSNorm weight vectors.
+    std::uint64_t layer_bias_params() const {
+        return (qkv_bias ? q_dim() + 2 * kv_dim() : 0) + (o_bias ? hidden : 0) + (mlp_bias ? 2 * ffn + hidden : 0);
+    }
+    // q, k, v, o + gate, up, down + two RMSNorm weight vectors + biases.
     std::uint64_t layer_params() const {
-        return hidden * hidden * 2 + hidden * kv_dim() * 2 + 3 * hidden * ffn + 2 * hidden;
+        return hidden * q_dim() * 2 + hidden * kv_dim() * 2 + 3 * hidden * ffn + 2 * hidden + layer_bias_params();
     }
     std::uint64_t embedding_params() const { return vocab * hidden; }
-    std::uint64_t head_params() const { return vocab * hidden; }  // untied LM head
+    std::uint64_t head_params() const { return tied_embeddings ? 0 : vocab * hidden; }  // tied: shared with the embedding
     // embedding + layers + final norm + head, exactly.
     std::uint64_t param_count() const {
         return embedding_params() + layers * layer_params() + hidden + head_params();

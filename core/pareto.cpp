@@ -65,8 +65,13 @@ std::optional<ParetoPoint> measured_point(const TrialResult& r) {
 }
 
 std::optional<ParetoPoint> predicted_point(const TrialResult& r) {
-    if (!r.estimate || !r.estimate->fits || !std::isfinite(r.estimate->tokens_per_s)) return std::nullopt;
-    return ParetoPoint{static_cast<double>(r.estimate->memory.peak), r.estimate->tokens_per_s};
+    if (!r.estimate) return std::nullopt;
+    return predicted_point(*r.estimate);
+}
+
+std::optional<ParetoPoint> predicted_point(const Estimate& e) {
+    if (!e.fits || !std::isfinite(e.tokens_per_s)) return std::nullopt;
+    return ParetoPoint{static_cast<double>(e.memory.peak), e.tokens_per_s};
 }
 
 std::vector<std::size_t> front_of(std::span<const std::optional<ParetoPoint>> points) {

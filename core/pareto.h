@@ -36,6 +36,7 @@ std::vector<std::uint32_t> pareto_ranks(std::span<const ParetoPoint> points);
 // estimate that fits the usable memory (a front never shows what does not fit).
 std::optional<ParetoPoint> measured_point(const TrialResult& r);
 std::optional<ParetoPoint> predicted_point(const TrialResult& r);
+std::optional<ParetoPoint> predicted_point(const Estimate& e);
 
 // Indices of the entries that have a point and are on its front, memory ascending.
 std::vector<std::size_t> front_of(std::span<const std::optional<ParetoPoint>> points);

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/config_error.h"
+
 namespace tune {
 namespace {
 
@@ -40,8 +42,8 @@ std::optional<std::uint64_t> parse_bytes(std::string_view text) {
     if (!parsed) return std::nullopt;
     auto [value, unit] = *parsed;
     struct Unit { std::string_view name; double scale; };
-    static constexpr std::array<Unit, 11> units{{
-        {"", 1}, {"B", 1},
+    static constexpr std::array<Unit, 10> units{{
+        {"B", 1},
         {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
         {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1024.0},
     }};
@@ -54,6 +56,21 @@ std::optional<std::uint64_t> parse_bytes(std::string_view text) {
         }
     }
     return std::nullopt;
+}
+
+std::string size_problem(std::string_view text) {
+    const std::string_view t = trim(text);
+    if (auto parsed = split_number(t); parsed && parsed->second.empty()) {
+        const bool whole = t.find_first_not_of("0123456789") == std::string_view::npos;
+        return whole ? fmt::format("{}: add a unit, e.g. {}GiB (or {}B for bytes)", t, t, t)
+                     : fmt::format("{}: add a unit, e.g. {}GiB", t, t);
+    }
+    return fmt::format("'{}' is not a size; write e.g. 40GiB, 512MiB or 80GB", t);
+}
+
+std::uint64_t require_bytes(std::string_view text, std::string_view where) {
+    if (auto bytes = parse_bytes(text)) return *bytes;
+    throw ConfigError(fmt::format("{}: {}", where, size_problem(text)));
 }
 
 std::optional<double> parse_duration(std::string_view text) {

@@ -10,8 +10,16 @@
 
 namespace tune {
 
-// Returns nullopt when the text is not a size; the caller owns the error message.
+// Returns nullopt when the text is not a size; the caller owns the error message
+// (size_problem writes it). A size has a unit: a bare "40" is refused, since
+// nobody means 40 bytes, and "4096B" says bytes when bytes are meant.
 std::optional<std::uint64_t> parse_bytes(std::string_view text);
+
+// Why `text` is not a size, with the fix: "40: add a unit, e.g. 40GiB".
+std::string size_problem(std::string_view text);
+
+// parse_bytes, or a ConfigError "<where>: <size_problem>" (where: "--max-memory").
+std::uint64_t require_bytes(std::string_view text, std::string_view where);
 
 // Seconds from "90", "90s", "10m", "1.5h", "2d". nullopt when not a duration.
 std::optional<double> parse_duration(std::string_view text);

@@ -105,21 +105,23 @@ std::optional<Invalidity> lora_problem(const TrialConfig& c) {
 
 std::optional<std::uint64_t> checked_param_count(const ModelSpec& m) {
     if (m.heads == 0) return std::nullopt;
-    const Wide h = m.hidden, kv = Wide{m.kv_heads} * (m.hidden / m.heads);
-    const Wide layer = h * h * 2 + h * kv * 2 + 3 * h * m.ffn + 2 * h;
-    const Wide total = 2 * Wide{m.vocab} * h + layer * m.layers + h;
+    const Wide h = m.hidden, d = m.head_dim_setting != 0 ? m.head_dim_setting : m.hidden / m.heads;
+    const Wide q = Wide{m.heads} * d, kv = Wide{m.kv_heads} * d;
+    const Wide bias = (m.qkv_bias ? q + 2 * kv : 0) + (m.o_bias ? h : 0) + (m.mlp_bias ? 2 * Wide{m.ffn} + h : 0);
+    const Wide layer = h * q * 2 + h * kv * 2 + 3 * h * m.ffn + 2 * h + bias;
+    const Wide total = (m.tied_embeddings ? 1 : 2) * Wide{m.vocab} * h + layer * m.layers + h;
     if (total > Wide{~std::uint64_t{0}}) return std::nullopt;
     return static_cast<std::uint64_t>(total);
 }
 
 std::optional<Invalidity> model_problem(const ModelSpec& m) {
     if (auto bad = model_bounds(m)) return bad;
-    if (m.hidden % m.heads != 0)
+    if (m.head_dim_setting == 0 && m.hidden % m.heads != 0)
         return shape(fmt::format("hidden ({}) must be divisible by heads ({})", m.hidden, m.heads));
     if (m.heads % m.kv_heads != 0)
         return shape(fmt::format("heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
     if (m.head_dim() % 2 != 0)
-        return shape(fmt::format("head dimension hidden/heads = {} must be even for RoPE", m.head_dim()));
+        return shape(fmt::format("head dimension {} must be even for RoPE", m.head_dim()));
     // Weights, gradients and optimizer states are at most 16 bytes per parameter.
     const std::optional<std::uint64_t> params = checked_param_count(m);
     if (!params || Wide{*params} * 16 > kMaxBytes)

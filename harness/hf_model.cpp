@@ -23,7 +23,26 @@ std::vector<std::int64_t> hf_shape(const TensorView& t) {
     return {t.cols};
 }
 
+std::string cannot(std::string_view what) {
+    return fmt::format("{}: tune's trainer cannot run this yet (the estimator counts it; estimate with "
+                       "`tune estimate`, or train with a framework: `tune best --emit ...`)", what);
+}
+
 }  // namespace
+
+std::optional<std::string> trainer_unsupported(const TrialConfig& c) {
+    const ModelSpec& m = c.model;
+    if (m.head_dim_setting != 0)
+        return cannot(fmt::format("head_dim {} is not hidden_size/num_attention_heads", m.head_dim_setting));
+    if (m.qkv_bias || m.o_bias) return cannot("attention_bias (biases on q, k, v or o, as in Qwen2)");
+    if (m.mlp_bias) return cannot("mlp_bias (biases on gate, up, down)");
+    if (m.tied_embeddings) return cannot("tie_word_embeddings = true (one matrix for the embedding and the LM head)");
+    if (!m.rope_scaling.empty()) return cannot(fmt::format("rope_scaling ({})", m.rope_scaling));
+    if (m.sliding_window != 0 && m.sliding_window < c.context)
+        return cannot(fmt::format("sliding_window {} is shorter than the context {} (the trainer attends to all of it)",
+                                  m.sliding_window, c.context));
+    return std::nullopt;
+}
 
 ModelSpec load_hf_config(const std::filesystem::path& dir) {
     // One reader of config.json for sweeps and trials, with one set of checks on its values.

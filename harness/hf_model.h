@@ -4,6 +4,8 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include "harness/model_state.h"
 #include "harness/param_layout.h"
@@ -15,6 +17,11 @@ namespace tune::harness {
 // num_key_value_heads (default: heads), vocab_size, rms_norm_eps (1e-6),
 // rope_theta (10000), max_position_embeddings. Errors name the file and key.
 ModelSpec load_hf_config(const std::filesystem::path& dir);
+
+// Why the trainer cannot run `c`'s model, naming the Hugging Face field
+// (head_dim, attention_bias, mlp_bias, tie_word_embeddings, rope_scaling,
+// sliding_window); nullopt when it can. The estimator counts all of them.
+std::optional<std::string> trainer_unsupported(const TrialConfig& c);
 
 // Every tensor the layout names must be present with its shape, and nothing
 // else; errors list the missing, extra and mis-shaped tensors.

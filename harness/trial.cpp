@@ -279,6 +279,7 @@ void check_gpu_for_rank(int local_rank, int world_size) {
 
 void check_runnable(const TrialConfig& c) {
     if (auto bad = invalid_reason(c)) throw InvalidTrial(bad->reason);
+    if (auto field = harness::trainer_unsupported(c)) throw InvalidTrial(*field);
 }
 
 double step_flops(const TrialConfig& c) {

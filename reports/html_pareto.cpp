@@ -54,7 +54,7 @@ HtmlTable front_table(const SweepData& sweep) {
 }  // namespace
 
 void write_pareto_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix) {
-    open_section(html, prefix + "pareto", "Pareto front: peak memory against throughput");
+    open_section(html, prefix + "pareto", "Pareto front (measured): peak memory against throughput");
     const auto plotted = plotted_trials(sweep, kMaxScatterPoints);
     std::size_t ok = 0;
     for (const auto& t : sweep.trials) ok += t.result.status == TrialStatus::ok && t.measured;
@@ -67,7 +67,7 @@ void write_pareto_section(HtmlWriter& html, PageData& page, const SweepData& swe
                                plotted.size(), ok);
     write_chart(html, page, prefix + "pareto-chart", pareto_spec(sweep), caption);
     html.element("h3", "Pareto-optimal configurations");
-    front_table(sweep).write(html, prefix + "front-table", false, "No trial finished, so there is no front yet.");
+    front_table(sweep).write(html, prefix + "front-table", false, "No trial was measured ok, so there is no measured front; see the predicted front below.");
     html.close("section");
 }
 

@@ -46,6 +46,7 @@ void write_nav(HtmlWriter& html, std::span<const SweepData> sweeps) {
         const std::string p = fmt::format("s{}-", i);
         const std::string suffix = sweeps.size() > 1 ? " (" + sweeps[i].name() + ")" : "";
         link(p + "pareto", "Pareto front" + suffix);
+        link(p + "predicted", "predicted front" + suffix);
         link(p + "breakdown", "memory breakdown" + suffix);
         link(p + "accuracy", "estimator accuracy" + suffix);
         link(p + "effects", "dimensions" + suffix);
@@ -59,6 +60,7 @@ void write_sweep(HtmlWriter& html, PageData& page, const SweepData& sweep, std::
     html.open("article", {{"id", fmt::format("s{}", index)}, {"class", "sweep"}});
     if (several) html.element("h2", "Sweep " + sweep.name(), {{"class", "sweep-title"}});
     write_pareto_section(html, page, sweep, p);
+    write_predicted_section(html, page, sweep, p);
     write_breakdown_section(html, page, sweep, p);
     write_accuracy_section(html, page, sweep, p);
     write_effects_section(html, page, sweep, p);

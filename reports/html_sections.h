@@ -23,6 +23,8 @@ void write_overview_section(HtmlWriter& html, std::span<const SweepData> sweeps)
 void write_funnel_section(HtmlWriter& html, std::span<const SweepData> sweeps);
 
 void write_pareto_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
+// The predicted front of the configurations not measured, labelled "predicted".
+void write_predicted_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
 void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& sweep,
                              const std::string& prefix);
 void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& sweep,

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "core/config_error.h"
 #include "core/pareto.h"
+#include "reports/predicted_front.h"
 #include "store/store.h"
 
 namespace tune {
@@ -33,6 +35,15 @@ std::vector<std::size_t> front_indices(const SweepData& data) {
     return front_of(points);
 }
 
+std::vector<std::size_t> predicted_front_indices(const SweepData& data) {
+    const std::vector<PredictedRow> rows = predicted_rows(data.trials);
+    std::unordered_map<TrialId, std::size_t> index;
+    for (std::size_t i = 0; i < data.trials.size(); ++i) index.emplace(data.trials[i].id, i);
+    std::vector<std::size_t> out;
+    for (std::size_t i : predicted_front(rows)) out.push_back(index.at(rows[i].trial));
+    return out;
+}
+
 }  // namespace
 
 SweepData load_sweep_data(const Store& store, std::string_view name) {
@@ -46,6 +57,7 @@ SweepData load_sweep_data(const Store& store, std::string_view name) {
     query.with_memory = true;
     data.trials = store.trials(query);
     data.front = front_indices(data);
+    data.predicted_front = predicted_front_indices(data);
     data.memory_limit = memory_limit_of(data);
     return data;
 }

@@ -1,6 +1,6 @@
 // One sweep as the reports see it: its record and status counts, every trial
 // with its per-component memory, and which trials form the measured Pareto
-// front. Loaded once per report; every section reads from it.
+// front and the predicted one. Loaded once per report; every section reads from it.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,9 @@ struct SweepData {
     SweepSummary summary;
     std::vector<TrialRecord> trials;  // by trial id
     std::vector<std::size_t> front;   // indices into `trials`, by increasing peak memory
+    // The predicted front of the trials not measured (reports/predicted_front's rule):
+    // indices into `trials`, by increasing predicted peak; every one predicted to fit.
+    std::vector<std::size_t> predicted_front;
     std::uint64_t memory_limit = 0;   // per device: the trials' allocator limit, else the device's memory
 
     const std::string& name() const { return summary.record.name; }

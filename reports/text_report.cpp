@@ -6,6 +6,7 @@
 #include "reports/comparison.h"
 #include "reports/funnel.h"
 #include "reports/makespan_text.h"
+#include "reports/predicted_front.h"
 #include "reports/report_format.h"
 #include "reports/text_table.h"
 #include "core/units.h"
@@ -25,7 +26,7 @@ std::string funnel_text(const SweepData& sweep) {
 }
 
 std::string front_text(const SweepData& sweep) {
-    if (sweep.front.empty()) return "  no trial finished, so there is no front yet\n";
+    if (sweep.front.empty()) return "  no trial was measured ok, so there is no measured front\n";
     TextTable t({"trial", "configuration", "peak", "tokens/s", "MFU", "est. peak", "est. tokens/s"});
     for (auto i : sweep.front) {
         const TrialRecord& r = sweep.trials[i];
@@ -35,6 +36,19 @@ std::string front_text(const SweepData& sweep) {
                    e ? format_bytes(e->memory.peak) : "-", e ? rate_text(e->tokens_per_s) : "-"});
     }
     return t.render("  ");
+}
+
+// The estimator's front of what was not measured, after the measured one.
+std::string predicted_text(const SweepData& sweep) {
+    std::vector<PredictedRow> rows;
+    std::vector<std::size_t> front;
+    for (std::size_t i : sweep.predicted_front) {
+        const TrialRecord& t = sweep.trials[i];
+        front.push_back(rows.size());
+        rows.push_back({&t.result.config, &*t.result.estimate, t.id});
+    }
+    if (rows.empty()) return "Predicted Pareto front: no configuration left unmeasured is predicted to fit\n";
+    return predicted_front_text(rows, front);
 }
 
 void add_error_row(TextTable& t, const std::string& quantity, const ErrorSummary& s) {
@@ -64,7 +78,9 @@ std::string sweep_text(const SweepData& sweep) {
                                   r.host.empty() ? "unknown host" : r.host, format_bytes(sweep.memory_limit));
     out += fmt::format("makespan {}\n", makespan_text(sweep));
     out += "\nfunnel\n" + funnel_text(sweep);
-    out += fmt::format("\nPareto front ({} configurations, peak memory vs tokens/s)\n", sweep.front.size()) + front_text(sweep);
+    out += fmt::format("\nPareto front (measured: {} configurations, peak memory vs tokens/s)\n", sweep.front.size()) +
+           front_text(sweep);
+    out += "\n" + predicted_text(sweep);
     out += "\nestimator error ((estimated - measured) / measured)\n" + accuracy_text(sweep);
     return out;
 }

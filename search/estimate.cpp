@@ -1,5 +1,9 @@
 #include "search/estimate.h"
 
+#include <algorithm>
+
+#include "core/zero_plan.h"
+
 namespace tune {
 
 std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
@@ -10,13 +14,22 @@ std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const Estim
 std::uint64_t limited_bytes(const MemoryBreakdown& m, const Hardware& hw) {
     const std::uint64_t outside = hw.backend == BackendKind::cpu ? m[Component::overhead] : 0;
     return m.peak > outside ? m.peak - outside : 0;
+std::uint64_t framework_gradient_bytes(const ModelSpec& model, const TrialConfig& c, const EstimateOptions& o) {
+    if (o.fp32_grad_partition_bytes == 0 || !zero_plan(c.zero_stage).shards_gradients || c.precision == Precision::fp32)
+        return 0;
+    return std::uint64_t{o.fp32_grad_partition_bytes} * model.param_count() / std::max<std::uint32_t>(c.world_size, 1);
 }
 
 Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
-    const StepMemory memory = step_memory(model, c, hw, o);
+    StepMemory memory = step_memory(model, c, hw, o);
     const StepTime time = step_time(model, c, hw, o);
     Estimate e;
     e.memory = breakdown_at_peak(memory);
+    // A framework's fp32 gradient partitions live through the whole step: they add to every phase's peak.
+    const std::uint64_t framework = framework_gradient_bytes(model, c, o);
+    e.memory[Component::grads] += framework;
+    e.memory.peak += framework;
+    memory.peak += framework;
     e.step_s = time.step_s;
     e.tokens_per_s = time.tokens_per_s;
     e.mfu = time.mfu;

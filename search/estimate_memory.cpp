@@ -99,7 +99,7 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
 ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
                                  const EstimateOptions&) {
     const std::uint64_t b = c.micro_batch, s = c.context, t = b * s;
-    const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, heads = m.heads;
+    const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, heads = m.heads;
     const std::uint64_t ab = weight_bytes(c.precision);  // activations share the weights' dtype
 
     ActivationSizes a;
@@ -108,8 +108,8 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
     a.rstd = 4 * t;
     const bool flash = c.attention == Attention::flash;
     a.probs = flash ? 4 * b * heads * s : ab * b * heads * s * s;
-    // x, n1, q, o, x2, n2 (T, h); k, v (T, kv); g, u, m (T, f); two rstd; P.
-    a.kept_none = ab * t * (6 * h + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
+    // x, n1, x2, n2 (T, h); q, o (T, heads * head_dim); k, v (T, kv); g, u, m (T, f); two rstd; P.
+    a.kept_none = ab * t * (4 * h + 2 * q + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
     a.scratch = ab * t * (h + std::max(3 * f, 2 * h + 2 * kv));
     if (c.adapters()) {
         // §9: x A^T (T, r) of each adapted linear, kept for dB; in backward dy B

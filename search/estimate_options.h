@@ -39,6 +39,10 @@ struct EstimateOptions {
     // attention and the optimizer's traffic take them instead of the nominal
     // peaks, and the efficiencies above scale relative to their defaults.
     std::shared_ptr<const ProbedRates> probed;
+
+    // A framework's memory profile (exports/framework.h): bytes per parameter it keeps in
+    // fp32 gradient partitions when gradients are sharded (DeepSpeed ZeRO-2/3: 4), over N ranks.
+    std::uint32_t fp32_grad_partition_bytes = 0;
 };
 
 }  // namespace tune

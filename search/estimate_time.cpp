@@ -30,9 +30,10 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
     const double h = static_cast<double>(m.hidden), kv = static_cast<double>(m.kv_dim());
     const double f = static_cast<double>(m.ffn), v = static_cast<double>(m.vocab);
     const double layers = static_cast<double>(m.layers), s = static_cast<double>(c.context);
-    const double layer_gemm = 2 * (2 * h * h + 2 * h * kv + 3 * h * f);
-    // Scores and P v: 2 s h each per token; a flash causal kernel skips the masked half.
-    const double attention = (flash ? 2.0 : 4.0) * s * h;
+    const double q = static_cast<double>(m.q_dim());  // heads * head_dim: hidden unless head_dim is set
+    const double layer_gemm = 2 * (2 * h * q + 2 * h * kv + 3 * h * f);
+    // Scores and P v: 2 s q each per token; a flash causal kernel skips the masked half.
+    const double attention = (flash ? 2.0 : 4.0) * s * q;
     const double forward = layers * (layer_gemm + attention) + 2 * h * v;
 
     Flops out;

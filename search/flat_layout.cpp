@@ -35,24 +35,36 @@ std::uint64_t flat_alignment(std::uint32_t adam8bit_block) {
 
 FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
     const std::uint64_t align = flat_alignment(adam8bit_block);
-    const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, v = m.vocab;
+    const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, v = m.vocab;
 
     BufferBuilder layer{align};
     layer.vector(h);        // attn_norm
-    layer.matrix(h, h);     // q
+    layer.matrix(q, h);     // q
     layer.matrix(kv, h);    // k
     layer.matrix(kv, h);    // v
-    layer.matrix(h, h);     // o
+    layer.matrix(h, q);     // o
     layer.vector(h);        // mlp_norm
     layer.matrix(f, h);     // gate
     layer.matrix(f, h);     // up
     layer.matrix(h, f);     // down
+    // Hugging Face biases (Qwen2's q, k, v; attention_bias, mlp_bias): counted, though the trainer has none.
+    if (m.qkv_bias) {
+        layer.vector(q);
+        layer.vector(kv);
+        layer.vector(kv);
+    }
+    if (m.o_bias) layer.vector(h);
+    if (m.mlp_bias) {
+        layer.vector(f);
+        layer.vector(f);
+        layer.vector(h);
+    }
     layer.kind.count = m.layers;
 
     BufferBuilder outer{align};
     outer.matrix(v, h);     // embedding
     outer.vector(h);        // final_norm
-    outer.matrix(v, h);     // lm_head
+    if (!m.tied_embeddings) outer.matrix(v, h);  // lm_head (tied: the embedding serves)
     outer.kind.count = 1;
 
     return FlatLayout{align, layer.kind, outer.kind};

@@ -146,17 +146,20 @@ public:
         fail(t.get(key)->source(), unknown_value(section, key, *value, valid));
     }
 
-    // "80GiB", "80 GB", "auto" (nullopt), or an integer number of bytes.
+    // "80GiB", "80 GB" or "auto" (nullopt). A bare number is refused: it has no unit.
     std::optional<std::uint64_t> size(const toml::table& t, std::string_view section, std::string_view key) const {
         const toml::node* node = t.get(key);
         if (!node) return std::nullopt;
-        if (node->is_integer() && node->as_integer()->get() > 0) return static_cast<std::uint64_t>(node->as_integer()->get());
+        if (node->is_integer() || node->is_floating_point()) {
+            const std::string number = node->is_integer() ? std::to_string(node->as_integer()->get())
+                                                           : fmt::format("{}", node->as_floating_point()->get());
+            fail(node->source(), fmt::format("[{}] {}: {}: add a unit, e.g. \"{}GiB\"", section, key, number, number));
+        }
         if (node->is_string()) {
             const std::string text(node->as_string()->get());
             if (text == "auto") return std::nullopt;
             if (auto bytes = parse_bytes(text); bytes && *bytes > 0) return bytes;
-            fail(node->source(), fmt::format("[{}] {}: '{}' is not a size; write e.g. \"80GiB\", \"80GB\" or \"auto\"",
-                                             section, key, text));
+            fail(node->source(), fmt::format("[{}] {}: {} (or \"auto\")", section, key, size_problem(text)));
         }
         fail(node->source(), fmt::format("[{}] {}: expected a size such as \"80GiB\", got {}", section, key,
                                          type_name(*node)));
@@ -377,6 +380,11 @@ void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {
     ts.lora_alpha = r.number(*t, "trial", "lora_alpha", 1e-6, 1e6);
 }
 
+std::string beside(const std::filesystem::path& sweep_file, const std::string& path) {
+    const std::filesystem::path p(path);
+    return p.is_relative() ? (sweep_file.parent_path() / p).string() : path;
+}
+
 void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec& s) {
     if (const toml::table* t = r.section(root, "search")) {
         r.check_keys(*t, "search", kSearchKeys);
@@ -387,9 +395,14 @@ void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec&
     }
     if (const toml::table* t = r.section(root, "output")) {
         r.check_keys(*t, "output", kOutputKeys);
-        s.database = r.string(*t, "output", "database").value_or(s.database);
+        const auto database = r.string(*t, "output", "database");
+        s.database_from_file = database.has_value();
+        s.database = database.value_or(s.database);
         s.report = r.string(*t, "output", "report").value_or(s.report);
         if (s.database.empty()) r.fail(t->source(), "[output] database: the path is empty");
+        // Paths written in a sweep file are relative to the file, wherever tune runs from.
+        if (database) s.database = beside(s.path, s.database);
+        if (!s.report.empty()) s.report = beside(s.path, s.report);
     }
     if (s.report.empty()) s.report = s.name + ".html";
 }
@@ -462,77 +475,6 @@ void resolve_auto_device(SweepSpec& spec, const std::optional<Hardware>& detecte
     if (spec.device != "auto") return;
     spec.hardware = detected.value_or(*find_device("cpu"));
     spec.hardware.nodes = spec.nodes;
-}
-
-namespace {
-
-// A config.json is a few kilobytes; anything near this is not one.
-constexpr std::uint64_t kMaxConfigJsonBytes = 1024 * 1024;
-// The same bound as a [model] dimension in a sweep file.
-constexpr std::uint64_t kMaxDimension = std::uint64_t{1} << 40;
-
-}  // namespace
-
-ModelSpec load_hf_config(const std::filesystem::path& path) {
-    const std::string file = path.string();
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(read_input_file(path, kMaxConfigJsonBytes, "config.json"));
-    } catch (const nlohmann::json::exception& e) {  // syntax, and numbers beyond a double (1e400)
-        throw ConfigError(file, 0, 0, fmt::format("not valid JSON: {}", e.what()));
-    }
-    if (!j.is_object()) throw ConfigError(file, 0, 0, "expected a JSON object (a Hugging Face config.json)");
-    auto text = [&](const char* key, const char* fallback) -> std::string {
-        if (!j.contains(key) || j[key].is_null()) return fallback;
-        if (!j[key].is_string()) throw ConfigError(file, 0, 0, fmt::format("\"{}\" must be a string", key));
-        return j[key].get<std::string>();
-    };
-    if (auto type = text("model_type", "llama"); type != "llama" && type != "mistral")
-        throw ConfigError(file, 0, 0, fmt::format("model_type '{}' is not a Llama-style decoder", type));
-    if (j.contains("tie_word_embeddings") && !j["tie_word_embeddings"].is_null()) {
-        if (!j["tie_word_embeddings"].is_boolean())
-            throw ConfigError(file, 0, 0, "\"tie_word_embeddings\" must be true or false");
-        if (j["tie_word_embeddings"].get<bool>())
-            throw ConfigError(file, 0, 0,
-                              "tie_word_embeddings = true is not supported: tune's model has an untied LM head");
-    }
-    // is_number_unsigned: a negative integer (hidden_size: -32) is not silently wrapped to 2^64 - 32.
-    auto need = [&](const char* key) -> std::uint64_t {
-        if (!j.contains(key) || !j[key].is_number_unsigned())
-            throw ConfigError(file, 0, 0, fmt::format("missing or non-integer \"{}\" (a LlamaConfig field)", key));
-        const auto v = j[key].get<std::uint64_t>();
-        if (v == 0 || v > kMaxDimension)
-            throw ConfigError(file, 0, 0, fmt::format("\"{}\" is {}; it must be between 1 and {}", key, v, kMaxDimension));
-        return v;
-    };
-    // A positive, finite number below `below` (a string or NaN-like value is refused, not defaulted).
-    auto positive = [&](const char* key, double fallback, double below) -> double {
-        if (!j.contains(key) || j[key].is_null()) return fallback;
-        if (!j[key].is_number()) throw ConfigError(file, 0, 0, fmt::format("\"{}\" must be a number", key));
-        const double v = j[key].get<double>();
-        if (!std::isfinite(v) || v <= 0 || v >= below)
-            throw ConfigError(file, 0, 0, fmt::format("\"{}\" is {}; it must be a positive number below {:g}", key, v, below));
-        return v;
-    };
-    ModelSpec m;
-    m.name = path.parent_path().filename().string();
-    if (m.name.empty()) m.name = "hf-model";
-    m.vocab = need("vocab_size");
-    m.hidden = need("hidden_size");
-    m.layers = need("num_hidden_layers");
-    m.heads = need("num_attention_heads");
-    m.kv_heads = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
-                     ? need("num_key_value_heads") : m.heads;
-    m.ffn = need("intermediate_size");
-    m.max_context = j.contains("max_position_embeddings") ? need("max_position_embeddings") : 4096;
-    m.rms_norm_eps = positive("rms_norm_eps", 1e-6, 1.0);
-    m.rope_theta = positive("rope_theta", m.rope_theta, 1e12);
-    if (m.hidden % m.heads != 0 || m.heads % m.kv_heads != 0 || (m.hidden / m.heads) % 2 != 0)
-        throw ConfigError(file, 0, 0,
-                          fmt::format("num_attention_heads ({}) must divide hidden_size ({}) into an even head "
-                                      "dimension, and num_key_value_heads ({}) must divide num_attention_heads",
-                                      m.heads, m.hidden, m.kv_heads));
-    return m;
 }
 
 }  // namespace tune

@@ -100,6 +100,8 @@ struct SweepSpec {
 
     std::string database = "tune.db";
     std::string report;  // empty: <name>.html
+    // [output] database was written in the file (then it is relative to the file, like every path in it).
+    bool database_from_file = false;
 
     std::uint32_t world_size() const { return gpus * nodes; }
     // Bytes a rank may use: the explicit limit, else the device's memory.

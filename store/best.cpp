@@ -14,52 +14,61 @@
 namespace tune {
 namespace {
 
+// The numbers a ranking reads: measured, or the estimator's for predicted answers.
+std::uint64_t peak_of(const TrialRecord& t, Basis b) {
+    return b == Basis::measured ? t.result.memory.peak : t.result.estimate->memory.peak;
+}
+double rate_of(const TrialRecord& t, Basis b) {
+    return b == Basis::measured ? t.result.tokens_per_s : t.result.estimate->tokens_per_s;
+}
+
 // One constraint of the query: whether a trial meets it, and why none of a set does.
 struct Constraint {
     std::function<bool(const TrialRecord&)> meets;
     std::function<std::string(const std::vector<const TrialRecord*>&)> why_none;
 };
 
-std::vector<Constraint> constraints_of(const BestQuery& q) {
+std::vector<Constraint> constraints_of(const BestQuery& q, Basis b) {
     std::vector<Constraint> out;
+    const std::string_view word = to_string(b);
     if (q.max_memory) {
         const std::uint64_t limit = *q.max_memory;
-        out.push_back({[limit](const TrialRecord& t) { return t.result.memory.peak <= limit; },
-                       [limit](const std::vector<const TrialRecord*>& set) {
-                           auto smallest = *std::min_element(set.begin(), set.end(), [](auto* a, auto* b) {
-                               return a->result.memory.peak < b->result.memory.peak;
+        out.push_back({[limit, b](const TrialRecord& t) { return peak_of(t, b) <= limit; },
+                       [limit, b, word](const std::vector<const TrialRecord*>& set) {
+                           auto smallest = *std::min_element(set.begin(), set.end(), [b](auto* a, auto* c) {
+                               return peak_of(*a, b) < peak_of(*c, b);
                            });
-                           return fmt::format("none fits in {}: the smallest measured peak is {} ({}, trial {})",
-                                              format_bytes(limit), format_bytes(smallest->result.memory.peak),
+                           return fmt::format("none fits in {}: the smallest {} peak is {} ({}, trial {})",
+                                              format_bytes(limit), word, format_bytes(peak_of(*smallest, b)),
                                               summary(smallest->result.config), smallest->id);
                        }});
     }
     if (q.min_context) {
         const std::uint32_t want = *q.min_context;
         out.push_back({[want](const TrialRecord& t) { return t.result.config.context >= want; },
-                       [want](const std::vector<const TrialRecord*>& set) {
+                       [want, word](const std::vector<const TrialRecord*>& set) {
                            std::uint32_t longest = 0;
                            for (auto* t : set) longest = std::max(longest, t->result.config.context);
-                           return fmt::format("none has context >= {}: the longest measured is {}", want, longest);
+                           return fmt::format("none has context >= {}: the longest {} is {}", want, word, longest);
                        }});
     }
     if (q.gpus) {
         const std::uint32_t want = *q.gpus;
         out.push_back({[want](const TrialRecord& t) { return t.result.config.world_size == want; },
-                       [want](const std::vector<const TrialRecord*>& set) {
+                       [want, word](const std::vector<const TrialRecord*>& set) {
                            std::set<std::uint32_t> sizes;
                            for (auto* t : set) sizes.insert(t->result.config.world_size);
-                           return fmt::format("none ran on {} GPUs: measured GPU counts are {}", want,
+                           return fmt::format("none is for {} GPUs: {} GPU counts are {}", want, word,
                                               fmt::join(sizes, ", "));
                        }});
     }
     for (const auto& [index, value] : q.equal) {
         const Dimension& d = dimensions()[index];
         out.push_back({[&d, value](const TrialRecord& t) { return d.get(t.result.config) == value; },
-                       [&d, value](const std::vector<const TrialRecord*>& set) {
+                       [&d, value, word](const std::vector<const TrialRecord*>& set) {
                            std::set<std::string> names;
                            for (auto* t : set) names.insert(d.text(t->result.config));
-                           return fmt::format("none has {} {}: measured values are {}", d.name, d.format(value),
+                           return fmt::format("none has {} {}: {} values are {}", d.name, d.format(value), word,
                                               fmt::join(names, ", "));
                        }});
     }
@@ -87,55 +96,58 @@ std::string status_counts_text(const StatusCounts& counts) {
 // Constraints that no ok trial meets even alone are the plain causes; otherwise each
 // constraint is explained among the trials that meet all the others.
 std::vector<std::string> explain(const std::vector<TrialRecord>& ok, const std::vector<Constraint>& cs,
-                                 const StatusCounts& counts) {
-    if (ok.empty()) return {fmt::format("no trial has finished ok ({})", status_counts_text(counts))};
+                                 const StatusCounts& counts, Basis b) {
+    const std::string_view kind = b == Basis::measured ? "ok trials" : "configurations predicted to fit";
+    if (ok.empty())
+        return {b == Basis::measured ? fmt::format("no trial has finished ok ({})", status_counts_text(counts))
+                                     : std::string("no configuration that was not measured is predicted to fit")};
     std::vector<std::string> why;
     std::vector<const TrialRecord*> all;
     for (const auto& t : ok) all.push_back(&t);
     for (const auto& c : cs)
         if (std::none_of(all.begin(), all.end(), [&](auto* t) { return c.meets(*t); }))
-            why.push_back(fmt::format("of the {} ok trials, {}", all.size(), c.why_none(all)));
+            why.push_back(fmt::format("of the {} {}, {}", all.size(), kind, c.why_none(all)));
     if (!why.empty()) return why;
     for (std::size_t i = 0; i < cs.size(); ++i) {
         auto others = meeting(ok, cs, i);
         if (!others.empty())
-            why.push_back(fmt::format("of the {} ok trials that meet the other constraints, {}", others.size(),
+            why.push_back(fmt::format("of the {} {} that meet the other constraints, {}", others.size(), kind,
                                       cs[i].why_none(others)));
     }
-    if (why.empty()) why.push_back("each constraint is met by some ok trial, but no trial meets them together");
+    if (why.empty()) why.push_back(fmt::format("each constraint is met by one of the {}, but none meets them together", kind));
     return why;
 }
 
-bool ranks_before(const TrialRecord& a, const TrialRecord& b, BestBy by) {
-    const auto& ra = a.result;
-    const auto& rb = b.result;
+bool ranks_before(const TrialRecord& a, const TrialRecord& b, BestBy by, Basis basis) {
+    const double ra = rate_of(a, basis), rb = rate_of(b, basis);
+    const std::uint64_t pa = peak_of(a, basis), pb = peak_of(b, basis);
     if (by == BestBy::tokens_per_s) {
-        if (ra.tokens_per_s != rb.tokens_per_s) return ra.tokens_per_s > rb.tokens_per_s;
-        if (ra.memory.peak != rb.memory.peak) return ra.memory.peak < rb.memory.peak;
+        if (ra != rb) return ra > rb;
+        if (pa != pb) return pa < pb;
     } else {
-        if (ra.memory.peak != rb.memory.peak) return ra.memory.peak < rb.memory.peak;
-        if (ra.tokens_per_s != rb.tokens_per_s) return ra.tokens_per_s > rb.tokens_per_s;
+        if (pa != pb) return pa < pb;
+        if (ra != rb) return ra > rb;
     }
     return a.id < b.id;
 }
 
-}  // namespace
-
-BestAnswer rank_best(std::vector<TrialRecord> ok_trials, const BestQuery& query, const StatusCounts& scope_counts) {
-    std::erase_if(ok_trials, [](const TrialRecord& t) { return t.result.status != TrialStatus::ok || !t.measured; });
-    const auto cs = constraints_of(query);
+// Ranks the trials in scope (already reduced to the basis's candidates) under the query.
+BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const StatusCounts& counts, Basis basis) {
+    const auto cs = constraints_of(query, basis);
     BestAnswer answer;
-    answer.measured_ok = ok_trials.size();
-    for (const TrialRecord* t : meeting(ok_trials, cs, std::nullopt)) answer.ranked.push_back(*t);
+    answer.basis = basis;
+    answer.measured_ok = scope.size();
+    for (const TrialRecord* t : meeting(scope, cs, std::nullopt)) answer.ranked.push_back(*t);
     answer.qualifying = answer.ranked.size();
     if (answer.ranked.empty()) {
-        answer.why_none = explain(ok_trials, cs, scope_counts);
+        answer.why_none = explain(scope, cs, counts, basis);
         return answer;
     }
     std::sort(answer.ranked.begin(), answer.ranked.end(),
-              [&](const TrialRecord& a, const TrialRecord& b) { return ranks_before(a, b, query.by); });
+              [&](const TrialRecord& a, const TrialRecord& b) { return ranks_before(a, b, query.by, basis); });
     std::vector<std::optional<ParetoPoint>> points;
-    for (const TrialRecord& t : answer.ranked) points.push_back(measured_point(t.result));
+    for (const TrialRecord& t : answer.ranked)
+        points.push_back(basis == Basis::measured ? measured_point(t.result) : predicted_point(t.result));
     answer.on_front.assign(answer.ranked.size(), false);
     for (std::size_t i : front_of(points)) answer.on_front[i] = true;
     if (answer.ranked.size() > query.top) {
@@ -145,24 +157,56 @@ BestAnswer rank_best(std::vector<TrialRecord> ok_trials, const BestQuery& query,
     return answer;
 }
 
-BestAnswer find_best(const Store& store, const BestQuery& query) {
-    TrialQuery tq{std::nullopt, TrialStatus::ok, true, false};
+struct Scope {
+    std::optional<SweepId> sweep;
     StatusCounts counts{};
-    if (query.sweep) {
-        auto sweep = store.find_sweep(*query.sweep);
-        if (!sweep) {
-            std::vector<std::string> names;
-            for (const auto& s : store.sweeps()) names.push_back(s.record.name);
-            throw ConfigError(fmt::format("no sweep named '{}' in {} (sweeps: {})", *query.sweep, store.path(),
-                                          names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
-        }
-        tq.sweep = sweep->id;
-        counts = sweep->counts;
-    } else {
+};
+
+Scope scope_of(const Store& store, const BestQuery& query) {
+    Scope scope;
+    if (!query.sweep) {
         for (const auto& s : store.sweeps())
-            for (std::size_t i = 0; i < counts.size(); ++i) counts[i] += s.counts[i];
+            for (std::size_t i = 0; i < scope.counts.size(); ++i) scope.counts[i] += s.counts[i];
+        return scope;
     }
-    return rank_best(store.trials(tq), query, counts);
+    auto sweep = store.find_sweep(*query.sweep);
+    if (!sweep) {
+        std::vector<std::string> names;
+        for (const auto& s : store.sweeps()) names.push_back(s.record.name);
+        throw ConfigError(fmt::format("no sweep named '{}' in {} (sweeps: {})", *query.sweep, store.path(),
+                                      names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+    }
+    scope.sweep = sweep->id;
+    scope.counts = sweep->counts;
+    return scope;
+}
+
+}  // namespace
+
+BestAnswer rank_best(std::vector<TrialRecord> ok_trials, const BestQuery& query, const StatusCounts& scope_counts) {
+    std::erase_if(ok_trials, [](const TrialRecord& t) { return t.result.status != TrialStatus::ok || !t.measured; });
+    return rank(std::move(ok_trials), query, scope_counts, Basis::measured);
+}
+
+BestAnswer rank_predicted(std::vector<TrialRecord> trials, const BestQuery& query) {
+    // Only what the estimator speaks for (not measured) and says fits: a front never shows what does not fit.
+    std::erase_if(trials, [](const TrialRecord& t) {
+        const TrialStatus s = t.result.status;
+        return t.measured || (s != TrialStatus::pending && s != TrialStatus::running) || !predicted_point(t.result);
+    });
+    return rank(std::move(trials), query, {}, Basis::predicted);
+}
+
+BestAnswer find_best(const Store& store, const BestQuery& query) {
+    const Scope scope = scope_of(store, query);
+    return rank_best(store.trials({scope.sweep, TrialStatus::ok, true, false}), query, scope.counts);
+}
+
+BestAnswer find_best_predicted(const Store& store, const BestQuery& query) {
+    const Scope scope = scope_of(store, query);
+    std::vector<TrialRecord> trials = store.trials({scope.sweep, TrialStatus::pending, true, false});
+    for (auto& t : store.trials({scope.sweep, TrialStatus::running, true, false})) trials.push_back(std::move(t));
+    return rank_predicted(std::move(trials), query);
 }
 
 }  // namespace tune

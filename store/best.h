@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,11 @@ class Store;
 
 enum class BestBy { tokens_per_s, peak_memory };
 
+// What an answer's numbers are: measured by trials, or predicted by the estimator
+// for configurations not measured (labelled "predicted" wherever they are shown).
+enum class Basis { measured, predicted };
+inline std::string_view to_string(Basis b) { return b == Basis::measured ? "measured" : "predicted"; }
+
 struct BestQuery {
     std::optional<std::string> sweep;          // every sweep when unset
     std::optional<std::uint64_t> max_memory;   // measured peak bytes per rank
@@ -30,10 +36,11 @@ struct BestQuery {
 };
 
 struct BestAnswer {
+    Basis basis = Basis::measured;
     std::vector<TrialRecord> ranked;   // best first, at most `top`
     std::vector<bool> on_front;        // per ranked: on the Pareto front of the qualifying trials
-    std::size_t qualifying = 0;        // ok trials meeting every constraint
-    std::size_t measured_ok = 0;       // ok trials in scope
+    std::size_t qualifying = 0;        // ok trials (predicted: fitting estimates) meeting every constraint
+    std::size_t measured_ok = 0;       // ok trials in scope (predicted: unmeasured configurations predicted to fit)
     std::vector<std::string> why_none; // when nothing qualifies: one sentence per cause
 };
 
@@ -41,6 +48,11 @@ struct BestAnswer {
 // (lower first; ties to the higher tokens/s); remaining ties to the earlier trial.
 // Throws ConfigError when the named sweep does not exist.
 BestAnswer find_best(const Store& store, const BestQuery& query);
+
+// The same over the estimates of the configurations not measured (pending or
+// running) that are predicted to fit; constraints and ranking read the estimate.
+BestAnswer find_best_predicted(const Store& store, const BestQuery& query);
+BestAnswer rank_predicted(std::vector<TrialRecord> trials, const BestQuery& query);
 
 // The same over records already loaded (status ok expected); `scope_counts`
 // describes the scope's statuses when no trial finished ok.

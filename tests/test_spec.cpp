@@ -96,7 +96,7 @@ TEST_CASE("a sweep file fills every section", "[spec]") {
     CHECK(s.trial.timeout_s == Approx(600));
     CHECK(s.budget_s == Approx(8 * 3600));
     CHECK(s.strategy == SearchStrategy::pareto_first);
-    CHECK(s.report == "llama7b-h100x8.html");
+    CHECK(s.report == (fs::path(TUNE_SOURCE_DIR) / "sweeps" / "llama7b-h100x8.html").string());  // beside the file
     CHECK(s.text_hash.size() == 16);
 }
 
@@ -130,7 +130,7 @@ TEST_CASE("hf_config reads a Hugging Face LlamaConfig relative to the sweep file
     std::ofstream(dir.parent_path() / "sweep.toml") << "[model]\nhf_config = \"my-llama/config.json\"\n[space]\n";
     const SweepSpec s = load_sweep(dir.parent_path() / "sweep.toml");
     CHECK(s.model.param_count() == 6'738'415'616ull);
-    CHECK(s.model.name == "my-llama");
+    CHECK(s.model.name == "llama");  // no _name_or_path: the model_type
 
     std::ofstream(dir / "config.json") << R"({"hidden_size": 64})";
     CHECK_THAT(error_of(dir.parent_path() / "sweep.toml"),

@@ -1,0 +1,47 @@
+// A chosen configuration written for the framework the user trains with:
+// a DeepSpeed JSON, an accelerate FSDP config (with its TrainingArguments),
+// a torchrun command line, or Hugging Face TrainingArguments. Each export
+// also says what that framework cannot express of the configuration, and
+// the memory the framework is known to add over tune's engine.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.h"
+#include "search/estimate_options.h"
+
+namespace tune {
+
+enum class Framework : std::uint8_t { deepspeed, accelerate_fsdp, torchrun, hf_trainer };
+inline constexpr std::array<std::string_view, 4> kFrameworkNames{"deepspeed", "accelerate-fsdp", "torchrun",
+                                                                 "hf-trainer"};
+inline std::string_view to_string(Framework f) { return kFrameworkNames[static_cast<std::size_t>(f)]; }
+std::optional<Framework> parse_framework(std::string_view text);
+
+struct FrameworkExport {
+    std::string body;                         // the file (JSON or YAML) or the command line
+    std::vector<std::string> cannot_express;  // what of the configuration the framework has no setting for
+    std::vector<std::string> memory_added;    // what the framework is known to hold beyond tune's engine
+    bool json = false;                        // body is JSON, which has no comments: notes go beside it
+};
+
+FrameworkExport export_config(Framework f, const TrialConfig& c);
+
+// The body with its notes: as leading `#` comments (YAML, shell), or for JSON
+// the body alone on `out` and the notes on `notes`.
+struct RenderedExport {
+    std::string out;
+    std::string notes;
+};
+RenderedExport render(const FrameworkExport& e, Framework f);
+
+// The framework's memory profile as estimator options (DeepSpeed: ZeRO-2/3 keep
+// fp32 gradient partitions, 4 bytes per parameter divided by N); `tune estimate --framework`.
+void apply_framework_profile(Framework f, EstimateOptions& o);
+
+}  // namespace tune
