@@ -64,7 +64,7 @@ std::string trial_command(const TrialConfig& c) {
     const TrialConfig defaults;
     for (const Dimension& d : dimensions()) {
         // As summary(): a value that means nothing here, or a later row at its default, is left out.
-        if (!d.applies_to(c) || (d.applies == nullptr && d.omit_default_from_json && d.get(c) == d.get(defaults)))
+        if (!d.applies_to(c) || (d.applies == nullptr && d.legacy && d.get(c) == d.get(defaults)))
             continue;
         out += fmt::format(" {} {}", d.flag, d.text(c));
     }

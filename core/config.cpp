@@ -129,9 +129,8 @@ constexpr std::array<std::string_view, 16> kSettingKeys{
     "beta2", "eps", "adam8bit_block", "loss_scale_init", "loss_scale_window", "lora_alpha"};
 
 void write_dimensions(json& j, const TrialConfig& c) {
-    const TrialConfig defaults;
     for (const Dimension& d : dimensions()) {
-        if (d.omit_default_from_json && d.get(c) == d.get(defaults)) continue;
+        if (d.legacy && d.get(c) == *d.legacy) continue;
         if (d.is_enum()) j[std::string(d.name)] = d.text(c);
         else j[std::string(d.name)] = d.get(c);
     }
@@ -140,7 +139,10 @@ void write_dimensions(json& j, const TrialConfig& c) {
 void read_dimensions(const json& j, TrialConfig& c) {
     for (const Dimension& d : dimensions()) {
         const auto it = j.find(d.name);
-        if (it == j.end() || it->is_null()) continue;
+        if (it == j.end() || it->is_null()) {
+            if (d.legacy) d.set(c, *d.legacy);
+            continue;
+        }
         std::optional<DimValue> value;
         if (d.is_enum() && it->is_string()) value = d.parse(it->get<std::string>());
         else if (!d.is_enum() && it->is_number_unsigned()) value = d.parse(std::to_string(it->get<std::uint64_t>()));
@@ -312,7 +314,7 @@ std::string summary(const TrialConfig& c) {
     for (const Dimension& d : dimensions()) {
         // Rows added later stay out at their default, so older summaries read as before.
         if (!d.applies_to(c)) continue;
-        if (d.applies == nullptr && d.omit_default_from_json && d.get(c) == d.get(defaults)) continue;
+        if (d.applies == nullptr && d.legacy && d.get(c) == d.get(defaults)) continue;
         out += fmt::format("{}{} ", d.prefix, d.text(c));
     }
     return out + fmt::format("x{}", c.world_size);

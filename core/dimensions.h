@@ -36,9 +36,11 @@ struct Dimension {
     DimValue min = 0;                            // integer bounds, inclusive
     DimValue max = 0;
     int grid_rank = 0;  // position in the expansion's nesting: 0 is outermost (most expensive to change)
-    // Rows added after schema 3 leave their default out of TrialConfig's JSON, so the
-    // hashes of configurations stored before the row existed stay the same.
-    bool omit_default_from_json = false;
+    // Rows added after schema 3: configurations stored before the row existed ran
+    // with this value. TrialConfig's JSON leaves it out and reads an absent key as
+    // it, so stored configurations keep their hashes and their meaning (trials run
+    // before flash attention ran eager, though flash is now the default).
+    std::optional<DimValue> legacy{};
     bool curves_over_context = false;  // the report draws one throughput curve per value against context
     DimValue (*fallback)(const ModelSpec&) = nullptr;   // the value an omitted [space] key takes
     DimValue (*get)(const TrialConfig&) = nullptr;

@@ -127,10 +127,11 @@ double probe_bandwidth(kernels::Backend& backend, const ProbeSettings& s, double
 
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs) {
     std::set<std::tuple<std::int64_t, std::uint32_t>> tokens;          // (rows, dtype bytes)
-    std::set<std::tuple<std::int64_t, std::int64_t, std::uint32_t>> attention;  // (batch, seq, dtype bytes)
+    // (batch, seq, dtype bytes, flash): each attention implementation the sweep runs is probed.
+    std::set<std::tuple<std::int64_t, std::int64_t, std::uint32_t, bool>> attention;
     for (const TrialConfig& c : configs) {
         tokens.insert({static_cast<std::int64_t>(c.micro_batch) * c.context, weight_bytes(c.precision)});
-        attention.insert({c.micro_batch, c.context, weight_bytes(c.precision)});
+        attention.insert({c.micro_batch, c.context, weight_bytes(c.precision), c.attention == Attention::flash});
     }
     const auto h = static_cast<std::int64_t>(model.hidden), kv = static_cast<std::int64_t>(model.kv_dim());
     const auto f = static_cast<std::int64_t>(model.ffn), v = static_cast<std::int64_t>(model.vocab);
@@ -144,10 +145,10 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
             });
             if (!seen) plan.gemm.push_back({t, n, k, bytes, 0});
         }
-    for (const auto& [b, s, bytes] : attention)
+    for (const auto& [b, s, bytes, flash] : attention)
         plan.attention.push_back({b, s, static_cast<std::int64_t>(model.heads),
                                   static_cast<std::int64_t>(model.kv_heads),
-                                  static_cast<std::int64_t>(model.head_dim()), bytes, false, 0, 0});
+                                  static_cast<std::int64_t>(model.head_dim()), bytes, flash, 0, 0});
     plan.memory_bytes_per_s = 1;  // asked for
     return plan;
 }

@@ -14,6 +14,8 @@ std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const Estim
 std::uint64_t limited_bytes(const MemoryBreakdown& m, const Hardware& hw) {
     const std::uint64_t outside = hw.backend == BackendKind::cpu ? m[Component::overhead] : 0;
     return m.peak > outside ? m.peak - outside : 0;
+}
+
 std::uint64_t framework_gradient_bytes(const ModelSpec& model, const TrialConfig& c, const EstimateOptions& o) {
     if (o.fp32_grad_partition_bytes == 0 || !zero_plan(c.zero_stage).shards_gradients || c.precision == Precision::fp32)
         return 0;

@@ -63,10 +63,28 @@ TEST_CASE("TrialConfig's JSON carries every dimension, and each one round-trips"
         c.model = *find_model("tiny");
         d.set(c, other_value(d, c));
         const nlohmann::json j = c;
-        CHECK(j.contains(d.name));
+        CHECK(j.contains(d.name) == !(d.legacy && d.get(c) == *d.legacy));  // a legacy value is an absent key
         CHECK(j.get<TrialConfig>() == c);
         CHECK(config_hash(j.get<TrialConfig>()) == config_hash(c));
     }
+}
+
+TEST_CASE("a configuration stored before a row existed reads back with the value it ran with", "[dimensions]") {
+    TrialConfig current;
+    current.model = *find_model("tiny");
+    nlohmann::json old = current;
+    for (const Dimension& d : dimensions())
+        if (d.legacy) old.erase(std::string(d.name));  // as written before those rows existed
+    const auto back = old.get<TrialConfig>();
+    CHECK(back.attention == Attention::eager);  // trials before flash attention ran eager
+    CHECK(back.method == Method::full);
+    // Flash, the default now, is a different configuration from those old eager ones: its own key and hash.
+    CHECK(nlohmann::json(current).at("attention") == "flash");
+    CHECK(config_hash(current) != config_hash(back));
+    TrialConfig eager = current;
+    eager.attention = Attention::eager;
+    CHECK(config_hash(eager) == config_hash(back));
+    CHECK_FALSE(nlohmann::json(eager).contains("attention"));
 }
 
 TEST_CASE("[space] takes each dimension by its table name; an omitted one holds its fallback", "[dimensions]") {
@@ -150,6 +168,7 @@ TEST_CASE("every command that takes a configuration has every dimension's flag",
     TrialConfig c;
     c.model = *find_model("tiny");
     c.method = Method::lora;  // so that every row means something
+    c.attention = Attention::eager;  // and differs from the default, which the line leaves out
     const std::string line = trial_command(c);
     for (const Dimension& d : dimensions()) CHECK_THAT(line, Catch::Contains(std::string(d.flag) + " " + d.text(c)));
     const auto bad = test::run_tune("estimate --optimizer adamx");

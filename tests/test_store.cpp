@@ -522,7 +522,7 @@ TEST_CASE("the reproduction command names the preset or carries the whole config
     c.memory_limit = 40 * GiB;
     CHECK(trial_command(c) ==
           "tune trial --model tiny --optimizer lion --precision bf16-mixed --zero 2 --grad-accum 1 --micro-batch 1 "
-          "--context 64 --checkpointing none --attention flash --gpus 8 --steps 6 --warmup 2 --seed 1000 --memory-limit 40GiB");
+          "--context 64 --checkpointing none --gpus 8 --steps 6 --warmup 2 --seed 1000 --memory-limit 40GiB");
     c.model.name = "my 'model'";
     const std::string custom = trial_command(c);
     CHECK_THAT(custom, Catch::StartsWith("tune trial --config '{") && Catch::Contains(R"("name":"my '\''model'\''")"));

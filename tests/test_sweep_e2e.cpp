@@ -79,7 +79,9 @@ TEST_CASE("a real sweep: statuses add up, the front is true, pruning drops only 
     const json all_trials = export_trials(dir / "all.db")["trials"];
     for (const json& t : all_trials) {
         REQUIRE(t["status"] == "ok");
-        measured_peak[key(t)] = t["measured"]["peak_bytes"].get<std::uint64_t>();
+        // What the CPU limit applies to: the tagged bytes, not the process's baseline (`overhead`).
+        measured_peak[key(t)] = t["measured"]["peak_bytes"].get<std::uint64_t>() -
+                                t["measured"]["memory"]["overhead"].get<std::uint64_t>();
     }
     REQUIRE(measured_peak.size() == 16);
 
