@@ -51,11 +51,14 @@ std::vector<std::string> csv_header() {
     for (const char* m : {"world_size", "steps", "warmup", "seed", "est_peak_bytes", "est_peak_phase", "est_step_s",
                           "est_tokens_per_s", "est_mfu", "est_fits"})
         h.emplace_back(m);
-    for (Component c : kComponents) h.push_back(fmt::format("est_{}_bytes", to_string(c)));
+    // Memory components follow the JSON paths estimate.memory.C and measured.memory.C (and the SQL
+    // table trial_memory): a bare "{c}_bytes" would give "comm_bytes" twice, once for the bytes
+    // the collectives moved and once for the communication buffers.
+    for (Component c : kComponents) h.push_back(fmt::format("est_memory_{}_bytes", to_string(c)));
     for (const char* m : {"peak_bytes", "peak_phase", "tokens_per_s", "median_step_s", "mfu", "comm_bytes", "comm_s",
                           "oom_requested", "oom_live"})
         h.emplace_back(m);
-    for (Component c : kComponents) h.push_back(fmt::format("{}_bytes", to_string(c)));
+    for (Component c : kComponents) h.push_back(fmt::format("memory_{}_bytes", to_string(c)));
     // The machine's view (largest over ranks), and the estimate's error against it.
     for (const char* m : {"real_peak", "baseline", "untracked", "est_real_peak_error"}) h.emplace_back(m);
     for (const char* m : {"started_at", "ended_at", "config_json", "stderr_tail"}) h.emplace_back(m);

@@ -1,6 +1,8 @@
 // `tune list`, `tune best` and `tune export` on databases built through the store.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "core/units.h"
@@ -88,6 +90,20 @@ TEST_CASE("tune export writes every trial as quoted CSV or as JSON", "[store][cl
     // The hostile reason is one quoted field: quotes doubled, the comma and newline kept inside.
     CHECK_THAT(csv.output, Catch::Contains(R"(,"say ""hi"", then)" "\n" R"(bye; it's '; DROP TABLE trials; --",)"));
     CHECK_THAT(csv.output, Catch::StartsWith("sweep,trial_id,config_hash,status,reason,"));
+    // Every column name once (pandas and DictReader keep only one of two equal names).
+    const std::string header = csv.output.substr(0, csv.output.find('\n'));
+    std::vector<std::string> names;
+    for (std::size_t start = 0; start <= header.size();) {
+        const std::size_t comma = std::min(header.find(',', start), header.size());
+        names.push_back(header.substr(start, comma - start));
+        start = comma + 1;
+    }
+    std::set<std::string> unique(names.begin(), names.end());
+    CHECK(unique.size() == names.size());
+    // The bytes the collectives moved and the communication buffers' memory are different columns.
+    CHECK(unique.count("comm_bytes") == 1);
+    CHECK(unique.count("memory_comm_bytes") == 1);
+    CHECK(unique.count("est_memory_comm_bytes") == 1);
 
     auto json = run_tune("export --format json --sweep cli --db " + dir.file("r.db"));
     REQUIRE(json.exit_code == 0);
