@@ -175,7 +175,9 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
     }
     const Launcher launcher = choose_launcher("auto", config.world_size);
     if (auto problem = launcher_problem(launcher)) return report(unrun(config, TrialStatus::failed, *problem));
-    const TrialChildFlags flags{o.init, o.tokens, o.threads, backend_of(o), false, o.force};
+    // Every rank starts from the same adapters; rank 0 writes them back (run_trial).
+    const TrialChildFlags flags{o.init,  o.tokens, o.threads,      backend_of(o),
+                                false,   o.force,  o.init_adapter, o.save_adapter};
     ProcessSpec spec;
     spec.argv =
         launch_command(launcher, config.world_size, trial_child_argv({self_executable(), "trial"}, config, flags));

@@ -31,6 +31,8 @@ struct TrialChildFlags {
     std::optional<BackendKind> backend;  // --backend (unset: the trial's default, auto)
     bool json = false;                   // --json: stdout carries only the result line
     bool force = false;                  // --force: run even when the estimate says it cannot fit
+    std::string init_adapter;            // --init-adapter FOLDER (a PEFT adapter; "" for none)
+    std::string save_adapter;            // --save-adapter FOLDER ("" for none)
 };
 
 // `program` (e.g. {"/path/to/tune", "trial"}) followed by --config <json> and the flags.

@@ -49,12 +49,23 @@ TEST_CASE("the child's argv carries the config and only the flags given", "[prot
     f.backend = BackendKind::automatic;
     f.force = true;
     f.init = "/m";
+    f.init_adapter = "/adapter-in";
+    f.save_adapter = "/adapter-out";
     const auto all = trial_child_argv({"tune", "trial"}, c, f);
+    auto has_in = [](const std::vector<std::string>& argv, const std::string& a) {
+        return std::find(argv.begin(), argv.end(), a) != argv.end();
+    };
     auto has = [&](const std::string& a) { return std::find(all.begin(), all.end(), a) != all.end(); };
     CHECK(has("--json"));
     CHECK(has("--force"));
     CHECK(has("--init"));
     CHECK_FALSE(has("--tokens"));
+    // `tune trial --gpus N` relaunches itself: every rank needs the adapter folders too.
+    CHECK(has("--init-adapter"));
+    CHECK(has("/adapter-in"));
+    CHECK(has("--save-adapter"));
+    CHECK(has("/adapter-out"));
+    CHECK_FALSE(has_in(plain, "--init-adapter"));
     const auto threads = std::find(all.begin(), all.end(), "--threads");
     REQUIRE(threads != all.end());
     CHECK(*(threads + 1) == "3");

@@ -5,6 +5,8 @@
 // shows as exit 124 rather than a stuck test.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -98,4 +100,20 @@ TEST_CASE("more GPU ranks than visible GPUs is refused before any rank starts", 
     CHECK(r.result.status == TrialStatus::failed);
     CHECK_THAT(r.result.reason,
                Catch::Matchers::Contains(fmt::format("2 ranks need one GPU each, but {} visible here", visible)));
+}
+
+TEST_CASE("tune trial --gpus 2 hands the PEFT adapter folders to every rank", "[launch][mpi][lora]") {
+    const std::filesystem::path fixtures = std::filesystem::path(TUNE_SOURCE_DIR) / "tests/fixtures/torch";
+    const std::filesystem::path out = std::filesystem::path(TUNE_BUILD_DIR) / "test_trial_ranks_adapter";
+    std::filesystem::remove_all(out);
+    const auto r = test::run_tune(
+        "trial --gpus 2 --backend cpu --init " + (fixtures / "llama_tiny").string() + " --init-adapter " +
+        (fixtures / "llama_tiny_lora").string() + " --tokens " + (fixtures / "llama_tiny/tokens.bin").string() +
+        " --micro-batch 2 --context 16 --steps 2 --warmup 1 --threads 1 --save-adapter " + out.string() + " --json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    // The ranks read the adapter's rank and alpha from the folder, as the parent did.
+    CHECK_THAT(r.output, Catch::Contains("\"method\":\"lora\"") && Catch::Contains("\"lora_rank\":4"));
+    CHECK(std::filesystem::exists(out / "adapter_config.json"));
+    CHECK(std::filesystem::exists(out / "adapter_model.safetensors"));
 }
