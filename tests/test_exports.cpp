@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/presets.h"
+#include "search/flat_layout.h"
 #include "exports/framework.h"
 #include "search/estimate.h"
 #include "tests/support/run_command.h"
@@ -150,6 +151,22 @@ TEST_CASE("tune estimate --framework deepspeed adds 4 bytes per parameter / N un
         CHECK(ds["memory"]["grads"].get<std::uint64_t>() - plain["memory"]["grads"].get<std::uint64_t>() == extra);
         CHECK(ds["memory"]["peak"].get<std::uint64_t>() - plain["memory"]["peak"].get<std::uint64_t>() == extra);
     }
+}
+
+TEST_CASE("with LoRA the DeepSpeed profile's fp32 gradient partitions cover only the adapters", "[exports][lora]") {
+    TrialConfig c;
+    c.model = *find_model("llama-7b");
+    c.precision = Precision::bf16_mixed;
+    c.method = Method::lora;
+    c.lora_rank = 16;
+    c.zero_stage = 2;
+    c.world_size = 8;
+    EstimateOptions deepspeed;
+    deepspeed.fp32_grad_partition_bytes = 4;
+    const BufferKind adapters = adapter_buffer(c.model, c.lora_rank, c.lora_targets, c.adam8bit_block);
+    const std::uint64_t extra = framework_gradient_bytes(c.model, c, deepspeed);
+    CHECK(extra == 4 * adapters.numel * adapters.count / 8);
+    CHECK(extra < 4 * c.model.param_count() / 8 / 100);  // the frozen base has no gradients to keep
 }
 
 TEST_CASE("tune best --emit and tune export --trial N --emit write the chosen configuration", "[exports][cli]") {
