@@ -90,7 +90,7 @@ int run_probe(const ProbeCliOptions& o) {
 void add_probe_command(CLI::App& app, int& exit_code) {
     auto* cmd = app.add_subcommand(
         "probe", "Measure what the time model needs at a sweep's shapes: GEMM rates, attention forward and "
-                 "backward, the optimizer update's bandwidth. A sweep does this at start (unless --no-probe) and "
+                 "backward, the optimizer update's bandwidth. `tune sweep --probe` does this at start and "
                  "reuses the rates cached in its database for the same host, software version and device.");
     auto o = std::make_shared<ProbeCliOptions>();
     cmd->add_option("file", o->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();
