@@ -194,11 +194,19 @@ void combine_over_ranks(Comm& comm, TrialResult& r) {
         r.rank_peaks = {r.memory.peak};
         return;
     }
-    std::vector<std::uint64_t> peaks(n, 0);
-    peaks[me] = r.memory.peak;
-    comm.all_gather(peaks.data(), static_cast<std::int64_t>(n * sizeof(std::uint64_t)), kernels::DType::u8);
-    r.rank_peaks = peaks;
-    r.memory.peak = *std::max_element(peaks.begin(), peaks.end());
+    // Each rank's peak and breakdown; the result reports the rank with the highest peak, so that
+    // its breakdown still sums to its peak (ranks differ by their process baselines, and by shards).
+    constexpr std::size_t row = kComponentCount + 1;
+    std::vector<std::uint64_t> all(n * row, 0);
+    all[me * row] = r.memory.peak;
+    std::copy(r.memory.bytes.begin(), r.memory.bytes.end(), all.begin() + static_cast<std::ptrdiff_t>(me * row + 1));
+    comm.all_gather(all.data(), static_cast<std::int64_t>(all.size() * sizeof(std::uint64_t)), kernels::DType::u8);
+    r.rank_peaks.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) r.rank_peaks[i] = all[i * row];
+    const auto top = static_cast<std::size_t>(std::max_element(r.rank_peaks.begin(), r.rank_peaks.end()) -
+                                              r.rank_peaks.begin());
+    r.memory.peak = r.rank_peaks[top];
+    std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(top * row + 1), kComponentCount, r.memory.bytes.begin());
     std::vector<float> losses(r.losses.begin(), r.losses.end());
     comm.all_reduce(losses.data(), static_cast<std::int64_t>(losses.size()), kernels::DType::f32, ReduceOp::average);
     r.losses.assign(losses.begin(), losses.end());

@@ -62,6 +62,9 @@ TEST_CASE("every rank's measured peak equals the estimate across stages, optimiz
                     const Estimate e = estimate_for(c, r.memory[Component::overhead]);
                     REQUIRE(r.rank_peaks.size() == static_cast<std::size_t>(n));
                     REQUIRE(r.rank_baselines.size() == r.rank_peaks.size());
+                    // The breakdown is the highest-peak rank's, so it sums to the reported peak.
+                    CHECK(r.memory.total() == r.memory.peak);
+                    CHECK(r.memory.peak == *std::max_element(r.rank_peaks.begin(), r.rank_peaks.end()));
                     // Each rank's process baseline is its own; the tagged bytes above it are what must agree.
                     const double tagged_estimate = static_cast<double>(e.memory.peak - e.memory[Component::overhead]);
                     for (std::size_t i = 0; i < r.rank_peaks.size(); ++i) {
