@@ -11,6 +11,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/cpu/fp32_gemm.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_flash_attention.h"
 #include "kernels/cpu/fast_exp.h"
@@ -23,18 +24,8 @@ namespace tune::kernels {
 
 namespace {
 
-// A (rows, D) fp32 matrix with its leading dimension.
-struct Mat {
-    float* p;
-    std::int64_t ld;
-};
-
-void mm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b, float beta,
-        Mat c) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a.p,
-                static_cast<blasint>(a.ld), b.p, static_cast<blasint>(b.ld), beta, c.p, static_cast<blasint>(c.ld));
-}
+using cpu::Mat;
+using cpu::mm;
 
 // Rows of scores computed per GEMM: causal attention skips the column
 // blocks above the diagonal, about half of the work for long sequences.

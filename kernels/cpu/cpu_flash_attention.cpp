@@ -20,6 +20,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/cpu/fp32_gemm.h"
 #include "kernels/cpu/cpu_flash_attention.h"
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/typed.h"
@@ -32,19 +33,6 @@ namespace tune::kernels::cpu {
 namespace {
 
 constexpr std::int64_t kTile = static_cast<std::int64_t>(workspace::kCpuFlashTile);
-
-// A row-major fp32 matrix with its leading dimension.
-struct Mat {
-    float* p;
-    std::int64_t ld;
-};
-
-void mm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b, float beta,
-        Mat c) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a.p,
-                static_cast<blasint>(a.ld), b.p, static_cast<blasint>(b.ld), beta, c.p, static_cast<blasint>(c.ld));
-}
 
 // One thread's scratch (workspace::cpu_flash_attention_floats).
 struct Scratch {
