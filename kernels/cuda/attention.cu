@@ -7,13 +7,17 @@
 //
 // Workspace: [GEMM workspace][scores or dP: (H, S, S) fp32][dS: (H, S, S) dtype]
 //
-// Known difference from the CPU backend (which keeps all of these in fp32):
-// dS is stored in the storage dtype, because the dQ and dK GEMMs need both
-// operands in one dtype, and dK, dV sum a group's heads by beta = 1 GEMMs
-// into their 16-bit outputs, one rounding per head. In fp16 a large dS can
-// overflow to inf where the CPU's does not; the loss scaler then skips the
-// step. The self-test's attention cases measure the rest of the difference.
+// Backward sums dK and dV over a group's heads in fp32 and rounds them to
+// the storage dtype once, as the CPU backend does: after the softmax
+// backward the dP region is free and holds the fp32 sums (KVH, S, cols), in
+// column chunks when S is shorter than the head dim allows; fp32 storage is
+// summed in place. dS itself is stored in the storage dtype (one rounding,
+// not a sum), because the dQ and dK GEMMs need both operands in one dtype;
+// in fp16 a dS beyond 65504 becomes inf where the CPU's stays finite, and
+// the loss scaler then skips the step.
 #include <math.h>
+
+#include <algorithm>
 
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -77,6 +81,17 @@ __global__ void softmax_backward_kernel(T* ds, const T* probs, const float* dp, 
         store(out, j, j <= i ? load(p, j) * (d[j] - dot) : 0.0f);
 }
 
+// dst (blocks, rows, cols) with row stride ld and block stride `block` <-
+// src (blocks, rows, cols) contiguous fp32, rounded once to T.
+template <class T>
+__global__ void store_blocks_kernel(T* dst, std::int64_t ld, std::int64_t block, const float* src, std::int64_t rows,
+                                    std::int64_t cols, std::int64_t n) {
+    TUNE_GRID_STRIDE(i, n) {
+        const std::int64_t c = i % cols, r = (i / cols) % rows, blk = i / (cols * rows);
+        store(dst, blk * block + r * ld + c, src[i]);
+    }
+}
+
 // The GEMM argument block every attention product shares.
 GemmArgs head_gemm(std::int64_t m, std::int64_t n, std::int64_t k, DType ab, DType c) {
     GemmArgs g;
@@ -94,6 +109,49 @@ const void* at(const void* p, std::int64_t elements, DType t) {
     return static_cast<const char*>(p) + element_offset(elements, t);
 }
 void* at(void* p, std::int64_t elements, DType t) { return static_cast<char*>(p) + element_offset(elements, t); }
+
+// dX_g (S, D) = alpha * sum over the group's heads h of A_h^T (S, S) B_h (S, D),
+// for every KV head g: dV (A = P, B = dO) and dK (A = dS, B = Q).
+struct GroupSum {
+    const void* a;   // (H, S, S) dtype, one batch element
+    const void* b;   // (S, H, D) dtype, row stride ldb
+    std::int64_t ldb;
+    void* out;       // (S, KVH, D) dtype, overwritten, row stride ld_out
+    std::int64_t ld_out;
+    float alpha;
+};
+
+// Sums in fp32 with beta = 1 GEMMs batched over the KV heads: into `out` for
+// fp32 storage, else into `acc` (the free (H, S, S) fp32 dP region) one
+// column chunk of every KV head at a time, each chunk rounded once.
+void sum_over_group(GemmLt& gemm, cudaStream_t stream, const AttentionShape& sh, DType t, const GroupSum& s,
+                    float* acc, Workspace gemm_ws) {
+    const std::int64_t S = sh.seq, D = sh.head_dim, KV = sh.kv_heads, group = sh.heads / sh.kv_heads;
+    const bool in_place = t == DType::f32;
+    const std::int64_t cols = in_place ? D : std::min(D, group * S);  // KV * S * cols <= H * S * S
+    for (std::int64_t c0 = 0; c0 < D; c0 += cols) {
+        const std::int64_t n = std::min(cols, D - c0);
+        for (std::int64_t j = 0; j < group; ++j) {
+            GemmArgs g = head_gemm(S, n, S, t, DType::f32);
+            g.trans_a = true;
+            g.alpha = s.alpha;
+            g.beta = j == 0 ? 0.0f : 1.0f;
+            g.a = at(s.a, j * S * S, t), g.lda = S, g.stride_a = group * S * S;
+            g.b = at(s.b, j * D + c0, t), g.ldb = s.ldb, g.stride_b = group * D;
+            if (in_place) g.c = at(s.out, c0, t), g.ldc = s.ld_out, g.stride_c = D;
+            else g.c = acc, g.ldc = n, g.stride_c = S * n;
+            g.batch = KV;
+            gemm.run(g, gemm_ws);
+        }
+        if (in_place) continue;
+        with_float_type(t, "attention_backward", [&](auto tag) {
+            using T = decltype(tag);
+            TUNE_LAUNCH(store_blocks_kernel, grid_for(KV * S * n), kThreads, 0, stream)(
+                static_cast<T*>(at(s.out, c0, t)), s.ld_out, D, acc, S, n, KV * S * n);
+        });
+        TUNE_CUDA_CHECK_LAUNCH("store_blocks_kernel");
+    }
+}
 
 }  // namespace
 
@@ -161,27 +219,16 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
     const Scratch w = carve(sh, ws);
     for (std::int64_t b = 0; b < sh.batch; ++b) {
         const void* probs_b = at(a.probs, b * H * S * S, t);
-        // Everything that reads dout first: dq may alias it.
+        const void* dout_b = at(a.dout, b * S * a.dout_stride, t);
         for (std::int64_t g = 0; g < sh.kv_heads; ++g) {
             // dP_h (S, S) = dO_h (S, D) V_g^T.
             GemmArgs dp = head_gemm(S, S, D, t, DType::f32);
             dp.trans_b = true;
-            dp.a = at(a.dout, b * S * a.dout_stride + g * group * D, t), dp.lda = a.dout_stride, dp.stride_a = D;
+            dp.a = at(dout_b, g * group * D, t), dp.lda = a.dout_stride, dp.stride_a = D;
             dp.b = at(a.v, b * S * a.v_stride + g * D, t), dp.ldb = a.v_stride, dp.stride_b = 0;
             dp.c = w.scores + g * group * S * S, dp.ldc = S, dp.stride_c = S * S;
             dp.batch = group;
             gemm_->run(dp, w.gemm);
-            // dV_g (S, D) = sum over the group's heads of P_h^T dO_h.
-            for (std::int64_t j = 0; j < group; ++j) {
-                const std::int64_t h = g * group + j;
-                GemmArgs dv = head_gemm(S, D, S, t, t);
-                dv.trans_a = true;
-                dv.a = at(probs_b, h * S * S, t), dv.lda = S;
-                dv.b = at(a.dout, b * S * a.dout_stride + h * D, t), dv.ldb = a.dout_stride;
-                dv.c = at(a.dv, b * S * a.v_stride + g * D, t), dv.ldc = a.v_stride;
-                dv.beta = j == 0 ? 0.0f : 1.0f;
-                gemm_->run(dv, w.gemm);
-            }
         }
         with_float_type(t, op, [&](auto tag) {
             using T = decltype(tag);
@@ -189,6 +236,11 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
                 static_cast<T*>(w.ds), static_cast<const T*>(probs_b), w.scores, S);
         });
         TUNE_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
+        // dP is consumed: its region sums dV, then dK. dV reads dout, so it
+        // comes before dQ (dq may alias dout).
+        sum_over_group(*gemm_, stream_, sh, t,
+                       {probs_b, dout_b, a.dout_stride, at(a.dv, b * S * a.v_stride, t), a.v_stride, 1.0f}, w.scores,
+                       w.gemm);
         for (std::int64_t g = 0; g < sh.kv_heads; ++g) {
             // dQ_h (S, D) = scale dS_h (S, S) K_g.
             GemmArgs dq = head_gemm(S, D, S, t, t);
@@ -198,19 +250,11 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
             dq.c = at(a.dq, b * S * a.q_stride + g * group * D, t), dq.ldc = a.q_stride, dq.stride_c = D;
             dq.batch = group;
             gemm_->run(dq, w.gemm);
-            // dK_g (S, D) = scale * sum over the group's heads of dS_h^T Q_h.
-            for (std::int64_t j = 0; j < group; ++j) {
-                const std::int64_t h = g * group + j;
-                GemmArgs dk = head_gemm(S, D, S, t, t);
-                dk.trans_a = true;
-                dk.alpha = scale;
-                dk.a = at(w.ds, h * S * S, t), dk.lda = S;
-                dk.b = at(a.q, b * S * a.q_stride + h * D, t), dk.ldb = a.q_stride;
-                dk.c = at(a.dk, b * S * a.k_stride + g * D, t), dk.ldc = a.k_stride;
-                dk.beta = j == 0 ? 0.0f : 1.0f;
-                gemm_->run(dk, w.gemm);
-            }
         }
+        sum_over_group(*gemm_, stream_, sh, t,
+                       {w.ds, at(a.q, b * S * a.q_stride, t), a.q_stride, at(a.dk, b * S * a.k_stride, t), a.k_stride,
+                        scale},
+                       w.scores, w.gemm);
     }
 }
 

@@ -156,6 +156,12 @@ void add_attention_cases(std::vector<Case>& out) {
             out.push_back(backward_case(c, t, false));
         }
     for (DType t : kFloatTypes) out.push_back(backward_case(cases[0], t, true));
+    // Many heads per KV head: dK and dV sum 16 heads' products, where a
+    // 16-bit sum per head drifts from the CPU's one rounding; and S shorter
+    // than D allows (CUDA sums dK, dV in column chunks).
+    const AttentionCase grouped[] = {{{1, 96, 16, 1, 16}, false}, {{1, 64, 32, 2, 8}, false}, {{1, 5, 2, 2, 16}, false}};
+    for (DType t : kFloatTypes)
+        for (const auto& c : grouped) out.push_back(backward_case(c, t, false));
 
     // Flash: several (s, d, kv) shapes, s not a multiple of any tile, head
     // dims 64 and 128, grouped and multi-query heads; against flash on the
