@@ -73,3 +73,8 @@ TEST_CASE("emulated NCCL: the communicator's device memory is measured into the 
     // makes the backend first).
     CHECK(with.memory[Component::overhead] >= without.memory[Component::overhead] + tune_emu::kNcclCommBytes);
 }
+
+TEST_CASE("emulated NCCL: several ranks outside mpirun are refused at once, saying they need MPI") {
+    CHECK_THROWS_WITH(harness::make_nccl_comm(harness::new_nccl_id(), 0, 2, harness::NcclPlacement{0, nullptr}),
+                      Catch::Contains("only under MPI"));
+}

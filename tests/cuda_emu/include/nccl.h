@@ -1,7 +1,8 @@
-// Emulated NCCL (tests/cuda_emu): one rank. Collectives on one rank leave
-// the data as it is (copying when send and receive buffers differ); a
-// communicator of more ranks cannot be made and says so. Buffers must be
-// device memory, as NCCL requires.
+// Emulated NCCL (tests/cuda_emu). Collectives on one rank leave the data as
+// it is (copying when send and receive buffers differ). A communicator of
+// more ranks needs the processes to run under MPI (mpirun), one rank each:
+// its collectives are MPI's (runtime/nccl_mpi.h). Buffers must be device
+// memory, as NCCL requires.
 #pragma once
 
 #include <cstddef>

@@ -1,18 +1,16 @@
-// One-rank NCCL on the emulated device.
+// NCCL on the emulated device: one rank alone, or several processes under
+// MPI (nccl_mpi.h).
 #include <nccl.h>
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 
 #include "device.h"
-
-struct ncclComm {
-    std::string last_error;
-    ncclResult_t async = ncclSuccess;
-    bool aborted = false;
-};
+#include "nccl_comm.h"
+#include "nccl_mpi.h"
 
 namespace {
 
@@ -37,20 +35,33 @@ ncclResult_t refuse(ncclComm_t comm, ncclResult_t r, const std::string& why) {
     return r;
 }
 
-// Checks shared by the collectives; on one rank each is a copy of `bytes`.
-ncclResult_t one_rank_copy(ncclComm_t comm, const void* send, void* recv, std::size_t count, ncclDataType_t type,
-                           const char* name) {
+// Checks shared by the collectives: the communicator, the type, and that
+// both buffers ([send, +send_count) and [recv, +recv_count) elements) are
+// device memory. `zero` is set when there is nothing to move.
+ncclResult_t check_call(ncclComm_t comm, const void* send, std::size_t send_count, const void* recv,
+                        std::size_t recv_count, ncclDataType_t type, const char* name, bool& zero) {
     if (comm == nullptr) return ncclInvalidArgument;
     if (comm->aborted) return refuse(comm, ncclInvalidUsage, std::string(name) + " on an aborted communicator");
     // An asynchronous failure does not stop enqueueing, as in NCCL: only
     // ncclCommGetAsyncError reports it.
-    const std::size_t bytes = count * type_bytes(type);
-    if (type_bytes(type) == 0) return refuse(comm, ncclInvalidArgument, std::string(name) + ": bad data type");
-    if (bytes == 0) return ncclSuccess;
-    if (!tune_emu::device().is_device(send, bytes) || !tune_emu::device().is_device(recv, bytes))
+    const std::size_t element = type_bytes(type);
+    if (element == 0) return refuse(comm, ncclInvalidArgument, std::string(name) + ": bad data type");
+    zero = send_count == 0 || recv_count == 0;
+    if (zero) return ncclSuccess;
+    if (!tune_emu::device().is_device(send, send_count * element) ||
+        !tune_emu::device().is_device(recv, recv_count * element))
         return refuse(comm, ncclInvalidArgument, std::string(name) + ": buffers must be device memory");
-    if (send != recv) std::memmove(recv, send, bytes);
     return ncclSuccess;
+}
+
+// On one rank every collective is a copy of `count` elements (or nothing, in place).
+ncclResult_t one_rank_copy(const void* send, void* recv, std::size_t count, ncclDataType_t type) {
+    if (send != recv) std::memmove(recv, send, count * type_bytes(type));
+    return ncclSuccess;
+}
+
+ncclResult_t finish(ncclComm_t comm, ncclResult_t r, const char* name) {
+    return r == ncclSuccess ? r : refuse(comm, r, std::string(name) + ": the MPI collective behind it failed");
 }
 
 }  // namespace
@@ -89,18 +100,26 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t* config) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
     if (comm == nullptr) return ncclInvalidArgument;
     *comm = nullptr;
     if (const int injected = tune_emu::device().nccl_init_failure.load(); injected != 0) {
         thread_last_error() = tune_emu::device().nccl_failure_detail;
         return static_cast<ncclResult_t>(injected);
     }
-    if (nranks != 1 || rank != 0) {
-        thread_last_error() = "the emulated device has one rank";
-        return ncclInvalidUsage;
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        thread_last_error() = "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " is not a rank";
+        return ncclInvalidArgument;
     }
-    *comm = new ncclComm;
+    auto made = std::make_unique<ncclComm>();
+    if (nranks > 1) {
+        std::string why;
+        if (const ncclResult_t r = tune_emu::nccl_mpi::join(*made, id, nranks, rank, why); r != ncclSuccess) {
+            thread_last_error() = why;
+            return r;
+        }
+    }
+    *comm = made.release();
     tune_emu::device().reserve_hidden(static_cast<std::int64_t>(tune_emu::kNcclCommBytes));
     // Non-blocking init reports ncclInProgress until polled, as NCCL may.
     if (config != nullptr && config->blocking == 0) (*comm)->async = ncclInProgress;
@@ -112,7 +131,9 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-    if (comm != nullptr) tune_emu::device().reserve_hidden(-static_cast<std::int64_t>(tune_emu::kNcclCommBytes));
+    if (comm == nullptr) return ncclSuccess;
+    tune_emu::device().reserve_hidden(-static_cast<std::int64_t>(tune_emu::kNcclCommBytes));
+    tune_emu::nccl_mpi::leave(*comm);
     delete comm;
     return ncclSuccess;
 }
@@ -134,23 +155,54 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, std::size_t count, nccl
                            ncclComm_t comm, cudaStream_t) {
     if (op != ncclSum && op != ncclAvg && op != ncclMax && op != ncclMin && op != ncclProd)
         return refuse(comm, ncclInvalidArgument, "ncclAllReduce: bad op");
-    return one_rank_copy(comm, send, recv, count, type, "ncclAllReduce");
+    bool zero = false;
+    if (const ncclResult_t r = check_call(comm, send, count, recv, count, type, "ncclAllReduce", zero);
+        r != ncclSuccess || zero)
+        return r;
+    if (comm->nranks == 1) return one_rank_copy(send, recv, count, type);
+    return finish(comm, tune_emu::nccl_mpi::all_reduce(*comm, send, recv, count, type, op), "ncclAllReduce");
 }
 
+// send holds nranks blocks of recv_count; rank r receives the sum of block r.
 ncclResult_t ncclReduceScatter(const void* send, void* recv, std::size_t recv_count, ncclDataType_t type,
-                               ncclRedOp_t, ncclComm_t comm, cudaStream_t) {
-    return one_rank_copy(comm, send, recv, recv_count, type, "ncclReduceScatter");
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+    bool zero = false;
+    const std::size_t ranks = comm != nullptr ? static_cast<std::size_t>(comm->nranks) : 1;
+    if (const ncclResult_t r =
+            check_call(comm, send, recv_count * ranks, recv, recv_count, type, "ncclReduceScatter", zero);
+        r != ncclSuccess || zero)
+        return r;
+    if (comm->nranks == 1) return one_rank_copy(send, recv, recv_count, type);
+    return finish(comm, tune_emu::nccl_mpi::reduce_scatter(*comm, send, recv, recv_count, type, op),
+                  "ncclReduceScatter");
 }
 
+// recv holds nranks blocks of send_count; block r is rank r's send.
 ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t send_count, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t) {
-    return one_rank_copy(comm, send, recv, send_count, type, "ncclAllGather");
+    bool zero = false;
+    const std::size_t ranks = comm != nullptr ? static_cast<std::size_t>(comm->nranks) : 1;
+    if (const ncclResult_t r = check_call(comm, send, send_count, recv, send_count * ranks, type, "ncclAllGather", zero);
+        r != ncclSuccess || zero)
+        return r;
+    if (comm->nranks == 1) return one_rank_copy(send, recv, send_count, type);
+    return finish(comm, tune_emu::nccl_mpi::all_gather(*comm, send, recv, send_count * type_bytes(type)),
+                  "ncclAllGather");
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, std::size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t) {
-    if (root != 0) return refuse(comm, ncclInvalidArgument, "ncclBroadcast: root is not a rank");
-    return one_rank_copy(comm, send, recv, count, type, "ncclBroadcast");
+    if (comm != nullptr && (root < 0 || root >= comm->nranks))
+        return refuse(comm, ncclInvalidArgument, "ncclBroadcast: root is not a rank");
+    bool zero = false;
+    // Only the root's send buffer is read.
+    const void* read = comm != nullptr && comm->rank == root ? send : recv;
+    if (const ncclResult_t r = check_call(comm, read, count, recv, count, type, "ncclBroadcast", zero);
+        r != ncclSuccess || zero)
+        return r;
+    if (comm->nranks == 1) return one_rank_copy(send, recv, count, type);
+    return finish(comm, tune_emu::nccl_mpi::broadcast(*comm, send, recv, count * type_bytes(type), root),
+                  "ncclBroadcast");
 }
 
 void tune_emu::nccl_inject_failure(ncclResult_t init_result, ncclResult_t async_result, const char* detail) {

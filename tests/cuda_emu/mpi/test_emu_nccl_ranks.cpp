@@ -1,0 +1,160 @@
+// Two ranks of the emulated device under mpirun (label cuda-emu;mpi), each
+// process its own device, talking through the emulated NCCL, whose
+// collectives are MPI's: the collectives' values per dtype, `tune selftest
+// --gpus 2`'s ZeRO comparison with the CPU, and short trials per optimizer,
+// precision and ZeRO stage against the same trials on CPU ranks over MPI.
+// Collectives run in the same order on every rank whatever the checks say.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <cstdint>
+#include <vector>
+
+#include "core/presets.h"
+#include "harness/comm_mpi.h"
+#include "harness/comm_nccl.h"
+#include "harness/selftest_training.h"
+#include "harness/trial.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/math/half.h"
+#include "search/estimate.h"
+#include "tests/mpi/mpi_session.h"
+
+using namespace tune;
+
+namespace {
+
+using kernels::DType;
+
+std::unique_ptr<harness::Comm> nccl_on(kernels::Backend& backend) {
+    return harness::make_nccl_comm(test::mpi_runtime(), 0, &backend);
+}
+
+// Values exact in every float dtype; rank r's element i.
+float value(int rank, std::int64_t i) { return static_cast<float>(rank + 1) + 0.25f * static_cast<float>(i % 16); }
+
+std::vector<std::uint16_t> encode(const std::vector<float>& v, DType t) {
+    std::vector<std::uint16_t> out;
+    for (float x : v) out.push_back(t == DType::bf16 ? math::to_bf16(x).bits : math::to_fp16(x).bits);
+    return out;
+}
+
+std::vector<float> decode(const std::vector<std::uint16_t>& v, DType t) {
+    std::vector<float> out;
+    for (auto b : v) out.push_back(t == DType::bf16 ? math::to_float(math::bf16{b}) : math::to_float(math::fp16{b}));
+    return out;
+}
+
+// The buffer after `op` on it as `t` (host memory: the comm stages it through the device).
+template <class Op>
+std::vector<float> through(DType t, std::vector<float> v, Op&& op) {
+    if (t == DType::f32) {
+        op(v.data());
+        return v;
+    }
+    std::vector<std::uint16_t> half = encode(v, t);
+    op(half.data());
+    return decode(half, t);
+}
+
+// Two steps of the tiny model on 2 ranks.
+TrialConfig two_rank_trial(Optimizer o, Precision p, std::uint32_t stage) {
+    TrialConfig c;
+    c.model = *find_model("tiny");
+    c.optimizer = o;
+    c.precision = p;
+    c.zero_stage = stage;
+    c.world_size = 2;
+    c.micro_batch = 1;
+    c.context = 16;
+    c.steps = 2;
+    c.warmup = 1;
+    c.lr = 1e-3;
+    c.grad_accum = o == Optimizer::lomo ? 1 : 2;
+    c.checkpointing = static_cast<Checkpointing>(stage % 3);
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("emulated NCCL on 2 ranks: each collective's values in every float dtype, blocks placed by rank") {
+    auto backend = kernels::make_cuda_backend(0);
+    auto comm = nccl_on(*backend);
+    const int n = comm->world_size(), me = comm->rank();
+    REQUIRE(n == 2);
+    constexpr std::int64_t kCount = 32;
+    std::vector<float> mine(kCount);
+    for (std::int64_t i = 0; i < kCount; ++i) mine[static_cast<std::size_t>(i)] = value(me, i);
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+        INFO(kernels::dtype_name(t));
+        const auto sum = through(t, mine, [&](void* p) { comm->all_reduce(p, kCount, t, harness::ReduceOp::sum); });
+        const auto avg = through(t, mine, [&](void* p) { comm->all_reduce(p, kCount, t, harness::ReduceOp::average); });
+        const auto scattered =
+            through(t, mine, [&](void* p) { comm->reduce_scatter(p, kCount, t, harness::ReduceOp::sum); });
+        const auto gathered = through(t, mine, [&](void* p) { comm->all_gather(p, kCount, t); });
+        const auto sent = through(t, mine, [&](void* p) { comm->broadcast(p, kCount, t, 1); });
+        const std::int64_t block = kCount / n;
+        for (std::int64_t i = 0; i < kCount; ++i) {
+            const auto k = static_cast<std::size_t>(i);
+            CHECK(sum[k] == value(0, i) + value(1, i));
+            CHECK(avg[k] == (value(0, i) + value(1, i)) / 2);
+            if (i / block == me) CHECK(scattered[k] == value(0, i) + value(1, i));
+            CHECK(gathered[k] == value(static_cast<int>(i / block), i));
+            CHECK(sent[k] == value(1, i));
+        }
+    }
+}
+
+TEST_CASE("emulated NCCL on 2 ranks: every ZeRO stage matches the CPU (tune selftest --gpus 2)") {
+    auto backend = kernels::make_cuda_backend(0);
+    auto comm = nccl_on(*backend);
+    harness::ZeroSelftestOptions options;
+    options.context = 32;
+    const auto rows = harness::zero_stages_against_cpu(*backend, *comm, options);
+    REQUIRE(rows.size() == 4);
+    if (comm->rank() != 0) return;  // rank 0 compares
+    for (const auto& r : rows) {
+        INFO("zero " << r.stage << ": params " << r.param_diff << " (tol " << r.param_tolerance << "), losses "
+                     << r.loss_diff << " (tol " << r.loss_tolerance << ") " << r.error);
+        CHECK(r.pass);
+    }
+}
+
+TEST_CASE("emulated NCCL on 2 ranks: short trials per optimizer, precision and ZeRO stage match CPU ranks over MPI") {
+    struct Combo {
+        Optimizer optimizer;
+        Precision precision;
+        std::uint32_t stage;
+    };
+    const Combo combos[] = {{Optimizer::adamw, Precision::bf16_mixed, 1},
+                            {Optimizer::lion, Precision::fp16_mixed, 2},
+                            {Optimizer::adam8bit, Precision::fp32, 3},
+                            {Optimizer::adafactor, Precision::bf16, 0},
+                            {Optimizer::lomo, Precision::fp32, 0}};
+    harness::TrialOptions on_gpu, on_cpu;
+    on_gpu.backend = BackendKind::cuda;
+    on_cpu.backend = BackendKind::cpu;
+    on_gpu.log = on_cpu.log = nullptr;
+    for (const Combo& k : combos) {
+        const TrialConfig c = two_rank_trial(k.optimizer, k.precision, k.stage);
+        // The trial makes its own backend; the communicator's collectives wait for the device.
+        auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
+        const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
+        harness::MpiComm mpi(test::mpi_runtime());
+        const TrialResult cpu = harness::run_trial(c, on_cpu, mpi);
+        INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
+        REQUIRE(gpu.status == TrialStatus::ok);
+        REQUIRE(cpu.status == TrialStatus::ok);
+        REQUIRE(gpu.losses.size() == c.steps);
+        REQUIRE(cpu.losses.size() == c.steps);
+        // The self-test's training tolerances: fp32 to rounding, 16-bit to a few of its ulps.
+        const double tolerance = k.precision == Precision::fp32 ? 1e-4 : 5e-2;
+        for (std::size_t s = 0; s < c.steps; ++s) {
+            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
+            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= tolerance);
+        }
+        const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
+        CHECK(gpu.memory[Component::workspace] == e.memory[Component::workspace]);
+    }
+}
