@@ -95,9 +95,6 @@ std::optional<Invalidity> lora_problem(const TrialConfig& c) {
         return Invalidity{"qlora-precision", "qlora stores the base as 4-bit NF4 and computes in 16 bits: fp32 "
                                              "storage cannot be had for its base; use bf16-mixed, fp16-mixed or "
                                              "bf16, or method lora for an fp32 base"};
-    if (c.method == Method::qlora && zero_plan(c.zero_stage).shards_parameters)
-        return Invalidity{"qlora-zero3", "qlora keeps its NF4 base whole on every rank: ZeRO stage 3 (sharded "
-                                         "parameters) is for lora and full"};
     return std::nullopt;
 }
 

@@ -9,7 +9,9 @@
 //   stage 2  + gradients sharded: each buffer reduce-scattered as backward
 //              produces it (a transient bucket), weights all-gathered after the step
 //   stage 3  + parameters sharded: each buffer all-gathered just before its
-//              forward, recompute and backward, freed after
+//              forward, recompute and backward, freed after. A frozen base
+//              (lora, qlora) is sharded too; qlora's NF4 layers on whole
+//              absmax groups (kernels/math/nf4.h, nf4_shard)
 #pragma once
 
 #include <cstdint>

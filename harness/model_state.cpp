@@ -263,6 +263,15 @@ HostParams ModelState::download_grads() {
     return out;
 }
 
+Buffer gather_flat(Allocator& memory, Comm& comm, const void* shard, const FlatLayout& f, DType dt) {
+    const std::uint64_t b = kernels::dtype_bytes(dt);
+    Buffer whole = memory.allocate(Component::comm, static_cast<std::uint64_t>(f.padded) * b);
+    memory.backend().copy(whole.at(static_cast<std::uint64_t>(comm.rank() * f.shard) * b), shard,
+                          static_cast<std::uint64_t>(f.shard) * b);
+    comm.all_gather(whole.get(), f.padded, dt);
+    return whole;
+}
+
 HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double stddev) {
     HostParams host;
     for (std::size_t i = 0; i < layout.buffers(); ++i) {

@@ -90,6 +90,10 @@ private:
     std::vector<Buffer> params_, master_, grads_;
 };
 
+// ZeRO stage 3: the whole padded flat buffer `f` (dtype dt, tag comm) from
+// every rank's shard, this rank's at `shard`. Freed with the returned Buffer.
+Buffer gather_flat(Allocator& memory, Comm& comm, const void* shard, const FlatLayout& f, kernels::DType dt);
+
 // Host-side rounding to and from 16-bit storage (bf16 or f16 bits).
 std::vector<std::uint16_t> round_16(const std::vector<float>& values, kernels::DType dt);
 std::vector<float> widen_16(const std::vector<std::uint16_t>& raw, kernels::DType dt);

@@ -2,39 +2,65 @@
 // as NF4 with double-quantized absmax (kernels/math/nf4.h), its two RMSNorm
 // weight vectors kept in the weights' dtype (4-bit norms would move every
 // activation), and the outer buffer (embedding, final norm, LM head) in the
-// weights' dtype, as bitsandbytes leaves them. docs/memory-model.md §9.
+// weights' dtype, as bitsandbytes leaves them. At ZeRO stage 3 each rank
+// keeps its shard of every layer's NF4 storage (whole absmax groups,
+// math::nf4_shard) and of the outer buffer, gathered before each use;
+// the norms stay whole. docs/memory-model.md §9.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "harness/comm.h"
 #include "harness/memory.h"
 #include "harness/model_state.h"
 #include "harness/param_layout.h"
 #include "kernels/backend.h"
+#include "core/zero_plan.h"
 
 namespace tune::harness {
 
 // What LlamaLayer reads for one QLoRA layer (passed as its `weights` pointer).
 struct QuantizedLayer {
-    const void* nf4 = nullptr;    // math::nf4_sizes(n) bytes over the padded layer buffer of n elements
+    const void* nf4 = nullptr;    // math::nf4_sizes(n) bytes over the layer buffer, n >= its padded length
     const void* norms = nullptr;  // (2, h): attn_norm, mlp_norm in the weights' dtype
     std::int64_t n = 0;
 };
 
 class QuantizedBase {
 public:
-    QuantizedBase(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, kernels::DType dtype);
+    QuantizedBase(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, kernels::DType dtype,
+                  const ZeroPlan& zero, Comm& comm);
     // Quantizes the layers of `host` (fp32, laid out by the layout) on the
-    // device and keeps the outer buffer and the norms in the weights' dtype.
+    // device and keeps the outer buffer and the norms in the weights' dtype
+    // (at stage 3 only this rank's shards).
     void upload(const HostParams& host);
+    bool sharded() const { return zero_.gathers_weights_before_use(); }
+
+    // Whole storage (below stage 3): the layer as the model reads it, and the outer buffer.
     const QuantizedLayer* layer(std::size_t i) const { return &layers_[i]; }
     void* outer() const { return outer_.get(); }
 
+    // Stage 3: a layer's NF4 storage gathered from every rank's shard into a
+    // comm buffer, which `view` reads until `storage` is freed.
+    struct Gathered {
+        Buffer storage;
+        QuantizedLayer view;
+    };
+    Gathered gather_layer(std::size_t i);
+    // Stage 3: the outer buffer gathered (padded, weights' dtype, tag comm).
+    Buffer gather_outer();
+
 private:
+    void upload_layer_shard(std::size_t i, const void* whole);
+
     kernels::Backend& backend_;
+    Allocator& memory_;
     const ParamLayout& layout_;
     kernels::DType dt_;
+    ZeroPlan zero_;
+    Comm& comm_;
+    std::int64_t kept_ = 0;  // NF4 weights of a layer this rank keeps: the padded layer, or its shard
     std::vector<Buffer> nf4_, norms_;
     std::vector<QuantizedLayer> layers_;
     Buffer outer_;

@@ -151,7 +151,8 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
         PrecisionPlan frozen = plan_;
         frozen.master = false;
         if (config.method == Method::qlora)
-            qbase_ = std::make_unique<QuantizedBase>(backend, memory_, layout_, plan_.weights);
+            qbase_ = std::make_unique<QuantizedBase>(backend, memory_, layout_, plan_.weights,
+                                                     zero_plan(config.zero_stage), comm);
         else
             base_ = std::make_unique<ModelState>(backend, memory_, layout_, frozen, false,
                                                  zero_plan(config.zero_stage), comm);
@@ -196,8 +197,20 @@ Trainer::Weights Trainer::gather_adapters(std::size_t layer) {
 
 Trainer::Weights Trainer::gather(std::size_t buffer) {
     if (!qbase_) return gather(base(), buffer);
-    Weights w;  // QLoRA: never sharded; layers as QuantizedLayer, the outer buffer as it is
-    w.ptr = buffer == layout_.outer_index() ? qbase_->outer() : static_cast<const void*>(qbase_->layer(buffer));
+    // QLoRA: layers as a QuantizedLayer, the outer buffer in the weights' dtype; gathered at stage 3.
+    Weights w;
+    const bool outer = buffer == layout_.outer_index();
+    if (!qbase_->sharded()) {
+        w.ptr = outer ? qbase_->outer() : static_cast<const void*>(qbase_->layer(buffer));
+    } else if (outer) {
+        w.gathered = qbase_->gather_outer();
+        w.ptr = w.gathered.get();
+    } else {
+        QuantizedBase::Gathered g = qbase_->gather_layer(buffer);
+        w.gathered = std::move(g.storage);
+        w.view = std::make_unique<QuantizedLayer>(g.view);
+        w.ptr = w.view.get();
+    }
     return w;
 }
 
@@ -207,11 +220,7 @@ Trainer::Weights Trainer::gather(ModelState& state, std::size_t buffer) {
         w.ptr = state.weights(buffer);
         return w;
     }
-    const FlatLayout& f = state.layout().flat(buffer);
-    w.gathered = memory_.allocate(Component::comm, bytes_of(f.padded, plan_.weights));
-    backend_.copy(w.gathered.at(bytes_of(comm_.rank() * f.shard, plan_.weights)), state.weights(buffer),
-                  bytes_of(f.shard, plan_.weights));
-    comm_.all_gather(w.gathered.get(), f.padded, plan_.weights);
+    w.gathered = gather_flat(memory_, comm_, state.weights(buffer), state.layout().flat(buffer), plan_.weights);
     w.ptr = w.gathered.get();
     return w;
 }

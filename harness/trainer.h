@@ -64,6 +64,7 @@ private:
     // A flat buffer's weights as compute reads them: gathered at stage 3 (and freed with this).
     struct Weights {
         Buffer gathered;
+        std::unique_ptr<QuantizedLayer> view;  // QLoRA at stage 3: the gathered layer as the model reads it
         const void* ptr = nullptr;
     };
     Weights gather(ModelState& state, std::size_t buffer);

@@ -25,6 +25,7 @@
 #include "kernels/device_query.h"
 #include "kernels/error.h"
 #include "search/estimate.h"
+#include "search/model_flops.h"
 #include "core/config_error.h"
 #include "core/presets.h"
 #include "core/units.h"
@@ -290,13 +291,7 @@ void check_runnable(const TrialConfig& c) {
     if (auto field = harness::trainer_unsupported(c)) throw InvalidTrial(*field);
 }
 
-double step_flops(const TrialConfig& c) {
-    const ModelSpec& m = c.model;
-    const double matmul_params = static_cast<double>(m.param_count() - m.embedding_params());
-    // 6N per token for the matmuls, plus QK^T and PV: 6 * L * h * s per token with the causal half.
-    const double per_token = 6.0 * matmul_params + 6.0 * static_cast<double>(m.layers * m.hidden) * c.context;
-    return per_token * tokens_per_step(c);
-}
+double step_flops(const TrialConfig& c) { return model_flops_per_token(c.model, c) * tokens_per_step(c); }
 
 TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, TrialDetails* details) {
     if (config.world_size <= 1) {

@@ -78,7 +78,8 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
 TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Comm& comm,
                       TrialDetails* details = nullptr);
 
-// Model FLOPs of one optimizer step (6N per token plus causal attention), no recompute.
+// Model FLOPs of one optimizer step over all ranks (search/model_flops.h: 6N, or 4N + 6N_adapter
+// with a frozen base, plus attention), no recompute: what the measured MFU counts.
 double step_flops(const TrialConfig& c);
 
 }  // namespace tune::harness

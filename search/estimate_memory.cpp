@@ -58,7 +58,7 @@ StepMemory with_peak(StepMemory s) {
 // LoRA (§9): the frozen base gets no gradients, so the head has no bucket and
 // no LOMO gradient, there is no embedding backward, and the layer's bucket,
 // LOMO gradient and Adafactor sums are the adapters'. Stage 3 gathers the
-// base layer and its adapters.
+// base layer (qlora: its NF4 storage) and its adapters.
 StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayout& layout, const ComponentBytes& base,
                         const ActivationSizes& a) {
     const StateSettings settings = StateSettings::of(c);
@@ -75,8 +75,9 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
         if (lomo) p[Component::grads] += lomo_grad * gb;
         return p;
     };
-    const std::uint64_t gathered_layer =
-        comm_bytes(layout.layer.numel, settings, true) + comm_bytes(adapters.numel, settings, true);
+    const std::uint64_t gathered_base = c.method == Method::qlora ? nf4_gathered_layer_bytes(layout, settings)
+                                                                   : comm_bytes(layout.layer.numel, settings, true);
+    const std::uint64_t gathered_layer = gathered_base + comm_bytes(adapters.numel, settings, true);
     const std::uint64_t layer_comm = gathered_layer + comm_bytes(adapters.numel, settings, lomo) -
                                      comm_bytes(adapters.numel, settings, true);
     const std::uint64_t outer_gathered = comm_bytes(layout.outer.numel, settings, true);

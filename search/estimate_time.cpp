@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "core/zero_plan.h"
+#include "kernels/math/nf4.h"
 #include "search/flat_layout.h"
+#include "search/model_flops.h"
 
 namespace tune {
 namespace {
@@ -19,36 +21,31 @@ struct Flops {
     double total = 0;  // per token, with recomputation
 };
 
-// GEMM FLOPs are 2 per multiply-add; backward is twice the forward.
-// Flash attention skips the masked causal tiles (half of the scores and of
-// P v) and recomputes the scores q k^T in backward: once on the GPU
-// (FlashAttention-2's order); three times the half-square on the CPU, whose
-// two backward passes (dK dV by key tile, dQ by query tile) each recompute
-// the scores and the second recomputes dP (kernels/cpu/cpu_flash_attention.cpp).
+// Per token: the model FLOPs (search/model_flops.h), then what the engine
+// computes again. Full checkpointing recomputes each layer's forward but its
+// last GEMM (the down projection and its adapter's B product: the layer
+// output is not needed again; harness/model.cpp). Flash attention recomputes
+// the scores q k^T in backward: once on the GPU (FlashAttention-2's order);
+// three times the half-square on the CPU, whose two backward passes (dK dV
+// by key tile, dQ by query tile) each recompute the scores and the second
+// recomputes dP (kernels/cpu/cpu_flash_attention.cpp).
 Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& hw) {
     const bool flash = c.attention == Attention::flash;
-    const double h = static_cast<double>(m.hidden), kv = static_cast<double>(m.kv_dim());
-    const double f = static_cast<double>(m.ffn), v = static_cast<double>(m.vocab);
+    const double h = static_cast<double>(m.hidden), v = static_cast<double>(m.vocab);
     const double layers = static_cast<double>(m.layers), s = static_cast<double>(c.context);
-    const double q = static_cast<double>(m.q_dim());  // heads * head_dim: hidden unless head_dim is set
-    const double layer_gemm = 2 * (2 * h * q + 2 * h * kv + 3 * h * f);
-    // Scores and P v: 2 s q each per token; a flash causal kernel skips the masked half.
-    const double attention = (flash ? 2.0 : 4.0) * s * q;
-    const double forward = layers * (layer_gemm + attention) + 2 * h * v;
+    const double attention = attention_forward_flops(m, c);
+    double layer_forward = 0, layer_recompute = 0;
+    for (const Linear& l : layer_linears(m, c)) {
+        const double forward = linear_flops(l, c.adapters()).forward;
+        layer_forward += forward;
+        layer_recompute += l.down ? 2 * l.rank * l.in : forward;  // down: only x A^T, for dB
+    }
+    const double forward = layers * (layer_forward + attention) + 2 * h * v;
 
     Flops out;
-    out.model = 3 * forward;
-    if (c.adapters()) {
-        // §9: a frozen base's backward computes dX only (no weight gradients,
-        // no head dW, no embedding backward); the adapters add x A^T and its
-        // B product forward, and three GEMMs of the same size backward.
-        const double r = c.lora_rank;
-        double sides = 2 * (h + h) + 2 * (kv + h);  // q, o; k, v
-        if (c.lora_targets == LoraTargets::all_linear) sides += 3 * (f + h);
-        out.model = 2 * forward + layers * 4 * 2 * r * sides;
-    }
+    out.model = model_flops_per_token(m, c);
     double recompute = 0;
-    if (c.checkpointing == Checkpointing::full) recompute = layers * (layer_gemm + attention);
+    if (c.checkpointing == Checkpointing::full) recompute = layers * (layer_recompute + attention);
     // Selective recomputes the whole eager attention forward (scores, softmax
     // and P v: harness/model.cpp LlamaLayer::recompute), not only the scores;
     // with flash it keeps everything (the lse is O(s)) and recomputes nothing.
@@ -56,7 +53,7 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
     if (flash) recompute += layers * (hw.backend == BackendKind::cpu ? 3.0 : 1.0) * s * h;
     out.total = out.model + recompute;
     // LOMO finds the global norm (for clipping or fp16 overflow) in a first backward pass.
-    if (lomo_backward_passes(c) > 1) out.total += 2 * forward + recompute;
+    if (lomo_backward_passes(c) > 1) out.total += out.model - forward + recompute;
     return out;
 }
 
@@ -74,6 +71,16 @@ double zero_plan_bytes(const ZeroPlan& z, double ring_wb, double all, double out
     return ring_wb * (grads + weights);
 }
 
+// What stage 3 gathers of one base layer, in elements of the weights' dtype:
+// the padded layer, or with qlora its NF4 codes, absmax codes and scales
+// over whole absmax groups per rank (the offset is every rank's already).
+double base_layer_gathered(double layer, std::uint64_t ranks, const TrialConfig& c) {
+    if (c.method != Method::qlora) return layer;
+    const math::Nf4Sizes s =
+        math::nf4_sizes(math::nf4_shard(static_cast<std::int64_t>(layer), static_cast<std::int64_t>(ranks)).padded);
+    return static_cast<double>(s.packed + s.absmax + 4 * s.scales) / weight_bytes(c.precision);
+}
+
 // Bytes each rank sends per step, ring algorithms: an all-reduce moves
 // 2(N-1)/N of the buffer, a reduce-scatter or all-gather (N-1)/N.
 double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
@@ -88,11 +95,13 @@ double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
     const double micro = c.grad_accum;
     double gathers = micro * (2 * static_cast<double>(m.layers) * layer + 2 * outer);  // stage 3
     if (c.adapters()) {
-        // §9: gradients and updates are the adapters'; stage 3 still gathers the base (the
-        // layers twice per micro-batch, the outer buffer once: no embedding backward).
+        // §9: gradients and updates are the adapters'; stage 3 still gathers the base, every
+        // buffer twice per micro-batch: the layers for forward and backward, the outer
+        // buffer for the embedding and the head (qlora: the layers' NF4 storage).
         const BufferKind a = adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block);
         const double adapter = static_cast<double>(full_numel(a.numel, n, layout.align));
-        gathers = micro * (2 * static_cast<double>(m.layers) * (layer + adapter) + outer);
+        const double base_layer = base_layer_gathered(layer, n, c);
+        gathers = micro * (2 * static_cast<double>(m.layers) * (base_layer + adapter) + 2 * outer);
         layer = adapter;
         outer = 0;
     }
@@ -189,32 +198,42 @@ struct ProbedMicroBatch {
 };
 std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p,
                                                    bool fused) {
-    const auto t = static_cast<std::int64_t>(c.micro_batch) * c.context;
-    const auto h = static_cast<std::int64_t>(m.hidden), kv = static_cast<std::int64_t>(m.kv_dim());
-    const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
+    const double t = static_cast<double>(c.micro_batch) * c.context;
     const std::uint32_t bytes = weight_bytes(c.precision);
     bool missing = false;
-    const auto gemm = [&](std::int64_t rows, std::int64_t n, std::int64_t k) {
-        const std::optional<double> rate = p.gemm_flops_per_s(rows, n, k, bytes);
+    const auto gemm = [&](double rows, double n, double k) {
+        if (rows * n * k == 0) return 0.0;
+        const auto i = [](double x) { return static_cast<std::int64_t>(x); };
+        const std::optional<double> rate = p.gemm_flops_per_s(i(rows), i(n), i(k), bytes);
         if (!rate) missing = true;
-        return rate ? 2.0 * static_cast<double>(rows) * static_cast<double>(n) * static_cast<double>(k) / *rate : 0.0;
+        return rate ? 2.0 * rows * n * k / *rate : 0.0;
     };
-    // q and o (h -> h), k and v (h -> kv), gate and up (h -> f), down (f -> h).
-    const double layer = 2 * gemm(t, h, h) + 2 * gemm(t, kv, h) + 2 * gemm(t, f, h) + gemm(t, h, f);
-    const double head = gemm(t, v, h);
+    // The GEMMs model_flops counts, each at its shape's rate: a base weight's
+    // backward (dX, and dW unless frozen) at its forward's; the adapters' x A^T,
+    // (x A^T) B^T forward and dY B, (dY B) A, dA, dB backward at their own (rank-r) shapes.
+    const double passes = c.adapters() ? 2.0 : 3.0;
+    double layer = 0, recompute_layer = 0;
+    for (const Linear& l : layer_linears(m, c)) {
+        const double base = gemm(t, l.out, l.in), project = gemm(t, l.rank, l.in);
+        const double expand = gemm(t, l.out, l.rank);
+        layer += passes * base + project + expand + gemm(t, l.rank, l.out) + gemm(t, l.in, l.rank) +
+                 gemm(l.rank, l.in, t) + gemm(l.out, l.rank, t);
+        recompute_layer += l.down ? project : base + project + expand;
+    }
+    const double head = passes * gemm(t, static_cast<double>(m.vocab), static_cast<double>(m.hidden));
     const std::optional<AttentionRate> a = p.attention_at(c.micro_batch, c.context, static_cast<std::int64_t>(m.heads),
                                                           static_cast<std::int64_t>(m.head_dim()), bytes, fused);
     if (missing || !a) return std::nullopt;
     const double layers = static_cast<double>(m.layers);
-    const double forward = layers * layer + head;
+    const double step = layers * layer + head;
     double recompute = 0, attention_recompute = 0;
-    if (c.checkpointing == Checkpointing::full) recompute = layers * layer;
+    if (c.checkpointing == Checkpointing::full) recompute = layers * recompute_layer;
     if (c.checkpointing != Checkpointing::none) attention_recompute = layers * a->forward_s;
     ProbedMicroBatch out;
-    out.gemm_s = 3 * forward + recompute;
+    out.gemm_s = step + recompute;
     out.attention_s = layers * (a->forward_s + a->backward_s) + attention_recompute;
     if (lomo_backward_passes(c) > 1) {
-        out.gemm_s += 2 * forward + recompute;
+        out.gemm_s += (passes - 1) / passes * step + recompute;
         out.attention_s += layers * a->backward_s + attention_recompute;
     }
     return out;

@@ -11,7 +11,7 @@
 namespace tune {
 
 struct StepTime {
-    double model_flops_per_token = 0;  // 6N + attention: what MFU counts
+    double model_flops_per_token = 0;  // search/model_flops.h: what MFU counts
     double flops_per_token = 0;        // plus recomputation (and LOMO's norm pass)
     double comm_bytes = 0;             // sent per rank per step
     double compute_s = 0;

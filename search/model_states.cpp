@@ -61,6 +61,20 @@ std::uint64_t frozen_bytes(const BufferKind& kind, const StateSettings& s) {
 
 }  // namespace
 
+std::uint64_t nf4_layer_bytes(const FlatLayout& layout, const StateSettings& s) {
+    const auto n = static_cast<std::int64_t>(full_numel(layout.layer.numel, s.world_size, s.align));
+    const std::int64_t kept =
+        s.zero.shards_parameters ? math::nf4_shard(n, static_cast<std::int64_t>(s.world_size)).shard : n;
+    return static_cast<std::uint64_t>(math::nf4_sizes(kept).bytes);
+}
+
+std::uint64_t nf4_gathered_layer_bytes(const FlatLayout& layout, const StateSettings& s) {
+    if (!s.zero.gathers_weights_before_use()) return 0;
+    const auto n = static_cast<std::int64_t>(full_numel(layout.layer.numel, s.world_size, s.align));
+    const math::Nf4Shard shard = math::nf4_shard(n, static_cast<std::int64_t>(s.world_size));
+    return static_cast<std::uint64_t>(math::nf4_sizes(shard.padded).bytes);
+}
+
 ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c) {
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const StateSettings s = StateSettings::of(c);
@@ -70,13 +84,11 @@ ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c) {
         b.params += frozen_bytes(layout.layer, s) + frozen_bytes(layout.outer, s);
         return b;
     }
-    // qlora: each layer buffer as NF4 (never sharded) plus its two norm vectors
-    // in the weights' dtype; the outer buffer in the weights' dtype.
-    const std::uint64_t n = full_numel(layout.layer.numel, s.world_size, s.align);
-    const std::uint64_t wb = weight_bytes(s.precision);
-    b.params += layout.layer.count * (static_cast<std::uint64_t>(math::nf4_sizes(static_cast<std::int64_t>(n)).bytes) +
-                                      2 * m.hidden * wb);
-    b.params += wb * full_numel(layout.outer.numel, s.world_size, s.align);
+    // qlora: each layer buffer as NF4 plus its two norm vectors in the
+    // weights' dtype (whole on every rank); the outer buffer in the weights'
+    // dtype. Stage 3 keeps the rank's shard of the NF4 and of the outer buffer.
+    b.params += layout.layer.count * (nf4_layer_bytes(layout, s) + 2 * m.hidden * weight_bytes(s.precision));
+    b.params += frozen_bytes(layout.outer, s);
     return b;
 }
 

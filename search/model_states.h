@@ -41,9 +41,16 @@ ModelStateBytes model_states(const BufferKind& kind, const StateSettings& s);
 // All buffers of the layout.
 ModelStateBytes model_states(const FlatLayout& layout, const StateSettings& s);
 
+// QLoRA (§9): one layer's NF4 storage on this rank, whole or (stage 3) its
+// shard of whole absmax groups; and at stage 3 the layer gathered from every
+// rank before each use (tag comm), else 0.
+std::uint64_t nf4_layer_bytes(const FlatLayout& layout, const StateSettings& s);
+std::uint64_t nf4_gathered_layer_bytes(const FlatLayout& layout, const StateSettings& s);
+
 // What a configuration trains and keeps (§2, §9): with method full the
 // layout's states; with lora the frozen base's weights alone (sharded at
-// stage 3) plus the adapters' states, weights, master, gradients and optimizer.
+// stage 3) plus the adapters' states, weights, master, gradients and optimizer;
+// with qlora the base as NF4 layers (sharded at stage 3 too).
 ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c);
 
 }  // namespace tune

@@ -278,6 +278,25 @@ TEST_CASE("QLoRA computes what LoRA computes on the NF4-rounded base, bit for bi
     }
 }
 
+TEST_CASE("QLoRA at ZeRO stage 3 gathers its NF4 shards and computes what stage 0 computes, bit for bit",
+          "[lora][qlora][zero]") {
+    for (Optimizer opt : {Optimizer::adamw, Optimizer::lomo}) {
+        TrialConfig c = test::trainer_config(test::micro_model(), opt, Precision::bf16_mixed);
+        c.method = Method::qlora;
+        c.lora_rank = 4;
+        c.lora_targets = LoraTargets::all_linear;
+        INFO(summary(c));
+        test::TrainerRig whole(c, std::make_unique<test::FixedTokens>(c.model.vocab));
+        c.zero_stage = 3;
+        test::TrainerRig sharded(c, std::make_unique<test::FixedTokens>(c.model.vocab));
+        for (int s = 0; s < 3; ++s) CHECK(sharded.trainer->step().loss == whole.trainer->step().loss);
+        CHECK(max_diff(sharded.trainer->model().download_weights(), whole.trainer->model().download_weights()) == 0.0);
+        // The shard is whole absmax groups (16384 weights), so one rank keeps more than the layer's padded buffer.
+        CHECK(sharded.trainer->memory().peak_breakdown()[Component::params] >
+              whole.trainer->memory().peak_breakdown()[Component::params]);
+    }
+}
+
 TEST_CASE("tune trial and tune estimate take the method flags; bad adapter input is exit 2", "[lora][cli]") {
     const auto est = test::run_tune("estimate --model llama-7b --device rtx4090 --method qlora --lora-rank 64 "
                                     "--lora-targets all-linear --lora-alpha 16 --checkpointing full --context 512");

@@ -109,6 +109,23 @@ TUNE_HD inline Nf4Sizes nf4_sizes(std::int64_t n) {
   return s;
 }
 
+// ZeRO stage 3 (core/zero_plan.h) over `ranks` ranks: each rank keeps an
+// equal shard of whole absmax groups (256 blocks of 64 weights = 16384
+// weights), so its packed codes, absmax codes and scales are an NF4 buffer
+// of `shard` weights in the layout above (with a copy of the one offset), and
+// the ranks' parts gathered side by side form the NF4 buffer of `padded`
+// weights. The weights past n are padding: zero codes, never dequantized.
+constexpr std::int64_t kNf4ShardUnit = std::int64_t{kNf4Block} * kNf4AbsmaxBlock;
+struct Nf4Shard {
+  std::int64_t shard = 0;   // weights each rank keeps: a multiple of kNf4ShardUnit
+  std::int64_t padded = 0;  // ranks * shard
+};
+TUNE_HD inline Nf4Shard nf4_shard(std::int64_t n, std::int64_t ranks) {
+  const std::int64_t per_rank = (n + ranks - 1) / ranks;
+  const std::int64_t shard = (per_rank + kNf4ShardUnit - 1) / kNf4ShardUnit * kNf4ShardUnit;
+  return {shard, shard * ranks};
+}
+
 // The parts of an NF4 buffer of n weights starting at q.
 struct Nf4Parts {
   std::uint8_t* packed;

@@ -70,14 +70,17 @@ TEST_CASE("emulated device: a short trial per optimizer and precision runs ok on
         }
 }
 
-TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend, workspace as estimated") {
+TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at stages 0 and 3, memory as estimated") {
     harness::TrialOptions options;
     options.backend = BackendKind::cuda;
     options.log = nullptr;
-    for (Method method : {Method::lora, Method::qlora}) {
+    for (int run = 0; run < 4; ++run) {
+        const Method method = run % 2 == 0 ? Method::lora : Method::qlora;
+        const std::uint32_t stage = run < 2 ? 0 : 3;
         TrialConfig c = short_trial(Optimizer::adamw, Precision::bf16_mixed);
         c.method = method;
         c.lora_rank = 8;
+        c.zero_stage = stage;  // qlora at stage 3: its NF4 shard gathered through NCCL before each use
         const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
         const TrialResult r = harness::run_trial(c, options, *nccl);
         INFO(summary(c) << ": " << r.reason);
