@@ -50,6 +50,7 @@ SoftwareVersions software() {
 
 std::string value_text(const probe::ProbeRecord& r) {
     if (r.unit == "FLOP/s") return fmt::format("{:.2f} GFLOP/s", r.value / 1e9);
+    if (r.unit == "B/s" && r.value < 1e9) return fmt::format("{:.1f} MB/s", r.value / 1e6);  // MPI between CPU ranks
     if (r.unit == "B/s") return fmt::format("{:.2f} GB/s", r.value / 1e9);
     return fmt::format("{:.3f} ms", r.value * 1e3);
 }
