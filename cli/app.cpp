@@ -60,6 +60,7 @@ int run_cli(int argc, const char* const* argv) {
     add_status_command(app, exit_code);
     add_submit_command(app, exit_code);
     add_probe_command(app, exit_code);
+    add_probe_collectives_command(app, exit_code);
 
     if (argc <= 1) {
         fmt::print(stderr, "{}", app.help());

@@ -7,12 +7,14 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "cli/database_path.h"
 #include "cli/emit.h"
 #include "cli/dimension_flags.h"
 #include "reports/text_table.h"
+#include "core/noise_ties.h"
 #include "core/units.h"
 #include "store/best.h"
 #include "store/record_json.h"
@@ -67,6 +69,22 @@ std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_
     return row;
 }
 
+// "ties within noise: trial 12 (#1), trial 7 (#2)": their throughputs are not told apart by the
+// noise of their step times, so the ranking between them is not a measurement.
+void print_ties(const BestAnswer& a) {
+    if (a.tied_with_best.empty()) return;
+    std::vector<std::string> names;
+    for (TrialId id : a.tied_with_best) {
+        std::string name = fmt::format("trial {}", id);
+        for (std::size_t i = 0; i < a.ranked.size(); ++i)
+            if (a.ranked[i].id == id) name += fmt::format(" (#{})", i + 1);
+        names.push_back(std::move(name));
+    }
+    fmt::print("Ties within noise: {} (throughput intervals from median step time +/- {:g} x stddev / sqrt(timed "
+               "steps) overlap; the order among them is not measured)\n",
+               fmt::join(names, ", "), kNoiseSigmas);
+}
+
 void print_answer(const BestAnswer& a) {
     const bool measured = a.basis == Basis::measured;
     std::vector<std::string> header{"#", "front", "sweep", "trial"};
@@ -81,6 +99,7 @@ void print_answer(const BestAnswer& a) {
         fmt::print("Predicted best of {} qualifying configurations (predicted: estimates only, not measured; {} "
                    "unmeasured\nconfigurations are predicted to fit; front: on the predicted Pareto front among those "
                    "that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));
+    print_ties(a);
     fmt::print("Reproduce the best{}:\n  {}\n", measured ? "" : " (predicted; run it to measure it)",
                trial_command(a.ranked.front().result.config));
 }
@@ -104,6 +123,7 @@ nlohmann::json answer_json(const BestAnswer& a) {
             {"basis", to_string(a.basis)},
             {"command", trial_command(a.ranked.front().result.config)},
             {"runners_up", runners},
+            {"ties_within_noise", a.tied_with_best},
             {"qualifying", a.qualifying}};
 }
 

@@ -12,7 +12,9 @@
 #include "build_info.h"
 #include "cli/commands.h"
 #include "core/presets.h"
+#include "driver/collective_probes.h"
 #include "driver/plan.h"
+#include "launch/launch.h"
 #include "kernels/device_query.h"
 #include "probe/sweep_probes.h"
 #include "reports/text_table.h"
@@ -48,6 +50,7 @@ SoftwareVersions software() {
 
 std::string value_text(const probe::ProbeRecord& r) {
     if (r.unit == "FLOP/s") return fmt::format("{:.2f} GFLOP/s", r.value / 1e9);
+    if (r.unit == "B/s" && r.value < 1e9) return fmt::format("{:.1f} MB/s", r.value / 1e6);  // MPI between CPU ranks
     if (r.unit == "B/s") return fmt::format("{:.2f} GB/s", r.value / 1e9);
     return fmt::format("{:.3f} ms", r.value * 1e3);
 }
@@ -65,9 +68,10 @@ int run_probe(const ProbeCliOptions& o) {
                                                      Store::Mode::read_write);
     probe::ProbeSettings settings;
     settings.min_seconds = o.min_time;
-    const probe::SweepProbes p = probe::probes_for_sweep(spec, cpu_threads_per_rank(spec), store.get(),
-                                                         {host(), probe::probe_software(software()), ""}, o.refresh,
-                                                         settings);
+    const std::uint32_t threads = cpu_threads_per_rank(spec);
+    const probe::SweepProbes p = probe::probes_for_sweep(
+        spec, threads, store.get(), {host(), probe::probe_software(software()), ""}, o.refresh, settings,
+        collective_prober(spec, {self_executable(), "probe-collectives"}, o.min_time, threads));
     if (o.json) {
         nlohmann::json out{{"cached", p.cached}, {"seconds", p.seconds}, {"probes", nlohmann::json::array()}};
         for (const auto& r : p.records)
@@ -90,7 +94,9 @@ int run_probe(const ProbeCliOptions& o) {
 void add_probe_command(CLI::App& app, int& exit_code) {
     auto* cmd = app.add_subcommand(
         "probe", "Measure what the time model needs at a sweep's shapes: GEMM rates, attention forward and "
-                 "backward, the optimizer update's bandwidth. `tune sweep --probe` does this at start and "
+                 "backward, the optimizer update's bandwidth, and the bus bandwidth (nccl-tests' busbw) of "
+                 "all-reduce, reduce-scatter and all-gather at the sweep's world sizes, over MPI ranks started "
+                 "by the sweep's launcher (NCCL on GPUs). `tune sweep --probe` does this at start and "
                  "reuses the rates cached in its database for the same host, software version and device.");
     auto o = std::make_shared<ProbeCliOptions>();
     cmd->add_option("file", o->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();

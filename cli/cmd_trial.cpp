@@ -40,6 +40,7 @@ struct TrialFlags {
     std::uint64_t seed = 1234;
     double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, clip = 0, neftune_alpha = 0, lora_alpha = 0;
     int threads = 0;
+    NoiseRule noise;
     std::string backend = std::string(to_string(BackendKind::automatic));
     bool json = false;
     bool force = false;
@@ -149,6 +150,11 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--adam8bit-block", o.adam8bit_block, "8-bit Adam block size");
     cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha: adapters scale by alpha / rank (default 2 x rank)");
     cmd->add_option("--threads", o.threads, "CPU threads (default: OpenMP's)");
+    cmd->add_option("--max-cv", o.noise.max_cv,
+                    "More steps while the timed steps' coefficient of variation (stddev / mean) is above this, "
+                    "e.g. 0.05, up to --max-steps (default 0: the configured steps only)")
+        ->check(CLI::Range(0.0, 10.0));
+    cmd->add_option("--max-steps", o.noise.max_steps, "At most this many steps in all, warm-up included, with --max-cv");
     cmd->add_option("--backend", o.backend, "auto (CUDA when a device is visible, else the CPU), cpu or cuda")
         ->check(CLI::IsMember({std::string(to_string(BackendKind::automatic)), std::string(to_string(BackendKind::cpu)),
                                std::string(to_string(BackendKind::cuda))}))
@@ -177,7 +183,7 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
     if (auto problem = launcher_problem(launcher)) return report(unrun(config, TrialStatus::failed, *problem));
     // Every rank starts from the same adapters; rank 0 writes them back (run_trial).
     const TrialChildFlags flags{o.init,  o.tokens, o.threads,      backend_of(o),
-                                false,   o.force,  o.init_adapter, o.save_adapter};
+                                false,   o.force,  o.init_adapter, o.save_adapter, o.noise};
     ProcessSpec spec;
     spec.argv =
         launch_command(launcher, config.world_size, trial_child_argv({self_executable(), "trial"}, config, flags));
@@ -217,6 +223,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         if (!o.init_adapter.empty()) run.init_adapter_dir = o.init_adapter;
         if (!o.save_adapter.empty()) run.save_adapter_dir = o.save_adapter;
         run.threads = o.threads;
+        run.noise = o.noise;
         run.backend = backend_of(o);
         run.force = o.force;
         run.fault_nan = f == "nan";

@@ -31,6 +31,7 @@ void add_report_command(CLI::App& app, int& exit_code);
 void add_status_command(CLI::App& app, int& exit_code);
 void add_submit_command(CLI::App& app, int& exit_code);
 void add_probe_command(CLI::App& app, int& exit_code);
+void add_probe_collectives_command(CLI::App& app, int& exit_code);
 
 // Parses argv and runs the chosen command. Never calls exit().
 int run_cli(int argc, const char* const* argv);

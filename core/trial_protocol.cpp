@@ -57,6 +57,9 @@ std::vector<std::string> trial_child_argv(std::vector<std::string> program, cons
     if (flags.force) program.emplace_back("--force");
     if (!flags.init_adapter.empty()) program.insert(program.end(), {"--init-adapter", flags.init_adapter});
     if (!flags.save_adapter.empty()) program.insert(program.end(), {"--save-adapter", flags.save_adapter});
+    if (flags.noise.max_cv > 0)
+        program.insert(program.end(), {"--max-cv", fmt::format("{}", flags.noise.max_cv), "--max-steps",
+                                       std::to_string(flags.noise.max_steps)});
     return program;
 }
 

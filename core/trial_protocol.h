@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/noise_rule.h"
 
 namespace tune {
 
@@ -33,6 +34,7 @@ struct TrialChildFlags {
     bool force = false;                  // --force: run even when the estimate says it cannot fit
     std::string init_adapter;            // --init-adapter FOLDER (a PEFT adapter; "" for none)
     std::string save_adapter;            // --save-adapter FOLDER ("" for none)
+    NoiseRule noise;                     // --max-cv X --max-steps N (when max_cv > 0)
 };
 
 // `program` (e.g. {"/path/to/tune", "trial"}) followed by --config <json> and the flags.

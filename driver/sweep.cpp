@@ -4,6 +4,7 @@
 
 #include "launch/launch.h"
 #include "launch/allocation.h"
+#include "driver/collective_probes.h"
 #include "driver/lease.h"
 #include "driver/makespan.h"
 #include "driver/plan.h"
@@ -76,10 +77,17 @@ SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOp
 
     // The time model's rates for this machine, measured once per host, version and device
     // (not for a dry run: a large model's GEMMs would take minutes to probe for estimates alone).
-    if (options.probe && !report.estimate_only)
-        spec.probed = probe::probes_for_sweep(spec, cpu_threads_per_rank(spec), &store,
-                                              {env.host, probe::probe_software(env.software), ""}, false)
+    // Collectives at the sweep's world sizes run as ranks under its launcher, as trials do.
+    if (options.probe && !report.estimate_only) {
+        const std::uint32_t threads = cpu_threads_per_rank(spec);
+        const probe::ProbeSettings probe_settings;
+        spec.probed = probe::probes_for_sweep(spec, threads, &store,
+                                              {env.host, probe::probe_software(env.software), ""}, false,
+                                              probe_settings,
+                                              collective_prober(spec, {self_executable(), "probe-collectives"},
+                                                                probe_settings.min_seconds, threads))
                           .rates;
+    }
     PlanSettings settings{base_estimate_options(spec), options.prune_tolerance, strategy};
     const std::vector<NewTrial> plan = plan_trials(spec, expand_space(spec), settings);
     store.add_trials(opened.id, plan);

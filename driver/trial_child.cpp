@@ -17,6 +17,7 @@ std::vector<std::string> rank_argv(const TrialConfig& config, const SweepSpec& s
     flags.force = true;
     // The same thread count the estimator was given (see cpu_threads_per_rank).
     if (spec.hardware.backend == BackendKind::cpu) flags.threads = static_cast<int>(cpu_threads_per_rank(spec));
+    flags.noise = spec.trial.noise;
     return trial_child_argv(trial_program, config, flags);
 }
 

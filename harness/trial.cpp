@@ -27,6 +27,7 @@
 #include "search/estimate.h"
 #include "search/model_flops.h"
 #include "core/config_error.h"
+#include "core/noise_rule.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
@@ -87,9 +88,10 @@ void log_step(std::FILE* log, const TrialConfig& c, std::size_t i, const StepSta
               const Allocator& memory, double mfu) {
     if (log == nullptr) return;
     const MemoryBreakdown& peak = memory.peak_breakdown();
-    fmt::print(log, "step {:>3}/{} | loss {:.6f} | norm {:.4f} | {:8.1f} ms | {:8.0f} tok/s | MFU {:5.2f}% | "
+    // A step past the configured ones (more for noise) shows as "7/6+".
+    fmt::print(log, "step {:>3}/{}{} | loss {:.6f} | norm {:.4f} | {:8.1f} ms | {:8.0f} tok/s | MFU {:5.2f}% | "
                     "peak {} ({}){}{}\n",
-               i + 1, c.steps, s.loss, s.grad_norm, ms, tokens_per_step(c) / (ms / 1e3), 100 * mfu,
+               i + 1, c.steps, i >= c.steps ? "+" : "", s.loss, s.grad_norm, ms, tokens_per_step(c) / (ms / 1e3), 100 * mfu,
                format_bytes(peak.peak), peak.peak_phase,
                uses_loss_scaling(c.precision) ? fmt::format(" | scale {:g}", s.loss_scale) : std::string(),
                s.skipped ? " | SKIPPED (fp16 overflow)" : "");
@@ -101,15 +103,55 @@ std::unique_ptr<TokenSource> token_source(const TrialConfig& c, const TrialOptio
     return synthetic_tokens(c.seed, c.model.vocab);
 }
 
-// Steps the trainer, filling r.
+void log_noise_rule(std::FILE* log, const TrialConfig& c, const NoiseRule& rule) {
+    if (log == nullptr) return;
+    if (rule.max_cv > 0 && rule.max_steps > c.steps)
+        fmt::print(log, "timing: {} steps ({} warm-up); more while the timed steps' CV is above {:.1f}%, up to {} "
+                        "steps ([trial] max_cv, max_steps)\n",
+                   c.steps, c.warmup, 100 * rule.max_cv, rule.max_steps);
+    else
+        fmt::print(log, "timing: {} steps ({} warm-up), no more for noise ([trial] max_cv {:g}, max_steps {})\n",
+                   c.steps, c.warmup, rule.max_cv, rule.max_steps);
+}
+
+void log_noise(std::FILE* log, const StepStatistics& s) {
+    if (log == nullptr) return;
+    fmt::print(log, "timing: {} timed steps | median {:.1f} ms | mean {:.1f} ms | stddev {:.2f} ms | CV {:.1f}%\n",
+               s.count, s.median_ms, s.mean_ms, s.stddev_ms, 100 * s.cv);
+}
+
+// Whether to run another step past the configured ones: rank 0's times decide,
+// for every rank (each must run the same steps, or the others wait in a collective).
+// Its broadcast's bytes go to `control_bytes`, which the step's collectives leave out.
+bool another_step(Comm& comm, const std::vector<double>& step_ms, const TrialConfig& c, const NoiseRule& rule,
+                  std::FILE* log, std::uint64_t& control_bytes) {
+    if (step_ms.size() < c.steps) return true;
+    if (rule.max_cv <= 0 || rule.max_steps <= c.steps) return false;
+    float more = needs_more_steps(step_ms, c.warmup, rule) ? 1.0f : 0.0f;
+    if (comm.world_size() > 1) {
+        const std::uint64_t before = comm.bytes_moved();
+        comm.broadcast(&more, 1, kernels::DType::f32, 0);
+        control_bytes += comm.bytes_moved() - before;
+    }
+    if (more > 0 && log != nullptr)
+        fmt::print(log, "timing: CV {:.1f}% is above {:.1f}%: step {} of at most {}\n",
+                   100 * step_statistics(step_ms, c.warmup).cv, 100 * rule.max_cv, step_ms.size() + 1,
+                   rule.max_steps);
+    return more > 0;
+}
+
+// Steps the trainer, filling r: the configured steps, then more while the
+// timed ones are noisy (options.noise).
 // A step's time ends when the device has finished it (the host returns from
 // step() with the update still queued on a GPU). After the warm-up steps the
 // pool's high-water marks restart, so one-off GEMM tuning scratch does not
 // pin the measured overhead.
-void run_steps(Trainer& trainer, kernels::Backend& backend, const TrialConfig& c, const TrialOptions& o,
-               const Hardware& hw, TrialResult& r, TrialDetails& d) {
+void run_steps(Trainer& trainer, kernels::Backend& backend, Comm& comm, const TrialConfig& c,
+               const TrialOptions& o, const Hardware& hw, TrialResult& r, TrialDetails& d,
+               std::uint64_t& control_bytes) {
+    log_noise_rule(o.log, c, o.noise);
     double timed_ms = 0;
-    for (std::size_t i = 0; i < c.steps; ++i) {
+    for (std::size_t i = 0; another_step(comm, r.step_ms, c, o.noise, o.log, control_bytes); ++i) {
         double ms = 0;
         StepStats s = time_step_to_completion([&] { return trainer.step(); }, [&] { backend.synchronize(); }, ms);
         if (i + 1 == c.warmup && c.steps > c.warmup) kernels::reset_cuda_memory_marks(backend);
@@ -126,7 +168,8 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, const TrialConfig& c
         if (i >= c.warmup) timed_ms += ms;
     }
     r.step_stats = step_statistics(r.step_ms, c.warmup);
-    const std::size_t timed = c.steps > c.warmup ? c.steps - c.warmup : 0;
+    log_noise(o.log, r.step_stats);
+    const std::size_t timed = r.step_stats.count;
     if (timed > 0 && timed_ms > 0) {
         r.tokens_per_s = tokens_per_step(c) * static_cast<double>(timed) / (timed_ms / 1e3);
         r.mfu = mfu_of(step_flops(c) * static_cast<double>(timed), timed_ms / 1e3, c, hw);
@@ -389,8 +432,9 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         r.estimate = trial_estimate(config, device, baseline);
         if (!options.force) refuse_predicted_oom(limited_bytes(r.estimate->memory, device.hardware), limit);
         Trainer trainer(backend, comm, c, *tokens, init ? &*init : nullptr, adapters ? &*adapters : nullptr);
+        std::uint64_t control_bytes = 0;  // the noise rule's own broadcasts, not the step's traffic
         try {
-            run_steps(trainer, backend, c, options, device.hardware, r, d);
+            run_steps(trainer, backend, comm, c, options, device.hardware, r, d, control_bytes);
         } catch (...) {
             r.memory = trainer.memory().peak_breakdown();
             throw;
@@ -401,13 +445,13 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         }
         const RealMemory real = watch.finish(trainer.memory().peak());
         r.memory = with_baseline(with_device_overhead(trainer.memory().peak_breakdown(), backend, comm), baseline);
-        r.comm_bytes = comm.bytes_moved() / c.steps;
+        r.comm_bytes = (comm.bytes_moved() - control_bytes) / r.step_ms.size();
         combine_over_ranks(comm, r);
         combine_real_memory(comm, real, r);
         r.status = TrialStatus::ok;
         const auto skipped = std::count(d.skipped.begin(), d.skipped.end(), true);
         if (skipped > 0)
-            r.reason = fmt::format("{} of {} steps skipped (fp16 overflow; loss scale now {:g})", skipped, c.steps,
+            r.reason = fmt::format("{} of {} steps skipped (fp16 overflow; loss scale now {:g})", skipped, r.step_ms.size(),
                                    trainer.loss_scale());
     } catch (const ConfigError&) {
         throw;  // an unreadable --init or --tokens file is bad input (exit 2), not a trial outcome

@@ -15,6 +15,7 @@
 
 #include "harness/comm.h"
 #include "core/config.h"
+#include "core/noise_rule.h"
 
 namespace tune::harness {
 
@@ -30,6 +31,7 @@ struct TrialOptions {
     // lora/qlora: a PEFT adapter folder the adapters start from, and one they are written to at the end.
     std::optional<std::filesystem::path> init_adapter_dir, save_adapter_dir;
     int threads = 0;                                   // CPU backend threads; 0: OpenMP's default
+    NoiseRule noise;                                   // more steps while the timed steps are noisy
     // cpu, cuda (fails as `failed` without a device) or automatic (CUDA when a
     // device is visible). Library callers get the CPU; `tune trial` defaults to auto.
     BackendKind backend = BackendKind::cpu;

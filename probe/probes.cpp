@@ -5,10 +5,14 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <cmath>
 #include <set>
 #include <tuple>
 
 #include <fmt/format.h>
+
+#include "search/estimate_time.h"
 
 namespace tune::probe {
 namespace {
@@ -123,6 +127,38 @@ double probe_bandwidth(kernels::Backend& backend, const ProbeSettings& s, double
     return 28.0 * static_cast<double>(n) / sec;
 }
 
+constexpr std::array<std::pair<Collective, const char*>, 3> kCollectiveNames{
+    {{Collective::all_reduce, "all-reduce"}, {Collective::reduce_scatter, "reduce-scatter"},
+     {Collective::all_gather, "all-gather"}}};
+
+const char* collective_name(Collective op) {
+    for (const auto& [o, name] : kCollectiveNames)
+        if (o == op) return name;
+    return "?";
+}
+
+// At most three message sizes per rank count: the smallest, the largest and the one
+// nearest their geometric mean, so a sweep over many shapes still probes quickly.
+std::vector<std::uint64_t> probed_sizes(const std::set<std::uint64_t>& sizes) {
+    std::vector<std::uint64_t> all(sizes.begin(), sizes.end());
+    if (all.size() <= 3) return all;
+    const double middle = std::sqrt(static_cast<double>(all.front()) * static_cast<double>(all.back()));
+    const auto mid = std::min_element(all.begin() + 1, all.end() - 1, [&](std::uint64_t a, std::uint64_t b) {
+        return std::fabs(std::log(static_cast<double>(a) / middle)) < std::fabs(std::log(static_cast<double>(b) / middle));
+    });
+    return {all.front(), *mid, all.back()};
+}
+
+void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
+    std::map<std::uint32_t, std::set<std::uint64_t>> sizes;  // ranks -> message bytes
+    for (const TrialConfig& c : configs)
+        if (c.world_size > 1)
+            sizes[c.world_size].insert(static_cast<std::uint64_t>(collective_message_bytes(model, c)));
+    for (const auto& [ranks, bytes] : sizes)
+        for (std::uint64_t b : probed_sizes(bytes))
+            for (const auto& [op, name] : kCollectiveNames) plan.collectives.push_back({op, ranks, b, 0});
+}
+
 }  // namespace
 
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs) {
@@ -150,12 +186,14 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
                                   static_cast<std::int64_t>(model.kv_heads),
                                   static_cast<std::int64_t>(model.head_dim()), bytes, flash, 0, 0});
     plan.memory_bytes_per_s = 1;  // asked for
+    plan_collectives(model, configs, plan);
     return plan;
 }
 
 ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const ProbeSettings& settings,
                        std::vector<ProbeRecord>* records) {
     ProbedRates out = plan;
+    out.collectives.clear();  // they need ranks: a CollectiveProber's
     std::vector<double> spent_gemm(out.gemm.size()), spent_attention(out.attention.size());
     for (std::size_t i = 0; i < out.gemm.size(); ++i)
         out.gemm[i].flops_per_s = probe_gemm(backend, out.gemm[i], settings, &spent_gemm[i]);
@@ -177,6 +215,20 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     return out;
 }
 
+std::string collective_record_name(const CollectiveRate& c) {
+    return fmt::format("busbw {} n={} bytes={}", collective_name(c.op), c.ranks, c.bytes);
+}
+
+std::optional<CollectiveRate> parse_collective_record(const std::string& name) {
+    char op[16] = {};
+    unsigned ranks = 0;
+    unsigned long long bytes = 0;
+    if (std::sscanf(name.c_str(), "busbw %15s n=%u bytes=%llu", op, &ranks, &bytes) != 3) return std::nullopt;
+    for (const auto& [o, text] : kCollectiveNames)
+        if (std::string(op) == text) return CollectiveRate{o, ranks, bytes, 0};
+    return std::nullopt;
+}
+
 std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
     std::vector<ProbeRecord> out;
     for (const GemmRate& g : rates.gemm)
@@ -190,6 +242,8 @@ std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
         out.push_back({shape + " backward", a.backward_s, "s", 0});
     }
     if (rates.memory_bytes_per_s > 0) out.push_back({"bandwidth adamw f32", rates.memory_bytes_per_s, "B/s", 0});
+    for (const CollectiveRate& c : rates.collectives)
+        out.push_back({collective_record_name(c), c.bus_bytes_per_s, "B/s", 0});
     return out;
 }
 
@@ -215,6 +269,9 @@ ProbedRates rates_of(const std::vector<ProbeRecord>& records) {
             (std::string(pass) == "forward" ? it->forward_s : it->backward_s) = r.value;
         } else if (r.name == "bandwidth adamw f32") {
             out.memory_bytes_per_s = r.value;
+        } else if (auto c = parse_collective_record(r.name)) {
+            c->bus_bytes_per_s = r.value;
+            out.collectives.push_back(*c);
         }
     }
     return out;

@@ -6,6 +6,8 @@
 // (after one untimed run), as Google Benchmark does.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,9 +33,23 @@ struct ProbeSettings {
     std::uint64_t bandwidth_elements = 8u << 20;  // AdamW update over this many fp32 elements
 };
 
-// Runs every probe of `plan` on `backend`; the rates filled in.
+// Runs every probe of `plan` on `backend`; the rates filled in. Collectives need
+// ranks: they are left as planned (see CollectiveProber).
 ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const ProbeSettings& settings,
                        std::vector<ProbeRecord>* records = nullptr);
+
+// A collective's record name, "busbw all-reduce n=2 bytes=262144" (its value: bus bandwidth, B/s), and back.
+std::string collective_record_name(const CollectiveRate& c);
+std::optional<CollectiveRate> parse_collective_record(const std::string& name);
+
+// Measures planned collectives at their rank counts (under mpirun or srun: the
+// CLI starts the ranks) and returns them with bus_bytes_per_s and the seconds
+// each took; a rank count it could not start is left out.
+struct CollectiveResult {
+    CollectiveRate rate;
+    double seconds = 0;
+};
+using CollectiveProber = std::function<std::vector<CollectiveResult>(const std::vector<CollectiveRate>& plan)>;
 
 // The rates as records (names carry the shapes) and back; unknown names are skipped.
 std::vector<ProbeRecord> records_of(const ProbedRates& rates);

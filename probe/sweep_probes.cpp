@@ -44,10 +44,11 @@ std::string probe_software(const SoftwareVersions& v) {
 }
 
 SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store* store, ProbeKey key, bool refresh,
-                             const ProbeSettings& settings) {
+                             const ProbeSettings& settings, const CollectiveProber& collectives) {
     key.device = spec.hardware.backend == BackendKind::cuda ? spec.hardware.device
                                                            : fmt::format("{} threads={}", spec.hardware.device, threads);
-    const ProbedRates plan = plan_probes(spec.model, runnable_configs(spec));
+    ProbedRates plan = plan_probes(spec.model, runnable_configs(spec));
+    if (!collectives) plan.collectives.clear();
     SweepProbes out;
     if (store != nullptr && !refresh)
         if (auto cached = from_cache(store->cached_probes(key), records_of(plan))) {
@@ -58,7 +59,13 @@ SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store
         }
     const auto start = std::chrono::steady_clock::now();
     const std::unique_ptr<kernels::Backend> backend = backend_for(spec, threads);
-    out.rates = std::make_shared<const ProbedRates>(run_probes(*backend, plan, settings, &out.records));
+    ProbedRates rates = run_probes(*backend, plan, settings, &out.records);
+    if (!plan.collectives.empty())
+        for (const CollectiveResult& c : collectives(plan.collectives)) {
+            rates.collectives.push_back(c.rate);
+            out.records.push_back({collective_record_name(c.rate), c.rate.bus_bytes_per_s, "B/s", c.seconds});
+        }
+    out.rates = std::make_shared<const ProbedRates>(std::move(rates));
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (store != nullptr) {
         std::vector<ProbeRow> rows;

@@ -26,7 +26,9 @@ std::string probe_software(const SoftwareVersions& v);
 
 // `threads`: the CPU backend's threads per rank (ignored on CUDA, which probes device 0).
 // `key.device` is completed with the device and, on the CPU, the threads.
+// `collectives` measures the bus bandwidth at the sweep's world sizes (above one);
+// without it they are neither measured nor asked of the cache.
 SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store* store, ProbeKey key, bool refresh,
-                             const ProbeSettings& settings = {});
+                             const ProbeSettings& settings = {}, const CollectiveProber& collectives = {});
 
 }  // namespace tune::probe

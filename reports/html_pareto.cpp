@@ -3,6 +3,7 @@
 // and the table of the front's configurations.
 #include <fmt/format.h>
 
+#include "reports/front_ties.h"
 #include "reports/html_chart.h"
 #include "reports/html_sections.h"
 #include "reports/html_table.h"
@@ -34,10 +35,13 @@ HtmlTable front_table(const SweepData& sweep) {
                                    {"tokens/s", true, "measured, warmup excluded"},
                                    {"MFU %", true, "model FLOPs utilization"},
                                    {"est. peak GiB", true, "the estimator's prediction"},
-                                   {"est. tokens/s", true, "the estimator's prediction"}});
+                                   {"est. tokens/s", true, "the estimator's prediction"},
+                                   {"noise", false, "coefficient of variation of the timed steps (n of them)"},
+                                   {"tie", false, front_tie_legend()}});
     HtmlTable table(std::move(columns));
-    for (auto i : sweep.front) {
-        const TrialRecord& t = sweep.trials[i];
+    const std::vector<std::string> ties = front_tie_marks(sweep), noise = front_noise_texts(sweep);
+    for (std::size_t k = 0; k < sweep.front.size(); ++k) {
+        const TrialRecord& t = sweep.trials[sweep.front[k]];
         std::vector<HtmlCell> row{{std::to_string(t.id), ""}};
         for (auto& c : config_cells(t.result.config)) row.push_back({std::move(c), ""});
         row.push_back({gib_text(t.result.memory.peak), ""});
@@ -46,6 +50,8 @@ HtmlTable front_table(const SweepData& sweep) {
         const auto& e = t.result.estimate;
         row.push_back({e ? gib_text(e->memory.peak) : "", ""});
         row.push_back({e ? rate_text(e->tokens_per_s) : "", ""});
+        row.push_back({noise[k], ""});
+        row.push_back({ties[k], ""});
         table.add_row(std::move(row));
     }
     return table;
@@ -67,6 +73,7 @@ void write_pareto_section(HtmlWriter& html, PageData& page, const SweepData& swe
                                plotted.size(), ok);
     write_chart(html, page, prefix + "pareto-chart", pareto_spec(sweep), caption);
     html.element("h3", "Pareto-optimal configurations");
+    html.element("p", front_tie_legend());
     front_table(sweep).write(html, prefix + "front-table", false, "No trial was measured ok, so there is no measured front; see the predicted front below.");
     html.close("section");
 }

@@ -6,6 +6,7 @@
 #include "reports/comparison.h"
 #include "reports/funnel.h"
 #include "reports/makespan_text.h"
+#include "reports/front_ties.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
 #include "reports/text_table.h"
@@ -27,15 +28,19 @@ std::string funnel_text(const SweepData& sweep) {
 
 std::string front_text(const SweepData& sweep) {
     if (sweep.front.empty()) return "  no trial was measured ok, so there is no measured front\n";
-    TextTable t({"trial", "configuration", "peak", "tokens/s", "MFU", "est. peak", "est. tokens/s"});
-    for (auto i : sweep.front) {
-        const TrialRecord& r = sweep.trials[i];
+    TextTable t({"trial", "configuration", "peak", "tokens/s", "MFU", "est. peak", "est. tokens/s", "noise", "tie"});
+    const std::vector<std::string> ties = front_tie_marks(sweep), noise = front_noise_texts(sweep);
+    for (std::size_t k = 0; k < sweep.front.size(); ++k) {
+        const TrialRecord& r = sweep.trials[sweep.front[k]];
         const auto& e = r.result.estimate;
         t.add_row({std::to_string(r.id), summary(r.result.config), format_bytes(r.result.memory.peak),
                    rate_text(r.result.tokens_per_s), fmt::format("{:.1f}%", r.result.mfu * 100),
-                   e ? format_bytes(e->memory.peak) : "-", e ? rate_text(e->tokens_per_s) : "-"});
+                   e ? format_bytes(e->memory.peak) : "-", e ? rate_text(e->tokens_per_s) : "-", noise[k], ties[k]});
     }
-    return t.render("  ");
+    std::string out = t.render("  ");
+    for (const auto& mark : ties)
+        if (!mark.empty()) return out + "  " + front_tie_legend() + "\n";
+    return out;
 }
 
 // The estimator's front of what was not measured, after the measured one.

@@ -243,9 +243,26 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
 
 namespace {
 
+// The probed bus bandwidth for a plan's collectives (nccl-tests' busbw, so the
+// bytes a rank sends over it are its time): stage 0 and LOMO all-reduce; the
+// sharded stages reduce-scatter and all-gather about equal bytes, hence the
+// harmonic mean of the two. Messages are one layer's flat buffer, the unit
+// the trainer's collectives move. nullopt: not probed at this world size.
+std::optional<double> probed_bus_bandwidth(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p) {
+    const std::uint32_t n = c.world_size;
+    const double message = collective_message_bytes(m, c);
+    if (zero_plan(c.zero_stage).all_reduces_gradients() || c.optimizer == Optimizer::lomo)
+        return p.bus_bytes_per_s(Collective::all_reduce, n, message);
+    const auto rs = p.bus_bytes_per_s(Collective::reduce_scatter, n, message);
+    const auto ag = p.bus_bytes_per_s(Collective::all_gather, n, message);
+    if (rs && ag) return 2 / (1 / *rs + 1 / *ag);
+    return rs ? rs : ag;
+}
+
 // Compute and attention from the probed rates, scaled by how far the
 // (calibrated) efficiencies moved from their defaults; the optimizer's
-// traffic over the probed bandwidth. Terms without a probe stay nominal.
+// traffic over the probed bandwidth; collectives over the probed bus
+// bandwidth. Terms without a probe stay nominal.
 void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const EstimateOptions& o, StepTime& t) {
     const ProbedRates& p = *o.probed;
     const double speed = o.compute_efficiency / EstimateOptions{}.compute_efficiency *
@@ -257,9 +274,19 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Estimate
     }
     if (p.memory_bytes_per_s > 0)
         t.optimizer_s = optimizer_traffic_per_element(c) * owned_elements(m, c) / p.memory_bytes_per_s;
+    if (t.comm_bytes > 0)
+        if (const auto bus = probed_bus_bandwidth(m, c, p); bus && *bus > 0)
+            t.comm_s = (1 - o.comm_overlap) * t.comm_bytes / *bus;
 }
 
 }  // namespace
+
+double collective_message_bytes(const ModelSpec& m, const TrialConfig& c) {
+    const FlatLayout layout = flat_layout(m, c.adam8bit_block);
+    const BufferKind buffer = c.adapters() ? adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block) : layout.layer;
+    const std::uint64_t n = std::max<std::uint32_t>(c.world_size, 1);
+    return static_cast<double>(full_numel(buffer.numel, n, layout.align)) * weight_bytes(c.precision);
+}
 
 StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
     const Flops flops = flops_per_token(m, c, hw);

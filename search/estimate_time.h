@@ -24,6 +24,11 @@ struct StepTime {
     double mfu = 0;
 };
 
+// Bytes of one collective message of this configuration: one layer's flat
+// buffer (the adapters' under LoRA), the unit the trainer's collectives move,
+// at which the probes measure bus bandwidth.
+double collective_message_bytes(const ModelSpec& m, const TrialConfig& c);
+
 StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o);
 
 }  // namespace tune

@@ -1,5 +1,6 @@
 #include "search/probed_rates.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -44,6 +45,33 @@ std::optional<AttentionRate> ProbedRates::attention_at(std::int64_t batch, std::
     out.forward_s *= scale;
     out.backward_s *= scale;
     return out;
+}
+
+}  // namespace tune
+
+namespace tune {
+
+double bus_factor(Collective op, std::uint32_t ranks) {
+    if (ranks < 2) return 0;
+    const double n = ranks;
+    return op == Collective::all_reduce ? 2 * (n - 1) / n : (n - 1) / n;
+}
+
+double bus_bandwidth(Collective op, std::uint32_t ranks, double bytes, double seconds) {
+    if (!(seconds > 0)) return 0;
+    return bytes / seconds * bus_factor(op, ranks);
+}
+
+std::optional<double> ProbedRates::bus_bytes_per_s(Collective op, std::uint32_t ranks, double bytes) const {
+    const CollectiveRate* best = nullptr;
+    double distance = std::numeric_limits<double>::infinity();
+    for (const CollectiveRate& r : collectives) {
+        if (r.op != op || r.ranks != ranks || r.bus_bytes_per_s <= 0 || r.bytes == 0) continue;
+        const double d = std::fabs(std::log(static_cast<double>(r.bytes) / std::max(bytes, 1.0)));
+        if (d < distance) distance = d, best = &r;
+    }
+    if (best == nullptr) return std::nullopt;
+    return best->bus_bytes_per_s;
 }
 
 }  // namespace tune

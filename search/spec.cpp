@@ -39,10 +39,10 @@ std::array<std::string_view, kDimensionCount> space_keys() {
     return keys;
 }
 constexpr std::array<std::string_view, 2> kConstraintKeys{"global_batch_tokens", "max_world_size"};
-constexpr std::array<std::string_view, 14> kTrialKeys{"steps", "warmup",        "timeout",        "launcher", "seed",
+constexpr std::array<std::string_view, 16> kTrialKeys{"steps", "warmup",        "timeout",        "launcher", "seed",
                                                       "lr",    "weight_decay",  "clip",           "neftune_alpha",
                                                       "adam8bit_block", "beta1", "beta2",          "eps",
-                                                      "lora_alpha"};
+                                                      "lora_alpha", "max_cv", "max_steps"};
 constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
 constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
 constexpr std::array<std::string_view, 4> kResourceKeys{"gpus_per_node", "nodes", "cpus", "max_concurrent"};
@@ -342,6 +342,21 @@ void read_space(const Reader& r, const toml::table& root, SweepSpec& s) {
                                         kMaxCombinations));
 }
 
+// max_cv and max_steps: more steps for a noisy trial, up to a cap (by default
+// kDefaultMaxStepsFactor x steps, at least the steps).
+void read_noise_rule(const Reader& r, const toml::table& t, TrialSettings& ts) {
+    ts.noise.max_cv = r.number(t, "trial", "max_cv", 0, 10).value_or(ts.noise.max_cv);
+    ts.noise.max_steps = kDefaultMaxStepsFactor * ts.steps;
+    if (auto cap = r.integer(t, "trial", "max_steps", 1, 1000000)) {
+        if (*cap < ts.steps)
+            r.fail(t.get("max_steps")->source(),
+                   fmt::format("[trial] max_steps ({}) must be at least steps ({}): it caps the steps a noisy trial "
+                               "runs in all; leave it out for {} x steps",
+                               *cap, ts.steps, kDefaultMaxStepsFactor));
+        ts.noise.max_steps = static_cast<std::uint32_t>(*cap);
+    }
+}
+
 void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {
     if (const toml::table* c = r.section(root, "constraints")) {
         r.check_keys(*c, "constraints", kConstraintKeys);
@@ -360,6 +375,7 @@ void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {
         r.fail(t->get("warmup") ? t->get("warmup")->source() : t->source(),
                fmt::format("[trial] warmup ({}) must be less than steps ({}): throughput is measured after warmup",
                            ts.warmup, ts.steps));
+    read_noise_rule(r, *t, ts);
     ts.timeout_s = r.duration(*t, "trial", "timeout").value_or(ts.timeout_s);
     ts.launcher = r.choice(*t, "trial", "launcher", kLaunchers, ts.launcher);
     ts.seed = static_cast<std::uint64_t>(r.integer(*t, "trial", "seed", 0, std::numeric_limits<std::int64_t>::max())

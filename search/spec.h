@@ -24,6 +24,7 @@
 
 #include "core/config.h"
 #include "core/dimensions.h"
+#include "core/noise_rule.h"
 #include "search/probed_rates.h"
 #include "search/strategy.h"
 
@@ -42,6 +43,12 @@ struct SpaceSpec {
     std::uint64_t size() const;
 };
 
+// A trial whose timed steps vary by more than 5% (stddev / mean) runs more steps,
+// up to twice its steps: enough for the median to settle on a shared machine,
+// at most doubling a sweep's time.
+inline constexpr double kDefaultMaxCv = 0.05;
+inline constexpr std::uint32_t kDefaultMaxStepsFactor = 2;
+
 // Settings every trial of the sweep shares (the [trial] section).
 struct TrialSettings {
     std::uint32_t steps = 6;
@@ -56,6 +63,9 @@ struct TrialSettings {
     std::uint32_t adam8bit_block = 256;
     std::optional<double> beta1, beta2, eps;
     std::optional<double> lora_alpha;  // unset: 2 x lora_rank
+    // More steps while the timed steps' CV is above max_cv, up to max_steps in all
+    // (default kDefaultMaxStepsFactor x steps): a noisy trial earns more samples.
+    NoiseRule noise{kDefaultMaxCv, kDefaultMaxStepsFactor * 6};
 };
 
 // The [resources] section: what the whole sweep may use at once, so trials that fit

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/noise_ties.h"
 #include "core/pareto.h"
 #include "core/units.h"
 #include "store/store.h"
@@ -131,6 +132,18 @@ bool ranks_before(const TrialRecord& a, const TrialRecord& b, BestBy by, Basis b
     return a.id < b.id;
 }
 
+// The measured trials whose throughput is within noise of the best's (core/noise_ties.h),
+// the best included; empty when none ties with it.
+std::vector<TrialId> ties_with_best(const std::vector<TrialRecord>& ranked) {
+    std::vector<NoisyRate> rates;
+    for (const TrialRecord& t : ranked) rates.push_back(t.noisy_rate());
+    const std::vector<std::size_t> tied = ties_with_first(rates);
+    std::vector<TrialId> ids;
+    if (tied.size() > 1)
+        for (std::size_t i : tied) ids.push_back(ranked[i].id);
+    return ids;
+}
+
 // Ranks the trials in scope (already reduced to the basis's candidates) under the query.
 BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const StatusCounts& counts, Basis basis) {
     const auto cs = constraints_of(query, basis);
@@ -150,6 +163,7 @@ BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const St
         points.push_back(basis == Basis::measured ? measured_point(t.result) : predicted_point(t.result));
     answer.on_front.assign(answer.ranked.size(), false);
     for (std::size_t i : front_of(points)) answer.on_front[i] = true;
+    if (basis == Basis::measured && query.by == BestBy::tokens_per_s) answer.tied_with_best = ties_with_best(answer.ranked);
     if (answer.ranked.size() > query.top) {
         answer.ranked.resize(std::max<std::size_t>(query.top, 1));
         answer.on_front.resize(answer.ranked.size());

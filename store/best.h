@@ -42,6 +42,9 @@ struct BestAnswer {
     std::size_t qualifying = 0;        // ok trials (predicted: fitting estimates) meeting every constraint
     std::size_t measured_ok = 0;       // ok trials in scope (predicted: unmeasured configurations predicted to fit)
     std::vector<std::string> why_none; // when nothing qualifies: one sentence per cause
+    // Measured, by tokens/s: the qualifying trials (shown or not) whose throughput is within
+    // noise of the best's, best first (core/noise_ties.h); empty when none ties with it.
+    std::vector<TrialId> tied_with_best;
 };
 
 // Ranking: by tokens/s (higher first; ties to the lower peak) or by peak memory

@@ -30,6 +30,12 @@ nlohmann::json measured_json(const TrialRecord& t) {
                      {"oom_requested", r.oom_requested}, {"oom_live", r.oom_live},
                      {"rank_peaks", r.rank_peaks},     {"memory", components_json(r.memory)}};
     j["median_step_s"] = t.median_step_s ? nlohmann::json(*t.median_step_s) : nlohmann::json();
+    // The step-time noise (Google Benchmark's statistics over the timed steps); null when none was timed.
+    const auto or_null = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+    j["mean_step_s"] = or_null(t.mean_step_s);
+    j["stddev_step_s"] = or_null(t.stddev_step_s);
+    j["step_cv"] = or_null(t.step_cv);
+    j["timed_steps"] = t.timed_steps > 0 ? nlohmann::json(t.timed_steps) : nlohmann::json();
     if (r.real_peak > 0) {  // the machine's view, largest over ranks, then per rank
         j["real_peak"] = r.real_peak;
         j["baseline"] = r.baseline;

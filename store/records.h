@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/noise_ties.h"
 #include "store/timestamp.h"
 
 namespace tune {
@@ -123,6 +124,16 @@ struct TrialRecord {
     TrialResult result;
     bool measured = false;              // record_result has run for it
     std::optional<double> median_step_s;  // over the steps after warmup
+    // The step-time noise over the same steps (Google Benchmark's statistics; schema 6).
+    std::optional<double> mean_step_s;
+    std::optional<double> stddev_step_s;  // sample standard deviation
+    std::optional<double> step_cv;        // stddev / mean
+    std::uint64_t timed_steps = 0;
+    // The measured throughput with its noise, for core/noise_ties.
+    NoisyRate noisy_rate() const {
+        return {result.tokens_per_s, median_step_s.value_or(0), stddev_step_s.value_or(0), timed_steps,
+                result.memory.peak};
+    }
     double priority = 0;
     std::uint32_t attempts = 0;
     std::optional<Timestamp> started_at;

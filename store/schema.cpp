@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "core/dimensions.h"
 #include "store/sqlite_db.h"
+#include "store/step_backfill.h"
 #include "store/store_error.h"
 
 namespace tune {
@@ -180,7 +181,19 @@ CREATE TABLE probes (
 ) WITHOUT ROWID;
 )sql";
 
-constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4, kVersion5};
+// Version 6: the step-time noise of each trial (Google Benchmark's statistics over the
+// timed steps), and one name for the measured median, `median_step_s`, in SQL as in the
+// exports. Trials recorded before get their statistics from trial_steps (step_backfill).
+constexpr const char* kVersion6 = R"sql(
+ALTER TABLE trials RENAME COLUMN step_s TO median_step_s;
+ALTER TABLE trials ADD COLUMN mean_step_s   REAL;
+ALTER TABLE trials ADD COLUMN stddev_step_s REAL;
+ALTER TABLE trials ADD COLUMN step_cv       REAL;
+ALTER TABLE trials ADD COLUMN timed_steps   INTEGER;
+)sql";
+
+constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3,
+                                                              kVersion4, kVersion5, kVersion6};
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};
@@ -247,6 +260,7 @@ void migrate(sql::Connection& db) {
         const std::string name = fmt::format("migration to version {}", v + 1);
         db.exec(name.c_str(), kMigrations[static_cast<std::size_t>(v)]);
     }
+    if (version < 6) backfill_step_statistics(db);
     add_dimension_columns(db);
     // A pragma takes no bound parameters; the value is our own constant.
     db.exec("set_schema_version", fmt::format("PRAGMA user_version = {}", kSchemaVersion).c_str());

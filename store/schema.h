@@ -9,7 +9,7 @@ class Connection;
 
 namespace tune {
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 // Reads PRAGMA user_version.
 int schema_version(sql::Connection& db);

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "store/sqlite_db.h"
+#include "store/step_columns.h"
 #include "store/store.h"
 #include "store/trial_columns.h"
 
@@ -14,9 +15,10 @@ namespace {
 #define TUNE_TRIAL_COLUMNS                                                                                      \
     "SELECT t.id, t.sweep_id, s.name, t.config_hash, t.config_json, t.status, t.reason, t.priority, t.attempts, " \
     "t.est_peak_bytes, t.est_peak_phase, t.est_step_s, t.est_tokens_per_s, t.est_mfu, t.est_fits, "           \
-    "t.peak_bytes, t.peak_phase, t.tokens_per_s, t.step_s, t.mfu, t.comm_bytes, t.comm_s, t.oom_requested, "  \
+    "t.peak_bytes, t.peak_phase, t.tokens_per_s, t.median_step_s, t.mfu, t.comm_bytes, t.comm_s, t.oom_requested, "  \
     "t.oom_live, t.rank_peaks_json, t.step_count, t.loss_count, t.started_at, t.ended_at, t.stderr_tail, "     \
-    "t.real_peak, t.baseline, t.untracked, t.rank_real_json "
+    "t.real_peak, t.baseline, t.untracked, t.rank_real_json, "                                         \
+    "t.median_step_s, t.mean_step_s, t.stddev_step_s, t.step_cv, t.timed_steps "
 // ?1 sweep, ?2 status, ?3 trial id; NULL matches all.
 #define TUNE_TRIAL_FILTER "WHERE (?1 IS NULL OR t.sweep_id = ?1) AND (?2 IS NULL OR t.status = ?2) AND (?3 IS NULL OR t.id = ?3)"
 
@@ -74,7 +76,6 @@ void read_measurement(const sql::Query& q, TrialRecord& rec) {
     r.memory.peak = q.uint64(15);
     r.memory.peak_phase = q.text(16);
     r.tokens_per_s = q.real(17);
-    rec.median_step_s = q.opt_real(18);
     r.mfu = q.real(19);
     r.comm_bytes = q.uint64(20);
     r.comm_s = q.real(21);
@@ -86,6 +87,7 @@ void read_measurement(const sql::Query& q, TrialRecord& rec) {
     r.step_ms.assign(static_cast<std::size_t>(q.int64(25)), nan);
     r.losses.assign(static_cast<std::size_t>(q.int64(26)), nan);
     read_real_memory(q, 30, r);
+    sql::read_step_statistics(q, 34, rec);
 }
 
 TrialRecord read_trial(const sql::Query& q) {

@@ -8,6 +8,7 @@
 
 #include "store/sqlite_db.h"
 #include "core/dimensions.h"
+#include "store/step_columns.h"
 #include "store/store.h"
 #include "store/trial_columns.h"
 
@@ -59,7 +60,7 @@ constexpr sql::Sql kEstimatedMemory{"read_estimated_memory",
                                     "SELECT component, estimated_bytes FROM trial_memory WHERE trial_id = ?1"};
 
 constexpr sql::Sql kRecordTrial{"record_result", R"sql(
-UPDATE trials SET status = ?2, reason = ?3, peak_bytes = ?4, peak_phase = ?5, tokens_per_s = ?6, step_s = ?7,
+UPDATE trials SET status = ?2, reason = ?3, peak_bytes = ?4, peak_phase = ?5, tokens_per_s = ?6, median_step_s = ?7,
     mfu = ?8, comm_bytes = ?9, comm_s = ?10, oom_requested = ?11, oom_live = ?12, rank_peaks_json = ?13,
     step_count = ?14, loss_count = ?15, started_at = ?16, ended_at = ?17, stderr_tail = ?18,
     est_peak_bytes = coalesce(?19, est_peak_bytes), est_peak_phase = coalesce(?20, est_peak_phase),
@@ -111,17 +112,6 @@ void require(bool ok, const char* statement, const std::string& message) {
 
 bool is_enumerated_status(TrialStatus s) {
     return s == TrialStatus::pending || s == TrialStatus::invalid || s == TrialStatus::pruned;
-}
-
-// Median over the steps after warmup (all steps when warmup covers them), in seconds.
-std::optional<double> median_step_s(const TrialResult& r) {
-    std::vector<double> ms = r.step_ms;
-    if (ms.size() > r.config.warmup) ms.erase(ms.begin(), ms.begin() + r.config.warmup);
-    if (ms.empty()) return std::nullopt;
-    std::sort(ms.begin(), ms.end());
-    const std::size_t mid = ms.size() / 2;
-    const double median = ms.size() % 2 ? ms[mid] : (ms[mid - 1] + ms[mid]) / 2;
-    return median / 1000.0;
 }
 
 void insert_steps(sql::Connection& db, TrialId trial, const TrialResult& r) {
@@ -206,11 +196,13 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
                           Timestamp ended) {
     require(r.status != TrialStatus::pending && r.status != TrialStatus::running, "record_result",
             fmt::format("a recorded result has a final status, not {}", to_string(r.status)));
+    const StepStatistics steps = step_statistics(r.step_ms, r.config.warmup);
     sql::Transaction tx(*db_);
     {
         auto q = db_->query(kRecordTrial);
         q.bind(1, trial).bind(2, to_string(r.status)).bind(3, r.reason).bind(4, r.memory.peak);
-        q.bind(5, r.memory.peak_phase).bind(6, r.tokens_per_s).bind(7, median_step_s(r)).bind(8, r.mfu);
+        const auto median = steps.count ? std::optional(steps.median_ms / 1e3) : std::nullopt;
+        q.bind(5, r.memory.peak_phase).bind(6, r.tokens_per_s).bind(7, median).bind(8, r.mfu);
         q.bind(9, r.comm_bytes).bind(10, r.comm_s).bind(11, r.oom_requested).bind(12, r.oom_live);
         q.bind(13, nlohmann::json(r.rank_peaks).dump()).bind(14, r.step_ms.size()).bind(15, r.losses.size());
         q.bind(16, format_timestamp(started)).bind(17, format_timestamp(ended)).bind(18, stderr_tail);
@@ -218,6 +210,7 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
         q.run();
     }
     require(db_->changes() == 1, "record_result", fmt::format("no trial with id {}", trial));
+    sql::write_step_statistics(*db_, trial, steps);
     if (r.real_peak > 0) {
         const nlohmann::json ranks{{"real_peaks", r.rank_real_peaks}, {"baselines", r.rank_baselines},
                                    {"untracked", r.rank_untracked}};

@@ -2,11 +2,13 @@
 // tests/sweeps_bad/ fails with the message (and location) its header expects.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/presets.h"
+#include "driver/trial_child.h"
 #include "search/spec.h"
 
 using namespace tune;
@@ -148,4 +150,23 @@ TEST_CASE("an auto device resolves to what was detected, an explicit one stays",
     SweepSpec u = parse_sweep("[model]\npreset = \"tiny\"\n[space]\n", "c.toml");
     resolve_auto_device(u, std::nullopt);
     CHECK(u.hardware.device == "cpu");
+}
+
+TEST_CASE("[trial] max_cv and max_steps: more steps for a noisy trial, by default up to twice its steps",
+          "[spec][noise]") {
+    const SweepSpec none = parse_sweep("[model]\npreset = \"tiny\"\n[space]\noptimizer = \"adamw\"\n", "inline.toml");
+    CHECK(none.trial.noise.max_cv == 0.05);
+    CHECK(none.trial.noise.max_steps == 12);  // 2 x the default 6 steps
+    const SweepSpec steps = parse_sweep("[model]\npreset = \"tiny\"\n[space]\noptimizer = \"adamw\"\n[trial]\nsteps = 3\nwarmup = 1\n", "inline.toml");
+    CHECK(steps.trial.noise.max_steps == 6);
+    const SweepSpec set = parse_sweep(
+        "[model]\npreset = \"tiny\"\n[space]\noptimizer = \"adamw\"\n[trial]\nsteps = 3\nwarmup = 1\nmax_cv = 0.1\nmax_steps = 20\n", "inline.toml");
+    CHECK(set.trial.noise.max_cv == 0.1);
+    CHECK(set.trial.noise.max_steps == 20);
+    // The driver hands them to every trial it starts.
+    TrialConfig c;
+    c.model = set.model;
+    const auto argv = trial_argv(c, set, {"tune", "trial"});
+    CHECK(std::find(argv.begin(), argv.end(), "--max-cv") != argv.end());
+    CHECK(std::find(argv.begin(), argv.end(), "20") != argv.end());
 }

@@ -11,6 +11,7 @@
 
 #include "core/units.h"
 #include "store/best.h"
+#include "store/record_json.h"
 #include "store/schema.h"
 #include "store/store.h"
 #include "cli/trial_command.h"
@@ -441,6 +442,16 @@ TEST_CASE("a version-1 database migrates forward with its data", "[store][migrat
         CHECK(ok.estimate->memory[Component::grads] == 102);
         CHECK(ok.tokens_per_s == 1900.5);
         CHECK(ok.rank_peaks == std::vector<std::uint64_t>{1100});
+        // Version 6 renamed step_s to median_step_s (kept as recorded) and filled the noise
+        // from the stored steps after the warm-up step: 11.0, 12.0, 12.25 ms.
+        CHECK(trials[0].median_step_s == 0.0115);
+        CHECK(trials[0].timed_steps == 3);
+        REQUIRE(trials[0].mean_step_s);
+        CHECK(*trials[0].mean_step_s == Approx(0.01175));
+        CHECK(*trials[0].stddev_step_s == Approx(step_statistics({11.0, 12.0, 12.25}, 0).stddev_ms / 1e3));
+        CHECK(*trials[0].step_cv == Approx(*trials[0].stddev_step_s / 0.01175));
+        CHECK(trials[1].timed_steps == 0);  // oom: nothing timed
+        CHECK_FALSE(trials[1].mean_step_s);
         CHECK(ok.config.optimizer == Optimizer::adamw);
         CHECK(trials[0].attempts == 0);
         CHECK(trials[1].result.oom_requested == 4096);
@@ -528,4 +539,31 @@ TEST_CASE("the reproduction command names the preset or carries the whole config
     CHECK_THAT(custom, Catch::StartsWith("tune trial --config '{") && Catch::Contains(R"("name":"my '\''model'\''")"));
     CHECK(shell_quote("a b") == "'a b'");
     CHECK(shell_quote("plain-1.0") == "plain-1.0");
+}
+
+TEST_CASE("the step-time noise is stored beside the median and exported under the same names", "[store][noise]") {
+    ScratchDir dir;
+    Store db(dir.file("t.db"), kRw);
+    const SweepId sweep = db.open_sweep(sample_sweep("noise"), false).id;
+    TrialConfig c = sample_config(0);
+    c.steps = 6;
+    c.warmup = 2;
+    db.add_trials(sweep, std::vector<NewTrial>{{c, TrialStatus::pending, "", sample_estimate(0), 0}});
+    auto claimed = db.claim_next_pending(sweep);
+    REQUIRE(claimed);
+    TrialResult r = sample_result(claimed->config, 0);
+    r.step_ms = {50, 40, 10, 20, 30, 40};  // timed: 10, 20, 30, 40 ms
+    db.record_result(claimed->id, r, "", at(0), at(1));
+    const auto t = db.trial(claimed->id);
+    REQUIRE(t);
+    CHECK(t->timed_steps == 4);
+    CHECK(*t->median_step_s == Approx(0.025));
+    CHECK(*t->mean_step_s == Approx(0.025));
+    CHECK(*t->stddev_step_s == Approx(std::sqrt(500.0 / 3.0) / 1e3));
+    CHECK(*t->step_cv == Approx(*t->stddev_step_s / 0.025));
+    const nlohmann::json j = record_json(*t);
+    CHECK(j["measured"]["median_step_s"].get<double>() == Approx(0.025));
+    CHECK(j["measured"]["mean_step_s"].get<double>() == Approx(0.025));
+    CHECK(j["measured"]["timed_steps"].get<std::uint64_t>() == 4);
+    CHECK(j["measured"]["step_cv"].get<double>() == Approx(*t->step_cv));
 }

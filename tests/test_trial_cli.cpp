@@ -141,3 +141,20 @@ TEST_CASE("a trial whose estimate exceeds the memory it may use is refused as oo
     CHECK(forced.exit_code == 3);
     CHECK_THAT(last_json(forced.output)["reason"].get<std::string>(), !Catch::Contains("oom-predicted"));
 }
+
+TEST_CASE("a trial whose steps vary more than --max-cv runs more steps, up to --max-steps", "[trial][cli][noise]") {
+    const std::string base = "trial --threads 1 --model tiny --micro-batch 1 --context 16 --steps 3 --warmup 1 --json ";
+    // Any two timed steps differ by more than 1e-9 of their mean: it runs to the cap.
+    const auto noisy = test::run_tune(base + "--max-cv 1e-9 --max-steps 5");
+    CHECK(noisy.exit_code == 0);
+    const TrialResult n = last_json(noisy.output).get<TrialResult>();
+    CHECK(n.step_ms.size() == 5);
+    CHECK(n.step_stats.count == 4);
+    CHECK(n.step_stats.cv > 0);
+    CHECK_THAT(noisy.output, Catch::Contains("more while the timed steps' CV is above"));
+    CHECK_THAT(noisy.output, Catch::Contains("step   5/3+"));
+    CHECK_THAT(noisy.output, Catch::Contains("timing: 4 timed steps"));
+    // No trial varies by 1000%: the configured steps only.
+    const auto quiet = test::run_tune(base + "--max-cv 10 --max-steps 5");
+    CHECK(last_json(quiet.output).get<TrialResult>().step_ms.size() == 3);
+}

@@ -1,0 +1,27 @@
+// Times the collectives ZeRO uses on a communicator (MPI on the CPU, NCCL on
+// GPUs), for the time model's probed bus bandwidth (search/probed_rates.h).
+// Every rank of the job calls it with the same plan; all of them take the
+// same decisions (rank 0's clock decides when a probe has run long enough).
+#pragma once
+
+#include <vector>
+
+#include "harness/comm.h"
+#include "kernels/backend.h"
+#include "search/probed_rates.h"
+
+namespace tune::harness {
+
+struct CollectiveTiming {
+    CollectiveRate rate;   // bus_bytes_per_s filled in
+    double seconds = 0;    // the probe's whole run, untimed call included
+};
+
+// Each planned (op, bytes) at comm's world size: one untimed call, then
+// doubling batches of calls until a batch takes min_seconds. Buffers come
+// from `backend` (device memory on a GPU); bytes are rounded up to a whole
+// number of fp32 elements per rank.
+std::vector<CollectiveTiming> time_collectives(Comm& comm, kernels::Backend& backend,
+                                               const std::vector<CollectiveRate>& plan, double min_seconds);
+
+}  // namespace tune::harness

@@ -1,0 +1,96 @@
+// The time model's accuracy on a finished sweep: median |step-time error| of
+// the estimator against every ok trial's measured median step time, before
+// any calibration (base settings) and after it, with and without probes.
+//   build/bench/bench_step_error DB SWEEP_FILE [TUNE_BINARY]
+// With TUNE_BINARY the probes (collectives included, under mpirun) are
+// measured fresh here; without it only the nominal model is scored. "After"
+// is scored two ways: online (each trial against the calibration learned
+// from the trials recorded before it, as the sweep planned) and in-sample
+// (the calibration of all trials applied to each).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "driver/calibration.h"
+#include "driver/collective_probes.h"
+#include "driver/plan.h"
+#include "probe/sweep_probes.h"
+#include "search/estimate.h"
+#include "search/spec.h"
+#include "store/store.h"
+
+namespace {
+
+using namespace tune;
+
+double median(std::vector<double> v) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+double error_pct(double estimated, double measured) { return 100 * std::fabs(estimated - measured) / measured; }
+
+void score(const char* label, const SweepSpec& spec, const std::vector<TrialRecord>& ok, const EstimateOptions& base) {
+    std::vector<double> before, online, in_sample;
+    Calibration calibration(base);
+    for (const TrialRecord& t : ok) {
+        const TrialConfig& c = t.result.config;
+        const Estimate uncalibrated = estimate(spec.model, c, spec.hardware, base);
+        before.push_back(error_pct(uncalibrated.step_s, *t.median_step_s));
+        if (calibration.observations() > 0)
+            online.push_back(error_pct(estimate(spec.model, c, spec.hardware, calibration.options()).step_s,
+                                       *t.median_step_s));
+        TrialResult seen = t.result;
+        seen.estimate = estimate(spec.model, c, spec.hardware, calibration.options());
+        calibration.observe(seen, uncalibrated);
+    }
+    for (const TrialRecord& t : ok)
+        in_sample.push_back(error_pct(estimate(spec.model, t.result.config, spec.hardware, calibration.options()).step_s,
+                                      *t.median_step_s));
+    fmt::print("{:<10} trials {:>3} | median |step-time error|: before calibration {:5.1f}% | after, online {:5.1f}% "
+               "| after, in-sample {:5.1f}%\n",
+               label, ok.size(), median(before), median(online), median(in_sample));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 3) {
+        std::fprintf(stderr, "usage: %s DB SWEEP_FILE [TUNE_BINARY]\n", argv[0]);
+        return 2;
+    }
+    SweepSpec spec = load_sweep(argv[2]);
+    const Store store = Store::open_reader(argv[1]);
+    const auto sweep = store.find_sweep(spec.name);
+    if (!sweep) {
+        std::fprintf(stderr, "no sweep %s in %s\n", spec.name.c_str(), argv[1]);
+        return 2;
+    }
+    std::vector<TrialRecord> ok;
+    for (auto& t : store.trials({sweep->id, TrialStatus::ok, false, false}))
+        if (t.median_step_s && *t.median_step_s > 0) ok.push_back(std::move(t));
+    // In the order they ran: the online calibration learns as the sweep did.
+    std::stable_sort(ok.begin(), ok.end(), [](const TrialRecord& a, const TrialRecord& b) {
+        return a.started_at < b.started_at;
+    });
+    const EstimateOptions nominal = base_estimate_options(spec);
+    score("nominal", spec, ok, nominal);
+    if (argc > 3) {
+        const std::uint32_t threads = cpu_threads_per_rank(spec);
+        const probe::SweepProbes p = probe::probes_for_sweep(
+            spec, threads, nullptr, {}, true, {}, collective_prober(spec, {argv[3], "probe-collectives"}, 0.02, threads));
+        EstimateOptions probed = nominal;
+        probed.probed = p.rates;
+        fmt::print("probes: {} measured in {:.1f} s ({} collectives)\n", p.records.size(), p.seconds,
+                   p.rates->collectives.size());
+        score("probed", spec, ok, probed);
+    }
+    return 0;
+}

@@ -1,0 +1,104 @@
+// Collective bus-bandwidth probes: nccl-tests' busbw normalisation, the
+// probes a multi-rank sweep plans, their records by name, and the time model
+// pricing ZeRO's collectives at the probed bus bandwidth.
+#include <catch2/catch.hpp>
+
+#include <memory>
+
+#include "core/presets.h"
+#include "driver/collective_probes.h"
+#include "probe/probes.h"
+#include "search/estimate_time.h"
+
+using namespace tune;
+
+namespace {
+
+TrialConfig two_ranks(std::uint32_t zero_stage, Precision p = Precision::fp32) {
+    TrialConfig c;
+    c.model = *find_model("tiny");
+    c.world_size = 2;
+    c.zero_stage = zero_stage;
+    c.precision = p;
+    c.micro_batch = 2;
+    c.context = 64;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("bus bandwidth is nccl-tests' algbw times 2(n-1)/n or (n-1)/n", "[probe][collectives]") {
+    // 1 MB in 1 ms: algbw 1 GB/s.
+    CHECK(bus_bandwidth(Collective::all_reduce, 4, 1e6, 1e-3) == Approx(1.5e9));     // x 2 * 3/4
+    CHECK(bus_bandwidth(Collective::reduce_scatter, 4, 1e6, 1e-3) == Approx(0.75e9)); // x 3/4
+    CHECK(bus_bandwidth(Collective::all_gather, 4, 1e6, 1e-3) == Approx(0.75e9));
+    CHECK(bus_bandwidth(Collective::all_reduce, 2, 1e6, 1e-3) == Approx(1e9));       // x 2 * 1/2
+    CHECK(bus_bandwidth(Collective::all_gather, 8, 1e6, 1e-3) == Approx(0.875e9));
+    CHECK(bus_bandwidth(Collective::all_reduce, 1, 1e6, 1e-3) == 0);                 // one rank moves nothing
+    CHECK(bus_bandwidth(Collective::all_reduce, 2, 1e6, 0) == 0);
+}
+
+TEST_CASE("the probed bus bandwidth is the nearest probed message size at the same rank count", "[probe][collectives]") {
+    ProbedRates p;
+    p.collectives = {{Collective::all_reduce, 2, 1000, 1e9}, {Collective::all_reduce, 2, 1000000, 5e9},
+                     {Collective::all_reduce, 4, 1000, 7e9}};
+    CHECK(p.bus_bytes_per_s(Collective::all_reduce, 2, 2000) == Approx(1e9));
+    CHECK(p.bus_bytes_per_s(Collective::all_reduce, 2, 500000) == Approx(5e9));
+    CHECK(p.bus_bytes_per_s(Collective::all_reduce, 4, 1e9) == Approx(7e9));
+    CHECK_FALSE(p.bus_bytes_per_s(Collective::all_reduce, 8, 1000));
+    CHECK_FALSE(p.bus_bytes_per_s(Collective::all_gather, 2, 1000));
+}
+
+TEST_CASE("a multi-rank sweep plans the three collectives at its layer buffers' sizes", "[probe][collectives]") {
+    const ModelSpec m = *find_model("tiny");
+    TrialConfig one = two_ranks(0);
+    one.world_size = 1;
+    const ProbedRates plan = probe::plan_probes(m, {two_ranks(0), two_ranks(3), two_ranks(2, Precision::bf16_mixed), one});
+    // Two message sizes (fp32 and 16-bit layer buffers) at 2 ranks, three collectives each; none at 1 rank.
+    REQUIRE(plan.collectives.size() == 6);
+    for (const CollectiveRate& c : plan.collectives) CHECK(c.ranks == 2);
+    CHECK(plan.collectives[0].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(2, Precision::bf16_mixed))));
+    CHECK(plan.collectives[3].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(0))));
+    // Their records round-trip by name, and through the child's plan and result lines.
+    ProbedRates measured = plan;
+    for (auto& c : measured.collectives) c.bus_bytes_per_s = 3e9;
+    const ProbedRates back = probe::rates_of(probe::records_of(measured));
+    REQUIRE(back.collectives.size() == 6);
+    CHECK(back.collectives[5].op == measured.collectives[5].op);
+    CHECK(back.collectives[5].bytes == measured.collectives[5].bytes);
+    CHECK(back.collectives[5].bus_bytes_per_s == 3e9);
+    const auto parsed = parse_collective_plan(collective_plan_json(plan.collectives));
+    REQUIRE(parsed.size() == 6);
+    CHECK(parsed[1].op == Collective::reduce_scatter);
+    const auto results = parse_collective_results("log line\n" + collective_result_line({{measured.collectives[2], 0.5}}));
+    REQUIRE(results.size() == 1);
+    CHECK(results[0].rate.op == Collective::all_gather);
+    CHECK(results[0].rate.bus_bytes_per_s == 3e9);
+    CHECK(results[0].seconds == 0.5);
+}
+
+TEST_CASE("the time model prices collectives at the probed bus bandwidth", "[probe][collectives][estimate]") {
+    const Hardware h100 = *find_device("h100-80gb");
+    const TrialConfig stage0 = two_ranks(0), stage2 = two_ranks(2);
+    const double message = collective_message_bytes(stage0.model, stage0);
+    auto probed = std::make_shared<ProbedRates>();
+    probed->collectives = {{Collective::all_reduce, 2, static_cast<std::uint64_t>(message), 2e9},
+                           {Collective::reduce_scatter, 2, static_cast<std::uint64_t>(message), 1e9},
+                           {Collective::all_gather, 2, static_cast<std::uint64_t>(message), 4e9}};
+    EstimateOptions nominal, with_probes;
+    with_probes.probed = probed;
+    const StepTime before = step_time(stage0.model, stage0, h100, nominal);
+    const StepTime after = step_time(stage0.model, stage0, h100, with_probes);
+    REQUIRE(after.comm_bytes > 0);
+    // Stage 0 all-reduces: what a rank sends over the bus bandwidth (no nominal efficiency).
+    CHECK(after.comm_s == Approx(after.comm_bytes / 2e9));
+    CHECK(after.comm_s != Approx(before.comm_s));
+    CHECK(after.compute_s == Approx(before.compute_s));  // no GEMM probed: compute stays nominal
+    // Stages 1-3 reduce-scatter and gather about equal bytes: the harmonic mean of the two.
+    const StepTime sharded = step_time(stage2.model, stage2, h100, with_probes);
+    CHECK(sharded.comm_s == Approx(sharded.comm_bytes / (2 / (1 / 1e9 + 1 / 4e9))));
+    // Another world size was not probed: nominal link rate.
+    TrialConfig four = stage0;
+    four.world_size = 4;
+    CHECK(step_time(four.model, four, h100, with_probes).comm_s == Approx(step_time(four.model, four, h100, nominal).comm_s));
+}
