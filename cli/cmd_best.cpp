@@ -13,9 +13,12 @@
 #include "cli/database_path.h"
 #include "cli/emit.h"
 #include "cli/dimension_flags.h"
-#include "reports/text_table.h"
 #include "core/noise_ties.h"
+#include "core/convergence_risk.h"
 #include "core/units.h"
+#include "reports/report_format.h"
+#include "reports/risk_note.h"
+#include "reports/text_table.h"
 #include "store/best.h"
 #include "store/record_json.h"
 #include "store/store.h"
@@ -50,7 +53,7 @@ BestQuery to_query(const BestOptions& o) {
 }
 
 // The answer's own columns first, then the configuration, then its GPU count.
-std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_front, Basis basis) {
+std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_front, Basis basis, bool notes) {
     const bool measured = basis == Basis::measured;
     const Estimate* e = t.result.estimate ? &*t.result.estimate : nullptr;
     const double rate = measured ? t.result.tokens_per_s : e->tokens_per_s;
@@ -60,12 +63,13 @@ std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_
                                  on_front ? "yes" : "",
                                  t.sweep_name,
                                  std::to_string(t.id),
-                                 fmt::format("{:.0f}", rate),
-                                 format_bytes(peak),
-                                 step ? fmt::format("{:.3f}", *step) : "-",
+                                 throughput_text(rate),
+                                 bytes_text(peak),
+                                 step ? seconds_text(*step) : "-",
                                  fmt::format("{:.1f}%", (measured ? t.result.mfu : e->mfu) * 100)};
     for (auto& cell : config_row(t.result.config, {std::to_string(t.result.config.world_size)}))
         row.push_back(std::move(cell));
+    if (notes) row.push_back(risk_cell_text(t.result.config));
     return row;
 }
 
@@ -90,8 +94,13 @@ void print_answer(const BestAnswer& a) {
     std::vector<std::string> header{"#", "front", "sweep", "trial"};
     for (const char* h : {"tokens/s", "peak", "step s", "MFU"}) header.push_back(measured ? h : fmt::format("est. {}", h));
     for (auto& h : config_header({"gpus"})) header.push_back(std::move(h));
+    std::vector<const TrialConfig*> configs;
+    for (const TrialRecord& t : a.ranked) configs.push_back(&t.result.config);
+    const bool notes = any_risk(configs);
+    if (notes) header.emplace_back("note");
     TextTable table(header);
-    for (std::size_t i = 0; i < a.ranked.size(); ++i) table.add_row(row_of(i + 1, a.ranked[i], a.on_front[i], a.basis));
+    for (std::size_t i = 0; i < a.ranked.size(); ++i)
+        table.add_row(row_of(i + 1, a.ranked[i], a.on_front[i], a.basis, notes));
     if (measured)
         fmt::print("Best of {} qualifying configurations ({} measured ok; front: on the Pareto front of peak memory\n"
                    "against tokens/s among those that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));
@@ -99,6 +108,7 @@ void print_answer(const BestAnswer& a) {
         fmt::print("Predicted best of {} qualifying configurations (predicted: estimates only, not measured; {} "
                    "unmeasured\nconfigurations are predicted to fit; front: on the predicted Pareto front among those "
                    "that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));
+    fmt::print("{}", risk_footnotes(configs));
     print_ties(a);
     fmt::print("Reproduce the best{}:\n  {}\n", measured ? "" : " (predicted; run it to measure it)",
                trial_command(a.ranked.front().result.config));
@@ -115,6 +125,7 @@ nlohmann::json answer_json(const BestAnswer& a) {
         nlohmann::json j = record_json(a.ranked[i]);
         j["on_front"] = static_cast<bool>(a.on_front[i]);
         j["basis"] = to_string(a.basis);
+        if (const auto risk = convergence_risk(a.ranked[i].result.config)) j["convergence_risk"] = *risk;
         return j;
     };
     nlohmann::json runners = nlohmann::json::array();

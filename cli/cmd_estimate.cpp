@@ -15,6 +15,7 @@
 #include "driver/plan.h"
 #include "exports/framework.h"
 #include "reports/predicted_front.h"
+#include "reports/report_format.h"
 #include "reports/text_table.h"
 #include "search/estimate.h"
 #include "search/memory_limit_check.h"
@@ -94,19 +95,16 @@ nlohmann::json estimate_json(const TrialConfig& c, const Estimate& e) {
 void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate& e, std::uint64_t usable,
                        const EstimateOptions& o) {
     fmt::print("{} on {}: {}\n", c.model.name, hw.device, summary(c));
-    TextTable table({"component", "bytes", "GiB", "share of peak"});
+    TextTable table({"component", "bytes", "size", "share of peak"});
     const double peak = static_cast<double>(std::max<std::uint64_t>(e.memory.peak, 1));
     for (Component comp : kComponents) {
         const std::uint64_t b = e.memory[comp];
-        table.add_row({std::string(to_string(comp)), std::to_string(b),
-                       fmt::format("{:.3f}", static_cast<double>(b) / static_cast<double>(GiB)),
-                       percent(static_cast<double>(b) / peak)});
+        table.add_row({std::string(to_string(comp)), std::to_string(b), bytes_text(b), percent(static_cast<double>(b) / peak)});
     }
-    table.add_row({"peak", std::to_string(e.memory.peak),
-                   fmt::format("{:.3f}", static_cast<double>(e.memory.peak) / static_cast<double>(GiB)), "100.0%"});
+    table.add_row({"peak", std::to_string(e.memory.peak), bytes_text(e.memory.peak), "100.0%"});
     fmt::print("{}", table.render("  "));
     fmt::print("  peak phase   {}\n", e.memory.peak_phase);
-    fmt::print("  step time    {:.4g} s    tokens/s {} (all ranks)    MFU {}\n", e.step_s, short_rate(e.tokens_per_s),
+    fmt::print("  step time    {:.4g} s    tokens/s {} (all ranks)    MFU {}\n", e.step_s, throughput_text(e.tokens_per_s),
                percent(e.mfu));
     fmt::print("  fits         {} (peak {} {} usable {}: limit less {:.0f}% margin)\n", e.fits ? "yes" : "no",
                format_bytes(e.memory.peak), e.fits ? "<=" : ">", format_bytes(usable), o.margin * 100);

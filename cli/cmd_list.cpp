@@ -8,8 +8,8 @@
 
 #include "cli/commands.h"
 #include "cli/database_path.h"
+#include "reports/report_format.h"
 #include "reports/text_table.h"
-#include "core/units.h"
 #include "store/best.h"
 #include "store/record_json.h"
 #include "store/store.h"
@@ -24,7 +24,7 @@ struct ListOptions {
 
 std::string device_text(const DeviceInfo& d) {
     if (d.name.empty()) return "-";
-    return fmt::format("{} x{} ({})", d.name, d.count, format_bytes(d.memory_bytes));
+    return fmt::format("{} x{} ({})", d.name, d.count, bytes_text(d.memory_bytes));
 }
 
 // A sweep's best throughput: measured when a trial finished ok, else the best predicted
@@ -50,7 +50,7 @@ std::optional<SweepBest> best_of(const Store& store, const std::string& sweep) {
 
 std::string best_text(const std::optional<SweepBest>& b) {
     if (!b) return "-";
-    return fmt::format("{:.0f} tok/s at {} ({})", b->tokens_per_s, format_bytes(b->peak), to_string(b->basis));
+    return fmt::format("{} tok/s at {} ({})", throughput_text(b->tokens_per_s), bytes_text(b->peak), to_string(b->basis));
 }
 
 void print_sweeps(const Store& store, const std::vector<SweepSummary>& sweeps) {

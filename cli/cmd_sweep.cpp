@@ -16,6 +16,8 @@
 #include "reports/html_report.h"
 #include "reports/output_file.h"
 #include "reports/predicted_front.h"
+#include "reports/report_format.h"
+#include "reports/risk_note.h"
 #include "reports/text_table.h"
 #include "driver/makespan.h"
 #include "driver/sweep.h"
@@ -91,17 +93,23 @@ void print_measured_front(const Store& store, SweepId sweep) {
         fmt::print("No configuration was measured as ok, so there is no measured front.\n");
         return;
     }
-    TextTable table(config_header({"peak", "est. peak", "error", "tokens/s", "MFU"}));
+    std::vector<const TrialConfig*> configs;
+    for (const TrialRecord& t : front) configs.push_back(&t.result.config);
+    const bool notes = any_risk(configs);
+    std::vector<std::string> more{"peak", "est. peak", "error", "tokens/s", "MFU"};
+    if (notes) more.emplace_back("note");
+    TextTable table(config_header(more));
     for (const TrialRecord& t : front) {
         const TrialConfig& c = t.result.config;
         const std::uint64_t est = t.result.estimate ? t.result.estimate->memory.peak : 0;
-        table.add_row(config_row(c, {format_bytes(t.result.memory.peak), est ? format_bytes(est) : "-",
-                                     percent_error(t.result.memory.peak, est),
-                                     fmt::format("{:.0f}", t.result.tokens_per_s),
-                                     fmt::format("{:.1f}%", t.result.mfu * 100)}));
+        std::vector<std::string> cells{bytes_text(t.result.memory.peak), est ? bytes_text(est) : "-",
+                                       percent_error(t.result.memory.peak, est), throughput_text(t.result.tokens_per_s),
+                                       fmt::format("{:.1f}%", t.result.mfu * 100)};
+        if (notes) cells.push_back(risk_cell_text(c));
+        table.add_row(config_row(c, cells));
     }
-    fmt::print("Pareto front (measured peak memory vs tokens/s, {} configurations):\n{}", front.size(),
-               table.render("  "));
+    fmt::print("Pareto front (measured peak memory vs tokens/s, {} configurations):\n{}{}", front.size(),
+               table.render("  "), risk_footnotes(configs));
 }
 
 // The estimator's front of what was not measured (reports/predicted_front: `tune estimate FILE` prints the same).

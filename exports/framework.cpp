@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/convergence_risk.h"
 #include "core/units.h"
 #include "search/estimate.h"
 #include "exports/hf_arguments.h"
@@ -201,7 +202,18 @@ std::string comment_lines(const FrameworkExport& e) {
     std::string out;
     for (const auto& s : e.cannot_express) out += "# cannot express: " + s + "\n";
     for (const auto& s : e.memory_added) out += "# memory added: " + s + "\n";
+    for (const auto& s : e.risks) out += fmt::format("# {}: {}\n", kConvergenceRiskLabel, s);
     return out;
+}
+
+FrameworkExport export_for(Framework f, const TrialConfig& c) {
+    switch (f) {
+        case Framework::deepspeed: return deepspeed(c);
+        case Framework::accelerate_fsdp: return accelerate_fsdp(c);
+        case Framework::torchrun: return torchrun(c);
+        case Framework::hf_trainer: return hf_trainer(c);
+    }
+    return deepspeed(c);
 }
 
 }  // namespace
@@ -213,13 +225,9 @@ std::optional<Framework> parse_framework(std::string_view text) {
 }
 
 FrameworkExport export_config(Framework f, const TrialConfig& c) {
-    switch (f) {
-        case Framework::deepspeed: return deepspeed(c);
-        case Framework::accelerate_fsdp: return accelerate_fsdp(c);
-        case Framework::torchrun: return torchrun(c);
-        case Framework::hf_trainer: return hf_trainer(c);
-    }
-    return deepspeed(c);
+    FrameworkExport e = export_for(f, c);
+    if (const auto risk = convergence_risk(c)) e.risks.emplace_back(*risk);
+    return e;
 }
 
 RenderedExport render(const FrameworkExport& e, Framework f) {

@@ -1,5 +1,6 @@
 // Whether the estimator can be trusted: predicted against measured peak
 // memory and step time, the distribution of its errors, and its worst misses.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -34,6 +35,22 @@ nlohmann::json versus_spec(const SweepData& sweep, const std::vector<ErrorSample
         points.push_back({{"x", e.estimated * scale}, {"y", e.measured * scale}, {"t", std::move(lines)}});
     }
     return {{"kind", "versus"}, {"x_label", "estimated " + unit}, {"y_label", "measured " + unit}, {"points", std::move(points)}};
+}
+
+// Peak memory against peak memory, in the unit the largest value reaches.
+nlohmann::json memory_versus_spec(const SweepData& sweep, const std::vector<ErrorSample>& samples) {
+    double largest = 0;
+    for (const auto& e : samples) largest = std::max({largest, e.estimated, e.measured});
+    const ByteUnit unit = byte_unit_for(static_cast<std::uint64_t>(largest));
+    return versus_spec(sweep, samples, 1.0 / unit.bytes, fmt::format("peak ({})", unit.name));
+}
+
+// The samples whose error shows as more than 0.0%: an exact estimate is no miss to list.
+std::vector<ErrorSample> inexact(const std::vector<ErrorSample>& samples) {
+    std::vector<ErrorSample> out;
+    for (const auto& e : samples)
+        if (!shown_as_zero(e.error_pct)) out.push_back(e);
+    return out;
 }
 
 std::string bin_label(const HistogramBin& b) {
@@ -82,19 +99,19 @@ HtmlTable summary_table(const Accuracy& a) {
 HtmlTable worst_table(const SweepData& sweep, const Accuracy& a) {
     std::vector<HtmlColumn> columns{{"trial", true, ""}, {"quantity", false, ""}};
     for (auto& c : config_columns()) columns.push_back(std::move(c));
-    columns.insert(columns.end(), {{"estimated", true, "GiB or seconds"}, {"measured", true, "GiB or seconds"},
+    columns.insert(columns.end(), {{"estimated", true, "bytes or seconds"}, {"measured", true, "bytes or seconds"},
                                    {"error", true, "(estimated - measured) / measured"}});
     HtmlTable table(std::move(columns));
     const auto add = [&](const std::vector<ErrorSample>& samples, const std::string& quantity, bool memory) {
-        for (const auto& e : worst(samples, kWorstCases)) {
+        for (const auto& e : worst(inexact(samples), kWorstCases)) {
             const TrialRecord& t = sweep.trials[e.trial];
             std::vector<HtmlCell> row{{std::to_string(t.id), ""}, {quantity, ""}};
             for (auto& c : config_cells(t.result.config)) row.push_back({std::move(c), ""});
             const auto value = [&](double v) {
-                return memory ? gib_text(static_cast<std::uint64_t>(v)) : seconds_text(v);
+                return memory ? bytes_cell(static_cast<std::uint64_t>(v)) : HtmlCell{seconds_text(v), ""};
             };
-            row.push_back({value(e.estimated), ""});
-            row.push_back({value(e.measured), ""});
+            row.push_back(value(e.estimated));
+            row.push_back(value(e.measured));
             row.push_back({percent_text(e.error_pct), ""});
             table.add_row(std::move(row));
         }
@@ -122,7 +139,7 @@ void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& s
         return;
     }
     html.open("div", {{"class", "chart-grid"}});
-    write_chart(html, page, prefix + "accuracy-memory", versus_spec(sweep, a.memory, 1.0 / (1024.0 * 1024 * 1024), "peak GiB"),
+    write_chart(html, page, prefix + "accuracy-memory", memory_versus_spec(sweep, a.memory),
                 "Peak memory per GPU: estimated against measured. Points on the diagonal are exact.");
     write_chart(html, page, prefix + "accuracy-step", versus_spec(sweep, a.step, 1.0, "seconds per step"),
                 "Seconds per optimizer step: estimated against measured.");
@@ -130,7 +147,8 @@ void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& s
                 "How many trials fall in each band of estimation error.");
     html.close("div");
     html.element("h3", "Worst estimates");
-    worst_table(sweep, a).write(html, prefix + "worst-table", false, "");
+    worst_table(sweep, a).write(html, prefix + "worst-table", false,
+                                "Every estimate was exact to the precision shown (0.0%), so none is listed.");
     html.close("section");
 }
 

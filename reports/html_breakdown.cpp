@@ -1,6 +1,8 @@
 // Memory of the front's configurations by component, estimated beside
 // measured: stacked bars (one estimated and one measured bar per trial) and
 // the same numbers as a table.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "reports/html_chart.h"
@@ -36,32 +38,38 @@ std::vector<Component> used_components(const SweepData& sweep, const std::vector
 nlohmann::json breakdown_spec(const SweepData& sweep, const std::vector<std::size_t>& trials,
                               const std::vector<Component>& components) {
     nlohmann::json labels = nlohmann::json::array();
-    for (auto i : trials) labels.push_back(fmt::format("trial {}", sweep.trials[i].id));
+    std::uint64_t largest = 0;
+    for (auto i : trials) {
+        const TrialResult& r = sweep.trials[i].result;
+        labels.push_back(fmt::format("trial {}", sweep.trials[i].id));
+        largest = std::max({largest, r.memory.total(), r.estimate ? r.estimate->memory.total() : 0});
+    }
+    const ByteUnit unit = byte_unit_for(largest);
     nlohmann::json series = nlohmann::json::array();
     for (Component c : components) {
         nlohmann::json est = nlohmann::json::array(), meas = nlohmann::json::array();
         for (auto i : trials) {
             const TrialResult& r = sweep.trials[i].result;
-            est.push_back(r.estimate ? to_gib(r.estimate->memory[c]) : 0.0);
-            meas.push_back(to_gib(r.memory[c]));
+            est.push_back(r.estimate ? in_unit(r.estimate->memory[c], unit) : 0.0);
+            meas.push_back(in_unit(r.memory[c], unit));
         }
         series.push_back({{"component", to_string(c)}, {"estimated", std::move(est)}, {"measured", std::move(meas)}});
     }
-    return {{"kind", "breakdown"}, {"labels", std::move(labels)}, {"series", std::move(series)}};
+    return {{"kind", "breakdown"}, {"unit", unit.name}, {"labels", std::move(labels)}, {"series", std::move(series)}};
 }
 
 HtmlTable breakdown_table(const SweepData& sweep, const std::vector<std::size_t>& trials,
                           const std::vector<Component>& components) {
     std::vector<HtmlColumn> columns{{"trial", true, ""}, {"", false, ""}};
-    for (Component c : components) columns.push_back({std::string(to_string(c)), true, "GiB"});
-    columns.push_back({"peak", true, "GiB; the peak can be below the sum when components peak at different times"});
+    for (Component c : components) columns.push_back({std::string(to_string(c)), true, "per GPU at the peak"});
+    columns.push_back({"peak", true, "the peak can be below the sum when components peak at different times"});
     HtmlTable table(std::move(columns));
     for (auto i : trials) {
         const TrialRecord& t = sweep.trials[i];
         const auto row = [&](const char* kind, const MemoryBreakdown& m) {
             std::vector<HtmlCell> cells{{std::to_string(t.id), ""}, {kind, ""}};
-            for (Component c : components) cells.push_back({gib_text(m[c]), ""});
-            cells.push_back({gib_text(m.peak), ""});
+            for (Component c : components) cells.push_back(bytes_cell(m[c]));
+            cells.push_back(bytes_cell(m.peak));
             table.add_row(std::move(cells));
         };
         if (t.result.estimate) row("estimated", t.result.estimate->memory);
@@ -82,7 +90,7 @@ void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& 
         return;
     }
     const auto components = used_components(sweep, trials);
-    std::string caption = "Per GPU, in GiB at the moment of the peak. Left bar of each pair: estimated; right: measured.";
+    std::string caption = "Per GPU, at the moment of the peak. Left bar of each pair: estimated; right: measured.";
     if (sweep.front.size() > trials.size())
         caption += fmt::format(" The first {} of {} front configurations, by peak memory.", trials.size(), sweep.front.size());
     write_chart(html, page, prefix + "breakdown-chart", breakdown_spec(sweep, trials, components), caption);

@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "core/convergence_risk.h"
 #include "core/dimensions.h"
 
 #include "reports/report_format.h"
-#include "core/units.h"
 
 namespace tune {
 namespace {
@@ -69,29 +69,43 @@ nlohmann::json tooltip_lines(const TrialRecord& t) {
         line += fmt::format("{}{} {}", line.empty() ? "" : ", ", d.name, d.text(c));
         if (i % 3 == 2 || i + 1 == kDimensionCount) lines.push_back(std::exchange(line, {}));
     }
-    lines.push_back(fmt::format("peak {} ({}), {} tokens/s, MFU {:.1f}%", format_bytes(t.result.memory.peak),
+    lines.push_back(fmt::format("peak {} ({}), {} tokens/s, MFU {:.1f}%", bytes_text(t.result.memory.peak),
                                 t.result.memory.peak_phase.empty() ? "phase unknown" : t.result.memory.peak_phase,
-                                rate_text(t.result.tokens_per_s), t.result.mfu * 100));
+                                throughput_text(t.result.tokens_per_s), t.result.mfu * 100));
     if (const auto& e = t.result.estimate)
-        lines.push_back(fmt::format("estimated {}, {} tokens/s", format_bytes(e->memory.peak), rate_text(e->tokens_per_s)));
+        lines.push_back(fmt::format("estimated {}, {} tokens/s", bytes_text(e->memory.peak), throughput_text(e->tokens_per_s)));
+    if (const auto risk = convergence_risk(c)) lines.push_back(fmt::format("{}: {}", kConvergenceRiskLabel, *risk));
     return lines;
 }
 
-nlohmann::json pareto_point(const TrialRecord& t) {
-    return {{"x", to_gib(t.result.memory.peak)},
+ByteUnit memory_axis_unit(std::span<const SweepData* const> sweeps) {
+    std::uint64_t largest = 0;
+    for (const SweepData* s : sweeps) {
+        largest = std::max(largest, s->memory_limit);
+        for (const TrialRecord& t : s->trials) {
+            if (plottable(t)) largest = std::max(largest, t.result.memory.peak);
+            if (t.result.estimate && t.result.estimate->fits) largest = std::max(largest, t.result.estimate->memory.peak);
+        }
+    }
+    return byte_unit_for(largest);
+}
+
+nlohmann::json pareto_point(const TrialRecord& t, ByteUnit unit) {
+    return {{"x", in_unit(t.result.memory.peak, unit)},
             {"y", t.result.tokens_per_s},
             {"z", t.result.config.zero_stage},
             {"t", tooltip_lines(t)}};
 }
 
-nlohmann::json front_line(const SweepData& sweep) {
+nlohmann::json front_line(const SweepData& sweep, ByteUnit unit) {
     nlohmann::json points = nlohmann::json::array();
-    for (auto i : sweep.front) points.push_back(pareto_point(sweep.trials[i]));
+    for (auto i : sweep.front) points.push_back(pareto_point(sweep.trials[i], unit));
     return points;
 }
 
-nlohmann::json memory_limit_line(const SweepData& sweep) {
-    return {{"x", to_gib(sweep.memory_limit)}, {"label", "memory limit " + format_bytes(sweep.memory_limit) + " (" + sweep.name() + ")"}};
+nlohmann::json memory_limit_line(const SweepData& sweep, ByteUnit unit) {
+    return {{"x", in_unit(sweep.memory_limit, unit)},
+            {"label", "memory limit " + bytes_text(sweep.memory_limit) + " (" + sweep.name() + ")"}};
 }
 
 }  // namespace tune

@@ -4,6 +4,7 @@
 // carry the same numbers for readers without JavaScript.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 
 #include "reports/html_writer.h"
 #include "reports/page_data.h"
+#include "reports/report_format.h"
 #include "reports/sweep_data.h"
 
 namespace tune {
@@ -29,14 +31,18 @@ std::vector<std::size_t> plotted_trials(const SweepData& sweep, std::size_t max_
 // The whole configuration and its results, one line each, for a tooltip.
 nlohmann::json tooltip_lines(const TrialRecord& t);
 
-// A point {x: peak GiB, y: tokens/s, z: ZeRO stage, t: tooltip lines}.
-nlohmann::json pareto_point(const TrialRecord& t);
+// The unit a Pareto chart of these sweeps draws memory in: the one the largest
+// peak or memory limit on it reaches (a tiny model's chart reads MiB).
+ByteUnit memory_axis_unit(std::span<const SweepData* const> sweeps);
+
+// A point {x: peak in `unit`, y: tokens/s, z: ZeRO stage, t: tooltip lines}.
+nlohmann::json pareto_point(const TrialRecord& t, ByteUnit unit);
 
 // The front's points, by increasing peak memory.
-nlohmann::json front_line(const SweepData& sweep);
+nlohmann::json front_line(const SweepData& sweep, ByteUnit unit);
 
-// {x: GiB, label} for the vertical line of a sweep's memory limit.
-nlohmann::json memory_limit_line(const SweepData& sweep);
+// {x: in `unit`, label} for the vertical line of a sweep's memory limit.
+nlohmann::json memory_limit_line(const SweepData& sweep, ByteUnit unit);
 
 inline constexpr std::size_t kMaxScatterPoints = 3000;
 

@@ -9,34 +9,33 @@
 #include "reports/html_sections.h"
 #include "reports/html_table.h"
 #include "reports/report_format.h"
-#include "core/units.h"
 
 namespace tune {
 namespace {
 
-nlohmann::json sweep_points(const SweepData& sweep) {
+nlohmann::json sweep_points(const SweepData& sweep, ByteUnit unit) {
     nlohmann::json points = nlohmann::json::array();
-    for (auto i : plotted_trials(sweep, kMaxScatterPoints / 2)) points.push_back(pareto_point(sweep.trials[i]));
+    for (auto i : plotted_trials(sweep, kMaxScatterPoints / 2)) points.push_back(pareto_point(sweep.trials[i], unit));
     return points;
 }
 
 nlohmann::json fronts_spec(const SweepData& a, const SweepData& b) {
+    const SweepData* drawn[] = {&a, &b};
+    const ByteUnit u = memory_axis_unit(drawn);
     return {{"kind", "pareto"},
-            {"groups", nlohmann::json::array({{{"label", a.name()}, {"points", sweep_points(a)}},
-                                              {{"label", b.name()}, {"points", sweep_points(b)}}})},
-            {"fronts", nlohmann::json::array({{{"label", "front: " + a.name()}, {"points", front_line(a)}},
-                                              {{"label", "front: " + b.name()}, {"points", front_line(b)}}})},
+            {"x_unit", u.name},
+            {"groups", nlohmann::json::array({{{"label", a.name()}, {"points", sweep_points(a, u)}},
+                                              {{"label", b.name()}, {"points", sweep_points(b, u)}}})},
+            {"fronts", nlohmann::json::array({{{"label", "front: " + a.name()}, {"points", front_line(a, u)}},
+                                              {{"label", "front: " + b.name()}, {"points", front_line(b, u)}}})},
             {"limits", a.memory_limit == b.memory_limit
-                           ? nlohmann::json::array({memory_limit_line(a)})
-                           : nlohmann::json::array({memory_limit_line(a), memory_limit_line(b)})}};
+                           ? nlohmann::json::array({memory_limit_line(a, u)})
+                           : nlohmann::json::array({memory_limit_line(a, u), memory_limit_line(b, u)})}};
 }
 
-std::string measured_rate(const TrialRecord& t) {
-    return t.result.status == TrialStatus::ok && t.measured ? rate_text(t.result.tokens_per_s) : "";
-}
-std::string measured_peak(const TrialRecord& t) {
-    return t.result.status == TrialStatus::ok && t.measured ? gib_text(t.result.memory.peak) : "";
-}
+bool finished(const TrialRecord& t) { return t.result.status == TrialStatus::ok && t.measured; }
+HtmlCell measured_rate(const TrialRecord& t) { return finished(t) ? throughput_cell(t.result.tokens_per_s) : HtmlCell{}; }
+HtmlCell measured_peak(const TrialRecord& t) { return finished(t) ? bytes_cell(t.result.memory.peak) : HtmlCell{}; }
 
 HtmlTable delta_table(const SweepData& a, const SweepData& b, const Comparison& c) {
     std::vector<HtmlColumn> columns;
@@ -47,8 +46,8 @@ HtmlTable delta_table(const SweepData& a, const SweepData& b, const Comparison& 
                                    {"tokens/s A", true, a.name()},
                                    {"tokens/s B", true, b.name()},
                                    {"tokens/s change", true, "B against A"},
-                                   {"peak GiB A", true, a.name()},
-                                   {"peak GiB B", true, b.name()},
+                                   {"peak A", true, a.name()},
+                                   {"peak B", true, b.name()},
                                    {"peak change", true, "B against A"}});
     HtmlTable table(std::move(columns));
     for (const auto& m : c.matched) {
@@ -56,16 +55,16 @@ HtmlTable delta_table(const SweepData& a, const SweepData& b, const Comparison& 
         const TrialRecord& tb = b.trials[m.other];
         std::vector<HtmlCell> row;
         for (auto& cell : config_cells(ta.result.config)) row.push_back({std::move(cell), ""});
-        const bool both = !measured_rate(ta).empty() && !measured_rate(tb).empty();
+        const bool both = finished(ta) && finished(tb);
         const std::string sa(to_string(ta.result.status)), sb(to_string(tb.result.status));
         row.push_back({m.by_hash ? "hash" : "dimensions", ""});
         row.push_back({sa, "st-" + sa});
         row.push_back({sb, "st-" + sb});
-        row.push_back({measured_rate(ta), ""});
-        row.push_back({measured_rate(tb), ""});
+        row.push_back(measured_rate(ta));
+        row.push_back(measured_rate(tb));
         row.push_back({both ? percent_text(delta_percent(ta.result.tokens_per_s, tb.result.tokens_per_s)) : "", ""});
-        row.push_back({measured_peak(ta), ""});
-        row.push_back({measured_peak(tb), ""});
+        row.push_back(measured_peak(ta));
+        row.push_back(measured_peak(tb));
         row.push_back({both ? percent_text(delta_percent(static_cast<double>(ta.result.memory.peak),
                                                          static_cast<double>(tb.result.memory.peak)))
                             : "",

@@ -1,6 +1,8 @@
 // The effect of each dimension: a small table per searched dimension, and
 // throughput and peak memory against context length, one curve per value of
 // each dimension the dimension table marks curves_over_context.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "reports/dimension_effects.h"
@@ -19,17 +21,27 @@ nlohmann::json values_or_null(const std::vector<std::optional<T>>& values, F con
     return out;
 }
 
+// The unit of a memory curve: the one its largest value reaches.
+ByteUnit curves_unit(const ContextEffect& e) {
+    std::uint64_t largest = 0;
+    for (const auto& c : e.curves)
+        for (const auto& v : c.min_peak)
+            if (v) largest = std::max(largest, *v);
+    return byte_unit_for(largest);
+}
+
 nlohmann::json curves_spec(const ContextEffect& e, bool memory) {
+    const ByteUnit unit = curves_unit(e);
     nlohmann::json series = nlohmann::json::array();
     for (const auto& c : e.curves) {
-        nlohmann::json values = memory ? values_or_null(c.min_peak, [](std::uint64_t b) { return to_gib(b); })
+        nlohmann::json values = memory ? values_or_null(c.min_peak, [unit](std::uint64_t b) { return in_unit(b, unit); })
                                        : values_or_null(c.best_tokens_per_s, [](double v) { return v; });
         series.push_back({{"label", c.label}, {"values", std::move(values)}});
     }
     return {{"kind", "lines"},
             {"x", e.contexts},
             {"x_label", "context length (tokens)"},
-            {"y_label", memory ? "smallest peak GiB" : "best tokens/s"},
+            {"y_label", memory ? fmt::format("smallest peak ({})", unit.name) : std::string("best tokens/s")},
             {"series", std::move(series)}};
 }
 
@@ -40,7 +52,7 @@ void write_curves(HtmlWriter& html, PageData& page, const SweepData& sweep, cons
     write_chart(html, page, prefix + "effect-tokens-" + by, curves_spec(e, false),
                 "Best tokens/s at each context length, per " + by + " (trials that finished).");
     write_chart(html, page, prefix + "effect-memory-" + by, curves_spec(e, true),
-                "Smallest peak memory (GiB) at each context length, per " + by + ".");
+                "Smallest peak memory at each context length, per " + by + ".");
 }
 
 HtmlTable dimension_table(const DimensionEffect& d) {
@@ -49,14 +61,14 @@ HtmlTable dimension_table(const DimensionEffect& d) {
                  {"ok", true, ""},
                  {"oom", true, ""},
                  {"best tokens/s", true, "among trials that finished"},
-                 {"min peak GiB", true, "among trials that finished"}});
+                 {"min peak", true, "among trials that finished"}});
     for (const auto& v : d.values)
         t.add_row({{v.value, ""},
                    {std::to_string(v.trials), ""},
                    {std::to_string(v.ok), ""},
                    {std::to_string(v.oom), ""},
-                   {v.best_tokens_per_s ? rate_text(*v.best_tokens_per_s) : "", ""},
-                   {v.min_peak ? gib_text(*v.min_peak) : "", ""}});
+                   v.best_tokens_per_s ? throughput_cell(*v.best_tokens_per_s) : HtmlCell{},
+                   v.min_peak ? bytes_cell(*v.min_peak) : HtmlCell{}});
     return t;
 }
 

@@ -5,7 +5,7 @@
 
 #include "reports/html_sections.h"
 #include "reports/makespan_text.h"
-#include "core/units.h"
+#include "reports/report_format.h"
 #include "store/timestamp.h"
 
 namespace tune {
@@ -19,13 +19,13 @@ struct OverviewRow {
 std::string model_text(const SweepData& s) {
     if (s.trials.empty()) return "unknown (no trials)";
     const ModelSpec& m = s.trials.front().result.config.model;
-    return fmt::format("{} ({:.2f}B parameters, {} layers, hidden {})", m.name, static_cast<double>(m.param_count()) / 1e9,
+    return fmt::format("{} ({} parameters, {} layers, hidden {})", m.name, count_text(static_cast<double>(m.param_count())),
                        m.layers, m.hidden);
 }
 
 std::string device_text(const SweepData& s) {
     const DeviceInfo& d = s.summary.record.device;
-    return fmt::format("{} x {} ({} each)", d.count, d.name.empty() ? "unknown device" : d.name, format_bytes(d.memory_bytes));
+    return fmt::format("{} x {} ({} each)", d.count, d.name.empty() ? "unknown device" : d.name, bytes_text(d.memory_bytes));
 }
 
 std::string software_text(const SweepData& s) {
@@ -42,7 +42,7 @@ std::vector<OverviewRow> rows() {
             {"model", model_text},
             {"host", [](const SweepData& s) { return s.summary.record.host; }},
             {"devices", device_text},
-            {"memory limit", [](const SweepData& s) { return format_bytes(s.memory_limit); }},
+            {"memory limit", [](const SweepData& s) { return bytes_text(s.memory_limit); }},
             {"backend", [](const SweepData& s) { return s.summary.record.backend; }},
             {"software", software_text},
             {"started", [](const SweepData& s) { return format_timestamp(s.summary.record.created_at); }},

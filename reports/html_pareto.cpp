@@ -8,50 +8,54 @@
 #include "reports/html_sections.h"
 #include "reports/html_table.h"
 #include "reports/report_format.h"
-#include "core/units.h"
 
 namespace tune {
 
 namespace {
 
 nlohmann::json pareto_spec(const SweepData& sweep) {
+    const SweepData* drawn[] = {&sweep};
+    const ByteUnit unit = memory_axis_unit(drawn);
     nlohmann::json groups = nlohmann::json::array();
     for (Optimizer o : kOptimizers) {
         nlohmann::json points = nlohmann::json::array();
         for (auto i : plotted_trials(sweep, kMaxScatterPoints))
-            if (sweep.trials[i].result.config.optimizer == o) points.push_back(pareto_point(sweep.trials[i]));
+            if (sweep.trials[i].result.config.optimizer == o) points.push_back(pareto_point(sweep.trials[i], unit));
         if (!points.empty()) groups.push_back({{"label", to_string(o)}, {"points", std::move(points)}});
     }
     return {{"kind", "pareto"},
+            {"x_unit", unit.name},
             {"groups", std::move(groups)},
-            {"fronts", nlohmann::json::array({{{"label", "Pareto front"}, {"points", front_line(sweep)}}})},
-            {"limits", nlohmann::json::array({memory_limit_line(sweep)})}};
+            {"fronts", nlohmann::json::array({{{"label", "Pareto front"}, {"points", front_line(sweep, unit)}}})},
+            {"limits", nlohmann::json::array({memory_limit_line(sweep, unit)})}};
 }
 
 HtmlTable front_table(const SweepData& sweep) {
     std::vector<HtmlColumn> columns{{"trial", true, ""}};
     for (auto& c : config_columns()) columns.push_back(std::move(c));
-    columns.insert(columns.end(), {{"peak GiB", true, "measured peak memory per GPU"},
+    columns.insert(columns.end(), {{"peak", true, "measured peak memory per GPU"},
                                    {"tokens/s", true, "measured, warmup excluded"},
                                    {"MFU %", true, "model FLOPs utilization"},
-                                   {"est. peak GiB", true, "the estimator's prediction"},
+                                   {"est. peak", true, "the estimator's prediction"},
                                    {"est. tokens/s", true, "the estimator's prediction"},
                                    {"noise", false, "coefficient of variation of the timed steps (n of them)"},
-                                   {"tie", false, front_tie_legend()}});
+                                   {"tie", false, front_tie_legend()},
+                                   risk_column()});
     HtmlTable table(std::move(columns));
     const std::vector<std::string> ties = front_tie_marks(sweep), noise = front_noise_texts(sweep);
     for (std::size_t k = 0; k < sweep.front.size(); ++k) {
         const TrialRecord& t = sweep.trials[sweep.front[k]];
         std::vector<HtmlCell> row{{std::to_string(t.id), ""}};
         for (auto& c : config_cells(t.result.config)) row.push_back({std::move(c), ""});
-        row.push_back({gib_text(t.result.memory.peak), ""});
-        row.push_back({rate_text(t.result.tokens_per_s), ""});
+        row.push_back(bytes_cell(t.result.memory.peak));
+        row.push_back(throughput_cell(t.result.tokens_per_s));
         row.push_back({fmt::format("{:.1f}", t.result.mfu * 100), ""});
         const auto& e = t.result.estimate;
-        row.push_back({e ? gib_text(e->memory.peak) : "", ""});
-        row.push_back({e ? rate_text(e->tokens_per_s) : "", ""});
+        row.push_back(e ? bytes_cell(e->memory.peak) : HtmlCell{});
+        row.push_back(e ? throughput_cell(e->tokens_per_s) : HtmlCell{});
         row.push_back({noise[k], ""});
         row.push_back({ties[k], ""});
+        row.push_back(risk_cell(t.result.config));
         table.add_row(std::move(row));
     }
     return table;

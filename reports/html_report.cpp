@@ -39,6 +39,7 @@ void write_nav(HtmlWriter& html, std::span<const SweepData> sweeps) {
     const auto link = [&](const std::string& id, const std::string& text) {
         html.open("li").element("a", text, {{"href", "#" + id}}).close("li");
     };
+    link("what-to-run", "what to run");
     link("overview", "overview");
     link("funnel", "funnel");
     for (std::size_t i = 1; i < sweeps.size(); ++i) link(fmt::format("cmp{}-comparison", i), "comparison: " + sweeps[i].name());
@@ -71,6 +72,7 @@ void write_sweep(HtmlWriter& html, PageData& page, const SweepData& sweep, std::
 void write_body(HtmlWriter& html, std::span<const SweepData> sweeps) {
     PageData page;
     HtmlWriter main;
+    write_what_to_run_section(main, sweeps);
     write_overview_section(main, sweeps);
     write_funnel_section(main, sweeps);
     for (std::size_t i = 1; i < sweeps.size(); ++i)

@@ -3,6 +3,7 @@
 
 #include "reports/html_sections.h"
 
+#include "core/convergence_risk.h"
 #include "core/dimensions.h"
 
 namespace tune {
@@ -24,6 +25,14 @@ std::vector<std::string> config_cells(const TrialConfig& c) {
     std::vector<std::string> out(cells.begin(), cells.end());
     out.push_back(std::to_string(c.world_size));
     return out;
+}
+
+HtmlColumn risk_column() { return {"note", false, "a reason to check this configuration before training with it"}; }
+
+HtmlCell risk_cell(const TrialConfig& c) {
+    const auto risk = convergence_risk(c);
+    if (!risk) return {};
+    return {std::string(kConvergenceRiskLabel), "risk", "", std::string(*risk)};
 }
 
 }  // namespace tune

@@ -17,6 +17,8 @@
 
 namespace tune {
 
+// Per memory budget and context length, the fastest configuration that fits; first on the page.
+void write_what_to_run_section(HtmlWriter& html, std::span<const SweepData> sweeps);
 // Sweep, host, devices, software versions, when; one column per sweep.
 void write_overview_section(HtmlWriter& html, std::span<const SweepData> sweeps);
 // enumerated -> invalid / pruned / run -> ok / oom / failed / timeout; one column per sweep.
@@ -42,5 +44,10 @@ void open_section(HtmlWriter& html, const std::string& id, std::string_view titl
 // The optimizer/precision/... cells shared by the trial, front and delta tables.
 std::vector<std::string> config_cells(const TrialConfig& c);
 std::vector<HtmlColumn> config_columns();
+
+// The "note" column of every table that recommends configurations: "convergence
+// risk" (core/convergence_risk) with the reason on hover, else empty.
+HtmlColumn risk_column();
+HtmlCell risk_cell(const TrialConfig& c);
 
 }  // namespace tune

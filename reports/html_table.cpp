@@ -1,6 +1,9 @@
 #include "reports/html_table.h"
 
+#include <fmt/format.h>
+
 #include "reports/html_escape.h"
+#include "reports/report_format.h"
 
 namespace tune {
 namespace {
@@ -20,8 +23,11 @@ void write_header(HtmlWriter& html, const std::vector<HtmlColumn>& columns) {
 void write_row(std::string& out, const std::vector<HtmlCell>& row) {
     out += "<tr>";
     for (const auto& cell : row) {
-        if (cell.css_class.empty()) out += "<td>";
-        else out += "<td class=\"" + escape_html(cell.css_class) + "\">";
+        out += "<td";
+        if (!cell.css_class.empty()) out += " class=\"" + escape_html(cell.css_class) + "\"";
+        if (!cell.sort.empty()) out += " data-sort=\"" + escape_html(cell.sort) + "\"";
+        if (!cell.title.empty()) out += " title=\"" + escape_html(cell.title) + "\"";
+        out += ">";
         out += escape_html(cell.text);
         out += "</td>";
     }
@@ -29,6 +35,12 @@ void write_row(std::string& out, const std::vector<HtmlCell>& row) {
 }
 
 }  // namespace
+
+HtmlCell bytes_cell(std::uint64_t bytes) { return {bytes_text(bytes), "", std::to_string(bytes), ""}; }
+
+HtmlCell throughput_cell(double tokens_per_s) {
+    return {throughput_text(tokens_per_s), "", fmt::format("{:.6g}", tokens_per_s), ""};
+}
 
 void HtmlTable::write(HtmlWriter& html, const std::string& id, bool interactive, const std::string& empty_text) const {
     if (rows_.empty()) {
@@ -52,13 +64,15 @@ nlohmann::json HtmlTable::columns_json() const {
     return out;
 }
 
-// A cell is its text, or [text, class] when it has a class.
+// A cell is its text, or [text, class, sort, title] when it has more than text.
 nlohmann::json HtmlTable::rows_json() const {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& row : rows_) {
         nlohmann::json cells = nlohmann::json::array();
-        for (const auto& cell : row)
-            cells.push_back(cell.css_class.empty() ? nlohmann::json(cell.text) : nlohmann::json::array({cell.text, cell.css_class}));
+        for (const auto& cell : row) {
+            if (cell.css_class.empty() && cell.sort.empty() && cell.title.empty()) cells.push_back(cell.text);
+            else cells.push_back(nlohmann::json::array({cell.text, cell.css_class, cell.sort, cell.title}));
+        }
         out.push_back(std::move(cells));
     }
     return out;

@@ -25,7 +25,13 @@ struct HtmlColumn {
 struct HtmlCell {
     std::string text;
     std::string css_class;  // e.g. "st-ok"; empty for none
+    std::string sort{};     // the number a numeric column sorts by when the text has a unit ("2.50 MiB"); empty: the text
+    std::string title{};    // the full text on hover when `text` is shortened; empty for none
 };
+
+// Cells of a scaled number: the text in its unit, sorted by the plain value.
+HtmlCell bytes_cell(std::uint64_t bytes);
+HtmlCell throughput_cell(double tokens_per_s);
 
 inline constexpr std::size_t kInlineRows = 100;  // the script's page size too
 

@@ -9,7 +9,11 @@
 namespace tune {
 namespace {
 
+// A reason shows as one line cut by the style sheet; the cell holds its first
+// kReasonChars bytes and, when that may be cut, the first kReasonTitleChars on hover.
 constexpr std::size_t kReasonChars = 160;
+constexpr std::size_t kReasonTitleChars = 1000;
+constexpr std::size_t kReasonVisibleChars = 40;
 
 // At most `limit` bytes, cut on a UTF-8 boundary.
 std::string shortened(const std::string& text, std::size_t limit) {
@@ -19,16 +23,23 @@ std::string shortened(const std::string& text, std::size_t limit) {
     return text.substr(0, cut) + "...";
 }
 
+HtmlCell reason_cell(const std::string& reason) {
+    return {shortened(reason, kReasonChars), "reason", "",
+            reason.size() > kReasonVisibleChars ? shortened(reason, kReasonTitleChars) : ""};
+}
+
+// The reason beside the status, where it is read, rather than past twenty columns.
 std::vector<HtmlColumn> trial_columns() {
-    std::vector<HtmlColumn> columns{{"trial", true, ""}, {"status", false, ""}};
+    std::vector<HtmlColumn> columns{{"trial", true, ""},
+                                    {"status", false, ""},
+                                    {"reason", false, "why a trial did not finish ok; hover or click for the whole text"}};
     for (auto& c : config_columns()) columns.push_back(std::move(c));
-    columns.insert(columns.end(), {{"peak GiB", true, "measured peak memory per GPU"},
+    columns.insert(columns.end(), {{"peak", true, "measured peak memory per GPU"},
                                    {"tokens/s", true, "measured, warmup excluded"},
                                    {"MFU %", true, ""},
-                                   {"est. peak GiB", true, "the estimator's prediction"},
+                                   {"est. peak", true, "the estimator's prediction"},
                                    {"est. tokens/s", true, "the estimator's prediction"},
-                                   {"mem err", true, "(estimated - measured) / measured peak"},
-                                   {"reason", false, "why a trial did not finish ok"}});
+                                   {"mem err", true, "(estimated - measured) / measured peak"}});
     return columns;
 }
 
@@ -36,19 +47,19 @@ std::vector<HtmlCell> trial_row(const TrialRecord& t) {
     const TrialResult& r = t.result;
     const bool ok = r.status == TrialStatus::ok && t.measured;
     std::vector<HtmlCell> row{{std::to_string(t.id), ""},
-                              {std::string(to_string(r.status)), "st-" + std::string(to_string(r.status))}};
+                              {std::string(to_string(r.status)), "st-" + std::string(to_string(r.status))},
+                              reason_cell(r.reason)};
     for (auto& c : config_cells(r.config)) row.push_back({std::move(c), ""});
-    row.push_back({t.measured && r.memory.peak ? gib_text(r.memory.peak) : "", ""});
-    row.push_back({ok ? rate_text(r.tokens_per_s) : "", ""});
+    row.push_back(t.measured && r.memory.peak ? bytes_cell(r.memory.peak) : HtmlCell{});
+    row.push_back(ok ? throughput_cell(r.tokens_per_s) : HtmlCell{});
     row.push_back({ok ? fmt::format("{:.1f}", r.mfu * 100) : "", ""});
-    row.push_back({r.estimate ? gib_text(r.estimate->memory.peak) : "", ""});
-    row.push_back({r.estimate ? rate_text(r.estimate->tokens_per_s) : "", ""});
+    row.push_back(r.estimate ? bytes_cell(r.estimate->memory.peak) : HtmlCell{});
+    row.push_back(r.estimate ? throughput_cell(r.estimate->tokens_per_s) : HtmlCell{});
     const bool comparable = ok && r.estimate && r.memory.peak > 0;
     row.push_back({comparable ? percent_text(error_percent(static_cast<double>(r.estimate->memory.peak),
                                                            static_cast<double>(r.memory.peak)))
                               : "",
                    ""});
-    row.push_back({shortened(r.reason, kReasonChars), "reason"});
     return row;
 }
 

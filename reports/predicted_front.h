@@ -33,7 +33,4 @@ std::vector<PredictedRow> predicted_rows(std::span<const TrialRecord> trials);
 std::string predicted_front_text(std::span<const PredictedRow> rows, std::span<const std::size_t> front,
                                  const std::string& indent = "  ");
 
-// "12.3K" style throughput for the terminal.
-std::string short_rate(double tokens_per_s);
-
 }  // namespace tune

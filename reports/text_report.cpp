@@ -9,8 +9,9 @@
 #include "reports/front_ties.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
+#include "reports/risk_note.h"
 #include "reports/text_table.h"
-#include "core/units.h"
+#include "reports/what_to_run.h"
 #include "store/store.h"
 
 namespace tune {
@@ -26,21 +27,73 @@ std::string funnel_text(const SweepData& sweep) {
     return t.render("  ");
 }
 
+std::vector<const TrialConfig*> configs_of(const SweepData& sweep, std::span<const std::size_t> trials) {
+    std::vector<const TrialConfig*> out;
+    for (std::size_t i : trials) out.push_back(&sweep.trials[i].result.config);
+    return out;
+}
+
 std::string front_text(const SweepData& sweep) {
     if (sweep.front.empty()) return "  no trial was measured ok, so there is no measured front\n";
-    TextTable t({"trial", "configuration", "peak", "tokens/s", "MFU", "est. peak", "est. tokens/s", "noise", "tie"});
+    const auto configs = configs_of(sweep, sweep.front);
+    const bool notes = any_risk(configs);
+    std::vector<std::string> header{"trial", "configuration", "peak", "tokens/s", "MFU", "est. peak", "est. tokens/s",
+                                    "noise", "tie"};
+    if (notes) header.emplace_back("note");
+    TextTable t(header);
     const std::vector<std::string> ties = front_tie_marks(sweep), noise = front_noise_texts(sweep);
     for (std::size_t k = 0; k < sweep.front.size(); ++k) {
         const TrialRecord& r = sweep.trials[sweep.front[k]];
         const auto& e = r.result.estimate;
-        t.add_row({std::to_string(r.id), summary(r.result.config), format_bytes(r.result.memory.peak),
-                   rate_text(r.result.tokens_per_s), fmt::format("{:.1f}%", r.result.mfu * 100),
-                   e ? format_bytes(e->memory.peak) : "-", e ? rate_text(e->tokens_per_s) : "-", noise[k], ties[k]});
+        std::vector<std::string> row{std::to_string(r.id), summary(r.result.config), bytes_text(r.result.memory.peak),
+                                     throughput_text(r.result.tokens_per_s), fmt::format("{:.1f}%", r.result.mfu * 100),
+                                     e ? bytes_text(e->memory.peak) : "-", e ? throughput_text(e->tokens_per_s) : "-",
+                                     noise[k], ties[k]};
+        if (notes) row.push_back(risk_cell_text(r.result.config));
+        t.add_row(std::move(row));
     }
-    std::string out = t.render("  ");
+    std::string out = t.render("  ") + risk_footnotes(configs);
     for (const auto& mark : ties)
         if (!mark.empty()) return out + "  " + front_tie_legend() + "\n";
     return out;
+}
+
+// The report's first answer: per budget and context, the fastest that fits (reports/what_to_run).
+std::string what_to_run_text(const SweepData& sweep) {
+    const std::vector<WhatToRunRow> rows = what_to_run(sweep);
+    if (rows.empty()) return "  nothing was measured ok or is predicted to fit\n";
+    std::vector<const TrialConfig*> configs;
+    for (const WhatToRunRow& row : rows)
+        if (row.trial) configs.push_back(&sweep.trials[*row.trial].result.config);
+    const bool notes = any_risk(configs);
+    std::vector<std::string> header{"memory per GPU", "context", "basis", "trial", "configuration", "tokens/s", "peak"};
+    if (notes) header.emplace_back("note");
+    TextTable t(header);
+    for (const WhatToRunRow& row : rows) {
+        if (!row.trial) {
+            t.add_row({budget_text(row), std::to_string(row.context), "nothing fits"});
+            continue;
+        }
+        const TrialRecord& r = sweep.trials[*row.trial];
+        std::vector<std::string> cells{budget_text(row), std::to_string(row.context),
+                                       row.basis == Basis::measured ? "measured" : "predicted",
+                                       std::to_string(r.id), summary(r.result.config),
+                                       throughput_text(answer_tokens_per_s(sweep, row)),
+                                       bytes_text(answer_peak(sweep, row))};
+        if (notes) cells.push_back(risk_cell_text(r.result.config));
+        t.add_row(std::move(cells));
+    }
+    std::string out = t.render("  ") + risk_footnotes(configs);
+    if (sweep.summary.record.backend == "cpu")
+        out += "  (CPU backend: the limit bounds what the trainer allocates; the peak also holds the process's baseline)\n";
+    return out;
+}
+
+std::string model_line(const SweepData& sweep) {
+    if (sweep.trials.empty()) return "model unknown (no trials)\n";
+    const ModelSpec& m = sweep.trials.front().result.config.model;
+    return fmt::format("model {} ({} parameters, {} layers, hidden {})\n", m.name,
+                       count_text(static_cast<double>(m.param_count())), m.layers, m.hidden);
 }
 
 // The estimator's front of what was not measured, after the measured one.
@@ -80,8 +133,11 @@ std::string sweep_text(const SweepData& sweep) {
     const SweepRecord& r = sweep.summary.record;
     std::string out = fmt::format("sweep {}: {} x {} on {}, memory limit {}\n", sweep.name(), r.device.count,
                                   r.device.name.empty() ? "unknown device" : r.device.name,
-                                  r.host.empty() ? "unknown host" : r.host, format_bytes(sweep.memory_limit));
+                                  r.host.empty() ? "unknown host" : r.host, bytes_text(sweep.memory_limit));
+    out += model_line(sweep);
     out += fmt::format("makespan {}\n", makespan_text(sweep));
+    out += "\nwhat to run (the fastest that fits each memory budget and context; measured, else predicted)\n" +
+           what_to_run_text(sweep);
     out += "\nfunnel\n" + funnel_text(sweep);
     out += fmt::format("\nPareto front (measured: {} configurations, peak memory vs tokens/s)\n", sweep.front.size()) +
            front_text(sweep);

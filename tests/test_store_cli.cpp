@@ -58,7 +58,7 @@ TEST_CASE("tune best prints the winner, the runners-up and the command that repr
     auto out = run_tune("best --db " + dir.file("r.db"));
     REQUIRE(out.exit_code == 0);
     CHECK_THAT(out.output, Catch::Contains("tune trial --model tiny --optimizer lion"));
-    CHECK_THAT(out.output, Catch::Contains("2000") && Catch::Contains("1000"));
+    CHECK_THAT(out.output, Catch::Contains("2.00K") && Catch::Contains("1.00K"));  // tokens/s, scaled (reports/report_format)
 
     auto json = run_tune("best --json --max-memory 15GiB --db " + dir.file("r.db"));
     REQUIRE(json.exit_code == 0);

@@ -26,7 +26,7 @@
   }
 
   // A row is either a <tr> already in the page or a row of page data (cells
-  // as text or [text, class]) whose <tr> is made the first time it is shown.
+  // as text or [text, class, sort, title]) whose <tr> is made the first time it is shown.
   function Row(element, cells) {
     this.element = element;
     this.cells = cells;
@@ -36,6 +36,16 @@
     if (!this.cells) return this.element.cells[column] ? this.element.cells[column].textContent : '';
     var cell = this.cells[column];
     return Array.isArray(cell) ? cell[0] : (cell === undefined ? '' : cell);
+  };
+
+  // What a numeric column sorts by: the cell's plain number ("2621440" for "2.50 MiB"), else its text.
+  Row.prototype.sortText = function (column) {
+    if (!this.cells) {
+      var td = this.element.cells[column];
+      return td && td.hasAttribute('data-sort') ? td.getAttribute('data-sort') : this.text(column);
+    }
+    var cell = this.cells[column];
+    return Array.isArray(cell) && cell[2] ? cell[2] : this.text(column);
   };
 
   Row.prototype.allText = function () {
@@ -52,7 +62,9 @@
         var td = document.createElement('td');
         if (Array.isArray(cell)) {
           td.textContent = cell[0];
-          td.className = cell[1];
+          if (cell[1]) td.className = cell[1];
+          if (cell[2]) td.setAttribute('data-sort', cell[2]);
+          if (cell[3]) td.title = cell[3];
         } else {
           td.textContent = cell;
         }
@@ -77,6 +89,11 @@
     this.ascending = true;
     this.addSortButtons();
     if (table.classList.contains('interactive')) this.addControls();
+    // A shortened cell (a trial's reason) shows its whole text when clicked, and folds back on a second click.
+    this.body.addEventListener('click', function (event) {
+      var td = event.target.closest ? event.target.closest('td.reason') : null;
+      if (td) td.classList.toggle('open');
+    });
     this.render();
   }
 
@@ -89,6 +106,7 @@
   DataTable.fromData = function (holder, spec) {
     var wrap = element('div', 'table-wrap');
     var table = element('table', 'data interactive');
+    table.id = holder.getAttribute('data-table');  // its <noscript> copy is text while scripts run: no duplicate
     var head = table.createTHead().insertRow();
     spec.columns.forEach(function (c) {
       var th = element('th', '', c.title);
@@ -147,8 +165,7 @@
     if (!this.keys[column]) {
       var numeric = this.heads[column].getAttribute('data-type') === 'num';
       this.keys[column] = this.rows.map(function (row) {
-        var text = row.text(column);
-        return numeric ? numberKey(text) : text.toLowerCase();
+        return numeric ? numberKey(row.sortText(column)) : row.text(column).toLowerCase();
       });
     }
     return this.keys[column];
@@ -269,7 +286,7 @@
       });
     });
     return { type: 'scatter', data: { datasets: datasets },
-             options: baseOptions({ x: axis('peak memory per GPU (GiB)'), y: axis('tokens/s') }) };
+             options: baseOptions({ x: axis('peak memory per GPU (' + spec.x_unit + ')'), y: axis('tokens/s') }) };
   }
 
   function versusChart(spec) {
@@ -305,8 +322,8 @@
       datasets.push({ label: s.component, data: s.measured, stack: 'measured', backgroundColor: alpha(colour, 0.85),
                       borderColor: colour, borderWidth: 1 });
     });
-    var options = baseOptions({ x: { stacked: true }, y: axis('GiB per GPU', { stacked: true }) });
-    options.plugins.tooltip.callbacks.label = function (c) { return c.dataset.label + ': ' + c.parsed.y.toFixed(2) + ' GiB'; };
+    var options = baseOptions({ x: { stacked: true }, y: axis(spec.unit + ' per GPU', { stacked: true }) });
+    options.plugins.tooltip.callbacks.label = function (c) { return c.dataset.label + ': ' + c.parsed.y.toFixed(2) + ' ' + spec.unit; };
     options.plugins.legend.labels = { filter: function (item) { return !/\(estimated\)$/.test(item.text); } };
     return { type: 'bar', data: { labels: spec.labels, datasets: datasets }, options: options };
   }
@@ -367,6 +384,21 @@
     document.body.setAttribute('data-table-rows', String(biggest.rows.length));
   }
 
+  // #measure also records how the all-trials table lays out: its tallest row, and
+  // where its reason column ends against the window's width (it must not be off-screen).
+  function measureLayout() {
+    var table = document.querySelector('table[id$="trials-table"]');
+    if (!table) return;
+    var tallest = 0;
+    Array.prototype.forEach.call(table.tBodies[0].rows, function (tr) {
+      tallest = Math.max(tallest, tr.getBoundingClientRect().height);
+    });
+    var reason = Array.prototype.find.call(table.tHead.rows[0].cells, function (th) { return th.textContent === 'reason'; });
+    document.body.setAttribute('data-trials-row-px', tallest.toFixed(0));
+    document.body.setAttribute('data-reason-right-px', reason ? reason.getBoundingClientRect().right.toFixed(0) : '-1');
+    document.body.setAttribute('data-window-px', String(window.innerWidth));
+  }
+
   // Timings on <body> are milliseconds since navigation started (parsing included).
   function main() {
     var data = JSON.parse(document.getElementById('report-data').textContent);
@@ -379,7 +411,10 @@
     });
     document.body.setAttribute('data-tables-ms', performance.now().toFixed(0));
     drawCharts(data.charts);
-    if (location.hash === '#measure') measureTables(tables);
+    if (location.hash === '#measure') {
+      measureLayout();
+      measureTables(tables);
+    }
     document.body.setAttribute('data-report-ready', '1');
   }
 

@@ -4,10 +4,14 @@
 // <build>/artifacts/ for people (and CI) to look at.
 #include <catch2/catch.hpp>
 
+#include <regex>
+#include <tuple>
+
 #include "reports/html_report.h"
 #include "store/store.h"
 #include "tests/support/headless_chromium.h"
 #include "tests/support/report_files.h"
+#include "tests/support/tiny_report_fixture.h"
 
 using namespace tune;
 
@@ -108,5 +112,117 @@ TEST_CASE("screenshots of the reports are saved as build artifacts", "[browser]"
         const std::string bytes = test::read_text_file(png);
         CHECK(bytes.rfind("\x89PNG", 0) == 0);
         CHECK(bytes.size() > 50'000);  // a drawn page, not a blank one
+    }
+}
+
+namespace {
+
+// The cells of the DOM's <table id="id">: per body row, each <td>'s text and data-sort. The last
+// table of that id: a paged table's <noscript> copy comes first, as text.
+struct DomCell {
+    std::string text;
+    std::string sort;
+};
+std::vector<std::vector<DomCell>> dom_rows(const std::string& dom, const std::string& id) {
+    const std::size_t at = dom.rfind("id=\"" + id + "\"");
+    if (at == std::string::npos) return {};
+    const std::size_t body = dom.find("<tbody>", at);
+    const std::string rows = dom.substr(body, dom.find("</tbody>", body) - body);
+    static const std::regex tr(R"(<tr>(.*?)</tr>)"), td(R"(<td([^>]*)>(.*?)</td>)"), sort(R"(data-sort="([^"]*)\")");
+    std::vector<std::vector<DomCell>> out;
+    for (std::sregex_iterator r(rows.begin(), rows.end(), tr), end; r != end; ++r) {
+        const std::string row = (*r)[1];
+        std::vector<DomCell> cells;
+        for (std::sregex_iterator c(row.begin(), row.end(), td); c != end; ++c) {
+            std::smatch m;
+            const std::string attributes = (*c)[1];
+            cells.push_back({(*c)[2], std::regex_search(attributes, m, sort) ? m[1].str() : ""});
+        }
+        out.push_back(std::move(cells));
+    }
+    return out;
+}
+
+// The column titled `title` in the DOM's <table id="id"> (its sort button's text).
+std::size_t dom_column(const std::string& dom, const std::string& id, const std::string& title) {
+    const std::size_t at = dom.rfind("id=\"" + id + "\"");
+    const std::string head = dom.substr(at, dom.find("</thead>", at) - at);
+    static const std::regex th(R"(<th[^>]*>(.*?)</th>)"), tags(R"(<[^>]*>)");
+    std::size_t column = 0;
+    for (std::sregex_iterator it(head.begin(), head.end(), th), end; it != end; ++it, ++column)
+        if (std::regex_replace((*it)[1].str(), tags, "") == title) return column;
+    FAIL("no column " << title << " in " << id);
+    return 0;
+}
+
+long body_number(const std::string& dom, const std::string& name) {
+    const std::string v = test::body_attribute(dom, name);
+    INFO(name);
+    REQUIRE(!v.empty());
+    return std::stol(v);
+}
+
+}  // namespace
+
+TEST_CASE("the polished report in Chromium: what to run first, a readable trials table, scaled units, risks flagged",
+          "[browser]") {
+    require_chromium();
+    const auto dir = test::report_scratch_dir("browser-polish");
+    const Store tiny(test::tiny_fixture_db(dir), Store::Mode::read_only);
+    const Store fixture(test::report_fixture_db(dir), Store::Mode::read_only);
+    const std::vector<std::tuple<std::string, const Store*, std::string>> reports{
+        {"tiny", &tiny, "tiny-demo"}, {"h100", &fixture, "h100-demo"}};
+    for (const auto& [name, db, sweep] : reports) {
+        INFO(name);
+        const auto page = dir / ("polish-" + name + ".html");
+        write_html_report(*db, std::vector<std::string>{sweep}, page);
+        // #measure: the page records its layout and sorts the trials by tokens/s.
+        const test::BrowserRun run = test::load_page(page, dir / ("run-" + name), "#measure", "1400,900");
+        INFO("browser log:\n" << run.log);
+        REQUIRE(run.exit_code == 0);
+        CHECK(test::body_attribute(run.dom, "data-report-ready") == "1");
+        CHECK(test::body_attribute(run.dom, "data-errors") == "0");
+
+        // What to run opens the page.
+        const std::size_t main = run.dom.find("<main>");
+        CHECK(run.dom.find("<section id=\"what-to-run\">", main) == run.dom.find("<section", main));
+        CHECK(!dom_rows(run.dom, "s0-what-to-run-table").empty());
+
+        // Every trials row is one line, and the reason column ends inside the window.
+        CHECK(body_number(run.dom, "data-trials-row-px") <= 40);
+        CHECK(body_number(run.dom, "data-reason-right-px") <= body_number(run.dom, "data-window-px"));
+
+        // Sorted by tokens/s ("842" before "1.20K"): by the cells' numbers, not their text.
+        const auto rows = dom_rows(run.dom, "s0-trials-table");
+        REQUIRE(rows.size() > 10);
+        const std::size_t rate = dom_column(run.dom, "s0-trials-table", "tokens/s");
+        double last = -1;
+        std::size_t sorted = 0;
+        for (const auto& row : rows) {
+            if (row[rate].sort.empty()) continue;
+            const double v = std::stod(row[rate].sort);
+            CHECK(v >= last);
+            last = v;
+            ++sorted;
+        }
+        CHECK(sorted > 10);
+
+        // Units scale; no exact row among the worst estimates.
+        CHECK(run.dom.find(">0.00<") == std::string::npos);
+        const std::size_t error = dom_column(run.dom, "s0-worst-table", "error");
+        for (const auto& row : dom_rows(run.dom, "s0-worst-table")) CHECK(row[error].text != "+0.0%");
+    }
+    // The tiny model reads MiB, and its pure bf16 recommendations carry the risk.
+    const auto page = dir / "polish-tiny.html";
+    const test::BrowserRun run = test::load_page(page, dir / "run-tiny-again");
+    REQUIRE(run.exit_code == 0);
+    const auto front = dom_rows(run.dom, "s0-front-table");
+    REQUIRE(!front.empty());
+    const std::size_t peak = dom_column(run.dom, "s0-front-table", "peak");
+    const std::size_t note = dom_column(run.dom, "s0-front-table", "note");
+    const std::size_t precision = dom_column(run.dom, "s0-front-table", "precision");
+    for (const auto& row : front) {
+        CHECK_THAT(row[peak].text, Catch::EndsWith(" MiB") || Catch::EndsWith(" KiB"));
+        CHECK((row[note].text == "convergence risk") == (row[precision].text == "bf16"));
     }
 }

@@ -37,13 +37,17 @@ inline std::string chromium_command(const std::filesystem::path& work, const std
            (work / "profile").string() + "' " + extra;
 }
 
-inline BrowserRun load_page(const std::filesystem::path& page, const std::filesystem::path& work) {
+// `fragment` ("#measure") is appended to the page's URL; `window` ("1400,900") sets the window's size.
+inline BrowserRun load_page(const std::filesystem::path& page, const std::filesystem::path& work,
+                            const std::string& fragment = "", const std::string& window = "") {
     BrowserRun run;
     run.netlog = work / "netlog.json";
     const auto dom = work / "dom.html", log = work / "browser.log";
+    const std::string size = window.empty() ? "" : " --window-size=" + window;
     run.exit_code = run_command(chromium_command(work, "--enable-logging=stderr --v=0 --log-net-log='" + run.netlog.string() +
-                                                           "' --virtual-time-budget=15000 --dump-dom 'file://" +
-                                                           page.string() + "' >'" + dom.string() + "' 2>'" + log.string() + "'"))
+                                                           "'" + size + " --virtual-time-budget=15000 --dump-dom 'file://" +
+                                                           page.string() + fragment + "' >'" + dom.string() + "' 2>'" +
+                                                           log.string() + "'"))
                         .exit_code;
     run.dom = read_text_file(dom);
     run.log = read_text_file(log);
