@@ -2,6 +2,7 @@
 // measured Pareto front, the database and the report.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -141,7 +142,7 @@ int print_plan(const SweepSpec& spec, const SweepEnvironment& env, std::uint32_t
 
 int run(SweepCliOptions& o) {
     SweepSpec spec = load_sweep(o.file);
-    const SweepEnvironment env = detect(spec);
+    SweepEnvironment env = detect(spec);
     if (spec.memory_limit_setting)
         if (auto w = limit_above_device(*spec.memory_limit_setting, spec.hardware)) fmt::print(stderr, "warning: {}\n", *w);
     if (o.plan_only) return print_plan(spec, env, o.nodes);
@@ -158,6 +159,10 @@ int run(SweepCliOptions& o) {
     if (const char* program = std::getenv("TUNE_TRIAL_PROGRAM"); program && *program) {
         std::istringstream words(program);
         for (std::string w; words >> w;) options.trial_program.push_back(w);
+        // ... and, for a GPU sweep in a build or on a machine without CUDA, says how many GPUs to
+        // hand out (the slurm test's stand-in GRES GPUs), since the stand-in needs none.
+        if (const char* gpus = std::getenv("TUNE_TEST_GPUS"); gpus && env.visible_gpus == 0)
+            env.visible_gpus = static_cast<std::size_t>(std::max(0, std::atoi(gpus)));
     }
     // A report path that cannot be written must fail now, not after hours of trials.
     if (!o.no_report) check_output_path(spec.report);

@@ -33,6 +33,8 @@ StepCommand trial_step(const TrialConfig& config, const SweepSpec& spec, const s
                        const SlotLayout& layout, std::size_t slot) {
     StepResources resources = layout.slots.at(slot);
     resources.ranks = config.world_size;
+    // sacct then tells which configuration each step ran (the store's config_hash).
+    resources.name = "tune-trial-" + config_hash(config);
     return job_step(layout.launcher, resources, rank_argv(config, spec, trial_program));
 }
 

@@ -19,7 +19,7 @@ std::vector<std::string> srun_step(const StepResources& r, const std::vector<std
                                   fmt::format("--ntasks={}", r.ranks),
                                   fmt::format("--cpus-per-task={}", r.cpus_per_rank),
                                   "--kill-on-bad-exit=1",
-                                  "--job-name=tune-trial"};
+                                  "--job-name=" + r.name};
     if (r.gpus_per_node > 0) argv.push_back(fmt::format("--gpus-per-node={}", r.gpus_per_node));
     argv.insert(argv.end(), program_argv.begin(), program_argv.end());
     return argv;

@@ -21,6 +21,7 @@ struct StepResources {
     std::uint32_t cpus_per_rank = 1;
     std::vector<std::string> gpus;      // local: the devices it may see; empty: leave CUDA_VISIBLE_DEVICES alone
     std::vector<int> cpus;              // local: the cores it may run on; empty: no confinement
+    std::string name = "tune-trial";    // Slurm: the step's name, as sacct and squeue show it
 };
 
 struct StepCommand {

@@ -15,9 +15,11 @@ packages=(
 # The browser test, the HTML parser check of the reports (xmllint) and the
 # PyTorch reference are optional extras for the test command;
 # `--with-test-extras` adds them. The slurm group (tests/slurm) starts a
-# one-node cluster from slurm-wlm and munge.
+# one-node cluster from slurm-wlm and munge, with slurmdbd on a MariaDB of its
+# own so the test reads job steps from sacct.
 extras=(chromium libxml2-utils python3 python3-torch python3-numpy)
 extras+=(slurm-wlm munge)
+extras+=(slurmdbd mariadb-server)
 
 want=("${packages[@]}")
 if [[ "${1:-}" == "--with-test-extras" ]]; then want+=("${extras[@]}"); fi

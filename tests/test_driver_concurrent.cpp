@@ -22,6 +22,7 @@
 #include "driver/makespan.h"
 #include "driver/slots.h"
 #include "driver/sweep.h"
+#include "driver/trial_child.h"
 #include "store/store.h"
 #include "support/run_command.h"
 
@@ -134,6 +135,24 @@ TEST_CASE("GPU trials get disjoint GPU sets locally and srun --exact steps insid
     CHECK(std::find(srun.argv.begin(), srun.argv.end(), "--ntasks=2") != srun.argv.end());
     CHECK(std::find(srun.argv.begin(), srun.argv.end(), "--gpus-per-node=2") != srun.argv.end());
     CHECK(srun.env.empty());  // Slurm places the step itself
+}
+
+TEST_CASE("inside Slurm a trial's job step asks for its GPUs and is named for its configuration", "[concurrent]") {
+    SweepSpec spec = parse_sweep("[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"h100-80gb\"\n[space]\n"
+                                 "[resources]\ngpus_per_node = 2\n",
+                                 "g.toml");
+    Allocation slurm = local_machine(2, 2);
+    slurm.in_slurm = true;
+    const SlotLayout layout = slot_layout(spec, slurm);
+    REQUIRE(layout.slots.size() == 2);
+    TrialConfig config;
+    config.world_size = 1;
+    const StepCommand step = trial_step(config, spec, {"tune", "trial"}, layout, 1);
+    const auto has = [&](const std::string& arg) { return std::find(step.argv.begin(), step.argv.end(), arg) != step.argv.end(); };
+    CHECK(has("--gpus-per-node=1"));
+    CHECK(has("--ntasks=1"));
+    // sacct's JobName ties the step to the store's trial.
+    CHECK(has("--job-name=tune-trial-" + config_hash(config)));
 }
 
 TEST_CASE("a [resources] count that is not a number or auto is refused with the fix", "[concurrent]") {
