@@ -34,7 +34,7 @@ inline bool flash_tensor_cores(DType dtype, std::int64_t head_dim) {
     return (dtype == DType::bf16 || dtype == DType::f16) && (head_dim == 64 || head_dim == 128);
 }
 
-// Limits of the tensor-core grids, checked by the launchers' callers.
+// Launch the tensor-core kernels; the caller has checked the grid limits (check_flash).
 void flash_forward_tensor_cores(const FlashArgs& a, DType dtype, std::int64_t batch, cudaStream_t stream);
 void flash_backward_tensor_cores(const FlashArgs& a, DType dtype, std::int64_t batch, cudaStream_t stream);
 
