@@ -1,8 +1,10 @@
 // Causal flash attention with grouped KV heads (AttentionKind::fused), in the
 // order of kernels/cpu/cpu_flash_attention.cpp and with the online-softmax
-// rules of kernels/math/online_softmax.h. Tiles of kTile queries by kTile
-// keys live in shared memory as fp32; every product accumulates in fp32 on
-// CUDA cores for every storage dtype (no tensor cores yet). No workspace.
+// rules of kernels/math/online_softmax.h. bf16 and fp16 at head dims 64 and
+// 128 go to the tensor-core kernels (flash_attention_tc.cu); the kernels
+// here serve fp32 and the other head dims: tiles of kTile queries by kTile
+// keys in shared memory as fp32, every product accumulated in fp32 on CUDA
+// cores. No workspace.
 //
 //   forward:  one block per (query tile, head, batch): running max, sum and
 //             (tile, D) accumulator; writes O and lse (B, H, S) fp32.
@@ -15,6 +17,7 @@
 
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/flash_attention.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/math/online_softmax.h"
 #include "kernels/op_checks.h"
@@ -28,21 +31,6 @@ constexpr int kTile = 16;          // queries and keys per tile
 constexpr int kMaxHeadDim = 128;   // static shared memory: 4 (tile, D) fp32 blocks
 constexpr int kFlashThreads = 128;
 constexpr int kOwned = kTile * kMaxHeadDim / kFlashThreads;  // accumulator elements per thread
-
-struct ExpF {
-    __device__ float operator()(float x) const { return expf(x); }
-};
-
-// Shapes and pointers every kernel shares. Strides are in elements.
-struct FlashArgs {
-    const void *q, *k, *v, *out, *dout;
-    void *o, *dq, *dk, *dv;
-    float* lse;
-    const float* lse_in;
-    std::int64_t q_stride, k_stride, v_stride, out_stride, dout_stride;
-    std::int64_t seq, heads, kv_heads, head_dim;
-    float scale;
-};
 
 // rows x D elements of a (B, S, heads, D) tensor from row i0 of head h, into tile (ld D) as fp32; zero past S.
 template <class T>
@@ -100,7 +88,7 @@ __global__ void flash_forward_kernel(FlashArgs a) {
                 if (j0 + c < a.seq && math::causal_visible(i, j0 + c)) tile_max = fmaxf(tile_max, s[r * kTile + c]);
             const float m_new = math::online_max(m[r], tile_max);
             // Rows past S see no key: keep them at zero (m stays -inf, nothing is exponentiated).
-            const float a_r = m_new == -INFINITY ? 1.0f : math::online_rescale(m[r], m_new, ExpF{});
+            const float a_r = m_new == -INFINITY ? 1.0f : math::online_rescale(m[r], m_new, DeviceExp{});
             float sum = 0.0f;
             for (int c = 0; c < kTile; ++c) {
                 const bool seen = j0 + c < a.seq && math::causal_visible(i, j0 + c) && m_new != -INFINITY;
@@ -167,7 +155,7 @@ __device__ void recompute_tile(float* p, float* ds, const float* q, const float*
                 sc += q[r * D + x] * k[c * D + x];
                 dp += dout[r * D + x] * v[c * D + x];
             }
-            pr = math::prob_from_lse(a.scale * sc, lse[r], ExpF{});
+            pr = math::prob_from_lse(a.scale * sc, lse[r], DeviceExp{});
             g = math::softmax_score_grad(pr, dp, delta[r]);
         }
         p[e] = pr;
@@ -278,6 +266,8 @@ void CudaBackend::flash_attention_forward(const AttentionForwardArgs& a) {
     FlashArgs f = flash_args(a.shape);
     f.q = a.q, f.k = a.k, f.v = a.v, f.o = a.out, f.lse = a.lse;
     f.q_stride = a.q_stride, f.k_stride = a.k_stride, f.v_stride = a.v_stride, f.out_stride = a.out_stride;
+    if (flash_tensor_cores(a.dtype, a.shape.head_dim))
+        return flash_forward_tensor_cores(f, a.dtype, a.shape.batch, stream_);
     with_float_type(a.dtype, op, [&](auto tag) {
         using T = decltype(tag);
         TUNE_LAUNCH(flash_forward_kernel<T>, tiles_grid(a.shape, a.shape.heads), kFlashThreads, 0, stream_)(f);
@@ -293,6 +283,8 @@ void CudaBackend::flash_attention_backward(const AttentionBackwardArgs& a) {
     f.dq = a.dq, f.dk = a.dk, f.dv = a.dv;
     f.q_stride = a.q_stride, f.k_stride = a.k_stride, f.v_stride = a.v_stride;
     f.out_stride = a.out_stride, f.dout_stride = a.dout_stride;
+    if (flash_tensor_cores(a.dtype, a.shape.head_dim))
+        return flash_backward_tensor_cores(f, a.dtype, a.shape.batch, stream_);
     with_float_type(a.dtype, op, [&](auto tag) {
         using T = decltype(tag);
         // dK, dV first: dQ may alias dO, which every key tile reads.

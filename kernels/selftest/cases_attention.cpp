@@ -180,6 +180,23 @@ void add_attention_cases(std::vector<Case>& out) {
             out.push_back(backward_case(c, t, false, true));
         }
     for (DType t : kFloatTypes) out.push_back(backward_case(flash[0], t, true));
+
+    // Flash on tensor cores (CUDA, bf16 and fp16 at head dims 64 and 128):
+    // more query tiles than one block, s a multiple of no tile, batch 2,
+    // heads without grouping and multi-query heads.
+    const AttentionCase tensor_cores[] = {
+        {{2, 100, 4, 2, 64}, false, AttentionKind::fused},
+        {{1, 64, 8, 1, 64}, false, AttentionKind::fused},
+        {{1, 200, 2, 2, 128}, false, AttentionKind::fused},
+    };
+    for (DType t : {DType::bf16, DType::f16})
+        for (const auto& c : tensor_cores) {
+            out.push_back(forward_case(c, t));
+            out.push_back(backward_case(c, t, false));
+            out.push_back(forward_case(c, t, true));
+            out.push_back(backward_case(c, t, false, true));
+        }
+    out.push_back(backward_case(tensor_cores[2], DType::bf16, true));  // dQ over dO at head dim 128
 }
 
 }  // namespace tune::kernels::selftest

@@ -1,6 +1,7 @@
 // The fiber schedule of one block (see block_runner.h).
 #include "block_runner.h"
 
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -90,6 +91,7 @@ std::string BlockRunner::run_block(const KernelLaunch& launch, uint3 block) {
     }
     const unsigned warps = (n + 31) / 32;
     exchange_.assign(static_cast<std::size_t>(warps) * 64, 0);
+    gather_.assign(static_cast<std::size_t>(warps) * 64 * kWarpGatherBytes, 0);
     for (auto& r : reduce_) r[0] = 0, r[1] = 1, r[2] = 0;  // or, and, count identities
 
     // Warp by warp: a warp's lanes run until each finishes or waits; lanes
@@ -215,6 +217,19 @@ unsigned BlockRunner::warp_ballot(unsigned mask, int predicate) {
     unsigned ballot = 0;
     for (unsigned i = 0; i < 32; ++i) ballot |= slots[i] != 0 ? 1u << i : 0u;
     return ballot;
+}
+
+void BlockRunner::warp_gather(const void* mine, std::size_t bytes, void* all) {
+    if (bytes > kWarpGatherBytes) fault("warp_gather: more bytes per lane than kWarpGatherBytes");
+    Thread& t = threads_[static_cast<std::size_t>(running_)];
+    const std::size_t warp = t.ctx.linear / 32, lane = t.ctx.linear % 32;
+    unsigned char* slots = gather_.data() + (warp * 2 + (t.warp_syncs & 1)) * 32 * kWarpGatherBytes;
+    std::memcpy(slots + lane * kWarpGatherBytes, mine, bytes);
+    wait(State::at_warp);
+    // This generation's slots are not written again before every lane has
+    // passed the next collective, so reading them now is safe.
+    auto* out = static_cast<unsigned char*>(all);
+    for (std::size_t i = 0; i < 32; ++i) std::memcpy(out + i * bytes, slots + i * kWarpGatherBytes, bytes);
 }
 
 }  // namespace tune_emu

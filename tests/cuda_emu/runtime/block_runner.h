@@ -35,6 +35,7 @@ public:
     int sync_block_reduce(int predicate, int how);
     std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int source_lane);
     unsigned warp_ballot(unsigned mask, int predicate);
+    void warp_gather(const void* mine, std::size_t bytes, void* all);
     [[noreturn]] void fault(const char* what);
 
 private:
@@ -62,6 +63,8 @@ private:
     std::string error_;
     // Per warp, two generations of 32 exchange slots; per block, two reduction accumulators.
     std::vector<std::uint64_t> exchange_;
+    // Per warp, two generations of 32 gather slots of kWarpGatherBytes.
+    std::vector<unsigned char> gather_;
     int reduce_[2][3] = {};
 };
 

@@ -34,6 +34,12 @@ std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int source_lane) 
     return current_thread().runner->warp_exchange(mask, bits, source_lane);
 }
 unsigned warp_ballot(unsigned mask, int predicate) { return current_thread().runner->warp_ballot(mask, predicate); }
+void warp_gather(const void* mine, std::size_t bytes, void* all) { current_thread().runner->warp_gather(mine, bytes, all); }
+void check_device_extent(const void* p, std::size_t bytes, const char* what) {
+    const Device& d = device();
+    if (d.is_device(p) && !d.is_device(p, bytes))
+        device_fault((std::string(what) + ": the tile runs past the end of its device allocation").c_str());
+}
 void device_fault(const char* what) {
     if (t_current == nullptr) throw std::logic_error(std::string("tune_emu: ") + what);
     t_current->runner->fault(what);

@@ -61,6 +61,15 @@ void sync_block();
 int sync_block_reduce(int predicate, int how);  // how: 0 or, 1 and, 2 count
 std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int source_lane);  // value of source_lane
 unsigned warp_ballot(unsigned mask, int predicate);
+// Every lane of the warp contributes `bytes` (at most kWarpGatherBytes) at
+// `mine`; once all 32 have, each receives the 32 contributions in lane
+// order at `all` (the emulated WMMA's exchange of tile shares).
+constexpr std::size_t kWarpGatherBytes = 64;
+void warp_gather(const void* mine, std::size_t bytes, void* all);
+// When p is device memory, [p, p + bytes) must lie in its one allocation;
+// otherwise the launch fails naming `what` (other memory, such as
+// __shared__, is not checked).
+void check_device_extent(const void* p, std::size_t bytes, const char* what);
 [[noreturn]] void device_fault(const char* what);  // an error in device code: ends the launch with it
 
 // One kernel launch as the runtime sees it: thread_entry(ctx) runs one
