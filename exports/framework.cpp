@@ -9,6 +9,7 @@
 #include "core/units.h"
 #include "search/estimate.h"
 #include "exports/hf_arguments.h"
+#include "exports/model_setup.h"
 
 namespace tune {
 namespace {
@@ -201,6 +202,7 @@ FrameworkExport torchrun(const TrialConfig& c) {
 std::string comment_lines(const FrameworkExport& e) {
     std::string out;
     for (const auto& s : e.cannot_express) out += "# cannot express: " + s + "\n";
+    for (const auto& s : e.in_script) out += "# in your script: " + s + "\n";
     for (const auto& s : e.memory_added) out += "# memory added: " + s + "\n";
     for (const auto& s : e.risks) out += fmt::format("# {}: {}\n", kConvergenceRiskLabel, s);
     return out;
@@ -226,6 +228,9 @@ std::optional<Framework> parse_framework(std::string_view text) {
 
 FrameworkExport export_config(Framework f, const TrialConfig& c) {
     FrameworkExport e = export_for(f, c);
+    ModelSetup setup = model_setup(c, c.zero_stage == 3);
+    e.in_script = std::move(setup.in_script);
+    e.memory_added.insert(e.memory_added.end(), setup.memory_added.begin(), setup.memory_added.end());
     if (const auto risk = convergence_risk(c)) e.risks.emplace_back(*risk);
     return e;
 }

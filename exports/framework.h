@@ -26,6 +26,7 @@ std::optional<Framework> parse_framework(std::string_view text);
 struct FrameworkExport {
     std::string body;                         // the file (JSON or YAML) or the command line
     std::vector<std::string> cannot_express;  // what of the configuration the framework has no setting for
+    std::vector<std::string> in_script;       // what the training script sets instead (exports/model_setup)
     std::vector<std::string> memory_added;    // what the framework is known to hold beyond tune's engine
     std::vector<std::string> risks;           // reasons to check the configuration before training (core/convergence_risk)
     bool json = false;                        // body is JSON, which has no comments: notes go beside it

@@ -10,6 +10,7 @@
 
 #include "core/config_error.h"
 #include "core/input_file.h"
+#include "core/peft_modules.h"
 #include "harness/safetensors.h"
 
 namespace tune::harness {
@@ -17,26 +18,27 @@ namespace tune::harness {
 namespace {
 
 constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
-const std::set<std::string> kAttention{"q_proj", "k_proj", "v_proj", "o_proj"};
-const std::set<std::string> kMlp{"gate_proj", "up_proj", "down_proj"};
+
+std::set<std::string> module_set(LoraTargets t) {
+    const std::vector<std::string> modules = peft_target_modules(t);
+    return {modules.begin(), modules.end()};
+}
 
 LoraTargets targets_of(const nlohmann::json& modules, const std::string& file) {
     if (modules.is_string() && modules.get<std::string>() == "all-linear") return LoraTargets::all_linear;
     if (!modules.is_array())
         throw ConfigError(file, 0, 0, "target_modules: expected a list of module names or \"all-linear\"");
+    const std::set<std::string> attention = module_set(LoraTargets::attention), all = module_set(LoraTargets::all_linear);
     std::set<std::string> names;
     for (const auto& m : modules) {
         const std::string name = m.is_string() ? m.get<std::string>() : m.dump();
-        if (!kAttention.contains(name) && !kMlp.contains(name))
+        if (!all.contains(name))
             throw ConfigError(file, 0, 0,
-                              fmt::format("target_modules: tune has no adapter for \"{}\" (it adapts q_proj, k_proj, "
-                                          "v_proj, o_proj, gate_proj, up_proj, down_proj)",
-                                          name));
+                              fmt::format("target_modules: tune has no adapter for \"{}\" (it adapts {})", name,
+                                          fmt::join(peft_target_modules(LoraTargets::all_linear), ", ")));
         names.insert(name);
     }
-    if (names == kAttention) return LoraTargets::attention;
-    std::set<std::string> all = kAttention;
-    all.insert(kMlp.begin(), kMlp.end());
+    if (names == attention) return LoraTargets::attention;
     if (names == all) return LoraTargets::all_linear;
     throw ConfigError(file, 0, 0,
                       fmt::format("target_modules [{}]: tune trains attention (q, k, v, o) or all-linear (also gate, "
@@ -109,10 +111,9 @@ HostParams load_peft_adapter(const std::filesystem::path& dir, const ParamLayout
 void save_peft_adapter(const std::filesystem::path& dir, const TrialConfig& c, const ParamLayout& layout,
                        const HostParams& adapters) {
     std::filesystem::create_directories(dir);
-    std::vector<std::string> modules{"q_proj", "k_proj", "v_proj", "o_proj"};
-    if (c.lora_targets == LoraTargets::all_linear) modules.insert(modules.end(), {"gate_proj", "up_proj", "down_proj"});
+    const std::vector<std::string> modules = peft_target_modules(c.lora_targets);
     const nlohmann::json config{{"peft_type", "LORA"},       {"task_type", "CAUSAL_LM"},
-                                {"r", c.lora_rank},          {"lora_alpha", c.lora_alpha.value_or(2.0 * c.lora_rank)},
+                                {"r", c.lora_rank},          {"lora_alpha", c.lora_scale() * c.lora_rank},
                                 {"lora_dropout", 0.0},       {"bias", "none"},
                                 {"target_modules", modules}, {"fan_in_fan_out", false}};
     std::ofstream(dir / "adapter_config.json") << config.dump(2) << "\n";

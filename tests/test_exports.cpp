@@ -107,6 +107,46 @@ TEST_CASE("each export says what its framework cannot express", "[exports]") {
     CHECK_THAT(r.notes, Catch::Contains("# cannot express: LOMO"));
 }
 
+TEST_CASE("LoRA, QLoRA and the attention implementation are set in the script, and every export says how", "[exports][lora]") {
+    TrialConfig q = llama7b(Optimizer::adamw, Precision::bf16_mixed, 3, Checkpointing::full);
+    q.method = Method::qlora;
+    q.lora_rank = 64;
+    q.lora_alpha = 16.0;
+    q.lora_targets = LoraTargets::attention;
+    for (Framework f : {Framework::deepspeed, Framework::accelerate_fsdp, Framework::torchrun, Framework::hf_trainer}) {
+        const FrameworkExport e = export_config(f, q);
+        std::string script;
+        for (const auto& s : e.in_script) script += s + "\n";
+        INFO(to_string(f) << ":\n" << script);
+        CHECK_THAT(script, Catch::Contains("attn_implementation=\"flash_attention_2\""));
+        CHECK_THAT(script, Catch::Contains("LoraConfig(r=64, lora_alpha=16,") &&
+                               Catch::Contains(R"(target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])"));
+        CHECK_THAT(script, Catch::Contains("bnb_4bit_quant_type=\"nf4\"") &&
+                               Catch::Contains("bnb_4bit_use_double_quant=True") &&
+                               Catch::Contains("bnb_4bit_compute_dtype=torch.bfloat16") &&
+                               Catch::Contains("bnb_4bit_quant_storage=torch.bfloat16") &&
+                               Catch::Contains("use_gradient_checkpointing=True"));
+        std::string memory;
+        for (const auto& s : e.memory_added) memory += s + "\n";
+        CHECK_THAT(memory, Catch::Contains("prepare_model_for_kbit_training"));
+        const RenderedExport r = render(e, f);
+        CHECK_THAT(r.out + r.notes, Catch::Contains("# in your script: QLoRA base:"));
+    }
+    // LoRA without sharding: all-linear modules, alpha 2 x rank by default, no 4-bit base.
+    TrialConfig l = llama7b(Optimizer::adamw, Precision::fp16_mixed, 0, Checkpointing::none);
+    l.method = Method::lora;
+    l.lora_rank = 8;
+    l.attention = Attention::eager;
+    std::string script;
+    for (const auto& s : export_config(Framework::hf_trainer, l).in_script) script += s + "\n";
+    CHECK_THAT(script, Catch::Contains("lora_alpha=16,") && Catch::Contains(R"("gate_proj", "up_proj", "down_proj"])") &&
+                           Catch::Contains("attn_implementation=\"eager\""));
+    CHECK_THAT(script, !Catch::Contains("BitsAndBytesConfig"));
+    // Full fine-tuning needs only the attention implementation.
+    CHECK(export_config(Framework::deepspeed, llama7b(Optimizer::adamw, Precision::bf16_mixed, 2, Checkpointing::full))
+              .in_script.size() == 1);
+}
+
 TEST_CASE("the accelerate FSDP config is well-formed YAML with its TrainingArguments", "[exports]") {
     const TrialConfig c = llama7b(Optimizer::adam8bit, Precision::bf16_mixed, 3, Checkpointing::full);
     const RenderedExport r = render(export_config(Framework::accelerate_fsdp, c), Framework::accelerate_fsdp);
