@@ -175,6 +175,31 @@ TEST_CASE("cpu attention: bf16 and fp16 storage stay close to the double referen
     }
 }
 
+TEST_CASE("cpu attention: dS is rounded to the storage dtype, so fp16 overflows as on CUDA and in PyTorch", "[cpu][attention]") {
+    // Tiny q and k give uniform probabilities; v alternating +-1000 per key and
+    // dout = 100 give dP = +-8e5, so dS = P (dP - rowsum(P dP)) = +-4e5 for
+    // every row past the first: beyond fp16's 65504, within bf16's range. dQ
+    // and dK (about 1e2) would be finite if dS stayed in fp32.
+    const Layout l{{.batch = 1, .seq = 4, .heads = 1, .kv_heads = 1, .head_dim = 8}};
+    std::vector<float> qkv(l.tokens() * l.stride());
+    for (std::int64_t j = 0; j < l.tokens(); ++j)
+        for (std::int64_t d = 0; d < 8; ++d) {
+            qkv[j * l.stride() + d] = 1e-3f * static_cast<float>(1 + d % 3);
+            qkv[j * l.stride() + l.k_off() + d] = 1e-3f * static_cast<float>(1 + (d + j) % 2);
+            qkv[j * l.stride() + l.v_off() + d] = j % 2 == 0 ? 1000.0f : -1000.0f;
+        }
+    const std::vector<float> dy(l.out_size(), 100.0f);
+    auto non_finite_dq = [&](DType t) {
+        const Run r = run(l, tune::testing::rounded(qkv, t), dy, t, false);
+        int count = 0;
+        for (std::int64_t i = 0; i < l.tokens(); ++i)
+            for (std::int64_t d = 0; d < 8; ++d) count += std::isfinite(r.dqkv[i * l.stride() + d]) ? 0 : 1;
+        return count;
+    };
+    CHECK(non_finite_dq(DType::f16) == 3 * 8);  // rows 1..3; row 0's dS is 0
+    CHECK(non_finite_dq(DType::bf16) == 0);
+}
+
 TEST_CASE("cpu attention: rejects fused kind, bad groups and small workspace", "[cpu][attention]") {
     CpuBackend backend;
     AttentionForwardArgs f{.shape = {.batch = 1, .seq = 2, .heads = 3, .kv_heads = 2, .head_dim = 2}};

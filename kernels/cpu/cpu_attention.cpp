@@ -105,6 +105,16 @@ TUNE_CPU_CLONES void softmax_backward(const float* p, float* dp, std::int64_t s,
     }
 }
 
+// Rounds dS rows [i0, i1) through the storage dtype T before the dQ and dK
+// products, as the CUDA backend (whose GEMMs take dS in T) and PyTorch's
+// eager attention do: in fp16 a dS beyond 65504 overflows on every backend.
+template <class T>
+void round_ds_rows(float* ds, std::int64_t s, std::int64_t i0, std::int64_t i1) {
+    if constexpr (!std::is_same_v<T, float>)
+        for (std::int64_t i = i0; i < i1; ++i)
+            for (std::int64_t j = 0; j <= i; ++j) ds[i * s + j] = math::to_float(math::from_float<T>(ds[i * s + j]));
+}
+
 // Rows of a matrix view, starting at row i.
 Mat rows_from(Mat m, std::int64_t i) { return {m.p + i * m.ld, m.ld}; }
 
@@ -176,6 +186,7 @@ void backward_slab(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t 
             mm(true, false, i1, D, rows, 1.0f, rows_from(P, i0), rows_from(dO, i0), 1.0f, dV);  // dV += P^T dO
             mm(false, true, rows, i1, D, 1.0f, rows_from(dO, i0), V, 0.0f, rows_from(dP, i0));  // dP = dO V^T
             softmax_backward(P.p, dP.p, S, i0, i1);                                             // dP <- dS
+            round_ds_rows<T>(dP.p, S, i0, i1);
             mm(false, false, rows, D, i1, scale, rows_from(dP, i0), K, 0.0f, rows_from(dQ, i0));  // dQ = scale dS K
             mm(true, false, i1, D, rows, scale, rows_from(dP, i0), rows_from(Q, i0), 1.0f, dK);  // dK += scale dS^T Q
         }

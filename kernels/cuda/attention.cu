@@ -13,8 +13,9 @@
 // column chunks when S is shorter than the head dim allows; fp32 storage is
 // summed in place. dS itself is stored in the storage dtype (one rounding,
 // not a sum), because the dQ and dK GEMMs need both operands in one dtype;
-// in fp16 a dS beyond 65504 becomes inf where the CPU's stays finite, and
-// the loss scaler then skips the step.
+// the CPU backend rounds dS the same way (as PyTorch's eager attention
+// does), so in fp16 a dS beyond 65504 overflows on both and the loss scaler
+// skips the step on both.
 #include <math.h>
 
 #include <algorithm>
