@@ -3,6 +3,7 @@
 // optimizer and precision through run_trial on the CUDA backend (the path a
 // sweep's trial takes: memory statistics, estimate, timing).
 #include "emu_cases.h"
+#include "short_trial.h"
 
 #include <fmt/format.h>
 
@@ -24,16 +25,7 @@ void training_cases_for(const char* optimizer) {
 // Two steps of the tiny model, the second timed; checkpointing and
 // accumulation vary with the optimizer so every mode runs somewhere.
 TrialConfig short_trial(Optimizer o, Precision p) {
-    TrialConfig c;
-    c.model = *find_model("tiny");
-    c.optimizer = o;
-    c.precision = p;
-    c.micro_batch = 1;
-    c.context = 16;
-    c.steps = 2;
-    c.warmup = 1;
-    c.lr = 1e-3;
-    c.grad_accum = o == Optimizer::lomo ? 1 : 2;
+    TrialConfig c = tune_emu_test::tiny_short_trial(o, p);
     c.checkpointing = static_cast<Checkpointing>(static_cast<int>(o) % 3);
     return c;
 }

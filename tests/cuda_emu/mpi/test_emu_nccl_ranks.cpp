@@ -20,6 +20,7 @@
 #include "kernels/math/half.h"
 #include "search/estimate.h"
 #include "tests/mpi/mpi_session.h"
+#include "tests/cuda_emu/short_trial.h"
 
 using namespace tune;
 
@@ -60,18 +61,9 @@ std::vector<float> through(DType t, std::vector<float> v, Op&& op) {
 
 // Two steps of the tiny model on 2 ranks.
 TrialConfig two_rank_trial(Optimizer o, Precision p, std::uint32_t stage) {
-    TrialConfig c;
-    c.model = *find_model("tiny");
-    c.optimizer = o;
-    c.precision = p;
+    TrialConfig c = tune_emu_test::tiny_short_trial(o, p);
     c.zero_stage = stage;
     c.world_size = 2;
-    c.micro_batch = 1;
-    c.context = 16;
-    c.steps = 2;
-    c.warmup = 1;
-    c.lr = 1e-3;
-    c.grad_accum = o == Optimizer::lomo ? 1 : 2;
     c.checkpointing = static_cast<Checkpointing>(stage % 3);
     return c;
 }
