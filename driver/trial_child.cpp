@@ -49,8 +49,20 @@ TrialResult interpret_outcome(const ProcessOutcome& outcome, const TrialConfig& 
     // The estimate the sweep planned this trial with (its settings: margin,
     // calibration) is the one whose error the store shows; the trial's own
     // (default settings) only stands in when the driver had none.
-    if (estimate) r.estimate = estimate;
+    if (estimate) r.estimate = with_measured_baseline(*estimate, r.estimate);
     return r;
+}
+
+Estimate with_measured_baseline(Estimate planned, const std::optional<Estimate>& own) {
+    // On the CPU the process's baseline is the estimate's `overhead`, known only once a trial
+    // has measured it: trials planned before the first result (every concurrent trial of the
+    // first round) were planned without it, and their stored error would be the baseline itself.
+    if (!own) return planned;
+    const std::uint64_t measured = own->memory[Component::overhead];
+    if (planned.memory[Component::overhead] != 0 || measured == 0) return planned;
+    planned.memory[Component::overhead] = measured;
+    planned.memory.peak += measured;  // the same bytes in every phase: the peak moves by them
+    return planned;
 }
 
 }  // namespace tune

@@ -33,6 +33,10 @@ ChildEnd child_end(const ProcessOutcome& outcome);
 // What a finished trial process means. `claimed` is the configuration that was
 // run; the result always carries it, and `estimate` (the sweep's own, when it
 // has one) rather than the estimate the trial made with default settings.
+// `planned` with the process baseline the trial measured (its own estimate's `overhead`)
+// where the plan had none yet: the CPU baseline is known only after a trial.
+Estimate with_measured_baseline(Estimate planned, const std::optional<Estimate>& own);
+
 TrialResult interpret_outcome(const ProcessOutcome& outcome, const TrialConfig& claimed,
                               const std::optional<Estimate>& estimate);
 

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -188,6 +189,46 @@ TEST_CASE("trials run two at a time on disjoint cores, and all are recorded", "[
             CHECK(placed[i]["cpus"] != placed[j]["cpus"]);  // disjoint single cores
         }
     CHECK(overlapping >= 2);
+}
+
+TEST_CASE("a trial planned before any baseline was measured stores its estimate with the measured baseline",
+          "[concurrent][driver]") {
+    Estimate planned;
+    planned.memory[Component::params] = 1000;
+    planned.memory.peak = 1500;
+    Estimate own = planned;
+    own.memory[Component::overhead] = 200;
+    const Estimate filled = with_measured_baseline(planned, own);
+    CHECK(filled.memory[Component::overhead] == 200);
+    CHECK(filled.memory.peak == 1700);
+    // A plan that already carries an overhead (learned, or a GPU's) keeps its own prediction.
+    Estimate learned = planned;
+    learned.memory[Component::overhead] = 150;
+    learned.memory.peak = 1650;
+    CHECK(with_measured_baseline(learned, own) == learned);
+    CHECK(with_measured_baseline(planned, std::nullopt) == planned);
+}
+
+TEST_CASE("real trials two at a time: every stored estimate includes the process baseline", "[concurrent][driver]") {
+    // The first round of concurrent trials is planned before any trial measured the baseline;
+    // their stored error used to be the baseline itself (2 MiB estimated against 164 MiB).
+    const fs::path dir = scratch("baseline");
+    SweepOptions o;
+    o.database = (dir / "b.db").string();
+    o.progress_line = false;
+    o.trial_program = {TUNE_BINARY, "trial"};
+    std::string spec = kCpuSpec;
+    spec.replace(spec.find("zero_stage = [0, 1]"), 19, "zero_stage = [0]");
+    const SweepReport r = run_sweep(parse_sweep(spec, "b.toml"), {}, o);
+    CHECK(r.counts[static_cast<std::size_t>(TrialStatus::ok)] == 3);
+    const Store store(Store::open_reader(o.database));
+    for (const auto& t : store.trials({std::nullopt, TrialStatus::ok, true, false})) {
+        REQUIRE(t.result.estimate);
+        const auto& est = t.result.estimate->memory;
+        CHECK(est[Component::overhead] > 0);
+        const double error = std::fabs(static_cast<double>(est.peak) - static_cast<double>(t.result.memory.peak));
+        CHECK(error / static_cast<double>(t.result.memory.peak) < 0.02);
+    }
 }
 
 TEST_CASE("a driver killed with SIGKILL while two trials run resumes them; nothing lost or duplicated",

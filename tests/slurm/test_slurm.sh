@@ -93,6 +93,18 @@ max_overlap() {  # steps from trial_steps
               print m }'
 }
 
+# The job's final State|Elapsed from sacct. squeue forgets a job before slurmdbd has recorded its
+# end, so sacct may still say RUNNING (or nothing) for a moment after wait_job_gone.
+job_final_state() {  # JOB
+    local state
+    for _ in $(seq 1 60); do
+        state=$(sacct -n -X -P -j "$1" --format=State,Elapsed 2>/dev/null | tail -1)
+        [ -n "$state" ] && ! grep -q '^\(RUNNING\|PENDING\|COMPLETING\|REQUEUED\)' <<<"$state" && break
+        sleep 0.5
+    done
+    echo "$state"
+}
+
 wait_job_gone() {  # JOB
     for _ in $(seq 1 600); do
         [ -z "$(squeue -h -j "$1" -o %T 2>/dev/null)" ] && return 0
@@ -193,7 +205,7 @@ late=$(FAKE_TRIAL_SLEEP=3 TUNE_TRIAL_PROGRAM="$SOURCE_DIR/tests/support/fake_tri
     "$TUNE" submit late.toml --time 1m | sed -n 's/.* as job \([0-9]*\).*/\1/p')
 wait_job_gone "$late"
 cat "$WORK"/tune-late-*.log
-late_state=$(sacct -n -X -P -j "$late" --format=State,Elapsed | tail -1)
+late_state=$(job_final_state "$late")
 echo "the job: $late_state"
 check "the sweep heard the signal, stopped starting trials and said so" grep -q "interrupted" "$WORK"/tune-late-*.log
 check "it stopped before the end of the sweep" test "$(count_status late.db pending)" -gt 0
