@@ -213,7 +213,9 @@ const Dimension* find_dimension(std::string_view name) {
 
 std::array<std::string, kDimensionCount> dimension_cells(const TrialConfig& c) {
     std::array<std::string, kDimensionCount> cells;
-    for (std::size_t i = 0; i < kDimensionCount; ++i) cells[i] = kTable[i].text(c);
+    // A dimension that means nothing for this configuration (a LoRA rank under full fine-tuning) shows
+    // a dash, not the default it was collapsed to.
+    for (std::size_t i = 0; i < kDimensionCount; ++i) cells[i] = kTable[i].applies_to(c) ? kTable[i].text(c) : "-";
     return cells;
 }
 

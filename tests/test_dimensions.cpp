@@ -193,10 +193,11 @@ TEST_CASE("summary and table cells follow the table's order", "[dimensions]") {
     CHECK(summary(c) == "lion bf16-mixed z3 ga4 mb1 ctx4096 ckpt=full eager x8");
     const auto cells = dimension_cells(c);
     CHECK(std::vector<std::string>(cells.begin(), cells.end()) ==
-          std::vector<std::string>{"lion", "bf16-mixed", "3", "4", "1", "4096", "full", "eager", "full", "16",
-                                   "all-linear"});
+          std::vector<std::string>{"lion", "bf16-mixed", "3", "4", "1", "4096", "full", "eager", "full", "-", "-"});
     // The method rows: full and its meaningless rank stay out of the summary; lora shows both.
     c.method = Method::lora;
     c.lora_rank = 8;
     CHECK(summary(c) == "lion bf16-mixed z3 ga4 mb1 ctx4096 ckpt=full eager lora r8 all-linear x8");
+    CHECK(dimension_cells(c)[kDimensionCount - 2] == "8");
+    CHECK(dimension_cells(c)[kDimensionCount - 1] == "all-linear");
 }
