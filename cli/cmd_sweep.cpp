@@ -15,11 +15,10 @@
 #include "cli/device_query_child.h"
 #include "cli/database_path.h"
 #include "reports/html_report.h"
+#include "reports/measured_front_text.h"
 #include "reports/output_file.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
-#include "reports/risk_note.h"
-#include "reports/text_table.h"
 #include "driver/makespan.h"
 #include "driver/sweep.h"
 #include "search/estimate.h"
@@ -72,12 +71,6 @@ SweepEnvironment detect(SweepSpec& spec) {
     return env;
 }
 
-std::string percent_error(std::uint64_t measured, std::uint64_t estimated) {
-    if (estimated == 0) return "-";
-    return fmt::format("{:+.1f}%", 100.0 * (static_cast<double>(measured) - static_cast<double>(estimated)) /
-                                       static_cast<double>(estimated));
-}
-
 // The front of the trials that finished ok (core/pareto's rule, as `tune report` draws it).
 std::vector<TrialRecord> measured_front(const Store& store, SweepId sweep) {
     auto ok = store.trials({sweep, TrialStatus::ok, false, false});
@@ -94,23 +87,7 @@ void print_measured_front(const Store& store, SweepId sweep) {
         fmt::print("No configuration was measured as ok, so there is no measured front.\n");
         return;
     }
-    std::vector<const TrialConfig*> configs;
-    for (const TrialRecord& t : front) configs.push_back(&t.result.config);
-    const bool notes = any_risk(configs);
-    std::vector<std::string> more{"peak", "est. peak", "error", "tokens/s", "MFU"};
-    if (notes) more.emplace_back("note");
-    TextTable table(config_header(more));
-    for (const TrialRecord& t : front) {
-        const TrialConfig& c = t.result.config;
-        const std::uint64_t est = t.result.estimate ? t.result.estimate->memory.peak : 0;
-        std::vector<std::string> cells{bytes_text(t.result.memory.peak), est ? bytes_text(est) : "-",
-                                       percent_error(t.result.memory.peak, est), throughput_text(t.result.tokens_per_s),
-                                       fmt::format("{:.1f}%", t.result.mfu * 100)};
-        if (notes) cells.push_back(risk_cell_text(c));
-        table.add_row(config_row(c, cells));
-    }
-    fmt::print("Pareto front (measured peak memory vs tokens/s, {} configurations):\n{}{}", front.size(),
-               table.render("  "), risk_footnotes(configs));
+    fmt::print("{}", measured_front_text(front));
 }
 
 // The estimator's front of what was not measured (reports/predicted_front: `tune estimate FILE` prints the same).

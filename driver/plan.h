@@ -33,7 +33,8 @@ EstimateOptions base_estimate_options(const SweepSpec& spec);
 // Why a configuration with this estimate is pruned, or "" when it should run.
 std::string prune_reason(const Estimate& e, const SweepSpec& spec, double tolerance);
 
-// Estimates, prunes and orders every candidate (invalid ones keep their reason).
+// Estimates, prunes and orders every candidate (invalid ones keep their reason), with the
+// sweep's base settings: each estimate's step time is also kept as the uncalibrated one.
 std::vector<NewTrial> plan_trials(const SweepSpec& spec, const std::vector<Candidate>& candidates,
                                   const PlanSettings& settings);
 

@@ -38,8 +38,19 @@ double seconds_per_call(kernels::Backend& backend, const std::function<void()>& 
     return elapsed / static_cast<double>(calls);
 }
 
-kernels::DType dtype_of(std::uint32_t bytes) { return bytes == 4 ? kernels::DType::f32 : kernels::DType::bf16; }
-const char* dtype_name(std::uint32_t bytes) { return bytes == 4 ? "f32" : "bf16"; }
+kernels::DType dtype_of(ProbeDtype d) {
+    switch (d) {
+        case ProbeDtype::f32: return kernels::DType::f32;
+        case ProbeDtype::bf16: return kernels::DType::bf16;
+        case ProbeDtype::f16: return kernels::DType::f16;
+    }
+    return kernels::DType::f32;
+}
+const char* dtype_name(ProbeDtype d) { return probe_dtype_name(d); }
+
+// A backward GEMM's record name ends in its pass; a forward one's has no suffix (as cached before).
+constexpr std::array<std::pair<GemmPass, const char*>, 2> kBackwardGemmNames{
+    {{GemmPass::input_grad, "dx"}, {GemmPass::weight_grad, "dw"}}};
 
 // A backend buffer freed on scope exit, zero-filled (probes time arithmetic, not values).
 struct Scratch {
@@ -62,17 +73,22 @@ private:
 };
 
 double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSettings& s, double* spent) {
-    const kernels::DType dt = dtype_of(g.dtype_bytes);
-    Scratch a(backend, static_cast<std::uint64_t>(g.m * g.k) * g.dtype_bytes);
-    Scratch b(backend, static_cast<std::uint64_t>(g.k * g.n) * g.dtype_bytes);
-    Scratch c(backend, static_cast<std::uint64_t>(g.m * g.n) * g.dtype_bytes);
+    const kernels::DType dt = dtype_of(g.dtype);
+    const std::uint64_t e = probe_dtype_bytes(g.dtype);
+    Scratch a(backend, static_cast<std::uint64_t>(g.m * g.k) * e);
+    Scratch b(backend, static_cast<std::uint64_t>(g.k * g.n) * e);
+    Scratch c(backend, static_cast<std::uint64_t>(g.m * g.n) * e);
     kernels::GemmArgs args;
     args.m = g.m, args.n = g.n, args.k = g.k;
-    // The trainer's forward layout: activations (m, k) times weights stored (n, k).
-    args.trans_b = true;
-    args.a = a.ptr, args.lda = g.k;
-    args.b = b.ptr, args.ldb = g.k;
+    // The trainer's layouts (harness/model.cpp): forward, activations (m, k) times weights
+    // stored (n, k); dX, dY (m, k) times weights (k, n); dW, dY stored (k, m) transposed
+    // times activations (k, n), added to the gradient.
+    args.trans_a = g.pass == GemmPass::weight_grad;
+    args.trans_b = g.pass == GemmPass::forward;
+    args.a = a.ptr, args.lda = args.trans_a ? g.m : g.k;
+    args.b = b.ptr, args.ldb = args.trans_b ? g.k : g.n;
     args.c = c.ptr, args.ldc = g.n;
+    args.beta = g.pass == GemmPass::weight_grad ? 1.0f : 0.0f;
     args.a_dtype = args.b_dtype = args.c_dtype = dt;
     Scratch ws(backend, backend.gemm_workspace_bytes(args));
     const double t = seconds_per_call(backend, [&] { backend.gemm(args, {ws.ptr, backend.gemm_workspace_bytes(args)}); },
@@ -81,10 +97,10 @@ double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSetti
 }
 
 void probe_attention(kernels::Backend& backend, AttentionRate& a, const ProbeSettings& s, double* spent) {
-    const kernels::DType dt = dtype_of(a.dtype_bytes);
+    const kernels::DType dt = dtype_of(a.dtype);
     kernels::AttentionShape shape{a.batch, a.seq, a.heads, a.kv_heads, a.head_dim};
     const auto kind = a.fused ? kernels::AttentionKind::fused : kernels::AttentionKind::materialized;
-    const std::uint64_t e = a.dtype_bytes;
+    const std::uint64_t e = probe_dtype_bytes(a.dtype);
     const std::uint64_t q_bytes = static_cast<std::uint64_t>(a.batch * a.seq * a.heads * a.head_dim) * e;
     const std::uint64_t kv_bytes = static_cast<std::uint64_t>(a.batch * a.seq * a.kv_heads * a.head_dim) * e;
     Scratch q(backend, q_bytes), k(backend, kv_bytes), v(backend, kv_bytes), out(backend, q_bytes);
@@ -112,6 +128,63 @@ void probe_attention(kernels::Backend& backend, AttentionRate& a, const ProbeSet
     a.backward_s = seconds_per_call(backend, [&] { backend.attention_backward(bw, {ws.ptr, ws_bytes}); },
                                     s.min_seconds, &spent_b);
     if (spent) *spent = spent_f + spent_b;
+}
+
+// One micro-batch's element-wise ops at the model's shapes (see ElementwiseRate),
+// in the order the trainer runs them; the tokens are one sequence of `tokens`.
+void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const ProbeSettings& s, double* spent) {
+    const kernels::DType dt = dtype_of(e.dtype);
+    const std::uint64_t b = probe_dtype_bytes(e.dtype), t = static_cast<std::uint64_t>(e.tokens);
+    const auto h = e.hidden, kv = e.kv_dim, f = e.ffn, v = e.vocab;
+    Scratch x(backend, t * h * b), n(backend, t * h * b), dx(backend, t * h * b), dn(backend, t * h * b);
+    Scratch w(backend, h * b), dw(backend, h * b), rstd(backend, t * 4);
+    Scratch q(backend, t * h * b), k(backend, t * kv * b);
+    Scratch g(backend, t * f * b), u(backend, t * f * b), m(backend, t * f * b), dg(backend, t * f * b);
+    Scratch logits(backend, t * v * 4), dlogits(backend, t * v * b), losses(backend, t * 4);
+    Scratch tokens(backend, (t + 1) * 4), table(backend, v * h * b), dtable(backend, v * h * b);
+    Scratch ws(backend, backend.embedding_backward_workspace_bytes(e.tokens, h, v, dt));
+    const float theta = 10000.0f, eps = 1e-5f;
+    const auto norm = [&] {
+        backend.rmsnorm_forward(n.ptr, static_cast<float*>(rstd.ptr), x.ptr, w.ptr, e.tokens, h, eps, dt);
+    };
+    const auto norm_backward = [&] {
+        backend.rmsnorm_backward(dx.ptr, dw.ptr, dn.ptr, x.ptr, w.ptr, static_cast<const float*>(rstd.ptr), e.tokens, h,
+                                 true, dt);
+    };
+    const auto rope = [&](void* y, std::int64_t stride, std::int64_t heads, bool backward) {
+        if (backward) backend.rope_backward(y, stride, y, stride, 1, e.tokens, heads, e.head_dim, theta, dt);
+        else backend.rope_forward(y, stride, y, stride, 1, e.tokens, heads, e.head_dim, theta, dt);
+    };
+    double spent_forward = 0, spent_backward = 0, spent_outer = 0;
+    e.layer_forward_s = seconds_per_call(backend, [&] {
+        norm();
+        rope(q.ptr, h, e.heads, false);
+        rope(k.ptr, kv, e.kv_heads, false);
+        backend.copy(dn.ptr, x.ptr, t * h * b);  // the residual copies
+        norm();
+        backend.swiglu_forward(m.ptr, g.ptr, u.ptr, e.tokens, f, f, dt);
+        backend.copy(dn.ptr, x.ptr, t * h * b);
+    }, s.min_seconds, &spent_forward);
+    e.layer_backward_s = seconds_per_call(backend, [&] {
+        backend.swiglu_backward(dg.ptr, u.ptr, m.ptr, g.ptr, u.ptr, e.tokens, f, f, dt);
+        norm_backward();
+        rope(q.ptr, h, e.heads, true);
+        rope(k.ptr, kv, e.kv_heads, true);
+        norm_backward();
+    }, s.min_seconds, &spent_backward);
+    kernels::CrossEntropyArgs ce;
+    ce.rows = e.tokens, ce.vocab = v;
+    ce.logits = static_cast<const float*>(logits.ptr), ce.targets = static_cast<const std::int32_t*>(tokens.ptr);
+    ce.losses = static_cast<float*>(losses.ptr), ce.dlogits = dlogits.ptr, ce.dlogits_dtype = dt;
+    e.outer_s = seconds_per_call(backend, [&] {
+        backend.embedding_forward(x.ptr, static_cast<const std::int32_t*>(tokens.ptr), table.ptr, e.tokens, h, v, dt);
+        norm();
+        backend.cross_entropy(ce);
+        norm_backward();
+        backend.embedding_backward(dtable.ptr, static_cast<const std::int32_t*>(tokens.ptr), dx.ptr, e.tokens, h, v, dt,
+                                   {ws.ptr, backend.embedding_backward_workspace_bytes(e.tokens, h, v, dt)});
+    }, s.min_seconds, &spent_outer);
+    if (spent) *spent = spent_forward + spent_backward + spent_outer;
 }
 
 // AdamW over fp32 weights, gradients and states: 4 (g) + 8 (p) + 16 (m, v) bytes per element.
@@ -154,37 +227,51 @@ void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& co
     for (const TrialConfig& c : configs)
         if (c.world_size > 1)
             sizes[c.world_size].insert(static_cast<std::uint64_t>(collective_message_bytes(model, c)));
-    for (const auto& [ranks, bytes] : sizes)
+    for (const auto& [ranks, bytes] : sizes) {
+        // One fp32 element per rank: the latency floor of every op (the scalar norm's
+        // all-reduce, LOMO's small tensors), beside the layer buffers' sizes.
+        std::vector<std::uint64_t> probed{4ull * ranks};
         for (std::uint64_t b : probed_sizes(bytes))
+            if (b > probed.front()) probed.push_back(b);
+        for (std::uint64_t b : probed)
             for (const auto& [op, name] : kCollectiveNames) plan.collectives.push_back({op, ranks, b, 0});
+    }
 }
 
 }  // namespace
 
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs) {
-    std::set<std::tuple<std::int64_t, std::uint32_t>> tokens;          // (rows, dtype bytes)
-    // (batch, seq, dtype bytes, flash): each attention implementation the sweep runs is probed.
-    std::set<std::tuple<std::int64_t, std::int64_t, std::uint32_t, bool>> attention;
+    std::set<std::tuple<std::int64_t, ProbeDtype>> tokens;  // (rows, dtype)
+    // (batch, seq, dtype, flash): each attention implementation the sweep runs is probed.
+    std::set<std::tuple<std::int64_t, std::int64_t, ProbeDtype, bool>> attention;
     for (const TrialConfig& c : configs) {
-        tokens.insert({static_cast<std::int64_t>(c.micro_batch) * c.context, weight_bytes(c.precision)});
-        attention.insert({c.micro_batch, c.context, weight_bytes(c.precision), c.attention == Attention::flash});
+        tokens.insert({static_cast<std::int64_t>(c.micro_batch) * c.context, probe_dtype(c.precision)});
+        attention.insert({c.micro_batch, c.context, probe_dtype(c.precision), c.attention == Attention::flash});
     }
     const auto h = static_cast<std::int64_t>(model.hidden), kv = static_cast<std::int64_t>(model.kv_dim());
     const auto f = static_cast<std::int64_t>(model.ffn), v = static_cast<std::int64_t>(model.vocab);
     ProbedRates plan;
     // (n, k) of q and o, k and v, gate and up, down, the LM head.
     const std::array<std::pair<std::int64_t, std::int64_t>, 5> shapes{{{h, h}, {kv, h}, {f, h}, {h, f}, {v, h}}};
-    for (const auto& [t, bytes] : tokens)
+    for (const auto& [t, dtype] : tokens)
         for (const auto& [n, k] : shapes) {
             const bool seen = std::any_of(plan.gemm.begin(), plan.gemm.end(), [&](const GemmRate& g) {
-                return g.m == t && g.n == n && g.k == k && g.dtype_bytes == bytes;
+                return g.pass == GemmPass::forward && g.m == t && g.n == n && g.k == k && g.dtype == dtype;
             });
-            if (!seen) plan.gemm.push_back({t, n, k, bytes, 0});
+            if (seen) continue;
+            // Forward (t, n, k); backward dX (t, k, n) and dW (n, k, t).
+            plan.gemm.push_back({t, n, k, dtype, 0, GemmPass::forward});
+            plan.gemm.push_back({t, k, n, dtype, 0, GemmPass::input_grad});
+            plan.gemm.push_back({n, k, t, dtype, 0, GemmPass::weight_grad});
         }
-    for (const auto& [b, s, bytes, flash] : attention)
+    for (const auto& [b, s, dtype, flash] : attention)
         plan.attention.push_back({b, s, static_cast<std::int64_t>(model.heads),
                                   static_cast<std::int64_t>(model.kv_heads),
-                                  static_cast<std::int64_t>(model.head_dim()), bytes, flash, 0, 0});
+                                  static_cast<std::int64_t>(model.head_dim()), dtype, flash, 0, 0});
+    for (const auto& [t, dtype] : tokens)
+        plan.elementwise.push_back({t, dtype, h, kv, f, v, static_cast<std::int64_t>(model.heads),
+                                    static_cast<std::int64_t>(model.kv_heads), static_cast<std::int64_t>(model.head_dim()),
+                                    0, 0, 0});
     plan.memory_bytes_per_s = 1;  // asked for
     plan_collectives(model, configs, plan);
     return plan;
@@ -199,17 +286,23 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
         out.gemm[i].flops_per_s = probe_gemm(backend, out.gemm[i], settings, &spent_gemm[i]);
     for (std::size_t i = 0; i < out.attention.size(); ++i)
         probe_attention(backend, out.attention[i], settings, &spent_attention[i]);
+    std::vector<double> spent_elementwise(out.elementwise.size());
+    for (std::size_t i = 0; i < out.elementwise.size(); ++i)
+        probe_elementwise(backend, out.elementwise[i], settings, &spent_elementwise[i]);
     double spent_bandwidth = 0;
     if (plan.memory_bytes_per_s > 0) out.memory_bytes_per_s = probe_bandwidth(backend, settings, &spent_bandwidth);
     if (records) {
         *records = records_of(out);
-        // records_of lists gemm, then attention (forward, backward), then the bandwidth.
+        // records_of lists gemm, then attention (forward, backward), element-wise (three
+        // parts), then the bandwidth.
         std::size_t r = 0;
         for (double s : spent_gemm) (*records)[r++].seconds = s;
         for (double s : spent_attention) {
             (*records)[r++].seconds = s / 2;
             (*records)[r++].seconds = s / 2;
         }
+        for (double s : spent_elementwise)
+            for (int part = 0; part < 3; ++part) (*records)[r++].seconds = s / 3;
         if (r < records->size()) (*records)[r].seconds = spent_bandwidth;
     }
     return out;
@@ -232,14 +325,26 @@ std::optional<CollectiveRate> parse_collective_record(const std::string& name) {
 std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
     std::vector<ProbeRecord> out;
     for (const GemmRate& g : rates.gemm)
-        out.push_back({fmt::format("gemm {} m={} n={} k={}", dtype_name(g.dtype_bytes), g.m, g.n, g.k),
-                       g.flops_per_s, "FLOP/s", 0});
+    {
+        std::string name = fmt::format("gemm {} m={} n={} k={}", dtype_name(g.dtype), g.m, g.n, g.k);
+        for (const auto& [pass, suffix] : kBackwardGemmNames)
+            if (g.pass == pass) name += fmt::format(" {}", suffix);
+        out.push_back({std::move(name), g.flops_per_s, "FLOP/s", 0});
+    }
     for (const AttentionRate& a : rates.attention) {
         const std::string shape = fmt::format("attention {} {} b={} s={} h={} kvh={} d={}", a.fused ? "fused" : "eager",
-                                              dtype_name(a.dtype_bytes), a.batch, a.seq, a.heads, a.kv_heads,
+                                              dtype_name(a.dtype), a.batch, a.seq, a.heads, a.kv_heads,
                                               a.head_dim);
         out.push_back({shape + " forward", a.forward_s, "s", 0});
         out.push_back({shape + " backward", a.backward_s, "s", 0});
+    }
+    for (const ElementwiseRate& e : rates.elementwise) {
+        const std::string shape = fmt::format("elementwise {} t={} h={} kv={} f={} v={} heads={} kvh={} d={}",
+                                              dtype_name(e.dtype), e.tokens, e.hidden, e.kv_dim, e.ffn, e.vocab,
+                                              e.heads, e.kv_heads, e.head_dim);
+        out.push_back({shape + " layer-forward", e.layer_forward_s, "s", 0});
+        out.push_back({shape + " layer-backward", e.layer_backward_s, "s", 0});
+        out.push_back({shape + " outer", e.outer_s, "s", 0});
     }
     if (rates.memory_bytes_per_s > 0) out.push_back({"bandwidth adamw f32", rates.memory_bytes_per_s, "B/s", 0});
     for (const CollectiveRate& c : rates.collectives)
@@ -250,23 +355,43 @@ std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
 ProbedRates rates_of(const std::vector<ProbeRecord>& records) {
     ProbedRates out;
     for (const ProbeRecord& r : records) {
-        char dtype[8] = {}, impl[8] = {}, pass[12] = {};
-        long long m = 0, n = 0, k = 0, b = 0, s = 0, h = 0, kvh = 0, d = 0;
-        if (std::sscanf(r.name.c_str(), "gemm %7s m=%lld n=%lld k=%lld", dtype, &m, &n, &k) == 4) {
-            out.gemm.push_back({m, n, k, std::string(dtype) == "f32" ? 4u : 2u, r.value});
+        char dtype[8] = {}, impl[8] = {}, pass[12] = {}, part[16] = {};
+        long long m = 0, n = 0, k = 0, b = 0, s = 0, h = 0, kvh = 0, d = 0, t = 0;
+        if (std::sscanf(r.name.c_str(), "gemm %7s m=%lld n=%lld k=%lld %11s", dtype, &m, &n, &k, pass) >= 4) {
+            GemmPass p = GemmPass::forward;
+            for (const auto& [backward, suffix] : kBackwardGemmNames)
+                if (std::string(pass) == suffix) p = backward;
+            out.gemm.push_back({m, n, k, parse_probe_dtype(dtype).value_or(ProbeDtype::f32), r.value, p});
         } else if (std::sscanf(r.name.c_str(), "attention %7s %7s b=%lld s=%lld h=%lld kvh=%lld d=%lld %11s", impl,
                                dtype, &b, &s, &h, &kvh, &d, pass) == 8) {
             const bool fused = std::string(impl) == "fused";
-            const std::uint32_t bytes = std::string(dtype) == "f32" ? 4u : 2u;
+            const ProbeDtype dt = parse_probe_dtype(dtype).value_or(ProbeDtype::f32);
             auto it = std::find_if(out.attention.begin(), out.attention.end(), [&](const AttentionRate& a) {
                 return a.batch == b && a.seq == s && a.heads == h && a.kv_heads == kvh && a.head_dim == d &&
-                       a.dtype_bytes == bytes && a.fused == fused;
+                       a.dtype == dt && a.fused == fused;
             });
             if (it == out.attention.end()) {
-                out.attention.push_back({b, s, h, kvh, d, bytes, fused, 0, 0});
+                out.attention.push_back({b, s, h, kvh, d, dt, fused, 0, 0});
                 it = out.attention.end() - 1;
             }
             (std::string(pass) == "forward" ? it->forward_s : it->backward_s) = r.value;
+        } else if (long long ew[7] = {}; std::sscanf(r.name.c_str(),
+                                                     "elementwise %7s t=%lld h=%lld kv=%lld f=%lld v=%lld heads=%lld "
+                                                     "kvh=%lld d=%lld %15s",
+                                                     dtype, &t, &ew[0], &ew[1], &ew[2], &ew[3], &ew[4], &ew[5], &ew[6],
+                                                     part) == 10) {
+            ElementwiseRate e;
+            e.hidden = ew[0], e.kv_dim = ew[1], e.ffn = ew[2], e.vocab = ew[3];
+            e.heads = ew[4], e.kv_heads = ew[5], e.head_dim = ew[6];
+            e.tokens = t;
+            e.dtype = parse_probe_dtype(dtype).value_or(ProbeDtype::f32);
+            auto it = std::find_if(out.elementwise.begin(), out.elementwise.end(), [&](const ElementwiseRate& x) {
+                return x.tokens == e.tokens && x.dtype == e.dtype && x.hidden == e.hidden;
+            });
+            if (it == out.elementwise.end()) it = out.elementwise.insert(out.elementwise.end(), e);
+            const std::string which(part);
+            (which == "layer-forward" ? it->layer_forward_s : which == "layer-backward" ? it->layer_backward_s
+                                                                                       : it->outer_s) = r.value;
         } else if (r.name == "bandwidth adamw f32") {
             out.memory_bytes_per_s = r.value;
         } else if (auto c = parse_collective_record(r.name)) {

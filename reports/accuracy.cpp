@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "reports/report_format.h"
 
 namespace tune {
@@ -33,17 +35,34 @@ Accuracy estimator_accuracy(const SweepData& sweep) {
         if (t.result.status == TrialStatus::oom && est->fits) ++a.fit_but_oom;
         if (t.result.status != TrialStatus::ok || !t.measured) continue;
         add_sample(a.memory, i, static_cast<double>(est->memory.peak), static_cast<double>(t.result.memory.peak));
-        if (auto step = measured_step_s(t)) add_sample(a.step, i, est->step_s, *step);
+        if (auto step = measured_step_s(t)) {
+            add_sample(a.step, i, est->step_s, *step);
+            if (t.base_step_s) add_sample(a.step_before_calibration, i, *t.base_step_s, *step);
+        }
         add_sample(a.real_memory, i, static_cast<double>(est->memory.peak), static_cast<double>(t.result.real_peak));
     }
     a.real_memory_summary = summarize(a.real_memory);
     a.memory_summary = summarize(a.memory);
     a.step_summary = summarize(a.step);
+    a.step_before_calibration_summary = summarize(a.step_before_calibration);
     return a;
 }
 
 double real_peak_error(const Estimate& e, const TrialResult& r) {
     return error_percent(static_cast<double>(e.memory.peak), static_cast<double>(r.real_peak));
+}
+
+std::string step_error_medians_text(const Accuracy& a) {
+    const ErrorSummary& before = a.step_before_calibration_summary;
+    const ErrorSummary& after = a.step_summary;
+    if (after.count == 0) return {};
+    if (before.count == 0)
+        return fmt::format("Median |step-time error|: {:.1f}% as calibrated (n={}); the estimates before calibration "
+                           "were not kept (a database from before schema 7).",
+                           after.median_abs_pct, after.count);
+    return fmt::format("Median |step-time error|: {:.1f}% before any trial fed calibration (n={}), {:.1f}% after "
+                       "(the calibrated estimate each trial ran with, n={}).",
+                       before.median_abs_pct, before.count, after.median_abs_pct, after.count);
 }
 
 ErrorSummary summarize(const std::vector<ErrorSample>& samples) {

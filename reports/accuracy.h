@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "reports/sweep_data.h"
@@ -37,10 +38,14 @@ struct HistogramBin {
 
 struct Accuracy {
     std::vector<ErrorSample> memory;  // peak memory
-    std::vector<ErrorSample> step;    // seconds per optimizer step
+    std::vector<ErrorSample> step;    // seconds per optimizer step, the calibrated estimate the sweep used
+    // The same against the estimate before any trial fed calibration (the store's
+    // est_base_step_s); empty for trials recorded before schema 7.
+    std::vector<ErrorSample> step_before_calibration;
     std::vector<ErrorSample> real_memory;  // estimated peak against the machine's real peak
     ErrorSummary memory_summary;
     ErrorSummary step_summary;
+    ErrorSummary step_before_calibration_summary;
     ErrorSummary real_memory_summary;
     std::size_t fit_but_oom = 0;      // estimated to fit, then ran out of memory
 };
@@ -52,6 +57,11 @@ Accuracy estimator_accuracy(const SweepData& sweep);
 double real_peak_error(const Estimate& e, const TrialResult& r);
 
 ErrorSummary summarize(const std::vector<ErrorSample>& samples);
+
+// "Median |step-time error|: 4.2% before calibration (n=37), 2.1% after (n=37)." for the
+// reports; only the "after" part when no trial kept its uncalibrated estimate, "" when
+// no trial has a step-time estimate.
+std::string step_error_medians_text(const Accuracy& a);
 
 // Fixed 10%-wide bins from -50% to +50% plus the two open tails.
 std::vector<HistogramBin> error_histogram(const Accuracy& accuracy);

@@ -6,13 +6,18 @@
 
 namespace tune {
 
-std::vector<std::string> front_tie_marks(const SweepData& sweep) {
-    std::vector<NoisyRate> front;
-    for (std::size_t i : sweep.front) front.push_back(sweep.trials[i].noisy_rate());
+std::vector<std::string> front_tie_marks(std::span<const TrialRecord* const> front) {
+    std::vector<NoisyRate> rates;
+    for (const TrialRecord* t : front) rates.push_back(t->noisy_rate());
     std::vector<std::string> marks;
-    for (const auto& tie : front_ties(front))
-        marks.push_back(tie ? fmt::format("= trial {}", sweep.trials[sweep.front[*tie]].id) : "");
+    for (const auto& tie : front_ties(rates)) marks.push_back(tie ? fmt::format("= trial {}", front[*tie]->id) : "");
     return marks;
+}
+
+std::vector<std::string> front_tie_marks(const SweepData& sweep) {
+    std::vector<const TrialRecord*> front;
+    for (std::size_t i : sweep.front) front.push_back(&sweep.trials[i]);
+    return front_tie_marks(front);
 }
 
 std::vector<std::string> front_noise_texts(const SweepData& sweep) {

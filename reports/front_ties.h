@@ -3,6 +3,7 @@
 // with a smaller peak buys nothing measurable with its extra memory.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@ namespace tune {
 
 // Per member of sweep.front: "= trial N" when it ties with trial N, else "".
 std::vector<std::string> front_tie_marks(const SweepData& sweep);
+// The same for a front given as its records, memory ascending (the sweep's end-of-run front).
+std::vector<std::string> front_tie_marks(std::span<const TrialRecord* const> front);
 
 // Per member of sweep.front: "2.1% (n=4)", the CV of its timed steps, or "" when not timed.
 std::vector<std::string> front_noise_texts(const SweepData& sweep);

@@ -90,7 +90,12 @@ HtmlTable summary_table(const Accuracy& a) {
                  {"max |err| %", true, ""},
                  {"within 10%", true, "trials whose error is at most 10%"}});
     add_summary_row(t, "peak memory", a.memory_summary);
-    add_summary_row(t, "step time", a.step_summary);
+    // Step time twice: the estimate before any trial fed calibration (the model and its
+    // probes alone), then the calibrated one each trial was planned with.
+    if (a.step_before_calibration_summary.count > 0)
+        add_summary_row(t, "step time, before calibration", a.step_before_calibration_summary);
+    add_summary_row(t, a.step_before_calibration_summary.count > 0 ? "step time, after calibration" : "step time",
+                    a.step_summary);
     // Beside the tagged peak: what the process (CPU) or device (GPU) really held.
     if (a.real_memory_summary.count > 0) add_summary_row(t, "real peak memory", a.real_memory_summary);
     return t;
@@ -129,6 +134,8 @@ void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& s
     open_section(html, prefix + "accuracy", "Estimator accuracy");
     const Accuracy a = estimator_accuracy(sweep);
     summary_table(a).write(html, prefix + "accuracy-table", false, "");
+    if (const std::string medians = step_error_medians_text(a); !medians.empty())
+        html.element("p", medians, {{"class", "step-error-medians"}});
     if (a.fit_but_oom != 0)
         html.element("p", fmt::format("{} trial(s) the estimator said would fit ran out of memory.", a.fit_but_oom),
                      {{"class", "warning"}});

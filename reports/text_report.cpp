@@ -111,20 +111,23 @@ std::string predicted_text(const SweepData& sweep) {
 
 void add_error_row(TextTable& t, const std::string& quantity, const ErrorSummary& s) {
     if (s.count == 0) {
-        t.add_row({quantity, "0", "-", "-", "-", "-", "-"});
+        t.add_row({quantity, "0", "-", "-", "-", "-", "-", "-"});
         return;
     }
     t.add_row({quantity, std::to_string(s.count), percent_text(s.bias_pct), fmt::format("{:.1f}%", s.mean_abs_pct),
-               fmt::format("{:.1f}%", s.p90_abs_pct), fmt::format("{:.1f}%", s.max_abs_pct),
+               fmt::format("{:.1f}%", s.median_abs_pct), fmt::format("{:.1f}%", s.p90_abs_pct), fmt::format("{:.1f}%", s.max_abs_pct),
                fmt::format("{}/{}", s.within_10pct, s.count)});
 }
 
 std::string accuracy_text(const SweepData& sweep) {
     const Accuracy a = estimator_accuracy(sweep);
-    TextTable t({"quantity", "trials", "bias", "mean |err|", "p90 |err|", "max |err|", "within 10%"});
+    TextTable t({"quantity", "trials", "bias", "mean |err|", "median |err|", "p90 |err|", "max |err|", "within 10%"});
     add_error_row(t, "peak memory", a.memory_summary);
-    add_error_row(t, "step time", a.step_summary);
+    const bool before = a.step_before_calibration_summary.count > 0;
+    if (before) add_error_row(t, "step time, before calibration", a.step_before_calibration_summary);
+    add_error_row(t, before ? "step time, after calibration" : "step time", a.step_summary);
     std::string out = t.render("  ");
+    if (const std::string medians = step_error_medians_text(a); !medians.empty()) out += "  " + medians + "\n";
     if (a.fit_but_oom) out += fmt::format("  {} trial(s) estimated to fit ran out of memory\n", a.fit_but_oom);
     return out;
 }

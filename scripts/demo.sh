@@ -8,5 +8,7 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 mkdir -p out
 cd out
-../build/tune ../sweeps/demo.toml
+# --probe: step time from rates measured here at start (GEMMs per pass, attention, the
+# element-wise ops, collectives per call), a few seconds, cached in demo.db.
+../build/tune sweep --probe ../sweeps/demo.toml
 ../build/tune ../sweeps/llama7b.toml

@@ -3,18 +3,12 @@
 #include <algorithm>
 
 #include "core/zero_plan.h"
-#include "kernels/math/nf4.h"
+#include "search/collective_calls.h"
 #include "search/flat_layout.h"
 #include "search/model_flops.h"
 
 namespace tune {
 namespace {
-
-// LOMO runs a first backward pass for the global norm when it clips or when
-// fp16 may overflow, then the applying pass.
-double lomo_backward_passes(const TrialConfig& c) {
-    return c.optimizer == Optimizer::lomo && (c.clip > 0 || c.precision == Precision::fp16_mixed) ? 2.0 : 1.0;
-}
 
 struct Flops {
     double model = 0;  // per token, forward + backward
@@ -31,16 +25,14 @@ struct Flops {
 // recomputes dP (kernels/cpu/cpu_flash_attention.cpp).
 Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& hw) {
     const bool flash = c.attention == Attention::flash;
-    const double h = static_cast<double>(m.hidden), v = static_cast<double>(m.vocab);
+    const double h = static_cast<double>(m.hidden);
     const double layers = static_cast<double>(m.layers), s = static_cast<double>(c.context);
     const double attention = attention_forward_flops(m, c);
-    double layer_forward = 0, layer_recompute = 0;
+    double layer_recompute = 0;
     for (const Linear& l : layer_linears(m, c)) {
         const double forward = linear_flops(l, c.adapters()).forward;
-        layer_forward += forward;
         layer_recompute += l.down ? 2 * l.rank * l.in : forward;  // down: only x A^T, for dB
     }
-    const double forward = layers * (layer_forward + attention) + 2 * h * v;
 
     Flops out;
     out.model = model_flops_per_token(m, c);
@@ -52,8 +44,9 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
     if (c.checkpointing == Checkpointing::selective && !flash) recompute = layers * attention;
     if (flash) recompute += layers * (hw.backend == BackendKind::cpu ? 3.0 : 1.0) * s * h;
     out.total = out.model + recompute;
-    // LOMO finds the global norm (for clipping or fp16 overflow) in a first backward pass.
-    if (lomo_backward_passes(c) > 1) out.total += out.model - forward + recompute;
+    // LOMO finds the global norm (for clipping or fp16 overflow) in a first pass over the
+    // micro-batch: forward, recompute and backward all run twice (harness/trainer.cpp).
+    out.total *= lomo_backward_passes(c);
     return out;
 }
 
@@ -69,16 +62,6 @@ double zero_plan_bytes(const ZeroPlan& z, double ring_wb, double all, double out
     if (z.gathers_weights_after_update()) weights = all;
     else if (z.gathers_weights_before_use()) weights = gathers;
     return ring_wb * (grads + weights);
-}
-
-// What stage 3 gathers of one base layer, in elements of the weights' dtype:
-// the padded layer, or with qlora its NF4 codes, absmax codes and scales
-// over whole absmax groups per rank (the offset is every rank's already).
-double base_layer_gathered(double layer, std::uint64_t ranks, const TrialConfig& c) {
-    if (c.method != Method::qlora) return layer;
-    const math::Nf4Sizes s =
-        math::nf4_sizes(math::nf4_shard(static_cast<std::int64_t>(layer), static_cast<std::int64_t>(ranks)).padded);
-    return static_cast<double>(s.packed + s.absmax + 4 * s.scales) / weight_bytes(c.precision);
 }
 
 // Bytes each rank sends per step, ring algorithms: an all-reduce moves
@@ -190,39 +173,49 @@ double safe_div(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 // With probed rates (search/probed_rates.h): one micro-batch's GEMMs each at
 // the rate measured for its shape and dtype, attention at its measured times,
-// in seconds; the same passes as flops_per_token counts (backward twice the
-// forward, recomputation, LOMO's norm pass). nullopt when a rate is missing.
+// in seconds; the same passes as flops_per_token counts (forward, backward's
+// dX and dW at their own layouts, recomputation, LOMO's norm pass). nullopt
+// when a rate is missing.
 struct ProbedMicroBatch {
     double gemm_s = 0;
     double attention_s = 0;
+    double elementwise_s = 0;
 };
 std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p,
                                                    bool fused) {
     const double t = static_cast<double>(c.micro_batch) * c.context;
-    const std::uint32_t bytes = weight_bytes(c.precision);
+    const ProbeDtype dtype = probe_dtype(c.precision);
     bool missing = false;
-    const auto gemm = [&](double rows, double n, double k) {
+    const auto gemm = [&](double rows, double n, double k, GemmPass pass = GemmPass::forward) {
         if (rows * n * k == 0) return 0.0;
         const auto i = [](double x) { return static_cast<std::int64_t>(x); };
-        const std::optional<double> rate = p.gemm_flops_per_s(i(rows), i(n), i(k), bytes);
+        const std::optional<double> rate = p.gemm_flops_per_s(i(rows), i(n), i(k), dtype, pass);
         if (!rate) missing = true;
         return rate ? 2.0 * rows * n * k / *rate : 0.0;
     };
-    // The GEMMs model_flops counts, each at its shape's rate: a base weight's
-    // backward (dX, and dW unless frozen) at its forward's; the adapters' x A^T,
-    // (x A^T) B^T forward and dY B, (dY B) A, dA, dB backward at their own (rank-r) shapes.
-    const double passes = c.adapters() ? 2.0 : 3.0;
+    // A base weight's forward, its backward dX and (unless frozen) dW, each at its own
+    // shape and operand layout; the adapters' x A^T, (x A^T) B^T forward and dY B,
+    // (dY B) A, dA, dB backward at their own (rank-r) shapes.
+    const auto base_gemms = [&](double out, double in) {
+        double s = gemm(t, out, in) + gemm(t, in, out, GemmPass::input_grad);
+        if (!c.adapters()) s += gemm(out, in, t, GemmPass::weight_grad);
+        return s;
+    };
     double layer = 0, recompute_layer = 0;
     for (const Linear& l : layer_linears(m, c)) {
-        const double base = gemm(t, l.out, l.in), project = gemm(t, l.rank, l.in);
+        const double forward = gemm(t, l.out, l.in), project = gemm(t, l.rank, l.in);
         const double expand = gemm(t, l.out, l.rank);
-        layer += passes * base + project + expand + gemm(t, l.rank, l.out) + gemm(t, l.in, l.rank) +
-                 gemm(l.rank, l.in, t) + gemm(l.out, l.rank, t);
-        recompute_layer += l.down ? project : base + project + expand;
+        const double base = base_gemms(l.out, l.in);
+        const double backward = base - forward + gemm(t, l.rank, l.out) + gemm(t, l.in, l.rank) +
+                                gemm(l.rank, l.in, t) + gemm(l.out, l.rank, t);
+        layer += forward + project + expand + backward;
+        recompute_layer += l.down ? project : forward + project + expand;
     }
-    const double head = passes * gemm(t, static_cast<double>(m.vocab), static_cast<double>(m.hidden));
+    const double v = static_cast<double>(m.vocab), h = static_cast<double>(m.hidden);
+    const double head = base_gemms(v, h);
     const std::optional<AttentionRate> a = p.attention_at(c.micro_batch, c.context, static_cast<std::int64_t>(m.heads),
-                                                          static_cast<std::int64_t>(m.head_dim()), bytes, fused);
+                                                          static_cast<std::int64_t>(m.head_dim()), dtype, fused);
+    const std::optional<ElementwiseRate> e = p.elementwise_at(static_cast<std::int64_t>(t), dtype);
     if (missing || !a) return std::nullopt;
     const double layers = static_cast<double>(m.layers);
     const double step = layers * layer + head;
@@ -232,10 +225,18 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
     ProbedMicroBatch out;
     out.gemm_s = step + recompute;
     out.attention_s = layers * (a->forward_s + a->backward_s) + attention_recompute;
-    if (lomo_backward_passes(c) > 1) {
-        out.gemm_s += (passes - 1) / passes * step + recompute;
-        out.attention_s += layers * a->backward_s + attention_recompute;
+    // Each layer's element-wise ops forward and backward (full checkpointing: forward
+    // again), the embedding's, final norm's and cross-entropy's once.
+    if (e) {
+        const double forward_passes = c.checkpointing == Checkpointing::full ? 2.0 : 1.0;
+        out.elementwise_s = layers * (forward_passes * e->layer_forward_s + e->layer_backward_s) + e->outer_s;
     }
+    // LOMO's norm pass is a whole micro-batch of its own (harness/trainer.cpp lomo_step:
+    // forward, recompute and backward, the gradients measured instead of applied).
+    const double lomo_passes = lomo_backward_passes(c);
+    out.gemm_s *= lomo_passes;
+    out.attention_s *= lomo_passes;
+    out.elementwise_s *= lomo_passes;
     return out;
 }
 
@@ -243,26 +244,23 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
 
 namespace {
 
-// The probed bus bandwidth for a plan's collectives (nccl-tests' busbw, so the
-// bytes a rank sends over it are its time): stage 0 and LOMO all-reduce; the
-// sharded stages reduce-scatter and all-gather about equal bytes, hence the
-// harmonic mean of the two. Messages are one layer's flat buffer, the unit
-// the trainer's collectives move. nullopt: not probed at this world size.
-std::optional<double> probed_bus_bandwidth(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p) {
-    const std::uint32_t n = c.world_size;
-    const double message = collective_message_bytes(m, c);
-    if (zero_plan(c.zero_stage).all_reduces_gradients() || c.optimizer == Optimizer::lomo)
-        return p.bus_bytes_per_s(Collective::all_reduce, n, message);
-    const auto rs = p.bus_bytes_per_s(Collective::reduce_scatter, n, message);
-    const auto ag = p.bus_bytes_per_s(Collective::all_gather, n, message);
-    if (rs && ag) return 2 / (1 / *rs + 1 / *ag);
-    return rs ? rs : ag;
+// The step's collectives at their probed times (search/collective_calls.h):
+// each call at its op's time for its size, latency included. nullopt when an
+// op the step calls was not probed at this world size.
+std::optional<double> probed_collective_seconds(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p) {
+    double total = 0;
+    for (const CollectiveCall& call : collective_calls(m, c)) {
+        const std::optional<double> s = p.collective_seconds(call.op, c.world_size, call.bytes);
+        if (!s) return std::nullopt;
+        total += call.count * *s;
+    }
+    return total;
 }
 
 // Compute and attention from the probed rates, scaled by how far the
 // (calibrated) efficiencies moved from their defaults; the optimizer's
-// traffic over the probed bandwidth; collectives over the probed bus
-// bandwidth. Terms without a probe stay nominal.
+// traffic over the probed bandwidth; collectives call by call at their probed
+// times. Terms without a probe stay nominal.
 void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const EstimateOptions& o, StepTime& t) {
     const ProbedRates& p = *o.probed;
     const double speed = o.compute_efficiency / EstimateOptions{}.compute_efficiency *
@@ -271,12 +269,12 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Estimate
     if (const auto micro = probed_micro_batch(m, c, p, c.attention == Attention::flash); micro && speed > 0) {
         t.compute_s = micro->gemm_s * c.grad_accum / speed;
         t.attention_s = micro->attention_s * c.grad_accum / speed;
+        t.elementwise_s = micro->elementwise_s * c.grad_accum / speed;
     }
     if (p.memory_bytes_per_s > 0)
         t.optimizer_s = optimizer_traffic_per_element(c) * owned_elements(m, c) / p.memory_bytes_per_s;
     if (t.comm_bytes > 0)
-        if (const auto bus = probed_bus_bandwidth(m, c, p); bus && *bus > 0)
-            t.comm_s = (1 - o.comm_overlap) * t.comm_bytes / *bus;
+        if (const auto seconds = probed_collective_seconds(m, c, p)) t.comm_s = (1 - o.comm_overlap) * *seconds;
 }
 
 }  // namespace
@@ -308,7 +306,7 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.dequantize_s = safe_div(dequantize_bytes_per_micro_batch(m, c) * c.grad_accum, hw.hbm_bytes_per_s);
     if (o.probed) apply_probed_rates(m, c, o, t);
     // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
-    t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s;
+    t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s;
     t.tokens_per_s = safe_div(tokens_per_rank * ranks, t.step_s);
     t.mfu = safe_div(flops.model * t.tokens_per_s, peak * ranks);
     return t;

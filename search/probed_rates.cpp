@@ -3,16 +3,44 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace tune {
 
+ProbeDtype probe_dtype(Precision p) {
+    if (p == Precision::fp32) return ProbeDtype::f32;
+    return p == Precision::fp16_mixed ? ProbeDtype::f16 : ProbeDtype::bf16;
+}
+
+std::uint32_t probe_dtype_bytes(ProbeDtype d) { return d == ProbeDtype::f32 ? 4 : 2; }
+
+const char* probe_dtype_name(ProbeDtype d) {
+    switch (d) {
+        case ProbeDtype::f32: return "f32";
+        case ProbeDtype::bf16: return "bf16";
+        case ProbeDtype::f16: return "f16";
+    }
+    return "f32";
+}
+
+std::optional<ProbeDtype> parse_probe_dtype(const std::string& name) {
+    for (ProbeDtype d : {ProbeDtype::f32, ProbeDtype::bf16, ProbeDtype::f16})
+        if (name == probe_dtype_name(d)) return d;
+    return std::nullopt;
+}
+
 std::optional<double> ProbedRates::gemm_flops_per_s(std::int64_t m, std::int64_t n, std::int64_t k,
-                                                    std::uint32_t dtype_bytes) const {
+                                                    ProbeDtype dtype, GemmPass pass) const {
+    const bool has_pass = std::any_of(gemm.begin(), gemm.end(), [&](const GemmRate& g) {
+        return g.pass == pass && g.dtype == dtype && g.flops_per_s > 0;
+    });
+    if (!has_pass && pass != GemmPass::forward) return gemm_flops_per_s(m, n, k, dtype, GemmPass::forward);
     const double want = std::log(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
     const GemmRate* best = nullptr;
     double distance = std::numeric_limits<double>::infinity();
     for (const GemmRate& g : gemm) {
-        if (g.dtype_bytes != dtype_bytes || g.flops_per_s <= 0) continue;
+        if (g.dtype != dtype || g.flops_per_s <= 0 || g.pass != pass) continue;
         if (g.m == m && g.n == n && g.k == k) return g.flops_per_s;
         const double d = std::fabs(std::log(2.0 * static_cast<double>(g.m) * g.n * g.k) - want);
         if (d < distance) distance = d, best = &g;
@@ -22,7 +50,7 @@ std::optional<double> ProbedRates::gemm_flops_per_s(std::int64_t m, std::int64_t
 }
 
 std::optional<AttentionRate> ProbedRates::attention_at(std::int64_t batch, std::int64_t seq, std::int64_t heads,
-                                                       std::int64_t head_dim, std::uint32_t dtype_bytes,
+                                                       std::int64_t head_dim, ProbeDtype dtype,
                                                        bool fused) const {
     // Work grows as batch * heads * seq^2 * head_dim: scale the nearest probe by it.
     const auto work = [](double b, double s, double h, double d) { return b * h * s * s * d; };
@@ -31,7 +59,7 @@ std::optional<AttentionRate> ProbedRates::attention_at(std::int64_t batch, std::
     const AttentionRate* best = nullptr;
     double distance = std::numeric_limits<double>::infinity();
     for (const AttentionRate& a : attention) {
-        if (a.dtype_bytes != dtype_bytes || a.fused != fused) continue;
+        if (a.dtype != dtype || a.fused != fused) continue;
         const double have = work(static_cast<double>(a.batch), static_cast<double>(a.seq),
                                  static_cast<double>(a.heads), static_cast<double>(a.head_dim));
         const double d = std::fabs(std::log(have / want));
@@ -72,6 +100,43 @@ std::optional<double> ProbedRates::bus_bytes_per_s(Collective op, std::uint32_t 
     }
     if (best == nullptr) return std::nullopt;
     return best->bus_bytes_per_s;
+}
+
+std::optional<double> ProbedRates::collective_seconds(Collective op, std::uint32_t ranks, double bytes) const {
+    std::vector<std::pair<double, double>> points;  // (bytes, seconds per call), bytes ascending
+    for (const CollectiveRate& r : collectives)
+        if (r.op == op && r.ranks == ranks && r.bus_bytes_per_s > 0 && r.bytes > 0) {
+            const double b = static_cast<double>(r.bytes);
+            points.emplace_back(b, b * bus_factor(op, ranks) / r.bus_bytes_per_s);
+        }
+    if (points.empty()) return std::nullopt;
+    std::sort(points.begin(), points.end());
+    if (points.size() == 1) return points[0].second * bytes / points[0].first;
+    if (bytes <= points.front().first) return points.front().second;
+    std::size_t hi = 1;
+    while (hi + 1 < points.size() && points[hi].first < bytes) ++hi;
+    const auto [b0, t0] = points[hi - 1];
+    const auto [b1, t1] = points[hi];
+    const double slope = std::max(0.0, (t1 - t0) / (b1 - b0));
+    return std::max(t0, t0 + slope * (bytes - b0));
+}
+
+std::optional<ElementwiseRate> ProbedRates::elementwise_at(std::int64_t tokens, ProbeDtype dtype) const {
+    const ElementwiseRate* best = nullptr;
+    double distance = std::numeric_limits<double>::infinity();
+    for (const ElementwiseRate& e : elementwise) {
+        if (e.dtype != dtype || e.tokens <= 0 || tokens <= 0) continue;
+        const double d = std::fabs(std::log(static_cast<double>(e.tokens) / static_cast<double>(tokens)));
+        if (d < distance) distance = d, best = &e;
+    }
+    if (best == nullptr) return std::nullopt;
+    ElementwiseRate out = *best;
+    const double scale = static_cast<double>(tokens) / static_cast<double>(best->tokens);
+    out.tokens = tokens;
+    out.layer_forward_s *= scale;
+    out.layer_backward_s *= scale;
+    out.outer_s *= scale;
+    return out;
 }
 
 }  // namespace tune

@@ -6,22 +6,54 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "core/config.h"
 
 namespace tune {
 
+// Which of a linear layer's three GEMMs, each with the trainer's operand layout
+// (harness/model.cpp): forward Y (T, out) = X W^T; backward dX (T, in) = dY W;
+// dW (out, in) += dY^T X, accumulated into the gradient.
+enum class GemmPass : std::uint8_t { forward, input_grad, weight_grad };
+
+// The operands' dtype a probe ran in, the trial's weights' (core/config.h
+// weight dtype of its precision): bf16 and fp16 both take two bytes but convert
+// at different costs on a CPU, so each is probed in its own.
+enum class ProbeDtype : std::uint8_t { f32, bf16, f16 };
+ProbeDtype probe_dtype(Precision p);
+std::uint32_t probe_dtype_bytes(ProbeDtype d);
+const char* probe_dtype_name(ProbeDtype d);  // "f32", "bf16", "f16"
+std::optional<ProbeDtype> parse_probe_dtype(const std::string& name);
+
 struct GemmRate {
     std::int64_t m = 0, n = 0, k = 0;  // C (m, n) = A (m, k) B (k, n)
-    std::uint32_t dtype_bytes = 4;     // 4: fp32, 2: 16-bit operands
+    ProbeDtype dtype = ProbeDtype::f32;
     double flops_per_s = 0;
+    GemmPass pass = GemmPass::forward;
 };
 
 struct AttentionRate {
     std::int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
-    std::uint32_t dtype_bytes = 4;
+    ProbeDtype dtype = ProbeDtype::f32;
     bool fused = false;  // the implementation probed
     double forward_s = 0;
     double backward_s = 0;
+};
+
+// The element-wise ops of one micro-batch at the model's shapes (tokens rows):
+// per layer two RMSNorms, RoPE on q and k, the residual copies and SwiGLU;
+// outside the layers the embedding, the final RMSNorm and the cross-entropy
+// over the vocabulary. Each forward and backward, in seconds.
+struct ElementwiseRate {
+    std::int64_t tokens = 0;
+    ProbeDtype dtype = ProbeDtype::f32;
+    // The model's shape, for the probe to run at.
+    std::int64_t hidden = 0, kv_dim = 0, ffn = 0, vocab = 0, heads = 0, kv_heads = 0, head_dim = 0;
+    double layer_forward_s = 0;
+    double layer_backward_s = 0;
+    double outer_s = 0;  // forward and backward
 };
 
 // The collectives ZeRO uses, probed over MPI (CPU) or NCCL (GPU) at the sweep's world sizes.
@@ -48,21 +80,34 @@ struct ProbedRates {
     std::vector<AttentionRate> attention;
     double memory_bytes_per_s = 0;  // streaming read + write (the optimizer's updates); 0: not probed
     std::vector<CollectiveRate> collectives;
+    std::vector<ElementwiseRate> elementwise;
 
     bool empty() const {
-        return gemm.empty() && attention.empty() && memory_bytes_per_s <= 0 && collectives.empty();
+        return gemm.empty() && attention.empty() && memory_bytes_per_s <= 0 && collectives.empty() &&
+               elementwise.empty();
     }
+    // The element-wise times at this many tokens per micro-batch, scaled linearly in
+    // tokens from the nearest probed count of the same dtype; nullopt when none.
+    std::optional<ElementwiseRate> elementwise_at(std::int64_t tokens, ProbeDtype dtype) const;
     // The bus bandwidth of `op` at this rank count, from the probed message size
     // nearest `bytes` (log scale); nullopt when none was probed at this rank count.
     std::optional<double> bus_bytes_per_s(Collective op, std::uint32_t ranks, double bytes) const;
-    // The probed rate of this shape, else that of the probed shape of the same
-    // dtype nearest in FLOPs (log scale); nullopt when no GEMM of the dtype was probed.
+    // Seconds of one call of `op` on a `bytes` buffer at this rank count: the
+    // probed times (bytes * bus_factor / busbw) interpolated linearly in bytes
+    // between the probed sizes, as latency plus bytes over bandwidth (the
+    // alpha-beta model) between each pair; below the smallest probed size its
+    // time (the latency floor), above the largest the last pair's slope (or,
+    // with one size probed, its bandwidth). nullopt when none was probed.
+    std::optional<double> collective_seconds(Collective op, std::uint32_t ranks, double bytes) const;
+    // The probed rate of this shape and pass, else that of the probed shape of the
+    // same dtype and pass nearest in FLOPs (log scale), else the same over forward
+    // GEMMs; nullopt when no GEMM of the dtype was probed.
     std::optional<double> gemm_flops_per_s(std::int64_t m, std::int64_t n, std::int64_t k,
-                                           std::uint32_t dtype_bytes) const;
+                                           ProbeDtype dtype, GemmPass pass = GemmPass::forward) const;
     // Seconds of one attention forward and backward at this shape, scaled by
     // batch from the nearest probed one of the same kind; nullopt when none.
     std::optional<AttentionRate> attention_at(std::int64_t batch, std::int64_t seq, std::int64_t heads,
-                                              std::int64_t head_dim, std::uint32_t dtype_bytes, bool fused) const;
+                                              std::int64_t head_dim, ProbeDtype dtype, bool fused) const;
 };
 
 }  // namespace tune

@@ -92,6 +92,8 @@ struct NewTrial {
     TrialConfig config;
     TrialStatus status = TrialStatus::pending;
     std::string reason;
+    // Made with the sweep's base settings, before any trial fed calibration: its step
+    // time stays as est_base_step_s while est_step_s follows recalibration (schema 7).
     std::optional<Estimate> estimate;
     double priority = 0;  // lower runs first under ClaimOrder::priority
 };
@@ -129,6 +131,9 @@ struct TrialRecord {
     std::optional<double> stddev_step_s;  // sample standard deviation
     std::optional<double> step_cv;        // stddev / mean
     std::uint64_t timed_steps = 0;
+    // The step-time estimate before any trial fed calibration (NewTrial::estimate's);
+    // result.estimate holds the calibrated one the sweep ran the trial with.
+    std::optional<double> base_step_s;
     // The measured throughput with its noise, for core/noise_ties.
     NoisyRate noisy_rate() const {
         return {result.tokens_per_s, median_step_s.value_or(0), stddev_step_s.value_or(0), timed_steps,

@@ -192,8 +192,16 @@ ALTER TABLE trials ADD COLUMN step_cv       REAL;
 ALTER TABLE trials ADD COLUMN timed_steps   INTEGER;
 )sql";
 
-constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3,
-                                                              kVersion4, kVersion5, kVersion6};
+// Version 7: each trial's step-time estimate before any trial fed calibration (the sweep's
+// base settings, its probes included), written when the trial is enumerated and never
+// re-estimated, beside est_step_s (the calibrated estimate the sweep ran it with): the
+// report's accuracy before and after calibration. Trials recorded before have NULL.
+constexpr const char* kVersion7 = R"sql(
+ALTER TABLE trials ADD COLUMN est_base_step_s REAL;
+)sql";
+
+constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4,
+                                                              kVersion5, kVersion6, kVersion7};
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};

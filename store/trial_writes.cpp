@@ -17,11 +17,12 @@ namespace {
 
 // The trial row: its fixed columns, then one column per search dimension,
 // named as in the dimension table (parameters ?15 onwards, in its order).
-constexpr int kFirstDimensionParameter = 9 + sql::kEstimateColumns;
+constexpr int kBaseStepParameter = 9 + sql::kEstimateColumns;
+constexpr int kFirstDimensionParameter = kBaseStepParameter + 1;
 const sql::Sql& insert_trial_sql() {
     static const std::string text = [] {
         std::string columns = "sweep_id, config_hash, config_json, model, world_size, status, reason, priority, "
-                              "est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits";
+                              "est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits, est_base_step_s";
         std::string values = "?1";
         for (const Dimension& d : dimensions()) columns += fmt::format(", {}", d.name);
         for (std::size_t i = 2; i < kFirstDimensionParameter + kDimensionCount; ++i) values += fmt::format(", ?{}", i);
@@ -145,6 +146,7 @@ std::size_t Store::add_trials(SweepId sweep, std::span<const NewTrial> trials) {
         q.bind(1, sweep).bind(2, config_hash(c)).bind(3, nlohmann::json(c).dump()).bind(4, c.model.name);
         q.bind(5, c.world_size).bind(6, to_string(t.status)).bind(7, t.reason).bind(8, t.priority);
         sql::bind_estimate(q, 9, t.estimate);
+        q.bind(kBaseStepParameter, t.estimate ? std::optional(t.estimate->step_s) : std::nullopt);
         bind_dimensions(q, c);
         q.run();
         if (db_->changes() == 0) continue;  // already enumerated: keep what it has

@@ -1,6 +1,6 @@
 // Collective bus-bandwidth probes: nccl-tests' busbw normalisation, the
 // probes a multi-rank sweep plans, their records by name, and the time model
-// pricing ZeRO's collectives at the probed bus bandwidth.
+// pricing ZeRO's collectives at the probed bus bandwidth, call by call.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -8,6 +8,7 @@
 #include "core/presets.h"
 #include "driver/collective_probes.h"
 #include "probe/probes.h"
+#include "search/collective_calls.h"
 #include "search/estimate_time.h"
 
 using namespace tune;
@@ -54,21 +55,23 @@ TEST_CASE("a multi-rank sweep plans the three collectives at its layer buffers' 
     TrialConfig one = two_ranks(0);
     one.world_size = 1;
     const ProbedRates plan = probe::plan_probes(m, {two_ranks(0), two_ranks(3), two_ranks(2, Precision::bf16_mixed), one});
-    // Two message sizes (fp32 and 16-bit layer buffers) at 2 ranks, three collectives each; none at 1 rank.
-    REQUIRE(plan.collectives.size() == 6);
+    // Three message sizes at 2 ranks (one fp32 element per rank for the latency, the 16-bit
+    // and the fp32 layer buffers), three collectives each; none at 1 rank.
+    REQUIRE(plan.collectives.size() == 9);
     for (const CollectiveRate& c : plan.collectives) CHECK(c.ranks == 2);
-    CHECK(plan.collectives[0].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(2, Precision::bf16_mixed))));
-    CHECK(plan.collectives[3].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(0))));
+    CHECK(plan.collectives[0].bytes == 8);
+    CHECK(plan.collectives[3].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(2, Precision::bf16_mixed))));
+    CHECK(plan.collectives[6].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(0))));
     // Their records round-trip by name, and through the child's plan and result lines.
     ProbedRates measured = plan;
     for (auto& c : measured.collectives) c.bus_bytes_per_s = 3e9;
     const ProbedRates back = probe::rates_of(probe::records_of(measured));
-    REQUIRE(back.collectives.size() == 6);
+    REQUIRE(back.collectives.size() == 9);
     CHECK(back.collectives[5].op == measured.collectives[5].op);
     CHECK(back.collectives[5].bytes == measured.collectives[5].bytes);
     CHECK(back.collectives[5].bus_bytes_per_s == 3e9);
     const auto parsed = parse_collective_plan(collective_plan_json(plan.collectives));
-    REQUIRE(parsed.size() == 6);
+    REQUIRE(parsed.size() == 9);
     CHECK(parsed[1].op == Collective::reduce_scatter);
     const auto results = parse_collective_results("log line\n" + collective_result_line({{measured.collectives[2], 0.5}}));
     REQUIRE(results.size() == 1);
@@ -94,9 +97,14 @@ TEST_CASE("the time model prices collectives at the probed bus bandwidth", "[pro
     CHECK(after.comm_s == Approx(after.comm_bytes / 2e9));
     CHECK(after.comm_s != Approx(before.comm_s));
     CHECK(after.compute_s == Approx(before.compute_s));  // no GEMM probed: compute stays nominal
-    // Stages 1-3 reduce-scatter and gather about equal bytes: the harmonic mean of the two.
+    // Stages 1-3: each call at its own op's bus bandwidth (one size probed: no latency term).
     const StepTime sharded = step_time(stage2.model, stage2, h100, with_probes);
-    CHECK(sharded.comm_s == Approx(sharded.comm_bytes / (2 / (1 / 1e9 + 1 / 4e9))));
+    double expected = 0;
+    for (const CollectiveCall& call : collective_calls(stage2.model, stage2)) {
+        const double bus = call.op == Collective::all_reduce ? 2e9 : call.op == Collective::reduce_scatter ? 1e9 : 4e9;
+        expected += call.count * call.bytes * bus_factor(call.op, 2) / bus;
+    }
+    CHECK(sharded.comm_s == Approx(expected));
     // Another world size was not probed: nominal link rate.
     TrialConfig four = stage0;
     four.world_size = 4;

@@ -31,10 +31,22 @@ TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per
     const std::vector<TrialConfig> configs{tiny_config(2, 64, Precision::fp32), tiny_config(1, 128, Precision::fp32),
                                            tiny_config(2, 64, Precision::bf16_mixed)};
     const ProbedRates plan = probe::plan_probes(m, configs);
-    // Rows 128 (fp32, from 2x64 and 1x128 alike) and 128 (16-bit): 5 shapes each.
-    CHECK(plan.gemm.size() == 10);
+    // Rows 128 (fp32, from 2x64 and 1x128 alike) and 128 (16-bit): 5 shapes each, each
+    // forward, dX and dW at its own layout.
+    CHECK(plan.gemm.size() == 30);
     CHECK(plan.attention.size() == 3);
+    CHECK(plan.elementwise.size() == 2);  // per tokens per micro-batch and dtype
     CHECK(plan.memory_bytes_per_s > 0);
+    // The down projection (n = h, k = f): dX (T, f) from dY (T, h) and W (h, f); dW (h, f) over T.
+    const auto has = [&](std::int64_t mm, std::int64_t n, std::int64_t k, GemmPass pass) {
+        return std::any_of(plan.gemm.begin(), plan.gemm.end(), [&](const GemmRate& g) {
+            return g.m == mm && g.n == n && g.k == k && g.pass == pass && g.dtype == ProbeDtype::f32;
+        });
+    };
+    const auto h = static_cast<std::int64_t>(m.hidden), f = static_cast<std::int64_t>(m.ffn);
+    CHECK(has(128, h, f, GemmPass::forward));
+    CHECK(has(128, f, h, GemmPass::input_grad));
+    CHECK(has(h, f, 128, GemmPass::weight_grad));
 }
 
 TEST_CASE("probes measure on a backend and their records round-trip by name", "[probe]") {
@@ -49,7 +61,7 @@ TEST_CASE("probes measure on a backend and their records round-trip by name", "[
     for (const GemmRate& g : rates.gemm) CHECK(g.flops_per_s > 0);
     for (const AttentionRate& a : rates.attention) CHECK((a.forward_s > 0 && a.backward_s > 0));
     CHECK(rates.memory_bytes_per_s > 0);
-    REQUIRE(records.size() == plan.gemm.size() + 2 * plan.attention.size() + 1);
+    REQUIRE(records.size() == plan.gemm.size() + 2 * plan.attention.size() + 3 * plan.elementwise.size() + 1);
     for (const auto& r : records) CHECK(r.seconds > 0);
     const ProbedRates back = probe::rates_of(records);
     REQUIRE(back.gemm.size() == rates.gemm.size());
@@ -58,6 +70,13 @@ TEST_CASE("probes measure on a backend and their records round-trip by name", "[
     REQUIRE(back.attention.size() == 1);
     CHECK(back.attention[0].backward_s == rates.attention[0].backward_s);
     CHECK(back.memory_bytes_per_s == rates.memory_bytes_per_s);
+    for (std::size_t i = 0; i < rates.gemm.size(); ++i) CHECK(back.gemm[i].pass == rates.gemm[i].pass);
+    REQUIRE(back.elementwise.size() == 1);
+    CHECK(rates.elementwise[0].layer_forward_s > 0);
+    CHECK(back.elementwise[0].layer_forward_s == rates.elementwise[0].layer_forward_s);
+    CHECK(back.elementwise[0].layer_backward_s == rates.elementwise[0].layer_backward_s);
+    CHECK(back.elementwise[0].outer_s == rates.elementwise[0].outer_s);
+    CHECK(back.elementwise[0].ffn == static_cast<std::int64_t>(m.ffn));
     CHECK(backend.live_bytes() == 0);
 }
 
@@ -80,6 +99,38 @@ TEST_CASE("the time model takes probed rates per op instead of nominal peaks", "
     CHECK(slow.compute_s == Approx(2 * fast.compute_s));
     CHECK(fast.attention_s == Approx(2e-3 * static_cast<double>(c.model.layers)));
     CHECK(fast.optimizer_s != Approx(nominal.optimizer_s));
+}
+
+TEST_CASE("probed passes: dX and dW at their own rates, element-wise ops per layer, LOMO's two passes",
+          "[probe][estimate]") {
+    const Hardware cpu = *find_device("cpu");
+    TrialConfig c = tiny_config(2, 64, Precision::fp32);
+    ProbedRates rates = probe::plan_probes(c.model, {c});
+    const auto step = [&](double dw_flops, const TrialConfig& config) {
+        for (GemmRate& g : rates.gemm) g.flops_per_s = g.pass == GemmPass::weight_grad ? dw_flops : 1e9;
+        for (AttentionRate& a : rates.attention) a.forward_s = a.backward_s = 1e-3;
+        for (ElementwiseRate& e : rates.elementwise) e.layer_forward_s = 1e-3, e.layer_backward_s = 2e-3, e.outer_s = 5e-4;
+        rates.memory_bytes_per_s = 1e9;
+        EstimateOptions o;
+        o.probed = std::make_shared<const ProbedRates>(rates);
+        return step_time(config.model, config, cpu, o);
+    };
+    // The weight gradients are a third of the base GEMMs' FLOPs: at half the rate they add that third again.
+    const double equal = step(1e9, c).compute_s, slow_dw = step(5e8, c).compute_s;
+    CHECK(slow_dw > equal);
+    CHECK(slow_dw < 1.5 * equal);
+    const double layers = static_cast<double>(c.model.layers);
+    c.grad_accum = 2;
+    CHECK(step(1e9, c).elementwise_s == Approx(2 * (layers * 3e-3 + 5e-4)));
+    c.checkpointing = Checkpointing::full;  // each layer's forward again
+    CHECK(step(1e9, c).elementwise_s == Approx(2 * (layers * 4e-3 + 5e-4)));
+    // LOMO (clipping): two whole passes over the micro-batch.
+    TrialConfig lomo = tiny_config(2, 64, Precision::fp32);
+    lomo.optimizer = Optimizer::lomo;
+    TrialConfig adamw = lomo;
+    adamw.optimizer = Optimizer::adamw;
+    CHECK(step(1e9, lomo).compute_s == Approx(2 * step(1e9, adamw).compute_s));
+    CHECK(step(1e9, lomo).attention_s == Approx(2 * step(1e9, adamw).attention_s));
 }
 
 TEST_CASE("the store caches probes per host, software and device", "[probe][store]") {

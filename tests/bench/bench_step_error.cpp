@@ -6,11 +6,16 @@
 // measured fresh here; without it only the nominal model is scored. "After"
 // is scored two ways: online (each trial against the calibration learned
 // from the trials recorded before it, as the sweep planned) and in-sample
-// (the calibration of all trials applied to each).
+// (the calibration of all trials applied to each). With TUNE_STEP_ERROR_CSV=FILE
+// every trial's row goes there too: its dimensions, the measured median step,
+// and the uncalibrated estimate of each model with its terms, for breaking
+// the error down by dimension.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +26,7 @@
 #include "driver/plan.h"
 #include "probe/sweep_probes.h"
 #include "search/estimate.h"
+#include "search/estimate_time.h"
 #include "search/spec.h"
 #include "store/store.h"
 
@@ -59,6 +65,20 @@ void score(const char* label, const SweepSpec& spec, const std::vector<TrialReco
                label, ok.size(), median(before), median(online), median(in_sample));
 }
 
+// One row per trial and model: the dimensions, measured seconds, estimated seconds and terms.
+void write_rows(std::FILE* out, const char* label, const SweepSpec& spec, const std::vector<TrialRecord>& ok,
+                const EstimateOptions& base) {
+    for (const TrialRecord& t : ok) {
+        const TrialConfig& c = t.result.config;
+        const StepTime s = step_time(spec.model, c, spec.hardware, base);
+        fmt::print(out, "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.4f}\n",
+                   label, t.id, to_string(c.optimizer), to_string(c.precision), c.zero_stage, c.grad_accum,
+                   c.micro_batch, c.context, to_string(c.checkpointing), to_string(c.attention), to_string(c.method),
+                   c.world_size, t.timed_steps, *t.median_step_s, s.step_s, s.compute_s, s.attention_s, s.optimizer_s,
+                   s.comm_s, s.dequantize_s, s.elementwise_s, t.step_cv.value_or(0));
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,16 +101,32 @@ int main(int argc, char** argv) {
         return a.started_at < b.started_at;
     });
     const EstimateOptions nominal = base_estimate_options(spec);
+    std::FILE* csv = nullptr;
+    if (const char* path = std::getenv("TUNE_STEP_ERROR_CSV"); path && *path) {
+        csv = std::fopen(path, "w");
+        if (csv)
+            std::fputs("model,id,optimizer,precision,zero,accum,micro,context,ckpt,attention,method,world,steps,"
+                       "measured_s,estimated_s,compute_s,attention_s,optimizer_s,comm_s,dequantize_s,elementwise_s,cv\n", csv);
+    }
     score("nominal", spec, ok, nominal);
+    if (csv) write_rows(csv, "nominal", spec, ok, nominal);
     if (argc > 3) {
         const std::uint32_t threads = cpu_threads_per_rank(spec);
+        // TUNE_STEP_ERROR_PROBE_CACHE=FILE: probes measured once and reused from FILE, so
+        // model changes are scored against the same rates.
+        std::optional<Store> cache;
+        if (const char* path = std::getenv("TUNE_STEP_ERROR_PROBE_CACHE"); path && *path)
+            cache.emplace(path, Store::Mode::read_write);
         const probe::SweepProbes p = probe::probes_for_sweep(
-            spec, threads, nullptr, {}, true, {}, collective_prober(spec, {argv[3], "probe-collectives"}, 0.02, threads));
+            spec, threads, cache ? &*cache : nullptr, {"bench", "bench", ""}, !cache, {},
+            collective_prober(spec, {argv[3], "probe-collectives"}, 0.02, threads));
         EstimateOptions probed = nominal;
         probed.probed = p.rates;
-        fmt::print("probes: {} measured in {:.1f} s ({} collectives)\n", p.records.size(), p.seconds,
-                   p.rates->collectives.size());
+        fmt::print("probes: {} {} in {:.1f} s ({} collectives)\n", p.records.size(), p.cached ? "cached" : "measured",
+                   p.seconds, p.rates->collectives.size());
         score("probed", spec, ok, probed);
+        if (csv) write_rows(csv, "probed", spec, ok, probed);
     }
+    if (csv) std::fclose(csv);
     return 0;
 }

@@ -1,0 +1,36 @@
+// The collectives one optimizer step calls, per rank: which, how large and how
+// many times, following the trainer's schedule (harness/trainer.cpp, as
+// core/zero_plan names it). The time model prices each call at the probed
+// time of its op at its size (latency plus bytes over bandwidth), so a step
+// of many small calls (LOMO's per-tensor all-reduces, stage 3's gathers per
+// micro-batch, the scalar norm) costs what the calls do, not only its bytes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/config.h"
+#include "search/probed_rates.h"
+
+namespace tune {
+
+struct CollectiveCall {
+    Collective op = Collective::all_reduce;
+    double bytes = 0;  // the buffer, as nccl-tests sizes it (see bus_bandwidth); an average over `count` calls
+    double count = 0;  // calls per optimizer step
+};
+
+// LOMO's backward passes per step: a first one for the global norm when it
+// clips or fp16 may overflow, then the applying one.
+double lomo_backward_passes(const TrialConfig& c);
+
+// What stage 3 gathers of one base layer, in elements of the weights' dtype:
+// the padded layer, or with qlora its NF4 codes, absmax codes and scales over
+// whole absmax groups per rank (three calls).
+double base_layer_gathered(double layer, std::uint64_t ranks, const TrialConfig& c);
+
+// Empty on one rank. Sum of count * bytes * bus_factor(op) over the calls is
+// the bytes each rank sends per step (StepTime::comm_bytes).
+std::vector<CollectiveCall> collective_calls(const ModelSpec& m, const TrialConfig& c);
+
+}  // namespace tune
