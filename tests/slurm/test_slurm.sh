@@ -170,11 +170,16 @@ done
 check "tune status reads the sweep while the job runs" "$TUNE" status --db batch.db
 scontrol requeue "$job"
 check "scontrol requeue" test $? -eq 0
-# A requeued job waits out a begin time; start it now.
-for _ in $(seq 1 20); do
-    [ "$(squeue -h -j "$job" -o %T)" = PENDING ] && scontrol update jobid="$job" starttime=now 2>/dev/null && break
+# A requeued job waits out a begin time; start it sooner. Not at once: slurmd revokes the first
+# run's job credential, with one-second resolution, and refuses a credential issued within that
+# second ("Killing non-startable batch JobId: Job credential revoked"), so wait for the node to be
+# idle again and two seconds more.
+for _ in $(seq 1 40); do
+    [ "$(squeue -h -j "$job" -o %T)" = PENDING ] && [ "$(sinfo -h -o %T | head -1)" = idle ] && break
     sleep 0.5
 done
+sleep 2
+scontrol update jobid="$job" starttime=now
 wait_job_gone "$job"
 cat "$WORK"/tune-batch-*.log
 check "the requeued job ran the sweep twice: cut short, then resumed" \
