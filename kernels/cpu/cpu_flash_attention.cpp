@@ -2,16 +2,19 @@
 // kCpuFlashTile queries and keys, single-threaded sgemm per tile pair, the
 // online softmax of kernels/math/online_softmax.h. Fully masked key tiles are
 // never touched. Nothing of size S x S exists: per thread, the scratch of
-// workspace::cpu_flash_attention_floats(D).
+// workspace::cpu_flash_attention_floats(S, D).
 //
 // Forward: OpenMP over (batch, head, query tile); each keeps its running max,
 // sum and (tile, D) output accumulator, and stores O and lse (B, H, S) fp32.
-// Backward, in two passes so that no two threads write the same gradient:
-//   1. over (batch, kv head, key tile): dK, dV of the tile, summed over the
-//      group's query heads and the query tiles at or below the diagonal;
-//   2. over (batch, head, query tile): dQ of the tile.
-// Each recomputes P = exp(scale q k^T - lse) and dS = P * (dO v^T - D) with
-// D = rowsum(dO * O) of the query tile. dQ is written last, so it may alias dO.
+// Backward: one pass, OpenMP over (batch, kv head). For each of the group's
+// heads and each query tile, over the key tiles at or below the diagonal, it
+// recomputes P = exp(scale q k^T - lse) and dS = P * (dP - D), with
+// D = rowsum(dO * O) of the query tile, once per tile pair, and adds
+// P^T dO, dS^T q into the thread's (S, D) dV, dK accumulators and dS k into
+// the query tile's dQ. A thread owns its slab's dK, dV and dQ, so no two
+// threads write one gradient and the sums run in the same order for any
+// thread count. A query tile's dQ is written once its dO has been read for
+// the last time, so dQ may alias dO.
 #include <cblas.h>
 #include <omp.h>
 
@@ -36,16 +39,18 @@ constexpr std::int64_t kTile = static_cast<std::int64_t>(workspace::kCpuFlashTil
 
 // One thread's scratch (workspace::cpu_flash_attention_floats).
 struct Scratch {
-    float *q, *k, *v, *dout, *acc, *acc2;  // (tile, D)
-    float *s, *dp;                          // (tile, tile)
-    float *m, *l, *delta;                   // (tile)
+    float *q, *k, *v, *dout, *acc;  // (tile, D)
+    float *s, *dp;                   // (tile, tile)
+    float *m, *l, *delta;            // (tile)
+    float *dk, *dv;                  // (S, D), backward only
 
-    Scratch(float* base, std::int64_t d) {
+    Scratch(float* base, std::int64_t seq, std::int64_t d) {
         float* at = base;
-        for (float** block : {&q, &k, &v, &dout, &acc, &acc2}) *block = at, at += kTile * d;
+        for (float** block : {&q, &k, &v, &dout, &acc}) *block = at, at += kTile * d;
         s = at, at += kTile * kTile;
         dp = at, at += kTile * kTile;
-        m = at, l = at + kTile, delta = at + 2 * kTile;
+        m = at, l = at + kTile, delta = at + 2 * kTile, at += 3 * kTile;
+        dk = at, dv = at + seq * d;
     }
 };
 
@@ -187,32 +192,23 @@ void recompute_tile(const Mat& Q, const Mat& dO, const float* lse, const Mat& K,
     score_grads(w.s, w.dp, w.delta, rows, cols);
 }
 
+// K and V rows [j0, j0 + cols) of kv head g, as fp32.
 template <class T>
-void key_grads_tile(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t g, std::int64_t j0, Scratch& w) {
-    const AttentionShape& sh = a.shape;
-    const std::int64_t S = sh.seq, D = sh.head_dim, group = sh.heads / sh.kv_heads;
-    const std::int64_t cols = std::min(kTile, S - j0);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    const Mat K = read_rows(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.k);
-    const Mat V = read_rows(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.v);
-    float* dK = w.acc;
-    float* dV = w.acc2;
-    zero(dK, cols * D);
-    zero(dV, cols * D);
-    for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
-        for (std::int64_t i0 = math::causal_query_begin(j0); i0 < S; i0 += kTile) {
-            const QueryTile<T> t(a, b, h, i0, w);
-            recompute_tile(t.Q, t.dO, t.lse, K, V, t.rows, cols, i0, j0, D, scale, w);
-            mm(true, false, cols, D, t.rows, 1.0f, {w.s, kTile}, t.dO, 1.0f, {dV, D});   // dV += P^T dO
-            mm(true, false, cols, D, t.rows, scale, {w.dp, kTile}, t.Q, 1.0f, {dK, D});  // dK += scale dS^T Q
-        }
-    }
-    write_rows(at(static_cast<T*>(a.dk), b, S, j0, a.k_stride, g, D), a.k_stride, dK, cols, D);
-    write_rows(at(static_cast<T*>(a.dv), b, S, j0, a.v_stride, g, D), a.v_stride, dV, cols, D);
-}
+struct KeyTile {
+    Mat K, V;
 
+    KeyTile(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t g, std::int64_t j0, std::int64_t cols,
+            Scratch& w) {
+        const std::int64_t S = a.shape.seq, D = a.shape.head_dim;
+        K = read_rows(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.k);
+        V = read_rows(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.v);
+    }
+};
+
+// One query tile of head h against every key tile it sees: dQ of the tile
+// (written before returning), and its share of dK, dV added into w.dk, w.dv.
 template <class T>
-void query_grads_tile(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t h, std::int64_t i0, Scratch& w) {
+void query_tile_grads(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t h, std::int64_t i0, Scratch& w) {
     const AttentionShape& sh = a.shape;
     const std::int64_t S = sh.seq, D = sh.head_dim, g = h / (sh.heads / sh.kv_heads);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -221,30 +217,40 @@ void query_grads_tile(const AttentionBackwardArgs& a, std::int64_t b, std::int64
     zero(dQ, t.rows * D);
     for (std::int64_t j0 = 0; j0 < math::causal_key_end(i0 + t.rows); j0 += kTile) {
         const std::int64_t cols = std::min(kTile, math::causal_key_end(i0 + t.rows) - j0);
-        const Mat K = read_rows(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.k);
-        const Mat V = read_rows(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.v);
-        recompute_tile(t.Q, t.dO, t.lse, K, V, t.rows, cols, i0, j0, D, scale, w);
-        mm(false, false, t.rows, D, cols, scale, {w.dp, kTile}, K, 1.0f, {dQ, D});  // dQ += scale dS K
+        const KeyTile<T> kt(a, b, g, j0, cols, w);
+        recompute_tile(t.Q, t.dO, t.lse, kt.K, kt.V, t.rows, cols, i0, j0, D, scale, w);
+        mm(true, false, cols, D, t.rows, 1.0f, {w.s, kTile}, t.dO, 1.0f, {w.dv + j0 * D, D});   // dV += P^T dO
+        mm(true, false, cols, D, t.rows, scale, {w.dp, kTile}, t.Q, 1.0f, {w.dk + j0 * D, D});  // dK += scale dS^T Q
+        mm(false, false, t.rows, D, cols, scale, {w.dp, kTile}, kt.K, 1.0f, {dQ, D});          // dQ += scale dS K
     }
     write_rows(at(static_cast<T*>(a.dq), b, S, i0, a.q_stride, h, D), a.q_stride, dQ, t.rows, D);
 }
 
-// Runs body(b, head, tile start, scratch) for every (batch, head, tile) on the
-// OpenMP threads, the longest causal work (the last query tiles, the first
-// key tiles) handed out first.
+// dQ of the group's heads, and dK, dV of kv head g, for batch element b.
+template <class T>
+void backward_slab(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t g, Scratch& w) {
+    const AttentionShape& sh = a.shape;
+    const std::int64_t S = sh.seq, D = sh.head_dim, group = sh.heads / sh.kv_heads;
+    zero(w.dk, S * D);
+    zero(w.dv, S * D);
+    for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
+        for (std::int64_t i0 = 0; i0 < S; i0 += kTile) query_tile_grads<T>(a, b, h, i0, w);
+    write_rows(at(static_cast<T*>(a.dk), b, S, 0, a.k_stride, g, D), a.k_stride, w.dk, S, D);
+    write_rows(at(static_cast<T*>(a.dv), b, S, 0, a.v_stride, g, D), a.v_stride, w.dv, S, D);
+}
+
+// Runs body(item, scratch) for item in [0, items) on the OpenMP threads,
+// each thread with its own scratch.
 template <class Body>
-void for_each_tile(std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t head_dim,
-                   bool last_first, int threads, Workspace ws, Body&& body) {
-    const std::int64_t tiles = (seq + kTile - 1) / kTile, items = batch * heads * tiles;
+void for_each_item(std::int64_t items, std::int64_t seq, std::int64_t head_dim, int threads, Workspace ws,
+                   Body&& body) {
     const auto per_thread = static_cast<std::int64_t>(workspace::cpu_flash_attention_floats(
-        static_cast<std::uint64_t>(head_dim)));
+        static_cast<std::uint64_t>(seq), static_cast<std::uint64_t>(head_dim)));
     auto* base = static_cast<float*>(ws.ptr);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (std::int64_t i = 0; i < items; ++i) {
-        Scratch w(base + omp_get_thread_num() * per_thread, head_dim);
-        const std::int64_t slab = i % (batch * heads), rank = i / (batch * heads);
-        const std::int64_t tile = last_first ? tiles - 1 - rank : rank;
-        body(slab / heads, slab % heads, tile * kTile, w);
+        Scratch w(base + omp_get_thread_num() * per_thread, seq, head_dim);
+        body(i, w);
     }
 }
 
@@ -254,8 +260,12 @@ void flash_attention_forward(const AttentionForwardArgs& a, int threads, Workspa
     with_float_type(a.dtype, [&](auto t) {
         using T = decltype(t);
         const AttentionShape& sh = a.shape;
-        for_each_tile(sh.batch, sh.heads, sh.seq, sh.head_dim, true, threads, ws,
-                      [&](std::int64_t b, std::int64_t h, std::int64_t i0, Scratch& w) { forward_tile<T>(a, b, h, i0, w); });
+        // (batch, head, query tile), the last query tiles (the most keys) first.
+        const std::int64_t slabs = sh.batch * sh.heads, tiles = (sh.seq + kTile - 1) / kTile;
+        for_each_item(slabs * tiles, sh.seq, sh.head_dim, threads, ws, [&](std::int64_t i, Scratch& w) {
+            const std::int64_t slab = i % slabs, tile = tiles - 1 - i / slabs;
+            forward_tile<T>(a, slab / sh.heads, slab % sh.heads, tile * kTile, w);
+        });
     });
 }
 
@@ -263,10 +273,9 @@ void flash_attention_backward(const AttentionBackwardArgs& a, int threads, Works
     with_float_type(a.dtype, [&](auto t) {
         using T = decltype(t);
         const AttentionShape& sh = a.shape;
-        for_each_tile(sh.batch, sh.kv_heads, sh.seq, sh.head_dim, false, threads, ws,
-                      [&](std::int64_t b, std::int64_t g, std::int64_t j0, Scratch& w) { key_grads_tile<T>(a, b, g, j0, w); });
-        for_each_tile(sh.batch, sh.heads, sh.seq, sh.head_dim, true, threads, ws,
-                      [&](std::int64_t b, std::int64_t h, std::int64_t i0, Scratch& w) { query_grads_tile<T>(a, b, h, i0, w); });
+        for_each_item(sh.batch * sh.kv_heads, sh.seq, sh.head_dim, threads, ws, [&](std::int64_t i, Scratch& w) {
+            backward_slab<T>(a, i / sh.kv_heads, i % sh.kv_heads, w);
+        });
     });
 }
 

@@ -3,8 +3,12 @@
 // 1.0x eager's time, with O(s) memory instead of O(s^2)). The counters give
 // each kernel's kept bytes and workspace. Run: build/bench/bench_attention.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
+#include <map>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -53,11 +57,50 @@ void BM_attention_flash(benchmark::State& st) { BM_attention(st, AttentionKind::
 void shapes(benchmark::internal::Benchmark* b) {
     for (std::int64_t s : {512, 1024, 2048, 4096})
         for (std::int64_t threads : {1, 2}) b->Args({s, threads});
-    b->Unit(benchmark::kMillisecond);
+    // CPU time of every thread, so the ratio at 2 threads compares the work
+    // even when other processes share the cores (wall time is printed too).
+    b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
 }
+
+// The console table, then flash time / eager time per (s, threads): the
+// median when repetitions ran, else the single run.
+class RatioReporter : public benchmark::ConsoleReporter {
+public:
+    RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
+
+    void ReportRuns(const std::vector<Run>& runs) override {
+        ConsoleReporter::ReportRuns(runs);
+        for (const Run& r : runs) {
+            if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
+            const bool flash = r.run_name.function_name.find("flash") != std::string::npos;
+            auto& entry = times_[r.run_name.args];
+            (flash ? entry.second : entry.first) = {r.GetAdjustedRealTime(), r.GetAdjustedCPUTime()};
+        }
+    }
+    void Finalize() override {
+        ConsoleReporter::Finalize();
+        for (const auto& [args, t] : times_) {
+            const auto& [eager, flash] = t;
+            if (eager.first <= 0 || flash.first <= 0) continue;
+            GetOutputStream() << "flash/eager s/threads=" << args << ": wall " << flash.first / eager.first
+                              << ", cpu " << flash.second / eager.second << "\n";
+        }
+    }
+
+private:
+    using Times = std::pair<double, double>;  // (wall, cpu)
+    std::map<std::string, std::pair<Times, Times>> times_;  // args -> (eager, flash)
+};
 
 }  // namespace
 
 BENCHMARK(BM_attention_eager)->Apply(shapes);
 BENCHMARK(BM_attention_flash)->Apply(shapes);
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    RatioReporter reporter;
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+    benchmark::Shutdown();
+    return 0;
+}
