@@ -1,7 +1,7 @@
 // Causal flash attention on the CPU (FlashAttention-2 order): square tiles of
-// kCpuFlashTile queries and keys, single-threaded sgemm per tile pair, the
-// online softmax of kernels/math/online_softmax.h. Fully masked key tiles are
-// never touched. Nothing of size S x S exists: per thread, the scratch of
+// kCpuFlashTile queries and keys, register-blocked tile products
+// (tile_gemm.h), the online softmax of kernels/math/online_softmax.h. Fully
+// masked key tiles are never touched. Nothing of size S x S exists: per thread, the scratch of
 // workspace::cpu_flash_attention_floats(S, D).
 //
 // Forward: OpenMP over (batch, head, query tile); each keeps its running max,
@@ -15,7 +15,6 @@
 // threads write one gradient and the sums run in the same order for any
 // thread count. A query tile's dQ is written once its dO has been read for
 // the last time, so dQ may alias dO.
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -23,7 +22,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/cpu/fp32_gemm.h"
+#include "kernels/cpu/tile_gemm.h"
 #include "kernels/cpu/cpu_flash_attention.h"
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/typed.h"
@@ -40,13 +39,14 @@ constexpr std::int64_t kTile = static_cast<std::int64_t>(workspace::kCpuFlashTil
 // One thread's scratch (workspace::cpu_flash_attention_floats).
 struct Scratch {
     float *q, *k, *v, *dout, *acc;  // (tile, D)
+    float *kt, *vt;                  // (D, tile): k and v transposed
     float *s, *dp;                   // (tile, tile)
     float *m, *l, *delta;            // (tile)
     float *dk, *dv;                  // (S, D), backward only
 
     Scratch(float* base, std::int64_t seq, std::int64_t d) {
         float* at = base;
-        for (float** block : {&q, &k, &v, &dout, &acc}) *block = at, at += kTile * d;
+        for (float** block : {&q, &k, &v, &dout, &acc, &kt, &vt}) *block = at, at += kTile * d;
         s = at, at += kTile * kTile;
         dp = at, at += kTile * kTile;
         m = at, l = at + kTile, delta = at + 2 * kTile, at += 3 * kTile;
@@ -69,6 +69,15 @@ Mat read_rows(const T* src, std::int64_t stride, std::int64_t rows, std::int64_t
 template <class T>
 void write_rows(T* dst, std::int64_t stride, const float* src, std::int64_t rows, std::int64_t d) {
     for (std::int64_t i = 0; i < rows; ++i) store_run(dst + i * stride, d, src + i * d);
+}
+
+// `rows` rows of D elements (row stride `stride`) as fp32, transposed into
+// dst (D, kTile): the scores' products then take k^T and v^T row-major,
+// the only layout of B that tile_mm reads.
+template <class T>
+TUNE_CPU_CLONES void read_transposed(const T* src, std::int64_t stride, std::int64_t rows, std::int64_t d, float* dst) {
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < d; ++c) dst[c * kTile + r] = load(src + r * stride, c);
 }
 
 void zero(float* p, std::int64_t n) { std::fill(p, p + n, 0.0f); }
@@ -147,11 +156,11 @@ void forward_tile(const AttentionForwardArgs& a, std::int64_t b, std::int64_t h,
     zero(w.acc, rows * D);
     for (std::int64_t j0 = 0; j0 < math::causal_key_end(i0 + rows); j0 += kTile) {
         const std::int64_t cols = std::min(kTile, math::causal_key_end(i0 + rows) - j0);
-        const Mat K = read_rows(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.k);
+        read_transposed(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.kt);
         const Mat V = read_rows(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.v);
-        mm(false, true, rows, cols, D, scale, Q, K, 0.0f, {w.s, kTile});  // s = scale Q K^T
+        tile_mm(false, rows, cols, D, scale, Q, {w.kt, kTile}, 0.0f, {w.s, kTile});  // s = scale Q K^T
         online_tile(w.s, w.m, w.l, w.acc, rows, cols, i0, j0, D);
-        mm(false, false, rows, D, cols, 1.0f, {w.s, kTile}, V, 1.0f, {w.acc, D});  // acc += P V
+        tile_mm(false, rows, D, cols, 1.0f, {w.s, kTile}, V, 1.0f, {w.acc, D});  // acc += P V
     }
     float* lse = a.lse + (b * sh.heads + h) * S + i0;
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -184,26 +193,25 @@ struct QueryTile {
 
 // Probabilities and score gradients of one (query tile, key tile) pair into
 // w.s (P) and w.dp (dS).
-void recompute_tile(const Mat& Q, const Mat& dO, const float* lse, const Mat& K, const Mat& V, std::int64_t rows,
-                    std::int64_t cols, std::int64_t i0, std::int64_t j0, std::int64_t D, float scale, Scratch& w) {
-    mm(false, true, rows, cols, D, scale, Q, K, 0.0f, {w.s, kTile});  // s = scale Q K^T
+// w.kt and w.vt hold the key tile's K^T and V^T.
+void recompute_tile(const Mat& Q, const Mat& dO, const float* lse, std::int64_t rows, std::int64_t cols,
+                    std::int64_t i0, std::int64_t j0, std::int64_t D, float scale, Scratch& w) {
+    tile_mm(false, rows, cols, D, scale, Q, {w.kt, kTile}, 0.0f, {w.s, kTile});  // s = scale Q K^T
     probs_from_lse(w.s, lse, rows, cols, i0, j0);
-    mm(false, true, rows, cols, D, 1.0f, dO, V, 0.0f, {w.dp, kTile});  // dP = dO V^T
+    tile_mm(false, rows, cols, D, 1.0f, dO, {w.vt, kTile}, 0.0f, {w.dp, kTile});  // dP = dO V^T
     score_grads(w.s, w.dp, w.delta, rows, cols);
 }
 
-// K and V rows [j0, j0 + cols) of kv head g, as fp32.
+// Rows [j0, j0 + cols) of kv head g as fp32: K, and K^T, V^T into w.kt, w.vt.
 template <class T>
-struct KeyTile {
-    Mat K, V;
-
-    KeyTile(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t g, std::int64_t j0, std::int64_t cols,
-            Scratch& w) {
-        const std::int64_t S = a.shape.seq, D = a.shape.head_dim;
-        K = read_rows(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.k);
-        V = read_rows(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.v);
-    }
-};
+Mat read_key_tile(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t g, std::int64_t j0, std::int64_t cols,
+                  Scratch& w) {
+    const std::int64_t S = a.shape.seq, D = a.shape.head_dim;
+    const T* k = at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D);
+    read_transposed(k, a.k_stride, cols, D, w.kt);
+    read_transposed(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.vt);
+    return read_rows(k, a.k_stride, cols, D, w.k);
+}
 
 // One query tile of head h against every key tile it sees: dQ of the tile
 // (written before returning), and its share of dK, dV added into w.dk, w.dv.
@@ -217,11 +225,11 @@ void query_tile_grads(const AttentionBackwardArgs& a, std::int64_t b, std::int64
     zero(dQ, t.rows * D);
     for (std::int64_t j0 = 0; j0 < math::causal_key_end(i0 + t.rows); j0 += kTile) {
         const std::int64_t cols = std::min(kTile, math::causal_key_end(i0 + t.rows) - j0);
-        const KeyTile<T> kt(a, b, g, j0, cols, w);
-        recompute_tile(t.Q, t.dO, t.lse, kt.K, kt.V, t.rows, cols, i0, j0, D, scale, w);
-        mm(true, false, cols, D, t.rows, 1.0f, {w.s, kTile}, t.dO, 1.0f, {w.dv + j0 * D, D});   // dV += P^T dO
-        mm(true, false, cols, D, t.rows, scale, {w.dp, kTile}, t.Q, 1.0f, {w.dk + j0 * D, D});  // dK += scale dS^T Q
-        mm(false, false, t.rows, D, cols, scale, {w.dp, kTile}, kt.K, 1.0f, {dQ, D});          // dQ += scale dS K
+        const Mat K = read_key_tile<T>(a, b, g, j0, cols, w);
+        recompute_tile(t.Q, t.dO, t.lse, t.rows, cols, i0, j0, D, scale, w);
+        tile_mm(true, cols, D, t.rows, 1.0f, {w.s, kTile}, t.dO, 1.0f, {w.dv + j0 * D, D});   // dV += P^T dO
+        tile_mm(true, cols, D, t.rows, scale, {w.dp, kTile}, t.Q, 1.0f, {w.dk + j0 * D, D});  // dK += scale dS^T Q
+        tile_mm(false, t.rows, D, cols, scale, {w.dp, kTile}, K, 1.0f, {dQ, D});          // dQ += scale dS K
     }
     write_rows(at(static_cast<T*>(a.dq), b, S, i0, a.q_stride, h, D), a.q_stride, dQ, t.rows, D);
 }
