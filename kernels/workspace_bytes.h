@@ -35,8 +35,9 @@ constexpr std::uint64_t cpu_eager_attention_bytes(std::uint64_t threads, std::ui
 // CPU flash attention (kernels/cpu/cpu_flash_attention.cpp) works on square
 // tiles of kCpuFlashTile queries by kCpuFlashTile keys. Per OpenMP thread:
 // the tile scratch, independent of the sequence length (scores and dP
-// (tile, tile); seven (tile, D) blocks: q, k, v, dO, an accumulator, k^T and
-// v^T; three per-row vectors: max, sum, D = rowsum(dO * O)), then the
+// (tile, tile); seven (tile, D) blocks: q, k, v, dO, an accumulator and two
+// transposed tiles (forward k^T, backward q^T and dO^T); three per-row
+// vectors: max, sum, D = rowsum(dO * O)), then the
 // backward's dK and dV accumulators (S, D) of the thread's (batch, kv head),
 // all fp32. The accumulators are O(s), the size of k itself: the backward is
 // one pass over the tile pairs, so one of dQ or dK, dV must be summed over

@@ -39,7 +39,7 @@ constexpr std::int64_t kTile = static_cast<std::int64_t>(workspace::kCpuFlashTil
 // One thread's scratch (workspace::cpu_flash_attention_floats).
 struct Scratch {
     float *q, *k, *v, *dout, *acc;  // (tile, D)
-    float *kt, *vt;                  // (D, tile): k and v transposed
+    float *kt, *vt;                  // (D, tile): forward k^T; backward q^T and dO^T
     float *s, *dp;                   // (tile, tile)
     float *m, *l, *delta;            // (tile)
     float *dk, *dv;                  // (S, D), backward only
@@ -107,22 +107,24 @@ TUNE_CPU_CLONES void online_tile(float* s, float* m, float* l, float* acc, std::
     }
 }
 
-// Scores (rows, cols) in s turned into probabilities exp(score - lse), 0 where masked.
-TUNE_CPU_CLONES void probs_from_lse(float* s, const float* lse, std::int64_t rows, std::int64_t cols, std::int64_t i0,
-                                    std::int64_t j0) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-        float* row = s + r * kTile;
-        const std::int64_t seen = std::clamp<std::int64_t>(i0 + r - j0 + 1, 0, cols);
-        for (std::int64_t c = 0; c < seen; ++c) row[c] = math::prob_from_lse(row[c], lse[r], ExpVec{});
-        for (std::int64_t c = seen; c < cols; ++c) row[c] = 0.0f;
+// Transposed scores (cols, rows) in st, row c for key j0 + c, column r for
+// query i0 + r, turned into probabilities exp(score - lse), 0 where masked.
+TUNE_CPU_CLONES void probs_from_lse(float* st, const float* lse, std::int64_t rows, std::int64_t cols,
+                                    std::int64_t i0, std::int64_t j0) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+        float* row = st + c * kTile;
+        const std::int64_t hidden = std::clamp<std::int64_t>(j0 + c - i0, 0, rows);  // queries before the key
+        for (std::int64_t r = 0; r < hidden; ++r) row[r] = 0.0f;
+        for (std::int64_t r = hidden; r < rows; ++r) row[r] = math::prob_from_lse(row[r], lse[r], ExpVec{});
     }
 }
 
-// dP (rows, cols) in dp turned into dS = P * (dP - D), in place.
-TUNE_CPU_CLONES void score_grads(const float* p, float* dp, const float* delta, std::int64_t rows, std::int64_t cols) {
-    for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t c = 0; c < cols; ++c)
-            dp[r * kTile + c] = math::softmax_score_grad(p[r * kTile + c], dp[r * kTile + c], delta[r]);
+// Transposed dP (cols, rows) in dpt turned into dS^T = P^T * (dP^T - D), in place.
+TUNE_CPU_CLONES void score_grads(const float* pt, float* dpt, const float* delta, std::int64_t rows,
+                                 std::int64_t cols) {
+    for (std::int64_t c = 0; c < cols; ++c)
+        for (std::int64_t r = 0; r < rows; ++r)
+            dpt[c * kTile + r] = math::softmax_score_grad(pt[c * kTile + r], dpt[c * kTile + r], delta[r]);
 }
 
 // D = rowsum(dO * O) over a query tile's rows.
@@ -171,7 +173,8 @@ void forward_tile(const AttentionForwardArgs& a, std::int64_t b, std::int64_t h,
     write_rows(at(static_cast<T*>(a.out), b, S, i0, a.out_stride, h, D), a.out_stride, w.acc, rows, D);
 }
 
-// Reads a query tile's q, dO, lse and D = rowsum(dO * O) into the scratch.
+// Reads a query tile's q, dO (also transposed, into w.kt, w.vt), lse and
+// D = rowsum(dO * O) into the scratch.
 template <class T>
 struct QueryTile {
     Mat Q, dO;
@@ -183,34 +186,27 @@ struct QueryTile {
         const std::int64_t S = sh.seq, D = sh.head_dim;
         rows = std::min(kTile, S - i0);
         const T* dout = at(static_cast<const T*>(a.dout), b, S, i0, a.dout_stride, h, D);
-        Q = read_rows(at(static_cast<const T*>(a.q), b, S, i0, a.q_stride, h, D), a.q_stride, rows, D, w.q);
+        const T* q = at(static_cast<const T*>(a.q), b, S, i0, a.q_stride, h, D);
+        Q = read_rows(q, a.q_stride, rows, D, w.q);
         dO = read_rows(dout, a.dout_stride, rows, D, w.dout);
+        read_transposed(q, a.q_stride, rows, D, w.kt);
+        read_transposed(dout, a.dout_stride, rows, D, w.vt);
         lse = a.lse + (b * sh.heads + h) * S + i0;
         row_deltas(dout, a.dout_stride, at(static_cast<const T*>(a.out), b, S, i0, a.out_stride, h, D), a.out_stride,
                    rows, D, w.delta);
     }
 };
 
-// Probabilities and score gradients of one (query tile, key tile) pair into
-// w.s (P) and w.dp (dS).
-// w.kt and w.vt hold the key tile's K^T and V^T.
-void recompute_tile(const Mat& Q, const Mat& dO, const float* lse, std::int64_t rows, std::int64_t cols,
+// Probabilities and score gradients of one (query tile, key tile) pair,
+// transposed (keys by queries), into w.s (P^T) and w.dp (dS^T): k and v are
+// then the left operands as stored, and only the query tile, read once for
+// all its key tiles, is transposed (w.kt = q^T, w.vt = dO^T).
+void recompute_tile(const Mat& K, const Mat& V, const float* lse, std::int64_t rows, std::int64_t cols,
                     std::int64_t i0, std::int64_t j0, std::int64_t D, float scale, Scratch& w) {
-    tile_mm(false, rows, cols, D, scale, Q, {w.kt, kTile}, 0.0f, {w.s, kTile});  // s = scale Q K^T
+    tile_mm(false, cols, rows, D, scale, K, {w.kt, kTile}, 0.0f, {w.s, kTile});  // S^T = scale K Q^T
     probs_from_lse(w.s, lse, rows, cols, i0, j0);
-    tile_mm(false, rows, cols, D, 1.0f, dO, {w.vt, kTile}, 0.0f, {w.dp, kTile});  // dP = dO V^T
+    tile_mm(false, cols, rows, D, 1.0f, V, {w.vt, kTile}, 0.0f, {w.dp, kTile});  // dP^T = V dO^T
     score_grads(w.s, w.dp, w.delta, rows, cols);
-}
-
-// Rows [j0, j0 + cols) of kv head g as fp32: K, and K^T, V^T into w.kt, w.vt.
-template <class T>
-Mat read_key_tile(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t g, std::int64_t j0, std::int64_t cols,
-                  Scratch& w) {
-    const std::int64_t S = a.shape.seq, D = a.shape.head_dim;
-    const T* k = at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D);
-    read_transposed(k, a.k_stride, cols, D, w.kt);
-    read_transposed(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.vt);
-    return read_rows(k, a.k_stride, cols, D, w.k);
 }
 
 // One query tile of head h against every key tile it sees: dQ of the tile
@@ -225,11 +221,12 @@ void query_tile_grads(const AttentionBackwardArgs& a, std::int64_t b, std::int64
     zero(dQ, t.rows * D);
     for (std::int64_t j0 = 0; j0 < math::causal_key_end(i0 + t.rows); j0 += kTile) {
         const std::int64_t cols = std::min(kTile, math::causal_key_end(i0 + t.rows) - j0);
-        const Mat K = read_key_tile<T>(a, b, g, j0, cols, w);
-        recompute_tile(t.Q, t.dO, t.lse, t.rows, cols, i0, j0, D, scale, w);
-        tile_mm(true, cols, D, t.rows, 1.0f, {w.s, kTile}, t.dO, 1.0f, {w.dv + j0 * D, D});   // dV += P^T dO
-        tile_mm(true, cols, D, t.rows, scale, {w.dp, kTile}, t.Q, 1.0f, {w.dk + j0 * D, D});  // dK += scale dS^T Q
-        tile_mm(false, t.rows, D, cols, scale, {w.dp, kTile}, K, 1.0f, {dQ, D});          // dQ += scale dS K
+        const Mat K = read_rows(at(static_cast<const T*>(a.k), b, S, j0, a.k_stride, g, D), a.k_stride, cols, D, w.k);
+        const Mat V = read_rows(at(static_cast<const T*>(a.v), b, S, j0, a.v_stride, g, D), a.v_stride, cols, D, w.v);
+        recompute_tile(K, V, t.lse, t.rows, cols, i0, j0, D, scale, w);
+        tile_mm(false, cols, D, t.rows, 1.0f, {w.s, kTile}, t.dO, 1.0f, {w.dv + j0 * D, D});   // dV += P^T dO
+        tile_mm(false, cols, D, t.rows, scale, {w.dp, kTile}, t.Q, 1.0f, {w.dk + j0 * D, D});  // dK += scale dS^T Q
+        tile_mm(true, t.rows, D, cols, scale, {w.dp, kTile}, K, 1.0f, {dQ, D});            // dQ += scale dS K
     }
     write_rows(at(static_cast<T*>(a.dq), b, S, i0, a.q_stride, h, D), a.q_stride, dQ, t.rows, D);
 }
