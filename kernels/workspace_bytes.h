@@ -34,15 +34,23 @@ constexpr std::uint64_t cpu_eager_attention_bytes(std::uint64_t threads, std::ui
 
 // CPU flash attention (kernels/cpu/cpu_flash_attention.cpp) works on square
 // tiles of kCpuFlashTile queries by kCpuFlashTile keys. Per OpenMP thread:
-// scores and dP (tile, tile), six (tile, D) blocks (q, k, v, dO and two
-// accumulators) and three per-row vectors (max, sum, D = rowsum(dO * O)),
-// fp32, independent of the sequence length.
+// the tile scratch, independent of the sequence length (scores and dP
+// (tile, tile); seven (tile, D) blocks: q, k, v, dO, an accumulator and two
+// transposed tiles (forward k^T, backward q^T and dO^T); three per-row
+// vectors: max, sum, D = rowsum(dO * O)), then the
+// backward's dK and dV accumulators (S, D) of the thread's (batch, kv head),
+// all fp32. The accumulators are O(s), the size of k itself: the backward is
+// one pass over the tile pairs, so one of dQ or dK, dV must be summed over
+// the pairs outside the tiles (FlashAttention-2 sums dQ in its fp32 dq_accum).
 constexpr std::uint64_t kCpuFlashTile = 64;
-constexpr std::uint64_t cpu_flash_attention_floats(std::uint64_t head_dim) {
-    return 2 * kCpuFlashTile * kCpuFlashTile + 6 * kCpuFlashTile * head_dim + 3 * kCpuFlashTile;
+constexpr std::uint64_t cpu_flash_tile_floats(std::uint64_t head_dim) {
+    return 2 * kCpuFlashTile * kCpuFlashTile + 7 * kCpuFlashTile * head_dim + 3 * kCpuFlashTile;
 }
-constexpr std::uint64_t cpu_flash_attention_bytes(std::uint64_t threads, std::uint64_t head_dim) {
-    return 4 * threads * cpu_flash_attention_floats(head_dim);
+constexpr std::uint64_t cpu_flash_attention_floats(std::uint64_t seq, std::uint64_t head_dim) {
+    return cpu_flash_tile_floats(head_dim) + 2 * seq * head_dim;
+}
+constexpr std::uint64_t cpu_flash_attention_bytes(std::uint64_t threads, std::uint64_t seq, std::uint64_t head_dim) {
+    return 4 * threads * cpu_flash_attention_floats(seq, head_dim);
 }
 
 // CUDA flash attention (kernels/cuda/flash_attention.cu) works in shared

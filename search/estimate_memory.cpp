@@ -140,10 +140,11 @@ std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Ha
         return std::max({attention, kernels::workspace::kCudaGemmBytes, embedding});
     }
     // Attention, per thread: eager two (s, s) and eight (s, d) fp32 blocks
-    // (kernels/cpu/cpu_attention.cpp); flash tiles independent of s.
+    // (kernels/cpu/cpu_attention.cpp); flash tiles independent of s and two
+    // (s, d) accumulators.
     const std::uint64_t threads = std::max<std::uint32_t>(o.cpu_threads, 1);
     const std::uint64_t attention = c.attention == Attention::flash
-                                        ? kernels::workspace::cpu_flash_attention_bytes(threads, d)
+                                        ? kernels::workspace::cpu_flash_attention_bytes(threads, s, d)
                                         : kernels::workspace::cpu_eager_attention_bytes(threads, s, d);
     if (ab == 4) return std::max(attention, embedding);
     // 16-bit GEMMs widen A, B and C to fp32 (kernels/cpu/cpu_gemm.cpp).

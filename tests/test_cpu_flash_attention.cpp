@@ -2,7 +2,7 @@
 // (AttentionKind::materialized) on the same inputs: outputs and q, k, v
 // gradients, fp32 within 1e-5 relative, bf16 and fp16 within the self-test's
 // tolerance table; the log-sum-exp against a double reference; ragged last
-// tiles, grouped KV heads, dq written over dout; scratch independent of s.
+// tiles, grouped KV heads, dq written over dout; workspace linear in s.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -134,6 +134,8 @@ TEST_CASE("cpu flash attention: several tiles, ragged last tile (s not a multipl
     check_fp32_against_eager({.batch = 1, .seq = 150, .heads = 2, .kv_heads = 1, .head_dim = 16});
     check_fp32_against_eager({.batch = 2, .seq = 64, .heads = 4, .kv_heads = 2, .head_dim = 32});
     check_fp32_against_eager({.batch = 1, .seq = 257, .heads = 4, .kv_heads = 1, .head_dim = 64});
+    // Four heads per kv head, both batch elements, the last tile 8 rows.
+    check_fp32_against_eager({.batch = 2, .seq = 200, .heads = 8, .kv_heads = 2, .head_dim = 32});
 }
 
 TEST_CASE("cpu flash attention: lse is the rows' log-sum-exp", "[cpu][attention][flash]") {
@@ -157,6 +159,32 @@ TEST_CASE("cpu flash attention: bf16 and fp16 match eager within the tolerance t
     }
 }
 
+TEST_CASE("cpu flash attention: the kernels stay inside the workspace and reach its end", "[cpu][attention][flash]") {
+    const AttentionShape sh{.batch = 2, .seq = 100, .heads = 4, .kv_heads = 2, .head_dim = 16};
+    CpuBackend backend(CpuBackendOptions{.threads = 1});
+    const std::int64_t n = sh.batch * sh.seq, qw = sh.heads * sh.head_dim, kw = sh.kv_heads * sh.head_dim;
+    const auto q = random_floats(n * qw, 1), k = random_floats(n * kw, 2), v = random_floats(n * kw, 3);
+    const auto dout = random_floats(n * qw, 4);
+    std::vector<float> out(n * qw), lse(sh.batch * sh.heads * sh.seq), dq(n * qw), dk(n * kw), dv(n * kw);
+    const std::uint64_t bytes = backend.attention_workspace_bytes(sh, AttentionKind::fused, DType::f32);
+    constexpr float kUntouched = 12345.0f;
+    constexpr std::size_t kGuard = 64;
+    std::vector<float> ws(bytes / 4 + kGuard, kUntouched);
+    const Workspace w{ws.data(), bytes};
+    AttentionForwardArgs f{.shape = sh, .kind = AttentionKind::fused, .q = q.data(), .k = k.data(), .v = v.data(),
+                           .q_stride = qw, .k_stride = kw, .v_stride = kw, .out = out.data(), .out_stride = qw,
+                           .lse = lse.data()};
+    AttentionBackwardArgs b{.shape = sh, .kind = AttentionKind::fused, .q = q.data(), .k = k.data(),
+                            .v = v.data(), .q_stride = qw, .k_stride = kw, .v_stride = kw, .out = out.data(),
+                            .lse = lse.data(), .out_stride = qw, .dout = dout.data(), .dout_stride = qw,
+                            .dq = dq.data(), .dk = dk.data(), .dv = dv.data()};
+    backend.attention_forward(f, w);
+    backend.attention_backward(b, w);
+    // One thread: its dV accumulator, the last (s, d) block, ends the workspace.
+    CHECK(ws[bytes / 4 - 1] != kUntouched);
+    for (std::size_t i = bytes / 4; i < ws.size(); ++i) REQUIRE(ws[i] == kUntouched);
+}
+
 TEST_CASE("cpu flash attention: dq over dout, and any thread count, give the same bits", "[cpu][attention][flash]") {
     const AttentionShape sh{.batch = 1, .seq = 140, .heads = 4, .kv_heads = 2, .head_dim = 16};
     const Result plain = run(sh, AttentionKind::fused, DType::f32, false, 1);
@@ -167,15 +195,18 @@ TEST_CASE("cpu flash attention: dq over dout, and any thread count, give the sam
     CHECK(aliased.dv == plain.dv);
 }
 
-TEST_CASE("cpu flash attention: scratch per thread is independent of the context", "[cpu][attention][flash]") {
+TEST_CASE("cpu flash attention: workspace grows linearly with the context, not quadratically",
+          "[cpu][attention][flash]") {
     CpuBackend backend(CpuBackendOptions{.threads = 3});
     const AttentionShape small{.batch = 1, .seq = 128, .heads = 8, .kv_heads = 8, .head_dim = 64};
     AttentionShape huge = small;
     huge.seq = 1 << 20;
-    CHECK(backend.attention_workspace_bytes(small, AttentionKind::fused, DType::bf16) ==
-          backend.attention_workspace_bytes(huge, AttentionKind::fused, DType::bf16));
+    // Per thread: tiles independent of s, and the (s, d) dK and dV accumulators.
+    const std::uint64_t grown = backend.attention_workspace_bytes(huge, AttentionKind::fused, DType::bf16) -
+                                backend.attention_workspace_bytes(small, AttentionKind::fused, DType::bf16);
+    CHECK(grown == 3 * 4 * 2 * std::uint64_t{(1 << 20) - 128} * 64);
     CHECK(backend.attention_workspace_bytes(small, AttentionKind::fused, DType::f32) ==
-          workspace::cpu_flash_attention_bytes(3, 64));
+          workspace::cpu_flash_attention_bytes(3, 128, 64));
     // Flash needs lse (forward and backward) and out (backward), not probs.
     AttentionForwardArgs f{.shape = small, .kind = AttentionKind::fused};
     f.q_stride = f.out_stride = 512, f.k_stride = f.v_stride = 512;

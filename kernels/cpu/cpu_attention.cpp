@@ -215,7 +215,8 @@ std::uint64_t CpuBackend::attention_workspace_bytes(const AttentionShape& shape,
                                                     DType dtype) const {
     const auto threads = static_cast<std::uint64_t>(threads_);
     if (kind == AttentionKind::fused)
-        return workspace::cpu_flash_attention_bytes(threads, static_cast<std::uint64_t>(shape.head_dim));
+        return workspace::cpu_flash_attention_bytes(threads, static_cast<std::uint64_t>(shape.seq),
+                                                    static_cast<std::uint64_t>(shape.head_dim));
     return 4 * static_cast<std::uint64_t>(scratch_floats(shape, dtype)) * threads;
 }
 

@@ -1,6 +1,6 @@
 // Internal to the CPU backend: flash attention (AttentionKind::fused), called
 // by CpuBackend's attention ops. The workspace is
-// workspace::cpu_flash_attention_bytes(threads, head_dim).
+// workspace::cpu_flash_attention_bytes(threads, seq, head_dim).
 #pragma once
 
 #include "kernels/backend.h"
