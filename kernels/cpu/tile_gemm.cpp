@@ -8,6 +8,9 @@
 #include "kernels/cpu/tile_gemm.h"
 
 #include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 namespace tune::kernels::cpu {
 
@@ -113,21 +116,58 @@ void blocked_baseline(const Strided& a, std::int64_t m, std::int64_t n, std::int
     blocked<4, 4>(a, m, n, k, alpha, b, beta, c);
 }
 
-Kernel pick_kernel() {
+bool runnable(TileIsa isa) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("x86-64-v4")) return blocked_v4;
-    if (__builtin_cpu_supports("x86-64-v3")) return blocked_v3;
+    if (isa == TileIsa::x86_64_v4) return __builtin_cpu_supports("x86-64-v4");
+    if (isa == TileIsa::x86_64_v3) return __builtin_cpu_supports("x86-64-v3");
+#else
+    if (isa != TileIsa::baseline) return false;
+#endif
+    return true;
+}
+
+Kernel kernel_of(TileIsa isa) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    if (isa == TileIsa::x86_64_v4) return blocked_v4;
+    if (isa == TileIsa::x86_64_v3) return blocked_v3;
 #endif
     return blocked_baseline;
 }
 
-}  // namespace
-
-void tile_mm(bool ta, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b, float beta, Mat c) {
-    static const Kernel kernel = pick_kernel();
+void run(Kernel kernel, bool ta, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b, float beta,
+         Mat c) {
     const Strided op_a = ta ? Strided{a.p, 1, a.ld} : Strided{a.p, a.ld, 1};
     kernel(op_a, m, n, k, alpha, b, beta, c);
+}
+
+}  // namespace
+
+std::vector<TileIsa> runnable_tile_isas() {
+    std::vector<TileIsa> out;
+    for (TileIsa isa : {TileIsa::baseline, TileIsa::x86_64_v3, TileIsa::x86_64_v4})
+        if (runnable(isa)) out.push_back(isa);
+    return out;
+}
+
+const char* to_string(TileIsa isa) {
+    switch (isa) {
+        case TileIsa::x86_64_v4: return "x86-64-v4 (AVX-512)";
+        case TileIsa::x86_64_v3: return "x86-64-v3 (AVX2, FMA)";
+        case TileIsa::baseline: break;
+    }
+    return "baseline (SSE)";
+}
+
+void tile_mm_on(TileIsa isa, bool ta, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b,
+                float beta, Mat c) {
+    if (!runnable(isa)) throw std::invalid_argument(fmt::format("tile_mm: this CPU cannot run {}", to_string(isa)));
+    run(kernel_of(isa), ta, m, n, k, alpha, a, b, beta, c);
+}
+
+void tile_mm(bool ta, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b, float beta, Mat c) {
+    static const Kernel kernel = kernel_of(runnable_tile_isas().back());
+    run(kernel, ta, m, n, k, alpha, a, b, beta, c);
 }
 
 }  // namespace tune::kernels::cpu
