@@ -4,22 +4,16 @@
 
 #include "core/presets.h"
 #include "reports/measured_front_text.h"
+#include "tests/support/timed_trial.h"
 
 using namespace tune;
 
 namespace {
 
 TrialRecord member(TrialId id, std::uint64_t peak, double tokens_per_s, double median_s, double stddev_s) {
-    TrialRecord t;
-    t.id = id;
-    t.result.status = TrialStatus::ok;
+    TrialRecord t = test::timed_trial(id, tokens_per_s, median_s, stddev_s, peak, 5);
     t.result.config.model = *find_model("tiny");
     t.result.config.zero_stage = static_cast<std::uint32_t>(id % 4);
-    t.result.memory.peak = peak;
-    t.result.tokens_per_s = tokens_per_s;
-    t.median_step_s = median_s;
-    t.stddev_step_s = stddev_s;
-    t.timed_steps = 5;
     return t;
 }
 

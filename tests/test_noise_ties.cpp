@@ -9,6 +9,7 @@
 #include "core/noise_ties.h"
 #include "core/step_statistics.h"
 #include "store/best.h"
+#include "tests/support/timed_trial.h"
 
 using namespace tune;
 
@@ -96,16 +97,7 @@ TEST_CASE("ties with the best and on the front", "[noise]") {
 namespace {
 
 TrialRecord measured(TrialId id, double tokens_per_s, double median_s, double stddev_s, std::uint64_t peak) {
-    TrialRecord t;
-    t.id = id;
-    t.measured = true;
-    t.result.status = TrialStatus::ok;
-    t.result.tokens_per_s = tokens_per_s;
-    t.result.memory.peak = peak;
-    t.median_step_s = median_s;
-    t.stddev_step_s = stddev_s;
-    t.timed_steps = 4;
-    return t;
+    return test::timed_trial(id, tokens_per_s, median_s, stddev_s, peak, 4);
 }
 
 }  // namespace
