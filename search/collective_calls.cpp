@@ -12,14 +12,17 @@ double lomo_backward_passes(const TrialConfig& c) {
     return c.optimizer == Optimizer::lomo && (c.clip > 0 || c.precision == Precision::fp16_mixed) ? 2.0 : 1.0;
 }
 
+namespace {
+
+// What stage 3 gathers of one base layer, in elements of the weights' dtype:
+// the padded layer, or with qlora its NF4 codes, absmax codes and scales over
+// whole absmax groups per rank (three calls).
 double base_layer_gathered(double layer, std::uint64_t ranks, const TrialConfig& c) {
     if (c.method != Method::qlora) return layer;
     const math::Nf4Sizes s =
         math::nf4_sizes(math::nf4_shard(static_cast<std::int64_t>(layer), static_cast<std::int64_t>(ranks)).padded);
     return static_cast<double>(s.packed + s.absmax + 4 * s.scales) / weight_bytes(c.precision);
 }
-
-namespace {
 
 // The buffers of a step in bytes (padded to equal shards) and how many there are.
 struct Buffers {

@@ -24,11 +24,6 @@ struct CollectiveCall {
 // clips or fp16 may overflow, then the applying one.
 double lomo_backward_passes(const TrialConfig& c);
 
-// What stage 3 gathers of one base layer, in elements of the weights' dtype:
-// the padded layer, or with qlora its NF4 codes, absmax codes and scales over
-// whole absmax groups per rank (three calls).
-double base_layer_gathered(double layer, std::uint64_t ranks, const TrialConfig& c);
-
 // Empty on one rank. Sum of count * bytes * bus_factor(op) over the calls is
 // the bytes each rank sends per step (StepTime::comm_bytes).
 std::vector<CollectiveCall> collective_calls(const ModelSpec& m, const TrialConfig& c);

@@ -50,66 +50,15 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
     return out;
 }
 
-// The gradient and weight collectives of a plan, in elements times ring * wb:
-// gradients all-reduced (2x), reduce-scattered once, or per micro-batch
-// through buckets; weights gathered once after the update or before every use.
-double zero_plan_bytes(const ZeroPlan& z, double ring_wb, double all, double outer, double micro, double gathers) {
-    double grads = 0;
-    if (z.all_reduces_gradients()) grads = 2 * all;
-    else if (z.reduce_scatters_after_backward()) grads = all;
-    else grads = micro * (all + outer);
-    double weights = 0;
-    if (z.gathers_weights_after_update()) weights = all;
-    else if (z.gathers_weights_before_use()) weights = gathers;
-    return ring_wb * (grads + weights);
-}
-
-// Bytes each rank sends per step, ring algorithms: an all-reduce moves
-// 2(N-1)/N of the buffer, a reduce-scatter or all-gather (N-1)/N.
+// Bytes each rank sends per step: the step's collective calls
+// (search/collective_calls.h, the one copy of the trainer's schedule), each
+// at its ring factor: an all-reduce moves 2(N-1)/N of the buffer, a
+// reduce-scatter or all-gather (N-1)/N.
 double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
-    const std::uint64_t n = std::max<std::uint32_t>(c.world_size, 1);
-    if (n == 1) return 0;
-    const ZeroPlan zero = zero_plan(c.zero_stage);
-    const FlatLayout layout = flat_layout(m, c.adam8bit_block);
-    const double ring = static_cast<double>(n - 1) / static_cast<double>(n);
-    const double wb = weight_bytes(c.precision);
-    double layer = static_cast<double>(full_numel(layout.layer.numel, n, layout.align));
-    double outer = static_cast<double>(full_numel(layout.outer.numel, n, layout.align));
-    const double micro = c.grad_accum;
-    double gathers = micro * (2 * static_cast<double>(m.layers) * layer + 2 * outer);  // stage 3
-    if (c.adapters()) {
-        // §9: gradients and updates are the adapters'; stage 3 still gathers the base, every
-        // buffer twice per micro-batch: the layers for forward and backward, the outer
-        // buffer for the embedding and the head (qlora: the layers' NF4 storage).
-        const BufferKind a = adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block);
-        const double adapter = static_cast<double>(full_numel(a.numel, n, layout.align));
-        const double base_layer = base_layer_gathered(layer, n, c);
-        gathers = micro * (2 * static_cast<double>(m.layers) * (base_layer + adapter) + 2 * outer);
-        layer = adapter;
-        outer = 0;
-    }
-    const double all = static_cast<double>(m.layers) * layer + outer;
-
-    if (c.optimizer == Optimizer::lomo) {
-        // Each tensor's own gradient (unpadded) is all-reduced, once per
-        // backward pass; stages 1-2 gather each buffer's new weights after
-        // the applying pass (the outer buffer twice: after the head and
-        // after the embedding); stage 3 gathers in every pass.
-        const double passes = lomo_backward_passes(c);
-        const double reduce = passes * 2 * ring * wb * (c.adapters() ? all : static_cast<double>(m.param_count()));
-        if (zero.gathers_weights_after_update()) return reduce + ring * wb * (all + outer);
-        if (zero.gathers_weights_before_use()) return reduce + passes * ring * wb * gathers;
-        return reduce;
-    }
-    // Stages 1-3 complete the global norm with one scalar all-reduce;
-    // Adafactor over shards its partial sums with two per buffer (§4 O).
-    double small = 0;
-    if (zero.updates_own_shard_only()) small += 2 * ring * 4;
-    if (zero.updates_own_shard_only() && c.optimizer == Optimizer::adafactor) {
-        const auto sums = [](const BufferKind& k) { return static_cast<double>(k.sums - k.tensors); };
-        small += 2 * ring * 4 * (static_cast<double>(m.layers) * sums(layout.layer) + sums(layout.outer));
-    }
-    return small + zero_plan_bytes(zero, ring * wb, all, outer, micro, gathers);
+    double bytes = 0;
+    for (const CollectiveCall& call : collective_calls(m, c))
+        bytes += call.count * call.bytes * bus_factor(call.op, c.world_size);
+    return bytes;
 }
 
 // Bytes the optimizer reads and writes per element it updates.
