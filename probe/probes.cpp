@@ -46,7 +46,6 @@ kernels::DType dtype_of(ProbeDtype d) {
     }
     return kernels::DType::f32;
 }
-const char* dtype_name(ProbeDtype d) { return probe_dtype_name(d); }
 
 // A backward GEMM's record name ends in its pass; a forward one's has no suffix (as cached before).
 constexpr std::array<std::pair<GemmPass, const char*>, 2> kBackwardGemmNames{
@@ -324,23 +323,22 @@ std::optional<CollectiveRate> parse_collective_record(const std::string& name) {
 
 std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
     std::vector<ProbeRecord> out;
-    for (const GemmRate& g : rates.gemm)
-    {
-        std::string name = fmt::format("gemm {} m={} n={} k={}", dtype_name(g.dtype), g.m, g.n, g.k);
+    for (const GemmRate& g : rates.gemm) {
+        std::string name = fmt::format("gemm {} m={} n={} k={}", probe_dtype_name(g.dtype), g.m, g.n, g.k);
         for (const auto& [pass, suffix] : kBackwardGemmNames)
             if (g.pass == pass) name += fmt::format(" {}", suffix);
         out.push_back({std::move(name), g.flops_per_s, "FLOP/s", 0});
     }
     for (const AttentionRate& a : rates.attention) {
         const std::string shape = fmt::format("attention {} {} b={} s={} h={} kvh={} d={}", a.fused ? "fused" : "eager",
-                                              dtype_name(a.dtype), a.batch, a.seq, a.heads, a.kv_heads,
+                                              probe_dtype_name(a.dtype), a.batch, a.seq, a.heads, a.kv_heads,
                                               a.head_dim);
         out.push_back({shape + " forward", a.forward_s, "s", 0});
         out.push_back({shape + " backward", a.backward_s, "s", 0});
     }
     for (const ElementwiseRate& e : rates.elementwise) {
         const std::string shape = fmt::format("elementwise {} t={} h={} kv={} f={} v={} heads={} kvh={} d={}",
-                                              dtype_name(e.dtype), e.tokens, e.hidden, e.kv_dim, e.ffn, e.vocab,
+                                              probe_dtype_name(e.dtype), e.tokens, e.hidden, e.kv_dim, e.ffn, e.vocab,
                                               e.heads, e.kv_heads, e.head_dim);
         out.push_back({shape + " layer-forward", e.layer_forward_s, "s", 0});
         out.push_back({shape + " layer-backward", e.layer_backward_s, "s", 0});
