@@ -227,14 +227,16 @@ void to_json(json& j, const Estimate& e) {
     j = json{{"memory", e.memory},
              {"time", {{"step_s", e.step_s}, {"tokens_per_s", e.tokens_per_s}, {"mfu", e.mfu}}},
              {"fits", e.fits}};
+    if (e.speed_reference_s > 0) j["time"]["speed_reference_s"] = e.speed_reference_s;
 }
 
 void from_json(const json& j, Estimate& e) {
     check_keys(j, "estimate", {"memory", "time", "fits", "config"});
     if (auto it = j.find("memory"); it != j.end()) e.memory = it->get<MemoryBreakdown>();
     if (auto it = j.find("time"); it != j.end()) {
-        check_keys(*it, "estimate.time", {"step_s", "tokens_per_s", "mfu"});
+        check_keys(*it, "estimate.time", {"step_s", "tokens_per_s", "mfu", "speed_reference_s"});
         read(*it, "step_s", e.step_s);
+        read(*it, "speed_reference_s", e.speed_reference_s);
         read(*it, "tokens_per_s", e.tokens_per_s);
         read(*it, "mfu", e.mfu);
     }
@@ -259,6 +261,7 @@ void to_json(json& j, const TrialResult& r) {
         j["oom_live"] = r.oom_live;
     }
     if (r.step_stats.count > 0) j["step_stats"] = r.step_stats;
+    if (r.speed_reference_s > 0) j["speed_reference_s"] = r.speed_reference_s;
     if (r.real_peak > 0) {
         j["real_peak"] = r.real_peak;
         j["baseline"] = r.baseline;
@@ -273,7 +276,7 @@ void from_json(const json& j, TrialResult& r) {
     check_keys(j, "result",
                {"status", "reason", "config", "memory", "rank_peaks", "estimate", "step_ms", "losses",
                 "tokens_per_s", "mfu", "comm_bytes", "comm_s", "oom_requested", "oom_live", "real_peak", "baseline",
-                "untracked", "rank_real_peaks", "rank_baselines", "rank_untracked", "step_stats"});
+                "untracked", "rank_real_peaks", "rank_baselines", "rank_untracked", "step_stats", "speed_reference_s"});
     read_enum(j, "status", r.status, parse_status);
     read(j, "reason", r.reason);
     if (auto it = j.find("config"); it != j.end()) r.config = it->get<TrialConfig>();
@@ -295,6 +298,7 @@ void from_json(const json& j, TrialResult& r) {
     read(j, "rank_baselines", r.rank_baselines);
     read(j, "rank_untracked", r.rank_untracked);
     read(j, "step_stats", r.step_stats);
+    read(j, "speed_reference_s", r.speed_reference_s);
 }
 
 std::string config_hash(const TrialConfig& c) { return stable_hash(json(c).dump()); }

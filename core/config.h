@@ -238,6 +238,9 @@ struct Estimate {
     double tokens_per_s = 0;
     double mfu = 0;
     bool fits = false;
+    // Seconds of the speed reference (kernels/speed_reference.h) taken with the
+    // probes whose rates priced step_s; 0 for a nominal estimate.
+    double speed_reference_s = 0;
     bool operator==(const Estimate&) const = default;
 };
 
@@ -266,6 +269,9 @@ struct TrialResult {
     std::vector<std::uint64_t> rank_baselines;
     std::vector<std::int64_t> rank_untracked;
     StepStatistics step_stats;          // timing noise of the timed steps (rank 0)
+    // Seconds of the speed reference run before each timed step: the median
+    // over steps, the slowest rank's (it sets the pace); 0: not measured.
+    double speed_reference_s = 0;
     bool operator==(const TrialResult&) const = default;
 };
 

@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/device_query.h"
 #include "kernels/error.h"
+#include "kernels/speed_reference.h"
 #include "search/estimate.h"
 #include "search/model_flops.h"
 #include "core/config_error.h"
@@ -141,7 +142,9 @@ bool another_step(Comm& comm, const std::vector<double>& step_ms, const TrialCon
 }
 
 // Steps the trainer, filling r: the configured steps, then more while the
-// timed ones are noisy (options.noise).
+// timed ones are noisy (options.noise). Before each step the speed reference
+// (kernels/speed_reference.h) runs, outside the step's time: how fast the
+// machine was while this trial's steps ran.
 // A step's time ends when the device has finished it (the host returns from
 // step() with the update still queued on a GPU). After the warm-up steps the
 // pool's high-water marks restart, so one-off GEMM tuning scratch does not
@@ -152,6 +155,7 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, Comm& comm, const Tr
     log_noise_rule(o.log, c, o.noise);
     double timed_ms = 0;
     for (std::size_t i = 0; another_step(comm, r.step_ms, c, o.noise, o.log, control_bytes); ++i) {
+        d.speed_reference_ms.push_back(1e3 * kernels::time_speed_reference(backend));
         double ms = 0;
         StepStats s = time_step_to_completion([&] { return trainer.step(); }, [&] { backend.synchronize(); }, ms);
         if (i + 1 == c.warmup && c.steps > c.warmup) kernels::reset_cuda_memory_marks(backend);
@@ -168,6 +172,7 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, Comm& comm, const Tr
         if (i >= c.warmup) timed_ms += ms;
     }
     r.step_stats = step_statistics(r.step_ms, c.warmup);
+    r.speed_reference_s = step_statistics(d.speed_reference_ms, c.warmup).median_ms / 1e3;
     log_noise(o.log, r.step_stats);
     const std::size_t timed = r.step_stats.count;
     if (timed > 0 && timed_ms > 0) {
@@ -219,6 +224,17 @@ void combine_real_memory(Comm& comm, const RealMemory& mine, TrialResult& r) {
     r.real_peak = *std::max_element(r.rank_real_peaks.begin(), r.rank_real_peaks.end());
     r.baseline = *std::max_element(r.rank_baselines.begin(), r.rank_baselines.end());
     r.untracked = *std::max_element(r.rank_untracked.begin(), r.rank_untracked.end());
+}
+
+// The slowest rank's speed reference: a step waits for its slowest rank, and
+// two vCPUs of one VM were seen to run 25% apart.
+void combine_speed_reference(Comm& comm, TrialResult& r) {
+    const auto n = static_cast<std::size_t>(comm.world_size());
+    if (n == 1) return;
+    std::vector<double> all(n, 0.0);
+    all[static_cast<std::size_t>(comm.rank())] = r.speed_reference_s;
+    comm.all_gather(all.data(), static_cast<std::int64_t>(n * sizeof(double)), kernels::DType::u8);
+    r.speed_reference_s = *std::max_element(all.begin(), all.end());
 }
 
 // On the CPU the baseline joins the measured breakdown as `overhead`, as the
@@ -448,6 +464,7 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         r.comm_bytes = (comm.bytes_moved() - control_bytes) / r.step_ms.size();
         combine_over_ranks(comm, r);
         combine_real_memory(comm, real, r);
+        combine_speed_reference(comm, r);
         r.status = TrialStatus::ok;
         const auto skipped = std::count(d.skipped.begin(), d.skipped.end(), true);
         if (skipped > 0)

@@ -53,6 +53,7 @@ struct TrialDetails {
     std::vector<bool> skipped;        // per step: fp16 overflow, no update
     std::vector<float> loss_scales;   // per step: the loss scale it ran with
     std::vector<double> grad_norms;
+    std::vector<double> speed_reference_ms;  // per step: the speed reference run before it
 };
 
 // Throws InvalidTrial when `c` cannot run on this engine, with the reason.

@@ -16,9 +16,12 @@ nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::js
 
 nlohmann::json estimate_json(const std::optional<Estimate>& e) {
     if (!e) return nullptr;
-    return {{"peak_bytes", e->memory.peak}, {"peak_phase", e->memory.peak_phase}, {"step_s", e->step_s},
-            {"tokens_per_s", e->tokens_per_s}, {"mfu", e->mfu}, {"fits", e->fits},
-            {"memory", components_json(e->memory)}};
+    nlohmann::json j{{"peak_bytes", e->memory.peak}, {"peak_phase", e->memory.peak_phase}, {"step_s", e->step_s},
+                     {"tokens_per_s", e->tokens_per_s}, {"mfu", e->mfu}, {"fits", e->fits},
+                     {"memory", components_json(e->memory)}};
+    // The machine speed step_s holds for (the probes' speed reference); absent without probes.
+    if (e->speed_reference_s > 0) j["speed_reference_s"] = e->speed_reference_s;
+    return j;
 }
 
 nlohmann::json measured_json(const TrialRecord& t) {
@@ -36,6 +39,7 @@ nlohmann::json measured_json(const TrialRecord& t) {
     j["stddev_step_s"] = or_null(t.stddev_step_s);
     j["step_cv"] = or_null(t.step_cv);
     j["timed_steps"] = t.timed_steps > 0 ? nlohmann::json(t.timed_steps) : nlohmann::json();
+    if (r.speed_reference_s > 0) j["speed_reference_s"] = r.speed_reference_s;  // the machine's pace during the steps
     if (r.real_peak > 0) {  // the machine's view, largest over ranks, then per rank
         j["real_peak"] = r.real_peak;
         j["baseline"] = r.baseline;

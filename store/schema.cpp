@@ -200,8 +200,18 @@ constexpr const char* kVersion7 = R"sql(
 ALTER TABLE trials ADD COLUMN est_base_step_s REAL;
 )sql";
 
+// Version 8: how fast the machine ran. speed_reference_s: the seconds of the speed
+// reference (kernels/speed_reference.h) the trial measured before its steps;
+// est_speed_reference_s: the one taken with the probes its step-time estimates were
+// priced from. Their ratio separates the host's pace from the estimator's error
+// (core/machine_speed.h). NULL for trials before, and for estimates without probes.
+constexpr const char* kVersion8 = R"sql(
+ALTER TABLE trials ADD COLUMN speed_reference_s     REAL;
+ALTER TABLE trials ADD COLUMN est_speed_reference_s REAL;
+)sql";
+
 constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4,
-                                                              kVersion5, kVersion6, kVersion7};
+                                                              kVersion5, kVersion6, kVersion7, kVersion8};
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};

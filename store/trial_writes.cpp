@@ -18,11 +18,13 @@ namespace {
 // The trial row: its fixed columns, then one column per search dimension,
 // named as in the dimension table (parameters ?15 onwards, in its order).
 constexpr int kBaseStepParameter = 9 + sql::kEstimateColumns;
-constexpr int kFirstDimensionParameter = kBaseStepParameter + 1;
+constexpr int kSpeedReferenceParameter = kBaseStepParameter + 1;
+constexpr int kFirstDimensionParameter = kSpeedReferenceParameter + 1;
 const sql::Sql& insert_trial_sql() {
     static const std::string text = [] {
         std::string columns = "sweep_id, config_hash, config_json, model, world_size, status, reason, priority, "
-                              "est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits, est_base_step_s";
+                              "est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits, est_base_step_s, "
+                              "est_speed_reference_s";
         std::string values = "?1";
         for (const Dimension& d : dimensions()) columns += fmt::format(", {}", d.name);
         for (std::size_t i = 2; i < kFirstDimensionParameter + kDimensionCount; ++i) values += fmt::format(", ?{}", i);
@@ -70,6 +72,9 @@ UPDATE trials SET status = ?2, reason = ?3, peak_bytes = ?4, peak_phase = ?5, to
 WHERE id = ?1)sql"};
 constexpr sql::Sql kRecordRealMemory{"record_real_memory", R"sql(
 UPDATE trials SET real_peak = ?2, baseline = ?3, untracked = ?4, rank_real_json = ?5 WHERE id = ?1)sql"};
+// The machine speed the trial ran at and the one its estimate holds for (core/machine_speed.h).
+constexpr sql::Sql kRecordSpeedReference{"record_speed_reference", R"sql(
+UPDATE trials SET speed_reference_s = ?2, est_speed_reference_s = coalesce(?3, est_speed_reference_s) WHERE id = ?1)sql"};
 constexpr sql::Sql kDeleteSteps{"record_result_steps", "DELETE FROM trial_steps WHERE trial_id = ?1"};
 // Steps go in chunks of up to kStepsPerInsert rows per statement: one statement per row
 // was a quarter of the time of recording a trial.
@@ -111,6 +116,9 @@ void require(bool ok, const char* statement, const std::string& message) {
     if (!ok) throw StoreError(statement, 0, message);
 }
 
+// 0 means unknown in the result types; NULL in the store.
+std::optional<double> positive(double x) { return x > 0 ? std::optional(x) : std::nullopt; }
+
 bool is_enumerated_status(TrialStatus s) {
     return s == TrialStatus::pending || s == TrialStatus::invalid || s == TrialStatus::pruned;
 }
@@ -147,6 +155,7 @@ std::size_t Store::add_trials(SweepId sweep, std::span<const NewTrial> trials) {
         q.bind(5, c.world_size).bind(6, to_string(t.status)).bind(7, t.reason).bind(8, t.priority);
         sql::bind_estimate(q, 9, t.estimate);
         q.bind(kBaseStepParameter, t.estimate ? std::optional(t.estimate->step_s) : std::nullopt);
+        q.bind(kSpeedReferenceParameter, positive(t.estimate ? t.estimate->speed_reference_s : 0.0));
         bind_dimensions(q, c);
         q.run();
         if (db_->changes() == 0) continue;  // already enumerated: keep what it has
@@ -219,6 +228,9 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
         db_->query(kRecordRealMemory).bind(1, trial).bind(2, r.real_peak).bind(3, r.baseline)
             .bind(4, r.untracked).bind(5, ranks.dump()).run();
     }
+    if (r.speed_reference_s > 0)
+        db_->query(kRecordSpeedReference).bind(1, trial).bind(2, r.speed_reference_s)
+            .bind(3, positive(r.estimate ? r.estimate->speed_reference_s : 0.0)).run();
     sql::write_memory(*db_, trial, r.estimate ? &r.estimate->memory : nullptr, &r.memory);
     insert_steps(*db_, trial, r);
     tx.commit();

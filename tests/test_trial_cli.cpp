@@ -150,6 +150,7 @@ TEST_CASE("a trial whose steps vary more than --max-cv runs more steps, up to --
     const TrialResult n = last_json(noisy.output).get<TrialResult>();
     CHECK(n.step_ms.size() == 5);
     CHECK(n.step_stats.count == 4);
+    CHECK(n.speed_reference_s > 0);  // the machine's pace beside the steps (core/machine_speed.h)
     CHECK(n.step_stats.cv > 0);
     CHECK_THAT(noisy.output, Catch::Contains("more while the timed steps' CV is above"));
     CHECK_THAT(noisy.output, Catch::Contains("step   5/3+"));

@@ -56,6 +56,7 @@ TEST_CASE("tune trial --gpus 2 runs every ZeRO stage across two ranks", "[mpi][l
         CHECK(r.result.rank_peaks.size() == 2);
         CHECK(r.result.comm_bytes > 0);
         CHECK(r.result.losses.size() == 2);
+        CHECK(r.result.speed_reference_s > 0);  // the slowest rank's, gathered without adding to comm_bytes
     }
 }
 

@@ -1,0 +1,14 @@
+#include "core/machine_speed.h"
+
+namespace tune {
+
+double machine_slowdown(double trial_reference_s, double estimate_reference_s) {
+    if (!(trial_reference_s > 0) || !(estimate_reference_s > 0)) return 1.0;
+    return trial_reference_s / estimate_reference_s;
+}
+
+double machine_slowdown(const TrialResult& r) {
+    return machine_slowdown(r.speed_reference_s, r.estimate ? r.estimate->speed_reference_s : 0.0);
+}
+
+}  // namespace tune
