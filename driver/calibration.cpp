@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/machine_speed.h"
+
 namespace tune {
 
 namespace {
@@ -26,7 +28,10 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
     if (predicted(e.memory) > 0)
         memory_errors_.push_back((predicted(r.memory) - predicted(e.memory)) / predicted(e.memory));
     if (uncalibrated.tokens_per_s > 0 && r.tokens_per_s > 0) {
-        ratios_.push_back({r.config.optimizer, r.config.precision, std::log(r.tokens_per_s / uncalibrated.tokens_per_s)});
+        // At the machine speed the estimate holds for: the host's pace during this
+        // trial is not the estimator's error (core/machine_speed.h).
+        const double tokens_per_s = r.tokens_per_s * machine_slowdown(r.speed_reference_s, uncalibrated.speed_reference_s);
+        ratios_.push_back({r.config.optimizer, r.config.precision, std::log(tokens_per_s / uncalibrated.tokens_per_s)});
         fit_ = fit(ratios_);
     }
     if (const std::uint64_t overhead = r.memory[Component::overhead]; overhead > 0)

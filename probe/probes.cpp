@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "core/step_statistics.h"
+#include "kernels/speed_reference.h"
 #include "search/estimate_time.h"
 
 namespace tune::probe {
@@ -19,10 +21,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Seconds per call of `op`: one untimed call, then calls until min_seconds passed.
-double seconds_per_call(kernels::Backend& backend, const std::function<void()>& op, double min_seconds,
+// Seconds per call of `op`: one untimed call, then calls until min_seconds
+// passed. With a speed reference in the settings the time is scaled to the
+// machine speed it stands for: the reference is run before and after, and
+// their mean against it says how much slower the machine ran meanwhile, so
+// every probe of a set speaks for the same machine speed even when the host
+// changed pace between probes (kernels/speed_reference.h).
+double seconds_per_call(kernels::Backend& backend, const std::function<void()>& op, const ProbeSettings& s,
                         double* spent) {
     const auto begin = Clock::now();
+    const double reference_before = s.speed_reference_s > 0 ? kernels::time_speed_reference(backend) : 0.0;
     op();
     backend.synchronize();
     const auto start = Clock::now();
@@ -33,9 +41,12 @@ double seconds_per_call(kernels::Backend& backend, const std::function<void()>& 
         backend.synchronize();
         ++calls;
         elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    } while (elapsed < min_seconds);
+    } while (elapsed < s.min_seconds);
+    double slowdown = 1.0;
+    if (s.speed_reference_s > 0)
+        slowdown = (reference_before + kernels::time_speed_reference(backend)) / 2 / s.speed_reference_s;
     if (spent) *spent = std::chrono::duration<double>(Clock::now() - begin).count();
-    return elapsed / static_cast<double>(calls);
+    return elapsed / static_cast<double>(calls) / slowdown;
 }
 
 kernels::DType dtype_of(ProbeDtype d) {
@@ -45,6 +56,12 @@ kernels::DType dtype_of(ProbeDtype d) {
         case ProbeDtype::f16: return kernels::DType::f16;
     }
     return kernels::DType::f32;
+}
+
+// The speed reference's record: kernels::SpeedReference's GEMMs, in seconds.
+std::string speed_reference_name() {
+    return fmt::format("speed-reference gemm f32 n={} x{}", kernels::SpeedReference::kSize,
+                       kernels::SpeedReference::kCalls);
 }
 
 // A backward GEMM's record name ends in its pass; a forward one's has no suffix (as cached before).
@@ -91,7 +108,7 @@ double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSetti
     args.a_dtype = args.b_dtype = args.c_dtype = dt;
     Scratch ws(backend, backend.gemm_workspace_bytes(args));
     const double t = seconds_per_call(backend, [&] { backend.gemm(args, {ws.ptr, backend.gemm_workspace_bytes(args)}); },
-                                      s.min_seconds, spent);
+                                      s, spent);
     return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) / t;
 }
 
@@ -122,10 +139,9 @@ void probe_attention(kernels::Backend& backend, AttentionRate& a, const ProbeSet
     bw.dout = dout.ptr, bw.dout_stride = f.q_stride;
     bw.dq = dq.ptr, bw.dk = dk.ptr, bw.dv = dv.ptr;
     double spent_f = 0, spent_b = 0;
-    a.forward_s = seconds_per_call(backend, [&] { backend.attention_forward(f, {ws.ptr, ws_bytes}); }, s.min_seconds,
-                                   &spent_f);
+    a.forward_s = seconds_per_call(backend, [&] { backend.attention_forward(f, {ws.ptr, ws_bytes}); }, s, &spent_f);
     a.backward_s = seconds_per_call(backend, [&] { backend.attention_backward(bw, {ws.ptr, ws_bytes}); },
-                                    s.min_seconds, &spent_b);
+                                    s, &spent_b);
     if (spent) *spent = spent_f + spent_b;
 }
 
@@ -163,14 +179,14 @@ void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const Prob
         norm();
         backend.swiglu_forward(m.ptr, g.ptr, u.ptr, e.tokens, f, f, dt);
         backend.copy(dn.ptr, x.ptr, t * h * b);
-    }, s.min_seconds, &spent_forward);
+    }, s, &spent_forward);
     e.layer_backward_s = seconds_per_call(backend, [&] {
         backend.swiglu_backward(dg.ptr, u.ptr, m.ptr, g.ptr, u.ptr, e.tokens, f, f, dt);
         norm_backward();
         rope(q.ptr, h, e.heads, true);
         rope(k.ptr, kv, e.kv_heads, true);
         norm_backward();
-    }, s.min_seconds, &spent_backward);
+    }, s, &spent_backward);
     kernels::CrossEntropyArgs ce;
     ce.rows = e.tokens, ce.vocab = v;
     ce.logits = static_cast<const float*>(logits.ptr), ce.targets = static_cast<const std::int32_t*>(tokens.ptr);
@@ -182,8 +198,16 @@ void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const Prob
         norm_backward();
         backend.embedding_backward(dtable.ptr, static_cast<const std::int32_t*>(tokens.ptr), dx.ptr, e.tokens, h, v, dt,
                                    {ws.ptr, backend.embedding_backward_workspace_bytes(e.tokens, h, v, dt)});
-    }, s.min_seconds, &spent_outer);
+    }, s, &spent_outer);
     if (spent) *spent = spent_forward + spent_backward + spent_outer;
+}
+
+// The machine speed a probe set stands for: the median of a few readings of
+// the speed reference, so one reading taken during a hiccup does not set it.
+double speed_reference_now(kernels::Backend& backend) {
+    std::vector<double> ms;
+    for (int i = 0; i < 5; ++i) ms.push_back(1e3 * kernels::time_speed_reference(backend));
+    return step_statistics(ms, 0).median_ms / 1e3;
 }
 
 // AdamW over fp32 weights, gradients and states: 4 (g) + 8 (p) + 16 (m, v) bytes per element.
@@ -195,7 +219,7 @@ double probe_bandwidth(kernels::Backend& backend, const ProbeSettings& s, double
     t.param = p.ptr, t.grad = g.ptr;
     const double sec = seconds_per_call(
         backend, [&] { backend.adamw_update(t, m.ptr, v.ptr, kernels::DType::f32, kernels::AdamWParams{}); },
-        s.min_seconds, spent);
+        s, spent);
     return 28.0 * static_cast<double>(n) / sec;
 }
 
@@ -272,6 +296,7 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
                                     static_cast<std::int64_t>(model.kv_heads), static_cast<std::int64_t>(model.head_dim()),
                                     0, 0, 0});
     plan.memory_bytes_per_s = 1;  // asked for
+    plan.speed_reference_s = 1;   // asked for
     plan_collectives(model, configs, plan);
     return plan;
 }
@@ -280,16 +305,21 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
                        std::vector<ProbeRecord>* records) {
     ProbedRates out = plan;
     out.collectives.clear();  // they need ranks: a CollectiveProber's
+    const auto reference_start = Clock::now();
+    out.speed_reference_s = speed_reference_now(backend);
+    const double spent_reference = std::chrono::duration<double>(Clock::now() - reference_start).count();
+    ProbeSettings s = settings;
+    s.speed_reference_s = out.speed_reference_s;
     std::vector<double> spent_gemm(out.gemm.size()), spent_attention(out.attention.size());
     for (std::size_t i = 0; i < out.gemm.size(); ++i)
-        out.gemm[i].flops_per_s = probe_gemm(backend, out.gemm[i], settings, &spent_gemm[i]);
+        out.gemm[i].flops_per_s = probe_gemm(backend, out.gemm[i], s, &spent_gemm[i]);
     for (std::size_t i = 0; i < out.attention.size(); ++i)
-        probe_attention(backend, out.attention[i], settings, &spent_attention[i]);
+        probe_attention(backend, out.attention[i], s, &spent_attention[i]);
     std::vector<double> spent_elementwise(out.elementwise.size());
     for (std::size_t i = 0; i < out.elementwise.size(); ++i)
-        probe_elementwise(backend, out.elementwise[i], settings, &spent_elementwise[i]);
+        probe_elementwise(backend, out.elementwise[i], s, &spent_elementwise[i]);
     double spent_bandwidth = 0;
-    if (plan.memory_bytes_per_s > 0) out.memory_bytes_per_s = probe_bandwidth(backend, settings, &spent_bandwidth);
+    if (plan.memory_bytes_per_s > 0) out.memory_bytes_per_s = probe_bandwidth(backend, s, &spent_bandwidth);
     if (records) {
         *records = records_of(out);
         // records_of lists gemm, then attention (forward, backward), element-wise (three
@@ -302,7 +332,8 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
         }
         for (double s : spent_elementwise)
             for (int part = 0; part < 3; ++part) (*records)[r++].seconds = s / 3;
-        if (r < records->size()) (*records)[r].seconds = spent_bandwidth;
+        if (r < records->size() && plan.memory_bytes_per_s > 0) (*records)[r++].seconds = spent_bandwidth;
+        if (r < records->size() && plan.speed_reference_s > 0) (*records)[r].seconds = spent_reference;
     }
     return out;
 }
@@ -345,6 +376,7 @@ std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
         out.push_back({shape + " outer", e.outer_s, "s", 0});
     }
     if (rates.memory_bytes_per_s > 0) out.push_back({"bandwidth adamw f32", rates.memory_bytes_per_s, "B/s", 0});
+    if (rates.speed_reference_s > 0) out.push_back({speed_reference_name(), rates.speed_reference_s, "s", 0});
     for (const CollectiveRate& c : rates.collectives)
         out.push_back({collective_record_name(c), c.bus_bytes_per_s, "B/s", 0});
     return out;
@@ -392,6 +424,8 @@ ProbedRates rates_of(const std::vector<ProbeRecord>& records) {
                                                                                        : it->outer_s) = r.value;
         } else if (r.name == "bandwidth adamw f32") {
             out.memory_bytes_per_s = r.value;
+        } else if (r.name == speed_reference_name()) {
+            out.speed_reference_s = r.value;
         } else if (auto c = parse_collective_record(r.name)) {
             c->bus_bytes_per_s = r.value;
             out.collectives.push_back(*c);

@@ -31,6 +31,9 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
 struct ProbeSettings {
     double min_seconds = 0.02;   // per probe, after the untimed run
     std::uint64_t bandwidth_elements = 8u << 20;  // AdamW update over this many fp32 elements
+    // The machine speed every probe's time is scaled to (seconds of the speed
+    // reference, kernels/speed_reference.h); run_probes sets it, 0 scales nothing.
+    double speed_reference_s = 0;
 };
 
 // Runs every probe of `plan` on `backend`; the rates filled in. Collectives need

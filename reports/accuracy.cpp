@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/machine_speed.h"
 #include "reports/report_format.h"
 
 namespace tune {
@@ -38,6 +39,13 @@ Accuracy estimator_accuracy(const SweepData& sweep) {
         if (auto step = measured_step_s(t)) {
             add_sample(a.step, i, est->step_s, *step);
             if (t.base_step_s) add_sample(a.step_before_calibration, i, *t.base_step_s, *step);
+            if (t.result.speed_reference_s > 0 && est->speed_reference_s > 0) {
+                const double slowdown = machine_slowdown(t.result);
+                a.slowdowns.push_back(slowdown);
+                add_sample(a.step_at_trial_speed, i, est->step_s * slowdown, *step);
+                if (t.base_step_s)
+                    add_sample(a.step_before_calibration_at_trial_speed, i, *t.base_step_s * slowdown, *step);
+            }
         }
         add_sample(a.real_memory, i, static_cast<double>(est->memory.peak), static_cast<double>(t.result.real_peak));
     }
@@ -45,6 +53,8 @@ Accuracy estimator_accuracy(const SweepData& sweep) {
     a.memory_summary = summarize(a.memory);
     a.step_summary = summarize(a.step);
     a.step_before_calibration_summary = summarize(a.step_before_calibration);
+    a.step_at_trial_speed_summary = summarize(a.step_at_trial_speed);
+    a.step_before_calibration_at_trial_speed_summary = summarize(a.step_before_calibration_at_trial_speed);
     return a;
 }
 
@@ -60,9 +70,18 @@ std::string step_error_medians_text(const Accuracy& a) {
         return fmt::format("Median |step-time error|: {:.1f}% as calibrated (n={}); the estimates before calibration "
                            "were not kept (a database from before schema 7).",
                            after.median_abs_pct, after.count);
-    return fmt::format("Median |step-time error|: {:.1f}% before any trial fed calibration (n={}), {:.1f}% after "
-                       "(the calibrated estimate each trial ran with, n={}).",
-                       before.median_abs_pct, before.count, after.median_abs_pct, after.count);
+    std::string text = fmt::format("Median |step-time error|: {:.1f}% before any trial fed calibration (n={}), {:.1f}% "
+                                   "after (the calibrated estimate each trial ran with, n={}).",
+                                   before.median_abs_pct, before.count, after.median_abs_pct, after.count);
+    const ErrorSummary& before_paced = a.step_before_calibration_at_trial_speed_summary;
+    if (before_paced.count > 0 && !a.slowdowns.empty()) {
+        const auto [slowest, fastest] = std::minmax_element(a.slowdowns.begin(), a.slowdowns.end());
+        text += fmt::format(" At each trial's machine speed (its speed reference against the probes', which ranged "
+                            "{:.2f}x to {:.2f}x): {:.1f}% before calibration (n={}), {:.1f}% after (n={}).",
+                            *slowest, *fastest, before_paced.median_abs_pct, before_paced.count,
+                            a.step_at_trial_speed_summary.median_abs_pct, a.step_at_trial_speed_summary.count);
+    }
+    return text;
 }
 
 ErrorSummary summarize(const std::vector<ErrorSample>& samples) {

@@ -42,10 +42,18 @@ struct Accuracy {
     // The same against the estimate before any trial fed calibration (the store's
     // est_base_step_s); empty for trials recorded before schema 7.
     std::vector<ErrorSample> step_before_calibration;
+    // Both again with each estimate scaled to the machine speed its trial ran at
+    // (core/machine_speed.h): the estimator's own error, without the host's pace.
+    // Only trials with both speed references (schema 8, probed estimates).
+    std::vector<ErrorSample> step_at_trial_speed;
+    std::vector<ErrorSample> step_before_calibration_at_trial_speed;
+    std::vector<double> slowdowns;  // per such trial: its speed reference over the probes'
     std::vector<ErrorSample> real_memory;  // estimated peak against the machine's real peak
     ErrorSummary memory_summary;
     ErrorSummary step_summary;
     ErrorSummary step_before_calibration_summary;
+    ErrorSummary step_at_trial_speed_summary;
+    ErrorSummary step_before_calibration_at_trial_speed_summary;
     ErrorSummary real_memory_summary;
     std::size_t fit_but_oom = 0;      // estimated to fit, then ran out of memory
 };
@@ -60,7 +68,8 @@ ErrorSummary summarize(const std::vector<ErrorSample>& samples);
 
 // "Median |step-time error|: 4.2% before calibration (n=37), 2.1% after (n=37)." for the
 // reports; only the "after" part when no trial kept its uncalibrated estimate, "" when
-// no trial has a step-time estimate.
+// no trial has a step-time estimate. With speed references, a second sentence gives the
+// same at each trial's machine speed and the range the machine's pace moved over.
 std::string step_error_medians_text(const Accuracy& a);
 
 // Fixed 10%-wide bins from -50% to +50% plus the two open tails.

@@ -96,6 +96,12 @@ HtmlTable summary_table(const Accuracy& a) {
         add_summary_row(t, "step time, before calibration", a.step_before_calibration_summary);
     add_summary_row(t, a.step_before_calibration_summary.count > 0 ? "step time, after calibration" : "step time",
                     a.step_summary);
+    // The same at each trial's machine speed: the host's pace taken out (core/machine_speed.h).
+    if (a.step_before_calibration_at_trial_speed_summary.count > 0)
+        add_summary_row(t, "step time, before calibration, at the trial's machine speed",
+                        a.step_before_calibration_at_trial_speed_summary);
+    if (a.step_at_trial_speed_summary.count > 0)
+        add_summary_row(t, "step time, after calibration, at the trial's machine speed", a.step_at_trial_speed_summary);
     // Beside the tagged peak: what the process (CPU) or device (GPU) really held.
     if (a.real_memory_summary.count > 0) add_summary_row(t, "real peak memory", a.real_memory_summary);
     return t;

@@ -126,6 +126,11 @@ std::string accuracy_text(const SweepData& sweep) {
     const bool before = a.step_before_calibration_summary.count > 0;
     if (before) add_error_row(t, "step time, before calibration", a.step_before_calibration_summary);
     add_error_row(t, before ? "step time, after calibration" : "step time", a.step_summary);
+    // The same at each trial's machine speed: the host's pace taken out (core/machine_speed.h).
+    if (a.step_before_calibration_at_trial_speed_summary.count > 0)
+        add_error_row(t, "step time, before calibration, at trial speed", a.step_before_calibration_at_trial_speed_summary);
+    if (a.step_at_trial_speed_summary.count > 0)
+        add_error_row(t, "step time, after calibration, at trial speed", a.step_at_trial_speed_summary);
     std::string out = t.render("  ");
     if (const std::string medians = step_error_medians_text(a); !medians.empty()) out += "  " + medians + "\n";
     if (a.fit_but_oom) out += fmt::format("  {} trial(s) estimated to fit ran out of memory\n", a.fit_but_oom);

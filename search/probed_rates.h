@@ -81,6 +81,9 @@ struct ProbedRates {
     double memory_bytes_per_s = 0;  // streaming read + write (the optimizer's updates); 0: not probed
     std::vector<CollectiveRate> collectives;
     std::vector<ElementwiseRate> elementwise;
+    // Seconds of the speed reference (kernels/speed_reference.h) the rates were
+    // taken at, every probe scaled to it; 0: unknown (a cache from before it).
+    double speed_reference_s = 0;
 
     bool empty() const {
         return gemm.empty() && attention.empty() && memory_bytes_per_s <= 0 && collectives.empty() &&
