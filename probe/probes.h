@@ -1,8 +1,8 @@
 // Micro-benchmarks of what the time model needs (search/probed_rates.h),
 // run on a kernels::Backend at a sweep's own shapes: every GEMM of a layer
 // and the LM head at each tokens-per-micro-batch and dtype the sweep holds,
-// attention forward and backward per shape, and the bandwidth AdamW's update
-// streams at. Each probe repeats its op until a minimum time has passed
+// attention forward and backward per shape, the element-wise ops, and each
+// optimizer's update in each precision (probe/optimizer_probe.h). Each probe repeats its op until a minimum time has passed
 // (after one untimed run), as Google Benchmark does.
 #pragma once
 
@@ -30,7 +30,6 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
 
 struct ProbeSettings {
     double min_seconds = 0.02;   // per probe, after the untimed run
-    std::uint64_t bandwidth_elements = 8u << 20;  // AdamW update over this many fp32 elements
 };
 
 // Runs every probe of `plan` on `backend`; the rates filled in. Collectives need
@@ -41,6 +40,11 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
 // A collective's record name, "busbw all-reduce n=2 bytes=262144" (its value: bus bandwidth, B/s), and back.
 std::string collective_record_name(const CollectiveRate& c);
 std::optional<CollectiveRate> parse_collective_record(const std::string& name);
+
+// An optimizer's record name, "optimizer adam8bit bf16-mixed block=256 tensors=1x64,64x64,..."
+// (its value: seconds per pass over the tensors), and back.
+std::string optimizer_record_name(const OptimizerRate& r);
+std::optional<OptimizerRate> parse_optimizer_record(const std::string& name);
 
 // Measures planned collectives at their rank counts (under mpirun or srun: the
 // CLI starts the ranks) and returns them with bus_bytes_per_s and the seconds
