@@ -94,10 +94,12 @@ void update(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, 
             if (p.n < static_cast<std::int64_t>(kSmallTensorElements)) {  // full-width state
                 backend.adamw_update(p, m, v, d.state, adam);
             } else {
+                // m's codes and absmax first, v's after them (pieces start on block boundaries).
                 auto* absmax = static_cast<float*>(b.absmax.ptr);
-                const std::int64_t block = offset / r.block, blocks = static_cast<std::int64_t>(b.n) / r.block + 1;
-                backend.adam8bit_update(p, at(b.codes, offset, 1), at(b.codes, static_cast<std::int64_t>(b.n) + offset, 1),
-                                        absmax + block, absmax + blocks + block, {adam, r.block});
+                const auto n = static_cast<std::int64_t>(b.n);
+                const std::int64_t block = offset / r.block, blocks = n / r.block + 1;
+                backend.adam8bit_update(p, at(b.codes, offset, 1), at(b.codes, n + offset, 1), absmax + block,
+                                        absmax + blocks + block, {adam, r.block});
             }
             break;
         case Optimizer::adafactor: {

@@ -223,8 +223,8 @@ std::optional<OptimizerRate> parse_optimizer_record(const std::string& name) {
     char optimizer[16] = {}, precision[16] = {};
     long long block = 0;
     int used = 0;
-    if (std::sscanf(name.c_str(), "optimizer %15s %15s block=%lld tensors=%n", optimizer, precision, &block, &used) != 3 ||
-        used == 0 || block < 1)
+    const char* format = "optimizer %15s %15s block=%lld tensors=%n";
+    if (std::sscanf(name.c_str(), format, optimizer, precision, &block, &used) != 3 || used == 0 || block < 1)
         return std::nullopt;
     const auto o = parse_enum(optimizer, kOptimizers);
     const auto p = parse_enum(precision, kPrecisions);
@@ -283,8 +283,10 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     for (std::size_t i = 0; i < out.elementwise.size(); ++i)
         probe_elementwise(backend, out.elementwise[i], settings, &spent_elementwise[i]);
     std::vector<double> spent_optimizer(out.optimizers.size());
-    for (std::size_t i = 0; i < out.optimizers.size(); ++i)
-        out.optimizers[i].seconds = probe_optimizer(backend, out.optimizers[i], settings.min_seconds, &spent_optimizer[i]);
+    for (std::size_t i = 0; i < out.optimizers.size(); ++i) {
+        OptimizerRate& r = out.optimizers[i];
+        r.seconds = probe_optimizer(backend, r, settings.min_seconds, &spent_optimizer[i]);
+    }
     if (records) {
         *records = records_of(out);
         // records_of lists gemm, then attention (forward, backward), element-wise (three

@@ -221,7 +221,8 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Estimate
         t.elementwise_s = micro->elementwise_s * c.grad_accum / speed;
     }
     // The rank's owned elements (its shard at ZeRO 1-3) at its optimizer's probed time per element.
-    if (const auto per_element = p.optimizer_seconds_per_element(m, c)) t.optimizer_s = *per_element * owned_elements(m, c);
+    if (const auto per_element = p.optimizer_seconds_per_element(m, c))
+        t.optimizer_s = *per_element * owned_elements(m, c);
     if (t.comm_bytes > 0)
         if (const auto seconds = probed_collective_seconds(m, c, p)) t.comm_s = (1 - o.comm_overlap) * *seconds;
 }

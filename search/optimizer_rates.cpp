@@ -56,9 +56,9 @@ std::optional<double> ProbedRates::optimizer_seconds_per_element(const ModelSpec
     const std::vector<TensorShape> own = optimizer_probe_tensors(m, c);
     const OptimizerRate* best = nullptr;
     for (const OptimizerRate& r : optimizers) {
-        const bool same = r.optimizer == c.optimizer && r.precision == c.precision && r.seconds > 0 &&
-                          r.elements() > 0 &&
-                          (c.optimizer != Optimizer::adam8bit || r.block == static_cast<std::int64_t>(c.adam8bit_block));
+        const bool block = c.optimizer != Optimizer::adam8bit || r.block == static_cast<std::int64_t>(c.adam8bit_block);
+        const bool same = r.optimizer == c.optimizer && r.precision == c.precision && block && r.seconds > 0 &&
+                          r.elements() > 0;
         if (!same) continue;
         if (r.tensors == own) return r.seconds / static_cast<double>(r.elements());
         if (best == nullptr) best = &r;
