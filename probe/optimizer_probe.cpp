@@ -55,8 +55,9 @@ struct Buffers {
           absmax(b, r.optimizer == Optimizer::adam8bit ? 2 * 4 * (n / static_cast<std::uint64_t>(r.block) + 1) : 0),
           stats(b, r.optimizer == Optimizer::adafactor ? static_cast<std::uint64_t>(p.stats) * sb : 0),
           norm(b, 4) {
-        // Values as training has them, not zeros: 8-bit Adam's quantization searches its
-        // code book element by element, and all-zero blocks take a shortcut.
+        // Values as training has them, not zeros: 8-bit Adam's quantization searches its code
+        // book per element and Lion branches on each sign; on zeros every branch is predicted
+        // and they ran 4-7x faster than on these values.
         const auto elements = static_cast<std::int64_t>(n);
         b.neftune_noise(grads.ptr, elements, 1e-3f, 1, d.weights);
         b.neftune_noise(weights.ptr, elements, 2e-2f, 2, d.weights);
