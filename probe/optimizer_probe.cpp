@@ -57,7 +57,7 @@ struct Buffers {
           norm(b, 4) {
         // Values as training has them, not zeros: 8-bit Adam's quantization searches its code
         // book per element and Lion branches on each sign; on zeros every branch is predicted
-        // and they ran 4-7x faster than on these values.
+        // and they ran 4-6x faster than on these values.
         const auto elements = static_cast<std::int64_t>(n);
         b.neftune_noise(grads.ptr, elements, 1e-3f, 1, d.weights);
         b.neftune_noise(weights.ptr, elements, 2e-2f, 2, d.weights);
