@@ -52,6 +52,9 @@ std::string value_text(const probe::ProbeRecord& r) {
     if (r.unit == "FLOP/s") return fmt::format("{:.2f} GFLOP/s", r.value / 1e9);
     if (r.unit == "B/s" && r.value < 1e9) return fmt::format("{:.1f} MB/s", r.value / 1e6);  // MPI between CPU ranks
     if (r.unit == "B/s") return fmt::format("{:.2f} GB/s", r.value / 1e9);
+    // An optimizer's pass: also per element updated, the rate the time model uses.
+    if (const auto o = probe::parse_optimizer_record(r.name); o && o->elements() > 0)
+        return fmt::format("{:.3f} ms ({:.1f} ns/element)", r.value * 1e3, r.value * 1e9 / o->elements());
     return fmt::format("{:.3f} ms", r.value * 1e3);
 }
 
@@ -94,10 +97,12 @@ int run_probe(const ProbeCliOptions& o) {
 void add_probe_command(CLI::App& app, int& exit_code) {
     auto* cmd = app.add_subcommand(
         "probe", "Measure what the time model needs at a sweep's shapes: GEMM rates, attention forward and "
-                 "backward, the optimizer update's bandwidth, and the bus bandwidth (nccl-tests' busbw) of "
-                 "all-reduce, reduce-scatter and all-gather at the sweep's world sizes, over MPI ranks started "
-                 "by the sweep's launcher (NCCL on GPUs). `tune sweep --probe` does this at start and "
-                 "reuses the rates cached in its database for the same host, software version and device.");
+                 "backward, the element-wise ops, each optimizer's update in each precision (its time per pass "
+                 "over a layer's and the outer buffer's tensors, and per element), and the bus bandwidth "
+                 "(nccl-tests' busbw) of all-reduce, reduce-scatter and all-gather at the sweep's world sizes, "
+                 "over MPI ranks started by the sweep's launcher (NCCL on GPUs). `tune sweep --probe` does this "
+                 "at start and reuses the rates cached in its database for the same host, software version "
+                 "and device.");
     auto o = std::make_shared<ProbeCliOptions>();
     cmd->add_option("file", o->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();
     cmd->add_option("--db", o->database, "Results database holding the cache (default: the sweep's [output] database)");

@@ -14,49 +14,12 @@
 
 #include "core/step_statistics.h"
 #include "kernels/speed_reference.h"
+#include "probe/optimizer_probe.h"
+#include "probe/probe_timing.h"
 #include "search/estimate_time.h"
 
 namespace tune::probe {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Seconds per call of `op`: one untimed call, then calls until min_seconds
-// passed. With a speed reference in the settings the time is scaled to the
-// machine speed it stands for: the reference is run before and after, and
-// their mean against it says how much slower the machine ran meanwhile, so
-// every probe of a set speaks for the same machine speed even when the host
-// changed pace between probes (kernels/speed_reference.h).
-double seconds_per_call(kernels::Backend& backend, const std::function<void()>& op, const ProbeSettings& s,
-                        double* spent) {
-    const auto begin = Clock::now();
-    const double reference_before = s.speed_reference_s > 0 ? kernels::time_speed_reference(backend) : 0.0;
-    op();
-    backend.synchronize();
-    const auto start = Clock::now();
-    std::size_t calls = 0;
-    double elapsed = 0;
-    do {
-        op();
-        backend.synchronize();
-        ++calls;
-        elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    } while (elapsed < s.min_seconds);
-    double slowdown = 1.0;
-    if (s.speed_reference_s > 0)
-        slowdown = (reference_before + kernels::time_speed_reference(backend)) / 2 / s.speed_reference_s;
-    if (spent) *spent = std::chrono::duration<double>(Clock::now() - begin).count();
-    return elapsed / static_cast<double>(calls) / slowdown;
-}
-
-kernels::DType dtype_of(ProbeDtype d) {
-    switch (d) {
-        case ProbeDtype::f32: return kernels::DType::f32;
-        case ProbeDtype::bf16: return kernels::DType::bf16;
-        case ProbeDtype::f16: return kernels::DType::f16;
-    }
-    return kernels::DType::f32;
-}
 
 // The speed reference's record: kernels::SpeedReference's GEMMs, in seconds.
 std::string speed_reference_name() {
@@ -67,26 +30,6 @@ std::string speed_reference_name() {
 // A backward GEMM's record name ends in its pass; a forward one's has no suffix (as cached before).
 constexpr std::array<std::pair<GemmPass, const char*>, 2> kBackwardGemmNames{
     {{GemmPass::input_grad, "dx"}, {GemmPass::weight_grad, "dw"}}};
-
-// A backend buffer freed on scope exit, zero-filled (probes time arithmetic, not values).
-struct Scratch {
-    kernels::Backend& backend;
-    void* ptr = nullptr;
-    Scratch(kernels::Backend& b, std::uint64_t bytes) : backend(b), bytes_(bytes) {
-        if (bytes > 0) {
-            ptr = b.allocate(bytes);
-            b.fill_zero(ptr, bytes);
-        }
-    }
-    ~Scratch() {
-        if (ptr) backend.deallocate(ptr, bytes_);
-    }
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-
-private:
-    std::uint64_t bytes_;
-};
 
 double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSettings& s, double* spent) {
     const kernels::DType dt = dtype_of(g.dtype);
@@ -210,19 +153,6 @@ double speed_reference_now(kernels::Backend& backend) {
     return step_statistics(ms, 0).median_ms / 1e3;
 }
 
-// AdamW over fp32 weights, gradients and states: 4 (g) + 8 (p) + 16 (m, v) bytes per element.
-double probe_bandwidth(kernels::Backend& backend, const ProbeSettings& s, double* spent) {
-    const std::uint64_t n = s.bandwidth_elements;
-    Scratch p(backend, 4 * n), g(backend, 4 * n), m(backend, 4 * n), v(backend, 4 * n);
-    kernels::ParamTensor t;
-    t.n = static_cast<std::int64_t>(n);
-    t.param = p.ptr, t.grad = g.ptr;
-    const double sec = seconds_per_call(
-        backend, [&] { backend.adamw_update(t, m.ptr, v.ptr, kernels::DType::f32, kernels::AdamWParams{}); },
-        s, spent);
-    return 28.0 * static_cast<double>(n) / sec;
-}
-
 constexpr std::array<std::pair<Collective, const char*>, 3> kCollectiveNames{
     {{Collective::all_reduce, "all-reduce"}, {Collective::reduce_scatter, "reduce-scatter"},
      {Collective::all_gather, "all-gather"}}};
@@ -261,7 +191,62 @@ void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& co
     }
 }
 
+// Each optimizer in each precision the sweep runs, over the tensors its step updates
+// (8-bit Adam per block size; full fine-tuning and each adapter shape apart).
+void plan_optimizers(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
+    for (const TrialConfig& c : configs) {
+        OptimizerRate r{c.optimizer, c.precision, 256, optimizer_probe_tensors(model, c), 0};
+        if (c.optimizer == Optimizer::adam8bit) r.block = c.adam8bit_block;
+        const bool seen = std::any_of(plan.optimizers.begin(), plan.optimizers.end(), [&](const OptimizerRate& o) {
+            return o.optimizer == r.optimizer && o.precision == r.precision && o.block == r.block &&
+                   o.tensors == r.tensors;
+        });
+        if (!seen) plan.optimizers.push_back(std::move(r));
+    }
+}
+
+std::string tensors_text(const std::vector<TensorShape>& tensors) {
+    std::string out;
+    for (const TensorShape& t : tensors) out += fmt::format("{}{}x{}", out.empty() ? "" : ",", t.rows, t.cols);
+    return out;
+}
+
+std::optional<std::vector<TensorShape>> parse_tensors(const std::string& text) {
+    std::vector<TensorShape> out;
+    std::size_t at = 0;
+    while (at < text.size()) {
+        long long rows = 0, cols = 0;
+        int used = 0;
+        if (std::sscanf(text.c_str() + at, "%lldx%lld%n", &rows, &cols, &used) != 2 || rows < 1 || cols < 1)
+            return std::nullopt;
+        out.push_back({rows, cols});
+        at += static_cast<std::size_t>(used);
+        if (at < text.size() && text[at++] != ',') return std::nullopt;
+    }
+    if (out.empty()) return std::nullopt;
+    return out;
+}
+
 }  // namespace
+
+std::string optimizer_record_name(const OptimizerRate& r) {
+    return fmt::format("optimizer {} {} block={} tensors={}", to_string(r.optimizer), to_string(r.precision), r.block,
+                       tensors_text(r.tensors));
+}
+
+std::optional<OptimizerRate> parse_optimizer_record(const std::string& name) {
+    char optimizer[16] = {}, precision[16] = {};
+    long long block = 0;
+    int used = 0;
+    const char* format = "optimizer %15s %15s block=%lld tensors=%n";
+    if (std::sscanf(name.c_str(), format, optimizer, precision, &block, &used) != 3 || used == 0 || block < 1)
+        return std::nullopt;
+    const auto o = parse_enum(optimizer, kOptimizers);
+    const auto p = parse_enum(precision, kPrecisions);
+    auto tensors = parse_tensors(name.substr(static_cast<std::size_t>(used)));
+    if (!o || !p || !tensors) return std::nullopt;
+    return OptimizerRate{*o, *p, block, std::move(*tensors), 0};
+}
 
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs) {
     std::set<std::tuple<std::int64_t, ProbeDtype>> tokens;  // (rows, dtype)
@@ -295,8 +280,8 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
         plan.elementwise.push_back({t, dtype, h, kv, f, v, static_cast<std::int64_t>(model.heads),
                                     static_cast<std::int64_t>(model.kv_heads), static_cast<std::int64_t>(model.head_dim()),
                                     0, 0, 0});
-    plan.memory_bytes_per_s = 1;  // asked for
-    plan.speed_reference_s = 1;   // asked for
+    plan.speed_reference_s = 1;  // asked for
+    plan_optimizers(model, configs, plan);
     plan_collectives(model, configs, plan);
     return plan;
 }
@@ -318,12 +303,15 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     std::vector<double> spent_elementwise(out.elementwise.size());
     for (std::size_t i = 0; i < out.elementwise.size(); ++i)
         probe_elementwise(backend, out.elementwise[i], s, &spent_elementwise[i]);
-    double spent_bandwidth = 0;
-    if (plan.memory_bytes_per_s > 0) out.memory_bytes_per_s = probe_bandwidth(backend, s, &spent_bandwidth);
+    std::vector<double> spent_optimizer(out.optimizers.size());
+    for (std::size_t i = 0; i < out.optimizers.size(); ++i) {
+        OptimizerRate& r = out.optimizers[i];
+        r.seconds = probe_optimizer(backend, r, s, &spent_optimizer[i]);
+    }
     if (records) {
         *records = records_of(out);
         // records_of lists gemm, then attention (forward, backward), element-wise (three
-        // parts), then the bandwidth.
+        // parts), the optimizers, then the speed reference.
         std::size_t r = 0;
         for (double s : spent_gemm) (*records)[r++].seconds = s;
         for (double s : spent_attention) {
@@ -332,7 +320,7 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
         }
         for (double s : spent_elementwise)
             for (int part = 0; part < 3; ++part) (*records)[r++].seconds = s / 3;
-        if (r < records->size() && plan.memory_bytes_per_s > 0) (*records)[r++].seconds = spent_bandwidth;
+        for (double s : spent_optimizer) (*records)[r++].seconds = s;
         if (r < records->size() && plan.speed_reference_s > 0) (*records)[r].seconds = spent_reference;
     }
     return out;
@@ -375,7 +363,7 @@ std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
         out.push_back({shape + " layer-backward", e.layer_backward_s, "s", 0});
         out.push_back({shape + " outer", e.outer_s, "s", 0});
     }
-    if (rates.memory_bytes_per_s > 0) out.push_back({"bandwidth adamw f32", rates.memory_bytes_per_s, "B/s", 0});
+    for (const OptimizerRate& o : rates.optimizers) out.push_back({optimizer_record_name(o), o.seconds, "s", 0});
     if (rates.speed_reference_s > 0) out.push_back({speed_reference_name(), rates.speed_reference_s, "s", 0});
     for (const CollectiveRate& c : rates.collectives)
         out.push_back({collective_record_name(c), c.bus_bytes_per_s, "B/s", 0});
@@ -422,8 +410,9 @@ ProbedRates rates_of(const std::vector<ProbeRecord>& records) {
             const std::string which(part);
             (which == "layer-forward" ? it->layer_forward_s : which == "layer-backward" ? it->layer_backward_s
                                                                                        : it->outer_s) = r.value;
-        } else if (r.name == "bandwidth adamw f32") {
-            out.memory_bytes_per_s = r.value;
+        } else if (auto o = parse_optimizer_record(r.name)) {
+            o->seconds = r.value;
+            out.optimizers.push_back(std::move(*o));
         } else if (r.name == speed_reference_name()) {
             out.speed_reference_s = r.value;
         } else if (auto c = parse_collective_record(r.name)) {

@@ -1,8 +1,8 @@
 // Micro-benchmarks of what the time model needs (search/probed_rates.h),
 // run on a kernels::Backend at a sweep's own shapes: every GEMM of a layer
 // and the LM head at each tokens-per-micro-batch and dtype the sweep holds,
-// attention forward and backward per shape, and the bandwidth AdamW's update
-// streams at. Each probe repeats its op until a minimum time has passed
+// attention forward and backward per shape, the element-wise ops, and each
+// optimizer's update in each precision (probe/optimizer_probe.h). Each probe repeats its op until a minimum time has passed
 // (after one untimed run), as Google Benchmark does.
 #pragma once
 
@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "kernels/backend.h"
+#include "probe/probe_timing.h"
 #include "search/probed_rates.h"
 
 namespace tune::probe {
@@ -28,14 +29,6 @@ struct ProbeRecord {
 // The shapes a sweep's configurations will ask the time model about (rates 0).
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs);
 
-struct ProbeSettings {
-    double min_seconds = 0.02;   // per probe, after the untimed run
-    std::uint64_t bandwidth_elements = 8u << 20;  // AdamW update over this many fp32 elements
-    // The machine speed every probe's time is scaled to (seconds of the speed
-    // reference, kernels/speed_reference.h); run_probes sets it, 0 scales nothing.
-    double speed_reference_s = 0;
-};
-
 // Runs every probe of `plan` on `backend`; the rates filled in. Collectives need
 // ranks: they are left as planned (see CollectiveProber).
 ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const ProbeSettings& settings,
@@ -44,6 +37,11 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
 // A collective's record name, "busbw all-reduce n=2 bytes=262144" (its value: bus bandwidth, B/s), and back.
 std::string collective_record_name(const CollectiveRate& c);
 std::optional<CollectiveRate> parse_collective_record(const std::string& name);
+
+// An optimizer's record name, "optimizer adam8bit bf16-mixed block=256 tensors=1x64,64x64,..."
+// (its value: seconds per pass over the tensors), and back.
+std::string optimizer_record_name(const OptimizerRate& r);
+std::optional<OptimizerRate> parse_optimizer_record(const std::string& name);
 
 // Measures planned collectives at their rank counts (under mpirun or srun: the
 // CLI starts the ranks) and returns them with bus_bytes_per_s and the seconds

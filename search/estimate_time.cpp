@@ -207,8 +207,8 @@ std::optional<double> probed_collective_seconds(const ModelSpec& m, const TrialC
 }
 
 // Compute and attention from the probed rates, scaled by how far the
-// (calibrated) efficiencies moved from their defaults; the optimizer's
-// traffic over the probed bandwidth; collectives call by call at their probed
+// (calibrated) efficiencies moved from their defaults; the optimizer's update
+// at its own probed time per element; collectives call by call at their probed
 // times. Terms without a probe stay nominal.
 void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const EstimateOptions& o, StepTime& t) {
     const ProbedRates& p = *o.probed;
@@ -220,8 +220,9 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Estimate
         t.attention_s = micro->attention_s * c.grad_accum / speed;
         t.elementwise_s = micro->elementwise_s * c.grad_accum / speed;
     }
-    if (p.memory_bytes_per_s > 0)
-        t.optimizer_s = optimizer_traffic_per_element(c) * owned_elements(m, c) / p.memory_bytes_per_s;
+    // The rank's owned elements (its shard at ZeRO 1-3) at its optimizer's probed time per element.
+    if (const auto per_element = p.optimizer_seconds_per_element(m, c))
+        t.optimizer_s = *per_element * owned_elements(m, c);
     if (t.comm_bytes > 0)
         if (const auto seconds = probed_collective_seconds(m, c, p)) t.comm_s = (1 - o.comm_overlap) * *seconds;
 }

@@ -1,7 +1,7 @@
 // Rates measured on this machine (probe/, `tune probe`), which the time model
 // uses per op instead of nominal peaks times an efficiency: GEMMs at the
 // model's own shapes and dtypes, attention forward and backward per shape,
-// and the memory bandwidth the optimizer's updates stream at.
+// and each optimizer's update in each precision.
 #pragma once
 
 #include <cstdint>
@@ -75,20 +75,52 @@ struct CollectiveRate {
     double bus_bytes_per_s = 0;
 };
 
+// One tensor the optimizer updates with one backend call, (rows, cols) row-major
+// as the trainer stores it; vectors have rows = 1.
+struct TensorShape {
+    std::int64_t rows = 1, cols = 0;
+    std::int64_t numel() const { return rows * cols; }
+    bool operator==(const TensorShape&) const = default;
+};
+
+// The tensors an optimizer probe updates, as the trainer calls the backend for
+// them (harness/optimizer_state.cpp: one call per tensor, in the buffer's order):
+// one layer's tensors then the outer buffer's (embedding, final norm, LM head),
+// or, with adapters, one layer's A (r, in) and B (out, r) per targeted linear;
+// cut at kOptimizerProbeElements (the last one's rows trimmed) so that a probe
+// stays short on a large model while its calls keep the trainer's sizes.
+inline constexpr std::int64_t kOptimizerProbeElements = 1 << 18;
+std::vector<TensorShape> optimizer_probe_tensors(const ModelSpec& m, const TrialConfig& c);
+
+// One optimizer step's update over `tensors` in one precision's dtypes (weights,
+// gradients, master weights, states: harness/model_state.cpp precision_plan),
+// the gradients' sum of squares (the clipping norm) first: seconds per pass.
+struct OptimizerRate {
+    Optimizer optimizer = Optimizer::adamw;
+    Precision precision = Precision::fp32;
+    std::int64_t block = 256;  // 8-bit Adam's quantization block
+    std::vector<TensorShape> tensors;
+    double seconds = 0;
+    std::int64_t elements() const;
+};
+
 struct ProbedRates {
     std::vector<GemmRate> gemm;
     std::vector<AttentionRate> attention;
-    double memory_bytes_per_s = 0;  // streaming read + write (the optimizer's updates); 0: not probed
     std::vector<CollectiveRate> collectives;
     std::vector<ElementwiseRate> elementwise;
+    std::vector<OptimizerRate> optimizers;
     // Seconds of the speed reference (kernels/speed_reference.h) the rates were
     // taken at, every probe scaled to it; 0: unknown (a cache from before it).
     double speed_reference_s = 0;
 
     bool empty() const {
-        return gemm.empty() && attention.empty() && memory_bytes_per_s <= 0 && collectives.empty() &&
-               elementwise.empty();
+        return gemm.empty() && attention.empty() && collectives.empty() && elementwise.empty() && optimizers.empty();
     }
+    // Seconds per updated element of `c`'s optimizer in its precision: the probe over
+    // c's own tensors (optimizer_probe_tensors), else over any of the same optimizer,
+    // precision and block; nullopt when none was probed.
+    std::optional<double> optimizer_seconds_per_element(const ModelSpec& m, const TrialConfig& c) const;
     // The element-wise times at this many tokens per micro-batch, scaled linearly in
     // tokens from the nearest probed count of the same dtype; nullopt when none.
     std::optional<ElementwiseRate> elementwise_at(std::int64_t tokens, ProbeDtype dtype) const;

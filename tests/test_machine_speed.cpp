@@ -115,7 +115,6 @@ TEST_CASE("a probe set carries its speed reference, and estimates priced from it
     kernels::CpuBackend backend({1, 0});
     probe::ProbeSettings settings;
     settings.min_seconds = 0.001;
-    settings.bandwidth_elements = 1 << 16;
     std::vector<probe::ProbeRecord> records;
     const ProbedRates rates = probe::run_probes(backend, plan, settings, &records);
     CHECK(rates.speed_reference_s > 0);

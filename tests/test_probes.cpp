@@ -36,7 +36,9 @@ TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per
     CHECK(plan.gemm.size() == 30);
     CHECK(plan.attention.size() == 3);
     CHECK(plan.elementwise.size() == 2);  // per tokens per micro-batch and dtype
-    CHECK(plan.memory_bytes_per_s > 0);
+    REQUIRE(plan.optimizers.size() == 2);  // adamw in fp32 and in bf16-mixed
+    CHECK(plan.optimizers[0].precision == Precision::fp32);
+    CHECK(plan.optimizers[1].precision == Precision::bf16_mixed);
     // The down projection (n = h, k = f): dX (T, f) from dY (T, h) and W (h, f); dW (h, f) over T.
     const auto has = [&](std::int64_t mm, std::int64_t n, std::int64_t k, GemmPass pass) {
         return std::any_of(plan.gemm.begin(), plan.gemm.end(), [&](const GemmRate& g) {
@@ -55,13 +57,13 @@ TEST_CASE("probes measure on a backend and their records round-trip by name", "[
     kernels::CpuBackend backend({1, 0});
     probe::ProbeSettings settings;
     settings.min_seconds = 0.001;
-    settings.bandwidth_elements = 1 << 16;
     std::vector<probe::ProbeRecord> records;
     const ProbedRates rates = probe::run_probes(backend, plan, settings, &records);
     for (const GemmRate& g : rates.gemm) CHECK(g.flops_per_s > 0);
     for (const AttentionRate& a : rates.attention) CHECK((a.forward_s > 0 && a.backward_s > 0));
-    CHECK(rates.memory_bytes_per_s > 0);
-    // ... plus the bandwidth and the speed reference.
+    REQUIRE(rates.optimizers.size() == 1);
+    CHECK(rates.optimizers[0].seconds > 0);
+    // ... plus the optimizer update and the speed reference.
     REQUIRE(records.size() == plan.gemm.size() + 2 * plan.attention.size() + 3 * plan.elementwise.size() + 2);
     for (const auto& r : records) CHECK(r.seconds > 0);
     const ProbedRates back = probe::rates_of(records);
@@ -70,7 +72,9 @@ TEST_CASE("probes measure on a backend and their records round-trip by name", "[
     CHECK(back.gemm[0].m == rates.gemm[0].m);
     REQUIRE(back.attention.size() == 1);
     CHECK(back.attention[0].backward_s == rates.attention[0].backward_s);
-    CHECK(back.memory_bytes_per_s == rates.memory_bytes_per_s);
+    REQUIRE(back.optimizers.size() == 1);
+    CHECK(back.optimizers[0].seconds == rates.optimizers[0].seconds);
+    CHECK(back.optimizers[0].tensors == rates.optimizers[0].tensors);
     for (std::size_t i = 0; i < rates.gemm.size(); ++i) CHECK(back.gemm[i].pass == rates.gemm[i].pass);
     REQUIRE(back.elementwise.size() == 1);
     CHECK(rates.elementwise[0].layer_forward_s > 0);
@@ -88,7 +92,7 @@ TEST_CASE("the time model takes probed rates per op instead of nominal peaks", "
     const auto with = [&](double gemm_flops) {
         for (GemmRate& g : rates.gemm) g.flops_per_s = gemm_flops;
         for (AttentionRate& a : rates.attention) a.forward_s = a.backward_s = 1e-3;
-        rates.memory_bytes_per_s = 1e9;
+        for (OptimizerRate& r : rates.optimizers) r.seconds = 1e-3;
         EstimateOptions o;
         o.probed = std::make_shared<const ProbedRates>(rates);
         return step_time(c.model, c, cpu, o);
@@ -111,7 +115,6 @@ TEST_CASE("probed passes: dX and dW at their own rates, element-wise ops per lay
         for (GemmRate& g : rates.gemm) g.flops_per_s = g.pass == GemmPass::weight_grad ? dw_flops : 1e9;
         for (AttentionRate& a : rates.attention) a.forward_s = a.backward_s = 1e-3;
         for (ElementwiseRate& e : rates.elementwise) e.layer_forward_s = 1e-3, e.layer_backward_s = 2e-3, e.outer_s = 5e-4;
-        rates.memory_bytes_per_s = 1e9;
         EstimateOptions o;
         o.probed = std::make_shared<const ProbedRates>(rates);
         return step_time(config.model, config, cpu, o);
@@ -140,13 +143,13 @@ TEST_CASE("the store caches probes per host, software and device", "[probe][stor
     const ProbeKey key{"host-a", "tune 1.0", "cpu threads=1"};
     CHECK(db.cached_probes(key).empty());
     const std::vector<ProbeRow> rows{{"gemm f32 m=128 n=64 k=64", 1e9, "FLOP/s", 0.02},
-                                     {"bandwidth adamw f32", 5e9, "B/s", 0.03}};
+                                     {"optimizer adamw fp32 block=256 tensors=1x64", 1e-3, "s", 0.03}};
     db.cache_probes(key, rows);
     auto back = db.cached_probes(key);
     std::sort(back.begin(), back.end(), [](const ProbeRow& a, const ProbeRow& b) { return a.probe < b.probe; });
-    CHECK(back == std::vector<ProbeRow>{rows[1], rows[0]});
+    CHECK(back == rows);  // "gemm ..." sorts before "optimizer ..."
     CHECK(db.cached_probes({"host-b", "tune 1.0", "cpu threads=1"}).empty());
-    db.cache_probes(key, std::vector<ProbeRow>{{"bandwidth adamw f32", 6e9, "B/s", 0.03}});  // replaced, not added
+    db.cache_probes(key, std::vector<ProbeRow>{{"optimizer adamw fp32 block=256 tensors=1x64", 2e-3, "s", 0.03}});  // replaced, not added
     CHECK(db.cached_probes(key).size() == 2);
 }
 

@@ -1,0 +1,48 @@
+// What every probe shares: timing an op as Google Benchmark does (one untimed
+// call, then calls until a minimum time has passed), zero-filled backend
+// scratch buffers, and the backend dtype of a probe's dtype.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "kernels/backend.h"
+#include "search/probed_rates.h"
+
+namespace tune::probe {
+
+struct ProbeSettings {
+    double min_seconds = 0.02;  // per probe, after the untimed run
+    // The machine speed every probe's time is scaled to (seconds of the speed
+    // reference, kernels/speed_reference.h); run_probes sets it, 0 scales nothing.
+    double speed_reference_s = 0;
+};
+
+// Seconds per call of `op`: one untimed call, then calls until min_seconds
+// passed; `spent` (optional) receives the whole time, untimed call included.
+// With a speed reference in the settings the time is scaled to the machine
+// speed it stands for: the reference runs before and after, and their mean
+// against it says how much slower the machine ran meanwhile, so every probe of
+// a set speaks for one machine speed even when the host changed pace between
+// probes.
+double seconds_per_call(kernels::Backend& backend, const std::function<void()>& op, const ProbeSettings& s,
+                        double* spent);
+
+kernels::DType dtype_of(ProbeDtype d);
+
+// A backend buffer freed on scope exit, zero-filled (probes time arithmetic, not values).
+class Scratch {
+public:
+    Scratch(kernels::Backend& b, std::uint64_t bytes);
+    ~Scratch();
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+
+    kernels::Backend& backend;
+    void* ptr = nullptr;
+
+private:
+    std::uint64_t bytes_;
+};
+
+}  // namespace tune::probe

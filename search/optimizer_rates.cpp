@@ -1,0 +1,70 @@
+// The optimizer probes' tensors and the lookup of their rates (search/probed_rates.h).
+#include <algorithm>
+
+#include "search/model_flops.h"
+#include "search/probed_rates.h"
+
+namespace tune {
+namespace {
+
+// One layer's tensors in harness/param_layout.cpp's order, then the outer buffer's.
+std::vector<TensorShape> full_tensors(const ModelSpec& m) {
+    const auto h = static_cast<std::int64_t>(m.hidden), kv = static_cast<std::int64_t>(m.kv_dim());
+    const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
+    return {{1, h}, {h, h}, {kv, h}, {kv, h}, {h, h}, {1, h}, {f, h}, {f, h}, {h, f},  // the layer
+            {v, h}, {1, h}, {v, h}};                                                    // embedding, norm, head
+}
+
+// One layer's adapters: A (r, in) then B (out, r) per targeted linear (search/flat_layout adapter_buffer).
+std::vector<TensorShape> adapter_tensors(const ModelSpec& m, const TrialConfig& c) {
+    std::vector<TensorShape> out;
+    for (const Linear& l : layer_linears(m, c))
+        if (l.rank > 0) {
+            const auto r = static_cast<std::int64_t>(l.rank);
+            out.push_back({r, static_cast<std::int64_t>(l.in)});
+            out.push_back({static_cast<std::int64_t>(l.out), r});
+        }
+    return out;
+}
+
+}  // namespace
+
+std::vector<TensorShape> optimizer_probe_tensors(const ModelSpec& m, const TrialConfig& c) {
+    std::vector<TensorShape> out;
+    std::int64_t total = 0;
+    for (TensorShape t : c.adapters() ? adapter_tensors(m, c) : full_tensors(m)) {
+        if (t.numel() <= 0) continue;
+        if (total + t.numel() > kOptimizerProbeElements) {  // the rows that fit; at least one of a first tensor
+            t.rows = std::min(t.rows, (kOptimizerProbeElements - total) / t.cols);
+            if (t.rows < 1 && out.empty()) t.rows = 1;
+            if (t.rows >= 1) out.push_back(t);
+            break;
+        }
+        total += t.numel();
+        out.push_back(t);
+    }
+    return out;
+}
+
+std::int64_t OptimizerRate::elements() const {
+    std::int64_t n = 0;
+    for (const TensorShape& t : tensors) n += t.numel();
+    return n;
+}
+
+std::optional<double> ProbedRates::optimizer_seconds_per_element(const ModelSpec& m, const TrialConfig& c) const {
+    const std::vector<TensorShape> own = optimizer_probe_tensors(m, c);
+    const OptimizerRate* best = nullptr;
+    for (const OptimizerRate& r : optimizers) {
+        const bool block = c.optimizer != Optimizer::adam8bit || r.block == static_cast<std::int64_t>(c.adam8bit_block);
+        const bool same = r.optimizer == c.optimizer && r.precision == c.precision && block && r.seconds > 0 &&
+                          r.elements() > 0;
+        if (!same) continue;
+        if (r.tensors == own) return r.seconds / static_cast<double>(r.elements());
+        if (best == nullptr) best = &r;
+    }
+    if (best == nullptr) return std::nullopt;
+    return best->seconds / static_cast<double>(best->elements());
+}
+
+}  // namespace tune

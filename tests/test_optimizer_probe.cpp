@@ -1,0 +1,133 @@
+// The optimizer probes: one per optimizer and precision a sweep runs, over the
+// tensors its step updates, records that round-trip by name, the time model
+// pricing the update at the probed time per element of the rank's own elements.
+#include <catch2/catch.hpp>
+
+#include "core/presets.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "probe/optimizer_probe.h"
+#include "probe/probes.h"
+#include "search/estimate.h"
+
+using namespace tune;
+
+namespace {
+
+TrialConfig tiny(Optimizer o, Precision p) {
+    TrialConfig c;
+    c.model = *find_model("tiny");
+    c.micro_batch = 2;
+    c.context = 64;
+    c.optimizer = o;
+    c.precision = p;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("an optimizer probe covers a layer's tensors and the outer buffer's, in the trainer's order",
+          "[probe][optimizer]") {
+    const ModelSpec m = *find_model("tiny");
+    const auto h = static_cast<std::int64_t>(m.hidden), f = static_cast<std::int64_t>(m.ffn);
+    const auto v = static_cast<std::int64_t>(m.vocab), kv = static_cast<std::int64_t>(m.kv_dim());
+    const std::vector<TensorShape> full = optimizer_probe_tensors(m, tiny(Optimizer::adamw, Precision::fp32));
+    CHECK(full == std::vector<TensorShape>{{1, h}, {h, h}, {kv, h}, {kv, h}, {h, h}, {1, h}, {f, h}, {f, h}, {h, f},
+                                           {v, h}, {1, h}, {v, h}});
+    // Adapters: A (r, in) and B (out, r) per targeted linear (q, k, v, o).
+    TrialConfig lora = tiny(Optimizer::adamw, Precision::fp32);
+    lora.method = Method::lora;
+    lora.lora_rank = 8;
+    lora.lora_targets = LoraTargets::attention;
+    const std::vector<TensorShape> adapters = optimizer_probe_tensors(m, lora);
+    REQUIRE(adapters.size() == 8);
+    CHECK(adapters[0] == TensorShape{8, h});
+    CHECK(adapters[3] == TensorShape{kv, 8});
+    // A large model's probe stops at the element budget, its last tensor's rows trimmed.
+    const ModelSpec big = *find_model("llama-7b");
+    TrialConfig c = tiny(Optimizer::adamw, Precision::fp32);
+    c.model = big;
+    std::int64_t total = 0;
+    for (const TensorShape& t : optimizer_probe_tensors(big, c)) total += t.numel();
+    CHECK(total <= kOptimizerProbeElements);
+    CHECK(total > kOptimizerProbeElements / 2);
+}
+
+TEST_CASE("plan_probes asks for exactly the sweep's optimizers in its precisions", "[probe][optimizer]") {
+    const ModelSpec m = *find_model("tiny");
+    TrialConfig longer = tiny(Optimizer::adam8bit, Precision::bf16_mixed);
+    longer.context = 128;  // the same update: one probe
+    const ProbedRates plan = probe::plan_probes(
+        m, {tiny(Optimizer::adamw, Precision::fp32), tiny(Optimizer::adam8bit, Precision::bf16_mixed), longer,
+            tiny(Optimizer::lomo, Precision::fp16_mixed)});
+    REQUIRE(plan.optimizers.size() == 3);
+    CHECK((plan.optimizers[0].optimizer == Optimizer::adamw && plan.optimizers[0].precision == Precision::fp32));
+    CHECK(plan.optimizers[1].optimizer == Optimizer::adam8bit);
+    CHECK(plan.optimizers[1].precision == Precision::bf16_mixed);
+    CHECK((plan.optimizers[2].optimizer == Optimizer::lomo && plan.optimizers[2].precision == Precision::fp16_mixed));
+    for (const OptimizerRate& r : plan.optimizers) CHECK(r.tensors.size() == 12);
+}
+
+TEST_CASE("optimizer records round-trip by name", "[probe][optimizer]") {
+    ProbedRates rates;
+    rates.optimizers.push_back(
+        {Optimizer::adam8bit, Precision::bf16_mixed, 128, {{1, 64}, {64, 64}, {176, 64}}, 2.5e-3});
+    rates.optimizers.push_back({Optimizer::adafactor, Precision::bf16, 256, {{8, 64}}, 1e-4});
+    const std::vector<probe::ProbeRecord> records = probe::records_of(rates);
+    REQUIRE(records.size() == 2);
+    CHECK(records[0].name == "optimizer adam8bit bf16-mixed block=128 tensors=1x64,64x64,176x64");
+    CHECK(records[0].unit == "s");
+    const ProbedRates back = probe::rates_of(records);
+    REQUIRE(back.optimizers.size() == 2);
+    for (std::size_t i = 0; i < 2; ++i) {
+        CHECK(back.optimizers[i].optimizer == rates.optimizers[i].optimizer);
+        CHECK(back.optimizers[i].precision == rates.optimizers[i].precision);
+        CHECK(back.optimizers[i].block == rates.optimizers[i].block);
+        CHECK(back.optimizers[i].tensors == rates.optimizers[i].tensors);
+        CHECK(back.optimizers[i].seconds == rates.optimizers[i].seconds);
+    }
+    CHECK_FALSE(probe::parse_optimizer_record("optimizer adamw fp32 block=256 tensors="));
+    CHECK_FALSE(probe::parse_optimizer_record("optimizer sgd fp32 block=256 tensors=1x4"));
+    CHECK_FALSE(probe::parse_optimizer_record("optimizer adamw fp32 block=256 tensors=1x4;2x2"));
+}
+
+TEST_CASE("the time model prices the update at its optimizer's probed time per owned element",
+          "[probe][optimizer][estimate]") {
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig adamw = tiny(Optimizer::adamw, Precision::bf16_mixed);
+    const TrialConfig adam8bit = tiny(Optimizer::adam8bit, Precision::bf16_mixed);
+    ProbedRates rates = probe::plan_probes(adamw.model, {adamw, adam8bit});
+    REQUIRE(rates.optimizers.size() == 2);
+    rates.optimizers[0].seconds = 1e-4;
+    rates.optimizers[1].seconds = 1e-3;  // 8-bit Adam ten times AdamW's time per element
+    EstimateOptions o;
+    o.probed = std::make_shared<const ProbedRates>(rates);
+    const StepTime a = step_time(adamw.model, adamw, cpu, o), b = step_time(adam8bit.model, adam8bit, cpu, o);
+    CHECK(b.optimizer_s == Approx(10 * a.optimizer_s));
+    // One pass is one layer and the outer buffer; the model has two layers and the outer buffer.
+    CHECK(a.optimizer_s > 1e-4);
+    CHECK(a.optimizer_s < 2e-4);
+    // ZeRO-1 over two ranks: each updates about half.
+    TrialConfig sharded = adamw;
+    sharded.zero_stage = 1;
+    sharded.world_size = 2;
+    CHECK(step_time(adamw.model, sharded, cpu, o).optimizer_s == Approx(a.optimizer_s / 2).epsilon(0.1));
+    // Not probed (another precision): the nominal term.
+    const TrialConfig fp32 = tiny(Optimizer::adamw, Precision::fp32);
+    CHECK(step_time(fp32.model, fp32, cpu, o).optimizer_s == Approx(step_time(fp32.model, fp32, cpu, {}).optimizer_s));
+}
+
+TEST_CASE("each optimizer's probe runs its own update on the CPU backend in every precision", "[probe][optimizer]") {
+    const ModelSpec m = *find_model("tiny");
+    kernels::CpuBackend backend({1, 0});
+    for (Optimizer opt : kOptimizers)
+        for (Precision p : kPrecisions) {
+            const TrialConfig c = tiny(opt, p);
+            const OptimizerRate r{opt, p, 256, optimizer_probe_tensors(m, c), 0};
+            double spent = 0;
+            const double seconds = probe::probe_optimizer(backend, r, 0.001, &spent);
+            INFO(to_string(opt) << " " << to_string(p));
+            CHECK(seconds > 0);
+            CHECK(spent >= seconds);
+        }
+    CHECK(backend.live_bytes() == 0);
+}
