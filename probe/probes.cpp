@@ -290,9 +290,10 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
                        std::vector<ProbeRecord>* records) {
     ProbedRates out = plan;
     out.collectives.clear();  // they need ranks: a CollectiveProber's
-    const auto reference_start = Clock::now();
+    const auto reference_start = std::chrono::steady_clock::now();
     out.speed_reference_s = speed_reference_now(backend);
-    const double spent_reference = std::chrono::duration<double>(Clock::now() - reference_start).count();
+    const double spent_reference =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - reference_start).count();
     ProbeSettings s = settings;
     s.speed_reference_s = out.speed_reference_s;
     std::vector<double> spent_gemm(out.gemm.size()), spent_attention(out.attention.size());
