@@ -31,39 +31,39 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
         // At the machine speed the estimate holds for: the host's pace during this
         // trial is not the estimator's error (core/machine_speed.h).
         const double tokens_per_s = r.tokens_per_s * machine_slowdown(r.speed_reference_s, uncalibrated.speed_reference_s);
-        ratios_.push_back({r.config.optimizer, r.config.precision, std::log(tokens_per_s / uncalibrated.tokens_per_s)});
+        const TrialConfig& c = r.config;
+        ratios_.push_back({{static_cast<std::size_t>(c.optimizer), static_cast<std::size_t>(c.precision),
+                            static_cast<std::size_t>(c.checkpointing), std::min<std::size_t>(c.zero_stage, 3)},
+                           std::log(tokens_per_s / uncalibrated.tokens_per_s)});
         fit_ = fit(ratios_);
     }
     if (const std::uint64_t overhead = r.memory[Component::overhead]; overhead > 0)
         overhead_ = std::max(overhead_.value_or(0), overhead);
 }
 
-// A few rounds of alternating means over at most a few hundred points: the
-// effects settle in two or three rounds when both factors vary.
+// A few rounds of alternating means over at most a few hundred points: each
+// dimension's effect is the mean residual of its values after the overall
+// factor and the other dimensions' effects; they settle in a few rounds when
+// the dimensions vary together.
 Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios) {
     const double overall = mean_log(ratios);
-    std::array<double, kOptimizers.size()> by_optimizer{};
-    std::array<double, kPrecisions.size()> by_precision{};
-    for (int round = 0; round < 4; ++round) {
-        std::array<double, kOptimizers.size()> sum_o{}, n_o{};
-        for (const Ratio& r : ratios) {
-            const auto o = static_cast<std::size_t>(r.optimizer);
-            sum_o[o] += r.log_ratio - overall - by_precision[static_cast<std::size_t>(r.precision)];
-            n_o[o] += 1;
+    Fit effect{};
+    const auto others = [&](const Ratio& r, std::size_t skip) {
+        double sum = 0;
+        for (std::size_t d = 0; d < kDims; ++d)
+            if (d != skip) sum += effect[d][r.level[d]];
+        return sum;
+    };
+    for (int round = 0; round < 4; ++round)
+        for (std::size_t d = 0; d < kDims; ++d) {
+            std::array<double, 5> sum{}, n{};
+            for (const Ratio& r : ratios) {
+                sum[r.level[d]] += r.log_ratio - overall - others(r, d);
+                n[r.level[d]] += 1;
+            }
+            for (std::size_t v = 0; v < kLevels[d]; ++v) effect[d][v] = n[v] > 0 ? sum[v] / n[v] : 0.0;
         }
-        for (std::size_t o = 0; o < by_optimizer.size(); ++o) by_optimizer[o] = n_o[o] > 0 ? sum_o[o] / n_o[o] : 0.0;
-        std::array<double, kPrecisions.size()> sum_p{}, n_p{};
-        for (const Ratio& r : ratios) {
-            const auto p = static_cast<std::size_t>(r.precision);
-            sum_p[p] += r.log_ratio - overall - by_optimizer[static_cast<std::size_t>(r.optimizer)];
-            n_p[p] += 1;
-        }
-        for (std::size_t p = 0; p < by_precision.size(); ++p) by_precision[p] = n_p[p] > 0 ? sum_p[p] / n_p[p] : 0.0;
-    }
-    Fit f;
-    for (std::size_t o = 0; o < f.optimizer.size(); ++o) f.optimizer[o] = std::exp(by_optimizer[o]);
-    for (std::size_t p = 0; p < f.precision.size(); ++p) f.precision[p] = std::exp(by_precision[p]);
-    return f;
+    return effect;
 }
 
 // Geometric mean: a trial 2x faster and one 2x slower than predicted cancel.
@@ -72,10 +72,14 @@ double Calibration::efficiency_factor() const { return std::exp(mean_log(ratios_
 EstimateOptions Calibration::options() const {
     EstimateOptions o = base_;
     o.compute_efficiency = std::clamp(base_.compute_efficiency * efficiency_factor(), 1e-4, 1.0);
-    for (std::size_t p = 0; p < o.precision_efficiency.size(); ++p)
-        o.precision_efficiency[p] = std::clamp(base_.precision_efficiency[p] * fit_.precision[p], 1e-2, 1e2);
-    for (std::size_t k = 0; k < o.optimizer_efficiency.size(); ++k)
-        o.optimizer_efficiency[k] = std::clamp(base_.optimizer_efficiency[k] * fit_.optimizer[k], 1e-2, 1e2);
+    const auto apply = [&](auto& learned, const auto& from, Dim d) {
+        for (std::size_t v = 0; v < learned.size(); ++v)
+            learned[v] = std::clamp(from[v] * factor(d, v), 1e-2, 1e2);
+    };
+    apply(o.precision_efficiency, base_.precision_efficiency, kPrecisionDim);
+    apply(o.optimizer_efficiency, base_.optimizer_efficiency, kOptimizerDim);
+    apply(o.checkpointing_efficiency, base_.checkpointing_efficiency, kCheckpointingDim);
+    apply(o.zero_efficiency, base_.zero_efficiency, kZeroDim);
     if (overhead_) o.overhead_bytes = overhead_;
     return o;
 }
@@ -89,10 +93,9 @@ double Calibration::prune_tolerance() const {
 double Calibration::change_since(const Calibration& since) const {
     auto relative = [](double now, double then) { return std::abs(now - then) / std::max(then, 1e-12); };
     double change = relative(efficiency_factor(), since.efficiency_factor());
-    for (std::size_t p = 0; p < fit_.precision.size(); ++p)
-        change = std::max(change, relative(fit_.precision[p], since.fit_.precision[p]));
-    for (std::size_t o = 0; o < fit_.optimizer.size(); ++o)
-        change = std::max(change, relative(fit_.optimizer[o], since.fit_.optimizer[o]));
+    for (std::size_t d = 0; d < kDims; ++d)
+        for (std::size_t v = 0; v < kLevels[d]; ++v)
+            change = std::max(change, relative(factor(Dim(d), v), since.factor(Dim(d), v)));
     const double overhead_now = static_cast<double>(overhead_.value_or(0));
     const double overhead_then = static_cast<double>(since.overhead_.value_or(0));
     if (overhead_now != overhead_then) change = std::max(change, 1.0);

@@ -1,6 +1,6 @@
 // What measured trials teach the estimator during a sweep: how efficient the
 // device really is (tokens/s measured over predicted), overall and per
-// precision and per optimizer (which reorders the predicted front, so
+// precision, optimizer, checkpointing mode and ZeRO stage (which reorders the predicted front, so
 // pareto-first reaches the measured one sooner), how much memory lies
 // outside our allocator (device overhead), and how far the memory estimate
 // has been off, so pruning can leave room for that error.
@@ -43,29 +43,32 @@ public:
     const std::vector<double>& memory_errors() const { return memory_errors_; }
     // Measured over predicted tokens/s, overall (geometric mean).
     double efficiency_factor() const;
-    // How much faster (> 1) or slower a precision or an optimizer ran than
-    // the overall factor says; 1 until one has been measured.
-    double precision_factor(Precision p) const { return fit_.precision[static_cast<std::size_t>(p)]; }
-    double optimizer_factor(Optimizer o) const { return fit_.optimizer[static_cast<std::size_t>(o)]; }
+    // How much faster (> 1) or slower a precision, an optimizer, a checkpointing
+    // mode or a ZeRO stage ran than the overall factor says; 1 until one has been measured.
+    double precision_factor(Precision p) const { return factor(kPrecisionDim, static_cast<std::size_t>(p)); }
+    double optimizer_factor(Optimizer o) const { return factor(kOptimizerDim, static_cast<std::size_t>(o)); }
+    double checkpointing_factor(Checkpointing c) const { return factor(kCheckpointingDim, static_cast<std::size_t>(c)); }
+    double zero_factor(std::uint32_t stage) const { return factor(kZeroDim, stage); }
 
 private:
+    // The dimensions whose effects are fitted, and how many values each has.
+    enum Dim : std::size_t { kOptimizerDim, kPrecisionDim, kCheckpointingDim, kZeroDim, kDims };
+    static constexpr std::array<std::size_t, kDims> kLevels{kOptimizers.size(), kPrecisions.size(),
+                                                            kCheckpointings.size(), 4};
     struct Ratio {
-        Optimizer optimizer;
-        Precision precision;
+        std::array<std::size_t, kDims> level;  // the configuration's value in each dimension
         double log_ratio;  // log(measured / uncalibrated estimated tokens/s)
     };
-    // log ratio = overall + optimizer effect + precision effect, fitted by
+    // log ratio = overall + the sum of one effect per dimension, fitted by
     // alternating means; the factors are the exponentials of the effects.
-    struct Fit {
-        std::array<double, kPrecisions.size()> precision{1.0, 1.0, 1.0, 1.0};
-        std::array<double, kOptimizers.size()> optimizer{1.0, 1.0, 1.0, 1.0, 1.0};
-    };
+    using Fit = std::array<std::array<double, 5>, kDims>;
     static Fit fit(const std::vector<Ratio>& ratios);
+    double factor(Dim d, std::size_t level) const { return level < kLevels[d] ? std::exp(fit_[d][level]) : 1.0; }
 
     EstimateOptions base_;
     double base_tolerance_;
     std::vector<Ratio> ratios_;
-    Fit fit_;
+    Fit fit_{};  // effects (logs), 0 until measured
     std::vector<double> memory_errors_;
     std::optional<std::uint64_t> overhead_;  // largest measured device overhead
 };

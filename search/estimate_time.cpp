@@ -120,6 +120,15 @@ double link_bandwidth(const Hardware& hw, std::uint32_t ranks) {
 
 double safe_div(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+// What calibration learned of this configuration's dimensions (EstimateOptions):
+// the product of its precision's, optimizer's, checkpointing's and ZeRO stage's factors.
+double dimension_efficiency(const TrialConfig& c, const EstimateOptions& o) {
+    return o.precision_efficiency[static_cast<std::size_t>(c.precision)] *
+           o.optimizer_efficiency[static_cast<std::size_t>(c.optimizer)] *
+           o.checkpointing_efficiency[static_cast<std::size_t>(c.checkpointing)] *
+           o.zero_efficiency[std::min<std::size_t>(c.zero_stage, o.zero_efficiency.size() - 1)];
+}
+
 // With probed rates (search/probed_rates.h): one micro-batch's GEMMs each at
 // the rate measured for its shape and dtype, attention at its measured times,
 // in seconds; the same passes as flops_per_token counts (forward, backward's
@@ -212,9 +221,7 @@ std::optional<double> probed_collective_seconds(const ModelSpec& m, const TrialC
 // times. Terms without a probe stay nominal.
 void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const EstimateOptions& o, StepTime& t) {
     const ProbedRates& p = *o.probed;
-    const double speed = o.compute_efficiency / EstimateOptions{}.compute_efficiency *
-                         o.precision_efficiency[static_cast<std::size_t>(c.precision)] *
-                         o.optimizer_efficiency[static_cast<std::size_t>(c.optimizer)];
+    const double speed = o.compute_efficiency / EstimateOptions{}.compute_efficiency * dimension_efficiency(c, o);
     if (const auto micro = probed_micro_batch(m, c, p, c.attention == Attention::flash); micro && speed > 0) {
         t.compute_s = micro->gemm_s * c.grad_accum / speed;
         t.attention_s = micro->attention_s * c.grad_accum / speed;
@@ -246,9 +253,7 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.model_flops_per_token = flops.model;
     t.flops_per_token = flops.total;
     t.comm_bytes = comm_bytes_per_step(m, c);
-    const double efficiency = std::min(1.0, o.compute_efficiency *
-                                                o.precision_efficiency[static_cast<std::size_t>(c.precision)] *
-                                                o.optimizer_efficiency[static_cast<std::size_t>(c.optimizer)]);
+    const double efficiency = std::min(1.0, o.compute_efficiency * dimension_efficiency(c, o));
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
     t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);

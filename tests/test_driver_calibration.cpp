@@ -71,6 +71,32 @@ TEST_CASE("optimizer and precision effects are separated", "[driver][calibration
     CHECK(cal.optimizer_factor(Optimizer::lion) == 1.0);
 }
 
+TEST_CASE("checkpointing and ZeRO stage effects are learned and reach the estimate", "[driver][calibration]") {
+    const Hardware cpu = *find_device("cpu");
+    Calibration cal(EstimateOptions{});
+    // ratio = 0.5 x (no checkpointing: 0.8) x (ZeRO-3: 0.9), every combination measured once.
+    for (Checkpointing k : {Checkpointing::none, Checkpointing::full})
+        for (std::uint32_t stage : {0u, 3u}) {
+            TrialConfig c = config(Precision::fp32);
+            c.checkpointing = k;
+            c.zero_stage = stage;
+            c.world_size = 2;
+            const Estimate e = estimate(c, cpu);
+            const double ratio = 0.5 * (k == Checkpointing::none ? 0.8 : 1.0) * (stage == 3 ? 0.9 : 1.0);
+            cal.observe(measured(c, e, ratio), e);
+        }
+    CHECK(cal.checkpointing_factor(Checkpointing::full) / cal.checkpointing_factor(Checkpointing::none) ==
+          Approx(1.25));
+    CHECK(cal.zero_factor(0) / cal.zero_factor(3) == Approx(1.0 / 0.9));
+    CHECK(cal.zero_factor(1) == 1.0);  // never measured
+    CHECK(cal.checkpointing_factor(Checkpointing::selective) == 1.0);
+    // The learned options predict each measured throughput (compute dominates this CPU step).
+    TrialConfig none3 = config(Precision::fp32);
+    none3.checkpointing = Checkpointing::none, none3.zero_stage = 3, none3.world_size = 2;
+    const double learned = estimate(none3, cpu, cal.options()).tokens_per_s / estimate(none3, cpu).tokens_per_s;
+    CHECK(learned == Approx(0.5 * 0.8 * 0.9).epsilon(0.05));
+}
+
 TEST_CASE("a shift in one precision's factor counts as a calibration change", "[driver][calibration]") {
     const Hardware cpu = *find_device("cpu");
     const TrialConfig fp32 = config(Precision::fp32), bf16 = config(Precision::bf16_mixed);
