@@ -15,6 +15,16 @@ double mean_log(const auto& ratios) {
     return ratios.empty() ? 0.0 : sum / static_cast<double>(ratios.size());
 }
 
+// How much faster the trial ran than predicted: from its median step where its timed
+// steps are known (one step slowed by something else does not move a median, and the
+// reports score the median), else from its throughput over the timed steps.
+double measured_over_predicted(const TrialResult& r, const Estimate& predicted) {
+    if (r.step_stats.count > 0 && r.step_stats.median_ms > 0 && predicted.step_s > 0)
+        return predicted.step_s / (r.step_stats.median_ms / 1e3);
+    if (r.tokens_per_s > 0 && predicted.tokens_per_s > 0) return r.tokens_per_s / predicted.tokens_per_s;
+    return 0;
+}
+
 }  // namespace
 
 void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
@@ -27,14 +37,14 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
     };
     if (predicted(e.memory) > 0)
         memory_errors_.push_back((predicted(r.memory) - predicted(e.memory)) / predicted(e.memory));
-    if (uncalibrated.tokens_per_s > 0 && r.tokens_per_s > 0) {
+    if (const double ratio = measured_over_predicted(r, uncalibrated); ratio > 0) {
         // At the machine speed the estimate holds for: the host's pace during this
         // trial is not the estimator's error (core/machine_speed.h).
-        const double tokens_per_s = r.tokens_per_s * machine_slowdown(r.speed_reference_s, uncalibrated.speed_reference_s);
+        const double paced = ratio * machine_slowdown(r.speed_reference_s, uncalibrated.speed_reference_s);
         const TrialConfig& c = r.config;
         ratios_.push_back({{static_cast<std::size_t>(c.optimizer), static_cast<std::size_t>(c.precision),
                             static_cast<std::size_t>(c.checkpointing), std::min<std::size_t>(c.zero_stage, 3)},
-                           std::log(tokens_per_s / uncalibrated.tokens_per_s)});
+                           std::log(paced)});
         fit_ = fit(ratios_);
     }
     if (const std::uint64_t overhead = r.memory[Component::overhead]; overhead > 0)

@@ -57,7 +57,7 @@ private:
                                                             kCheckpointings.size(), 4};
     struct Ratio {
         std::array<std::size_t, kDims> level;  // the configuration's value in each dimension
-        double log_ratio;  // log(measured / uncalibrated estimated tokens/s)
+        double log_ratio;  // log(measured / uncalibrated estimated speed), at the probes' machine speed
     };
     // log ratio = overall + the sum of one effect per dimension, fitted by
     // alternating means; the factors are the exponentials of the effects.

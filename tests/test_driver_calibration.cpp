@@ -7,6 +7,7 @@
 #include "driver/calibration.h"
 #include "search/estimate.h"
 #include "core/presets.h"
+#include "core/step_statistics.h"
 
 using namespace tune;
 
@@ -95,6 +96,21 @@ TEST_CASE("checkpointing and ZeRO stage effects are learned and reach the estima
     none3.checkpointing = Checkpointing::none, none3.zero_stage = 3, none3.world_size = 2;
     const double learned = estimate(none3, cpu, cal.options()).tokens_per_s / estimate(none3, cpu).tokens_per_s;
     CHECK(learned == Approx(0.5 * 0.8 * 0.9).epsilon(0.05));
+}
+
+TEST_CASE("calibration reads a trial's median step, so one slow step does not move it", "[driver][calibration]") {
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig c = config(Precision::fp32);
+    const Estimate e = estimate(c, cpu);
+    TrialResult r = measured(c, e, 1.0);
+    // Four timed steps at the predicted time, one 5x slower: the mean (and tokens/s) says 0.56x.
+    const double ms = e.step_s * 1e3;
+    r.step_ms = {ms, ms, ms, 5 * ms, ms, ms};
+    r.step_stats = step_statistics(r.step_ms, 1);
+    r.tokens_per_s = e.tokens_per_s * ms / r.step_stats.mean_ms;
+    Calibration cal(EstimateOptions{});
+    cal.observe(r, e);
+    CHECK(cal.efficiency_factor() == Approx(1.0));
 }
 
 TEST_CASE("a shift in one precision's factor counts as a calibration change", "[driver][calibration]") {
