@@ -154,11 +154,7 @@ TEST_CASE("calibration learns the estimator's error, not the host's pace", "[mac
 TEST_CASE("the store keeps both speed references and the reports give the error at each trial's speed",
           "[machine-speed][store][report]") {
     test::ScratchDir dir;
-    {
-        Store db(dir.file("t.db"), Store::Mode::read_write);
-        add_slowed_sweep(db, "slowed");
-    }
-    const Store db(dir.file("t.db"), Store::Mode::read_only);
+    const Store db = test::written_then_read_only(dir, [](Store& w) { add_slowed_sweep(w, "slowed"); });
     const auto trials = db.trials({std::nullopt, TrialStatus::ok, false, false});
     REQUIRE(trials.size() == 3);
     for (const TrialRecord& t : trials) {

@@ -68,11 +68,7 @@ TEST_CASE("the store keeps the uncalibrated step estimate beside the calibrated 
 TEST_CASE("the accuracy summary and both reports give the median step error before and after calibration",
           "[report][accuracy]") {
     test::ScratchDir dir;
-    {
-        Store db(dir.file("t.db"), Store::Mode::read_write);
-        add_calibrated_sweep(db, "calibrated");
-    }
-    const Store db(dir.file("t.db"), Store::Mode::read_only);
+    const Store db = test::written_then_read_only(dir, [](Store& w) { add_calibrated_sweep(w, "calibrated"); });
     const Accuracy a = estimator_accuracy(load_sweep_data(db, "calibrated"));
     REQUIRE(a.step_before_calibration_summary.count == 3);
     REQUIRE(a.step_summary.count == 3);

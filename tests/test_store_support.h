@@ -36,6 +36,17 @@ private:
     std::filesystem::path path_;
 };
 
+// The database `fill` writes through a read-write store, reopened read-only as
+// the reports open it.
+template <class Fill>
+Store written_then_read_only(const ScratchDir& dir, Fill&& fill) {
+    {
+        Store db(dir.file("t.db"), Store::Mode::read_write);
+        fill(db);
+    }
+    return Store(dir.file("t.db"), Store::Mode::read_only);
+}
+
 // Distinct configurations for distinct i, every dimension varied.
 inline TrialConfig sample_config(int i) {
     TrialConfig c;
