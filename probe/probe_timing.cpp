@@ -40,15 +40,4 @@ kernels::DType dtype_of(ProbeDtype d) {
     return kernels::DType::f32;
 }
 
-Scratch::Scratch(kernels::Backend& b, std::uint64_t bytes) : backend(b), bytes_(bytes) {
-    if (bytes > 0) {
-        ptr = b.allocate(bytes);
-        b.fill_zero(ptr, bytes);
-    }
-}
-
-Scratch::~Scratch() {
-    if (ptr) backend.deallocate(ptr, bytes_);
-}
-
 }  // namespace tune::probe

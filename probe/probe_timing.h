@@ -1,12 +1,13 @@
 // What every probe shares: timing an op as Google Benchmark does (one untimed
 // call, then calls until a minimum time has passed), zero-filled backend
-// scratch buffers, and the backend dtype of a probe's dtype.
+// scratch buffers (kernels/scratch.h), and the backend dtype of a probe's dtype.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 
 #include "kernels/backend.h"
+#include "kernels/scratch.h"
 #include "search/probed_rates.h"
 
 namespace tune::probe {
@@ -30,19 +31,7 @@ double seconds_per_call(kernels::Backend& backend, const std::function<void()>& 
 
 kernels::DType dtype_of(ProbeDtype d);
 
-// A backend buffer freed on scope exit, zero-filled (probes time arithmetic, not values).
-class Scratch {
-public:
-    Scratch(kernels::Backend& b, std::uint64_t bytes);
-    ~Scratch();
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-
-    kernels::Backend& backend;
-    void* ptr = nullptr;
-
-private:
-    std::uint64_t bytes_;
-};
+// The probes time their ops on zero-filled backend scratch (kernels/scratch.h).
+using kernels::Scratch;
 
 }  // namespace tune::probe
