@@ -5,6 +5,14 @@
 
 namespace tune {
 
+double median_of(std::vector<double> values) {
+    std::erase_if(values, [](double v) { return !std::isfinite(v); });
+    if (values.empty()) return 0;
+    std::sort(values.begin(), values.end());
+    const std::size_t mid = values.size() / 2;
+    return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
 StepStatistics step_statistics(const std::vector<double>& step_ms, std::size_t warmup) {
     std::vector<double> t;
     for (std::size_t i = warmup; i < step_ms.size(); ++i)
@@ -15,9 +23,7 @@ StepStatistics step_statistics(const std::vector<double>& step_ms, std::size_t w
     double sum = 0;
     for (double v : t) sum += v;
     s.mean_ms = sum / static_cast<double>(t.size());
-    std::sort(t.begin(), t.end());
-    const std::size_t mid = t.size() / 2;
-    s.median_ms = t.size() % 2 ? t[mid] : (t[mid - 1] + t[mid]) / 2;
+    s.median_ms = median_of(t);
     if (t.size() > 1) {
         double squares = 0;
         for (double v : t) squares += (v - s.mean_ms) * (v - s.mean_ms);

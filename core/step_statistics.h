@@ -19,6 +19,10 @@ struct StepStatistics {
     bool operator==(const StepStatistics&) const = default;
 };
 
+// The median of the finite values (the mean of the middle two for an even
+// count); 0 for none.
+double median_of(std::vector<double> values);
+
 // Over step_ms[warmup:]; non-finite times are skipped.
 StepStatistics step_statistics(const std::vector<double>& step_ms, std::size_t warmup);
 

@@ -150,7 +150,7 @@ void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const Prob
 double speed_reference_now(kernels::Backend& backend) {
     std::vector<double> ms;
     for (int i = 0; i < 5; ++i) ms.push_back(1e3 * kernels::time_speed_reference(backend));
-    return step_statistics(ms, 0).median_ms / 1e3;
+    return median_of(ms) / 1e3;
 }
 
 constexpr std::array<std::pair<Collective, const char*>, 3> kCollectiveNames{
