@@ -63,8 +63,9 @@ std::vector<std::string> csv_header() {
     for (const char* m : {"real_peak", "baseline", "untracked", "est_real_peak_error"}) h.emplace_back(m);
     // The step-time noise over the timed steps (docs/store.md).
     for (const char* m : {"mean_step_s", "stddev_step_s", "step_cv", "timed_steps"}) h.emplace_back(m);
-    // How fast the machine ran: the trial's speed reference and the probes' (core/machine_speed.h).
-    for (const char* m : {"speed_reference_s", "est_speed_reference_s"}) h.emplace_back(m);
+    // How fast the machine ran: the trial's speed reference and the probes', and the
+    // exponent the estimate expected the step to follow their ratio with (core/machine_speed.h).
+    for (const char* m : {"speed_reference_s", "est_speed_reference_s", "est_pace_exponent"}) h.emplace_back(m);
     for (const char* m : {"started_at", "ended_at", "config_json", "stderr_tail"}) h.emplace_back(m);
     return h;
 }
@@ -97,6 +98,7 @@ std::vector<std::string> csv_row(const TrialRecord& t) {
     for (const auto& v : {t.mean_step_s, t.stddev_step_s, t.step_cv}) row.push_back(v ? number(*v) : "");
     row.push_back(t.timed_steps > 0 ? std::to_string(t.timed_steps) : "");
     for (double v : {r.speed_reference_s, est.speed_reference_s}) row.push_back(v > 0 ? number(v) : "");
+    row.push_back(has_e && est.speed_reference_s > 0 ? number(est.pace_exponent) : "");
     row.push_back(t.started_at ? format_timestamp(*t.started_at) : "");
     row.push_back(t.ended_at ? format_timestamp(*t.ended_at) : "");
     row.push_back(nlohmann::json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

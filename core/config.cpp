@@ -228,15 +228,17 @@ void to_json(json& j, const Estimate& e) {
              {"time", {{"step_s", e.step_s}, {"tokens_per_s", e.tokens_per_s}, {"mfu", e.mfu}}},
              {"fits", e.fits}};
     if (e.speed_reference_s > 0) j["time"]["speed_reference_s"] = e.speed_reference_s;
+    if (e.pace_exponent != 1) j["time"]["pace_exponent"] = e.pace_exponent;
 }
 
 void from_json(const json& j, Estimate& e) {
     check_keys(j, "estimate", {"memory", "time", "fits", "config"});
     if (auto it = j.find("memory"); it != j.end()) e.memory = it->get<MemoryBreakdown>();
     if (auto it = j.find("time"); it != j.end()) {
-        check_keys(*it, "estimate.time", {"step_s", "tokens_per_s", "mfu", "speed_reference_s"});
+        check_keys(*it, "estimate.time", {"step_s", "tokens_per_s", "mfu", "speed_reference_s", "pace_exponent"});
         read(*it, "step_s", e.step_s);
         read(*it, "speed_reference_s", e.speed_reference_s);
+        read(*it, "pace_exponent", e.pace_exponent);
         read(*it, "tokens_per_s", e.tokens_per_s);
         read(*it, "mfu", e.mfu);
     }

@@ -241,6 +241,11 @@ struct Estimate {
     // Seconds of the speed reference (kernels/speed_reference.h) taken with the
     // probes whose rates priced step_s; 0 for a nominal estimate.
     double speed_reference_s = 0;
+    // How a step's time follows the machine's pace: on a machine whose reference
+    // ran S times slower, the step takes S^pace_exponent times step_s. 1 (every op
+    // slows as the reference GEMM does) until calibration learns otherwise
+    // (driver/calibration.h): latency- and link-bound work slows less.
+    double pace_exponent = 1;
     bool operator==(const Estimate&) const = default;
 };
 

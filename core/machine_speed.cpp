@@ -1,5 +1,7 @@
 #include "core/machine_speed.h"
 
+#include <cmath>
+
 namespace tune {
 
 double machine_slowdown(double trial_reference_s, double estimate_reference_s) {
@@ -9,6 +11,12 @@ double machine_slowdown(double trial_reference_s, double estimate_reference_s) {
 
 double machine_slowdown(const TrialResult& r) {
     return machine_slowdown(r.speed_reference_s, r.estimate ? r.estimate->speed_reference_s : 0.0);
+}
+
+double pace_factor(double slowdown, double exponent) { return std::pow(slowdown, exponent); }
+
+double pace_factor(const TrialResult& r) {
+    return pace_factor(machine_slowdown(r), r.estimate ? r.estimate->pace_exponent : 1.0);
 }
 
 }  // namespace tune

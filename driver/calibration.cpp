@@ -4,16 +4,11 @@
 #include <cmath>
 
 #include "core/machine_speed.h"
+#include "core/step_statistics.h"
 
 namespace tune {
 
 namespace {
-
-double mean_log(const auto& ratios) {
-    double sum = 0;
-    for (const auto& r : ratios) sum += r.log_ratio;
-    return ratios.empty() ? 0.0 : sum / static_cast<double>(ratios.size());
-}
 
 // How much faster the trial ran than predicted: from its median step where its timed
 // steps are known (one step slowed by something else does not move a median, and the
@@ -38,46 +33,82 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
     if (predicted(e.memory) > 0)
         memory_errors_.push_back((predicted(r.memory) - predicted(e.memory)) / predicted(e.memory));
     if (const double ratio = measured_over_predicted(r, uncalibrated); ratio > 0) {
-        // At the machine speed the estimate holds for: the host's pace during this
-        // trial is not the estimator's error (core/machine_speed.h).
-        const double paced = ratio * machine_slowdown(r.speed_reference_s, uncalibrated.speed_reference_s);
+        // The host's pace during this trial is not the estimator's error
+        // (core/machine_speed.h): the fit takes it out, at the exponent it learns.
+        const double slowdown = machine_slowdown(r.speed_reference_s, uncalibrated.speed_reference_s);
         const TrialConfig& c = r.config;
         ratios_.push_back({{static_cast<std::size_t>(c.optimizer), static_cast<std::size_t>(c.precision),
                             static_cast<std::size_t>(c.checkpointing), std::min<std::size_t>(c.zero_stage, 3)},
-                           std::log(paced)});
+                           std::log(ratio), std::log(slowdown)});
         fit_ = fit(ratios_);
     }
     if (const std::uint64_t overhead = r.memory[Component::overhead]; overhead > 0)
         overhead_ = std::max(overhead_.value_or(0), overhead);
 }
 
-// A few rounds of alternating means over at most a few hundred points: each
-// dimension's effect is the mean residual of its values after the overall
-// factor and the other dimensions' effects; they settle in a few rounds when
-// the dimensions vary together.
+// A few rounds of alternating medians (Tukey's median polish) over at most a
+// few hundred points: each dimension's effect is the median residual of its
+// values after the overall factor and the other dimensions' effects, taken at
+// the machine speed the current exponent says. Then the exponent from what
+// the effects leave, and the effects again at it.
 Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios) {
-    const double overall = mean_log(ratios);
-    Fit effect{};
+    Fit f;
+    fit_effects(ratios, f);
+    // Each round moves the exponent a fraction of the way (the effects absorb some of
+    // the pace where it varied with a dimension); a dozen rounds settle it.
+    for (int round = 0; round < 16; ++round) {
+        const double exponent = fit_pace_exponent(ratios, f);
+        const bool settled = std::abs(exponent - f.pace_exponent) < 1e-6;
+        f.pace_exponent = exponent;
+        if (settled) break;
+        fit_effects(ratios, f);
+    }
+    return f;
+}
+
+void Calibration::fit_effects(const std::vector<Ratio>& ratios, Fit& f) {
+    const auto paced = [&](const Ratio& r) { return r.log_ratio + f.pace_exponent * r.log_slowdown; };
+    std::vector<double> all;
+    for (const Ratio& r : ratios) all.push_back(paced(r));
+    f.overall = median_of(all);
+    f.effect = {};
     const auto others = [&](const Ratio& r, std::size_t skip) {
         double sum = 0;
         for (std::size_t d = 0; d < kDims; ++d)
-            if (d != skip) sum += effect[d][r.level[d]];
+            if (d != skip) sum += f.effect[d][r.level[d]];
         return sum;
     };
     for (int round = 0; round < 4; ++round)
         for (std::size_t d = 0; d < kDims; ++d) {
-            std::array<double, 5> sum{}, n{};
-            for (const Ratio& r : ratios) {
-                sum[r.level[d]] += r.log_ratio - overall - others(r, d);
-                n[r.level[d]] += 1;
-            }
-            for (std::size_t v = 0; v < kLevels[d]; ++v) effect[d][v] = n[v] > 0 ? sum[v] / n[v] : 0.0;
+            std::array<std::vector<double>, 5> residuals;
+            for (const Ratio& r : ratios) residuals[r.level[d]].push_back(paced(r) - f.overall - others(r, d));
+            for (std::size_t v = 0; v < kLevels[d]; ++v) f.effect[d][v] = median_of(residuals[v]);
         }
-    return effect;
+}
+
+// Least squares of what the effects leave unexplained (at no pace) on the log
+// slowdown: a step that slows as the reference does leaves -1 x log slowdown.
+// The prior (1) stands until enough trials ran at paces far enough apart.
+double Calibration::fit_pace_exponent(const std::vector<Ratio>& ratios, const Fit& f) {
+    if (ratios.size() < kMinPaceTrials) return f.pace_exponent;
+    double mean_x = 0, mean_y = 0;
+    std::vector<std::pair<double, double>> points;
+    for (const Ratio& r : ratios) {
+        double y = r.log_ratio - f.overall;
+        for (std::size_t d = 0; d < kDims; ++d) y -= f.effect[d][r.level[d]];
+        points.emplace_back(r.log_slowdown, y);
+        mean_x += r.log_slowdown, mean_y += y;
+    }
+    const double n = static_cast<double>(points.size());
+    mean_x /= n, mean_y /= n;
+    double xx = 0, xy = 0;
+    for (const auto& [x, y] : points) xx += (x - mean_x) * (x - mean_x), xy += (x - mean_x) * (y - mean_y);
+    if (xx / n < kMinPaceSpread * kMinPaceSpread) return f.pace_exponent;
+    return std::clamp(-xy / xx, 0.0, 2.0);
 }
 
 // Geometric mean: a trial 2x faster and one 2x slower than predicted cancel.
-double Calibration::efficiency_factor() const { return std::exp(mean_log(ratios_)); }
+double Calibration::efficiency_factor() const { return std::exp(fit_.overall); }
 
 EstimateOptions Calibration::options() const {
     EstimateOptions o = base_;
@@ -90,6 +121,7 @@ EstimateOptions Calibration::options() const {
     apply(o.optimizer_efficiency, base_.optimizer_efficiency, kOptimizerDim);
     apply(o.checkpointing_efficiency, base_.checkpointing_efficiency, kCheckpointingDim);
     apply(o.zero_efficiency, base_.zero_efficiency, kZeroDim);
+    o.pace_exponent = fit_.pace_exponent;
     if (overhead_) o.overhead_bytes = overhead_;
     return o;
 }
@@ -106,6 +138,7 @@ double Calibration::change_since(const Calibration& since) const {
     for (std::size_t d = 0; d < kDims; ++d)
         for (std::size_t v = 0; v < kLevels[d]; ++v)
             change = std::max(change, relative(factor(Dim(d), v), since.factor(Dim(d), v)));
+    change = std::max(change, std::abs(pace_exponent() - since.pace_exponent()));
     const double overhead_now = static_cast<double>(overhead_.value_or(0));
     const double overhead_then = static_cast<double>(since.overhead_.value_or(0));
     if (overhead_now != overhead_then) change = std::max(change, 1.0);

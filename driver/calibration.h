@@ -1,7 +1,8 @@
 // What measured trials teach the estimator during a sweep: how efficient the
 // device really is (tokens/s measured over predicted), overall and per
 // precision, optimizer, checkpointing mode and ZeRO stage (which reorders the predicted front, so
-// pareto-first reaches the measured one sooner), how much memory lies
+// pareto-first reaches the measured one sooner), how a step follows the
+// machine's pace (core/machine_speed.h), how much memory lies
 // outside our allocator (device overhead), and how far the memory estimate
 // has been off, so pruning can leave room for that error.
 #pragma once
@@ -49,6 +50,12 @@ public:
     double optimizer_factor(Optimizer o) const { return factor(kOptimizerDim, static_cast<std::size_t>(o)); }
     double checkpointing_factor(Checkpointing c) const { return factor(kCheckpointingDim, static_cast<std::size_t>(c)); }
     double zero_factor(std::uint32_t stage) const { return factor(kZeroDim, stage); }
+    // The step's time as a power of the speed reference's (Estimate::pace_exponent):
+    // fitted once kMinPaceTrials trials ran at paces at least kMinPaceSpread apart
+    // (standard deviation of the log slowdown), 1 until then.
+    double pace_exponent() const { return fit_.pace_exponent; }
+    static constexpr std::size_t kMinPaceTrials = 8;
+    static constexpr double kMinPaceSpread = 0.05;
 
 private:
     // The dimensions whose effects are fitted, and how many values each has.
@@ -57,13 +64,23 @@ private:
                                                             kCheckpointings.size(), 4};
     struct Ratio {
         std::array<std::size_t, kDims> level;  // the configuration's value in each dimension
-        double log_ratio;  // log(measured / uncalibrated estimated speed), at the probes' machine speed
+        double log_ratio;     // log(measured / uncalibrated estimated speed), at the trial's machine speed
+        double log_slowdown;  // log(the trial's speed reference / the probes'), 0 unknown
     };
-    // log ratio = overall + the sum of one effect per dimension, fitted by
-    // alternating means; the factors are the exponentials of the effects.
-    using Fit = std::array<std::array<double, 5>, kDims>;
+    // log ratio + exponent x log slowdown = overall + one effect per dimension:
+    // the effects by alternating medians (one disturbed trial moves none), the
+    // exponent by least squares on what they leave; the factors are exponentials.
+    struct Fit {
+        double overall = 0;
+        std::array<std::array<double, 5>, kDims> effect{};
+        double pace_exponent = 1;
+    };
     static Fit fit(const std::vector<Ratio>& ratios);
-    double factor(Dim d, std::size_t level) const { return level < kLevels[d] ? std::exp(fit_[d][level]) : 1.0; }
+    static void fit_effects(const std::vector<Ratio>& ratios, Fit& f);
+    static double fit_pace_exponent(const std::vector<Ratio>& ratios, const Fit& f);
+    double factor(Dim d, std::size_t level) const {
+        return level < kLevels[d] ? std::exp(fit_.effect[d][level]) : 1.0;
+    }
 
     EstimateOptions base_;
     double base_tolerance_;

@@ -40,9 +40,12 @@ Accuracy estimator_accuracy(const SweepData& sweep) {
             add_sample(a.step, i, est->step_s, *step);
             if (t.base_step_s) add_sample(a.step_before_calibration, i, *t.base_step_s, *step);
             if (t.result.speed_reference_s > 0 && est->speed_reference_s > 0) {
+                // The calibrated estimate at the pace exponent it was made with;
+                // the one before calibration at the prior, 1.
                 const double slowdown = machine_slowdown(t.result);
                 a.slowdowns.push_back(slowdown);
-                add_sample(a.step_at_trial_speed, i, est->step_s * slowdown, *step);
+                a.pace_exponent = est->pace_exponent;
+                add_sample(a.step_at_trial_speed, i, est->step_s * pace_factor(t.result), *step);
                 if (t.base_step_s)
                     add_sample(a.step_before_calibration_at_trial_speed, i, *t.base_step_s * slowdown, *step);
             }
@@ -80,6 +83,9 @@ std::string step_error_medians_text(const Accuracy& a) {
                             "{:.2f}x to {:.2f}x): {:.1f}% before calibration (n={}), {:.1f}% after (n={}).",
                             *slowest, *fastest, before_paced.median_abs_pct, before_paced.count,
                             a.step_at_trial_speed_summary.median_abs_pct, a.step_at_trial_speed_summary.count);
+        if (a.pace_exponent != 1)
+            text += fmt::format(" Calibration learned that a step slows as the reference's time to the power {:.2f}.",
+                                a.pace_exponent);
     }
     return text;
 }

@@ -42,7 +42,10 @@ Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& 
     e.step_s = time.step_s;
     e.tokens_per_s = time.tokens_per_s;
     e.mfu = time.mfu;
-    if (o.probed) e.speed_reference_s = o.probed->speed_reference_s;  // the machine speed step_s holds for
+    if (o.probed) {
+        e.speed_reference_s = o.probed->speed_reference_s;  // the machine speed step_s holds for
+        e.pace_exponent = o.pace_exponent;                  // and how the step follows another one
+    }
     e.fits = limited_bytes(e.memory, hw) <= usable_bytes(c, hw, o);
     return e;
 }

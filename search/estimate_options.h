@@ -43,6 +43,9 @@ struct EstimateOptions {
     // attention and the optimizer's traffic take them instead of the nominal
     // peaks, and the efficiencies above scale relative to their defaults.
     std::shared_ptr<const ProbedRates> probed;
+    // How the step follows the machine's pace against the probes' (Estimate::pace_exponent):
+    // calibration learns it from trials that ran at different paces.
+    double pace_exponent = 1.0;
 
     // A framework's memory profile (exports/framework.h): bytes per parameter it keeps in
     // fp32 gradient partitions when gradients are sharded (DeepSpeed ZeRO-2/3: 4), over N ranks.

@@ -21,6 +21,7 @@ nlohmann::json estimate_json(const std::optional<Estimate>& e) {
                      {"memory", components_json(e->memory)}};
     // The machine speed step_s holds for (the probes' speed reference); absent without probes.
     if (e->speed_reference_s > 0) j["speed_reference_s"] = e->speed_reference_s;
+    if (e->pace_exponent != 1) j["pace_exponent"] = e->pace_exponent;  // what calibration had learned (core/machine_speed.h)
     return j;
 }
 

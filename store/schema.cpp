@@ -210,8 +210,15 @@ ALTER TABLE trials ADD COLUMN speed_reference_s     REAL;
 ALTER TABLE trials ADD COLUMN est_speed_reference_s REAL;
 )sql";
 
-constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4,
-                                                              kVersion5, kVersion6, kVersion7, kVersion8};
+// Version 9: est_pace_exponent, how the estimate the trial ran with expected its
+// step to follow the machine's pace (Estimate::pace_exponent, learned by
+// calibration); NULL (1) for trials before and for those that never ran.
+constexpr const char* kVersion9 = R"sql(
+ALTER TABLE trials ADD COLUMN est_pace_exponent REAL;
+)sql";
+
+constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4, kVersion5,
+                                                              kVersion6, kVersion7, kVersion8, kVersion9};
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};

@@ -19,12 +19,13 @@ namespace {
 // named as in the dimension table (parameters ?15 onwards, in its order).
 constexpr int kBaseStepParameter = 9 + sql::kEstimateColumns;
 constexpr int kSpeedReferenceParameter = kBaseStepParameter + 1;
-constexpr int kFirstDimensionParameter = kSpeedReferenceParameter + 1;
+constexpr int kPaceExponentParameter = kSpeedReferenceParameter + 1;
+constexpr int kFirstDimensionParameter = kPaceExponentParameter + 1;
 const sql::Sql& insert_trial_sql() {
     static const std::string text = [] {
         std::string columns = "sweep_id, config_hash, config_json, model, world_size, status, reason, priority, "
                               "est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits, est_base_step_s, "
-                              "est_speed_reference_s";
+                              "est_speed_reference_s, est_pace_exponent";
         std::string values = "?1";
         for (const Dimension& d : dimensions()) columns += fmt::format(", {}", d.name);
         for (std::size_t i = 2; i < kFirstDimensionParameter + kDimensionCount; ++i) values += fmt::format(", ?{}", i);
@@ -45,7 +46,8 @@ void bind_dimensions(sql::Query& q, const TrialConfig& c) {
 
 constexpr sql::Sql kUpdatePending{"update_pending", R"sql(
 UPDATE trials SET priority = ?2, status = ?3, reason = ?4,
-    est_peak_bytes = ?5, est_peak_phase = ?6, est_step_s = ?7, est_tokens_per_s = ?8, est_mfu = ?9, est_fits = ?10
+    est_peak_bytes = ?5, est_peak_phase = ?6, est_step_s = ?7, est_tokens_per_s = ?8, est_mfu = ?9, est_fits = ?10,
+    est_pace_exponent = ?11
 WHERE id = ?1 AND status = 'pending')sql"};
 
 // One statement per order: ORDER BY cannot be a bound parameter.
@@ -53,7 +55,7 @@ WHERE id = ?1 AND status = 'pending')sql"};
     "UPDATE trials SET status = 'running', attempts = attempts + 1, started_at = ?2, ended_at = NULL " \
     "WHERE id = (SELECT id FROM trials WHERE sweep_id = ?1 AND status = 'pending' ORDER BY " ORDER     \
     " LIMIT 1) RETURNING id, config_json, attempts, est_peak_bytes, est_peak_phase, est_step_s, "     \
-    "est_tokens_per_s, est_mfu, est_fits"
+    "est_tokens_per_s, est_mfu, est_fits, est_speed_reference_s, est_pace_exponent"
 constexpr sql::Sql kClaimByPriority{"claim_next_pending", TUNE_CLAIM_SQL("priority, id")};
 constexpr sql::Sql kClaimFastest{"claim_next_pending", TUNE_CLAIM_SQL("est_tokens_per_s DESC NULLS LAST, id")};
 constexpr sql::Sql kClaimSmallest{"claim_next_pending", TUNE_CLAIM_SQL("est_peak_bytes ASC NULLS LAST, id")};
@@ -72,9 +74,11 @@ UPDATE trials SET status = ?2, reason = ?3, peak_bytes = ?4, peak_phase = ?5, to
 WHERE id = ?1)sql"};
 constexpr sql::Sql kRecordRealMemory{"record_real_memory", R"sql(
 UPDATE trials SET real_peak = ?2, baseline = ?3, untracked = ?4, rank_real_json = ?5 WHERE id = ?1)sql"};
-// The machine speed the trial ran at and the one its estimate holds for (core/machine_speed.h).
+// The machine speed the trial ran at, the one its estimate holds for and how the
+// estimate expected the step to follow the difference (core/machine_speed.h).
 constexpr sql::Sql kRecordSpeedReference{"record_speed_reference", R"sql(
-UPDATE trials SET speed_reference_s = ?2, est_speed_reference_s = coalesce(?3, est_speed_reference_s) WHERE id = ?1)sql"};
+UPDATE trials SET speed_reference_s = ?2, est_speed_reference_s = coalesce(?3, est_speed_reference_s),
+    est_pace_exponent = ?4 WHERE id = ?1)sql"};
 constexpr sql::Sql kDeleteSteps{"record_result_steps", "DELETE FROM trial_steps WHERE trial_id = ?1"};
 // Steps go in chunks of up to kStepsPerInsert rows per statement: one statement per row
 // was a quarter of the time of recording a trial.
@@ -156,6 +160,7 @@ std::size_t Store::add_trials(SweepId sweep, std::span<const NewTrial> trials) {
         sql::bind_estimate(q, 9, t.estimate);
         q.bind(kBaseStepParameter, t.estimate ? std::optional(t.estimate->step_s) : std::nullopt);
         q.bind(kSpeedReferenceParameter, positive(t.estimate ? t.estimate->speed_reference_s : 0.0));
+        q.bind(kPaceExponentParameter, t.estimate ? std::optional(t.estimate->pace_exponent) : std::nullopt);
         bind_dimensions(q, c);
         q.run();
         if (db_->changes() == 0) continue;  // already enumerated: keep what it has
@@ -174,6 +179,7 @@ void Store::update_pending(std::span<const PendingUpdate> updates) {
         auto q = db_->query(kUpdatePending);
         q.bind(1, u.id).bind(2, u.priority).bind(3, to_string(u.status)).bind(4, u.reason);
         sql::bind_estimate(q, 5, u.estimate);
+        q.bind(11, u.estimate.pace_exponent);
         q.run();
         if (db_->changes() != 0) sql::write_memory(*db_, u.id, &u.estimate.memory, nullptr);
     }
@@ -191,6 +197,10 @@ std::optional<ClaimedTrial> Store::claim_next_pending(SweepId sweep, ClaimOrder 
         claimed.config = nlohmann::json::parse(q.text(1)).get<TrialConfig>();
         claimed.attempts = static_cast<std::uint32_t>(q.int64(2));
         claimed.estimate = sql::read_estimate(q, 3);
+        // The machine speed it was priced at and how calibration expected the step to
+        // follow another (core/machine_speed.h): the trial is judged at them.
+        if (claimed.estimate && !q.is_null(9)) claimed.estimate->speed_reference_s = q.real(9);
+        if (claimed.estimate && !q.is_null(10)) claimed.estimate->pace_exponent = q.real(10);
         q.run();
     }
     if (claimed.estimate) {
@@ -230,7 +240,8 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
     }
     if (r.speed_reference_s > 0)
         db_->query(kRecordSpeedReference).bind(1, trial).bind(2, r.speed_reference_s)
-            .bind(3, positive(r.estimate ? r.estimate->speed_reference_s : 0.0)).run();
+            .bind(3, positive(r.estimate ? r.estimate->speed_reference_s : 0.0))
+            .bind(4, r.estimate ? std::optional(r.estimate->pace_exponent) : std::nullopt).run();
     sql::write_memory(*db_, trial, r.estimate ? &r.estimate->memory : nullptr, &r.memory);
     insert_steps(*db_, trial, r);
     tx.commit();

@@ -1,8 +1,12 @@
 // What the sweep driver learns from measured trials: an overall efficiency
 // (which scales every prediction alike) and one factor per precision (which
 // changes the predicted order, so pareto-first measures the real front
-// sooner), the device overhead, and the memory error pruning allows for.
+// sooner), how a step follows the machine's pace, the device overhead, and
+// the memory error pruning allows for.
 #include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
 
 #include "driver/calibration.h"
 #include "search/estimate.h"
@@ -111,6 +115,58 @@ TEST_CASE("calibration reads a trial's median step, so one slow step does not mo
     Calibration cal(EstimateOptions{});
     cal.observe(r, e);
     CHECK(cal.efficiency_factor() == Approx(1.0));
+}
+
+namespace {
+
+// Trials whose machine ran at `slowdowns` times the probes' pace (speed reference) and
+// whose steps took slowdown^exponent times the estimate, in two precisions.
+Calibration paced_by(const std::vector<double>& slowdowns, double exponent) {
+    const Hardware cpu = *find_device("cpu");
+    Calibration cal(EstimateOptions{});
+    for (std::size_t i = 0; i < slowdowns.size(); ++i) {
+        const TrialConfig c = config(i % 2 ? Precision::fp32 : Precision::bf16_mixed);
+        Estimate e = estimate(c, cpu);
+        e.speed_reference_s = 0.002;
+        TrialResult r = measured(c, e, 1.0 / std::pow(slowdowns[i], exponent));
+        r.speed_reference_s = 0.002 * slowdowns[i];
+        cal.observe(r, e);
+    }
+    return cal;
+}
+
+}  // namespace
+
+TEST_CASE("calibration learns how a step follows the machine's pace, once the pace has varied",
+          "[driver][calibration][machine-speed]") {
+    const std::vector<double> varied{0.6, 0.8, 1.0, 1.25, 1.6, 2.0, 0.7, 1.4, 0.9, 1.1};
+    const Calibration learned = paced_by(varied, 0.6);
+    CHECK(learned.pace_exponent() == Approx(0.6).margin(1e-3));
+    CHECK(learned.efficiency_factor() == Approx(1.0).epsilon(1e-3));  // the pace is not the estimator's error
+    CHECK(learned.options().pace_exponent == Approx(0.6).margin(1e-3));
+    // An estimate priced from probes carries it, so its trial is judged at it (core/machine_speed.h).
+    EstimateOptions o = learned.options();
+    ProbedRates rates;
+    rates.speed_reference_s = 0.002;
+    o.probed = std::make_shared<const ProbedRates>(rates);
+    CHECK(estimate(config(Precision::fp32), *find_device("cpu"), o).pace_exponent == Approx(0.6).margin(1e-3));
+
+    // The prior, 1, stands with too few trials or paces too close to tell.
+    CHECK(paced_by({0.6, 0.8, 1.0, 1.25, 1.6, 2.0, 0.7}, 0.6).pace_exponent() == 1.0);
+    CHECK(paced_by(std::vector<double>(10, 1.5), 0.6).pace_exponent() == 1.0);
+    CHECK(paced_by(std::vector<double>(10, 1.0), 0.6).pace_exponent() == 1.0);
+    // A step that slows as the reference does is learned as such.
+    CHECK(paced_by(varied, 1.0).pace_exponent() == Approx(1.0).margin(1e-3));
+}
+
+TEST_CASE("one disturbed trial does not move the calibration (medians, not means)", "[driver][calibration]") {
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig c = config(Precision::fp32);
+    const Estimate e = estimate(c, cpu);
+    Calibration cal(EstimateOptions{});
+    for (int i = 0; i < 5; ++i) cal.observe(measured(c, e, 0.5), e);
+    cal.observe(measured(c, e, 0.05), e);  // 10x slower: another tenant, a page-cache flush
+    CHECK(cal.efficiency_factor() == Approx(0.5));
 }
 
 TEST_CASE("a shift in one precision's factor counts as a calibration change", "[driver][calibration]") {

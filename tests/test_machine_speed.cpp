@@ -1,7 +1,8 @@
 // The machine's pace beside every estimate and trial: the speed reference
 // (kernels/speed_reference.h) taken with the probes and before each step, the
 // slowdown between them (core/machine_speed.h), and what uses it: the probes'
-// record, the trial's JSON result, the store (schema 8), calibration and the
+// record, the trial's JSON result, the store (schemas 8 and 9: the pace
+// exponent calibration learned), calibration and the
 // accuracy reports, which give the step-time error at each trial's speed.
 #include <catch2/catch.hpp>
 
@@ -11,6 +12,7 @@
 
 #include "core/machine_speed.h"
 #include "core/presets.h"
+#include "core/step_statistics.h"
 #include "driver/calibration.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/speed_reference.h"
@@ -20,6 +22,7 @@
 #include "reports/sweep_data.h"
 #include "reports/text_report.h"
 #include "search/estimate.h"
+#include "store/record_json.h"
 #include "store/store.h"
 #include "test_store_support.h"
 
@@ -30,9 +33,11 @@ namespace {
 constexpr double kProbedReference = 0.002;  // seconds: the probes' speed reference
 
 // Three trials estimated at 1, 2 and 4 s with the probes' reference; each ran on a
-// machine 1.5x slower than at probe time (its reference 1.5x the probes'), and its
-// step took 1.5 x 1.1 x the estimate: 65% over raw, 10% over at its own speed.
-void add_slowed_sweep(Store& db, const std::string& name) {
+// machine `slowdown` times slower than at probe time (its reference that many times the
+// probes'), with an estimate expecting its step to follow at `exponent`, and its step
+// took `step_over_estimate` times the estimate.
+void add_slowed_sweep(Store& db, const std::string& name, double slowdown, double step_over_estimate,
+                      double exponent = 1) {
     const SweepId sweep = db.open_sweep(test::sample_sweep(name), false).id;
     std::vector<NewTrial> enumerated;
     for (int i = 0; i < 3; ++i) {
@@ -46,8 +51,9 @@ void add_slowed_sweep(Store& db, const std::string& name) {
         TrialResult r = test::sample_result(claimed->config, 0);
         r.estimate = claimed->estimate;
         r.estimate->speed_reference_s = kProbedReference;
-        r.speed_reference_s = 1.5 * kProbedReference;
-        r.step_ms.assign(claimed->config.steps, claimed->estimate->step_s * 1.5 * 1.1 * 1000);
+        r.estimate->pace_exponent = exponent;
+        r.speed_reference_s = slowdown * kProbedReference;
+        r.step_ms.assign(claimed->config.steps, claimed->estimate->step_s * step_over_estimate * 1000);
         db.record_result(claimed->id, r, "", now_timestamp(), now_timestamp());
     }
 }
@@ -67,6 +73,26 @@ TEST_CASE("the slowdown is the trial's speed reference over the probes', 1 when 
     r.estimate = Estimate{};
     r.estimate->speed_reference_s = 0.002;
     CHECK(machine_slowdown(r) == Approx(2.0));
+}
+
+TEST_CASE("the pace factor is the slowdown to the estimate's exponent", "[machine-speed]") {
+    CHECK(pace_factor(4.0, 1.0) == Approx(4.0));
+    CHECK(pace_factor(4.0, 0.5) == Approx(2.0));
+    CHECK(pace_factor(0.25, 0.5) == Approx(0.5));  // a faster machine: the step shrinks less than the reference
+    CHECK(pace_factor(3.0, 0.0) == 1.0);            // a step the pace does not move
+    TrialResult r;
+    r.speed_reference_s = 0.008;
+    CHECK(pace_factor(r) == 1.0);  // no estimate
+    r.estimate = Estimate{};
+    r.estimate->speed_reference_s = 0.002;
+    CHECK(pace_factor(r) == Approx(4.0));  // the prior exponent, 1
+    r.estimate->pace_exponent = 0.5;
+    CHECK(pace_factor(r) == Approx(2.0));
+    const nlohmann::json j = r;
+    CHECK(j.at("estimate").at("time").at("pace_exponent") == Approx(0.5));
+    CHECK(j.get<TrialResult>().estimate->pace_exponent == 0.5);
+    r.estimate->pace_exponent = 1;
+    CHECK_FALSE(nlohmann::json(r).at("estimate").at("time").contains("pace_exponent"));
 }
 
 TEST_CASE("speed references round-trip through the result JSON and are absent when unknown", "[machine-speed]") {
@@ -154,7 +180,8 @@ TEST_CASE("calibration learns the estimator's error, not the host's pace", "[mac
 TEST_CASE("the store keeps both speed references and the reports give the error at each trial's speed",
           "[machine-speed][store][report]") {
     test::ScratchDir dir;
-    const Store db = test::written_then_read_only(dir, [](Store& w) { add_slowed_sweep(w, "slowed"); });
+    // 1.5x slower than at probe time, the step 1.5 x 1.1 x the estimate: 65% over raw, 10% at its own speed.
+    const Store db = test::written_then_read_only(dir, [](Store& w) { add_slowed_sweep(w, "slowed", 1.5, 1.5 * 1.1); });
     const auto trials = db.trials({std::nullopt, TrialStatus::ok, false, false});
     REQUIRE(trials.size() == 3);
     for (const TrialRecord& t : trials) {
@@ -174,11 +201,58 @@ TEST_CASE("the store keeps both speed references and the reports give the error 
     CHECK_THAT(medians, Catch::Contains("At each trial's machine speed"));
     CHECK_THAT(medians, Catch::Contains("1.50x to 1.50x"));
     CHECK_THAT(medians, Catch::Contains("9.1% before calibration"));
+    CHECK_THAT(medians, !Catch::Contains("to the power"));  // nothing learned: the prior
     const std::vector<std::string> names{"slowed"};
     const std::string html = html_report(db, names);
     CHECK_THAT(html, Catch::Contains("step time, before calibration, at the trial"));
     CHECK_THAT(html, Catch::Contains("step time, after calibration, at the trial"));
     CHECK_THAT(text_report(db, names), Catch::Contains("step time, before calibration, at trial speed"));
+}
+
+TEST_CASE("the store keeps the pace exponent the estimate ran with, and the reports judge at it",
+          "[machine-speed][store][report]") {
+    // Each trial ran on a machine whose reference took 4x the probes'; calibration had
+    // learned that a step slows as its square root, and the step took 2 x 1.1 x the estimate.
+    test::ScratchDir dir;
+    const Store db =
+        test::written_then_read_only(dir, [](Store& w) { add_slowed_sweep(w, "learned", 4.0, 2 * 1.1, 0.5); });
+    const auto trials = db.trials({std::nullopt, TrialStatus::ok, false, false});
+    REQUIRE(trials.size() == 3);
+    for (const TrialRecord& t : trials) {
+        CHECK(t.result.estimate->pace_exponent == Approx(0.5));
+        CHECK(record_json(t).at("estimate").at("pace_exponent") == Approx(0.5));  // tune export --format json
+    }
+    const Accuracy a = estimator_accuracy(load_sweep_data(db, "learned"));
+    CHECK(a.pace_exponent == Approx(0.5));
+    // After calibration at its exponent: 10% slow. Before, at the prior 1: 4 / 2.2 of the step.
+    CHECK(a.step_at_trial_speed_summary.median_abs_pct == Approx(100.0 * (1 - 1 / 1.1)));
+    CHECK(a.step_before_calibration_at_trial_speed_summary.median_abs_pct == Approx(100.0 * (4 / 2.2 - 1)));
+    CHECK_THAT(step_error_medians_text(a), Catch::Contains("to the power 0.50"));
+}
+
+TEST_CASE("a pending trial's estimate keeps its machine speed and pace exponent through re-estimation and claim",
+          "[machine-speed][store]") {
+    test::ScratchDir dir;
+    Store db(dir.file("t.db"), Store::Mode::read_write);
+    const SweepId sweep = db.open_sweep(test::sample_sweep("pending"), false).id;
+    Estimate e = test::sample_estimate(0);
+    e.speed_reference_s = kProbedReference;
+    e.pace_exponent = 0.7;
+    db.add_trials(sweep, std::vector<NewTrial>{{test::sample_config(0), TrialStatus::pending, "", e, 0},
+                                               {test::sample_config(1), TrialStatus::pending, "", e, 1}});
+    // Calibration learned more: the driver re-estimates the pending trials (driver/plan.cpp).
+    const auto pending = db.trials({sweep, TrialStatus::pending, false, false});
+    REQUIRE(pending.size() == 2);
+    e.pace_exponent = 0.6;
+    db.update_pending(std::vector<PendingUpdate>{{pending[1].id, e, 1, TrialStatus::pending, ""}});
+    auto first = db.claim_next_pending(sweep, ClaimOrder::priority);
+    auto second = db.claim_next_pending(sweep, ClaimOrder::priority);
+    REQUIRE(first);
+    REQUIRE(second);
+    CHECK(first->estimate->pace_exponent == Approx(0.7));
+    CHECK(first->estimate->speed_reference_s == Approx(kProbedReference));
+    CHECK(second->estimate->pace_exponent == Approx(0.6));  // the trial runs with, and is judged at, this one
+    CHECK(second->estimate->speed_reference_s == Approx(kProbedReference));
 }
 
 TEST_CASE("a sweep without speed references reports the raw step error alone", "[machine-speed][report]") {
