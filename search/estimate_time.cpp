@@ -215,23 +215,27 @@ std::optional<double> probed_collective_seconds(const ModelSpec& m, const TrialC
     return total;
 }
 
-// Compute and attention from the probed rates, scaled by how far the
-// (calibrated) efficiencies moved from their defaults; the optimizer's update
-// at its own probed time per element; collectives call by call at their probed
-// times. Terms without a probe stay nominal.
+// Compute and attention from the probed rates; the optimizer's update at its
+// own probed time per element; collectives call by call at their probed times.
+// Each divided by how far the (calibrated) efficiencies moved from their
+// defaults: calibration learns a step's measured time over its estimate, the
+// whole step's, so what it learns scales every probed term alike (scaling some
+// would leave the step short of what was learned). Terms without a probe stay nominal.
 void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const EstimateOptions& o, StepTime& t) {
     const ProbedRates& p = *o.probed;
     const double speed = o.compute_efficiency / EstimateOptions{}.compute_efficiency * dimension_efficiency(c, o);
-    if (const auto micro = probed_micro_batch(m, c, p, c.attention == Attention::flash); micro && speed > 0) {
+    if (!(speed > 0)) return;
+    if (const auto micro = probed_micro_batch(m, c, p, c.attention == Attention::flash)) {
         t.compute_s = micro->gemm_s * c.grad_accum / speed;
         t.attention_s = micro->attention_s * c.grad_accum / speed;
         t.elementwise_s = micro->elementwise_s * c.grad_accum / speed;
     }
     // The rank's owned elements (its shard at ZeRO 1-3) at its optimizer's probed time per element.
     if (const auto per_element = p.optimizer_seconds_per_element(m, c))
-        t.optimizer_s = *per_element * owned_elements(m, c);
+        t.optimizer_s = *per_element * owned_elements(m, c) / speed;
     if (t.comm_bytes > 0)
-        if (const auto seconds = probed_collective_seconds(m, c, p)) t.comm_s = (1 - o.comm_overlap) * *seconds;
+        if (const auto seconds = probed_collective_seconds(m, c, p))
+            t.comm_s = (1 - o.comm_overlap) * *seconds / speed;
 }
 
 }  // namespace

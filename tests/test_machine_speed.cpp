@@ -153,6 +153,33 @@ TEST_CASE("a probe set carries its speed reference, and estimates priced from it
     CHECK(estimate(c, *find_device("cpu"), EstimateOptions{}).speed_reference_s == 0);
 }
 
+TEST_CASE("what calibration learns scales the whole probed step, the optimizer's update included",
+          "[machine-speed][calibration][probe]") {
+    TrialConfig c;
+    c.model = *find_model("tiny");
+    c.micro_batch = 2, c.context = 64;
+    kernels::CpuBackend backend({1, 0});
+    probe::ProbeSettings settings;
+    settings.min_seconds = 0.001;
+    EstimateOptions base;
+    base.probed = std::make_shared<const ProbedRates>(
+        probe::run_probes(backend, probe::plan_probes(c.model, {c}), settings, nullptr));
+    const Hardware cpu = *find_device("cpu");
+    const Estimate before = estimate(c, cpu, base);
+    REQUIRE(base.probed->optimizer_seconds_per_element(c.model, c));  // the update is a probed term
+    // Every trial's step took twice its estimate, at the probes' pace.
+    Calibration cal(base);
+    TrialResult r;
+    r.status = TrialStatus::ok;
+    r.config = c;
+    r.estimate = before;
+    r.memory.peak = before.memory.peak;
+    r.step_ms.assign(c.steps, 2 * before.step_s * 1e3);
+    r.step_stats = step_statistics(r.step_ms, c.warmup);
+    cal.observe(r, before);
+    CHECK(estimate(c, cpu, cal.options()).step_s == Approx(2 * before.step_s));
+}
+
 TEST_CASE("calibration learns the estimator's error, not the host's pace", "[machine-speed][calibration]") {
     TrialConfig c;
     c.model = *find_model("small");
