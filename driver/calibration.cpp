@@ -107,7 +107,8 @@ double Calibration::fit_pace_exponent(const std::vector<Ratio>& ratios, const Fi
     return std::clamp(-xy / xx, 0.0, 2.0);
 }
 
-// Geometric mean: a trial 2x faster and one 2x slower than predicted cancel.
+// In log space, so a trial 2x faster and one 2x slower than predicted cancel; the
+// median, so one trial 10x off moves nothing.
 double Calibration::efficiency_factor() const { return std::exp(fit_.overall); }
 
 EstimateOptions Calibration::options() const {

@@ -42,7 +42,7 @@ public:
     std::size_t observations() const { return ratios_.size(); }
     // Per measured trial: (measured - estimated) / estimated peak bytes.
     const std::vector<double>& memory_errors() const { return memory_errors_; }
-    // Measured over predicted tokens/s, overall (geometric mean).
+    // Measured over predicted speed, overall (the median of the log ratios, at each trial's pace).
     double efficiency_factor() const;
     // How much faster (> 1) or slower a precision, an optimizer, a checkpointing
     // mode or a ZeRO stage ran than the overall factor says; 1 until one has been measured.

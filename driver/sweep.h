@@ -50,7 +50,7 @@ struct SweepReport {
     bool max_trials_reached = false;
     RequeueCounts requeued;            // trials a dead driver had left running
     StatusCounts counts{};             // the whole sweep, at the end
-    double efficiency_factor = 1.0;    // measured / predicted throughput (geometric mean)
+    double efficiency_factor = 1.0;    // measured / predicted speed (Calibration::efficiency_factor)
     std::vector<double> memory_errors; // per measured trial: (measured - estimated) / estimated peak
 };
 
