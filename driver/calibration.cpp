@@ -40,7 +40,7 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
         ratios_.push_back({{static_cast<std::size_t>(c.optimizer), static_cast<std::size_t>(c.precision),
                             static_cast<std::size_t>(c.checkpointing), std::min<std::size_t>(c.zero_stage, 3)},
                            std::log(ratio), std::log(slowdown)});
-        fit_ = fit(ratios_);
+        fit_ = fit(ratios_, fit_.pace_exponent);
     }
     if (const std::uint64_t overhead = r.memory[Component::overhead]; overhead > 0)
         overhead_ = std::max(overhead_.value_or(0), overhead);
@@ -51,13 +51,14 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
 // values after the overall factor and the other dimensions' effects, taken at
 // the machine speed the current exponent says. Then the exponent from what
 // the effects leave, and the effects again at it.
-Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios) {
+Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios, double start_exponent) {
     Fit f;
+    f.pace_exponent = start_exponent;  // the last fit's: one more trial moves it little
     fit_effects(ratios, f);
     // Each round moves the exponent a fraction of the way (the effects absorb some of
-    // the pace where it varied with a dimension); a dozen rounds settle it.
+    // the pace where it varied with a dimension); from scratch a dozen rounds settle it.
     for (int round = 0; round < 16; ++round) {
-        const double exponent = fit_pace_exponent(ratios, f);
+        const double exponent = fit_pace_exponent(ratios, f).value_or(1.0);  // else the prior
         const bool settled = std::abs(exponent - f.pace_exponent) < 1e-6;
         f.pace_exponent = exponent;
         if (settled) break;
@@ -88,9 +89,9 @@ void Calibration::fit_effects(const std::vector<Ratio>& ratios, Fit& f) {
 
 // Least squares of what the effects leave unexplained (at no pace) on the log
 // slowdown: a step that slows as the reference does leaves -1 x log slowdown.
-// The prior (1) stands until enough trials ran at paces far enough apart.
-double Calibration::fit_pace_exponent(const std::vector<Ratio>& ratios, const Fit& f) {
-    if (ratios.size() < kMinPaceTrials) return f.pace_exponent;
+// nullopt until enough trials ran at paces far enough apart to tell.
+std::optional<double> Calibration::fit_pace_exponent(const std::vector<Ratio>& ratios, const Fit& f) {
+    if (ratios.size() < kMinPaceTrials) return std::nullopt;
     double mean_x = 0, mean_y = 0;
     std::vector<std::pair<double, double>> points;
     for (const Ratio& r : ratios) {
@@ -103,7 +104,7 @@ double Calibration::fit_pace_exponent(const std::vector<Ratio>& ratios, const Fi
     mean_x /= n, mean_y /= n;
     double xx = 0, xy = 0;
     for (const auto& [x, y] : points) xx += (x - mean_x) * (x - mean_x), xy += (x - mean_x) * (y - mean_y);
-    if (xx / n < kMinPaceSpread * kMinPaceSpread) return f.pace_exponent;
+    if (xx / n < kMinPaceSpread * kMinPaceSpread) return std::nullopt;
     return std::clamp(-xy / xx, 0.0, 2.0);
 }
 

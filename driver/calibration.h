@@ -75,9 +75,9 @@ private:
         std::array<std::array<double, 5>, kDims> effect{};
         double pace_exponent = 1;
     };
-    static Fit fit(const std::vector<Ratio>& ratios);
+    static Fit fit(const std::vector<Ratio>& ratios, double start_exponent);
     static void fit_effects(const std::vector<Ratio>& ratios, Fit& f);
-    static double fit_pace_exponent(const std::vector<Ratio>& ratios, const Fit& f);
+    static std::optional<double> fit_pace_exponent(const std::vector<Ratio>& ratios, const Fit& f);
     double factor(Dim d, std::size_t level) const {
         return level < kLevels[d] ? std::exp(fit_.effect[d][level]) : 1.0;
     }
