@@ -41,6 +41,18 @@ std::optional<Estimate> read_estimate(const Query& q, int first) {
     return e;
 }
 
+void bind_estimate_pace(Query& q, int first, const std::optional<Estimate>& e) {
+    const bool priced = e && e->speed_reference_s > 0;
+    q.bind(first, priced ? std::optional(e->speed_reference_s) : std::nullopt);
+    q.bind(first + 1, e ? std::optional(e->pace_exponent) : std::nullopt);
+}
+
+void read_estimate_pace(const Query& q, int first, std::optional<Estimate>& e) {
+    if (!e) return;
+    if (!q.is_null(first)) e->speed_reference_s = q.real(first);
+    if (!q.is_null(first + 1)) e->pace_exponent = q.real(first + 1);
+}
+
 void write_memory(Connection& db, TrialId trial, const MemoryBreakdown* estimated, const MemoryBreakdown* measured) {
     auto q = db.query(kUpsertMemory);
     q.bind(1, trial);

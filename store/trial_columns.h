@@ -17,6 +17,12 @@ void bind_estimate(Query& q, int first, const std::optional<Estimate>& e);
 // nullopt when est_fits is NULL (no estimate was stored). Component bytes are filled from trial_memory.
 std::optional<Estimate> read_estimate(const Query& q, int first);
 
+// The estimate's machine pace columns, in this order: est_speed_reference_s (NULL
+// for a nominal estimate), est_pace_exponent (core/machine_speed.h). Unset binds NULLs;
+// reading leaves an estimate's defaults where a column is NULL (rows before schema 8, 9).
+void bind_estimate_pace(Query& q, int first, const std::optional<Estimate>& e);
+void read_estimate_pace(const Query& q, int first, std::optional<Estimate>& e);
+
 // Upserts one trial_memory row per component; a null side leaves that side as it is.
 void write_memory(Connection& db, TrialId trial, const MemoryBreakdown* estimated, const MemoryBreakdown* measured);
 

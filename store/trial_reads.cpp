@@ -19,7 +19,7 @@ namespace {
     "t.oom_live, t.rank_peaks_json, t.step_count, t.loss_count, t.started_at, t.ended_at, t.stderr_tail, "     \
     "t.real_peak, t.baseline, t.untracked, t.rank_real_json, "                                         \
     "t.median_step_s, t.mean_step_s, t.stddev_step_s, t.step_cv, t.timed_steps, t.est_base_step_s, "        \
-    "t.est_speed_reference_s, t.speed_reference_s, t.est_pace_exponent "
+    "t.est_speed_reference_s, t.est_pace_exponent, t.speed_reference_s "
 // ?1 sweep, ?2 status, ?3 trial id; NULL matches all.
 #define TUNE_TRIAL_FILTER "WHERE (?1 IS NULL OR t.sweep_id = ?1) AND (?2 IS NULL OR t.status = ?2) AND (?3 IS NULL OR t.id = ?3)"
 
@@ -108,9 +108,8 @@ TrialRecord read_trial(const sql::Query& q) {
     rec.ended_at = read_time(q, 28);
     rec.stderr_tail = q.text(29);
     if (!q.is_null(39)) rec.base_step_s = q.real(39);
-    if (rec.result.estimate && !q.is_null(40)) rec.result.estimate->speed_reference_s = q.real(40);
-    if (!q.is_null(41)) rec.result.speed_reference_s = q.real(41);
-    if (rec.result.estimate && !q.is_null(42)) rec.result.estimate->pace_exponent = q.real(42);
+    sql::read_estimate_pace(q, 40, rec.result.estimate);
+    if (!q.is_null(42)) rec.result.speed_reference_s = q.real(42);
     return rec;
 }
 

@@ -18,9 +18,8 @@ namespace {
 // The trial row: its fixed columns, then one column per search dimension,
 // named as in the dimension table (parameters ?15 onwards, in its order).
 constexpr int kBaseStepParameter = 9 + sql::kEstimateColumns;
-constexpr int kSpeedReferenceParameter = kBaseStepParameter + 1;
-constexpr int kPaceExponentParameter = kSpeedReferenceParameter + 1;
-constexpr int kFirstDimensionParameter = kPaceExponentParameter + 1;
+constexpr int kPaceParameter = kBaseStepParameter + 1;  // two: sql::bind_estimate_pace
+constexpr int kFirstDimensionParameter = kPaceParameter + 2;
 const sql::Sql& insert_trial_sql() {
     static const std::string text = [] {
         std::string columns = "sweep_id, config_hash, config_json, model, world_size, status, reason, priority, "
@@ -47,7 +46,7 @@ void bind_dimensions(sql::Query& q, const TrialConfig& c) {
 constexpr sql::Sql kUpdatePending{"update_pending", R"sql(
 UPDATE trials SET priority = ?2, status = ?3, reason = ?4,
     est_peak_bytes = ?5, est_peak_phase = ?6, est_step_s = ?7, est_tokens_per_s = ?8, est_mfu = ?9, est_fits = ?10,
-    est_pace_exponent = ?11
+    est_speed_reference_s = coalesce(?11, est_speed_reference_s), est_pace_exponent = coalesce(?12, est_pace_exponent)
 WHERE id = ?1 AND status = 'pending')sql"};
 
 // One statement per order: ORDER BY cannot be a bound parameter.
@@ -78,7 +77,7 @@ UPDATE trials SET real_peak = ?2, baseline = ?3, untracked = ?4, rank_real_json 
 // estimate expected the step to follow the difference (core/machine_speed.h).
 constexpr sql::Sql kRecordSpeedReference{"record_speed_reference", R"sql(
 UPDATE trials SET speed_reference_s = ?2, est_speed_reference_s = coalesce(?3, est_speed_reference_s),
-    est_pace_exponent = ?4 WHERE id = ?1)sql"};
+    est_pace_exponent = coalesce(?4, est_pace_exponent) WHERE id = ?1)sql"};
 constexpr sql::Sql kDeleteSteps{"record_result_steps", "DELETE FROM trial_steps WHERE trial_id = ?1"};
 // Steps go in chunks of up to kStepsPerInsert rows per statement: one statement per row
 // was a quarter of the time of recording a trial.
@@ -120,9 +119,6 @@ void require(bool ok, const char* statement, const std::string& message) {
     if (!ok) throw StoreError(statement, 0, message);
 }
 
-// 0 means unknown in the result types; NULL in the store.
-std::optional<double> positive(double x) { return x > 0 ? std::optional(x) : std::nullopt; }
-
 bool is_enumerated_status(TrialStatus s) {
     return s == TrialStatus::pending || s == TrialStatus::invalid || s == TrialStatus::pruned;
 }
@@ -159,8 +155,7 @@ std::size_t Store::add_trials(SweepId sweep, std::span<const NewTrial> trials) {
         q.bind(5, c.world_size).bind(6, to_string(t.status)).bind(7, t.reason).bind(8, t.priority);
         sql::bind_estimate(q, 9, t.estimate);
         q.bind(kBaseStepParameter, t.estimate ? std::optional(t.estimate->step_s) : std::nullopt);
-        q.bind(kSpeedReferenceParameter, positive(t.estimate ? t.estimate->speed_reference_s : 0.0));
-        q.bind(kPaceExponentParameter, t.estimate ? std::optional(t.estimate->pace_exponent) : std::nullopt);
+        sql::bind_estimate_pace(q, kPaceParameter, t.estimate);
         bind_dimensions(q, c);
         q.run();
         if (db_->changes() == 0) continue;  // already enumerated: keep what it has
@@ -179,7 +174,7 @@ void Store::update_pending(std::span<const PendingUpdate> updates) {
         auto q = db_->query(kUpdatePending);
         q.bind(1, u.id).bind(2, u.priority).bind(3, to_string(u.status)).bind(4, u.reason);
         sql::bind_estimate(q, 5, u.estimate);
-        q.bind(11, u.estimate.pace_exponent);
+        sql::bind_estimate_pace(q, 11, u.estimate);
         q.run();
         if (db_->changes() != 0) sql::write_memory(*db_, u.id, &u.estimate.memory, nullptr);
     }
@@ -199,8 +194,7 @@ std::optional<ClaimedTrial> Store::claim_next_pending(SweepId sweep, ClaimOrder 
         claimed.estimate = sql::read_estimate(q, 3);
         // The machine speed it was priced at and how calibration expected the step to
         // follow another (core/machine_speed.h): the trial is judged at them.
-        if (claimed.estimate && !q.is_null(9)) claimed.estimate->speed_reference_s = q.real(9);
-        if (claimed.estimate && !q.is_null(10)) claimed.estimate->pace_exponent = q.real(10);
+        sql::read_estimate_pace(q, 9, claimed.estimate);
         q.run();
     }
     if (claimed.estimate) {
@@ -238,10 +232,12 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
         db_->query(kRecordRealMemory).bind(1, trial).bind(2, r.real_peak).bind(3, r.baseline)
             .bind(4, r.untracked).bind(5, ranks.dump()).run();
     }
-    if (r.speed_reference_s > 0)
-        db_->query(kRecordSpeedReference).bind(1, trial).bind(2, r.speed_reference_s)
-            .bind(3, positive(r.estimate ? r.estimate->speed_reference_s : 0.0))
-            .bind(4, r.estimate ? std::optional(r.estimate->pace_exponent) : std::nullopt).run();
+    if (r.speed_reference_s > 0) {
+        auto q = db_->query(kRecordSpeedReference);
+        q.bind(1, trial).bind(2, r.speed_reference_s);
+        sql::bind_estimate_pace(q, 3, r.estimate);
+        q.run();
+    }
     sql::write_memory(*db_, trial, r.estimate ? &r.estimate->memory : nullptr, &r.memory);
     insert_steps(*db_, trial, r);
     tx.commit();
