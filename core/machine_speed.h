@@ -10,7 +10,7 @@
 // compute-bound GEMM, and a neighbour competing for the core's vector units
 // slows it more than a step's latency-bound ops, allocations and collectives.
 // On the 2-core CI VM, steps slowed as the reference's time to the power
-// 0.6 to 0.65 over three demo sweeps. The exponent is the estimate's
+// 0.45 to 0.65 over five demo sweeps. The exponent is the estimate's
 // (Estimate::pace_exponent): 1 until calibration learns it.
 #pragma once
 

@@ -29,6 +29,7 @@ void add_sample(std::vector<ErrorSample>& out, std::size_t trial, double estimat
 
 Accuracy estimator_accuracy(const SweepData& sweep) {
     Accuracy a;
+    std::optional<Timestamp> latest;  // the started_at a.pace_exponent was taken from
     for (std::size_t i = 0; i < sweep.trials.size(); ++i) {
         const TrialRecord& t = sweep.trials[i];
         const auto& est = t.result.estimate;
@@ -44,7 +45,10 @@ Accuracy estimator_accuracy(const SweepData& sweep) {
                 // the one before calibration at the prior, 1.
                 const double slowdown = machine_slowdown(t.result);
                 a.slowdowns.push_back(slowdown);
-                a.pace_exponent = est->pace_exponent;
+                if (!latest || (t.started_at && *t.started_at >= *latest)) {
+                    a.pace_exponent = est->pace_exponent;  // the last to start ran with the most learned
+                    latest = t.started_at;
+                }
                 add_sample(a.step_at_trial_speed, i, est->step_s * pace_factor(t.result), *step);
                 if (t.base_step_s)
                     add_sample(a.step_before_calibration_at_trial_speed, i, *t.base_step_s * slowdown, *step);

@@ -48,8 +48,8 @@ struct Accuracy {
     std::vector<ErrorSample> step_at_trial_speed;
     std::vector<ErrorSample> step_before_calibration_at_trial_speed;
     std::vector<double> slowdowns;  // per such trial: its speed reference over the probes'
-    // The pace exponent (core/machine_speed.h) of the last such trial's calibrated
-    // estimate: what calibration had learned by the end; 1 when it learned nothing.
+    // The pace exponent (core/machine_speed.h) of the calibrated estimate of the one
+    // among them that started last: what calibration had learned by the end; 1 when it learned nothing.
     double pace_exponent = 1;
     std::vector<ErrorSample> real_memory;  // estimated peak against the machine's real peak
     ErrorSummary memory_summary;

@@ -257,6 +257,33 @@ TEST_CASE("the store keeps the pace exponent the estimate ran with, and the repo
     CHECK_THAT(step_error_medians_text(a), Catch::Contains("to the power 0.50"));
 }
 
+TEST_CASE("the reports name the pace exponent of the trial that started last, not of the last enumerated",
+          "[machine-speed][report]") {
+    test::ScratchDir dir;
+    const Store db = test::written_then_read_only(dir, [](Store& w) {
+        const SweepId sweep = w.open_sweep(test::sample_sweep("order"), false).id;
+        std::vector<NewTrial> enumerated;
+        for (int i = 0; i < 2; ++i) {
+            Estimate e = test::sample_estimate(i);
+            e.speed_reference_s = kProbedReference;
+            e.pace_exponent = i == 0 ? 0.4 : 0.8;
+            // The second enumerated runs first (priority 0), the first last, with what was learned by then.
+            enumerated.push_back({test::sample_config(i), TrialStatus::pending, "", e, i == 0 ? 1.0 : 0.0});
+        }
+        w.add_trials(sweep, enumerated);
+        const Timestamp start = now_timestamp();
+        for (int k = 0; auto claimed = w.claim_next_pending(sweep, ClaimOrder::priority); ++k) {
+            TrialResult r = test::sample_result(claimed->config, 0);
+            r.estimate = claimed->estimate;
+            r.speed_reference_s = kProbedReference;
+            r.step_ms.assign(claimed->config.steps, 1000.0);
+            const Timestamp began = start + std::chrono::seconds(10 * k);
+            w.record_result(claimed->id, r, "", began, began + std::chrono::seconds(5));
+        }
+    });
+    CHECK(estimator_accuracy(load_sweep_data(db, "order")).pace_exponent == Approx(0.4));
+}
+
 TEST_CASE("a pending trial's estimate keeps its machine speed and pace exponent through re-estimation and claim",
           "[machine-speed][store]") {
     test::ScratchDir dir;
