@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <sys/mman.h>
-
 #include <fmt/format.h>
 
 #include "kernels/error.h"
@@ -17,17 +15,6 @@ void Buffer::reset() noexcept {
     bytes_ = 0;
 }
 
-namespace {
-
-// Anonymous private pages: zero on first touch, returned by munmap.
-void* map_pages(std::uint64_t bytes, std::uint64_t live) {
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw OutOfMemoryError(bytes, live, "host allocation failed (mmap)");
-    return p;
-}
-
-}  // namespace
-
 // The backend names itself "cpu" when its buffers are host memory (kernels/backend.h).
 Allocator::Allocator(kernels::Backend& backend, std::uint64_t limit)
     : backend_(backend), limit_(limit), host_(backend.name() == "cpu") {}
@@ -37,7 +24,15 @@ Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
     if (limit_ > 0 && live_ + bytes > limit_)
         throw OutOfMemoryError(bytes, live_,
                                fmt::format("{} buffer in phase {}, limit {} bytes", to_string(tag), phase_, limit_));
-    void* ptr = maps_pages(bytes) ? map_pages(bytes, live_) : backend_.allocate(bytes);
+    // Kept pages may fill what the peak leaves beside the live bytes, no more.
+    const std::uint64_t room = peak_.peak > live_ + bytes ? peak_.peak - live_ - bytes : 0;
+    void* ptr = nullptr;
+    if (maps_pages(bytes)) {
+        ptr = pages_.take(bytes, room, live_);
+    } else {
+        pages_.trim(room);
+        ptr = backend_.allocate(bytes);
+    }
     live_ += bytes;
     auto& slot = by_tag_[static_cast<std::size_t>(tag)];
     slot += bytes;
@@ -59,7 +54,7 @@ Buffer Allocator::zeros(Component tag, std::uint64_t bytes) {
 
 void Allocator::release(void* ptr, std::uint64_t bytes, Component tag) noexcept {
     if (maps_pages(bytes))
-        ::munmap(ptr, bytes);
+        pages_.give(ptr, bytes);
     else
         backend_.deallocate(ptr, bytes);
     live_ -= bytes;

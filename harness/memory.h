@@ -3,16 +3,15 @@
 // and the per-component breakdown at the moment of the peak, and the
 // estimator's prediction can be checked against it (docs/memory-model.md).
 //
-// On the CPU backend a buffer of kHostPageBytes or more comes straight from
-// mmap and goes back with munmap, so the process's resident set is the
-// tagged live bytes plus what was there before (the baseline), page for
-// page. Through malloc, glibc raises its mmap threshold after the first
-// large free (up to 32 MiB) and then serves such buffers from its heap,
-// which keeps freed activations resident: the process's real peak drifted
-// above the tagged peak by up to 7%. A reserved pool with its own
-// accounting (what a GPU caching allocator does) would hide the same slack
-// behind a second number; the kernel already is the pool here, and
-// munmap'd pages leave the resident set at once. Small buffers (norm
+// On the CPU backend a buffer of kHostPageBytes or more is mapped pages
+// (harness/page_pool.h): freed ones are kept for the next request of their
+// size only while in-use plus kept bytes stay within the tagged peak, and
+// otherwise go back with munmap, so the process's resident set never
+// exceeds what was there before (the baseline) plus the tagged peak. Through
+// malloc, glibc raises its mmap threshold after the first large free (up to
+// 32 MiB) and then serves such buffers from its heap, which keeps freed
+// activations resident however large the heap grew: the process's real peak
+// drifted above the tagged peak by up to 7%. Small buffers (norm
 // statistics, token windows) stay with the backend's allocator.
 #pragma once
 
@@ -22,6 +21,7 @@
 
 #include "kernels/backend.h"
 #include "core/config.h"
+#include "harness/page_pool.h"
 
 namespace tune::harness {
 
@@ -95,7 +95,12 @@ public:
     std::uint64_t limit() const { return limit_; }
     kernels::Backend& backend() { return backend_; }
 
-    // Buffers at least this large come from mmap on the CPU backend.
+    // Freed page-mapped buffers kept for reuse (0 off the CPU backend).
+    std::uint64_t kept() const { return pages_.kept(); }
+    // Bytes of pages the kernel was asked for so far (0 off the CPU backend).
+    std::uint64_t mapped() const { return pages_.mapped(); }
+
+    // Buffers at least this large are mapped pages on the CPU backend.
     static constexpr std::uint64_t kHostPageBytes = 64 * 1024;
 
 private:
@@ -111,6 +116,7 @@ private:
     MemoryBreakdown peak_;
     std::string phase_ = "init";
     bool host_ = false;  // the backend's memory is this process's (the CPU backend)
+    PagePool pages_;
 };
 
 }  // namespace tune::harness
