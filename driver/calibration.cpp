@@ -39,8 +39,9 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
         const TrialConfig& c = r.config;
         ratios_.push_back({{static_cast<std::size_t>(c.optimizer), static_cast<std::size_t>(c.precision),
                             static_cast<std::size_t>(c.checkpointing), std::min<std::size_t>(c.zero_stage, 3)},
-                           std::log(ratio), std::log(slowdown)});
-        fit_ = fit(ratios_, fit_.pace_exponent);
+                           std::log(ratio), std::log(slowdown),
+                           std::log(static_cast<double>(c.micro_batch) * static_cast<double>(c.context))});
+        fit_ = fit(ratios_, fit_);
     }
     if (const std::uint64_t overhead = r.memory[Component::overhead]; overhead > 0)
         overhead_ = std::max(overhead_.value_or(0), overhead);
@@ -49,18 +50,22 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
 // A few rounds of alternating medians (Tukey's median polish) over at most a
 // few hundred points: each dimension's effect is the median residual of its
 // values after the overall factor and the other dimensions' effects, taken at
-// the machine speed the current exponent says. Then the exponent from what
-// the effects leave, and the effects again at it.
-Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios, double start_exponent) {
+// the machine speed and micro-batch size the current exponents say. Then the
+// exponents from what the effects leave, and the effects again at them.
+Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios, const Fit& start) {
     Fit f;
-    f.pace_exponent = start_exponent;  // the last fit's: one more trial moves it little
+    // The last fit's exponents: one more trial moves them little.
+    f.pace_exponent = start.pace_exponent;
+    f.size_exponent = start.size_exponent;
+    for (const Ratio& r : ratios) f.log_size_reference += r.log_tokens / static_cast<double>(ratios.size());
     fit_effects(ratios, f);
-    // Each round moves the exponent a fraction of the way (the effects absorb some of
-    // the pace where it varied with a dimension); from scratch a dozen rounds settle it.
+    // Each round moves the exponents a fraction of the way (the effects absorb some of
+    // the pace where it varied with a dimension); from scratch a dozen rounds settle them.
     for (int round = 0; round < 16; ++round) {
-        const double exponent = fit_pace_exponent(ratios, f).value_or(1.0);  // else the prior
-        const bool settled = std::abs(exponent - f.pace_exponent) < 1e-6;
-        f.pace_exponent = exponent;
+        const Exponents e = fit_exponents(ratios, f);
+        const bool settled = std::abs(e.pace - f.pace_exponent) < 1e-6 && std::abs(e.size - f.size_exponent) < 1e-6;
+        f.pace_exponent = e.pace;
+        f.size_exponent = e.size;
         if (settled) break;
         fit_effects(ratios, f);
     }
@@ -68,9 +73,11 @@ Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios, double start
 }
 
 void Calibration::fit_effects(const std::vector<Ratio>& ratios, Fit& f) {
-    const auto paced = [&](const Ratio& r) { return r.log_ratio + f.pace_exponent * r.log_slowdown; };
+    const auto adjusted = [&](const Ratio& r) {
+        return r.log_ratio + f.pace_exponent * r.log_slowdown - f.size_exponent * (r.log_tokens - f.log_size_reference);
+    };
     std::vector<double> all;
-    for (const Ratio& r : ratios) all.push_back(paced(r));
+    for (const Ratio& r : ratios) all.push_back(adjusted(r));
     f.overall = median_of(all);
     f.effect = {};
     const auto others = [&](const Ratio& r, std::size_t skip) {
@@ -82,30 +89,55 @@ void Calibration::fit_effects(const std::vector<Ratio>& ratios, Fit& f) {
     for (int round = 0; round < 4; ++round)
         for (std::size_t d = 0; d < kDims; ++d) {
             std::array<std::vector<double>, 5> residuals;
-            for (const Ratio& r : ratios) residuals[r.level[d]].push_back(paced(r) - f.overall - others(r, d));
+            for (const Ratio& r : ratios) residuals[r.level[d]].push_back(adjusted(r) - f.overall - others(r, d));
             for (std::size_t v = 0; v < kLevels[d]; ++v) f.effect[d][v] = median_of(residuals[v]);
         }
 }
 
-// Least squares of what the effects leave unexplained (at no pace) on the log
-// slowdown: a step that slows as the reference does leaves -1 x log slowdown.
-// nullopt until enough trials ran at paces far enough apart to tell.
-std::optional<double> Calibration::fit_pace_exponent(const std::vector<Ratio>& ratios, const Fit& f) {
-    if (ratios.size() < kMinPaceTrials) return std::nullopt;
-    double mean_x = 0, mean_y = 0;
-    std::vector<std::pair<double, double>> points;
+// Least squares of what the effects leave unexplained on the log slowdown
+// and the log tokens together: a step that slows as the reference does
+// leaves -1 x log slowdown. A regressor that did not vary by kMinSlopeSpread
+// (standard deviation of its log) over kMinSlopeTrials trials or more keeps
+// its prior (pace 1, size 0), and its part is taken out first.
+Calibration::Exponents Calibration::fit_exponents(const std::vector<Ratio>& ratios, const Fit& f) {
+    const double n = static_cast<double>(ratios.size());
+    double mx = 0, mz = 0;
+    for (const Ratio& r : ratios) mx += r.log_slowdown / n, mz += r.log_tokens / n;
+    double xx = 0, zz = 0, xz = 0;
+    for (const Ratio& r : ratios) {
+        const double x = r.log_slowdown - mx, z = r.log_tokens - mz;
+        xx += x * x, zz += z * z, xz += x * z;
+    }
+    const bool enough = ratios.size() >= kMinSlopeTrials;
+    const bool pace = enough && xx / n >= kMinSlopeSpread * kMinSlopeSpread;
+    const bool size = enough && zz / n >= kMinSlopeSpread * kMinSlopeSpread;
+    // y = overall' - pace x + size z: regress -y on x and y on z (centered).
+    double my = 0;
+    std::vector<double> ys;
     for (const Ratio& r : ratios) {
         double y = r.log_ratio - f.overall;
         for (std::size_t d = 0; d < kDims; ++d) y -= f.effect[d][r.level[d]];
-        points.emplace_back(r.log_slowdown, y);
-        mean_x += r.log_slowdown, mean_y += y;
+        if (!pace) y += r.log_slowdown;  // the prior's part
+        ys.push_back(y);
+        my += y / n;
     }
-    const double n = static_cast<double>(points.size());
-    mean_x /= n, mean_y /= n;
-    double xx = 0, xy = 0;
-    for (const auto& [x, y] : points) xx += (x - mean_x) * (x - mean_x), xy += (x - mean_x) * (y - mean_y);
-    if (xx / n < kMinPaceSpread * kMinPaceSpread) return std::nullopt;
-    return std::clamp(-xy / xx, 0.0, 2.0);
+    double xy = 0, zy = 0;
+    for (std::size_t i = 0; i < ratios.size(); ++i) {
+        xy += (ratios[i].log_slowdown - mx) * (ys[i] - my);
+        zy += (ratios[i].log_tokens - mz) * (ys[i] - my);
+    }
+    Exponents e{1.0, 0.0};
+    if (pace && size && xx * zz - xz * xz > 1e-12 * xx * zz) {
+        // Normal equations of y = a x + b z: a = -pace, b = size.
+        const double det = xx * zz - xz * xz;
+        e.pace = -(xy * zz - zy * xz) / det;
+        e.size = (zy * xx - xy * xz) / det;
+    } else if (pace) {
+        e.pace = -xy / xx;
+    } else if (size) {
+        e.size = zy / zz;
+    }
+    return {std::clamp(e.pace, 0.0, 2.0), std::clamp(e.size, -1.0, 1.0)};
 }
 
 // In log space, so a trial 2x faster and one 2x slower than predicted cancel; the
@@ -124,6 +156,8 @@ EstimateOptions Calibration::options() const {
     apply(o.checkpointing_efficiency, base_.checkpointing_efficiency, kCheckpointingDim);
     apply(o.zero_efficiency, base_.zero_efficiency, kZeroDim);
     o.pace_exponent = fit_.pace_exponent;
+    o.size_exponent = fit_.size_exponent;
+    o.size_reference_tokens = std::exp(fit_.log_size_reference);
     if (overhead_) o.overhead_bytes = overhead_;
     return o;
 }
@@ -141,6 +175,7 @@ double Calibration::change_since(const Calibration& since) const {
         for (std::size_t v = 0; v < kLevels[d]; ++v)
             change = std::max(change, relative(factor(Dim(d), v), since.factor(Dim(d), v)));
     change = std::max(change, std::abs(pace_exponent() - since.pace_exponent()));
+    change = std::max(change, std::abs(size_exponent() - since.size_exponent()));
     const double overhead_now = static_cast<double>(overhead_.value_or(0));
     const double overhead_then = static_cast<double>(since.overhead_.value_or(0));
     if (overhead_now != overhead_then) change = std::max(change, 1.0);

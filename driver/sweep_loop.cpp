@@ -129,7 +129,7 @@ private:
         if (result.status != TrialStatus::ok) return;
         calibration_.observe(result, estimate(spec_.model, result.config, spec_.hardware, base_));
         // Re-plan only when the model of the device moved enough to change decisions.
-        if (calibration_.change_since(planned_with_) < 0.05) return;
+        if (!calibration_.moved_since(planned_with_)) return;
         PlanSettings settings{calibration_.options(), calibration_.prune_tolerance(), strategy()};
         const auto pending = store_.trials({sweep_, TrialStatus::pending, false, false});
         store_.update_pending(replan_pending(spec_, pending, settings));

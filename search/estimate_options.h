@@ -46,6 +46,11 @@ struct EstimateOptions {
     // How the step follows the machine's pace against the probes' (Estimate::pace_exponent):
     // calibration learns it from trials that ran at different paces.
     double pace_exponent = 1.0;
+    // How speed grows with a micro-batch's tokens beyond what the estimate
+    // says (calibration learns it): speed x (tokens / size_reference_tokens)
+    // ^ size_exponent; 0, no effect, until learned.
+    double size_exponent = 0.0;
+    double size_reference_tokens = 1.0;
 
     // A framework's memory profile (exports/framework.h): bytes per parameter it keeps in
     // fp32 gradient partitions when gradients are sharded (DeepSpeed ZeRO-2/3: 4), over N ranks.

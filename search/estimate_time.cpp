@@ -1,6 +1,7 @@
 #include "search/estimate_time.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/zero_plan.h"
 #include "search/collective_calls.h"
@@ -121,9 +122,14 @@ double link_bandwidth(const Hardware& hw, std::uint32_t ranks) {
 double safe_div(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 // What calibration learned of this configuration's dimensions (EstimateOptions):
-// the product of its precision's, optimizer's, checkpointing's and ZeRO stage's factors.
+// the product of its precision's, optimizer's, checkpointing's and ZeRO stage's
+// factors, and its micro-batch size's.
 double dimension_efficiency(const TrialConfig& c, const EstimateOptions& o) {
-    return o.precision_efficiency[static_cast<std::size_t>(c.precision)] *
+    const double tokens = static_cast<double>(c.micro_batch) * static_cast<double>(c.context);
+    const double size = o.size_exponent == 0 || !(o.size_reference_tokens > 0)
+                            ? 1.0
+                            : std::pow(tokens / o.size_reference_tokens, o.size_exponent);
+    return size * o.precision_efficiency[static_cast<std::size_t>(c.precision)] *
            o.optimizer_efficiency[static_cast<std::size_t>(c.optimizer)] *
            o.checkpointing_efficiency[static_cast<std::size_t>(c.checkpointing)] *
            o.zero_efficiency[std::min<std::size_t>(c.zero_stage, o.zero_efficiency.size() - 1)];

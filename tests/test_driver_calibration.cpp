@@ -10,6 +10,7 @@
 
 #include "driver/calibration.h"
 #include "search/estimate.h"
+#include "search/estimate_time.h"
 #include "core/presets.h"
 #include "core/step_statistics.h"
 
@@ -198,4 +199,66 @@ TEST_CASE("failed trials teach nothing; overhead and memory error are kept", "[d
     cal.observe(off, e);
     CHECK(cal.prune_tolerance() == Approx(0.15).epsilon(0.01));
     CHECK(cal.options().overhead_bytes == 1234u);
+}
+
+namespace {
+
+// Trials of micro-batches of `contexts` tokens x 2 whose speed, measured over
+// estimated, grew as tokens^size_exponent, at paces `slowdowns` followed at 0.6.
+Calibration sized_by(const std::vector<std::uint64_t>& contexts, const std::vector<double>& slowdowns,
+                     double size_exponent) {
+    const Hardware cpu = *find_device("cpu");
+    Calibration cal(EstimateOptions{});
+    for (std::size_t i = 0; i < contexts.size(); ++i) {
+        TrialConfig c = config(i % 2 ? Precision::fp32 : Precision::bf16_mixed);
+        c.context = contexts[i];
+        Estimate e = estimate(c, cpu);
+        e.speed_reference_s = 0.002;
+        const double tokens = 2.0 * static_cast<double>(contexts[i]);
+        TrialResult r = measured(c, e, 0.5 * std::pow(tokens / 256, size_exponent) / std::pow(slowdowns[i], 0.6));
+        r.speed_reference_s = 0.002 * slowdowns[i];
+        cal.observe(r, e);
+    }
+    return cal;
+}
+
+}  // namespace
+
+TEST_CASE("calibration learns how speed grows with a micro-batch's tokens, and it reaches unseen sizes",
+          "[driver][calibration]") {
+    const std::vector<std::uint64_t> contexts{64, 128, 64, 128, 256, 64, 128, 64, 256, 128};
+    const std::vector<double> slowdowns{0.6, 0.8, 1.0, 1.25, 1.6, 2.0, 0.7, 1.4, 0.9, 1.1};
+    const Calibration learned = sized_by(contexts, slowdowns, 0.14);
+    CHECK(learned.size_exponent() == Approx(0.14).margin(1e-3));
+    CHECK(learned.pace_exponent() == Approx(0.6).margin(1e-3));  // told apart from the pace
+    // Context 512 never ran: its estimate moves by 4^0.14 against context 128's.
+    const Hardware cpu = *find_device("cpu");
+    TrialConfig small = config(Precision::fp32), large = small;
+    small.context = 128, large.context = 512;
+    const auto compute_s = [&](const TrialConfig& c, const EstimateOptions& o) {
+        return step_time(c.model, c, cpu, o).compute_s;
+    };
+    const EstimateOptions o = learned.options();
+    const double before = compute_s(large, EstimateOptions{}) / compute_s(small, EstimateOptions{});
+    const double after = compute_s(large, o) / compute_s(small, o);
+    CHECK(before / after == Approx(std::pow(4.0, 0.14)).epsilon(1e-3));
+
+    // Without sizes far enough apart there is nothing to learn: 0, no effect.
+    CHECK(sized_by(std::vector<std::uint64_t>(10, 128), slowdowns, 0.14).size_exponent() == 0.0);
+    CHECK(sized_by({64, 128, 64, 128, 256, 64, 128}, slowdowns, 0.14).size_exponent() == 0.0);
+    // And a step that scales as estimated is learned as such.
+    CHECK(sized_by(contexts, slowdowns, 0.0).size_exponent() == Approx(0.0).margin(1e-3));
+}
+
+TEST_CASE("pending estimates are made again once calibration moved by 1%", "[driver][calibration]") {
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig fp32 = config(Precision::fp32);
+    const Estimate e = estimate(fp32, cpu);
+    Calibration cal(EstimateOptions{});
+    for (int i = 0; i < 3; ++i) cal.observe(measured(fp32, e, 0.5), e);
+    const Calibration before = cal;
+    for (int i = 0; i < 4; ++i) cal.observe(measured(fp32, e, 0.5 * 1.005), e);
+    CHECK_FALSE(cal.moved_since(before));  // the median moved 0.5%
+    for (int i = 0; i < 8; ++i) cal.observe(measured(fp32, e, 0.5 * 1.02), e);
+    CHECK(cal.moved_since(before));  // 2%: at 5% the trials would run with a stale estimate
 }
