@@ -121,15 +121,20 @@ TEST_CASE("calibration reads a trial's median step, so one slow step does not mo
 namespace {
 
 // Trials whose machine ran at `slowdowns` times the probes' pace (speed reference) and
-// whose steps took slowdown^exponent times the estimate, in two precisions.
-Calibration paced_by(const std::vector<double>& slowdowns, double exponent) {
+// whose steps took slowdown^exponent times the estimate, in two precisions; of
+// micro-batches of 2 x `contexts` tokens (256 when none) whose speed over the
+// estimate grew as (tokens / 512)^size_exponent.
+Calibration paced_by(const std::vector<double>& slowdowns, double exponent,
+                     const std::vector<std::uint64_t>& contexts = {}, double size_exponent = 0) {
     const Hardware cpu = *find_device("cpu");
     Calibration cal(EstimateOptions{});
     for (std::size_t i = 0; i < slowdowns.size(); ++i) {
-        const TrialConfig c = config(i % 2 ? Precision::fp32 : Precision::bf16_mixed);
+        TrialConfig c = config(i % 2 ? Precision::fp32 : Precision::bf16_mixed);
+        if (!contexts.empty()) c.context = contexts[i];
         Estimate e = estimate(c, cpu);
         e.speed_reference_s = 0.002;
-        TrialResult r = measured(c, e, 1.0 / std::pow(slowdowns[i], exponent));
+        const double size = std::pow(2.0 * static_cast<double>(c.context) / 512, size_exponent);
+        TrialResult r = measured(c, e, size / std::pow(slowdowns[i], exponent));
         r.speed_reference_s = 0.002 * slowdowns[i];
         cal.observe(r, e);
     }
@@ -201,34 +206,11 @@ TEST_CASE("failed trials teach nothing; overhead and memory error are kept", "[d
     CHECK(cal.options().overhead_bytes == 1234u);
 }
 
-namespace {
-
-// Trials of micro-batches of `contexts` tokens x 2 whose speed, measured over
-// estimated, grew as tokens^size_exponent, at paces `slowdowns` followed at 0.6.
-Calibration sized_by(const std::vector<std::uint64_t>& contexts, const std::vector<double>& slowdowns,
-                     double size_exponent) {
-    const Hardware cpu = *find_device("cpu");
-    Calibration cal(EstimateOptions{});
-    for (std::size_t i = 0; i < contexts.size(); ++i) {
-        TrialConfig c = config(i % 2 ? Precision::fp32 : Precision::bf16_mixed);
-        c.context = contexts[i];
-        Estimate e = estimate(c, cpu);
-        e.speed_reference_s = 0.002;
-        const double tokens = 2.0 * static_cast<double>(contexts[i]);
-        TrialResult r = measured(c, e, 0.5 * std::pow(tokens / 256, size_exponent) / std::pow(slowdowns[i], 0.6));
-        r.speed_reference_s = 0.002 * slowdowns[i];
-        cal.observe(r, e);
-    }
-    return cal;
-}
-
-}  // namespace
-
 TEST_CASE("calibration learns how speed grows with a micro-batch's tokens, and it reaches unseen sizes",
           "[driver][calibration]") {
     const std::vector<std::uint64_t> contexts{64, 128, 64, 128, 256, 64, 128, 64, 256, 128};
     const std::vector<double> slowdowns{0.6, 0.8, 1.0, 1.25, 1.6, 2.0, 0.7, 1.4, 0.9, 1.1};
-    const Calibration learned = sized_by(contexts, slowdowns, 0.14);
+    const Calibration learned = paced_by(slowdowns, 0.6, contexts, 0.14);
     CHECK(learned.size_exponent() == Approx(0.14).margin(1e-3));
     CHECK(learned.pace_exponent() == Approx(0.6).margin(1e-3));  // told apart from the pace
     // Context 512 never ran: its estimate moves by 4^0.14 against context 128's.
@@ -244,10 +226,11 @@ TEST_CASE("calibration learns how speed grows with a micro-batch's tokens, and i
     CHECK(before / after == Approx(std::pow(4.0, 0.14)).epsilon(1e-3));
 
     // Without sizes far enough apart there is nothing to learn: 0, no effect.
-    CHECK(sized_by(std::vector<std::uint64_t>(10, 128), slowdowns, 0.14).size_exponent() == 0.0);
-    CHECK(sized_by({64, 128, 64, 128, 256, 64, 128}, slowdowns, 0.14).size_exponent() == 0.0);
+    CHECK(paced_by(slowdowns, 0.6, std::vector<std::uint64_t>(10, 128), 0.14).size_exponent() == 0.0);
+    const std::vector<double> seven(slowdowns.begin(), slowdowns.begin() + 7);
+    CHECK(paced_by(seven, 0.6, {64, 128, 64, 128, 256, 64, 128}, 0.14).size_exponent() == 0.0);
     // And a step that scales as estimated is learned as such.
-    CHECK(sized_by(contexts, slowdowns, 0.0).size_exponent() == Approx(0.0).margin(1e-3));
+    CHECK(paced_by(slowdowns, 0.6, contexts, 0.0).size_exponent() == Approx(0.0).margin(1e-3));
 }
 
 TEST_CASE("pending estimates are made again once calibration moved by 1%", "[driver][calibration]") {
