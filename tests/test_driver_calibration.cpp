@@ -234,14 +234,16 @@ TEST_CASE("calibration learns how speed grows with a micro-batch's tokens, and i
 }
 
 TEST_CASE("pending estimates are made again once calibration moved by 1%", "[driver][calibration]") {
-    const Hardware cpu = *find_device("cpu");
     const TrialConfig fp32 = config(Precision::fp32);
-    const Estimate e = estimate(fp32, cpu);
+    const Estimate e = estimate(fp32, *find_device("cpu"));
     Calibration cal(EstimateOptions{});
-    for (int i = 0; i < 3; ++i) cal.observe(measured(fp32, e, 0.5), e);
+    const auto trials_at = [&](int count, double ratio) {
+        for (int i = 0; i < count; ++i) cal.observe(measured(fp32, e, ratio), e);
+    };
+    trials_at(3, 0.5);
     const Calibration before = cal;
-    for (int i = 0; i < 4; ++i) cal.observe(measured(fp32, e, 0.5 * 1.005), e);
+    trials_at(4, 0.5 * 1.005);
     CHECK_FALSE(cal.moved_since(before));  // the median moved 0.5%
-    for (int i = 0; i < 8; ++i) cal.observe(measured(fp32, e, 0.5 * 1.02), e);
+    trials_at(8, 0.5 * 1.02);
     CHECK(cal.moved_since(before));  // 2%: at 5% the trials would run with a stale estimate
 }
