@@ -106,6 +106,19 @@ void print_counts(const SweepReport& r) {
                n(TrialStatus::pruned), n(TrialStatus::invalid), n(TrialStatus::pending) + n(TrialStatus::running));
 }
 
+// What the estimates of the trials still to run were corrected by; the
+// exponents print as the prior until the trials varied enough to fit them.
+void print_calibration(const SweepReport& r) {
+    if (r.calibrated_trials == 0) return;
+    const auto fitted = [](double value, double prior) {
+        return value == prior ? fmt::format("{:g} (the prior: too little variation to fit)", prior)
+                              : fmt::format("{:.2f}", value);
+    };
+    fmt::print("Calibration from {} ok trial(s): measured speed {:.2f}x the estimate's; a step slows as the speed "
+               "reference's time to the power {}; speed over the estimate grows as a micro-batch's tokens to the power {}.\n",
+               r.calibrated_trials, r.efficiency_factor, fitted(r.pace_exponent, 1.0), fitted(r.size_exponent, 0.0));
+}
+
 int print_plan(const SweepSpec& spec, const SweepEnvironment& env, std::uint32_t nodes) {
     const MakespanPrediction p =
         plan_makespan(spec, env.visible_gpus, nodes ? std::optional<std::uint32_t>(nodes) : std::nullopt);
@@ -158,6 +171,7 @@ int run(SweepCliOptions& o) {
         fmt::print("Ran {} trial(s) this time{}{}{}.\n", r.trials_run, r.interrupted ? "; interrupted (run the same command to resume)" : "",
                    r.budget_reached ? "; stopped at the [search] budget" : "",
                    r.max_trials_reached ? "; stopped at --max-trials" : "");
+        print_calibration(r);
         print_measured_front(store, r.sweep);
     }
     fmt::print("Database: {}\n", r.database);

@@ -50,7 +50,11 @@ struct SweepReport {
     bool max_trials_reached = false;
     RequeueCounts requeued;            // trials a dead driver had left running
     StatusCounts counts{};             // the whole sweep, at the end
+    // What calibration learned from this invocation's ok trials (driver/calibration.h).
+    std::size_t calibrated_trials = 0;
     double efficiency_factor = 1.0;    // measured / predicted speed (Calibration::efficiency_factor)
+    double pace_exponent = 1.0;        // Calibration::pace_exponent, 1 the prior
+    double size_exponent = 0.0;        // Calibration::size_exponent, 0 the prior
     std::vector<double> memory_errors; // per measured trial: (measured - estimated) / estimated peak
 };
 

@@ -51,7 +51,10 @@ public:
             if (auto done = runner_.wait_next(0.2)) record(*done);
         }
         progress_.finish();
+        report_.calibrated_trials = calibration_.observations();
         report_.efficiency_factor = calibration_.efficiency_factor();
+        report_.pace_exponent = calibration_.pace_exponent();
+        report_.size_exponent = calibration_.size_exponent();
         report_.memory_errors = calibration_.memory_errors();
     }
 

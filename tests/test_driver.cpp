@@ -96,6 +96,7 @@ TEST_CASE("a sweep records every outcome, faults included, and its front is the 
     CHECK(n(r, TrialStatus::invalid) == 2);   // lomo with grad_accum 2
     CHECK(n(r, TrialStatus::pending) == 0);
     CHECK(n(r, TrialStatus::running) == 0);
+    CHECK(r.calibrated_trials == 4);  // calibration learns from the ok trials alone
 
     Store store(db, Store::Mode::read_only);
     const auto trials = store.trials({r.sweep, std::nullopt, false, false});

@@ -95,6 +95,7 @@ TEST_CASE("a real sweep: statuses add up, the front is true, pruning drops only 
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.output, Catch::Contains("Pareto front"));
+    CHECK_THAT(run.output, Catch::Contains("Calibration from") && Catch::Contains("to the power"));
     CHECK(fs::exists(dir / "tight.html"));
 
     const json trials = export_trials(dir / "tight.db")["trials"];
