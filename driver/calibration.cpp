@@ -101,8 +101,9 @@ void Calibration::fit_effects(const std::vector<Ratio>& ratios, Fit& f) {
 // its prior (pace 1, size 0), and its part is taken out first.
 Calibration::Exponents Calibration::fit_exponents(const std::vector<Ratio>& ratios, const Fit& f) {
     const double n = static_cast<double>(ratios.size());
-    double mx = 0, mz = 0;
-    for (const Ratio& r : ratios) mx += r.log_slowdown / n, mz += r.log_tokens / n;
+    const double mz = f.log_size_reference;  // the mean log tokens
+    double mx = 0;
+    for (const Ratio& r : ratios) mx += r.log_slowdown / n;
     double xx = 0, zz = 0, xz = 0;
     for (const Ratio& r : ratios) {
         const double x = r.log_slowdown - mx, z = r.log_tokens - mz;

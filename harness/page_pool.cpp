@@ -11,10 +11,8 @@ namespace tune::harness {
 
 namespace {
 
-std::uint64_t page_bytes() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
-
 std::uint64_t whole_pages(std::uint64_t bytes) {
-    const std::uint64_t page = page_bytes();
+    static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));  // asked once
     return (bytes + page - 1) / page * page;
 }
 
