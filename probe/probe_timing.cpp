@@ -2,8 +2,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <vector>
 
-#include "kernels/speed_reference.h"
+#include "core/step_statistics.h"
 
 namespace tune::probe {
 
@@ -12,23 +13,24 @@ using Clock = std::chrono::steady_clock;
 double seconds_per_call(kernels::Backend& backend, const std::function<void()>& op, const ProbeSettings& s,
                         double* spent) {
     const auto begin = Clock::now();
-    const double reference_before = s.speed_reference_s > 0 ? kernels::time_speed_reference(backend) : 0.0;
     op();
     backend.synchronize();
-    const auto start = Clock::now();
-    std::size_t calls = 0;
-    double elapsed = 0;
-    do {
-        op();
-        backend.synchronize();
-        ++calls;
-        elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    } while (elapsed < s.min_seconds);
-    double slowdown = 1.0;
-    if (s.speed_reference_s > 0)
-        slowdown = (reference_before + kernels::time_speed_reference(backend)) / 2 / s.speed_reference_s;
+    const double round_seconds = s.min_seconds / ProbeSettings::kRounds;
+    std::vector<double> per_call;
+    for (int round = 0; round < ProbeSettings::kRounds; ++round) {
+        const auto start = Clock::now();
+        std::size_t calls = 0;
+        double elapsed = 0;
+        do {
+            op();
+            backend.synchronize();
+            ++calls;
+            elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        } while (elapsed < round_seconds);
+        per_call.push_back(elapsed / static_cast<double>(calls));
+    }
     if (spent) *spent = std::chrono::duration<double>(Clock::now() - begin).count();
-    return elapsed / static_cast<double>(calls) / slowdown;
+    return median_of(per_call);
 }
 
 kernels::DType dtype_of(ProbeDtype d) {

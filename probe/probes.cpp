@@ -294,20 +294,18 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     out.speed_reference_s = speed_reference_now(backend);
     const double spent_reference =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - reference_start).count();
-    ProbeSettings s = settings;
-    s.speed_reference_s = out.speed_reference_s;
     std::vector<double> spent_gemm(out.gemm.size()), spent_attention(out.attention.size());
     for (std::size_t i = 0; i < out.gemm.size(); ++i)
-        out.gemm[i].flops_per_s = probe_gemm(backend, out.gemm[i], s, &spent_gemm[i]);
+        out.gemm[i].flops_per_s = probe_gemm(backend, out.gemm[i], settings, &spent_gemm[i]);
     for (std::size_t i = 0; i < out.attention.size(); ++i)
-        probe_attention(backend, out.attention[i], s, &spent_attention[i]);
+        probe_attention(backend, out.attention[i], settings, &spent_attention[i]);
     std::vector<double> spent_elementwise(out.elementwise.size());
     for (std::size_t i = 0; i < out.elementwise.size(); ++i)
-        probe_elementwise(backend, out.elementwise[i], s, &spent_elementwise[i]);
+        probe_elementwise(backend, out.elementwise[i], settings, &spent_elementwise[i]);
     std::vector<double> spent_optimizer(out.optimizers.size());
     for (std::size_t i = 0; i < out.optimizers.size(); ++i) {
         OptimizerRate& r = out.optimizers[i];
-        r.seconds = probe_optimizer(backend, r, s, &spent_optimizer[i]);
+        r.seconds = probe_optimizer(backend, r, settings, &spent_optimizer[i]);
     }
     if (records) {
         *records = records_of(out);
