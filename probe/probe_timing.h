@@ -14,26 +14,39 @@
 namespace tune::probe {
 
 struct ProbeSettings {
-    double min_seconds = 0.02;  // per probe, after the untimed run, split into kRounds rounds
+    double min_seconds = 0.02;  // of timed calls per probe, after the untimed one, split into kRounds rounds
     // Each probe is the median over rounds of a round's seconds per call: a
     // round the host slowed (a neighbour, a frequency step) does not move it.
     static constexpr int kRounds = 5;
+    // Run before every timed call, untimed (run_probes: a GEMM, for every probe
+    // but the GEMMs'; gemm_primer). Empty: calls follow each other.
+    std::function<void()> before_each_call;
 };
 
 // Seconds per call of `op`: one untimed call, then kRounds rounds of calls,
-// each until min_seconds / kRounds passed, and the median round's time per
-// call; `spent` (optional) receives the whole time, untimed call included.
+// each timed alone until their time adds up to min_seconds / kRounds, and the
+// median round's time per call; `spent` (optional) receives the whole time,
+// the untimed call and the before_each_call runs included.
 //
 // The time is not scaled by the speed reference (kernels/speed_reference.h)
 // read around it, as it once was: on the CI VM of 2026-11-26 that scaling
-// made three probe sets of one machine differ by a median 7.5-8.8% per probe,
-// unscaled they differ by 1.2-2.4%. The reference is a single 0.3 ms GEMM
+// made three probe sets of one machine differ by a median 7.6% per probe,
+// unscaled they differ by 1.5%. The reference is a single 0.3 ms GEMM
 // burst whose own noise it passed on to every probe, and steps there did not
-// follow it (calibration learned pace exponents of 0.02-0.10). A probe set
+// follow it (calibration learned pace exponents of 0.02-0.11). A probe set
 // still records the reference once (run_probes), so a trial's pace can be
 // set against the probes'.
 double seconds_per_call(kernels::Backend& backend, const std::function<void()>& op, const ProbeSettings& s,
                         double* spent);
+
+// A GEMM of the speed reference's size (fp32 128^3) on scratch of its own,
+// for ProbeSettings::before_each_call. In a step every other op follows
+// GEMMs, and on the CI VM's CPU (2026-11-26) an op right after a GEMM ran
+// slower than the same op in a loop of its own: attention forward 15%,
+// RMSNorm 25%, SwiGLU 20%, an add 44%, also with 0.5 ms between them
+// (the core's clock after 512-bit FMAs, and caches the GEMM took). Timed in
+// loops, a step's ops summed 15-20% below what they took in the step.
+std::function<void()> gemm_primer(kernels::Backend& backend);
 
 kernels::DType dtype_of(ProbeDtype d);
 

@@ -297,15 +297,18 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     std::vector<double> spent_gemm(out.gemm.size()), spent_attention(out.attention.size());
     for (std::size_t i = 0; i < out.gemm.size(); ++i)
         out.gemm[i].flops_per_s = probe_gemm(backend, out.gemm[i], settings, &spent_gemm[i]);
+    // Every other op as a step runs it: after a GEMM (gemm_primer says why).
+    ProbeSettings after_gemm = settings;
+    after_gemm.before_each_call = gemm_primer(backend);
     for (std::size_t i = 0; i < out.attention.size(); ++i)
-        probe_attention(backend, out.attention[i], settings, &spent_attention[i]);
+        probe_attention(backend, out.attention[i], after_gemm, &spent_attention[i]);
     std::vector<double> spent_elementwise(out.elementwise.size());
     for (std::size_t i = 0; i < out.elementwise.size(); ++i)
-        probe_elementwise(backend, out.elementwise[i], settings, &spent_elementwise[i]);
+        probe_elementwise(backend, out.elementwise[i], after_gemm, &spent_elementwise[i]);
     std::vector<double> spent_optimizer(out.optimizers.size());
     for (std::size_t i = 0; i < out.optimizers.size(); ++i) {
         OptimizerRate& r = out.optimizers[i];
-        r.seconds = probe_optimizer(backend, r, settings, &spent_optimizer[i]);
+        r.seconds = probe_optimizer(backend, r, after_gemm, &spent_optimizer[i]);
     }
     if (records) {
         *records = records_of(out);

@@ -124,7 +124,9 @@ TEST_CASE("each optimizer's probe runs its own update on the CPU backend in ever
             const TrialConfig c = tiny(opt, p);
             const OptimizerRate r{opt, p, 256, optimizer_probe_tensors(m, c), 0};
             double spent = 0;
-            const double seconds = probe::probe_optimizer(backend, r, {0.001}, &spent);
+            probe::ProbeSettings settings;
+            settings.min_seconds = 0.001;
+            const double seconds = probe::probe_optimizer(backend, r, settings, &spent);
             INFO(to_string(opt) << " " << to_string(p));
             CHECK(seconds > 0);
             CHECK(spent >= seconds);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <functional>
 
 #include "core/presets.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -51,6 +52,37 @@ TEST_CASE("a probe is the median of its rounds: a stretch where the host slowed 
     CHECK(steady == Approx(kCall).epsilon(0.05));
     CHECK(disturbed == Approx(kCall).epsilon(0.05));
     CHECK(spent >= settings.min_seconds);
+}
+
+TEST_CASE("a probe times its op alone, after what before_each_call runs untimed", "[probe]") {
+    kernels::CpuBackend backend({1, 0});
+    probe::ProbeSettings settings;
+    settings.min_seconds = 0.05;
+    constexpr double kCall = 100e-6;
+    int ops = 0, primers = 0;
+    settings.before_each_call = [&] {
+        ++primers;
+        spin_for(3 * kCall);
+    };
+    double spent = 0;
+    const double seconds = probe::seconds_per_call(backend, [&] {
+        ++ops;
+        spin_for(kCall);
+    }, settings, &spent);
+    CHECK(seconds == Approx(kCall).epsilon(0.05));
+    CHECK(primers == ops - 1);  // every timed call, not the untimed first
+    CHECK(spent >= 4 * kCall * primers);
+}
+
+TEST_CASE("the GEMM primer runs on scratch of its own, freed with it", "[probe]") {
+    kernels::CpuBackend backend({1, 0});
+    {
+        const std::function<void()> primer = probe::gemm_primer(backend);
+        CHECK(backend.live_bytes() >= 3 * 128 * 128 * sizeof(float));
+        primer();
+        primer();
+    }
+    CHECK(backend.live_bytes() == 0);
 }
 
 TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per shape", "[probe]") {
