@@ -2,6 +2,7 @@
 // probes, started under mpirun or srun by driver/collective_probes at each of
 // a sweep's world sizes. MPI between CPU ranks, NCCL between GPU ranks (one
 // device per local rank); rank 0 prints the measured rates as one JSON line.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "launch/launch.h"
+#include "probe/probe_timing.h"
 
 namespace tune::cli {
 namespace {
@@ -42,8 +44,10 @@ int run_collectives_child(const CollectiveChildOptions& o) {
             : std::make_unique<kernels::CpuBackend>(kernels::CpuBackendOptions{o.threads, 0});
     std::unique_ptr<harness::Comm> comm = gpu ? harness::make_nccl_comm(runtime, env.local_rank, backend.get())
                                               : std::make_unique<harness::MpiComm>(runtime);
+    // Each call after a GEMM, as a step makes it (probe/probe_timing.h gemm_primer).
+    const std::function<void()> primer = probe::gemm_primer(*backend);
     std::vector<probe::CollectiveResult> results;
-    for (const auto& t : harness::time_collectives(*comm, *backend, plan, o.min_time))
+    for (const auto& t : harness::time_collectives(*comm, *backend, plan, o.min_time, primer))
         results.push_back({t.rate, t.seconds});
     if (comm->rank() == 0) fmt::print("{}\n", collective_result_line(results));
     return kExitOk;

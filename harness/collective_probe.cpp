@@ -8,47 +8,66 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void call(Comm& comm, Collective op, void* buf, std::int64_t count) {
-    switch (op) {
-        case Collective::all_reduce: comm.all_reduce(buf, count, kernels::DType::f32, ReduceOp::sum); return;
-        case Collective::reduce_scatter: comm.reduce_scatter(buf, count, kernels::DType::f32, ReduceOp::sum); return;
-        case Collective::all_gather: comm.all_gather(buf, count, kernels::DType::f32); return;
+// As the trainer calls it on gradients (harness/trainer.cpp): in their dtype, reductions averaging.
+void call(Comm& comm, const CollectiveRate& rate, void* buf, std::int64_t count) {
+    const kernels::DType dtype = kernel_dtype(rate.dtype);
+    switch (rate.op) {
+        case Collective::all_reduce: comm.all_reduce(buf, count, dtype, ReduceOp::average); return;
+        case Collective::reduce_scatter: comm.reduce_scatter(buf, count, dtype, ReduceOp::average); return;
+        case Collective::all_gather: comm.all_gather(buf, count, dtype); return;
     }
 }
 
-// Seconds of `calls` back-to-back calls, as rank 0 saw them, on every rank.
-double timed_batch(Comm& comm, kernels::Backend& backend, Collective op, void* buf, std::int64_t count,
-                   std::size_t calls) {
+struct Batch {
+    double timed = 0;  // seconds in the calls
+    double wall = 0;   // seconds of the whole batch, before_each_call included
+};
+
+// `calls` calls, each after `before` (untimed) if given, as rank 0 saw them, on every rank.
+Batch timed_batch(Comm& comm, kernels::Backend& backend, const CollectiveRate& rate, void* buf, std::int64_t count,
+                  std::size_t calls, const std::function<void()>& before) {
     comm.barrier();
-    const auto start = Clock::now();
-    for (std::size_t i = 0; i < calls; ++i) call(comm, op, buf, count);
-    backend.synchronize();
-    float elapsed = std::chrono::duration<float>(Clock::now() - start).count();
-    comm.broadcast(&elapsed, 1, kernels::DType::f32, 0);
-    return elapsed;
+    const auto begin = Clock::now();
+    float seconds[2] = {0, 0};  // timed, wall
+    for (std::size_t i = 0; i < calls; ++i) {
+        if (before) {
+            before();
+            backend.synchronize();
+        }
+        const auto start = Clock::now();
+        call(comm, rate, buf, count);
+        backend.synchronize();
+        seconds[0] += std::chrono::duration<float>(Clock::now() - start).count();
+    }
+    seconds[1] = std::chrono::duration<float>(Clock::now() - begin).count();
+    comm.broadcast(seconds, 2, kernels::DType::f32, 0);
+    return {seconds[0], seconds[1]};
 }
 
 }  // namespace
 
 std::vector<CollectiveTiming> time_collectives(Comm& comm, kernels::Backend& backend,
-                                               const std::vector<CollectiveRate>& plan, double min_seconds) {
+                                               const std::vector<CollectiveRate>& plan, double min_seconds,
+                                               const std::function<void()>& before_each_call) {
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     std::vector<CollectiveTiming> out;
     for (const CollectiveRate& want : plan) {
-        // count: fp32 elements, a multiple of the rank count (shards are equal parts).
-        const std::uint64_t per_rank = std::max<std::uint64_t>(1, (want.bytes / 4 + n - 1) / n);
+        // count: elements of the dtype, a multiple of the rank count (shards are equal parts).
+        const std::uint64_t element = probe_dtype_bytes(want.dtype);
+        const std::uint64_t per_rank = std::max<std::uint64_t>(1, (want.bytes / element + n - 1) / n);
         const auto count = static_cast<std::int64_t>(per_rank * n);
-        const std::uint64_t bytes = static_cast<std::uint64_t>(count) * 4;
+        const std::uint64_t bytes = static_cast<std::uint64_t>(count) * element;
         void* buf = backend.allocate(bytes);
         backend.fill_zero(buf, bytes);
         const auto begin = Clock::now();
-        timed_batch(comm, backend, want.op, buf, count, 1);  // untimed: connections, first-touch pages
+        timed_batch(comm, backend, want, buf, count, 1, before_each_call);  // untimed: connections, first-touch pages
         std::size_t calls = 1;
-        double elapsed = timed_batch(comm, backend, want.op, buf, count, calls);
-        while (elapsed < min_seconds && calls < (std::size_t{1} << 20)) {
+        Batch batch = timed_batch(comm, backend, want, buf, count, calls, before_each_call);
+        while (batch.wall < min_seconds && calls < (std::size_t{1} << 20)) {
             calls *= 2;
-            elapsed = timed_batch(comm, backend, want.op, buf, count, calls);
+            batch = timed_batch(comm, backend, want, buf, count, calls, before_each_call);
         }
+        const double elapsed = batch.timed;
         backend.deallocate(buf, bytes);
         CollectiveTiming t;
         t.rate = want;

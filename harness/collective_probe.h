@@ -4,6 +4,7 @@
 // same decisions (rank 0's clock decides when a probe has run long enough).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "harness/comm.h"
@@ -17,11 +18,17 @@ struct CollectiveTiming {
     double seconds = 0;    // the probe's whole run, untimed call included
 };
 
-// Each planned (op, bytes) at comm's world size: one untimed call, then
-// doubling batches of calls until a batch takes min_seconds. Buffers come
-// from `backend` (device memory on a GPU); bytes are rounded up to a whole
-// number of fp32 elements per rank.
+// Each planned (op, bytes, dtype) at comm's world size, called as the trainer
+// calls it: one untimed call, then doubling batches of calls until a batch
+// takes min_seconds (rank 0's clock, before_each_call included). Buffers come from `backend` (device
+// memory on a GPU); bytes are rounded up to a whole number of the dtype's
+// elements per rank. With `before_each_call` (cmd_probe_collectives: a GEMM,
+// probe/probe_timing.h gemm_primer) each rank runs it untimed before every
+// call, as a step computes before each collective: the call then starts on a
+// core that just computed, on data out of its caches, when both ranks are
+// done, not in lockstep.
 std::vector<CollectiveTiming> time_collectives(Comm& comm, kernels::Backend& backend,
-                                               const std::vector<CollectiveRate>& plan, double min_seconds);
+                                               const std::vector<CollectiveRate>& plan, double min_seconds,
+                                               const std::function<void()>& before_each_call = {});
 
 }  // namespace tune::harness

@@ -18,7 +18,7 @@ struct Dtypes {
     bool master = false;
 };
 Dtypes dtypes_of(Precision p) {
-    return {dtype_of(probe_dtype(p)), state_bytes(p) == 4 ? DType::f32 : DType::bf16, has_master_weights(p)};
+    return {kernel_dtype(probe_dtype(p)), state_bytes(p) == 4 ? DType::f32 : DType::bf16, has_master_weights(p)};
 }
 
 // Tensors at offsets aligned as the flat buffers' slots (8-bit blocks start on them).

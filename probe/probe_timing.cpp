@@ -59,13 +59,4 @@ std::function<void()> gemm_primer(kernels::Backend& backend) {
     return [&backend, primer] { backend.gemm(primer->args, {primer->ws.ptr, primer->ws_bytes}); };
 }
 
-kernels::DType dtype_of(ProbeDtype d) {
-    switch (d) {
-        case ProbeDtype::f32: return kernels::DType::f32;
-        case ProbeDtype::bf16: return kernels::DType::bf16;
-        case ProbeDtype::f16: return kernels::DType::f16;
-    }
-    return kernels::DType::f32;
-}
-
 }  // namespace tune::probe

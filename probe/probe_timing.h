@@ -1,7 +1,6 @@
 // What every probe shares: timing an op as Google Benchmark does (one untimed
 // call, then calls until a minimum time has passed, here in rounds whose median
-// counts), zero-filled backend scratch buffers (kernels/scratch.h), and the
-// backend dtype of a probe's dtype.
+// counts) and zero-filled backend scratch buffers (kernels/scratch.h).
 #pragma once
 
 #include <cstdint>
@@ -47,8 +46,6 @@ double seconds_per_call(kernels::Backend& backend, const std::function<void()>& 
 // (the core's clock after 512-bit FMAs, and caches the GEMM took). Timed in
 // loops, a step's ops summed 15-20% below what they took in the step.
 std::function<void()> gemm_primer(kernels::Backend& backend);
-
-kernels::DType dtype_of(ProbeDtype d);
 
 // The probes time their ops on zero-filled backend scratch (kernels/scratch.h).
 using kernels::Scratch;

@@ -32,7 +32,7 @@ constexpr std::array<std::pair<GemmPass, const char*>, 2> kBackwardGemmNames{
     {{GemmPass::input_grad, "dx"}, {GemmPass::weight_grad, "dw"}}};
 
 double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSettings& s, double* spent) {
-    const kernels::DType dt = dtype_of(g.dtype);
+    const kernels::DType dt = kernel_dtype(g.dtype);
     const std::uint64_t e = probe_dtype_bytes(g.dtype);
     Scratch a(backend, static_cast<std::uint64_t>(g.m * g.k) * e);
     Scratch b(backend, static_cast<std::uint64_t>(g.k * g.n) * e);
@@ -56,7 +56,7 @@ double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSetti
 }
 
 void probe_attention(kernels::Backend& backend, AttentionRate& a, const ProbeSettings& s, double* spent) {
-    const kernels::DType dt = dtype_of(a.dtype);
+    const kernels::DType dt = kernel_dtype(a.dtype);
     kernels::AttentionShape shape{a.batch, a.seq, a.heads, a.kv_heads, a.head_dim};
     const auto kind = a.fused ? kernels::AttentionKind::fused : kernels::AttentionKind::materialized;
     const std::uint64_t e = probe_dtype_bytes(a.dtype);
@@ -91,7 +91,7 @@ void probe_attention(kernels::Backend& backend, AttentionRate& a, const ProbeSet
 // One micro-batch's element-wise ops at the model's shapes (see ElementwiseRate),
 // in the order the trainer runs them; the tokens are one sequence of `tokens`.
 void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const ProbeSettings& s, double* spent) {
-    const kernels::DType dt = dtype_of(e.dtype);
+    const kernels::DType dt = kernel_dtype(e.dtype);
     const std::uint64_t b = probe_dtype_bytes(e.dtype), t = static_cast<std::uint64_t>(e.tokens);
     const auto h = e.hidden, kv = e.kv_dim, f = e.ffn, v = e.vocab;
     Scratch x(backend, t * h * b), n(backend, t * h * b), dx(backend, t * h * b), dn(backend, t * h * b);
@@ -176,18 +176,20 @@ std::vector<std::uint64_t> probed_sizes(const std::set<std::uint64_t>& sizes) {
 }
 
 void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
-    std::map<std::uint32_t, std::set<std::uint64_t>> sizes;  // ranks -> message bytes
+    std::map<std::pair<std::uint32_t, ProbeDtype>, std::set<std::uint64_t>> sizes;  // ranks, dtype -> message bytes
     for (const TrialConfig& c : configs)
         if (c.world_size > 1)
-            sizes[c.world_size].insert(static_cast<std::uint64_t>(collective_message_bytes(model, c)));
-    for (const auto& [ranks, bytes] : sizes) {
-        // One fp32 element per rank: the latency floor of every op (the scalar norm's
+            sizes[{c.world_size, probe_dtype(c.precision)}].insert(
+                static_cast<std::uint64_t>(collective_message_bytes(model, c)));
+    for (const auto& [key, bytes] : sizes) {
+        const auto [ranks, dtype] = key;
+        // One element per rank: the latency floor of every op (the scalar norm's
         // all-reduce, LOMO's small tensors), beside the layer buffers' sizes.
-        std::vector<std::uint64_t> probed{4ull * ranks};
+        std::vector<std::uint64_t> probed{std::uint64_t{probe_dtype_bytes(dtype)} * ranks};
         for (std::uint64_t b : probed_sizes(bytes))
             if (b > probed.front()) probed.push_back(b);
         for (std::uint64_t b : probed)
-            for (const auto& [op, name] : kCollectiveNames) plan.collectives.push_back({op, ranks, b, 0});
+            for (const auto& [op, name] : kCollectiveNames) plan.collectives.push_back({op, ranks, b, 0, dtype});
     }
 }
 
@@ -328,17 +330,23 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     return out;
 }
 
+// An fp32 probe's name has no dtype (as cached before collectives were probed per dtype).
 std::string collective_record_name(const CollectiveRate& c) {
-    return fmt::format("busbw {} n={} bytes={}", collective_name(c.op), c.ranks, c.bytes);
+    std::string name = fmt::format("busbw {} n={} bytes={}", collective_name(c.op), c.ranks, c.bytes);
+    if (c.dtype != ProbeDtype::f32) name += fmt::format(" {}", probe_dtype_name(c.dtype));
+    return name;
 }
 
 std::optional<CollectiveRate> parse_collective_record(const std::string& name) {
-    char op[16] = {};
+    char op[16] = {}, dtype[8] = {};
     unsigned ranks = 0;
     unsigned long long bytes = 0;
-    if (std::sscanf(name.c_str(), "busbw %15s n=%u bytes=%llu", op, &ranks, &bytes) != 3) return std::nullopt;
+    const int fields = std::sscanf(name.c_str(), "busbw %15s n=%u bytes=%llu %7s", op, &ranks, &bytes, dtype);
+    if (fields < 3) return std::nullopt;
+    const std::optional<ProbeDtype> d = fields == 4 ? parse_probe_dtype(dtype) : ProbeDtype::f32;
+    if (!d) return std::nullopt;
     for (const auto& [o, text] : kCollectiveNames)
-        if (std::string(op) == text) return CollectiveRate{o, ranks, bytes, 0};
+        if (std::string(op) == text) return CollectiveRate{o, ranks, bytes, 0, *d};
     return std::nullopt;
 }
 

@@ -214,7 +214,7 @@ namespace {
 std::optional<double> probed_collective_seconds(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p) {
     double total = 0;
     for (const CollectiveCall& call : collective_calls(m, c)) {
-        const std::optional<double> s = p.collective_seconds(call.op, c.world_size, call.bytes);
+        const std::optional<double> s = p.collective_seconds(call.op, c.world_size, call.bytes, probe_dtype(c.precision));
         if (!s) return std::nullopt;
         total += call.count * *s;
     }

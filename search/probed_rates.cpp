@@ -102,13 +102,18 @@ std::optional<double> ProbedRates::bus_bytes_per_s(Collective op, std::uint32_t 
     return best->bus_bytes_per_s;
 }
 
-std::optional<double> ProbedRates::collective_seconds(Collective op, std::uint32_t ranks, double bytes) const {
+std::optional<double> ProbedRates::collective_seconds(Collective op, std::uint32_t ranks, double bytes,
+                                                      ProbeDtype dtype) const {
     std::vector<std::pair<double, double>> points;  // (bytes, seconds per call), bytes ascending
-    for (const CollectiveRate& r : collectives)
-        if (r.op == op && r.ranks == ranks && r.bus_bytes_per_s > 0 && r.bytes > 0) {
-            const double b = static_cast<double>(r.bytes);
-            points.emplace_back(b, b * bus_factor(op, ranks) / r.bus_bytes_per_s);
-        }
+    const auto collect = [&](ProbeDtype d) {
+        for (const CollectiveRate& r : collectives)
+            if (r.op == op && r.ranks == ranks && r.dtype == d && r.bus_bytes_per_s > 0 && r.bytes > 0) {
+                const double b = static_cast<double>(r.bytes);
+                points.emplace_back(b, b * bus_factor(op, ranks) / r.bus_bytes_per_s);
+            }
+    };
+    collect(dtype);
+    if (points.empty() && dtype != ProbeDtype::f32) collect(ProbeDtype::f32);
     if (points.empty()) return std::nullopt;
     std::sort(points.begin(), points.end());
     if (points.size() == 1) return points[0].second * bytes / points[0].first;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "kernels/dtype.h"
 
 namespace tune {
 
@@ -26,6 +27,15 @@ ProbeDtype probe_dtype(Precision p);
 std::uint32_t probe_dtype_bytes(ProbeDtype d);
 const char* probe_dtype_name(ProbeDtype d);  // "f32", "bf16", "f16"
 std::optional<ProbeDtype> parse_probe_dtype(const std::string& name);
+// The backend's dtype of a probe's (the same three, one for one).
+inline kernels::DType kernel_dtype(ProbeDtype d) {
+    switch (d) {
+        case ProbeDtype::f32: return kernels::DType::f32;
+        case ProbeDtype::bf16: return kernels::DType::bf16;
+        case ProbeDtype::f16: return kernels::DType::f16;
+    }
+    return kernels::DType::f32;
+}
 
 struct GemmRate {
     std::int64_t m = 0, n = 0, k = 0;  // C (m, n) = A (m, k) B (k, n)
@@ -73,6 +83,11 @@ struct CollectiveRate {
     std::uint32_t ranks = 2;
     std::uint64_t bytes = 0;  // message size (see bus_bandwidth)
     double bus_bytes_per_s = 0;
+    // The gradients' dtype, as the trainer calls the collective (reductions
+    // average): on the CPU a 16-bit reduction is widened to fp32, summed over
+    // MPI at twice the bytes and narrowed back (harness/comm_mpi.cpp), so an
+    // fp32 probe of its bytes priced ZeRO-2/3 steps in 16 bits short.
+    ProbeDtype dtype = ProbeDtype::f32;
 };
 
 // One tensor the optimizer updates with one backend call, (rows, cols) row-major
@@ -111,7 +126,7 @@ struct ProbedRates {
     std::vector<ElementwiseRate> elementwise;
     std::vector<OptimizerRate> optimizers;
     // Seconds of the speed reference (kernels/speed_reference.h) the rates were
-    // taken at, every probe scaled to it; 0: unknown (a cache from before it).
+    // taken beside (the machine's pace then); 0: unknown (a cache from before it).
     double speed_reference_s = 0;
 
     bool empty() const {
@@ -127,13 +142,15 @@ struct ProbedRates {
     // The bus bandwidth of `op` at this rank count, from the probed message size
     // nearest `bytes` (log scale); nullopt when none was probed at this rank count.
     std::optional<double> bus_bytes_per_s(Collective op, std::uint32_t ranks, double bytes) const;
-    // Seconds of one call of `op` on a `bytes` buffer at this rank count: the
+    // Seconds of one call of `op` on a `bytes` buffer of `dtype` at this rank count: the
     // probed times (bytes * bus_factor / busbw) interpolated linearly in bytes
     // between the probed sizes, as latency plus bytes over bandwidth (the
     // alpha-beta model) between each pair; below the smallest probed size its
     // time (the latency floor), above the largest the last pair's slope (or,
-    // with one size probed, its bandwidth). nullopt when none was probed.
-    std::optional<double> collective_seconds(Collective op, std::uint32_t ranks, double bytes) const;
+    // with one size probed, its bandwidth). The probes of `dtype`, else (a cache
+    // from before collectives were probed per dtype) the fp32 ones; nullopt when none.
+    std::optional<double> collective_seconds(Collective op, std::uint32_t ranks, double bytes,
+                                             ProbeDtype dtype = ProbeDtype::f32) const;
     // The probed rate of this shape and pass, else that of the probed shape of the
     // same dtype and pass nearest in FLOPs (log scale), else the same over forward
     // GEMMs; nullopt when no GEMM of the dtype was probed.

@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "core/presets.h"
 #include "driver/collective_probes.h"
@@ -55,29 +58,66 @@ TEST_CASE("a multi-rank sweep plans the three collectives at its layer buffers' 
     TrialConfig one = two_ranks(0);
     one.world_size = 1;
     const ProbedRates plan = probe::plan_probes(m, {two_ranks(0), two_ranks(3), two_ranks(2, Precision::bf16_mixed), one});
-    // Three message sizes at 2 ranks (one fp32 element per rank for the latency, the 16-bit
-    // and the fp32 layer buffers), three collectives each; none at 1 rank.
-    REQUIRE(plan.collectives.size() == 9);
+    // At 2 ranks, per dtype the trainer reduces in (fp32, then bf16): one element per rank for the
+    // latency and the layer buffer's size, three collectives each; none at 1 rank.
+    REQUIRE(plan.collectives.size() == 12);
     for (const CollectiveRate& c : plan.collectives) CHECK(c.ranks == 2);
     CHECK(plan.collectives[0].bytes == 8);
-    CHECK(plan.collectives[3].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(2, Precision::bf16_mixed))));
-    CHECK(plan.collectives[6].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(0))));
+    CHECK(plan.collectives[0].dtype == ProbeDtype::f32);
+    CHECK(plan.collectives[3].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(0))));
+    CHECK(plan.collectives[6].bytes == 4);
+    CHECK(plan.collectives[6].dtype == ProbeDtype::bf16);
+    CHECK(plan.collectives[9].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(2, Precision::bf16_mixed))));
+    CHECK(plan.collectives[9].dtype == ProbeDtype::bf16);
+    // An fp32 record keeps the name cached before dtypes; a 16-bit one names its dtype.
+    CHECK(probe::collective_record_name(plan.collectives[3]) ==
+          fmt::format("busbw all-reduce n=2 bytes={}", plan.collectives[3].bytes));
+    CHECK(probe::collective_record_name(plan.collectives[10]) ==
+          fmt::format("busbw reduce-scatter n=2 bytes={} bf16", plan.collectives[10].bytes));
+    CHECK_FALSE(probe::parse_collective_record("busbw all-reduce n=2 bytes=8 f8"));
     // Their records round-trip by name, and through the child's plan and result lines.
     ProbedRates measured = plan;
     for (auto& c : measured.collectives) c.bus_bytes_per_s = 3e9;
     const ProbedRates back = probe::rates_of(probe::records_of(measured));
-    REQUIRE(back.collectives.size() == 9);
-    CHECK(back.collectives[5].op == measured.collectives[5].op);
-    CHECK(back.collectives[5].bytes == measured.collectives[5].bytes);
-    CHECK(back.collectives[5].bus_bytes_per_s == 3e9);
+    REQUIRE(back.collectives.size() == 12);
+    for (std::size_t i : {5, 11}) {
+        CHECK(back.collectives[i].op == measured.collectives[i].op);
+        CHECK(back.collectives[i].bytes == measured.collectives[i].bytes);
+        CHECK(back.collectives[i].dtype == measured.collectives[i].dtype);
+        CHECK(back.collectives[i].bus_bytes_per_s == 3e9);
+    }
     const auto parsed = parse_collective_plan(collective_plan_json(plan.collectives));
-    REQUIRE(parsed.size() == 9);
+    REQUIRE(parsed.size() == 12);
     CHECK(parsed[1].op == Collective::reduce_scatter);
+    CHECK(parsed[10].dtype == ProbeDtype::bf16);
     const auto results = parse_collective_results("log line\n" + collective_result_line({{measured.collectives[2], 0.5}}));
     REQUIRE(results.size() == 1);
     CHECK(results[0].rate.op == Collective::all_gather);
     CHECK(results[0].rate.bus_bytes_per_s == 3e9);
     CHECK(results[0].seconds == 0.5);
+}
+
+TEST_CASE("a 16-bit step's collectives are priced at its dtype's probes, else at fp32's", "[probe][collectives][estimate]") {
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig fp32 = two_ranks(2), bf16 = two_ranks(2, Precision::bf16_mixed);
+    const auto at = [](double fp32_busbw, std::optional<double> bf16_busbw) {
+        auto p = std::make_shared<ProbedRates>();
+        for (Collective op : {Collective::all_reduce, Collective::reduce_scatter, Collective::all_gather}) {
+            p->collectives.push_back({op, 2, 1 << 20, fp32_busbw, ProbeDtype::f32});
+            if (bf16_busbw) p->collectives.push_back({op, 2, 1 << 20, *bf16_busbw, ProbeDtype::bf16});
+        }
+        EstimateOptions o;
+        o.probed = p;
+        return o;
+    };
+    // A bf16 reduction that moves at a quarter of fp32's rate takes four times as long.
+    const double fp32_only = step_time(bf16.model, bf16, cpu, at(4e9, std::nullopt)).comm_s;
+    const double with_bf16 = step_time(bf16.model, bf16, cpu, at(4e9, 1e9)).comm_s;
+    REQUIRE(fp32_only > 0);
+    CHECK(with_bf16 == Approx(4 * fp32_only));
+    // An fp32 step reads the fp32 probes whatever else was probed.
+    CHECK(step_time(fp32.model, fp32, cpu, at(4e9, 1e9)).comm_s ==
+          Approx(step_time(fp32.model, fp32, cpu, at(4e9, std::nullopt)).comm_s));
 }
 
 TEST_CASE("the time model prices collectives at the probed bus bandwidth", "[probe][collectives][estimate]") {
