@@ -2,25 +2,26 @@
 
 #include <chrono>
 
-#include "kernels/scratch.h"
-
 namespace tune::kernels {
 
+ReferenceGemm::ReferenceGemm(Backend& backend)
+    : a_(backend, kBytes), b_(backend, kBytes), c_(backend, kBytes), args_([this] {
+          GemmArgs g;
+          g.m = g.n = g.k = SpeedReference::kSize;
+          g.a = a_.ptr, g.b = b_.ptr, g.c = c_.ptr;
+          g.lda = g.ldb = g.ldc = SpeedReference::kSize;
+          return g;
+      }()),
+      ws_bytes_(backend.gemm_workspace_bytes(args_)), ws_(backend, ws_bytes_) {}
+
+void ReferenceGemm::run() { a_.backend.gemm(args_, {ws_.ptr, ws_bytes_}); }
+
 double time_speed_reference(Backend& backend) {
-    constexpr std::int64_t n = SpeedReference::kSize;
-    constexpr std::uint64_t bytes = n * n * sizeof(float);
-    Scratch a(backend, bytes), b(backend, bytes), c(backend, bytes);
-    GemmArgs args;
-    args.m = args.n = args.k = n;
-    args.a = a.ptr, args.b = b.ptr, args.c = c.ptr;
-    args.lda = args.ldb = args.ldc = n;
-    const std::uint64_t ws_bytes = backend.gemm_workspace_bytes(args);
-    Scratch ws(backend, ws_bytes);
-    const Workspace workspace{ws.ptr, ws_bytes};
-    backend.gemm(args, workspace);
+    ReferenceGemm gemm(backend);
+    gemm.run();
     backend.synchronize();
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < SpeedReference::kCalls; ++i) backend.gemm(args, workspace);
+    for (int i = 0; i < SpeedReference::kCalls; ++i) gemm.run();
     backend.synchronize();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -8,12 +8,29 @@
 #pragma once
 
 #include "kernels/backend.h"
+#include "kernels/scratch.h"
 
 namespace tune::kernels {
 
 struct SpeedReference {
     static constexpr std::int64_t kSize = 128;  // C (n, n) = A (n, n) B (n, n), fp32
     static constexpr int kCalls = 8;            // about 2 ms on one core of the CI VM
+};
+
+// One SpeedReference GEMM on zero-filled scratch of its own, freed with it:
+// what the reference times, and what the probes run before an op as a step
+// would (probe/probe_timing.h gemm_primer).
+class ReferenceGemm {
+public:
+    explicit ReferenceGemm(Backend& backend);
+    void run();  // queued on the backend: synchronize to wait for it
+
+private:
+    static constexpr std::uint64_t kBytes = SpeedReference::kSize * SpeedReference::kSize * sizeof(float);
+    Scratch a_, b_, c_;
+    GemmArgs args_;
+    std::uint64_t ws_bytes_;
+    Scratch ws_;
 };
 
 // Seconds of SpeedReference::kCalls GEMMs on `backend`, after one untimed

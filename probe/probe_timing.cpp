@@ -40,23 +40,8 @@ double seconds_per_call(kernels::Backend& backend, const std::function<void()>& 
 }
 
 std::function<void()> gemm_primer(kernels::Backend& backend) {
-    constexpr std::int64_t n = kernels::SpeedReference::kSize;
-    constexpr std::uint64_t bytes = n * n * sizeof(float);
-    struct Primer {
-        std::uint64_t ws_bytes;
-        Scratch a, b, c, ws;
-        kernels::GemmArgs args;
-        Primer(kernels::Backend& backend, const kernels::GemmArgs& g)
-            : ws_bytes(backend.gemm_workspace_bytes(g)), a(backend, bytes), b(backend, bytes), c(backend, bytes),
-              ws(backend, ws_bytes), args(g) {
-            args.a = a.ptr, args.b = b.ptr, args.c = c.ptr;
-        }
-    };
-    kernels::GemmArgs g;
-    g.m = g.n = g.k = n;
-    g.lda = g.ldb = g.ldc = n;
-    auto primer = std::make_shared<Primer>(backend, g);
-    return [&backend, primer] { backend.gemm(primer->args, {primer->ws.ptr, primer->ws_bytes}); };
+    auto gemm = std::make_shared<kernels::ReferenceGemm>(backend);
+    return [gemm] { gemm->run(); };
 }
 
 }  // namespace tune::probe

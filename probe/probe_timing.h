@@ -32,14 +32,14 @@ struct ProbeSettings {
 // made three probe sets of one machine differ by a median 7.6% per probe,
 // unscaled they differ by 1.5%. The reference is a single 0.3 ms GEMM
 // burst whose own noise it passed on to every probe, and steps there did not
-// follow it (calibration learned pace exponents of 0.02-0.11). A probe set
+// follow it (calibration learned pace exponents of 0.02-0.23). A probe set
 // still records the reference once (run_probes), so a trial's pace can be
 // set against the probes'.
 double seconds_per_call(kernels::Backend& backend, const std::function<void()>& op, const ProbeSettings& s,
                         double* spent);
 
-// A GEMM of the speed reference's size (fp32 128^3) on scratch of its own,
-// for ProbeSettings::before_each_call. In a step every other op follows
+// The speed reference's GEMM (kernels::ReferenceGemm, fp32 128^3) on scratch
+// of its own, for ProbeSettings::before_each_call. In a step every other op follows
 // GEMMs, and on the CI VM's CPU (2026-11-26) an op right after a GEMM ran
 // slower than the same op in a loop of its own: attention forward 15%,
 // RMSNorm 25%, SwiGLU 20%, an add 44%, also with 0.5 ms between them

@@ -44,7 +44,7 @@ TEST_CASE("a probe is the median of its rounds: a stretch where the host slowed 
     constexpr double kCall = 100e-6;
     const double steady = probe::seconds_per_call(backend, [] { spin_for(kCall); }, settings, nullptr);
     // The untimed call, then 30 ms at 20x the cost inside the first round: the
-    // mean over every call would be about 10% high.
+    // mean over every call would be about 13% high.
     int calls = 0;
     double spent = 0;
     const double disturbed = probe::seconds_per_call(
