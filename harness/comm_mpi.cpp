@@ -1,5 +1,6 @@
 #include "harness/comm_mpi.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <string>
@@ -22,7 +23,8 @@ void check(int code, const char* what) {
     throw CommError(std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
 }
 
-// MPI counts are int; larger buffers would need chunking, which no trial needs yet.
+// MPI counts are int: all-gather and broadcast move a buffer in one call (the
+// reductions go in chunks of kStagingElements), which no trial exceeds yet.
 int mpi_count(std::int64_t count, const char* what) {
     if (count < 0 || count > INT_MAX)
         throw CommError(std::string(what) + ": count " + std::to_string(count) + " does not fit an MPI int");
@@ -31,15 +33,11 @@ int mpi_count(std::int64_t count, const char* what) {
 
 bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::f16; }
 
-// Widen count 16-bit values starting at src into fp32.
-std::vector<float> widen(const void* src, std::int64_t count, DType t) {
-    std::vector<float> out(static_cast<std::size_t>(count));
+// Widen count 16-bit values starting at src into fp32 at dst.
+void widen(const void* src, std::int64_t count, DType t, float* dst) {
     const auto* bits = static_cast<const std::uint16_t*>(src);
-    for (std::int64_t i = 0; i < count; ++i) {
-        out[static_cast<std::size_t>(i)] = t == DType::bf16 ? math::to_float(math::bf16{bits[i]})
-                                                            : math::to_float(math::fp16{bits[i]});
-    }
-    return out;
+    for (std::int64_t i = 0; i < count; ++i)
+        dst[i] = t == DType::bf16 ? math::to_float(math::bf16{bits[i]}) : math::to_float(math::fp16{bits[i]});
 }
 
 // Scale (for averages) and round fp32 values into 16-bit storage at dst.
@@ -56,6 +54,12 @@ void scale_f32(float* data, std::int64_t count, float scale) {
 }
 
 MPI_Datatype sum_type(DType t) { return t == DType::i32 ? MPI_INT : MPI_FLOAT; }
+
+// `buffer` grown to at least `elements` (it never shrinks: the next call reuses it).
+float* staging(std::vector<float>& buffer, std::int64_t elements) {
+    if (buffer.size() < static_cast<std::size_t>(elements)) buffer.resize(static_cast<std::size_t>(elements));
+    return buffer.data();
+}
 
 }  // namespace
 
@@ -79,40 +83,59 @@ void MpiComm::count_ring_bytes(std::int64_t count, DType dtype, std::uint64_t fa
 
 void MpiComm::all_reduce(void* buf, std::int64_t count, DType dtype, ReduceOp op) {
     require_summable(dtype, op, "all_reduce");
-    const int n = mpi_count(count, "all_reduce");
     const float scale = op == ReduceOp::average ? 1.0f / static_cast<float>(world_size_) : 1.0f;
-    if (is_16bit_float(dtype)) {
-        std::vector<float> wide = widen(buf, count, dtype);
-        check(MPI_Allreduce(MPI_IN_PLACE, wide.data(), n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
-        narrow(wide.data(), count, dtype, scale, buf);
-    } else {
-        check(MPI_Allreduce(MPI_IN_PLACE, buf, n, sum_type(dtype), MPI_SUM, comm_), "MPI_Allreduce");
-        if (dtype == DType::f32 && op == ReduceOp::average) scale_f32(static_cast<float*>(buf), count, scale);
+    const std::size_t elem = kernels::dtype_bytes(dtype);
+    const bool wide = is_16bit_float(dtype);
+    const std::int64_t chunk = kStagingElements;
+    for (std::int64_t first = 0; first < count; first += chunk) {
+        const std::int64_t n = std::min(chunk, count - first);
+        void* at = static_cast<unsigned char*>(buf) + static_cast<std::size_t>(first) * elem;
+        if (wide) {
+            float* sums = staging(send_, n);
+            widen(at, n, dtype, sums);
+            check(MPI_Allreduce(MPI_IN_PLACE, sums, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
+            narrow(sums, n, dtype, scale, at);
+        } else {
+            check(MPI_Allreduce(MPI_IN_PLACE, at, static_cast<int>(n), sum_type(dtype), MPI_SUM, comm_),
+                  "MPI_Allreduce");
+        }
     }
+    if (dtype == DType::f32 && op == ReduceOp::average) scale_f32(static_cast<float*>(buf), count, scale);
     count_ring_bytes(count, dtype, 2);
 }
 
+// Each chunk of the parts (the same columns of every rank's part) is packed
+// into the send staging, fp32 for 16-bit buffers, and reduced into the
+// receive staging (MPI's in-place form would leave the result at the front,
+// not at our part), then copied, or scaled and rounded, into our part.
 void MpiComm::reduce_scatter(void* buf, std::int64_t count, DType dtype, ReduceOp op) {
     require_summable(dtype, op, "reduce_scatter");
     const std::int64_t part = shard_count(count, "reduce_scatter");
-    const int n_part = mpi_count(part, "reduce_scatter");
     const float scale = op == ReduceOp::average ? 1.0f / static_cast<float>(world_size_) : 1.0f;
     const std::size_t elem = kernels::dtype_bytes(dtype);
+    const bool wide = is_16bit_float(dtype);
+    const std::size_t staged = wide ? sizeof(float) : elem;  // bytes per element in the staging
+    const auto* bytes = static_cast<const unsigned char*>(buf);
     auto* owned = static_cast<unsigned char*>(buf) + static_cast<std::size_t>(rank_ * part) * elem;
-    if (is_16bit_float(dtype)) {
-        const std::vector<float> wide = widen(buf, count, dtype);
-        std::vector<float> mine(static_cast<std::size_t>(part));
-        check(MPI_Reduce_scatter_block(wide.data(), mine.data(), n_part, MPI_FLOAT, MPI_SUM, comm_),
+    const std::int64_t chunk = std::max<std::int64_t>(1, kStagingElements / world_size_);
+    for (std::int64_t first = 0; first < part; first += chunk) {
+        const std::int64_t n = std::min(chunk, part - first);
+        auto* send = reinterpret_cast<unsigned char*>(staging(send_, n * world_size_));
+        for (int r = 0; r < world_size_; ++r) {
+            const unsigned char* from = bytes + static_cast<std::size_t>(r * part + first) * elem;
+            unsigned char* to = send + static_cast<std::size_t>(r * n) * staged;
+            if (wide) widen(from, n, dtype, reinterpret_cast<float*>(to));
+            else std::memcpy(to, from, static_cast<std::size_t>(n) * elem);
+        }
+        void* mine = staging(receive_, n);
+        check(MPI_Reduce_scatter_block(send, mine, static_cast<int>(n), wide ? MPI_FLOAT : sum_type(dtype), MPI_SUM,
+                                       comm_),
               "MPI_Reduce_scatter_block");
-        narrow(mine.data(), part, dtype, scale, owned);
-    } else {
-        // MPI's in-place form leaves the result at the front, not at our part; a staging copy is simpler.
-        std::vector<unsigned char> mine(static_cast<std::size_t>(part) * elem);
-        check(MPI_Reduce_scatter_block(buf, mine.data(), n_part, sum_type(dtype), MPI_SUM, comm_),
-              "MPI_Reduce_scatter_block");
-        std::memcpy(owned, mine.data(), mine.size());
-        if (dtype == DType::f32 && op == ReduceOp::average) scale_f32(reinterpret_cast<float*>(owned), part, scale);
+        unsigned char* at = owned + static_cast<std::size_t>(first) * elem;
+        if (wide) narrow(static_cast<const float*>(mine), n, dtype, scale, at);
+        else std::memcpy(at, mine, static_cast<std::size_t>(n) * elem);
     }
+    if (dtype == DType::f32 && op == ReduceOp::average) scale_f32(reinterpret_cast<float*>(owned), part, scale);
     count_ring_bytes(count, dtype, 1);
 }
 

@@ -12,7 +12,9 @@
 // 32 MiB) and then serves such buffers from its heap, which keeps freed
 // activations resident however large the heap grew: the process's real peak
 // drifted above the tagged peak by up to 7%. Small buffers (norm
-// statistics, token windows) stay with the backend's allocator.
+// statistics, token windows) stay with the backend's allocator, and the pool
+// gives nothing back for them (the heap's pages are its own): in-use plus kept
+// bytes may pass the tagged peak by the small buffers in use.
 #pragma once
 
 #include <array>

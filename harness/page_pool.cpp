@@ -26,42 +26,52 @@ PagePool::~PagePool() { trim(0); }
 
 void* PagePool::take(std::uint64_t bytes, std::uint64_t keep_at_most, std::uint64_t live) {
     const std::uint64_t need = whole_pages(bytes);
-    if (std::optional<Block> kept = take_kept(need)) {
-        if (kept->bytes >= need) {  // no fault; a larger block's tail stays kept
-            if (kept->bytes > need) give(static_cast<unsigned char*>(kept->ptr) + need, kept->bytes - need);
-            return kept->ptr;
-        }
-        // Smaller: grown in place (or moved), only the new pages fault.
-        trim(keep_at_most);
-        void* grown = ::mremap(kept->ptr, kept->bytes, need, MREMAP_MAYMOVE);
-        if (grown != MAP_FAILED) {
-            mapped_ += need - kept->bytes;
-            return grown;
-        }
-        unmap(kept->ptr, kept->bytes);
+    if (std::optional<Block> kept = take_fitting(need)) {  // no fault; a larger block's tail stays kept
+        if (kept->bytes > need) give(static_cast<unsigned char*>(kept->ptr) + need, kept->bytes - need);
+        return kept->ptr;
     }
-    trim(keep_at_most);
     // Anonymous private pages: zero on first touch, returned by munmap.
-    void* p = ::mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw OutOfMemoryError(bytes, live, "host allocation failed (mmap)");
-    mapped_ += need;
-    return p;
+    void* range = ::mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (range == MAP_FAILED) {
+        trim(keep_at_most);
+        throw OutOfMemoryError(bytes, live, "host allocation failed (mmap)");
+    }
+    const std::uint64_t moved = move_kept_into(static_cast<unsigned char*>(range), need);
+    mapped_ += need - moved;
+    trim(keep_at_most);
+    return range;
 }
 
-std::optional<PagePool::Block> PagePool::take_kept(std::uint64_t need) {
-    // The best fit: the smallest block of at least `need` (the newest of
-    // equals), else the largest below it.
+std::optional<PagePool::Block> PagePool::take_fitting(std::uint64_t need) {
+    // The best fit: the smallest block of at least `need`, the newest of equals.
     auto best = blocks_.end();
     for (auto b = blocks_.begin(); b != blocks_.end(); ++b)
         if (b->bytes >= need && (best == blocks_.end() || b->bytes <= best->bytes)) best = b;
-    if (best == blocks_.end())
-        for (auto b = blocks_.begin(); b != blocks_.end(); ++b)
-            if (best == blocks_.end() || b->bytes >= best->bytes) best = b;
     if (best == blocks_.end()) return std::nullopt;
     const Block block = *best;
     blocks_.erase(best);
     kept_ -= block.bytes;
     return block;
+}
+
+std::uint64_t PagePool::move_kept_into(unsigned char* range, std::uint64_t need) {
+    std::uint64_t filled = 0;
+    while (filled < need && !blocks_.empty()) {
+        const auto largest = std::max_element(blocks_.begin(), blocks_.end(),
+                                              [](const Block& a, const Block& b) { return a.bytes < b.bytes; });
+        const std::uint64_t move = std::min(largest->bytes, need - filled);
+        // Same size, to a fixed address: the page-table entries move, the pages stay resident.
+        if (::mremap(largest->ptr, move, move, MREMAP_MAYMOVE | MREMAP_FIXED, range + filled) == MAP_FAILED) break;
+        filled += move;
+        kept_ -= move;
+        if (move < largest->bytes) {
+            largest->ptr = static_cast<unsigned char*>(largest->ptr) + move;
+            largest->bytes -= move;
+        } else {
+            blocks_.erase(largest);
+        }
+    }
+    return filled;
 }
 
 void PagePool::give(void* ptr, std::uint64_t bytes) noexcept {

@@ -10,9 +10,14 @@
 // pool's slack, the number issue 18 asked to keep small. So the pool keeps
 // freed pages only while the buffers in use plus the kept pages stay within
 // the tagged peak so far: the resident set still never exceeds baseline +
-// tagged peak. A request takes the kept block that fits best, split or grown
-// (mremap) to its size, so once a step has run the next one faults in only
-// what the peak made the pool give back.
+// tagged peak. A request takes the kept block that fits best, split to its
+// size; when none is large enough it gets a fresh range into which kept
+// blocks' pages are moved (mremap: their page-table entries move, the pages
+// stay resident), so once a step has run the next one faults in only what the
+// peak made the pool give back. Growing the largest kept block instead, as
+// the pool once did, faulted in the rest each time while other kept blocks
+// were handed back: 60 faults a step on the demo's one-rank trial
+// (2026-11-26), most of them the LM head's logits, at its peak.
 #pragma once
 
 #include <cstdint>
@@ -29,12 +34,11 @@ public:
     ~PagePool();
 
     // A buffer of `bytes` (whole pages): the kept block that fits best,
-    // split when it is larger (the tail stays kept) or grown by mremap when
-    // it is smaller, so only pages new to the pool fault; a fresh mapping (zero
-    // pages) when none is kept. Before anything grows, kept pages go back,
-    // oldest first, until at most `keep_at_most` bytes stay kept. Contents
-    // are whatever the last user left. Throws OutOfMemoryError (live: for
-    // its message) when mmap fails.
+    // split when it is larger (the tail stays kept); else a fresh mapping
+    // filled with kept pages, largest blocks first, so only what they do not
+    // cover faults (zero pages). Then kept pages go back, oldest first, until
+    // at most `keep_at_most` bytes stay kept. Contents are whatever the last
+    // user left. Throws OutOfMemoryError (live: for its message) when mmap fails.
     void* take(std::uint64_t bytes, std::uint64_t keep_at_most, std::uint64_t live);
     // Keeps a buffer take() gave, for the next request.
     void give(void* ptr, std::uint64_t bytes) noexcept;
@@ -51,7 +55,9 @@ private:
         void* ptr;
         std::uint64_t bytes;
     };
-    std::optional<Block> take_kept(std::uint64_t need);
+    std::optional<Block> take_fitting(std::uint64_t need);
+    // Moves kept pages into range's first `need` bytes, largest blocks first; the bytes moved.
+    std::uint64_t move_kept_into(unsigned char* range, std::uint64_t need);
 
     std::vector<Block> blocks_;  // kept, in the order they were given
     std::uint64_t kept_ = 0;

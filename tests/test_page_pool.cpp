@@ -1,5 +1,5 @@
 // The CPU backend's page pool (harness/page_pool.h): freed buffers are kept
-// for the next request, split or grown to fit, and in-use plus kept bytes
+// for the next request, split to fit or moved into a larger one, and in-use plus kept bytes
 // never pass the tagged peak, so a step after the first faults in little and
 // the resident set still follows the tagged peak.
 #include <catch2/catch.hpp>
@@ -51,7 +51,7 @@ TEST_CASE("a freed host buffer is kept and given to the next request", "[memory]
     CHECK(memory.mapped() == 8 * MiB);
 }
 
-TEST_CASE("a larger request grows a kept block: only the new pages are mapped", "[memory]") {
+TEST_CASE("a larger request takes a kept block's pages: only the new pages are mapped", "[memory]") {
     PagePool pool;
     void* small = pool.take(1 * MiB, 0, 0);
     pool.give(small, 1 * MiB);
@@ -61,6 +61,28 @@ TEST_CASE("a larger request grows a kept block: only the new pages are mapped", 
     std::memset(grown, 7, 3 * MiB);  // every page of the grown block is usable
     pool.give(grown, 3 * MiB);
     CHECK(pool.kept() == 3 * MiB);
+}
+
+TEST_CASE("a request larger than any kept block takes their pages, largest first: only the rest is new", "[memory]") {
+    PagePool pool;
+    auto* a = static_cast<unsigned char*>(pool.take(1 * MiB, 0, 0));
+    auto* b = static_cast<unsigned char*>(pool.take(2 * MiB, 0, 0));
+    std::memset(a, 1, 1 * MiB);
+    std::memset(b, 2, 2 * MiB);
+    pool.give(a, 1 * MiB);
+    pool.give(b, 2 * MiB);
+    auto* whole = static_cast<unsigned char*>(pool.take(4 * MiB, 0, 0));
+    CHECK(pool.kept() == 0);
+    CHECK(pool.mapped() == 4 * MiB);  // 3 MiB before, 1 MiB new
+    // The kept pages moved with what they held (a new page would read 0): b's first, then a's.
+    CHECK(whole[0] == 2);
+    CHECK(whole[2 * MiB - 1] == 2);
+    CHECK(whole[2 * MiB] == 1);
+    CHECK(whole[3 * MiB - 1] == 1);
+    CHECK(whole[3 * MiB] == 0);
+    std::memset(whole, 7, 4 * MiB);  // every page of the new block is usable
+    pool.give(whole, 4 * MiB);
+    CHECK(pool.kept() == 4 * MiB);
 }
 
 TEST_CASE("kept pages go back, oldest first, when asked to keep less", "[memory]") {
@@ -76,12 +98,17 @@ TEST_CASE("kept pages go back, oldest first, when asked to keep less", "[memory]
     CHECK(pool.kept() == 0);
 }
 
-TEST_CASE("in-use plus kept host bytes never pass the tagged peak", "[memory]") {
+TEST_CASE("in-use plus kept host bytes never pass the tagged peak but by the small buffers in use", "[memory]") {
     kernels::CpuBackend backend({1, 0});
     Allocator memory(backend, 0);
     std::mt19937 rng(18);
     std::uniform_int_distribution<std::uint64_t> pages(1, 600);  // whole 4 KiB pages: no rounding slack
     std::vector<Buffer> live;
+    const auto small_in_use = [&] {
+        std::uint64_t bytes = 0;
+        for (const Buffer& b : live) bytes += b.bytes() < Allocator::kHostPageBytes ? b.bytes() : 0;
+        return bytes;
+    };
     for (int op = 0; op < 2000; ++op) {
         if (live.empty() || rng() % 5 < 3) {
             const bool small = rng() % 4 == 0;  // the backend's own allocator, outside the pool
@@ -90,14 +117,14 @@ TEST_CASE("in-use plus kept host bytes never pass the tagged peak", "[memory]") 
             live.erase(live.begin() + static_cast<std::ptrdiff_t>(rng() % live.size()));
         }
         if (live.size() > 40) live.erase(live.begin(), live.begin() + 20);
-        REQUIRE(memory.live() + memory.kept() <= memory.peak());
+        REQUIRE(memory.live() + memory.kept() <= memory.peak() + small_in_use());
     }
     live.clear();
     CHECK(memory.kept() <= memory.peak());
     CHECK(memory.kept() > 0);
 }
 
-TEST_CASE("a training step after the first maps few new pages", "[memory][trainer]") {
+TEST_CASE("a training step after the first maps no new pages", "[memory][trainer]") {
     TrialConfig c = test::trainer_config(find_model("tiny").value());  // the demo's: activations of 64 KiB and more
     c.context = 128;
     test::TrainerRig rig(c, harness::synthetic_tokens(c.seed, c.model.vocab));
@@ -108,6 +135,8 @@ TEST_CASE("a training step after the first maps few new pages", "[memory][traine
     rig.trainer->step();
     const std::uint64_t later = (memory.mapped() - first) / 2;
     INFO("first step and setup mapped " << first << " bytes, each later step " << later << ", peak " << memory.peak());
-    // Handing every buffer back (munmap) mapped the step's whole churn again, every step.
-    CHECK(later * 10 < first);
+    // Handing every buffer back (munmap) mapped the step's whole churn again, every step; growing
+    // the largest kept block when none fitted, 7% of it (the LM head's logits, at the peak);
+    // trimming kept pages for the backend's small buffers, a page.
+    CHECK(later == 0);
 }
