@@ -61,6 +61,8 @@ std::uint64_t PagePool::move_kept_into(unsigned char* range, std::uint64_t need)
                                               [](const Block& a, const Block& b) { return a.bytes < b.bytes; });
         const std::uint64_t move = std::min(largest->bytes, need - filled);
         // Same size, to a fixed address: the page-table entries move, the pages stay resident.
+        // A block assembled from moved pieces may span several mappings, which older
+        // kernels refuse to move (EFAULT): what it would have filled then faults in.
         if (::mremap(largest->ptr, move, move, MREMAP_MAYMOVE | MREMAP_FIXED, range + filled) == MAP_FAILED) break;
         filled += move;
         kept_ -= move;
