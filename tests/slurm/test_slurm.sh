@@ -115,8 +115,9 @@ wait_job_gone() {  # JOB
 
 cd "$WORK" || exit 1
 # ---- 1. a sweep inside salloc
-# Longer trials (a few seconds each) so that two at once overlap in sacct's whole seconds.
-STEPS=20 write_sweep alloc cpu '"adamw", "lion", "adafactor"' '128, 256'
+# Longer trials (a few seconds each) so that two at once overlap in sacct's whole seconds: at 20
+# steps a trial took under a second on the CI VM of 2026-11-26, and the overlap check below failed.
+STEPS=200 write_sweep alloc cpu '"adamw", "lion", "adafactor"' '128, 256'
 salloc --nodes=1 --exclusive --job-name=tune-alloc "$TUNE" sweep alloc.toml --no-report >"$WORK/alloc.log" 2>&1
 check "the sweep in salloc exits 0" test $? -eq 0
 cat "$WORK/alloc.log"
