@@ -108,7 +108,9 @@ void add_probe_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--db", o->database, "Results database holding the cache (default: the sweep's [output] database)");
     cmd->add_flag("--refresh", o->refresh, "Measure again even when the cache has every probe");
     cmd->add_flag("--no-cache", o->no_cache, "Neither read nor write the database");
-    cmd->add_option("--min-time", o->min_time, "Seconds of timed calls each probe adds up, in five rounds whose median it reports; every op but a GEMM is timed right after an untimed GEMM, as a step runs it (default 0.02)")
+    cmd->add_option("--min-time", o->min_time,
+                    "Seconds of timed calls each probe adds up, in five rounds whose median it reports; every op "
+                    "but a GEMM is timed right after an untimed GEMM, as a step runs it (default 0.02)")
         ->check(CLI::Range(0.001, 10.0));
     cmd->add_flag("--json", o->json, "Print JSON instead of a table");
     cmd->callback([&exit_code, o] { exit_code = run_probe(*o); });

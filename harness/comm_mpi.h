@@ -56,7 +56,6 @@ public:
 
 private:
     std::int64_t shard_count(std::int64_t count, const char* what) const;
-
     void count_ring_bytes(std::int64_t count, kernels::DType dtype, std::uint64_t factor_numerator);
 
     MPI_Comm comm_ = MPI_COMM_NULL;
