@@ -133,3 +133,11 @@ TEST_CASE("cpu gemm: large products split over threads along m or n", "[cpu][gem
     CHECK(run_case({40, 150, 300, 2, true, false, 1.0f, 0.0f, false, 0}, DType::f32, DType::f32, 3) < 1e-6);
     CHECK(run_case({33, 170, 200, 1, true, true, 1.0f, 1.0f, false, 2}, DType::bf16, DType::bf16, 4) < 8e-3);
 }
+
+TEST_CASE("cpu gemm: rows beyond one sgemm call's block are computed block by block", "[cpu][gemm]") {
+    // 4100 rows: three blocks of 1367, each one call (or split again over threads).
+    CHECK(run_case({4100, 16, 40, 1, true, false, 1.0f, 0.5f, false, 1}, DType::f32, DType::f32, 2) < 1e-6);
+    // Blocks narrower than C: each block striped along n over the threads.
+    CHECK(run_case({4100, 2100, 3, 1, false, true, 1.0f, 1.0f, false, 0}, DType::f32, DType::f32, 2) < 1e-6);
+    CHECK(run_case({2049, 24, 16, 2, true, false, 1.0f, 1.0f, false, 0}, DType::bf16, DType::bf16, 3) < 8e-3);
+}

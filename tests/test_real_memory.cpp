@@ -4,9 +4,11 @@
 // leave the resident set the moment they are freed.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "harness/host_memory.h"
 #include "harness/memory.h"
@@ -106,6 +108,24 @@ TEST_CASE("the resident set follows the tagged peak: kept pages give way to grow
     CHECK(rss() < start + 26 * MiB);
     large.reset();
     CHECK(memory.live() == 0);
+}
+
+TEST_CASE("a GEMM over many rows keeps little memory outside the allocator", "[memory][gemm]") {
+    // The LM head's dW shape, dW (V, C) += dlogits^T (V, r) x (r, C). Handed whole
+    // to OpenBLAS (C >= 512 columns) it packed about V x r floats, 16 MiB here,
+    // into its own buffer, which stayed resident and which no tag counts.
+    constexpr std::int64_t V = 16384, C = 512, r = 256;
+    std::vector<float> dlogits(static_cast<std::size_t>(r * V), 0.5f), x(static_cast<std::size_t>(r * C), 0.25f);
+    std::vector<float> dweight(static_cast<std::size_t>(V * C), 1.0f);
+    kernels::CpuBackend backend({2, 0});
+    kernels::GemmArgs g{.m = V, .n = C, .k = r, .trans_a = true, .a = dlogits.data(), .lda = V, .b = x.data(),
+                        .ldb = C, .c = dweight.data(), .ldc = C, .beta = 1.0f};
+    const std::uint64_t before = this_process_memory().value().rss;
+    backend.gemm(g, {});
+    const std::uint64_t after = this_process_memory().value().rss;
+    CHECK(dweight.front() == Approx(1.0f + r * 0.5f * 0.25f));
+    CHECK(dweight.back() == Approx(1.0f + r * 0.5f * 0.25f));
+    CHECK(after - std::min(before, after) < (8ull << 20));
 }
 
 TEST_CASE("weights drawn in chunks on upload equal the whole host init, every precision", "[memory][trainer]") {

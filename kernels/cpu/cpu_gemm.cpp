@@ -77,37 +77,51 @@ struct Tile {
     std::int64_t batch, m0, m1, n0, n1;
 };
 
-// How C is cut into tiles: whole batch matrices when there are enough of
-// them, else each matrix into `parts` stripes along its longer side. All
-// threading is OpenMP's (OpenBLAS runs single-threaded), so GEMMs and the
-// other ops never compete with a second, spinning thread pool.
+// Rows of C one sgemm call computes at most. OpenBLAS (0.3.21, Skylake-X)
+// packs a panel that grows with C's rows into its own buffer, outside every
+// allocator of ours, and keeps those pages resident: 31 MiB for the LM head's
+// dW at 32000 rows and k = 256, 55 MiB at k = 1024, which no tag saw
+// (docs/memory-model.md §7). Blocks of 2048 rows pack about 2-4 MiB a call;
+// B is packed again per block, a small part of a block's multiply-adds.
+constexpr std::int64_t kMaxTileRows = 2048;
+
+// How C is cut into tiles: row blocks of at most kMaxTileRows, then whole
+// batch matrices when there are enough of them, else each block into `parts`
+// stripes along its longer side. All threading is OpenMP's (OpenBLAS runs
+// single-threaded), so GEMMs and the other ops never compete with a second,
+// spinning thread pool.
 struct Split {
-    std::int64_t batch, parts;
+    std::int64_t batch, row_blocks, parts;
     bool along_m;
 
-    std::int64_t tiles() const { return batch * parts; }
+    std::int64_t tiles() const { return batch * row_blocks * parts; }
 
     Tile tile(std::int64_t t, const GemmArgs& g) const {
-        const std::int64_t i = t / parts, p = t % parts;
-        const std::int64_t len = along_m ? g.m : g.n;
+        const std::int64_t i = t / (row_blocks * parts), block = t / parts % row_blocks, p = t % parts;
+        const std::int64_t block_rows = (g.m + row_blocks - 1) / row_blocks;
+        const std::int64_t r0 = std::min(g.m, block * block_rows), r1 = std::min(g.m, r0 + block_rows);
+        const std::int64_t len = along_m ? r1 - r0 : g.n;
         // Stripes in multiples of 16 keep the BLAS micro-kernels' panels full.
         const std::int64_t step = (len + parts * 16 - 1) / (parts * 16) * 16;
         const std::int64_t lo = std::min(len, p * step), hi = std::min(len, lo + step);
-        return along_m ? Tile{i, lo, hi, 0, g.n} : Tile{i, 0, g.m, lo, hi};
+        return along_m ? Tile{i, r0 + lo, r0 + hi, 0, g.n} : Tile{i, r0, r1, lo, hi};
     }
 };
 
 Split split_gemm(const GemmArgs& g, int threads) {
     constexpr double kMinTileWork = 1 << 20;  // multiply-adds below which a thread is not worth starting
     const double work = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(std::max<std::int64_t>(g.k, 1));
-    const bool along_m = g.m >= g.n;
+    const std::int64_t row_blocks = std::max<std::int64_t>(1, (g.m + kMaxTileRows - 1) / kMaxTileRows);
+    const std::int64_t block_rows = (g.m + row_blocks - 1) / row_blocks;
+    const bool along_m = block_rows >= g.n;
     std::int64_t parts = 1;
-    if (g.batch < threads) {
-        const std::int64_t longest = (along_m ? g.m : g.n) / 16;
-        const auto affordable = static_cast<std::int64_t>(work / kMinTileWork);
-        parts = std::max<std::int64_t>(1, std::min({(threads + g.batch - 1) / g.batch, longest, affordable}));
+    if (g.batch * row_blocks < threads) {
+        const std::int64_t longest = (along_m ? block_rows : g.n) / 16;
+        const auto affordable = static_cast<std::int64_t>(work / static_cast<double>(row_blocks) / kMinTileWork);
+        const std::int64_t blocks = g.batch * row_blocks;
+        parts = std::max<std::int64_t>(1, std::min({(threads + blocks - 1) / blocks, longest, affordable}));
     }
-    return {g.batch, parts, along_m};
+    return {g.batch, row_blocks, parts, along_m};
 }
 
 void sgemm_tile(const GemmArgs& g, const F32View& a, const F32View& b, const F32View& c, const Tile& t) {
