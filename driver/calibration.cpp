@@ -20,6 +20,18 @@ double measured_over_predicted(const TrialResult& r, const Estimate& predicted) 
     return 0;
 }
 
+// What the machine held beyond the components the estimator predicts one by
+// one: the real peak less the tagged peak outside the overhead, where the
+// real peak was measured. On a CPU that is the process baseline plus what no
+// tag saw (the GEMM library's packing buffers grow with the shapes it meets:
+// 33 MiB of OpenBLAS's 256 MiB reservation for a hidden-1024 model, none of it
+// at the baseline); on a GPU the device overhead already holds all of it.
+std::uint64_t machine_overhead(const TrialResult& r) {
+    const std::uint64_t tagged = r.memory.peak - std::min(r.memory.peak, r.memory[Component::overhead]);
+    if (r.real_peak > tagged) return r.real_peak - tagged;
+    return r.memory[Component::overhead];
+}
+
 }  // namespace
 
 void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
@@ -43,7 +55,7 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
                            std::log(static_cast<double>(c.micro_batch) * static_cast<double>(c.context))});
         fit_ = fit(ratios_, fit_);
     }
-    if (const std::uint64_t overhead = r.memory[Component::overhead]; overhead > 0)
+    if (const std::uint64_t overhead = machine_overhead(r); overhead > 0)
         overhead_ = std::max(overhead_.value_or(0), overhead);
 }
 

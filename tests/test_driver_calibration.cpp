@@ -206,6 +206,29 @@ TEST_CASE("failed trials teach nothing; overhead and memory error are kept", "[d
     CHECK(cal.options().overhead_bytes == 1234u);
 }
 
+TEST_CASE("the overhead learned is what the machine held beyond the tagged components", "[driver][calibration]") {
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig c = config(Precision::fp32);
+    const Estimate e = estimate(c, cpu);
+    constexpr std::uint64_t kBaseline = 160u << 20, kUntracked = 33u << 20, kTagged = 900u << 20;
+    TrialResult r = measured(c, e, 1.0);
+    r.memory.peak = kTagged + kBaseline;
+    r.memory.bytes[static_cast<std::size_t>(Component::overhead)] = kBaseline;
+    r.baseline = kBaseline;
+    r.untracked = static_cast<std::int64_t>(kUntracked);
+    r.real_peak = kTagged + kBaseline + kUntracked;
+    Calibration cal(EstimateOptions{}, 0.02);
+    cal.observe(r, e);
+    // The library memory no tag saw counts, so the next estimate meets the real peak.
+    CHECK(cal.options().overhead_bytes == kBaseline + kUntracked);
+    // Without a real peak (an older result), the tagged overhead alone, as before.
+    TrialResult old = r;
+    old.real_peak = 0;
+    Calibration from_tags(EstimateOptions{}, 0.02);
+    from_tags.observe(old, e);
+    CHECK(from_tags.options().overhead_bytes == kBaseline);
+}
+
 TEST_CASE("calibration learns how speed grows with a micro-batch's tokens, and it reaches unseen sizes",
           "[driver][calibration]") {
     const std::vector<std::uint64_t> contexts{64, 128, 64, 128, 256, 64, 128, 64, 256, 128};
