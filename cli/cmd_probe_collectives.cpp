@@ -44,8 +44,14 @@ int run_collectives_child(const CollectiveChildOptions& o) {
             : std::make_unique<kernels::CpuBackend>(kernels::CpuBackendOptions{o.threads, 0});
     std::unique_ptr<harness::Comm> comm = gpu ? harness::make_nccl_comm(runtime, env.local_rank, backend.get())
                                               : std::make_unique<harness::MpiComm>(runtime);
-    // Each call after a GEMM, as a step makes it (probe/probe_timing.h gemm_primer).
-    const std::function<void()> primer = probe::gemm_primer(*backend);
+    // Each call after a GEMM, with the core's cache displaced, as a step makes it
+    // (probe/probe_timing.h gemm_primer, cache_displacer).
+    const std::function<void()> gemm = probe::gemm_primer(*backend);
+    const std::function<void()> displace = probe::cache_displacer(*backend);
+    const std::function<void()> primer = [&] {
+        gemm();
+        displace();
+    };
     std::vector<probe::CollectiveResult> results;
     for (const auto& t : harness::time_collectives(*comm, *backend, plan, o.min_time, primer))
         results.push_back({t.rate, t.seconds});

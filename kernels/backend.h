@@ -210,6 +210,10 @@ public:
     virtual void copy(void* dst, const void* src, std::uint64_t bytes) = 0;  // device to device
     virtual void fill_zero(void* dst, std::uint64_t bytes) = 0;
     virtual void synchronize() = 0;
+    // Bytes of the largest cache one worker keeps for itself (a CPU core's
+    // level 2), which the probes displace before timing an op; 0: not known
+    // (the probes then time ops on whatever the caches hold).
+    virtual std::uint64_t private_cache_bytes() const { return 0; }
 
     // ---- GEMM
     virtual std::uint64_t gemm_workspace_bytes(const GemmArgs& args) const = 0;

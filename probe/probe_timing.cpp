@@ -44,4 +44,11 @@ std::function<void()> gemm_primer(kernels::Backend& backend) {
     return [gemm] { gemm->run(); };
 }
 
+std::function<void()> cache_displacer(kernels::Backend& backend) {
+    const std::uint64_t bytes = backend.private_cache_bytes();
+    if (bytes == 0) return [] {};
+    auto scratch = std::make_shared<Scratch>(backend, bytes);
+    return [&backend, scratch, bytes] { backend.fill_zero(scratch->ptr, bytes); };
+}
+
 }  // namespace tune::probe

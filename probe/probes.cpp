@@ -50,8 +50,19 @@ double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSetti
     args.beta = g.pass == GemmPass::weight_grad ? 1.0f : 0.0f;
     args.a_dtype = args.b_dtype = args.c_dtype = dt;
     Scratch ws(backend, backend.gemm_workspace_bytes(args));
-    const double t = seconds_per_call(backend, [&] { backend.gemm(args, {ws.ptr, backend.gemm_workspace_bytes(args)}); },
-                                      s, spent);
+    // As a step calls it: the op before produced A (activations, or dY), and the
+    // weights, saved activations and C were last touched ops ago.
+    const std::uint64_t a_bytes = static_cast<std::uint64_t>(g.m * g.k) * e;
+    Scratch produced_a(backend, a_bytes);
+    const std::function<void()> displace = cache_displacer(backend);
+    ProbeSettings as_in_step = s;
+    as_in_step.before_each_call = [&] {
+        if (s.before_each_call) s.before_each_call();
+        displace();
+        backend.copy(a.ptr, produced_a.ptr, a_bytes);
+    };
+    const double t = seconds_per_call(
+        backend, [&] { backend.gemm(args, {ws.ptr, backend.gemm_workspace_bytes(args)}); }, as_in_step, spent);
     return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) / t;
 }
 

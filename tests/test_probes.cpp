@@ -85,6 +85,18 @@ TEST_CASE("the GEMM primer runs on scratch of its own, freed with it", "[probe]"
     CHECK(backend.live_bytes() == 0);
 }
 
+TEST_CASE("the cache displacer writes a core's private cache on scratch of its own, freed with it", "[probe]") {
+    kernels::CpuBackend backend({1, 0});
+    const std::uint64_t cache = backend.private_cache_bytes();
+    {
+        const std::function<void()> displace = probe::cache_displacer(backend);
+        CHECK(backend.live_bytes() == cache);  // 0 where sysfs describes no level-2 cache
+        displace();
+        displace();
+    }
+    CHECK(backend.live_bytes() == 0);
+}
+
 TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per shape", "[probe]") {
     const ModelSpec m = *find_model("tiny");
     const std::vector<TrialConfig> configs{tiny_config(2, 64, Precision::fp32), tiny_config(1, 128, Precision::fp32),

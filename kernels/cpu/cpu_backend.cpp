@@ -1,6 +1,7 @@
 // CpuBackend construction and memory: host buffers counted against an
 // optional limit, copies as memcpy.
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_cache.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -23,7 +24,8 @@ std::uint64_t round_up(std::uint64_t bytes) { return (bytes + kAlignment - 1) / 
 
 CpuBackend::CpuBackend(CpuBackendOptions options)
     : threads_(options.threads > 0 ? options.threads : omp_get_max_threads()),
-      memory_limit_(options.memory_limit) {
+      memory_limit_(options.memory_limit),
+      private_cache_bytes_(cpu::level2_cache_bytes()) {
     // OpenBLAS stays single-threaded: the backend splits GEMMs over OpenMP
     // threads itself, so only one pool of threads ever runs (OpenBLAS's own
     // threads would spin beside OpenMP's between calls). This is process-wide.

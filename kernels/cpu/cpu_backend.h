@@ -32,6 +32,7 @@ public:
     void copy(void* dst, const void* src, std::uint64_t bytes) override;
     void fill_zero(void* dst, std::uint64_t bytes) override;
     void synchronize() override {}
+    std::uint64_t private_cache_bytes() const override { return private_cache_bytes_; }
 
     // 4 bytes per element of every 16-bit operand (each batch matrix packed
     // (rows, cols), a stride-0 operand once); 0 when all operands are f32.
@@ -100,6 +101,7 @@ public:
 private:
     int threads_;
     std::uint64_t memory_limit_;
+    std::uint64_t private_cache_bytes_;  // the level-2 cache of cpu0 (kernels/cpu/cpu_cache.h)
     std::atomic<std::uint64_t> live_{0};
 };
 
