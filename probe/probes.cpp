@@ -8,6 +8,7 @@
 #include <map>
 #include <cmath>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "probe/optimizer_probe.h"
 #include "probe/probe_timing.h"
 #include "search/estimate_time.h"
+#include "search/model_flops.h"
 
 namespace tune::probe {
 namespace {
@@ -30,13 +32,34 @@ std::string speed_reference_name() {
 // A backward GEMM's record name ends in its pass; a forward one's has no suffix (as cached before).
 constexpr std::array<std::pair<GemmPass, const char*>, 2> kBackwardGemmNames{
     {{GemmPass::input_grad, "dx"}, {GemmPass::weight_grad, "dw"}}};
+// Its output, after the pass (none: beta 0, C in the operands' dtype).
+constexpr const char* kAccumulateName = "acc";
+constexpr const char* kFp32OutputName = "f32out";
+
+// The words after a GEMM record's shape: its pass, then its output.
+void read_gemm_suffixes(const std::string& words, GemmRate& g) {
+    std::istringstream in(words);
+    for (std::string word; in >> word;) {
+        for (const auto& [pass, suffix] : kBackwardGemmNames)
+            if (word == suffix) g.pass = pass;
+        if (word == kAccumulateName) g.output.accumulate = true;
+        if (word == kFp32OutputName) g.output.fp32 = true;
+    }
+}
 
 double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSettings& s, double* spent) {
     const kernels::DType dt = kernel_dtype(g.dtype);
+    const kernels::DType c_dt = g.output.fp32 ? kernels::DType::f32 : dt;
     const std::uint64_t e = probe_dtype_bytes(g.dtype);
-    Scratch a(backend, static_cast<std::uint64_t>(g.m * g.k) * e);
+    const std::uint64_t a_bytes = static_cast<std::uint64_t>(g.m * g.k) * e;
+    Scratch a(backend, a_bytes);
     Scratch b(backend, static_cast<std::uint64_t>(g.k * g.n) * e);
-    Scratch c(backend, static_cast<std::uint64_t>(g.m * g.n) * e);
+    Scratch c(backend, static_cast<std::uint64_t>(g.m * g.n) * kernels::dtype_bytes(c_dt));
+    // Values of a step's scale rather than zeros, on which the 16-bit conversions
+    // ran 3% faster (a demo fp16 step's GEMMs): activations, weights, gradients.
+    backend.neftune_noise(a.ptr, g.m * g.k, 1.0f, 1, dt);
+    backend.neftune_noise(b.ptr, g.k * g.n, 0.02f, 2, dt);
+    backend.neftune_noise(c.ptr, g.m * g.n, 1e-3f, 3, c_dt);
     kernels::GemmArgs args;
     args.m = g.m, args.n = g.n, args.k = g.k;
     // The trainer's layouts (harness/model.cpp): forward, activations (m, k) times weights
@@ -47,13 +70,14 @@ double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSetti
     args.a = a.ptr, args.lda = args.trans_a ? g.m : g.k;
     args.b = b.ptr, args.ldb = args.trans_b ? g.k : g.n;
     args.c = c.ptr, args.ldc = g.n;
-    args.beta = g.pass == GemmPass::weight_grad ? 1.0f : 0.0f;
-    args.a_dtype = args.b_dtype = args.c_dtype = dt;
+    args.beta = g.pass == GemmPass::weight_grad || g.output.accumulate ? 1.0f : 0.0f;
+    args.a_dtype = args.b_dtype = dt;
+    args.c_dtype = c_dt;
     Scratch ws(backend, backend.gemm_workspace_bytes(args));
     // As a step calls it: the op before produced A (activations, or dY), and the
     // weights, saved activations and C were last touched ops ago.
-    const std::uint64_t a_bytes = static_cast<std::uint64_t>(g.m * g.k) * e;
     Scratch produced_a(backend, a_bytes);
+    backend.copy(produced_a.ptr, a.ptr, a_bytes);
     const std::function<void()> displace = cache_displacer(backend);
     ProbeSettings as_in_step = s;
     as_in_step.before_each_call = [&] {
@@ -261,6 +285,33 @@ std::optional<OptimizerRate> parse_optimizer_record(const std::string& name) {
     return OptimizerRate{*o, *p, block, std::move(*tensors), 0};
 }
 
+namespace {
+
+// Every distinct base GEMM a micro-batch of t tokens calls, as the trainer calls it:
+// each linear's forward (t, out, in), dX (t, in, out) and dW (out, in, t), each with
+// its output (GemmOutput), and the LM head's.
+void plan_gemms(const ModelSpec& model, std::int64_t t, ProbeDtype dtype, ProbedRates& plan) {
+    const auto add = [&](std::int64_t m, std::int64_t n, std::int64_t k, GemmPass pass, GemmOutput output) {
+        const GemmRate g{m, n, k, dtype, 0, pass, output};
+        const bool seen = std::any_of(plan.gemm.begin(), plan.gemm.end(), [&](const GemmRate& p) {
+            return p.m == m && p.n == n && p.k == k && p.dtype == dtype && p.pass == pass && p.output == output;
+        });
+        if (!seen) plan.gemm.push_back(g);
+    };
+    const auto linear = [&](std::int64_t out, std::int64_t in, GemmOutput forward, GemmOutput input_grad) {
+        add(t, out, in, GemmPass::forward, forward);
+        add(t, in, out, GemmPass::input_grad, input_grad);
+        add(out, in, t, GemmPass::weight_grad, {});
+    };
+    const auto i = [](double x) { return static_cast<std::int64_t>(x); };
+    for (const Linear& l : layer_linears(model, TrialConfig{}))
+        linear(i(l.out), i(l.in), {.accumulate = l.adds_to_residual}, {.accumulate = l.sums_input_grad});
+    linear(static_cast<std::int64_t>(model.vocab), static_cast<std::int64_t>(model.hidden),
+           {.fp32 = dtype != ProbeDtype::f32}, {});
+}
+
+}  // namespace
+
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs) {
     std::set<std::tuple<std::int64_t, ProbeDtype>> tokens;  // (rows, dtype)
     // (batch, seq, dtype, flash): each attention implementation the sweep runs is probed.
@@ -272,19 +323,7 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
     const auto h = static_cast<std::int64_t>(model.hidden), kv = static_cast<std::int64_t>(model.kv_dim());
     const auto f = static_cast<std::int64_t>(model.ffn), v = static_cast<std::int64_t>(model.vocab);
     ProbedRates plan;
-    // (n, k) of q and o, k and v, gate and up, down, the LM head.
-    const std::array<std::pair<std::int64_t, std::int64_t>, 5> shapes{{{h, h}, {kv, h}, {f, h}, {h, f}, {v, h}}};
-    for (const auto& [t, dtype] : tokens)
-        for (const auto& [n, k] : shapes) {
-            const bool seen = std::any_of(plan.gemm.begin(), plan.gemm.end(), [&](const GemmRate& g) {
-                return g.pass == GemmPass::forward && g.m == t && g.n == n && g.k == k && g.dtype == dtype;
-            });
-            if (seen) continue;
-            // Forward (t, n, k); backward dX (t, k, n) and dW (n, k, t).
-            plan.gemm.push_back({t, n, k, dtype, 0, GemmPass::forward});
-            plan.gemm.push_back({t, k, n, dtype, 0, GemmPass::input_grad});
-            plan.gemm.push_back({n, k, t, dtype, 0, GemmPass::weight_grad});
-        }
+    for (const auto& [t, dtype] : tokens) plan_gemms(model, t, dtype, plan);
     for (const auto& [b, s, dtype, flash] : attention)
         plan.attention.push_back({b, s, static_cast<std::int64_t>(model.heads),
                                   static_cast<std::int64_t>(model.kv_heads),
@@ -367,6 +406,8 @@ std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
         std::string name = fmt::format("gemm {} m={} n={} k={}", probe_dtype_name(g.dtype), g.m, g.n, g.k);
         for (const auto& [pass, suffix] : kBackwardGemmNames)
             if (g.pass == pass) name += fmt::format(" {}", suffix);
+        if (g.output.accumulate) name += fmt::format(" {}", kAccumulateName);
+        if (g.output.fp32) name += fmt::format(" {}", kFp32OutputName);
         out.push_back({std::move(name), g.flops_per_s, "FLOP/s", 0});
     }
     for (const AttentionRate& a : rates.attention) {
@@ -396,11 +437,11 @@ ProbedRates rates_of(const std::vector<ProbeRecord>& records) {
     for (const ProbeRecord& r : records) {
         char dtype[8] = {}, impl[8] = {}, pass[12] = {}, part[16] = {};
         long long m = 0, n = 0, k = 0, b = 0, s = 0, h = 0, kvh = 0, d = 0, t = 0;
-        if (std::sscanf(r.name.c_str(), "gemm %7s m=%lld n=%lld k=%lld %11s", dtype, &m, &n, &k, pass) >= 4) {
-            GemmPass p = GemmPass::forward;
-            for (const auto& [backward, suffix] : kBackwardGemmNames)
-                if (std::string(pass) == suffix) p = backward;
-            out.gemm.push_back({m, n, k, parse_probe_dtype(dtype).value_or(ProbeDtype::f32), r.value, p});
+        int used = 0;
+        if (std::sscanf(r.name.c_str(), "gemm %7s m=%lld n=%lld k=%lld%n", dtype, &m, &n, &k, &used) == 4) {
+            GemmRate g{m, n, k, parse_probe_dtype(dtype).value_or(ProbeDtype::f32), r.value, GemmPass::forward, {}};
+            read_gemm_suffixes(r.name.substr(static_cast<std::size_t>(used)), g);
+            out.gemm.push_back(g);
         } else if (std::sscanf(r.name.c_str(), "attention %7s %7s b=%lld s=%lld h=%lld kvh=%lld d=%lld %11s", impl,
                                dtype, &b, &s, &h, &kvh, &d, pass) == 8) {
             const bool fused = std::string(impl) == "fused";

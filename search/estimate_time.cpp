@@ -150,33 +150,35 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
     const double t = static_cast<double>(c.micro_batch) * c.context;
     const ProbeDtype dtype = probe_dtype(c.precision);
     bool missing = false;
-    const auto gemm = [&](double rows, double n, double k, GemmPass pass = GemmPass::forward) {
+    const auto gemm = [&](double rows, double n, double k, GemmPass pass = GemmPass::forward, GemmOutput output = {}) {
         if (rows * n * k == 0) return 0.0;
         const auto i = [](double x) { return static_cast<std::int64_t>(x); };
-        const std::optional<double> rate = p.gemm_flops_per_s(i(rows), i(n), i(k), dtype, pass);
+        const std::optional<double> rate = p.gemm_flops_per_s(i(rows), i(n), i(k), dtype, pass, output);
         if (!rate) missing = true;
         return rate ? 2.0 * rows * n * k / *rate : 0.0;
     };
     // A base weight's forward, its backward dX and (unless frozen) dW, each at its own
-    // shape and operand layout; the adapters' x A^T, (x A^T) B^T forward and dY B,
-    // (dY B) A, dA, dB backward at their own (rank-r) shapes.
-    const auto base_gemms = [&](double out, double in) {
-        double s = gemm(t, out, in) + gemm(t, in, out, GemmPass::input_grad);
+    // shape, operand layout and output (GemmOutput); the adapters' x A^T, (x A^T) B^T
+    // forward and dY B, (dY B) A, dA, dB backward at their own (rank-r) shapes.
+    const auto base_gemms = [&](double out, double in, GemmOutput forward, GemmOutput input_grad) {
+        double s = gemm(t, out, in, GemmPass::forward, forward) + gemm(t, in, out, GemmPass::input_grad, input_grad);
         if (!c.adapters()) s += gemm(out, in, t, GemmPass::weight_grad);
         return s;
     };
     double layer = 0, recompute_layer = 0;
     for (const Linear& l : layer_linears(m, c)) {
-        const double forward = gemm(t, l.out, l.in), project = gemm(t, l.rank, l.in);
+        const GemmOutput into_residual{.accumulate = l.adds_to_residual};
+        const double forward = gemm(t, l.out, l.in, GemmPass::forward, into_residual), project = gemm(t, l.rank, l.in);
         const double expand = gemm(t, l.out, l.rank);
-        const double base = base_gemms(l.out, l.in);
+        const double base = base_gemms(l.out, l.in, into_residual, {.accumulate = l.sums_input_grad});
         const double backward = base - forward + gemm(t, l.rank, l.out) + gemm(t, l.in, l.rank) +
                                 gemm(l.rank, l.in, t) + gemm(l.out, l.rank, t);
         layer += forward + project + expand + backward;
         recompute_layer += l.down ? project : forward + project + expand;
     }
     const double v = static_cast<double>(m.vocab), h = static_cast<double>(m.hidden);
-    const double head = base_gemms(v, h);
+    // The LM head's logits are fp32 whatever the operands (kernels/lm_head_loss.cpp).
+    const double head = base_gemms(v, h, {.fp32 = dtype != ProbeDtype::f32}, {});
     const std::optional<AttentionRate> a = p.attention_at(c.micro_batch, c.context, static_cast<std::int64_t>(m.heads),
                                                           static_cast<std::int64_t>(m.head_dim()), dtype, fused);
     const std::optional<ElementwiseRate> e = p.elementwise_at(static_cast<std::int64_t>(t), dtype);

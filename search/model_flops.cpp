@@ -7,7 +7,13 @@ std::vector<Linear> layer_linears(const ModelSpec& m, const TrialConfig& c) {
     const double kv = static_cast<double>(m.kv_dim()), f = static_cast<double>(m.ffn);
     const double r = c.adapters() ? c.lora_rank : 0;
     const double mlp_r = c.adapters() && c.lora_targets == LoraTargets::all_linear ? r : 0;
-    return {{h, q, r}, {h, kv, r}, {h, kv, r}, {q, h, r}, {h, f, mlp_r}, {h, f, mlp_r}, {f, h, mlp_r, true}};
+    return {{.in = h, .out = q, .rank = r},
+            {.in = h, .out = kv, .rank = r, .sums_input_grad = true},
+            {.in = h, .out = kv, .rank = r, .sums_input_grad = true},
+            {.in = q, .out = h, .rank = r, .adds_to_residual = true},
+            {.in = h, .out = f, .rank = mlp_r},
+            {.in = h, .out = f, .rank = mlp_r, .sums_input_grad = true},
+            {.in = f, .out = h, .rank = mlp_r, .down = true, .adds_to_residual = true}};
 }
 
 LinearFlops linear_flops(const Linear& l, bool frozen) {

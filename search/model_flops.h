@@ -25,6 +25,10 @@ namespace tune {
 struct Linear {
     double in = 0, out = 0, rank = 0;
     bool down = false;  // the MLP's down projection (a full recompute skips its base GEMM)
+    // How its base GEMMs treat C (search/probed_rates.h GemmOutput): the forward
+    // adds into the residual (o, down); the dX adds into the previous linear's (k, v, up).
+    bool adds_to_residual = false;
+    bool sums_input_grad = false;
 };
 
 // One layer's linears in the trainer's order: q, k, v, o, gate, up, down,

@@ -31,22 +31,24 @@ std::optional<ProbeDtype> parse_probe_dtype(const std::string& name) {
 }
 
 std::optional<double> ProbedRates::gemm_flops_per_s(std::int64_t m, std::int64_t n, std::int64_t k,
-                                                    ProbeDtype dtype, GemmPass pass) const {
-    const bool has_pass = std::any_of(gemm.begin(), gemm.end(), [&](const GemmRate& g) {
-        return g.pass == pass && g.dtype == dtype && g.flops_per_s > 0;
-    });
-    if (!has_pass && pass != GemmPass::forward) return gemm_flops_per_s(m, n, k, dtype, GemmPass::forward);
+                                                    ProbeDtype dtype, GemmPass pass, GemmOutput output) const {
     const double want = std::log(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
-    const GemmRate* best = nullptr;
-    double distance = std::numeric_limits<double>::infinity();
-    for (const GemmRate& g : gemm) {
-        if (g.dtype != dtype || g.flops_per_s <= 0 || g.pass != pass) continue;
-        if (g.m == m && g.n == n && g.k == k) return g.flops_per_s;
-        const double d = std::fabs(std::log(2.0 * static_cast<double>(g.m) * g.n * g.k) - want);
-        if (d < distance) distance = d, best = &g;
-    }
-    if (best == nullptr) return std::nullopt;
-    return best->flops_per_s;
+    // The exact shape among `usable` rates, else the nearest in FLOPs.
+    const auto nearest = [&](const auto& usable) -> std::optional<double> {
+        const GemmRate* best = nullptr;
+        double distance = std::numeric_limits<double>::infinity();
+        for (const GemmRate& g : gemm) {
+            if (g.dtype != dtype || g.flops_per_s <= 0 || !usable(g)) continue;
+            if (g.m == m && g.n == n && g.k == k) return g.flops_per_s;
+            const double d = std::fabs(std::log(2.0 * static_cast<double>(g.m) * g.n * g.k) - want);
+            if (d < distance) distance = d, best = &g;
+        }
+        if (best == nullptr) return std::nullopt;
+        return best->flops_per_s;
+    };
+    if (auto r = nearest([&](const GemmRate& g) { return g.pass == pass && g.output == output; })) return r;
+    if (auto r = nearest([&](const GemmRate& g) { return g.pass == pass; })) return r;
+    return nearest([](const GemmRate& g) { return g.pass == GemmPass::forward; });
 }
 
 std::optional<AttentionRate> ProbedRates::attention_at(std::int64_t batch, std::int64_t seq, std::int64_t heads,

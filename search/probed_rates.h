@@ -37,11 +37,25 @@ inline kernels::DType kernel_dtype(ProbeDtype d) {
     return kernels::DType::f32;
 }
 
+// What a call does with C beyond its pass's layout, as the trainer calls it
+// (harness/model.cpp, kernels/lm_head_loss.cpp). In 16 bits both change the
+// time on the CPU: an accumulating C is widened before the GEMM, an fp32 one
+// is not narrowed after it (a demo fp16 step's accumulating calls ran 17-63%
+// above a beta-0 probe of their shape, its LM head's forward 33% below).
+struct GemmOutput {
+    // beta = 1 on a forward or dX call: the residual adds of o and down, and the
+    // input gradients k, v and up sum into the one before. (dW always accumulates.)
+    bool accumulate = false;
+    bool fp32 = false;  // C in fp32 under 16-bit operands: the LM head's logits
+    bool operator==(const GemmOutput&) const = default;
+};
+
 struct GemmRate {
     std::int64_t m = 0, n = 0, k = 0;  // C (m, n) = A (m, k) B (k, n)
     ProbeDtype dtype = ProbeDtype::f32;
     double flops_per_s = 0;
     GemmPass pass = GemmPass::forward;
+    GemmOutput output;
 };
 
 struct AttentionRate {
@@ -151,11 +165,12 @@ struct ProbedRates {
     // from before collectives were probed per dtype) the fp32 ones; nullopt when none.
     std::optional<double> collective_seconds(Collective op, std::uint32_t ranks, double bytes,
                                              ProbeDtype dtype = ProbeDtype::f32) const;
-    // The probed rate of this shape and pass, else that of the probed shape of the
-    // same dtype and pass nearest in FLOPs (log scale), else the same over forward
-    // GEMMs; nullopt when no GEMM of the dtype was probed.
-    std::optional<double> gemm_flops_per_s(std::int64_t m, std::int64_t n, std::int64_t k,
-                                           ProbeDtype dtype, GemmPass pass = GemmPass::forward) const;
+    // The probed rate of this shape, pass and output, else that of the probed shape
+    // of the same dtype, pass and output nearest in FLOPs (log scale), else the
+    // same whatever the output (a cache from before outputs were probed), else the
+    // same over forward GEMMs; nullopt when no GEMM of the dtype was probed.
+    std::optional<double> gemm_flops_per_s(std::int64_t m, std::int64_t n, std::int64_t k, ProbeDtype dtype,
+                                           GemmPass pass = GemmPass::forward, GemmOutput output = {}) const;
     // Seconds of one attention forward and backward at this shape, scaled by
     // batch from the nearest probed one of the same kind; nullopt when none.
     std::optional<AttentionRate> attention_at(std::int64_t batch, std::int64_t seq, std::int64_t heads,

@@ -102,9 +102,10 @@ TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per
     const std::vector<TrialConfig> configs{tiny_config(2, 64, Precision::fp32), tiny_config(1, 128, Precision::fp32),
                                            tiny_config(2, 64, Precision::bf16_mixed)};
     const ProbedRates plan = probe::plan_probes(m, configs);
-    // Rows 128 (fp32, from 2x64 and 1x128 alike) and 128 (16-bit): 5 shapes each, each
-    // forward, dX and dW at its own layout.
-    CHECK(plan.gemm.size() == 30);
+    // Rows 128 (fp32, from 2x64 and 1x128 alike) and 128 (16-bit): the trainer's 17
+    // distinct calls each (forward q, k/v, o, gate/up, down; dX q/o, k/v, gate, up,
+    // down; dW of q/o, k/v, gate/up, down; the LM head's three).
+    CHECK(plan.gemm.size() == 34);
     CHECK(plan.attention.size() == 3);
     CHECK(plan.elementwise.size() == 2);  // per tokens per micro-batch and dtype
     REQUIRE(plan.optimizers.size() == 2);  // adamw in fp32 and in bf16-mixed
@@ -120,6 +121,80 @@ TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per
     CHECK(has(128, h, f, GemmPass::forward));
     CHECK(has(128, f, h, GemmPass::input_grad));
     CHECK(has(h, f, 128, GemmPass::weight_grad));
+}
+
+TEST_CASE("the GEMM probes call C as the trainer does: accumulated, or fp32 logits", "[probe]") {
+    const ModelSpec m = *find_model("tiny");
+    const ProbedRates plan = probe::plan_probes(m, {tiny_config(2, 64, Precision::fp32),
+                                                    tiny_config(2, 64, Precision::bf16_mixed)});
+    const auto h = static_cast<std::int64_t>(m.hidden), kv = static_cast<std::int64_t>(m.kv_dim());
+    const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
+    const auto has = [&](std::int64_t mm, std::int64_t n, std::int64_t k, GemmPass pass, GemmOutput out,
+                         ProbeDtype dtype = ProbeDtype::f32) {
+        return std::any_of(plan.gemm.begin(), plan.gemm.end(), [&](const GemmRate& g) {
+            return g.m == mm && g.n == n && g.k == k && g.pass == pass && g.output == out && g.dtype == dtype;
+        });
+    };
+    const GemmOutput added{.accumulate = true}, logits{.fp32 = true};
+    // q (beta 0) and o (into the residual) share a shape but not a call; so do gate and up's dX.
+    CHECK(has(128, h, h, GemmPass::forward, {}));
+    CHECK(has(128, h, h, GemmPass::forward, added));
+    CHECK(has(128, h, f, GemmPass::forward, added));  // down, into the residual
+    CHECK(has(128, h, kv, GemmPass::input_grad, added));  // k and v sum into q's dX
+    CHECK(has(128, h, f, GemmPass::input_grad, {}));      // gate's
+    CHECK(has(128, h, f, GemmPass::input_grad, added));   // up's, into gate's
+    CHECK_FALSE(has(128, h, kv, GemmPass::input_grad, {}));
+    // The LM head's logits are fp32 under 16-bit operands; in fp32 the flag would not change the call.
+    CHECK(has(128, v, h, GemmPass::forward, logits, ProbeDtype::bf16));
+    CHECK_FALSE(has(128, v, h, GemmPass::forward, {}, ProbeDtype::bf16));
+    CHECK(has(128, v, h, GemmPass::forward, {}));
+    // Each output's name carries it, and reads back.
+    kernels::CpuBackend backend({1, 0});
+    probe::ProbeSettings settings;
+    settings.min_seconds = 0.001;
+    const ProbedRates rates = probe::run_probes(backend, plan, settings);
+    const ProbedRates back = probe::rates_of(probe::records_of(rates));
+    REQUIRE(back.gemm.size() == rates.gemm.size());
+    for (std::size_t i = 0; i < rates.gemm.size(); ++i) {
+        CHECK(rates.gemm[i].flops_per_s > 0);
+        CHECK(back.gemm[i].output == rates.gemm[i].output);
+        CHECK(back.gemm[i].pass == rates.gemm[i].pass);
+    }
+    ProbedRates two;
+    two.gemm = {{128, 64, 32, ProbeDtype::bf16, 1e9, GemmPass::input_grad, added},
+                {128, 256, 64, ProbeDtype::bf16, 1e9, GemmPass::forward, logits}};
+    const std::vector<probe::ProbeRecord> named = probe::records_of(two);
+    CHECK(named[0].name == "gemm bf16 m=128 n=64 k=32 dx acc");
+    CHECK(named[1].name == "gemm bf16 m=128 n=256 k=64 f32out");
+}
+
+TEST_CASE("a GEMM's rate is its output's, else its pass's (a cache from before outputs)", "[probe][estimate]") {
+    ProbedRates p;
+    p.gemm = {{128, 64, 64, ProbeDtype::bf16, 2e9, GemmPass::forward, {}},
+              {128, 64, 64, ProbeDtype::bf16, 1e9, GemmPass::forward, {.accumulate = true}},
+              {128, 64, 32, ProbeDtype::bf16, 3e9, GemmPass::input_grad, {}}};
+    CHECK(p.gemm_flops_per_s(128, 64, 64, ProbeDtype::bf16) == 2e9);
+    CHECK(p.gemm_flops_per_s(128, 64, 64, ProbeDtype::bf16, GemmPass::forward, {.accumulate = true}) == 1e9);
+    // No accumulating dX probed: the pass's rate at its shape.
+    CHECK(p.gemm_flops_per_s(128, 64, 32, ProbeDtype::bf16, GemmPass::input_grad, {.accumulate = true}) == 3e9);
+
+    // The time model prices o's and down's forward, and k's, v's and up's dX, at the accumulating rate.
+    const Hardware cpu = *find_device("cpu");
+    const TrialConfig c = tiny_config(2, 64, Precision::bf16_mixed);
+    ProbedRates rates = probe::plan_probes(c.model, {c});
+    const auto compute = [&](double accumulating_flops) {
+        for (GemmRate& g : rates.gemm)
+            g.flops_per_s = g.output.accumulate && g.pass != GemmPass::weight_grad ? accumulating_flops : 1e9;
+        for (AttentionRate& a : rates.attention) a.forward_s = a.backward_s = 1e-3;
+        EstimateOptions o;
+        o.probed = std::make_shared<const ProbedRates>(rates);
+        return step_time(c.model, c, cpu, o).compute_s;
+    };
+    const double t = 128, h = static_cast<double>(c.model.hidden), kv = static_cast<double>(c.model.kv_dim());
+    const double f = static_cast<double>(c.model.ffn), layers = static_cast<double>(c.model.layers);
+    // Per layer: o (t h h) and down (t h f) forward, k and v (t h kv) and up (t h f) dX.
+    const double accumulating = layers * 2 * t * (h * h + h * f + 2 * h * kv + h * f);
+    CHECK(compute(5e8) - compute(1e9) == Approx(accumulating / 1e9));
 }
 
 TEST_CASE("probes measure on a backend and their records round-trip by name", "[probe]") {
