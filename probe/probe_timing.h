@@ -56,7 +56,8 @@ std::function<void()> gemm_primer(kernels::Backend& backend);
 // within 2% (fp32, bf16).
 std::function<void()> cache_displacer(kernels::Backend& backend);
 
-// The probes time their ops on zero-filled backend scratch (kernels/scratch.h).
+// The probes time their ops on zero-filled backend scratch (kernels/scratch.h);
+// the GEMMs and optimizers fill theirs with noise first.
 using kernels::Scratch;
 
 }  // namespace tune::probe
