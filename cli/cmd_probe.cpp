@@ -54,7 +54,7 @@ std::string value_text(const probe::ProbeRecord& r) {
     if (r.unit == "B/s") return fmt::format("{:.2f} GB/s", r.value / 1e9);
     // An optimizer's pass: also per element updated, the rate the time model uses.
     if (const auto o = probe::parse_optimizer_record(r.name); o && o->elements() > 0)
-        return fmt::format("{:.3f} ms ({:.1f} ns/element)", r.value * 1e3, r.value * 1e9 / o->elements());
+        return fmt::format("{:.3f} ms ({:.3g} ns/element)", r.value * 1e3, r.value * 1e9 / o->elements());  // a GPU's is near 0.01
     return fmt::format("{:.3f} ms", r.value * 1e3);
 }
 

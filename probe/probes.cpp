@@ -123,6 +123,11 @@ void probe_attention(kernels::Backend& backend, AttentionRate& a, const ProbeSet
     if (spent) *spent = spent_f + spent_b;
 }
 
+void upload_spread_tokens(kernels::Backend& backend, const Scratch& tokens, std::uint64_t count, std::uint64_t vocab) {
+    const std::vector<std::int32_t> ids = spread_tokens(count, vocab);
+    backend.copy_to_device(tokens.ptr, ids.data(), ids.size() * sizeof(std::int32_t));
+}
+
 // One micro-batch's element-wise ops at the model's shapes (see ElementwiseRate),
 // in the order the trainer runs them; the tokens are one sequence of `tokens`.
 void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const ProbeSettings& s, double* spent) {
@@ -136,6 +141,7 @@ void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const Prob
     Scratch logits(backend, t * v * 4), dlogits(backend, t * v * b), losses(backend, t * 4);
     Scratch tokens(backend, (t + 1) * 4), table(backend, v * h * b), dtable(backend, v * h * b);
     Scratch ws(backend, backend.embedding_backward_workspace_bytes(e.tokens, h, v, dt));
+    upload_spread_tokens(backend, tokens, t + 1, v);
     const float theta = 10000.0f, eps = 1e-5f;
     const auto norm = [&] {
         backend.rmsnorm_forward(n.ptr, static_cast<float*>(rstd.ptr), x.ptr, w.ptr, e.tokens, h, eps, dt);
@@ -230,9 +236,10 @@ void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& co
 
 // Each optimizer in each precision the sweep runs, over the tensors its step updates
 // (8-bit Adam per block size; full fine-tuning and each adapter shape apart).
-void plan_optimizers(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
+void plan_optimizers(const ModelSpec& model, const std::vector<TrialConfig>& configs, std::int64_t elements,
+                     ProbedRates& plan) {
     for (const TrialConfig& c : configs) {
-        OptimizerRate r{c.optimizer, c.precision, 256, optimizer_probe_tensors(model, c), 0};
+        OptimizerRate r{c.optimizer, c.precision, 256, optimizer_probe_tensors(model, c, elements), 0};
         if (c.optimizer == Optimizer::adam8bit) r.block = c.adam8bit_block;
         const bool seen = std::any_of(plan.optimizers.begin(), plan.optimizers.end(), [&](const OptimizerRate& o) {
             return o.optimizer == r.optimizer && o.precision == r.precision && o.block == r.block &&
@@ -312,7 +319,14 @@ void plan_gemms(const ModelSpec& model, std::int64_t t, ProbeDtype dtype, Probed
 
 }  // namespace
 
-ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs) {
+std::vector<std::int32_t> spread_tokens(std::uint64_t count, std::uint64_t vocab) {
+    std::vector<std::int32_t> ids(count);
+    for (std::uint64_t i = 0; i < count; ++i) ids[i] = static_cast<std::int32_t>(i * 2654435761ull % vocab);
+    return ids;
+}
+
+ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs,
+                        std::int64_t optimizer_elements) {
     std::set<std::tuple<std::int64_t, ProbeDtype>> tokens;  // (rows, dtype)
     // (batch, seq, dtype, flash): each attention implementation the sweep runs is probed.
     std::set<std::tuple<std::int64_t, std::int64_t, ProbeDtype, bool>> attention;
@@ -333,7 +347,7 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
                                     static_cast<std::int64_t>(model.kv_heads), static_cast<std::int64_t>(model.head_dim()),
                                     0, 0, 0});
     plan.speed_reference_s = 1;  // asked for
-    plan_optimizers(model, configs, plan);
+    plan_optimizers(model, configs, optimizer_elements, plan);
     plan_collectives(model, configs, plan);
     return plan;
 }

@@ -47,7 +47,9 @@ SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store
                              const ProbeSettings& settings, const CollectiveProber& collectives) {
     key.device = spec.hardware.backend == BackendKind::cuda ? spec.hardware.device
                                                            : fmt::format("{} threads={}", spec.hardware.device, threads);
-    ProbedRates plan = plan_probes(spec.model, runnable_configs(spec));
+    const bool device = spec.hardware.backend == BackendKind::cuda;
+    ProbedRates plan = plan_probes(spec.model, runnable_configs(spec),
+                                   device ? kDeviceOptimizerProbeElements : kOptimizerProbeElements);
     if (!collectives) plan.collectives.clear();
     SweepProbes out;
     if (store != nullptr && !refresh)

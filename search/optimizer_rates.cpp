@@ -29,13 +29,13 @@ std::vector<TensorShape> adapter_tensors(const ModelSpec& m, const TrialConfig& 
 
 }  // namespace
 
-std::vector<TensorShape> optimizer_probe_tensors(const ModelSpec& m, const TrialConfig& c) {
+std::vector<TensorShape> optimizer_probe_tensors(const ModelSpec& m, const TrialConfig& c, std::int64_t max_elements) {
     std::vector<TensorShape> out;
     std::int64_t total = 0;
     for (TensorShape t : c.adapters() ? adapter_tensors(m, c) : full_tensors(m)) {
         if (t.numel() <= 0) continue;
-        if (total + t.numel() > kOptimizerProbeElements) {  // the rows that fit; at least one of a first tensor
-            t.rows = std::min(t.rows, (kOptimizerProbeElements - total) / t.cols);
+        if (total + t.numel() > max_elements) {  // the rows that fit; at least one of a first tensor
+            t.rows = std::min(t.rows, (max_elements - total) / t.cols);
             if (t.rows < 1 && out.empty()) t.rows = 1;
             if (t.rows >= 1) out.push_back(t);
             break;
@@ -53,14 +53,14 @@ std::int64_t OptimizerRate::elements() const {
 }
 
 std::optional<double> ProbedRates::optimizer_seconds_per_element(const ModelSpec& m, const TrialConfig& c) const {
-    const std::vector<TensorShape> own = optimizer_probe_tensors(m, c);
     const OptimizerRate* best = nullptr;
     for (const OptimizerRate& r : optimizers) {
         const bool block = c.optimizer != Optimizer::adam8bit || r.block == static_cast<std::int64_t>(c.adam8bit_block);
         const bool same = r.optimizer == c.optimizer && r.precision == c.precision && block && r.seconds > 0 &&
                           r.elements() > 0;
         if (!same) continue;
-        if (r.tensors == own) return r.seconds / static_cast<double>(r.elements());
+        // Cut at its own size, c's tensors are the probe's exactly when it probed them.
+        if (r.tensors == optimizer_probe_tensors(m, c, r.elements())) return r.seconds / static_cast<double>(r.elements());
         if (best == nullptr) best = &r;
     }
     if (best == nullptr) return std::nullopt;

@@ -116,10 +116,19 @@ struct TensorShape {
 // them (harness/optimizer_state.cpp: one call per tensor, in the buffer's order):
 // one layer's tensors then the outer buffer's (embedding, final norm, LM head),
 // or, with adapters, one layer's A (r, in) and B (out, r) per targeted linear;
-// cut at kOptimizerProbeElements (the last one's rows trimmed) so that a probe
-// stays short on a large model while its calls keep the trainer's sizes.
+// cut at max_elements (the last one's rows trimmed) so that a probe stays short
+// on a large model while its calls keep the trainer's sizes.
+//
+// A CPU's update runs at its memory bandwidth from a few calls on: 2^18
+// elements. A GPU's calls of that size are launch-bound: on an H100 AdamW
+// (bf16-mixed) took 33 us for 2^18 elements, 0.13 ns per element where its
+// bandwidth allows about 0.01, and a 333M-parameter model's update was priced
+// at 42 ms; so device backends take 2^26 elements (about 1 GiB of AdamW's
+// mixed-precision buffers), where the calls' launches are a few percent.
 inline constexpr std::int64_t kOptimizerProbeElements = 1 << 18;
-std::vector<TensorShape> optimizer_probe_tensors(const ModelSpec& m, const TrialConfig& c);
+inline constexpr std::int64_t kDeviceOptimizerProbeElements = 1 << 26;
+std::vector<TensorShape> optimizer_probe_tensors(const ModelSpec& m, const TrialConfig& c,
+                                                 std::int64_t max_elements = kOptimizerProbeElements);
 
 // One optimizer step's update over `tensors` in one precision's dtypes (weights,
 // gradients, master weights, states: harness/model_state.cpp precision_plan),
@@ -147,8 +156,8 @@ struct ProbedRates {
         return gemm.empty() && attention.empty() && collectives.empty() && elementwise.empty() && optimizers.empty();
     }
     // Seconds per updated element of `c`'s optimizer in its precision: the probe over
-    // c's own tensors (optimizer_probe_tensors), else over any of the same optimizer,
-    // precision and block; nullopt when none was probed.
+    // c's own tensors (optimizer_probe_tensors, at whatever size the probe was cut),
+    // else over any of the same optimizer, precision and block; nullopt when none was probed.
     std::optional<double> optimizer_seconds_per_element(const ModelSpec& m, const TrialConfig& c) const;
     // The element-wise times at this many tokens per micro-batch, scaled linearly in
     // tokens from the nearest probed count of the same dtype; nullopt when none.
