@@ -116,7 +116,7 @@ void print_calibration(const SweepReport& r) {
     };
     fmt::print("Calibration from {} ok trial(s): measured speed {:.2f}x the estimate's; a step slows as the speed "
                "reference's time to the power {}; speed over the estimate grows as a micro-batch's tokens to the power {}.\n",
-               r.calibrated_trials, r.efficiency_factor, fitted(r.pace_exponent, 1.0), fitted(r.size_exponent, 0.0));
+               r.calibrated_trials, r.efficiency_factor, fitted(r.pace_exponent, r.pace_prior), fitted(r.size_exponent, 0.0));
 }
 
 int print_plan(const SweepSpec& spec, const SweepEnvironment& env, std::uint32_t nodes) {

@@ -19,4 +19,6 @@ double pace_factor(const TrialResult& r) {
     return pace_factor(machine_slowdown(r), r.estimate ? r.estimate->pace_exponent : 1.0);
 }
 
+double prior_pace_exponent(BackendKind backend) { return backend == BackendKind::cuda ? 0.0 : 1.0; }
+
 }  // namespace tune

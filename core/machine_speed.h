@@ -11,7 +11,7 @@
 // slows it more than a step's latency-bound ops, allocations and collectives.
 // On the 2-core CI VM, steps slowed as the reference's time to the power
 // 0.45 to 0.65 over five demo sweeps. The exponent is the estimate's
-// (Estimate::pace_exponent): 1 until calibration learns it.
+// (Estimate::pace_exponent): prior_pace_exponent until calibration learns it.
 #pragma once
 
 #include "core/config.h"
@@ -22,6 +22,15 @@ namespace tune {
 // before the reference existed).
 double machine_slowdown(double trial_reference_s, double estimate_reference_s);
 double machine_slowdown(const TrialResult& r);  // against r.estimate's reference
+
+// The exponent before calibration has seen trials at different paces. A CPU
+// step shares its cores' pace with the reference: 1. A GPU step does not: the
+// reference (eight 128^3 GEMMs, 0.1 ms) times the host's launches, not the
+// device's throughput. On an H100 it read 0.86-0.93 of the probes' at a
+// Llama-7B sweep's trials, whose steps ran at the probes' pace (their estimates
+// 5.6-7.6% long, all alike), and the prior 1 moved the calibrated estimates
+// 7-14% further off; a 24-trial sweep of a 333M model fitted 0.01.
+double prior_pace_exponent(BackendKind backend);
 
 // How much longer than its estimate the trial's step should take from the
 // machine's pace alone: slowdown^exponent.

@@ -53,7 +53,7 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
                             static_cast<std::size_t>(c.checkpointing), std::min<std::size_t>(c.zero_stage, 3)},
                            std::log(ratio), std::log(slowdown),
                            std::log(static_cast<double>(c.micro_batch) * static_cast<double>(c.context))});
-        fit_ = fit(ratios_, fit_);
+        fit_ = fit(ratios_, fit_, base_.pace_exponent);
     }
     if (const std::uint64_t overhead = machine_overhead(r); overhead > 0)
         overhead_ = std::max(overhead_.value_or(0), overhead);
@@ -64,7 +64,7 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
 // values after the overall factor and the other dimensions' effects, taken at
 // the machine speed and micro-batch size the current exponents say. Then the
 // exponents from what the effects leave, and the effects again at them.
-Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios, const Fit& start) {
+Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios, const Fit& start, double pace_prior) {
     Fit f;
     // The last fit's exponents: one more trial moves them little.
     f.pace_exponent = start.pace_exponent;
@@ -74,7 +74,7 @@ Calibration::Fit Calibration::fit(const std::vector<Ratio>& ratios, const Fit& s
     // Each round moves the exponents a fraction of the way (the effects absorb some of
     // the pace where it varied with a dimension); from scratch a dozen rounds settle them.
     for (int round = 0; round < 16; ++round) {
-        const Exponents e = fit_exponents(ratios, f);
+        const Exponents e = fit_exponents(ratios, f, pace_prior);
         const bool settled = std::abs(e.pace - f.pace_exponent) < 1e-6 && std::abs(e.size - f.size_exponent) < 1e-6;
         f.pace_exponent = e.pace;
         f.size_exponent = e.size;
@@ -110,8 +110,8 @@ void Calibration::fit_effects(const std::vector<Ratio>& ratios, Fit& f) {
 // and the log tokens together: a step that slows as the reference does
 // leaves -1 x log slowdown. A regressor that did not vary by kMinSlopeSpread
 // (standard deviation of its log) over kMinSlopeTrials trials or more keeps
-// its prior (pace 1, size 0), and its part is taken out first.
-Calibration::Exponents Calibration::fit_exponents(const std::vector<Ratio>& ratios, const Fit& f) {
+// its prior (pace: the backend's, size 0), and its part is taken out first.
+Calibration::Exponents Calibration::fit_exponents(const std::vector<Ratio>& ratios, const Fit& f, double pace_prior) {
     const double n = static_cast<double>(ratios.size());
     const double mz = f.log_size_reference;  // the mean log tokens
     double mx = 0;
@@ -130,7 +130,7 @@ Calibration::Exponents Calibration::fit_exponents(const std::vector<Ratio>& rati
     for (const Ratio& r : ratios) {
         double y = r.log_ratio - f.overall;
         for (std::size_t d = 0; d < kDims; ++d) y -= f.effect[d][r.level[d]];
-        if (!pace) y += r.log_slowdown;  // the prior's part
+        if (!pace) y += pace_prior * r.log_slowdown;  // the prior's part
         ys.push_back(y);
         my += y / n;
     }
@@ -139,7 +139,7 @@ Calibration::Exponents Calibration::fit_exponents(const std::vector<Ratio>& rati
         xy += (ratios[i].log_slowdown - mx) * (ys[i] - my);
         zy += (ratios[i].log_tokens - mz) * (ys[i] - my);
     }
-    Exponents e{1.0, 0.0};
+    Exponents e{pace_prior, 0.0};
     if (pace && size && xx * zz - xz * xz > 1e-12 * xx * zz) {
         // Normal equations of y = a x + b z: a = -pace, b = size.
         const double det = xx * zz - xz * xz;

@@ -20,7 +20,9 @@ namespace tune {
 class Calibration {
 public:
     explicit Calibration(EstimateOptions base, double prune_tolerance = 0.02)
-        : base_(base), base_tolerance_(prune_tolerance) {}
+        : base_(base), base_tolerance_(prune_tolerance) {
+        fit_.pace_exponent = base.pace_exponent;
+    }
 
     // Learns from one finished trial: `result.estimate` is the estimate it was
     // pruned and ordered with; `uncalibrated` the same configuration estimated
@@ -59,8 +61,9 @@ public:
     double zero_factor(std::uint32_t stage) const { return factor(kZeroDim, stage); }
     // The step's time as a power of the speed reference's (Estimate::pace_exponent):
     // fitted once kMinSlopeTrials trials ran at paces at least kMinSlopeSpread apart
-    // (standard deviation of the log slowdown), 1 until then.
+    // (standard deviation of the log slowdown), the base options' (the prior) until then.
     double pace_exponent() const { return fit_.pace_exponent; }
+    double pace_prior() const { return base_.pace_exponent; }
     // How speed, measured over estimated, grows as a power of a micro-batch's
     // tokens (EstimateOptions::size_exponent): fitted once kMinSlopeTrials
     // trials ran micro-batches of sizes that far apart, 0 until then. On the
@@ -97,9 +100,9 @@ private:
     struct Exponents {
         double pace, size;
     };
-    static Fit fit(const std::vector<Ratio>& ratios, const Fit& start);
+    static Fit fit(const std::vector<Ratio>& ratios, const Fit& start, double pace_prior);
     static void fit_effects(const std::vector<Ratio>& ratios, Fit& f);
-    static Exponents fit_exponents(const std::vector<Ratio>& ratios, const Fit& f);
+    static Exponents fit_exponents(const std::vector<Ratio>& ratios, const Fit& f, double pace_prior);
     double factor(Dim d, std::size_t level) const {
         return level < kLevels[d] ? std::exp(fit_.effect[d][level]) : 1.0;
     }

@@ -8,6 +8,7 @@
 
 #include "driver/slots.h"
 #include "search/estimate.h"
+#include "core/machine_speed.h"
 #include "core/pareto.h"
 #include "core/units.h"
 
@@ -26,6 +27,7 @@ EstimateOptions base_estimate_options(const SweepSpec& spec) {
     o.memory_limit = spec.memory_limit();
     o.margin = spec.margin;
     o.probed = spec.probed;
+    o.pace_exponent = prior_pace_exponent(spec.hardware.backend);
     return o;
 }
 

@@ -53,7 +53,8 @@ struct SweepReport {
     // What calibration learned from this invocation's ok trials (driver/calibration.h).
     std::size_t calibrated_trials = 0;
     double efficiency_factor = 1.0;    // measured / predicted speed (Calibration::efficiency_factor)
-    double pace_exponent = 1.0;        // Calibration::pace_exponent, 1 the prior
+    double pace_exponent = 1.0;        // Calibration::pace_exponent
+    double pace_prior = 1.0;           // the backend's (prior_pace_exponent), what it starts from
     double size_exponent = 0.0;        // Calibration::size_exponent, 0 the prior
     std::vector<double> memory_errors; // per measured trial: (measured - estimated) / estimated peak
 };

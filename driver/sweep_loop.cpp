@@ -54,6 +54,7 @@ public:
         report_.calibrated_trials = calibration_.observations();
         report_.efficiency_factor = calibration_.efficiency_factor();
         report_.pace_exponent = calibration_.pace_exponent();
+        report_.pace_prior = calibration_.pace_prior();
         report_.size_exponent = calibration_.size_exponent();
         report_.memory_errors = calibration_.memory_errors();
     }

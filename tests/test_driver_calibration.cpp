@@ -11,6 +11,7 @@
 #include "driver/calibration.h"
 #include "search/estimate.h"
 #include "search/estimate_time.h"
+#include "core/machine_speed.h"
 #include "core/presets.h"
 #include "core/step_statistics.h"
 
@@ -125,9 +126,12 @@ namespace {
 // micro-batches of 2 x `contexts` tokens (256 when none) whose speed over the
 // estimate grew as (tokens / 512)^size_exponent.
 Calibration paced_by(const std::vector<double>& slowdowns, double exponent,
-                     const std::vector<std::uint64_t>& contexts = {}, double size_exponent = 0) {
+                     const std::vector<std::uint64_t>& contexts = {}, double size_exponent = 0,
+                     BackendKind backend = BackendKind::cpu) {
     const Hardware cpu = *find_device("cpu");
-    Calibration cal(EstimateOptions{});
+    EstimateOptions base;
+    base.pace_exponent = prior_pace_exponent(backend);
+    Calibration cal(base);
     for (std::size_t i = 0; i < slowdowns.size(); ++i) {
         TrialConfig c = config(i % 2 ? Precision::fp32 : Precision::bf16_mixed);
         if (!contexts.empty()) c.context = contexts[i];
@@ -163,6 +167,25 @@ TEST_CASE("calibration learns how a step follows the machine's pace, once the pa
     CHECK(paced_by(std::vector<double>(10, 1.0), 0.6).pace_exponent() == 1.0);
     // A step that slows as the reference does is learned as such.
     CHECK(paced_by(varied, 1.0).pace_exponent() == Approx(1.0).margin(1e-3));
+}
+
+TEST_CASE("on a GPU the step is not held to the speed reference's pace until trials show it",
+          "[driver][calibration][machine-speed]") {
+    // An H100's Llama-7B trials: the reference (a launch-bound 0.1 ms GEMM burst) read
+    // 0.86-0.93 of the probes' while the steps kept the probes' pace.
+    CHECK(prior_pace_exponent(BackendKind::cuda) == 0.0);
+    CHECK(prior_pace_exponent(BackendKind::cpu) == 1.0);
+    const std::vector<double> faster_reference{0.86, 0.9, 0.93};
+    const Calibration gpu = paced_by(faster_reference, 0.0, {}, 0, BackendKind::cuda);
+    CHECK(gpu.pace_exponent() == 0.0);
+    CHECK(gpu.pace_prior() == 0.0);
+    CHECK(gpu.efficiency_factor() == Approx(1.0).epsilon(1e-9));  // nothing to correct
+    // The CPU's prior would read the same trials as 10% slower than their pace allowed.
+    const Calibration cpu = paced_by(faster_reference, 0.0);
+    CHECK(cpu.efficiency_factor() == Approx(0.9).epsilon(1e-3));
+    // Trials at paces far enough apart still teach the exponent a GPU step follows.
+    const std::vector<double> varied{0.6, 0.8, 1.0, 1.25, 1.6, 2.0, 0.7, 1.4, 0.9, 1.1};
+    CHECK(paced_by(varied, 0.6, {}, 0, BackendKind::cuda).pace_exponent() == Approx(0.6).margin(1e-3));
 }
 
 TEST_CASE("one disturbed trial does not move the calibration (medians, not means)", "[driver][calibration]") {
