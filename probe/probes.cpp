@@ -15,6 +15,7 @@
 
 #include "core/step_statistics.h"
 #include "kernels/speed_reference.h"
+#include "probe/elementwise_probe.h"
 #include "probe/optimizer_probe.h"
 #include "probe/probe_timing.h"
 #include "search/estimate_time.h"
@@ -121,69 +122,6 @@ void probe_attention(kernels::Backend& backend, AttentionRate& a, const ProbeSet
     a.backward_s = seconds_per_call(backend, [&] { backend.attention_backward(bw, {ws.ptr, ws_bytes}); },
                                     s, &spent_b);
     if (spent) *spent = spent_f + spent_b;
-}
-
-void upload_spread_tokens(kernels::Backend& backend, const Scratch& tokens, std::uint64_t count, std::uint64_t vocab) {
-    const std::vector<std::int32_t> ids = spread_tokens(count, vocab);
-    backend.copy_to_device(tokens.ptr, ids.data(), ids.size() * sizeof(std::int32_t));
-}
-
-// One micro-batch's element-wise ops at the model's shapes (see ElementwiseRate),
-// in the order the trainer runs them; the tokens are one sequence of `tokens`.
-void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const ProbeSettings& s, double* spent) {
-    const kernels::DType dt = kernel_dtype(e.dtype);
-    const std::uint64_t b = probe_dtype_bytes(e.dtype), t = static_cast<std::uint64_t>(e.tokens);
-    const auto h = e.hidden, kv = e.kv_dim, f = e.ffn, v = e.vocab;
-    Scratch x(backend, t * h * b), n(backend, t * h * b), dx(backend, t * h * b), dn(backend, t * h * b);
-    Scratch w(backend, h * b), dw(backend, h * b), rstd(backend, t * 4);
-    Scratch q(backend, t * h * b), k(backend, t * kv * b);
-    Scratch g(backend, t * f * b), u(backend, t * f * b), m(backend, t * f * b), dg(backend, t * f * b);
-    Scratch logits(backend, t * v * 4), dlogits(backend, t * v * b), losses(backend, t * 4);
-    Scratch tokens(backend, (t + 1) * 4), table(backend, v * h * b), dtable(backend, v * h * b);
-    Scratch ws(backend, backend.embedding_backward_workspace_bytes(e.tokens, h, v, dt));
-    upload_spread_tokens(backend, tokens, t + 1, v);
-    const float theta = 10000.0f, eps = 1e-5f;
-    const auto norm = [&] {
-        backend.rmsnorm_forward(n.ptr, static_cast<float*>(rstd.ptr), x.ptr, w.ptr, e.tokens, h, eps, dt);
-    };
-    const auto norm_backward = [&] {
-        backend.rmsnorm_backward(dx.ptr, dw.ptr, dn.ptr, x.ptr, w.ptr, static_cast<const float*>(rstd.ptr), e.tokens, h,
-                                 true, dt);
-    };
-    const auto rope = [&](void* y, std::int64_t stride, std::int64_t heads, bool backward) {
-        if (backward) backend.rope_backward(y, stride, y, stride, 1, e.tokens, heads, e.head_dim, theta, dt);
-        else backend.rope_forward(y, stride, y, stride, 1, e.tokens, heads, e.head_dim, theta, dt);
-    };
-    double spent_forward = 0, spent_backward = 0, spent_outer = 0;
-    e.layer_forward_s = seconds_per_call(backend, [&] {
-        norm();
-        rope(q.ptr, h, e.heads, false);
-        rope(k.ptr, kv, e.kv_heads, false);
-        backend.copy(dn.ptr, x.ptr, t * h * b);  // the residual copies
-        norm();
-        backend.swiglu_forward(m.ptr, g.ptr, u.ptr, e.tokens, f, f, dt);
-        backend.copy(dn.ptr, x.ptr, t * h * b);
-    }, s, &spent_forward);
-    e.layer_backward_s = seconds_per_call(backend, [&] {
-        backend.swiglu_backward(dg.ptr, u.ptr, m.ptr, g.ptr, u.ptr, e.tokens, f, f, dt);
-        norm_backward();
-        rope(q.ptr, h, e.heads, true);
-        rope(k.ptr, kv, e.kv_heads, true);
-        norm_backward();
-    }, s, &spent_backward);
-    kernels::CrossEntropyArgs ce;
-    ce.rows = e.tokens, ce.vocab = v;
-    ce.logits = static_cast<const float*>(logits.ptr), ce.targets = static_cast<const std::int32_t*>(tokens.ptr);
-    ce.losses = static_cast<float*>(losses.ptr), ce.dlogits = dlogits.ptr, ce.dlogits_dtype = dt;
-    e.outer_s = seconds_per_call(backend, [&] {
-        backend.embedding_forward(x.ptr, static_cast<const std::int32_t*>(tokens.ptr), table.ptr, e.tokens, h, v, dt);
-        norm();
-        backend.cross_entropy(ce);
-        norm_backward();
-        backend.embedding_backward(dtable.ptr, static_cast<const std::int32_t*>(tokens.ptr), dx.ptr, e.tokens, h, v, dt,
-                                   {ws.ptr, backend.embedding_backward_workspace_bytes(e.tokens, h, v, dt)});
-    }, s, &spent_outer);
-    if (spent) *spent = spent_forward + spent_backward + spent_outer;
 }
 
 // The machine speed a probe set stands for: the median of a few readings of
@@ -318,12 +256,6 @@ void plan_gemms(const ModelSpec& model, std::int64_t t, ProbeDtype dtype, Probed
 }
 
 }  // namespace
-
-std::vector<std::int32_t> spread_tokens(std::uint64_t count, std::uint64_t vocab) {
-    std::vector<std::int32_t> ids(count);
-    for (std::uint64_t i = 0; i < count; ++i) ids[i] = static_cast<std::int32_t>(i * 2654435761ull % vocab);
-    return ids;
-}
 
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs,
                         std::int64_t optimizer_elements) {

@@ -26,14 +26,6 @@ struct ProbeRecord {
     double seconds = 0;  // how long the probe ran
 };
 
-// Token ids for the element-wise probe, as the trainer's synthetic ones nearly
-// are: spread over the vocabulary, distinct while count <= vocab (2654435761
-// is prime). On the zeros of a fresh scratch every row was token 0, and the
-// CUDA embedding backward sums one token's rows in one block, one after
-// another: on an H100 that took the outer ops' probe to 26.6 ms at 8192
-// tokens, a third of the whole step.
-std::vector<std::int32_t> spread_tokens(std::uint64_t count, std::uint64_t vocab);
-
 // The shapes a sweep's configurations will ask the time model about (rates 0);
 // the optimizer probes cut at optimizer_elements (search/probed_rates.h says
 // which size a backend needs).

@@ -3,7 +3,6 @@
 // pricing the update at the probed time per element of the rank's own elements.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 
 #include "core/presets.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -80,28 +79,6 @@ TEST_CASE("a device's optimizer probe is large enough not to time launches, and 
     const auto per_element = rates.optimizer_seconds_per_element(big, c);
     REQUIRE(per_element);
     CHECK(*per_element == Approx(2e-3 / static_cast<double>(total)));
-}
-
-TEST_CASE("the element-wise probe's tokens spread over the vocabulary, as a step's do", "[probe]") {
-    // All zeros put every row on one token: the CUDA embedding backward then sums
-    // them one after another in one block (26.6 ms on an H100 for 8192 rows).
-    const std::vector<std::int32_t> ids = probe::spread_tokens(8193, 32000);
-    REQUIRE(ids.size() == 8193);
-    std::vector<std::int32_t> sorted = ids;
-    std::sort(sorted.begin(), sorted.end());
-    CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());  // distinct
-    CHECK(sorted.front() >= 0);
-    CHECK(sorted.back() < 32000);
-    CHECK(sorted.back() > 30000);  // across the table, not its first rows
-    // More tokens than the vocabulary: every id in range, each used about equally.
-    const std::vector<std::int32_t> small = probe::spread_tokens(1000, 7);
-    std::vector<int> uses(7, 0);
-    for (std::int32_t id : small) {
-        REQUIRE(id >= 0);
-        REQUIRE(id < 7);
-        ++uses[static_cast<std::size_t>(id)];
-    }
-    CHECK(*std::max_element(uses.begin(), uses.end()) - *std::min_element(uses.begin(), uses.end()) <= 1);
 }
 
 TEST_CASE("plan_probes asks for exactly the sweep's optimizers in its precisions", "[probe][optimizer]") {
