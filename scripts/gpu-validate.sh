@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The first run on a machine with NVIDIA GPUs: whoever first has one runs
 #   scripts/gpu-validate.sh [build-dir]        (default: build)
-# It builds with CUDA if needed, then runs, each logged and timed:
+# It builds with CUDA if needed (or runs TUNE_BIN and TUNE_GPU_TESTS, the
+# prebuilt binaries scripts/gpu-bundle.sh carries), then runs, each logged and timed:
 #   1. tune devices;
 #   2. tune selftest --require-gpu on one GPU (every op and training case
 #      against the CPU), and --gpus N when N > 1 GPUs are visible;
@@ -20,11 +21,12 @@ doc="$repo/docs/gpu-validation.md"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-if [[ ! -x "$build/tune" ]]; then
+# TUNE_BIN and TUNE_GPU_TESTS: prebuilt binaries (scripts/gpu-bundle.sh's validate.sh sets them).
+if [[ -z "${TUNE_BIN:-}" && ! -x "$build/tune" ]]; then
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTUNE_CUDA=ON || exit 1
   cmake --build "$build" -j"$(nproc)" || exit 1
 fi
-tune="$build/tune"
+tune="${TUNE_BIN:-$build/tune}"
 
 failed=0
 results=()
@@ -48,7 +50,11 @@ step "selftest 1 GPU" "$tune" selftest --require-gpu
 if [[ "$gpus" -gt 1 ]]; then
   step "selftest $gpus GPUs" "$tune" selftest --require-gpu --gpus "$gpus"
 fi
-step "ctest -L gpu" env TUNE_REQUIRE_GPU=1 ctest --test-dir "$build" -L gpu --output-on-failure
+if [[ -n "${TUNE_GPU_TESTS:-}" ]]; then
+  step "GPU tests" env TUNE_REQUIRE_GPU=1 "$TUNE_GPU_TESTS"
+else
+  step "ctest -L gpu" env TUNE_REQUIRE_GPU=1 ctest --test-dir "$build" -L gpu --output-on-failure
+fi
 
 for model in tiny small; do
   cat >"$work/$model.toml" <<EOF
