@@ -23,6 +23,7 @@
 #include "launch/process.h"
 #include "harness/trial.h"
 #include "core/config_error.h"
+#include "core/input_file.h"
 #include "kernels/error.h"
 #include "core/presets.h"
 #include "core/units.h"
@@ -77,13 +78,22 @@ void apply_settings(const TrialFlags& o, const Given& given, TrialConfig& c) {
     if (given("--lora-alpha")) c.lora_alpha = o.lora_alpha;
 }
 
+// --config's JSON: the text itself when it opens an object, else the file it names.
+std::pair<std::string, std::string> config_text(const std::string& value) {
+    const std::size_t first = value.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && value[first] == '{') return {value, "--config"};
+    constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
+    return {read_input_file(value, kMaxConfigBytes, "--config file"), fmt::format("--config {}", value)};
+}
+
 TrialConfig build_config(const TrialFlags& o, const Given& given) {
     TrialConfig c;
     if (!o.config_json.empty()) {
+        const auto [text, source] = config_text(o.config_json);
         try {
-            c = nlohmann::json::parse(o.config_json).get<TrialConfig>();
+            c = nlohmann::json::parse(text).get<TrialConfig>();
         } catch (const nlohmann::json::exception& e) {
-            throw ConfigError(fmt::format("--config: {}", e.what()));
+            throw ConfigError(fmt::format("{}: {}", source, e.what()));
         }
     } else {
         c.model = model_named(o.model);
@@ -124,7 +134,9 @@ std::string fault() {
 }
 
 void add_flags(CLI::App* cmd, TrialFlags& o) {
-    cmd->add_option("--config", o.config_json, "A whole TrialConfig as JSON; the flags below override it");
+    cmd->add_option("--config", o.config_json,
+                    "A whole TrialConfig as JSON, or a file holding one (a trial's \"config\" in `tune export "
+                    "--format json`); the flags below override it");
     cmd->add_option("--model", o.model, "Model preset (tune presets), default tiny");
     cmd->add_option("--init", o.init, "Hugging Face folder (config.json + model.safetensors): model and weights");
     cmd->add_option("--init-adapter", o.init_adapter,

@@ -3,6 +3,9 @@
 // driver expects.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
@@ -109,6 +112,31 @@ TEST_CASE("tune trial --config takes a whole TrialConfig and flags override it",
     CHECK(r.config.optimizer == Optimizer::lion);
     CHECK(r.config.precision == Precision::bf16);
     CHECK(r.losses.size() == 2);
+}
+
+TEST_CASE("tune trial --config also reads a file, and names it when it is bad", "[trial][cli]") {
+    TrialConfig c;
+    c.model = ModelSpec{"custom", 64, 32, 1, 4, 4, 64, 64, 1e-5, 10000.0};
+    c.optimizer = Optimizer::adafactor;
+    c.steps = 1;
+    c.warmup = 0;
+    c.context = 16;
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tune_trial_config_file";
+    std::filesystem::create_directories(dir);
+    const std::filesystem::path file = dir / "config.json";
+    std::ofstream(file) << nlohmann::json(c).dump(2);
+    auto out = trial("--config " + file.string());
+    REQUIRE(out.exit_code == 0);
+    CHECK(last_json(out.output).get<TrialResult>().config.optimizer == Optimizer::adafactor);
+
+    std::ofstream(dir / "broken.json") << "{\"optimizer\": ";
+    auto broken = test::run_tune("trial --config " + (dir / "broken.json").string());
+    CHECK(broken.exit_code == 2);
+    CHECK_THAT(broken.output, Catch::Contains("--config " + (dir / "broken.json").string() + ": "));
+    auto missing = test::run_tune("trial --config /nonexistent/config.json");
+    CHECK(missing.exit_code == 2);
+    CHECK_THAT(missing.output, Catch::Contains("/nonexistent/config.json"));
+    std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tune trial refuses flag values the sweep file refuses, exit 2", "[trial][cli]") {
