@@ -1,8 +1,8 @@
 // Token embedding: a row gather forward; backward adds each row of dout to
 // its token's table row. Repeated tokens are chained into per-token lists
 // (workspace: a list head per vocabulary row, a link per token), and one
-// block per distinct token sums its list in fp32 and adds it to the table
-// once, so no 16-bit atomics and one rounding per table element.
+// block per distinct token and tile of columns sums its list in fp32 and adds
+// it to the table once, so no 16-bit atomics and one rounding per table element.
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
@@ -39,8 +39,17 @@ __global__ void embedding_link_kernel(std::int32_t* head, std::int32_t* next, co
     }
 }
 
-// Block i works only when row i is its token's list head: it walks the list
-// (rows with the same token) and adds their sum to the table row.
+// Columns a thread sums per list walk: the walk's loads of `next` are serial,
+// so each walk serves this many of a thread's columns at once.
+constexpr int kEmbeddingColumnsPerThread = 4;
+constexpr std::int64_t kEmbeddingTileColumns = std::int64_t{kThreads} * kEmbeddingColumnsPerThread;
+
+// Block (i, y) works only when row i is its token's list head: it walks the
+// list (rows with the same token) once and adds their sum over its tile of
+// columns (y) to the table row. A token repeated L times costs one walk of L
+// rows per tile, side by side over the tiles; a block once walked the whole
+// list for each of its columns in turn (26.6 ms on an H100 for 8192 rows of
+// one token at 2048 columns).
 template <class T>
 __global__ void embedding_accumulate_kernel(T* dtable, const std::int32_t* tokens, const T* dout,
                                             const std::int32_t* head, const std::int32_t* next, std::int64_t c,
@@ -48,10 +57,16 @@ __global__ void embedding_accumulate_kernel(T* dtable, const std::int32_t* token
     const std::int64_t i = blockIdx.x;
     const std::int32_t token = tokens[i];
     if (token < 0 || token >= vocab || head[token] != i) return;
-    for (std::int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-        float acc = 0.0f;
-        for (std::int32_t r = static_cast<std::int32_t>(i); r >= 0; r = next[r]) acc += load(dout, r * c + j);
-        store(dtable, token * c + j, load(dtable, token * c + j) + acc);
+    const std::int64_t first = blockIdx.y * kEmbeddingTileColumns + threadIdx.x;
+    float acc[kEmbeddingColumnsPerThread] = {};
+    for (std::int32_t r = static_cast<std::int32_t>(i); r >= 0; r = next[r])
+        for (int k = 0; k < kEmbeddingColumnsPerThread; ++k) {
+            const std::int64_t j = first + std::int64_t{k} * blockDim.x;  // coalesced across the block
+            if (j < c) acc[k] += load(dout, r * c + j);
+        }
+    for (int k = 0; k < kEmbeddingColumnsPerThread; ++k) {
+        const std::int64_t j = first + std::int64_t{k} * blockDim.x;
+        if (j < c) store(dtable, token * c + j, load(dtable, token * c + j) + acc[k]);
     }
 }
 
@@ -89,7 +104,9 @@ void CudaBackend::embedding_backward(void* dtable, const std::int32_t* tokens, c
     TUNE_CUDA_CHECK_LAUNCH("embedding_link_kernel");
     with_float_type(dtype, "embedding_backward", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(embedding_accumulate_kernel, static_cast<unsigned>(n), kThreads, 0, stream_)(
+        const dim3 grid(static_cast<unsigned>(n),
+                        static_cast<unsigned>((c + kEmbeddingTileColumns - 1) / kEmbeddingTileColumns));
+        TUNE_LAUNCH(embedding_accumulate_kernel, grid, kThreads, 0, stream_)(
             static_cast<T*>(dtable), tokens, static_cast<const T*>(dout), head, next, c, vocab);
     });
     TUNE_CUDA_CHECK_LAUNCH("embedding_accumulate_kernel");
