@@ -28,6 +28,17 @@ test::CommandResult trial(const std::string& args, const std::string& env = "") 
 
 const std::string kFixture = std::string(TUNE_SOURCE_DIR) + "/tests/fixtures/torch/llama_tiny";
 
+// A one-layer model of hidden 32 at context 16: a whole TrialConfig for --config.
+TrialConfig small_config(Optimizer optimizer, std::uint32_t steps) {
+    TrialConfig c;
+    c.model = ModelSpec{"custom", 64, 32, 1, 4, 4, 64, 64, 1e-5, 10000.0};
+    c.optimizer = optimizer;
+    c.steps = steps;
+    c.warmup = 0;
+    c.context = 16;
+    return c;
+}
+
 }  // namespace
 
 TEST_CASE("tune trial prints per-step lines and a TrialResult, exit 0", "[trial][cli]") {
@@ -98,12 +109,7 @@ TEST_CASE("tune trial --init and --tokens train the fixture model", "[trial][cli
 }
 
 TEST_CASE("tune trial --config takes a whole TrialConfig and flags override it", "[trial][cli]") {
-    TrialConfig c;
-    c.model = ModelSpec{"custom", 64, 32, 1, 4, 4, 64, 64, 1e-5, 10000.0};
-    c.optimizer = Optimizer::lion;
-    c.steps = 2;
-    c.warmup = 0;
-    c.context = 16;
+    const TrialConfig c = small_config(Optimizer::lion, 2);
     const std::string json = nlohmann::json(c).dump();
     auto out = trial("--config '" + json + "' --precision bf16");
     REQUIRE(out.exit_code == 0);
@@ -115,12 +121,7 @@ TEST_CASE("tune trial --config takes a whole TrialConfig and flags override it",
 }
 
 TEST_CASE("tune trial --config also reads a file, and names it when it is bad", "[trial][cli]") {
-    TrialConfig c;
-    c.model = ModelSpec{"custom", 64, 32, 1, 4, 4, 64, 64, 1e-5, 10000.0};
-    c.optimizer = Optimizer::adafactor;
-    c.steps = 1;
-    c.warmup = 0;
-    c.context = 16;
+    const TrialConfig c = small_config(Optimizer::adafactor, 1);
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tune_trial_config_file";
     std::filesystem::create_directories(dir);
     const std::filesystem::path file = dir / "config.json";
