@@ -32,7 +32,8 @@ ElementwiseOps::ElementwiseOps(kernels::Backend& be, const ElementwiseRate& e)
       dup(be, t * e.ffn * b),
       logits(be, t * e.vocab * 4), dlogits(be, t * e.vocab * b), losses(be, t * 4),
       tokens(be, (t + 1) * 4), table(be, e.vocab * e.hidden * b), dtable(be, e.vocab * e.hidden * b),
-      embedding_workspace(be, be.embedding_backward_workspace_bytes(e.tokens, e.hidden, e.vocab, dtype)) {
+      embedding_workspace_bytes(be.embedding_backward_workspace_bytes(e.tokens, e.hidden, e.vocab, dtype)),
+      embedding_workspace(be, embedding_workspace_bytes) {
     const std::vector<std::int32_t> ids = spread_tokens(t + 1, static_cast<std::uint64_t>(e.vocab));
     backend.copy_to_device(tokens.ptr, ids.data(), ids.size() * sizeof(std::int32_t));
     const auto h = static_cast<std::uint64_t>(e.hidden), f = static_cast<std::uint64_t>(e.ffn);
@@ -88,8 +89,7 @@ void ElementwiseOps::outer() {
     backend.rmsnorm_backward(dx.ptr, dw.ptr, dn.ptr, x.ptr, w.ptr, static_cast<const float*>(rstd.ptr), rows, h, true,
                              dtype);
     backend.embedding_backward(dtable.ptr, ids, dx.ptr, rows, h, v, dtype,
-                               {embedding_workspace.ptr,
-                                backend.embedding_backward_workspace_bytes(rows, h, v, dtype)});
+                               {embedding_workspace.ptr, embedding_workspace_bytes});
 }
 
 void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const ProbeSettings& s, double* spent) {

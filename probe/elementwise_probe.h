@@ -44,7 +44,9 @@ struct ElementwiseOps {
     Scratch q, k;                            // (t, hidden), (t, kv_dim)
     Scratch gate, up, mlp, dgate, dup;       // (t, ffn)
     Scratch logits, dlogits, losses;         // (t, vocab) fp32, (t, vocab), (t) fp32
-    Scratch tokens, table, dtable, embedding_workspace;  // (t + 1) int32, (vocab, hidden) x 2
+    Scratch tokens, table, dtable;           // (t + 1) int32, (vocab, hidden) x 2
+    std::uint64_t embedding_workspace_bytes;
+    Scratch embedding_workspace;
 };
 
 // Times the three sequences into e (layer_forward_s, layer_backward_s, outer_s);

@@ -57,7 +57,7 @@ std::function<void()> gemm_primer(kernels::Backend& backend);
 std::function<void()> cache_displacer(kernels::Backend& backend);
 
 // The probes time their ops on zero-filled backend scratch (kernels/scratch.h);
-// the GEMMs and optimizers fill theirs with noise first.
+// the GEMMs, the element-wise ops and the optimizers fill theirs with noise first.
 using kernels::Scratch;
 
 }  // namespace tune::probe

@@ -45,11 +45,10 @@ std::string probe_software(const SoftwareVersions& v) {
 
 SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store* store, ProbeKey key, bool refresh,
                              const ProbeSettings& settings, const CollectiveProber& collectives) {
-    key.device = spec.hardware.backend == BackendKind::cuda ? spec.hardware.device
-                                                           : fmt::format("{} threads={}", spec.hardware.device, threads);
-    const bool device = spec.hardware.backend == BackendKind::cuda;
+    const bool gpu = spec.hardware.backend == BackendKind::cuda;
+    key.device = gpu ? spec.hardware.device : fmt::format("{} threads={}", spec.hardware.device, threads);
     ProbedRates plan = plan_probes(spec.model, runnable_configs(spec),
-                                   device ? kDeviceOptimizerProbeElements : kOptimizerProbeElements);
+                                   gpu ? kDeviceOptimizerProbeElements : kOptimizerProbeElements);
     if (!collectives) plan.collectives.clear();
     SweepProbes out;
     if (store != nullptr && !refresh)
