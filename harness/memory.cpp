@@ -15,9 +15,20 @@ void Buffer::reset() noexcept {
     bytes_ = 0;
 }
 
-// The backend names itself "cpu" when its buffers are host memory (kernels/backend.h).
+namespace {
+
+// The backend's own pages, else this process's where its buffers are host
+// memory (it names itself "cpu", kernels/backend.h).
+kernels::PageMapper* page_mapper_for(kernels::Backend& backend, HostPageMapper& host) {
+    if (kernels::PageMapper* own = backend.page_mapper()) return own;
+    return backend.name() == "cpu" ? &host : nullptr;
+}
+
+}  // namespace
+
 Allocator::Allocator(kernels::Backend& backend, std::uint64_t limit)
-    : backend_(backend), limit_(limit), host_(backend.name() == "cpu") {}
+    : backend_(backend), limit_(limit), mapper_(page_mapper_for(backend, host_pages_)),
+      pages_(mapper_ != nullptr ? *mapper_ : host_pages_) {}  // without a mapper the pool is never asked
 
 Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
     if (bytes == 0) return {};

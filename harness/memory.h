@@ -3,18 +3,21 @@
 // and the per-component breakdown at the moment of the peak, and the
 // estimator's prediction can be checked against it (docs/memory-model.md).
 //
-// On the CPU backend a buffer of kHostPageBytes or more is mapped pages
-// (harness/page_pool.h): freed ones are kept for the next request of their
-// size only while in-use plus kept bytes stay within the tagged peak, and
-// otherwise go back with munmap, so the process's resident set never
-// exceeds what was there before (the baseline) plus the tagged peak. Through
-// malloc, glibc raises its mmap threshold after the first large free (up to
-// 32 MiB) and then serves such buffers from its heap, which keeps freed
-// activations resident however large the heap grew: the process's real peak
-// drifted above the tagged peak by up to 7%. Small buffers (norm
-// statistics, token windows) stay with the backend's allocator, and the pool
-// gives nothing back for them (the heap's pages are its own): in-use plus kept
-// bytes may pass the tagged peak by the small buffers in use.
+// Large buffers are mapped pages (harness/page_pool.h): on the CPU backend
+// from 64 KiB, the process's own pages; on a backend that offers a page
+// mapper (CUDA: the driver's physical pages, from its granularity, 2 MiB).
+// Freed ones are kept for the next request only while in-use plus kept bytes
+// stay within the tagged peak, and otherwise go back, so the memory held
+// never exceeds what was there before (the baseline) plus the tagged peak and
+// the rounding to pages. On the CPU, through malloc, glibc raises its mmap
+// threshold after the first large free (up to 32 MiB) and then serves such
+// buffers from its heap, which keeps freed activations resident however
+// large the heap grew: the process's real peak drifted above the tagged peak
+// by up to 7%. On a GPU the stream-ordered pool held 49-261 MiB beyond it.
+// Small buffers (norm statistics, token windows) stay with the backend's
+// allocator, and the pool gives nothing back for them (the heap's pages are
+// its own): in-use plus kept bytes may pass the tagged peak by the small
+// buffers in use.
 #pragma once
 
 #include <array>
@@ -23,6 +26,7 @@
 
 #include "kernels/backend.h"
 #include "core/config.h"
+#include "harness/host_page_mapper.h"
 #include "harness/page_pool.h"
 
 namespace tune::harness {
@@ -97,17 +101,19 @@ public:
     std::uint64_t limit() const { return limit_; }
     kernels::Backend& backend() { return backend_; }
 
-    // Freed page-mapped buffers kept for reuse (0 off the CPU backend).
+    // Freed page-mapped buffers kept for reuse (0 without a page mapper).
     std::uint64_t kept() const { return pages_.kept(); }
-    // Bytes of pages the kernel was asked for so far (0 off the CPU backend).
+    // Bytes of fresh pages mapped so far (0 without a page mapper).
     std::uint64_t mapped() const { return pages_.mapped(); }
-
-    // Buffers at least this large are mapped pages on the CPU backend.
-    static constexpr std::uint64_t kHostPageBytes = 64 * 1024;
+    // Page-mapped buffers in use, in whole pages, and the most pages held at once (in use plus kept).
+    std::uint64_t pages_in_use() const { return pages_.in_use(); }
+    std::uint64_t pages_held_high() const { return pages_.held_high(); }
+    // Buffers at least this large are mapped pages; 0: none are.
+    std::uint64_t min_page_buffer_bytes() const { return mapper_ != nullptr ? mapper_->min_buffer_bytes() : 0; }
 
 private:
     friend class Buffer;
-    bool maps_pages(std::uint64_t bytes) const { return host_ && bytes >= kHostPageBytes; }
+    bool maps_pages(std::uint64_t bytes) const { return mapper_ != nullptr && bytes >= mapper_->min_buffer_bytes(); }
     void release(void* ptr, std::uint64_t bytes, Component tag) noexcept;
 
     kernels::Backend& backend_;
@@ -117,7 +123,8 @@ private:
     std::array<std::uint64_t, kComponentCount> tag_peak_{};
     MemoryBreakdown peak_;
     std::string phase_ = "init";
-    bool host_ = false;  // the backend's memory is this process's (the CPU backend)
+    HostPageMapper host_pages_;
+    kernels::PageMapper* mapper_;  // the backend's, this process's (CPU backend), or none
     PagePool pages_;
 };
 

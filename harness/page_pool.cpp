@@ -2,43 +2,43 @@
 
 #include <algorithm>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "kernels/error.h"
 
 namespace tune::harness {
 
-namespace {
+PagePool::~PagePool() { trim(0); }
 
-std::uint64_t whole_pages(std::uint64_t bytes) {
-    static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));  // asked once
+std::uint64_t PagePool::whole_pages(std::uint64_t bytes) const {
+    const std::uint64_t page = mapper_.page_bytes();
     return (bytes + page - 1) / page * page;
 }
 
-void unmap(void* ptr, std::uint64_t bytes) noexcept {
-    if (bytes > 0) ::munmap(ptr, bytes);
-}
-
-}  // namespace
-
-PagePool::~PagePool() { trim(0); }
-
 void* PagePool::take(std::uint64_t bytes, std::uint64_t keep_at_most, std::uint64_t live) {
     const std::uint64_t need = whole_pages(bytes);
-    if (std::optional<Block> kept = take_fitting(need)) {  // no fault; a larger block's tail stays kept
-        if (kept->bytes > need) give(static_cast<unsigned char*>(kept->ptr) + need, kept->bytes - need);
+    if (std::optional<Block> kept = take_fitting(need)) {  // nothing new; a larger block's tail stays kept
+        if (kept->bytes > need) keep(static_cast<unsigned char*>(kept->ptr) + need, kept->bytes - need);
+        in_use_ += need;
         return kept->ptr;
     }
-    // Anonymous private pages: zero on first touch, returned by munmap.
-    void* range = ::mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (range == MAP_FAILED) {
+    auto* range = static_cast<unsigned char*>(mapper_.reserve(need));
+    if (range == nullptr) {
         trim(keep_at_most);
-        throw OutOfMemoryError(bytes, live, "host allocation failed (mmap)");
+        throw OutOfMemoryError(bytes, live, "no address range left for a page-mapped buffer");
     }
-    const std::uint64_t moved = move_kept_into(static_cast<unsigned char*>(range), need);
+    const std::uint64_t moved = move_kept_into(range, need);
+    trim(keep_at_most);  // before fresh pages are backed: a device holds those at once
+    bool backed = mapper_.back(range + moved, need - moved);
+    if (!backed) {  // kept pages are in no one's use: a device out of fresh ones gets them back first
+        trim(0);
+        backed = mapper_.back(range + moved, need - moved);
+    }
+    if (!backed) {
+        mapper_.release(range, need);
+        throw OutOfMemoryError(bytes, live, "no pages left for a page-mapped buffer");
+    }
     mapped_ += need - moved;
-    trim(keep_at_most);
+    in_use_ += need;
+    held_high_ = std::max(held_high_, in_use_ + kept_);
     return range;
 }
 
@@ -60,10 +60,7 @@ std::uint64_t PagePool::move_kept_into(unsigned char* range, std::uint64_t need)
         const auto largest = std::max_element(blocks_.begin(), blocks_.end(),
                                               [](const Block& a, const Block& b) { return a.bytes < b.bytes; });
         const std::uint64_t move = std::min(largest->bytes, need - filled);
-        // Same size, to a fixed address: the page-table entries move, the pages stay resident.
-        // A block assembled from moved pieces may span several mappings, which older
-        // kernels refuse to move (EFAULT): what it would have filled then faults in.
-        if (::mremap(largest->ptr, move, move, MREMAP_MAYMOVE | MREMAP_FIXED, range + filled) == MAP_FAILED) break;
+        if (!mapper_.move(largest->ptr, range + filled, move)) break;  // the rest gets fresh pages
         filled += move;
         kept_ -= move;
         if (move < largest->bytes) {
@@ -77,12 +74,17 @@ std::uint64_t PagePool::move_kept_into(unsigned char* range, std::uint64_t need)
 }
 
 void PagePool::give(void* ptr, std::uint64_t bytes) noexcept {
+    in_use_ -= whole_pages(bytes);
+    keep(ptr, bytes);
+}
+
+void PagePool::keep(void* ptr, std::uint64_t bytes) noexcept {
     const std::uint64_t mapped = whole_pages(bytes);
     try {
         blocks_.push_back({ptr, mapped});
         kept_ += mapped;
     } catch (...) {  // no room to remember it: hand it back instead
-        unmap(ptr, mapped);
+        mapper_.release(ptr, mapped);
     }
 }
 
@@ -93,12 +95,12 @@ void PagePool::trim(std::uint64_t bytes) noexcept {
         Block& oldest = blocks_[dropped];
         const std::uint64_t excess = whole_pages(kept_ - bytes);
         if (excess < oldest.bytes) {
-            unmap(static_cast<unsigned char*>(oldest.ptr) + oldest.bytes - excess, excess);
+            mapper_.release(static_cast<unsigned char*>(oldest.ptr) + oldest.bytes - excess, excess);
             oldest.bytes -= excess;
             kept_ -= excess;
             break;
         }
-        unmap(oldest.ptr, oldest.bytes);
+        mapper_.release(oldest.ptr, oldest.bytes);
         kept_ -= oldest.bytes;
         ++dropped;
     }

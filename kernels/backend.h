@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "kernels/dtype.h"
+#include "kernels/page_mapper.h"
 
 namespace tune::kernels {
 
@@ -205,6 +206,10 @@ public:
     virtual void* allocate(std::uint64_t bytes) = 0;
     virtual void deallocate(void* ptr, std::uint64_t bytes) noexcept = 0;
     virtual std::uint64_t live_bytes() const = 0;
+    // The pages large buffers may be taken from instead of allocate(), for a
+    // caller that keeps them by its own rule (harness/page_pool); nullptr:
+    // allocate() only. The backend keeps ownership.
+    virtual PageMapper* page_mapper() { return nullptr; }
     virtual void copy_to_device(void* dst, const void* host_src, std::uint64_t bytes) = 0;
     virtual void copy_to_host(void* host_dst, const void* src, std::uint64_t bytes) = 0;
     virtual void copy(void* dst, const void* src, std::uint64_t bytes) = 0;  // device to device

@@ -6,11 +6,14 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "core/presets.h"
 #include "harness/data.h"
 #include "harness/memory.h"
+#include "kernels/error.h"
+#include "harness/host_page_mapper.h"
 #include "harness/page_pool.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/support/trainer_fixture.h"
@@ -23,6 +26,48 @@ namespace {
 constexpr std::uint64_t MiB = 1ull << 20;
 
 unsigned char* bytes_of(const Buffer& b) { return b.as<unsigned char>(); }
+
+// A device with `budget` bytes of pages, as a GPU has: this process's pages,
+// counted one by one, and optionally refusing to move them.
+class BudgetPages final : public kernels::PageMapper {
+public:
+    BudgetPages(std::uint64_t budget, bool moves) : budget_(budget), moves_(moves) {}
+    std::uint64_t page_bytes() const override { return host_.page_bytes(); }
+    std::uint64_t min_buffer_bytes() const override { return host_.page_bytes(); }
+    void* reserve(std::uint64_t bytes) override {
+        reserved_ += bytes;
+        return host_.reserve(bytes);
+    }
+    bool move(void* from, void* to, std::uint64_t bytes) override {
+        if (!moves_ || !host_.move(from, to, bytes)) return false;
+        for (std::uint64_t at = 0; at < bytes; at += page_bytes()) {
+            backed_.erase(address(from, at));
+            backed_.insert(address(to, at));
+        }
+        return true;
+    }
+    bool back(void* at, std::uint64_t bytes) override {
+        if (backed_.size() * page_bytes() + bytes > budget_) return false;
+        for (std::uint64_t p = 0; p < bytes; p += page_bytes()) backed_.insert(address(at, p));
+        return true;
+    }
+    void release(void* ptr, std::uint64_t bytes) noexcept override {
+        for (std::uint64_t p = 0; p < bytes; p += page_bytes()) backed_.erase(address(ptr, p));
+        reserved_ -= bytes;
+        host_.release(ptr, bytes);
+    }
+    std::uint64_t backed() const { return backed_.size() * page_bytes(); }
+    std::uint64_t reserved() const { return reserved_; }
+
+private:
+    static std::uintptr_t address(void* base, std::uint64_t offset) {
+        return reinterpret_cast<std::uintptr_t>(base) + offset;
+    }
+    HostPageMapper host_;
+    std::set<std::uintptr_t> backed_;
+    std::uint64_t budget_, reserved_ = 0;
+    bool moves_;
+};
 
 }  // namespace
 
@@ -52,7 +97,8 @@ TEST_CASE("a freed host buffer is kept and given to the next request", "[memory]
 }
 
 TEST_CASE("a larger request takes a kept block's pages: only the new pages are mapped", "[memory]") {
-    PagePool pool;
+    HostPageMapper host;
+    PagePool pool(host);
     void* small = pool.take(1 * MiB, 0, 0);
     pool.give(small, 1 * MiB);
     void* grown = pool.take(3 * MiB, 0, 0);
@@ -64,7 +110,8 @@ TEST_CASE("a larger request takes a kept block's pages: only the new pages are m
 }
 
 TEST_CASE("a request larger than any kept block takes their pages, largest first: only the rest is new", "[memory]") {
-    PagePool pool;
+    HostPageMapper host;
+    PagePool pool(host);
     auto* a = static_cast<unsigned char*>(pool.take(1 * MiB, 0, 0));
     auto* b = static_cast<unsigned char*>(pool.take(2 * MiB, 0, 0));
     std::memset(a, 1, 1 * MiB);
@@ -85,8 +132,40 @@ TEST_CASE("a request larger than any kept block takes their pages, largest first
     CHECK(pool.kept() == 4 * MiB);
 }
 
+TEST_CASE("a device out of fresh pages gets the kept ones back before it refuses", "[memory]") {
+    BudgetPages device(4 * MiB, /*moves=*/false);
+    PagePool pool(device);
+    void* a = pool.take(2 * MiB, 8 * MiB, 0);
+    void* b = pool.take(2 * MiB, 8 * MiB, 0);
+    pool.give(a, 2 * MiB);
+    pool.give(b, 2 * MiB);
+    // No kept block fits and none moves: 3 MiB fresh pass the budget until the 4 kept go back.
+    void* c = pool.take(3 * MiB, 8 * MiB, 0);
+    CHECK(c != nullptr);
+    CHECK(pool.kept() == 0);
+    CHECK(device.backed() == 3 * MiB);
+    CHECK(device.reserved() == 3 * MiB);
+    // 3 MiB in use, nothing kept: 2 MiB more is out of memory, and its range goes back.
+    CHECK_THROWS_AS(pool.take(2 * MiB, 8 * MiB, 3 * MiB), OutOfMemoryError);
+    CHECK(device.backed() == 3 * MiB);
+    CHECK(device.reserved() == 3 * MiB);
+    pool.give(c, 3 * MiB);
+}
+
+TEST_CASE("a device's kept pages move into a larger request: only the rest is backed fresh", "[memory]") {
+    BudgetPages device(5 * MiB, /*moves=*/true);
+    PagePool pool(device);
+    void* a = pool.take(3 * MiB, 8 * MiB, 0);
+    pool.give(a, 3 * MiB);
+    void* b = pool.take(5 * MiB, 8 * MiB, 0);  // 3 moved + 2 fresh: within the budget of 5
+    CHECK(device.backed() == 5 * MiB);
+    CHECK(pool.mapped() == 5 * MiB);
+    pool.give(b, 5 * MiB);
+}
+
 TEST_CASE("kept pages go back, oldest first, when asked to keep less", "[memory]") {
-    PagePool pool;
+    HostPageMapper host;
+    PagePool pool(host);
     void* a = pool.take(2 * MiB, 0, 0);
     void* b = pool.take(2 * MiB, 0, 0);
     pool.give(a, 2 * MiB);
@@ -106,7 +185,7 @@ TEST_CASE("in-use plus kept host bytes never pass the tagged peak but by the sma
     std::vector<Buffer> live;
     const auto small_in_use = [&] {
         std::uint64_t bytes = 0;
-        for (const Buffer& b : live) bytes += b.bytes() < Allocator::kHostPageBytes ? b.bytes() : 0;
+        for (const Buffer& b : live) bytes += b.bytes() < memory.min_page_buffer_bytes() ? b.bytes() : 0;
         return bytes;
     };
     for (int op = 0; op < 2000; ++op) {

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -44,6 +47,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
 
     TUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     pool_ = std::make_unique<MemoryPool>(device_, stream_);
+    if (options.device_pages) pages_ = DevicePages::open(device_);
     const std::uint64_t before_cublas = device_used_now();
     gemm_ = std::make_unique<GemmLt>(
         stream_, *pool_,
@@ -65,6 +69,7 @@ CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_);
     gemm_.reset();
     pool_.reset();
+    pages_.reset();
     cudaFree(scratch_block_);
     cudaStreamDestroy(stream_);
 }
@@ -75,7 +80,16 @@ CudaMemoryStats CudaBackend::memory_stats() const {
     s.pool_reserved_high_bytes = pool_->reserved_high_bytes();
     s.pool_used_high_bytes = pool_->used_high_bytes();
     s.gemm_tuning_bytes = gemm_->tuning_bytes();
+    if (pages_) {
+        s.pages_bytes = pages_->backed_bytes();
+        s.pages_high_bytes = pages_->backed_high_bytes();
+    }
     return s;
+}
+
+void CudaBackend::reset_memory_high_marks() {
+    pool_->reset_high_marks();
+    if (pages_) pages_->reset_high();
 }
 
 void* CudaBackend::allocate(std::uint64_t bytes) { return pool_->allocate(bytes); }
@@ -162,6 +176,8 @@ bool cuda_backend_compiled() { return true; }
 std::unique_ptr<Backend> make_cuda_backend(int device) {
     CudaBackendOptions options;
     options.device = device;
+    const char* pages = std::getenv("TUNE_CUDA_PAGES");
+    options.device_pages = pages == nullptr || std::string_view(pages) != "0";
     return make_cuda_backend(options);
 }
 

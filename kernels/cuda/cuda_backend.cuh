@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_errors.cuh"
+#include "kernels/cuda/device_pages.cuh"
 #include "kernels/cuda/gemm_lt.cuh"
 #include "kernels/cuda/memory_pool.cuh"
 
@@ -38,7 +39,8 @@ public:
     cudaStream_t stream() const { return stream_; }
     int device() const { return device_; }
     CudaMemoryStats memory_stats() const;
-    void reset_memory_high_marks() { pool_->reset_high_marks(); }
+    void reset_memory_high_marks();
+    PageMapper* page_mapper() override { return pages_.get(); }
 
     void* allocate(std::uint64_t bytes) override;
     void deallocate(void* ptr, std::uint64_t bytes) noexcept override;
@@ -119,6 +121,7 @@ private:
     cudaStream_t stream_ = nullptr;
     CudaMemoryStats init_stats_;
     std::unique_ptr<MemoryPool> pool_;
+    std::unique_ptr<DevicePages> pages_;  // nullptr: large buffers come from pool_ too
     std::unique_ptr<GemmLt> gemm_;
     BackendScratch scratch_;
     void* scratch_block_ = nullptr;

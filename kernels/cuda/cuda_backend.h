@@ -22,6 +22,12 @@ struct CudaBackendOptions {
     // Timing writes into a scratch copy of C; a larger C is not timed (the
     // heuristic's first choice is used), so the spike stays bounded.
     std::uint64_t gemm_tuning_scratch_limit = 64ull << 20;
+    // Large buffers as the driver's pages (kernels/cuda/device_pages.cuh),
+    // which the harness keeps within the tagged peak; false, or a device
+    // without virtual memory management: everything from the stream-ordered
+    // pool. make_cuda_backend(int) sets it false when TUNE_CUDA_PAGES=0, to
+    // compare the two on a GPU.
+    bool device_pages = true;
 };
 
 // Whether this build has the CUDA backend at all.
@@ -46,6 +52,8 @@ struct CudaMemoryStats {
     std::uint64_t pool_reserved_high_bytes = 0;  // the most it ever held
     std::uint64_t pool_used_high_bytes = 0;      // the most handed out at once (allocation granularity included)
     std::uint64_t gemm_tuning_bytes = 0;  // largest scratch output used while timing GEMM candidates
+    std::uint64_t pages_bytes = 0;        // physical pages mapped for large buffers now
+    std::uint64_t pages_high_bytes = 0;   // the most mapped at once
 };
 
 // The stats when `backend` is a CUDA backend, nullopt otherwise.

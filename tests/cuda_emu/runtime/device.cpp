@@ -1,5 +1,6 @@
 // The emulated device's memory, error state and block workers.
 #include "device.h"
+#include "virtual_memory.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -123,11 +124,35 @@ cudaError_t Device::release(void* ptr, std::uint64_t* bytes, const void** pool) 
 
 bool Device::is_device(const void* p, std::uint64_t bytes) const {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
+    {
+        std::lock_guard lock(memory_mutex_);
+        auto it = allocations_.upper_bound(address);
+        if (it != allocations_.begin()) {
+            --it;
+            if (address + bytes <= it->first + it->second.bytes) return true;
+        }
+    }
+    return virtual_memory().accessible(address, bytes);  // outside memory_mutex_: it charges pages under its own
+}
+
+bool Device::charge_pages(std::uint64_t bytes) {
     std::lock_guard lock(memory_mutex_);
-    auto it = allocations_.upper_bound(address);
-    if (it == allocations_.begin()) return false;
-    --it;
-    return address + bytes <= it->first + it->second.bytes;
+    const std::uint64_t used = allocated_ + static_cast<std::uint64_t>(std::max<std::int64_t>(hidden_, 0));
+    if (used + bytes > total_) return false;
+    allocated_ += bytes;
+    pages_ += bytes;
+    return true;
+}
+
+void Device::refund_pages(std::uint64_t bytes) {
+    std::lock_guard lock(memory_mutex_);
+    allocated_ -= bytes;
+    pages_ -= bytes;
+}
+
+std::uint64_t Device::pages_bytes() const {
+    std::lock_guard lock(memory_mutex_);
+    return pages_;
 }
 
 cudaError_t Device::record(cudaError_t status, const std::string& detail) {
@@ -225,6 +250,9 @@ void launch(const KernelLaunch& l) { device().run(l); }
 
 void set_device_memory(std::uint64_t total_bytes) { device().set_total(total_bytes); }
 std::uint64_t device_memory_total() { return device().total_bytes(); }
+std::uint64_t device_memory_used() { return device().used_bytes(); }
+std::uint64_t device_pages_bytes() { return device().pages_bytes(); }
+std::uint64_t device_page_bytes() { return virtual_memory().granularity(); }
 bool context_created() { return device().context.load(); }
 void forget_context() { device().context = false; }
 

@@ -42,8 +42,13 @@ public:
     cudaError_t allocate(void** ptr, std::uint64_t bytes, const void* pool);
     // Frees an allocation; its size and pool are reported when asked for.
     cudaError_t release(void* ptr, std::uint64_t* bytes = nullptr, const void** pool = nullptr);
-    // Whether [p, p + bytes) lies inside one live allocation.
+    // Whether [p, p + bytes) lies inside one live allocation, or inside one
+    // reserved range whose pages are mapped and accessible (virtual_memory.h).
     bool is_device(const void* p, std::uint64_t bytes = 1) const;
+    // Counts `bytes` of driver pages against the total; false when they do not fit.
+    bool charge_pages(std::uint64_t bytes);
+    void refund_pages(std::uint64_t bytes);
+    std::uint64_t pages_bytes() const;
     // Memory outside any allocation the device pretends to hold (context, library handles).
     void reserve_hidden(std::int64_t bytes);
 
@@ -74,6 +79,7 @@ private:
     mutable std::mutex memory_mutex_;
     std::map<std::uintptr_t, Allocation> allocations_;  // by start address
     std::uint64_t allocated_ = 0;
+    std::uint64_t pages_ = 0;  // driver pages (cuMemCreate), also in allocated_
     std::int64_t hidden_ = 0;
 
     std::mutex error_mutex_;

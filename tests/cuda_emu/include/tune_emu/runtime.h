@@ -84,6 +84,13 @@ enum cudaMemPoolAttr : int {
 struct CUmemPoolHandle_st;
 using cudaMemPool_t = CUmemPoolHandle_st*;
 
+enum cudaDriverEntryPointQueryResult : int {
+    cudaDriverEntryPointSuccess = 0,
+    cudaDriverEntryPointSymbolNotFound = 1,
+    cudaDriverEntryPointVersionNotSufficent = 2,
+};
+constexpr unsigned long long cudaEnableDefault = 0x0;
+
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
 const char* cudaGetErrorName(cudaError_t error);
@@ -115,6 +122,11 @@ cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t bytes, cudaMemPool_t
 cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream);
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream);
 
+// The driver calls of tests/cuda_emu/include/cuda.h (the emulator serves cuMem* only).
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function, unsigned int cuda_version,
+                                             unsigned long long flags,
+                                             cudaDriverEntryPointQueryResult* status = nullptr);
+
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream = nullptr);
@@ -144,6 +156,12 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop)
 namespace tune_emu {
 void set_device_memory(std::uint64_t total_bytes);
 std::uint64_t device_memory_total();
+// Bytes held now (cudaMemGetInfo's total - free), and of them the driver pages (cuMemCreate) alive.
+std::uint64_t device_memory_used();
+std::uint64_t device_pages_bytes();
+// cuMemGetAllocationGranularity's answer: TUNE_EMU_PAGE_BYTES, default 64 KiB (a real
+// GPU's is 2 MiB; smaller here so the small models of the tests take device pages too).
+std::uint64_t device_page_bytes();
 // Whether a call that creates (or needs) the primary context has been made
 // since forget_context(): cudaSetDevice, memory, streams, events, kernels.
 bool context_created();
