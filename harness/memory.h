@@ -105,6 +105,8 @@ public:
     std::uint64_t kept() const { return pages_.kept(); }
     // Bytes of fresh pages mapped so far (0 without a page mapper).
     std::uint64_t mapped() const { return pages_.mapped(); }
+    // Bytes of kept pages moved into a larger request so far.
+    std::uint64_t moved() const { return pages_.moved(); }
     // Page-mapped buffers in use, in whole pages, and the most pages held at once (in use plus kept).
     std::uint64_t pages_in_use() const { return pages_.in_use(); }
     std::uint64_t pages_held_high() const { return pages_.held_high(); }

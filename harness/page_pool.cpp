@@ -37,6 +37,7 @@ void* PagePool::take(std::uint64_t bytes, std::uint64_t keep_at_most, std::uint6
         throw OutOfMemoryError(bytes, live, "no pages left for a page-mapped buffer");
     }
     mapped_ += need - moved;
+    moved_ += moved;
     in_use_ += need;
     held_high_ = std::max(held_high_, in_use_ + kept_);
     return range;

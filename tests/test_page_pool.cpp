@@ -103,6 +103,7 @@ TEST_CASE("a larger request takes a kept block's pages: only the new pages are m
     pool.give(small, 1 * MiB);
     void* grown = pool.take(3 * MiB, 0, 0);
     CHECK(pool.mapped() == 3 * MiB);
+    CHECK(pool.moved() == 1 * MiB);
     CHECK(pool.kept() == 0);
     std::memset(grown, 7, 3 * MiB);  // every page of the grown block is usable
     pool.give(grown, 3 * MiB);

@@ -177,7 +177,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
     CudaBackendOptions options;
     options.device = device;
     const char* pages = std::getenv("TUNE_CUDA_PAGES");
-    options.device_pages = pages == nullptr || std::string_view(pages) != "0";
+    options.device_pages = pages != nullptr && std::string_view(pages) == "1";
     return make_cuda_backend(options);
 }
 
@@ -193,6 +193,11 @@ std::optional<CudaMemoryStats> cuda_memory_stats(const Backend& backend) {
 
 void reset_cuda_memory_marks(Backend& backend) {
     if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->reset_memory_high_marks();
+}
+
+void release_cuda_device(int device) {
+    TUNE_CUDA_CHECK(cudaSetDevice(device));
+    TUNE_CUDA_CHECK(cudaDeviceReset());
 }
 
 std::uint64_t cuda_device_used_bytes(int device) {

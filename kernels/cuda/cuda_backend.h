@@ -23,11 +23,12 @@ struct CudaBackendOptions {
     // heuristic's first choice is used), so the spike stays bounded.
     std::uint64_t gemm_tuning_scratch_limit = 64ull << 20;
     // Large buffers as the driver's pages (kernels/cuda/device_pages.cuh),
-    // which the harness keeps within the tagged peak; false, or a device
-    // without virtual memory management: everything from the stream-ordered
-    // pool. make_cuda_backend(int) sets it false when TUNE_CUDA_PAGES=0, to
-    // compare the two on a GPU.
-    bool device_pages = true;
+    // which the harness keeps within the tagged peak, instead of the
+    // stream-ordered pool. Off by default: keeping within the peak moves
+    // pages every step, and each move waits for the device (6% slower on an
+    // H100, docs/memory-model.md). make_cuda_backend(int) turns it on when
+    // TUNE_CUDA_PAGES=1, to compare the two on a GPU.
+    bool device_pages = false;
 };
 
 // Whether this build has the CUDA backend at all.
@@ -62,6 +63,13 @@ std::optional<CudaMemoryStats> cuda_memory_stats(const Backend& backend);
 // Restarts the pool's high-water marks (a trial does after its warm-up, so
 // GEMM tuning scratch does not pin them); nothing on other backends.
 void reset_cuda_memory_marks(Backend& backend);
+
+// Destroys this process's primary context on `device` (cudaDeviceReset) and
+// the memory it holds (about 0.5 GiB on an H100): a process done with the
+// device, as the sweep driver is after its probes, then holds none of it while
+// its trials run there. Every backend on the device must be gone. Nothing
+// without CUDA.
+void release_cuda_device(int device);
 
 // total - free on `device` now; the trainer reads it around NCCL
 // initialisation to attribute NCCL's buffers.

@@ -13,14 +13,32 @@
 #include "harness/memory.h"
 #include "harness/trainer.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/gpu/device_pages_case.h"
 #include "tests/support/trainer_fixture.h"
 
 using namespace tune;
 using harness::Allocator;
 using harness::Buffer;
 
+TEST_CASE("emulated device: device pages are backed, moved with their contents and released; what the device cannot hold backs nothing") {
+    const std::uint64_t total = tune_emu::device_memory_total();
+    tune_emu::set_device_memory(tune_emu::device_memory_used() + (256ull << 20));  // the failing back() stays short
+    tune::test::check_device_pages();
+    tune_emu::set_device_memory(total);
+}
+
+namespace {
+
+std::unique_ptr<kernels::Backend> backend_with_pages() {
+    kernels::CudaBackendOptions options;
+    options.device_pages = true;
+    return kernels::make_cuda_backend(options);
+}
+
+}  // namespace
+
 TEST_CASE("emulated device: large buffers are driver pages, moved with their contents, all handed back") {
-    auto backend = kernels::make_cuda_backend(0);
+    auto backend = backend_with_pages();
     REQUIRE(backend->page_mapper() != nullptr);
     const std::uint64_t page = tune_emu::device_page_bytes();
     const std::uint64_t before = tune_emu::device_pages_bytes();
@@ -60,10 +78,8 @@ TEST_CASE("emulated device: large buffers are driver pages, moved with their con
     CHECK(backend->live_bytes() == 0);
 }
 
-TEST_CASE("emulated device: without device pages every buffer comes from the stream-ordered pool") {
-    kernels::CudaBackendOptions options;
-    options.device_pages = false;
-    auto backend = kernels::make_cuda_backend(options);
+TEST_CASE("emulated device: by default every buffer comes from the stream-ordered pool") {
+    auto backend = kernels::make_cuda_backend(0);
     CHECK(backend->page_mapper() == nullptr);
     Allocator memory(*backend, 0);
     CHECK(memory.min_page_buffer_bytes() == 0);
@@ -73,7 +89,7 @@ TEST_CASE("emulated device: without device pages every buffer comes from the str
 }
 
 TEST_CASE("emulated device: a training step after the first maps no new device pages; they follow the tagged peak") {
-    auto backend = kernels::make_cuda_backend(0);
+    auto backend = backend_with_pages();
     TrialConfig c = test::trainer_config(find_model("tiny").value());
     c.context = 128;
     c.micro_batch = 2;  // (T, h) activations of 64 KiB: pages

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/error.h"
 #include "kernels/selftest/selftest.h"
+#include "tests/gpu/device_pages_case.h"
 
 using namespace tune::kernels;
 
@@ -64,6 +65,10 @@ TEST_CASE("memory statistics see the context and the pool's high-water mark") {
     CHECK(s->pool_reserved_high_bytes >= (64u << 20));
     CHECK(s->pool_used_high_bytes >= (64u << 20));
     CHECK(cuda_device_used_bytes(0) > 0);
+}
+
+TEST_CASE("device pages are backed, moved with their contents and released; what the device cannot hold backs nothing") {
+    tune::test::check_device_pages();
 }
 
 TEST_CASE("an event timer measures work on the backend's stream") {
