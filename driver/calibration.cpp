@@ -55,9 +55,35 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
                            std::log(static_cast<double>(c.micro_batch) * static_cast<double>(c.context))});
         fit_ = fit(ratios_, fit_, base_.pace_exponent);
     }
-    if (const std::uint64_t overhead = machine_overhead(r); overhead > 0)
-        overhead_ = std::max(overhead_.value_or(0), overhead);
+    if (const std::uint64_t overhead = machine_overhead(r); overhead > 0) {
+        overheads_.push_back({static_cast<double>(r.memory[Component::activations]), static_cast<double>(overhead)});
+        fit_overhead();
+    }
 }
+
+void Calibration::fit_overhead() {
+    const auto n = static_cast<double>(overheads_.size());
+    double lo = overheads_.front().activations, hi = lo, mean_x = 0, mean_y = 0;
+    for (const OverheadPoint& p : overheads_) {
+        lo = std::min(lo, p.activations);
+        hi = std::max(hi, p.activations);
+        mean_x += p.activations / n;
+        mean_y += p.overhead / n;
+    }
+    double slope = overhead_slope_prior_;
+    if (overheads_.size() >= 2 && hi > kMinOverheadSpread * lo) {
+        double covariance = 0, variance = 0;
+        for (const OverheadPoint& p : overheads_) {
+            covariance += (p.activations - mean_x) * (p.overhead - mean_y);
+            variance += (p.activations - mean_x) * (p.activations - mean_x);
+        }
+        slope = std::clamp(covariance / variance, 0.0, 1.0);  // slack does not shrink as activations grow
+    }
+    overhead_slope_ = slope;
+    overhead_ = static_cast<std::uint64_t>(std::max(0.0, std::round(mean_y - slope * mean_x)));
+}
+
+double prior_overhead_slope(BackendKind backend) { return backend == BackendKind::cuda ? 0.04 : 0.0; }
 
 // A few rounds of alternating medians (Tukey's median polish) over at most a
 // few hundred points: each dimension's effect is the median residual of its
@@ -171,7 +197,10 @@ EstimateOptions Calibration::options() const {
     o.pace_exponent = fit_.pace_exponent;
     o.size_exponent = fit_.size_exponent;
     o.size_reference_tokens = std::exp(fit_.log_size_reference);
-    if (overhead_) o.overhead_bytes = overhead_;
+    if (overhead_) {
+        o.overhead_bytes = overhead_;
+        o.overhead_per_activation_byte = overhead_slope_;
+    }
     return o;
 }
 
@@ -191,7 +220,7 @@ double Calibration::change_since(const Calibration& since) const {
     change = std::max(change, std::abs(size_exponent() - since.size_exponent()));
     const double overhead_now = static_cast<double>(overhead_.value_or(0));
     const double overhead_then = static_cast<double>(since.overhead_.value_or(0));
-    if (overhead_now != overhead_then) change = std::max(change, 1.0);
+    if (overhead_now != overhead_then || overhead_slope_ != since.overhead_slope_) change = std::max(change, 1.0);
     change = std::max(change, std::abs(prune_tolerance() - since.prune_tolerance()));
     return change;
 }

@@ -19,8 +19,10 @@ namespace tune {
 
 class Calibration {
 public:
-    explicit Calibration(EstimateOptions base, double prune_tolerance = 0.02)
-        : base_(base), base_tolerance_(prune_tolerance) {
+    // `overhead_slope_prior`: the overhead's bytes per activation byte until
+    // trials far enough apart in activations fit it (prior_overhead_slope).
+    explicit Calibration(EstimateOptions base, double prune_tolerance = 0.02, double overhead_slope_prior = 0.0)
+        : base_(base), base_tolerance_(prune_tolerance), overhead_slope_prior_(overhead_slope_prior) {
         fit_.pace_exponent = base.pace_exponent;
     }
 
@@ -74,6 +76,17 @@ public:
     double size_exponent() const { return fit_.size_exponent; }
     static constexpr std::size_t kMinSlopeTrials = 8;
     static constexpr double kMinSlopeSpread = 0.05;
+    // What lies outside the components the estimator predicts one by one, as
+    // overhead + slope x the activations at the peak (EstimateOptions::
+    // overhead_bytes, overhead_per_activation_byte): least squares over the
+    // trials once their activations span kMinOverheadSpread (the largest over
+    // the smallest), else the prior slope and the mean intercept; unset until
+    // a trial measured it. A constant (the largest seen) left a GPU sweep of
+    // a 333M model up to 5.3% high on its smallest configurations, the line
+    // within 1.2% (docs/memory-model.md).
+    std::optional<std::uint64_t> overhead() const { return overhead_; }
+    double overhead_slope() const { return overhead_slope_; }
+    static constexpr double kMinOverheadSpread = 1.05;
 
 private:
     // The dimensions whose effects are fitted, and how many values each has.
@@ -112,7 +125,20 @@ private:
     std::vector<Ratio> ratios_;
     Fit fit_{};  // effects (logs), 0 until measured
     std::vector<double> memory_errors_;
-    std::optional<std::uint64_t> overhead_;  // largest measured device overhead
+    struct OverheadPoint {
+        double activations, overhead;  // bytes at the trial's peak, and beyond its tagged components
+    };
+    void fit_overhead();
+
+    double overhead_slope_prior_;
+    std::vector<OverheadPoint> overheads_;
+    std::optional<std::uint64_t> overhead_;  // fitted intercept
+    double overhead_slope_ = 0;
 };
+
+// The overhead's bytes per activation byte a sweep starts from: on CUDA the
+// stream-ordered pool's slack, 0.04 on an H100 (a 333M model's 24
+// configurations, 2026-11-26); on the CPU 0 (the page pool keeps none).
+double prior_overhead_slope(BackendKind backend);
 
 }  // namespace tune

@@ -1,6 +1,7 @@
 #include "search/estimate_memory.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/workspace_bytes.h"
 #include "search/flat_layout.h"
@@ -47,7 +48,11 @@ std::uint64_t comm_bytes(std::uint64_t numel, const StateSettings& s, bool gathe
     return bucket + gathered;
 }
 
-StepMemory with_peak(StepMemory s) {
+// The overhead's part that follows the activations (EstimateOptions::overhead_per_activation_byte), then the peak.
+StepMemory with_peak(StepMemory s, double overhead_per_activation_byte) {
+    for (ComponentBytes& phase : s.phases)
+        phase[Component::overhead] += static_cast<std::uint64_t>(
+            std::llround(overhead_per_activation_byte * static_cast<double>(phase[Component::activations])));
     for (Phase p : kPhases) {
         const std::uint64_t t = s.at(p).total();
         if (t > s.peak) s.peak = t, s.peak_phase = p;
@@ -60,7 +65,7 @@ StepMemory with_peak(StepMemory s) {
 // LOMO gradient and Adafactor sums are the adapters'. Stage 3 gathers the
 // base layer (qlora: its NF4 storage) and its adapters.
 StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayout& layout, const ComponentBytes& base,
-                        const ActivationSizes& a) {
+                        const ActivationSizes& a, double overhead_per_activation_byte) {
     const StateSettings settings = StateSettings::of(c);
     const BufferKind adapters = adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block);
     const bool lomo = c.optimizer == Optimizer::lomo;
@@ -92,7 +97,7 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
     s.phases[3] = phase(0, 0, 0, 0);  // no embedding backward: the phase holds the persistent buffers only
     const bool sums = c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && c.world_size > 1;
     s.phases[4] = phase(0, 0, sums ? 4 * adapters.sums : 0, 0);
-    return with_peak(s);
+    return with_peak(s, overhead_per_activation_byte);
 }
 
 }  // namespace
@@ -196,7 +201,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
         if (lomo) p[Component::grads] += lomo_grad * gb;
         return p;
     };
-    if (c.adapters()) return adapter_step(m, c, layout, base, a);
+    if (c.adapters()) return adapter_step(m, c, layout, base, a, o.overhead_per_activation_byte);
     const std::uint64_t layer_comm = comm_bytes(layout.layer.numel, settings, lomo);
     const std::uint64_t outer_comm = comm_bytes(layout.outer.numel, settings, lomo);
     const std::uint64_t gathered_layer = comm_bytes(layout.layer.numel, settings, true);
@@ -215,7 +220,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     const bool sums = c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && c.world_size > 1;
     s.phases[4] = phase(0, 0, sums ? 4 * std::max(layout.layer.sums, layout.outer.sums) : 0, 0);
 
-    return with_peak(s);
+    return with_peak(s, o.overhead_per_activation_byte);
 }
 
 MemoryBreakdown breakdown_at_peak(const StepMemory& s) {

@@ -20,6 +20,12 @@ struct EstimateOptions {
     // Hardware::runtime_overhead_bytes. On the CPU backend: the process's
     // resident set before the model's first allocation (its baseline), 0 unset.
     std::optional<std::uint64_t> overhead_bytes;
+    // Bytes outside our allocator per byte of activations live, in every
+    // phase: on a GPU the stream-ordered pool's slack, which grows with the
+    // buffers a step frees and allocates again (on an H100, 67 MiB beside
+    // 466 MiB of activations, 261 MiB beside 4.76 GB: about 4%). Calibration
+    // learns it with overhead_bytes; 0 until then.
+    double overhead_per_activation_byte = 0.0;
     std::uint32_t cpu_threads = 1;                      // OpenMP threads per rank: sizes attention scratch
 
     // Achieved fraction of the peak FLOP/s over a whole step's GEMMs.

@@ -252,6 +252,45 @@ TEST_CASE("the overhead learned is what the machine held beyond the tagged compo
     CHECK(from_tags.options().overhead_bytes == kBaseline);
 }
 
+TEST_CASE("the overhead is learned as a line in the activations: the pool's slack grows with them",
+          "[driver][calibration]") {
+    const Hardware h100 = *find_device("h100-80gb");
+    const TrialConfig c = config(Precision::bf16_mixed);
+    const Estimate e = estimate(c, h100);
+    constexpr double kMiB = 1 << 20;
+    // A trial whose peak held `activations` and, beyond its tagged components, 560 MiB + 4% of them.
+    const auto trial = [&](double activations) {
+        TrialResult r = measured(c, e, 1.0);
+        r.memory.bytes[static_cast<std::size_t>(Component::activations)] = static_cast<std::uint64_t>(activations);
+        r.memory.bytes[static_cast<std::size_t>(Component::overhead)] =
+            static_cast<std::uint64_t>(560 * kMiB + 0.04 * activations);
+        return r;
+    };
+    SECTION("trials far apart fit both terms") {
+        Calibration cal(EstimateOptions{}, 0.02, 0.0);
+        for (double act : {466 * kMiB, 4758 * kMiB, 1864 * kMiB}) cal.observe(trial(act), e);
+        CHECK(static_cast<double>(cal.overhead().value()) == Approx(560 * kMiB).epsilon(1e-6));
+        CHECK(cal.overhead_slope() == Approx(0.04).epsilon(1e-6));
+        // The estimate carries it at its own activations: the largest seen would be 109 MiB high here.
+        const Estimate calibrated = estimate(c, h100, cal.options());
+        const double act = static_cast<double>(calibrated.memory[Component::activations]);
+        CHECK(static_cast<double>(calibrated.memory[Component::overhead]) ==
+              Approx(560 * kMiB + 0.04 * act).epsilon(1e-6));
+    }
+    SECTION("one trial, or trials alike in activations: the prior slope, through their mean") {
+        Calibration cal(EstimateOptions{}, 0.02, prior_overhead_slope(BackendKind::cuda));
+        cal.observe(trial(1000 * kMiB), e);
+        CHECK(cal.overhead_slope() == prior_overhead_slope(BackendKind::cuda));
+        CHECK(static_cast<double>(cal.overhead().value()) == Approx(560 * kMiB).epsilon(1e-6));
+        TrialResult alike = trial(1020 * kMiB);  // within kMinOverheadSpread: no slope from these two
+        alike.memory.bytes[static_cast<std::size_t>(Component::overhead)] += 10 << 20;
+        cal.observe(alike, e);
+        CHECK(cal.overhead_slope() == prior_overhead_slope(BackendKind::cuda));
+        CHECK(static_cast<double>(cal.overhead().value()) == Approx(565 * kMiB).epsilon(1e-6));
+    }
+    CHECK(prior_overhead_slope(BackendKind::cpu) == 0.0);
+}
+
 TEST_CASE("calibration learns how speed grows with a micro-batch's tokens, and it reaches unseen sizes",
           "[driver][calibration]") {
     const std::vector<std::uint64_t> contexts{64, 128, 64, 128, 256, 64, 128, 64, 256, 128};
