@@ -59,8 +59,14 @@ SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store
             return out;
         }
     const auto start = std::chrono::steady_clock::now();
-    const std::unique_ptr<kernels::Backend> backend = backend_for(spec, threads);
-    ProbedRates rates = run_probes(*backend, plan, settings, &out.records);
+    ProbedRates rates;
+    {
+        const std::unique_ptr<kernels::Backend> backend = backend_for(spec, threads);
+        rates = run_probes(*backend, plan, settings, &out.records);
+    }
+    // The driver's CUDA context stayed on the device through every trial: each trial's
+    // baseline on an H100 read 1062 MiB, its own 531 and the driver's (2026-11-26).
+    if (gpu) kernels::release_cuda_device(0);
     if (!plan.collectives.empty())
         for (const CollectiveResult& c : collectives(plan.collectives)) {
             rates.collectives.push_back(c.rate);

@@ -212,6 +212,15 @@ TEST_CASE("query_devices lists the device without creating a CUDA context on it"
     cudaFree(p);
 }
 
+TEST_CASE("a process done with the device releases its context, and a later backend makes a new one") {
+    tune::kernels::make_cuda_backend(0).reset();
+    CHECK(tune_emu::context_created());
+    tune::kernels::release_cuda_device(0);  // what the sweep driver does after its probes
+    CHECK_FALSE(tune_emu::context_created());
+    auto again = tune::kernels::make_cuda_backend(0);
+    CHECK(tune_emu::context_created());
+}
+
 TEST_CASE("GEMM tuning scratch is bounded: a C above the limit is not timed") {
     const auto tuned = [](std::uint64_t limit) {
         tune::kernels::CudaBackendOptions o;

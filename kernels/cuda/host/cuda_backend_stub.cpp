@@ -25,6 +25,8 @@ std::uint64_t cuda_device_used_bytes(int) { return 0; }
 
 void reset_cuda_memory_marks(Backend&) {}
 
+void release_cuda_device(int) {}
+
 std::unique_ptr<DeviceTimer> make_cuda_timer(Backend&) { throw BackendError(kNoCuda); }
 
 void* cuda_stream(Backend&) { throw BackendError(kNoCuda); }

@@ -155,6 +155,11 @@ cudaError_t cudaGetDevice(int* dev) {
 
 cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 
+cudaError_t cudaDeviceReset() {
+    device().context = false;
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
     device().context = true;
     const std::uint64_t total = device().total_bytes(), used = device().used_bytes();

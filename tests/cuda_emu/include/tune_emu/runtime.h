@@ -104,6 +104,8 @@ cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaDeviceSynchronize();
+// Ends the primary context (context_created() turns false); the emulator keeps its memory.
+cudaError_t cudaDeviceReset();
 cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes);
 
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes);
