@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "driver/calibration.h"
 #include "driver/slots.h"
 #include "search/estimate.h"
 #include "core/machine_speed.h"
@@ -28,6 +29,9 @@ EstimateOptions base_estimate_options(const SweepSpec& spec) {
     o.margin = spec.margin;
     o.probed = spec.probed;
     o.pace_exponent = prior_pace_exponent(spec.hardware.backend);
+    // A device baseline the probes measured holds no pool slack; the preset's overhead is a round figure.
+    if (spec.probed && spec.probed->device_baseline_bytes)
+        o.overhead_per_activation_byte = prior_overhead_slope(spec.hardware.backend);
     return o;
 }
 

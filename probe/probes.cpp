@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/step_statistics.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/speed_reference.h"
 #include "probe/elementwise_probe.h"
 #include "probe/optimizer_probe.h"
@@ -23,6 +24,9 @@
 
 namespace tune::probe {
 namespace {
+
+// The device baseline's record (ProbedRates::device_baseline_bytes), in bytes.
+std::string device_baseline_name() { return "device baseline"; }
 
 // The speed reference's record: kernels::SpeedReference's GEMMs, in seconds.
 std::string speed_reference_name() {
@@ -308,6 +312,9 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
         OptimizerRate& r = out.optimizers[i];
         r.seconds = probe_optimizer(backend, r, after_gemm, &spent_optimizer[i]);
     }
+    if (const auto device = kernels::cuda_memory_stats(backend))  // after the GEMMs: their tuning scratch is known
+        out.device_baseline_bytes =
+            device->context_bytes + device->cublas_bytes + device->backend_bytes + device->gemm_tuning_bytes;
     if (records) {
         *records = records_of(out);
         // records_of lists gemm, then attention (forward, backward), element-wise (three
@@ -373,6 +380,8 @@ std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
     }
     for (const OptimizerRate& o : rates.optimizers) out.push_back({optimizer_record_name(o), o.seconds, "s", 0});
     if (rates.speed_reference_s > 0) out.push_back({speed_reference_name(), rates.speed_reference_s, "s", 0});
+    if (rates.device_baseline_bytes)
+        out.push_back({device_baseline_name(), static_cast<double>(*rates.device_baseline_bytes), "B", 0});
     for (const CollectiveRate& c : rates.collectives)
         out.push_back({collective_record_name(c), c.bus_bytes_per_s, "B/s", 0});
     return out;
@@ -423,6 +432,8 @@ ProbedRates rates_of(const std::vector<ProbeRecord>& records) {
             out.optimizers.push_back(std::move(*o));
         } else if (r.name == speed_reference_name()) {
             out.speed_reference_s = r.value;
+        } else if (r.name == device_baseline_name()) {
+            out.device_baseline_bytes = static_cast<std::uint64_t>(r.value);
         } else if (auto c = parse_collective_record(r.name)) {
             c->bus_bytes_per_s = r.value;
             out.collectives.push_back(*c);

@@ -50,6 +50,7 @@ SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store
     ProbedRates plan = plan_probes(spec.model, runnable_configs(spec),
                                    gpu ? kDeviceOptimizerProbeElements : kOptimizerProbeElements);
     if (!collectives) plan.collectives.clear();
+    if (gpu) plan.device_baseline_bytes = 0;  // asked for: a cache without it is measured again
     SweepProbes out;
     if (store != nullptr && !refresh)
         if (auto cached = from_cache(store->cached_probes(key), records_of(plan))) {

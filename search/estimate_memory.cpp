@@ -171,7 +171,10 @@ std::uint64_t qlora_workspace(std::uint64_t ops, const ModelSpec& m, const Trial
 std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {
     // On the CPU: the process's baseline, when the trial or the driver measured it.
     if (cpu_backend(hw)) return o.overhead_bytes.value_or(0);
-    return o.overhead_bytes.value_or(hw.runtime_overhead_bytes);
+    if (o.overhead_bytes) return *o.overhead_bytes;
+    // Measured by the sweep's probes on this device, else the device preset's.
+    if (o.probed && o.probed->device_baseline_bytes) return *o.probed->device_baseline_bytes;
+    return hw.runtime_overhead_bytes;
 }
 
 StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {

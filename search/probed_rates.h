@@ -151,6 +151,13 @@ struct ProbedRates {
     // Seconds of the speed reference (kernels/speed_reference.h) the rates were
     // taken beside (the machine's pace then); 0: unknown (a cache from before it).
     double speed_reference_s = 0;
+    // On a GPU, what a process holds on the device beside its buffers: the
+    // CUDA context, cuBLASLt, the backend's scratch, and the largest GEMM
+    // tuning scratch the probes took at the sweep's shapes (a trial tunes the
+    // same shapes in its first step, at its peak). The overhead a sweep's
+    // estimates start from, before a trial measured one; unset on the CPU,
+    // where each trial measures its own baseline.
+    std::optional<std::uint64_t> device_baseline_bytes;
 
     bool empty() const {
         return gemm.empty() && attention.empty() && collectives.empty() && elementwise.empty() && optimizers.empty();

@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <set>
 
+#include "driver/calibration.h"
+#include "driver/plan.h"
 #include "driver/sweep.h"
 #include "core/pareto.h"
+#include "search/estimate.h"
 #include "store/store.h"
 
 using namespace tune;
@@ -176,6 +179,31 @@ optimizer = ["adamw", "lomo"]
     const SweepReport m = run_sweep(spec, {}, limited);
     CHECK(m.trials_run == 3);
     CHECK(m.max_trials_reached);
+}
+
+TEST_CASE("a GPU sweep starts from the device baseline its probes measured, with the pool's slack", "[driver]") {
+    SweepSpec gpu = parse_sweep(R"(
+[model]
+preset = "llama-7b"
+[hardware]
+device = "h100-80gb"
+[space]
+optimizer = ["adamw"]
+)", "gpu.toml");
+    CHECK(base_estimate_options(gpu).overhead_per_activation_byte == 0.0);  // the preset's round figure holds it
+    auto probed = std::make_shared<ProbedRates>();
+    probed->device_baseline_bytes = 557ull << 20;
+    gpu.probed = probed;
+    const EstimateOptions o = base_estimate_options(gpu);
+    CHECK(o.overhead_per_activation_byte == prior_overhead_slope(BackendKind::cuda));
+    TrialConfig c;
+    c.model = gpu.model;
+    c.precision = Precision::bf16;
+    c.checkpointing = Checkpointing::full;
+    const Estimate e = estimate(c, gpu.hardware, o);
+    const double act = static_cast<double>(e.memory[Component::activations]);
+    CHECK(static_cast<double>(e.memory[Component::overhead]) ==
+          Approx(static_cast<double>(557ull << 20) + prior_overhead_slope(BackendKind::cuda) * act));
 }
 
 TEST_CASE("the budget stops the sweep from starting trials it cannot finish", "[driver]") {

@@ -184,7 +184,26 @@ TEST_CASE("probes measure on a backend and their records round-trip by name", "[
     CHECK(back.elementwise[0].layer_backward_s == rates.elementwise[0].layer_backward_s);
     CHECK(back.elementwise[0].outer_s == rates.elementwise[0].outer_s);
     CHECK(back.elementwise[0].ffn == static_cast<std::int64_t>(m.ffn));
+    CHECK_FALSE(rates.device_baseline_bytes.has_value());  // the CPU's trials measure their own
     CHECK(backend.live_bytes() == 0);
+}
+
+TEST_CASE("a GPU's device baseline is a probe record, and the overhead a sweep's estimates start from",
+          "[probe][estimate]") {
+    ProbedRates measured;
+    measured.device_baseline_bytes = 557ull << 20;
+    const ProbedRates back = probe::rates_of(probe::records_of(measured));
+    REQUIRE(back.device_baseline_bytes.has_value());
+    CHECK(*back.device_baseline_bytes == 557ull << 20);
+
+    const Hardware h100 = *find_device("h100-80gb");
+    const TrialConfig c = tiny_config(2, 64, Precision::bf16_mixed);
+    EstimateOptions o;
+    CHECK(estimate(c, h100, o).memory[Component::overhead] == h100.runtime_overhead_bytes);  // the preset's
+    o.probed = std::make_shared<const ProbedRates>(back);
+    CHECK(estimate(c, h100, o).memory[Component::overhead] == 557ull << 20);
+    o.overhead_bytes = 600ull << 20;  // a trial measured it: that wins
+    CHECK(estimate(c, h100, o).memory[Component::overhead] == 600ull << 20);
 }
 
 TEST_CASE("the time model takes probed rates per op instead of nominal peaks", "[probe][estimate]") {
