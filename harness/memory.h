@@ -5,7 +5,8 @@
 //
 // Large buffers are mapped pages (harness/page_pool.h): on the CPU backend
 // from 64 KiB, the process's own pages; on a backend that offers a page
-// mapper (CUDA: the driver's physical pages, from its granularity, 2 MiB).
+// mapper, from its page size (CUDA with TUNE_CUDA_PAGES=1: the driver's 2 MiB
+// pages; by default the CUDA backend offers none and its pool serves all).
 // Freed ones are kept for the next request only while in-use plus kept bytes
 // stay within the tagged peak, and otherwise go back, so the memory held
 // never exceeds what was there before (the baseline) plus the tagged peak and

@@ -1,16 +1,17 @@
 // The device's memory as pages of the driver's allocation granularity (2 MiB
 // on an H100), each a physical allocation (cuMemCreate) mapped into reserved
 // virtual ranges (cuMemAddressReserve, cuMemMap): the page mapper through
-// which harness/page_pool keeps the trainer's large buffers, so the device
-// holds no more than the tagged peak where the stream-ordered pool held up
-// to 261 MiB beyond it. PyTorch's expandable segments map pages the same way.
+// which harness/page_pool keeps the trainer's large buffers within the tagged
+// peak, where the stream-ordered pool held up to 261 MiB beyond it. PyTorch's
+// expandable segments map pages the same way. Opt-in (TUNE_CUDA_PAGES=1):
+// staying within the peak moves pages every step, and each unmap waits for
+// the device, 6% of an fp32 step on an H100 (docs/memory-model.md, §7).
 //
 // The driver's entry points come through cudaGetDriverEntryPointByVersion,
 // so `tune` links no libcuda and still starts on a machine without a driver.
 // Pages are unmapped only after the device is idle (cudaDeviceSynchronize):
 // a buffer freed on the host may still be read by queued kernels. The pool
-// moves or hands back pages only when no kept block fits a request, which
-// after a training step's first pass does not happen.
+// moves or hands back pages only when no kept block fits a request.
 #pragma once
 
 #include <cuda.h>
