@@ -132,7 +132,7 @@ TEST_CASE("a sweep records every outcome, faults included, and its front is the 
     CHECK_FALSE(front.empty());
 }
 
-TEST_CASE("running a finished sweep again runs nothing; a changed spec is refused", "[driver]") {
+TEST_CASE("running a finished sweep again runs nothing, a changed spec is refused", "[driver]") {
     const std::string db = fresh_db("resume");
     const SweepSpec spec = parse_sweep(kSpec, "driver-test.toml");
     const SweepReport first = run_sweep(spec, {}, fake_options(db));

@@ -212,7 +212,7 @@ TEST_CASE("a shift in one precision's factor counts as a calibration change", "[
     CHECK(cal.change_since(before) > 0.5);
 }
 
-TEST_CASE("failed trials teach nothing; overhead and memory error are kept", "[driver][calibration]") {
+TEST_CASE("failed trials teach nothing, overhead and memory error are kept", "[driver][calibration]") {
     const Hardware cpu = *find_device("cpu");
     const TrialConfig c = config(Precision::fp32);
     const Estimate e = estimate(c, cpu);

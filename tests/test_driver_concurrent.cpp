@@ -231,7 +231,7 @@ TEST_CASE("real trials two at a time: every stored estimate includes the process
     }
 }
 
-TEST_CASE("a driver killed with SIGKILL while two trials run resumes them; nothing lost or duplicated",
+TEST_CASE("a driver killed with SIGKILL while two trials run resumes them, nothing lost or duplicated",
           "[concurrent][driver]") {
     const fs::path dir = scratch("kill");
     const fs::path sweep = dir / "killed.toml";

@@ -49,7 +49,7 @@ TEST_CASE("fits compares the peak with the limit less the margin", "[estimate]")
     CHECK(usable_bytes(limited, h100, {}) == static_cast<std::uint64_t>(static_cast<double>(8ull << 30) * 0.95));
 }
 
-TEST_CASE("ZeRO stage 0 of llama-7b with AdamW does not fit 80 GB; stage 3 over 8 does", "[estimate]") {
+TEST_CASE("ZeRO stage 0 of llama-7b with AdamW does not fit 80 GB, stage 3 over 8 does", "[estimate]") {
     TrialConfig c = llama7b();
     const Hardware h100 = *find_device("h100-80gb");
     c.zero_stage = 0;
@@ -151,7 +151,7 @@ TEST_CASE("flash attention: masked tiles skipped, scores recomputed in backward,
     CHECK(step_time(c.model, c, h100, {}).flops_per_token == flash.flops_per_token);
 }
 
-TEST_CASE("the issue's stories: llama3-8b on 4 x A100-40GB at 8k fits a mixed AdamW config with flash; "
+TEST_CASE("the issue's stories: llama3-8b on 4 x A100-40GB at 8k fits a mixed AdamW config with flash, "
           "llama-7b without checkpointing at 4k no longer needs ~144 GiB",
           "[estimate][memory][flash]") {
     // Llama-3-8B, 4 x A100-40GB, context 8192, bf16-mixed AdamW: with eager

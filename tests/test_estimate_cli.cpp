@@ -30,7 +30,7 @@ TEST_CASE("tune estimate --json prints the issue's object with memory in bytes",
     CHECK(j["device"] == "h100-80gb");
 }
 
-TEST_CASE("tune estimate prints components, the peak phase, time and fits; exit 1 when it does not fit",
+TEST_CASE("tune estimate prints components, the peak phase, time and fits, exit 1 when it does not fit",
           "[cli][estimate]") {
     const auto fits =
         run_tune("estimate --model tiny --device cpu --precision fp32 --micro-batch 2 --context 64 --attention eager");

@@ -93,7 +93,7 @@ TEST_CASE("LoRA: the loss and every adapter gradient match PyTorch (fp32)", "[lo
                                            << worst);
 }
 
-TEST_CASE("LoRA: adapters after 3 AdamW steps with clipping match PyTorch; the base does not move", "[lora][torch]") {
+TEST_CASE("LoRA: adapters after 3 AdamW steps with clipping match PyTorch, the base does not move", "[lora][torch]") {
     Rig r;
     const std::vector<float> losses = r.ref.read_f32("losses");
     const harness::HostParams base_before = r.rig.trainer->base().download_weights();
@@ -215,7 +215,7 @@ TEST_CASE("LoRA validity: a rank past a targeted matrix, qlora with fp32, are ba
     CHECK_FALSE(invalid_reason(c));
 }
 
-TEST_CASE("PEFT adapter folders: saved ones load back; unknown targets and missing tensors are named",
+TEST_CASE("PEFT adapter folders: saved ones load back, unknown targets and missing tensors are named",
           "[lora][peft]") {
     Rig r;
     const auto dir = std::filesystem::path(TUNE_BUILD_DIR) / "test_lora_peft";
@@ -297,7 +297,7 @@ TEST_CASE("QLoRA at ZeRO stage 3 gathers its NF4 shards and computes what stage 
     }
 }
 
-TEST_CASE("tune trial and tune estimate take the method flags; bad adapter input is exit 2", "[lora][cli]") {
+TEST_CASE("tune trial and tune estimate take the method flags, bad adapter input is exit 2", "[lora][cli]") {
     const auto est = test::run_tune("estimate --model llama-7b --device rtx4090 --method qlora --lora-rank 64 "
                                     "--lora-targets all-linear --lora-alpha 16 --checkpointing full --context 512");
     CHECK(est.exit_code == 0);

@@ -157,7 +157,7 @@ TEST_CASE("Adafactor vector steps match the transformers algorithm", "[math][ada
   }
 }
 
-TEST_CASE("Adafactor clip divides by RMS(update) above the threshold; decay", "[math][adafactor]") {
+TEST_CASE("Adafactor clip divides by RMS(update) above the threshold, decay", "[math][adafactor]") {
   const AdafactorHyper h = kAdafactorDefaults;
   CHECK(adafactor_clip_divisor(2.0f, 2.0f, h) == 1.0f);  // RMS 1
   CHECK(adafactor_clip_divisor(32.0f, 2.0f, h) == 4.0f);  // RMS 4

@@ -24,7 +24,7 @@ TEST_CASE("Lion step by hand", "[math][lion]") {
   CHECK(q == Approx(1.1f));
 }
 
-TEST_CASE("Lion: zero momentum and gradient leave p alone; defaults", "[math][lion]") {
+TEST_CASE("Lion: zero momentum and gradient leave p alone, defaults", "[math][lion]") {
   const LionHyper h;
   float p = 2.0f, m = 0.0f;
   lion_update(p, m, 0.0f, h, true);

@@ -256,7 +256,7 @@ TEST_CASE("8-bit Adam keeps the sign of m and skips non-finite gradients", "[mat
   CHECK(p[1] > 2.0f);
 }
 
-TEST_CASE("8-bit Adam decoupled decay multiplies after the step; fp16 parameters round", "[math][quant8]") {
+TEST_CASE("8-bit Adam decoupled decay multiplies after the step, fp16 parameters round", "[math][quant8]") {
   const Maps maps;
   Adam8bitHyper h;
   h.weight_decay = 0.1f;

@@ -31,7 +31,7 @@ constexpr double kLora = 4 * 6607077376.0 + 6 * 159907840.0 + 3221225472.0;   //
 
 }  // namespace
 
-TEST_CASE("model FLOPs: 6N for full training; 4N + 6N_adapter with a frozen base", "[estimate][time][lora]") {
+TEST_CASE("model FLOPs: 6N for full training, 4N + 6N_adapter with a frozen base", "[estimate][time][lora]") {
     const TrialConfig full = llama7b(Method::full);
     CHECK(model_flops_per_token(full.model, full) == Approx(kFull).epsilon(1e-12));
     for (Method method : {Method::lora, Method::qlora}) {

@@ -38,7 +38,7 @@ TEST_CASE("step statistics are Google Benchmark's over the steps after warm-up",
     CHECK(step_statistics({5}, 1).count == 0);
 }
 
-TEST_CASE("a noisy trial runs more steps up to the cap; a quiet one does not", "[noise]") {
+TEST_CASE("a noisy trial runs more steps up to the cap, a quiet one does not", "[noise]") {
     const NoiseRule rule{0.05, 8};
     const std::vector<double> noisy{50, 100, 140, 100};  // CV of 100, 140, 100 is about 20%
     const std::vector<double> quiet{50, 100, 101, 100};

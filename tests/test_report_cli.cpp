@@ -20,7 +20,7 @@ TEST_CASE("tune report --format text prints the funnel, the front and the estima
     CHECK(r.output.find("step time") != std::string::npos);
 }
 
-TEST_CASE("tune report writes the HTML file; --compare adds the comparison", "[report][cli]") {
+TEST_CASE("tune report writes the HTML file, --compare adds the comparison", "[report][cli]") {
     const auto dir = test::report_scratch_dir("cli-html");
     const std::string db = test::report_fixture_db(dir);
     const auto out = dir / "cmp.html";

@@ -65,7 +65,7 @@ TEST_CASE("sha256 and base64 match the published test vectors", "[report]") {
     CHECK(csp_hash_source("abc") == "'sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0='");
 }
 
-TEST_CASE("terminal tables show control characters as \\xNN instead of sending them", "[report]") {
+TEST_CASE("terminal tables show control characters as hex escapes instead of sending them", "[report]") {
     TextTable table({"name", "note"});
     table.add_row({"evil\x1b]0;owned\x07sweep", "line\nbreak\ttab"});
     const std::string out = table.render();

@@ -78,7 +78,7 @@ TEST_CASE("8-bit codes compare as indices") {
     CHECK_FALSE(compare_outputs({a}, {b})[0].pass);
 }
 
-TEST_CASE("a case that differs between backends fails; one that throws is an error") {
+TEST_CASE("a case that differs between backends fails, one that throws is an error") {
     CpuBackend one, two;
     int calls = 0;
     Case drift{"scale", "f32", "n=3", [&calls](std::uint64_t seed) {

@@ -118,7 +118,7 @@ TEST_CASE("every trial field round-trips: enumerated, claimed, recorded", "[stor
     CHECK_FALSE(db.claim_next_pending(sweep));  // the others are invalid and pruned
 }
 
-TEST_CASE("a result without an estimate keeps the enumerated one; NaN losses stay NaN", "[store]") {
+TEST_CASE("a result without an estimate keeps the enumerated one, NaN losses stay NaN", "[store]") {
     ScratchDir dir;
     Store db(dir.file("t.db"), kRw);
     const SweepId sweep = db.open_sweep(sample_sweep("s"), false).id;

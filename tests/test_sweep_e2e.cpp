@@ -156,7 +156,7 @@ TEST_CASE("faults injected into tune trial are recorded with the right status", 
     }
 }
 
-TEST_CASE("a driver killed with SIGKILL at random points resumes; every trial is recorded exactly once", "[e2e]") {
+TEST_CASE("a driver killed with SIGKILL at random points resumes, every trial is recorded exactly once", "[e2e]") {
     const fs::path dir = scratch("kill");
     const fs::path sweep = write_sweep(dir, "killed", "1GiB",
                                        "optimizer = [\"adamw\", \"lion\", \"adafactor\", \"adam8bit\"]\n"

@@ -56,7 +56,7 @@ TEST_CASE("a trial reports fp16 skipped steps and still ends ok", "[trainer][fp1
     CHECK_THAT(r.reason, Catch::Contains("2 of 2 steps skipped"));
 }
 
-TEST_CASE("pure bf16 keeps weights, gradients and states in bf16; mixed keeps fp32 master", "[trainer][bf16]") {
+TEST_CASE("pure bf16 keeps weights, gradients and states in bf16, mixed keeps fp32 master", "[trainer][bf16]") {
     const TrialConfig base = test::trainer_config(*find_model("tiny"));
     const harness::ParamLayout layout = harness::make_param_layout(base.model, 1, base.adam8bit_block);
     const auto padded = static_cast<std::uint64_t>(layout.padded_total());

@@ -86,7 +86,7 @@ TEST_CASE("activations beyond any machine are refused, not estimated", "[validit
     CHECK(kind_of(c) == "model-size");
 }
 
-TEST_CASE("the 8-bit block is a power of two from 64 to 4096; hyperparameters in range", "[validity]") {
+TEST_CASE("the 8-bit block is a power of two from 64 to 4096, hyperparameters in range", "[validity]") {
     for (std::uint32_t block : {0u, 1u, 32u, 100u, 8192u}) {
         TrialConfig c = tiny();
         c.adam8bit_block = block;

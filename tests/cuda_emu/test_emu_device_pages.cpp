@@ -20,7 +20,7 @@ using namespace tune;
 using harness::Allocator;
 using harness::Buffer;
 
-TEST_CASE("emulated device: device pages are backed, moved with their contents and released; what the device cannot hold backs nothing") {
+TEST_CASE("emulated device: device pages are backed, moved with their contents and released, what the device cannot hold backs nothing") {
     const std::uint64_t total = tune_emu::device_memory_total();
     tune_emu::set_device_memory(tune_emu::device_memory_used() + (256ull << 20));  // the failing back() stays short
     tune::test::check_device_pages();
@@ -88,7 +88,7 @@ TEST_CASE("emulated device: by default every buffer comes from the stream-ordere
     CHECK(backend->live_bytes() == 8 * tune_emu::device_page_bytes());
 }
 
-TEST_CASE("emulated device: a training step after the first maps no new device pages; they follow the tagged peak") {
+TEST_CASE("emulated device: a training step after the first maps no new device pages, they follow the tagged peak") {
     auto backend = backend_with_pages();
     TrialConfig c = test::trainer_config(find_model("tiny").value());
     c.context = 128;

@@ -65,7 +65,7 @@ TEST_CASE("qlora at ZeRO stage 3: every rank's memory equals the estimate, byte 
     CHECK(runs == 5 * 3 * 2);
 }
 
-TEST_CASE("qlora at ZeRO stage 3: each rank keeps 1/N of the NF4 blocks; lora and qlora gathers move what the estimator says",
+TEST_CASE("qlora at ZeRO stage 3: each rank keeps 1/N of the NF4 blocks, lora and qlora gathers move what the estimator says",
           "[mpi][zero][qlora]") {
     harness::MpiComm comm(test::mpi_runtime());  // counts from zero
     const int n = comm.world_size();
