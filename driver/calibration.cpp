@@ -218,15 +218,9 @@ double Calibration::change_since(const Calibration& since) const {
             change = std::max(change, relative(factor(Dim(d), v), since.factor(Dim(d), v)));
     change = std::max(change, std::abs(pace_exponent() - since.pace_exponent()));
     change = std::max(change, std::abs(size_exponent() - since.size_exponent()));
-    // The overhead line moves a little with every trial: as much as it moved, not "it moved".
-    if (overhead_.has_value() != since.overhead_.has_value()) {
-        change = std::max(change, 1.0);
-    } else if (overhead_) {
-        const double now = static_cast<double>(*overhead_), then = static_cast<double>(*since.overhead_);
-        change = std::max(change, std::abs(now - then) / std::max(then, 1.0 * (1 << 20)));
-        change = std::max(change, std::abs(overhead_slope_ - since.overhead_slope_) /
-                                      std::max(since.overhead_slope_, 0.01));
-    }
+    const double overhead_now = static_cast<double>(overhead_.value_or(0));
+    const double overhead_then = static_cast<double>(since.overhead_.value_or(0));
+    if (overhead_now != overhead_then || overhead_slope_ != since.overhead_slope_) change = std::max(change, 1.0);
     change = std::max(change, std::abs(prune_tolerance() - since.prune_tolerance()));
     return change;
 }
