@@ -27,7 +27,8 @@ public:
     SweepLoop(const SweepSpec& spec, const SweepOptions& options, const SlotLayout& layout, Store& store,
               SweepId sweep, SweepReport& report)
         : spec_(spec), options_(options), layout_(layout), store_(store), sweep_(sweep), report_(report),
-          base_(base_estimate_options(spec)), calibration_(base_, options.prune_tolerance, prior_overhead_slope(spec.hardware.backend)),
+          base_(base_estimate_options(spec)),
+          calibration_(base_, options.prune_tolerance, prior_overhead_slope(spec.hardware.backend)),
           planned_with_(calibration_), progress_(options.progress_line, options.json_events),
           runner_(layout.slots.size()) {}
 

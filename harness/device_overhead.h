@@ -2,10 +2,12 @@
 // `overhead` component): the CUDA context, cuBLASLt's handle, the backend's
 // scratch, and what the stream-ordered pool and the device pages held
 // beyond the largest total the trainer allocated (allocation granularity,
-// pages' rounding, and what the pool keeps of the GEMM tuning scratch). The trial resets the pool's high-water marks
-// after the warm-up steps, so the tuning spike does not pin them.
-// The estimator predicts it as Hardware::runtime_overhead_bytes and the
-// sweep driver learns it from these measurements.
+// pages' rounding, and what the pool keeps of the GEMM tuning scratch). The
+// trial resets the pool's high-water marks after the warm-up steps, so the
+// tuning spike does not pin them. The estimator starts from the device
+// baseline the sweep's probes measured (else Hardware::runtime_overhead_bytes)
+// and the sweep driver learns it from these measurements, as a line in the
+// activations (driver/calibration.h).
 #pragma once
 
 #include <cstdint>

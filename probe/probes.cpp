@@ -318,7 +318,8 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     if (records) {
         *records = records_of(out);
         // records_of lists gemm, then attention (forward, backward), element-wise (three
-        // parts), the optimizers, then the speed reference.
+        // parts), the optimizers, then the speed reference (and a GPU's device baseline,
+        // measured for free: its seconds stay 0).
         std::size_t r = 0;
         for (double s : spent_gemm) (*records)[r++].seconds = s;
         for (double s : spent_attention) {

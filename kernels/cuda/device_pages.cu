@@ -157,15 +157,14 @@ void DevicePages::allow_access(CUdeviceptr at, std::uint64_t bytes) {
     TUNE_DRIVER_CHECK(calls_->set_access(at, bytes, &access, 1));
 }
 
-bool DevicePages::unmap_page(CUdeviceptr at, bool release) noexcept {
+void DevicePages::unmap_page(CUdeviceptr at, bool release) noexcept {
     const auto page = pages_.find(at);
-    if (page == pages_.end()) return false;
+    if (page == pages_.end()) return;
     calls_->unmap(at, page_);
     if (release) calls_->release(page->second);
     pages_.erase(page);
     if (const auto range = range_of(at); range != ranges_.end()) --range->second.backed_pages;
     --backed_pages_;
-    return true;
 }
 
 void DevicePages::free_range_if_empty(std::map<CUdeviceptr, Range>::iterator range) noexcept {

@@ -58,8 +58,8 @@ private:
     std::map<CUdeviceptr, Range>::iterator range_of(CUdeviceptr address);
     void map_page(CUdeviceptr at, CUmemGenericAllocationHandle page);
     void allow_access(CUdeviceptr at, std::uint64_t bytes);
-    // Unmaps (and releases) the page at `at`, if one is there; false when none was.
-    bool unmap_page(CUdeviceptr at, bool release) noexcept;
+    // Unmaps (and releases) the page at `at`, if one is there.
+    void unmap_page(CUdeviceptr at, bool release) noexcept;
     void free_range_if_empty(std::map<CUdeviceptr, Range>::iterator range) noexcept;
 
     std::unique_ptr<DriverMemoryCalls> calls_;

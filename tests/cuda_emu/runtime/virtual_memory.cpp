@@ -44,8 +44,7 @@ VirtualMemory::~VirtualMemory() {
 }
 
 CUresult VirtualMemory::fail(CUresult status, const char* what) const {
-    device().record(status == CUDA_ERROR_OUT_OF_MEMORY ? cudaErrorMemoryAllocation : cudaErrorInvalidValue, what);
-    cudaGetLastError();  // a driver call leaves no runtime error behind
+    last_failure_ = what;  // the driver keeps no runtime error: a pending one stays as it was
     return status;
 }
 

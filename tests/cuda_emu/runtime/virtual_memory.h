@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "cuda.h"
 
@@ -36,6 +37,9 @@ public:
     CUresult unmap(CUdeviceptr ptr, std::size_t size);
     CUresult set_access(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* desc, std::size_t count);
     CUresult query_granularity(std::size_t* granularity, const CUmemAllocationProp* prop);
+
+    // Which rule the last refused call broke (for a debugger; a call's CUresult is its answer).
+    const std::string& last_failure() const { return last_failure_; }
 
     // Whether [address, address + bytes) lies in one reservation, mapped and accessible throughout.
     bool accessible(std::uintptr_t address, std::uint64_t bytes) const;
@@ -67,6 +71,7 @@ private:
     mutable std::mutex mutex_;
     std::map<std::uintptr_t, Range> ranges_;  // by start
     std::map<Page*, bool> pages_;             // alive (created, not yet gone)
+    mutable std::string last_failure_;
 };
 
 VirtualMemory& virtual_memory();
