@@ -69,6 +69,13 @@ double real_peak_error(const Estimate& e, const TrialResult& r) {
     return error_percent(static_cast<double>(e.memory.peak), static_cast<double>(r.real_peak));
 }
 
+std::optional<double> peak_error(const TrialResult& r) {
+    if (!r.estimate) return std::nullopt;
+    if (r.real_peak > 0) return real_peak_error(*r.estimate, r);
+    if (r.memory.peak == 0) return std::nullopt;
+    return error_percent(static_cast<double>(r.estimate->memory.peak), static_cast<double>(r.memory.peak));
+}
+
 std::string step_error_medians_text(const Accuracy& a) {
     const ErrorSummary& before = a.step_before_calibration_summary;
     const ErrorSummary& after = a.step_summary;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,12 @@ Accuracy estimator_accuracy(const SweepData& sweep);
 // (estimated peak - real peak) / real peak in percent: the estimate (whose
 // overhead is the baseline) against what the process or device held.
 double real_peak_error(const Estimate& e, const TrialResult& r);
+// A trial's estimated peak against what it measured, (estimated - measured) /
+// measured in percent: against the real peak where the trial has one (the
+// estimate's overhead is the process's baseline and its slack, so that is what
+// it predicts), else against the allocator's peak; nullopt without an estimate
+// or a measured peak. The one rule for the reports' per-trial memory error.
+std::optional<double> peak_error(const TrialResult& r);
 
 ErrorSummary summarize(const std::vector<ErrorSample>& samples);
 

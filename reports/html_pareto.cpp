@@ -33,7 +33,8 @@ nlohmann::json pareto_spec(const SweepData& sweep) {
 HtmlTable front_table(const SweepData& sweep) {
     std::vector<HtmlColumn> columns{{"trial", true, ""}};
     for (auto& c : config_columns()) columns.push_back(std::move(c));
-    columns.insert(columns.end(), {{"peak", true, "measured peak memory per GPU"},
+    columns.insert(columns.end(), {{"peak", true, "measured peak memory per GPU: the allocator's, baseline included"},
+                                   {"real peak", true, kRealPeakTitle},
                                    {"tokens/s", true, "measured, warmup excluded"},
                                    {"MFU %", true, "model FLOPs utilization"},
                                    {"est. peak", true, "the estimator's prediction"},
@@ -48,6 +49,7 @@ HtmlTable front_table(const SweepData& sweep) {
         std::vector<HtmlCell> row{{std::to_string(t.id), ""}};
         for (auto& c : config_cells(t.result.config)) row.push_back({std::move(c), ""});
         row.push_back(bytes_cell(t.result.memory.peak));
+        row.push_back(t.result.real_peak ? bytes_cell(t.result.real_peak) : HtmlCell{});
         row.push_back(throughput_cell(t.result.tokens_per_s));
         row.push_back({fmt::format("{:.1f}", t.result.mfu * 100), ""});
         const auto& e = t.result.estimate;

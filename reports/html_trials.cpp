@@ -2,6 +2,7 @@
 // page's script, complete in the HTML for readers without JavaScript.
 #include <fmt/format.h>
 
+#include "reports/accuracy.h"
 #include "reports/html_sections.h"
 #include "reports/html_table.h"
 #include "reports/report_format.h"
@@ -34,12 +35,13 @@ std::vector<HtmlColumn> trial_columns() {
                                     {"status", false, ""},
                                     {"reason", false, "why a trial did not finish ok; hover or click for the whole text"}};
     for (auto& c : config_columns()) columns.push_back(std::move(c));
-    columns.insert(columns.end(), {{"peak", true, "measured peak memory per GPU"},
+    columns.insert(columns.end(), {{"peak", true, "measured peak memory per GPU: the allocator's, baseline included"},
+                                   {"real peak", true, kRealPeakTitle},
                                    {"tokens/s", true, "measured, warmup excluded"},
                                    {"MFU %", true, ""},
                                    {"est. peak", true, "the estimator's prediction"},
                                    {"est. tokens/s", true, "the estimator's prediction"},
-                                   {"mem err", true, "(estimated - measured) / measured peak"}});
+                                   {"mem err", true, "(estimated - measured) / measured peak: the real peak where measured"}});
     return columns;
 }
 
@@ -51,15 +53,13 @@ std::vector<HtmlCell> trial_row(const TrialRecord& t) {
                               reason_cell(r.reason)};
     for (auto& c : config_cells(r.config)) row.push_back({std::move(c), ""});
     row.push_back(t.measured && r.memory.peak ? bytes_cell(r.memory.peak) : HtmlCell{});
+    row.push_back(t.measured && r.real_peak ? bytes_cell(r.real_peak) : HtmlCell{});
     row.push_back(ok ? throughput_cell(r.tokens_per_s) : HtmlCell{});
     row.push_back({ok ? fmt::format("{:.1f}", r.mfu * 100) : "", ""});
     row.push_back(r.estimate ? bytes_cell(r.estimate->memory.peak) : HtmlCell{});
     row.push_back(r.estimate ? throughput_cell(r.estimate->tokens_per_s) : HtmlCell{});
-    const bool comparable = ok && r.estimate && r.memory.peak > 0;
-    row.push_back({comparable ? percent_text(error_percent(static_cast<double>(r.estimate->memory.peak),
-                                                           static_cast<double>(r.memory.peak)))
-                              : "",
-                   ""});
+    const std::optional<double> error = ok ? peak_error(r) : std::nullopt;
+    row.push_back({error ? percent_text(*error) : "", ""});
     return row;
 }
 

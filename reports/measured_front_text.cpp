@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/accuracy.h"
 #include "reports/front_ties.h"
 #include "reports/report_format.h"
 #include "reports/risk_note.h"
@@ -13,11 +14,10 @@
 namespace tune {
 namespace {
 
-// (measured - estimated) / estimated peak, or "-" without an estimate.
-std::string peak_error_text(std::uint64_t measured, std::uint64_t estimated) {
-    if (estimated == 0) return "-";
-    return fmt::format("{:+.1f}%", 100.0 * (static_cast<double>(measured) - static_cast<double>(estimated)) /
-                                       static_cast<double>(estimated));
+// The estimate's error against the real peak (reports/accuracy.h peak_error), or "-".
+std::string peak_error_text(const TrialResult& r) {
+    const std::optional<double> error = peak_error(r);
+    return error ? fmt::format("{:+.1f}%", *error) : "-";
 }
 
 }  // namespace
@@ -33,15 +33,19 @@ std::string measured_front_text(std::span<const TrialRecord> front) {
     const std::vector<std::string> ties = front_tie_marks(records);
     const bool any_tie = std::any_of(ties.begin(), ties.end(), [](const std::string& m) { return !m.empty(); });
     const bool notes = any_risk(configs);
-    std::vector<std::string> more{"trial", "peak", "est. peak", "error", "tokens/s", "MFU"};
+    std::vector<std::string> more{"trial", "peak", "real peak", "est. peak", "error", "tokens/s", "MFU"};
     if (any_tie) more.emplace_back("tie");
     if (notes) more.emplace_back("note");
     TextTable table(config_header(more));
     for (std::size_t k = 0; k < front.size(); ++k) {
         const TrialResult& r = front[k].result;
         const std::uint64_t est = r.estimate ? r.estimate->memory.peak : 0;
-        std::vector<std::string> cells{std::to_string(front[k].id), bytes_text(r.memory.peak), est ? bytes_text(est) : "-",
-                                       peak_error_text(r.memory.peak, est), throughput_text(r.tokens_per_s),
+        std::vector<std::string> cells{std::to_string(front[k].id),
+                                       bytes_text(r.memory.peak),
+                                       r.real_peak > 0 ? bytes_text(r.real_peak) : "-",
+                                       est ? bytes_text(est) : "-",
+                                       peak_error_text(r),
+                                       throughput_text(r.tokens_per_s),
                                        fmt::format("{:.1f}%", r.mfu * 100)};
         if (any_tie) cells.push_back(ties[k]);
         if (notes) cells.push_back(risk_cell_text(r.config));

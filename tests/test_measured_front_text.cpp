@@ -39,3 +39,23 @@ TEST_CASE("the sweep's end-of-run front marks ties within noise", "[report][nois
     }
     CHECK(measured_front_text({}).empty());
 }
+
+TEST_CASE("the sweep's end-of-run front gives the estimate's error against the real peak", "[report][memory]") {
+    // The allocator counted 100 MiB (baseline included); the process held 104; the estimate said 104.
+    TrialRecord t = member(11, 100 << 20, 1000, 0.1, 0.001);
+    t.result.real_peak = 104ull << 20;
+    t.result.estimate = Estimate{};
+    t.result.estimate->memory.peak = 104ull << 20;
+    const std::string text = measured_front_text(std::vector<TrialRecord>{t});
+    CHECK(text.find("real peak") != std::string::npos);
+    CHECK(text.find("104.00 MiB") != std::string::npos);
+    CHECK(text.find("+0.0%") != std::string::npos);  // against the real peak, not the allocator's (+4.0%)
+    CHECK(text.find("+4.0%") == std::string::npos);
+    CHECK(text.find("-3.8%") == std::string::npos);  // nor the old sign convention
+
+    SECTION("without a real peak: against the allocator's, estimate minus measured") {
+        t.result.real_peak = 0;
+        const std::string old = measured_front_text(std::vector<TrialRecord>{t});
+        CHECK(old.find("+4.0%") != std::string::npos);
+    }
+}
