@@ -16,6 +16,7 @@
 #include "core/step_statistics.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/speed_reference.h"
+#include "probe/dequantize_probe.h"
 #include "probe/elementwise_probe.h"
 #include "probe/optimizer_probe.h"
 #include "probe/probe_timing.h"
@@ -284,6 +285,10 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
                                     0, 0, 0});
     plan.speed_reference_s = 1;  // asked for
     plan_optimizers(model, configs, optimizer_elements, plan);
+    std::set<ProbeDtype> dequantized;  // qlora's compute dtypes
+    for (const TrialConfig& c : configs)
+        if (c.method == Method::qlora) dequantized.insert(probe_dtype(c.precision));
+    for (ProbeDtype dtype : dequantized) plan.dequantize.push_back({dtype, h, kv, f, 0});
     plan_collectives(model, configs, plan);
     return plan;
 }
@@ -312,13 +317,16 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
         OptimizerRate& r = out.optimizers[i];
         r.seconds = probe_optimizer(backend, r, after_gemm, &spent_optimizer[i]);
     }
+    std::vector<double> spent_dequantize(out.dequantize.size());
+    for (std::size_t i = 0; i < out.dequantize.size(); ++i)
+        out.dequantize[i].layer_s = probe_dequantize(backend, out.dequantize[i], after_gemm, &spent_dequantize[i]);
     if (const auto device = kernels::cuda_memory_stats(backend))  // after the GEMMs: their tuning scratch is known
         out.device_baseline_bytes =
             device->context_bytes + device->cublas_bytes + device->backend_bytes + device->gemm_tuning_bytes;
     if (records) {
         *records = records_of(out);
         // records_of lists gemm, then attention (forward, backward), element-wise (three
-        // parts), the optimizers, then the speed reference (and a GPU's device baseline,
+        // parts), the optimizers, the NF4 dequantizations, then the speed reference (and a GPU's device baseline,
         // measured for free: its seconds stay 0).
         std::size_t r = 0;
         for (double s : spent_gemm) (*records)[r++].seconds = s;
@@ -329,6 +337,7 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
         for (double s : spent_elementwise)
             for (int part = 0; part < 3; ++part) (*records)[r++].seconds = s / 3;
         for (double s : spent_optimizer) (*records)[r++].seconds = s;
+        for (double s : spent_dequantize) (*records)[r++].seconds = s;
         if (r < records->size() && plan.speed_reference_s > 0) (*records)[r].seconds = spent_reference;
     }
     return out;
@@ -380,6 +389,10 @@ std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
         out.push_back({shape + " outer", e.outer_s, "s", 0});
     }
     for (const OptimizerRate& o : rates.optimizers) out.push_back({optimizer_record_name(o), o.seconds, "s", 0});
+    for (const DequantizeRate& d : rates.dequantize)
+        out.push_back({fmt::format("nf4-dequantize {} h={} kv={} f={}", probe_dtype_name(d.dtype), d.hidden, d.kv_dim,
+                                   d.ffn),
+                       d.layer_s, "s", 0});
     if (rates.speed_reference_s > 0) out.push_back({speed_reference_name(), rates.speed_reference_s, "s", 0});
     if (rates.device_baseline_bytes)
         out.push_back({device_baseline_name(), static_cast<double>(*rates.device_baseline_bytes), "B", 0});
@@ -428,6 +441,8 @@ ProbedRates rates_of(const std::vector<ProbeRecord>& records) {
             const std::string which(part);
             (which == "layer-forward" ? it->layer_forward_s : which == "layer-backward" ? it->layer_backward_s
                                                                                        : it->outer_s) = r.value;
+        } else if (std::sscanf(r.name.c_str(), "nf4-dequantize %7s h=%lld kv=%lld f=%lld", dtype, &h, &kvh, &d) == 4) {
+            if (const auto dt = parse_probe_dtype(dtype)) out.dequantize.push_back({*dt, h, kvh, d, r.value});
         } else if (auto o = parse_optimizer_record(r.name)) {
             o->seconds = r.value;
             out.optimizers.push_back(std::move(*o));

@@ -104,15 +104,27 @@ double attention_bytes_per_token(const ModelSpec& m, const TrialConfig& c, bool 
     return static_cast<double>(m.layers) * static_cast<double>(m.heads) * c.context * (forward + backward + recompute);
 }
 
-// QLoRA (§9): bytes each micro-batch moves dequantizing the layers' NF4
-// weights: read 4.127 bits, write the compute dtype, once per GEMM that reads
-// a weight: forward, the backward's dX and, with full checkpointing, the recompute.
-double dequantize_bytes_per_micro_batch(const ModelSpec& m, const TrialConfig& c) {
+// QLoRA (§9): how many times one micro-batch dequantizes a layer's NF4
+// matrices, in whole layers, over all layers: before each GEMM that reads a base
+// weight (harness/model.cpp LlamaLayer::weight), i.e. the forward and the
+// backward's dX, and with full checkpointing the recompute, which skips the
+// down projection; LOMO's norm pass runs them all again. 0 without qlora.
+double dequantized_layers_per_micro_batch(const ModelSpec& m, const TrialConfig& c) {
     if (c.method != Method::qlora) return 0.0;
-    const double h = static_cast<double>(m.hidden), kv = static_cast<double>(m.kv_dim());
-    const double matrices = static_cast<double>(m.layers) * (2 * h * h + 2 * h * kv + 3 * h * static_cast<double>(m.ffn));
-    const double passes = c.checkpointing == Checkpointing::full ? 3.0 : 2.0;
-    return passes * matrices * (4.127 / 8 + weight_bytes(c.precision));
+    double matrices = 0, down = 0;
+    for (const Linear& l : layer_linears(m, c)) {
+        matrices += l.in * l.out;
+        if (l.down) down += l.in * l.out;
+    }
+    const double recompute = c.checkpointing == Checkpointing::full ? 1.0 - down / matrices : 0.0;
+    return static_cast<double>(m.layers) * (2.0 + recompute) * lomo_backward_passes(c);
+}
+
+// Bytes one dequantization of a layer moves: read 4.127 bits per weight, write the compute dtype.
+double dequantize_bytes_per_layer(const ModelSpec& m, const TrialConfig& c) {
+    double matrices = 0;
+    for (const Linear& l : layer_linears(m, c)) matrices += l.in * l.out;
+    return matrices * (4.127 / 8 + weight_bytes(c.precision));
 }
 
 double link_bandwidth(const Hardware& hw, std::uint32_t ranks) {
@@ -241,6 +253,9 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Estimate
     // The rank's owned elements (its shard at ZeRO 1-3) at its optimizer's probed time per element.
     if (const auto per_element = p.optimizer_seconds_per_element(m, c))
         t.optimizer_s = *per_element * owned_elements(m, c) / speed;
+    if (c.method == Method::qlora)
+        if (const auto layer_s = p.dequantize_layer_seconds(m, probe_dtype(c.precision)))
+            t.dequantize_s = dequantized_layers_per_micro_batch(m, c) * c.grad_accum * *layer_s / speed;
     if (t.comm_bytes > 0)
         if (const auto seconds = probed_collective_seconds(m, c, p))
             t.comm_s = (1 - o.comm_overlap) * *seconds / speed;
@@ -270,7 +285,8 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
     t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank, hw.hbm_bytes_per_s);
-    t.dequantize_s = safe_div(dequantize_bytes_per_micro_batch(m, c) * c.grad_accum, hw.hbm_bytes_per_s);
+    t.dequantize_s = safe_div(dequantized_layers_per_micro_batch(m, c) * dequantize_bytes_per_layer(m, c) * c.grad_accum,
+                              hw.hbm_bytes_per_s);
     if (o.probed) apply_probed_rates(m, c, o, t);
     // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
     t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s;

@@ -18,7 +18,7 @@ struct StepTime {
     double comm_s = 0;                 // exposed (not overlapped)
     double optimizer_s = 0;
     double attention_s = 0;            // materialized attention's (B, H, S, S) traffic through HBM
-    double dequantize_s = 0;           // qlora: each GEMM's NF4 weight dequantized through HBM
+    double dequantize_s = 0;           // qlora: each GEMM's NF4 weight dequantized (probed, else through HBM)
     double elementwise_s = 0;          // with probes: norms, RoPE, SwiGLU, embedding, cross-entropy
     double step_s = 0;
     double tokens_per_s = 0;           // all ranks together

@@ -7,23 +7,28 @@
 namespace tune {
 namespace {
 
-// One layer's tensors in harness/param_layout.cpp's order, then the outer buffer's.
+// Every layer's tensors in harness/param_layout.cpp's order, then the outer buffer's.
 std::vector<TensorShape> full_tensors(const ModelSpec& m) {
     const auto h = static_cast<std::int64_t>(m.hidden), kv = static_cast<std::int64_t>(m.kv_dim());
     const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
-    return {{1, h}, {h, h}, {kv, h}, {kv, h}, {h, h}, {1, h}, {f, h}, {f, h}, {h, f},  // the layer
-            {v, h}, {1, h}, {v, h}};                                                    // embedding, norm, head
+    const std::vector<TensorShape> layer{{1, h}, {h, h}, {kv, h}, {kv, h}, {h, h}, {1, h}, {f, h}, {f, h}, {h, f}};
+    std::vector<TensorShape> out;
+    for (std::uint32_t i = 0; i < m.layers; ++i) out.insert(out.end(), layer.begin(), layer.end());
+    out.insert(out.end(), {{v, h}, {1, h}, {v, h}});  // embedding, final norm, head
+    return out;
 }
 
-// One layer's adapters: A (r, in) then B (out, r) per targeted linear (search/flat_layout adapter_buffer).
+// Every layer's adapters: A (r, in) then B (out, r) per targeted linear (search/flat_layout adapter_buffer).
 std::vector<TensorShape> adapter_tensors(const ModelSpec& m, const TrialConfig& c) {
-    std::vector<TensorShape> out;
+    std::vector<TensorShape> layer;
     for (const Linear& l : layer_linears(m, c))
         if (l.rank > 0) {
             const auto r = static_cast<std::int64_t>(l.rank);
-            out.push_back({r, static_cast<std::int64_t>(l.in)});
-            out.push_back({static_cast<std::int64_t>(l.out), r});
+            layer.push_back({r, static_cast<std::int64_t>(l.in)});
+            layer.push_back({static_cast<std::int64_t>(l.out), r});
         }
+    std::vector<TensorShape> out;
+    for (std::uint32_t i = 0; i < m.layers; ++i) out.insert(out.end(), layer.begin(), layer.end());
     return out;
 }
 

@@ -146,4 +146,13 @@ std::optional<ElementwiseRate> ProbedRates::elementwise_at(std::int64_t tokens, 
     return out;
 }
 
+std::optional<double> ProbedRates::dequantize_layer_seconds(const ModelSpec& m, ProbeDtype dtype) const {
+    for (const DequantizeRate& d : dequantize)
+        if (d.dtype == dtype && d.hidden == static_cast<std::int64_t>(m.hidden) &&
+            d.kv_dim == static_cast<std::int64_t>(m.kv_dim()) && d.ffn == static_cast<std::int64_t>(m.ffn) &&
+            d.layer_s > 0)
+            return d.layer_s;
+    return std::nullopt;
+}
+
 }  // namespace tune

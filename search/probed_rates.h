@@ -80,6 +80,17 @@ struct ElementwiseRate {
     double outer_s = 0;  // forward and backward
 };
 
+// QLoRA's frozen base dequantized from NF4 into the compute dtype
+// (harness/model.cpp LlamaLayer::weight): one layer's seven matrices, each in
+// its own call, as a step dequantizes them before each GEMM that reads one.
+// On the CPU the nominal bandwidth had priced it about ten times short (the
+// codes are unpacked and each weight's absmax decoded one by one).
+struct DequantizeRate {
+    ProbeDtype dtype = ProbeDtype::bf16;
+    std::int64_t hidden = 0, kv_dim = 0, ffn = 0;  // the layer's shape
+    double layer_s = 0;                            // seconds per pass over the layer's matrices
+};
+
 // The collectives ZeRO uses, probed over MPI (CPU) or NCCL (GPU) at the sweep's world sizes.
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather };
 
@@ -114,18 +125,27 @@ struct TensorShape {
 
 // The tensors an optimizer probe updates, as the trainer calls the backend for
 // them (harness/optimizer_state.cpp: one call per tensor, in the buffer's order):
-// one layer's tensors then the outer buffer's (embedding, final norm, LM head),
-// or, with adapters, one layer's A (r, in) and B (out, r) per targeted linear;
+// every layer's tensors then the outer buffer's (embedding, final norm, LM head),
+// or, with adapters, every layer's A (r, in) and B (out, r) per targeted linear;
 // cut at max_elements (the last one's rows trimmed) so that a probe stays short
 // on a large model while its calls keep the trainer's sizes.
 //
-// A CPU's update runs at its memory bandwidth from a few calls on: 2^18
-// elements. A GPU's calls of that size are launch-bound: on an H100 AdamW
+// A CPU's update runs at the bandwidth of wherever its buffers live, so the
+// probe takes the model's whole update, as large as a step's. Over one layer
+// and the outer buffer (28 MB of AdamW's fp32 buffers on the `small` model) it
+// stayed in this host's last-level cache, where the step's 63 MB, with the
+// activations between two updates, did not: it priced the update at 1.0 ns per
+// element where the step took 2.0; over the whole model, 1.7 (2026-11-26; a
+// 2-thread sum of squares ran at 0.3 ns per float up to 16 MB, 0.9 from 64 MB).
+// Cut at 2^22 elements (64 MiB of AdamW's fp32 buffers), out of that cache: a
+// larger model's update goes at about the same pace per element.
+//
+// A GPU's calls of that size are launch-bound: on an H100 AdamW
 // (bf16-mixed) took 33 us for 2^18 elements, 0.13 ns per element where its
 // bandwidth allows about 0.01, and a 333M-parameter model's update was priced
 // at 42 ms; so device backends take 2^26 elements (about 1 GiB of AdamW's
 // mixed-precision buffers), where the calls' launches are a few percent.
-inline constexpr std::int64_t kOptimizerProbeElements = 1 << 18;
+inline constexpr std::int64_t kOptimizerProbeElements = 1 << 22;
 inline constexpr std::int64_t kDeviceOptimizerProbeElements = 1 << 26;
 std::vector<TensorShape> optimizer_probe_tensors(const ModelSpec& m, const TrialConfig& c,
                                                  std::int64_t max_elements = kOptimizerProbeElements);
@@ -148,6 +168,7 @@ struct ProbedRates {
     std::vector<CollectiveRate> collectives;
     std::vector<ElementwiseRate> elementwise;
     std::vector<OptimizerRate> optimizers;
+    std::vector<DequantizeRate> dequantize;
     // Seconds of the speed reference (kernels/speed_reference.h) the rates were
     // taken beside (the machine's pace then); 0: unknown (a cache from before it).
     double speed_reference_s = 0;
@@ -160,7 +181,8 @@ struct ProbedRates {
     std::optional<std::uint64_t> device_baseline_bytes;
 
     bool empty() const {
-        return gemm.empty() && attention.empty() && collectives.empty() && elementwise.empty() && optimizers.empty();
+        return gemm.empty() && attention.empty() && collectives.empty() && elementwise.empty() && optimizers.empty() &&
+               dequantize.empty();
     }
     // Seconds per updated element of `c`'s optimizer in its precision: the probe over
     // c's own tensors (optimizer_probe_tensors, at whatever size the probe was cut),
@@ -169,6 +191,8 @@ struct ProbedRates {
     // The element-wise times at this many tokens per micro-batch, scaled linearly in
     // tokens from the nearest probed count of the same dtype; nullopt when none.
     std::optional<ElementwiseRate> elementwise_at(std::int64_t tokens, ProbeDtype dtype) const;
+    // Seconds to dequantize one layer of `m` from NF4 into `dtype`; nullopt when not probed.
+    std::optional<double> dequantize_layer_seconds(const ModelSpec& m, ProbeDtype dtype) const;
     // The bus bandwidth of `op` at this rank count, from the probed message size
     // nearest `bytes` (log scale); nullopt when none was probed at this rank count.
     std::optional<double> bus_bytes_per_s(Collective op, std::uint32_t ranks, double bytes) const;

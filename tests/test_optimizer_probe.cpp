@@ -26,23 +26,31 @@ TrialConfig tiny(Optimizer o, Precision p) {
 
 }  // namespace
 
-TEST_CASE("an optimizer probe covers a layer's tensors and the outer buffer's, in the trainer's order",
+TEST_CASE("an optimizer probe covers every layer's tensors and the outer buffer's, in the trainer's order",
           "[probe][optimizer]") {
     const ModelSpec m = *find_model("tiny");
     const auto h = static_cast<std::int64_t>(m.hidden), f = static_cast<std::int64_t>(m.ffn);
     const auto v = static_cast<std::int64_t>(m.vocab), kv = static_cast<std::int64_t>(m.kv_dim());
     const std::vector<TensorShape> full = optimizer_probe_tensors(m, tiny(Optimizer::adamw, Precision::fp32));
-    CHECK(full == std::vector<TensorShape>{{1, h}, {h, h}, {kv, h}, {kv, h}, {h, h}, {1, h}, {f, h}, {f, h}, {h, f},
-                                           {v, h}, {1, h}, {v, h}});
-    // Adapters: A (r, in) and B (out, r) per targeted linear (q, k, v, o).
+    // The whole update, as large as a step's: a probe over one layer stayed in a cache the step's buffers did not.
+    const std::vector<TensorShape> layer{{1, h}, {h, h}, {kv, h}, {kv, h}, {h, h}, {1, h}, {f, h}, {f, h}, {h, f}};
+    std::vector<TensorShape> expected;
+    for (std::uint32_t i = 0; i < m.layers; ++i) expected.insert(expected.end(), layer.begin(), layer.end());
+    expected.insert(expected.end(), {{v, h}, {1, h}, {v, h}});
+    CHECK(full == expected);
+    std::int64_t elements = 0;
+    for (const TensorShape& t : full) elements += t.numel();
+    CHECK(elements == static_cast<std::int64_t>(m.param_count()));
+    // Adapters: A (r, in) and B (out, r) per targeted linear (q, k, v, o), in every layer.
     TrialConfig lora = tiny(Optimizer::adamw, Precision::fp32);
     lora.method = Method::lora;
     lora.lora_rank = 8;
     lora.lora_targets = LoraTargets::attention;
     const std::vector<TensorShape> adapters = optimizer_probe_tensors(m, lora);
-    REQUIRE(adapters.size() == 8);
+    REQUIRE(adapters.size() == 8 * m.layers);
     CHECK(adapters[0] == TensorShape{8, h});
     CHECK(adapters[3] == TensorShape{kv, 8});
+    CHECK(adapters[8] == TensorShape{8, h});
     // A large model's probe stops at the element budget, its last tensor's rows trimmed.
     const ModelSpec big = *find_model("llama-7b");
     TrialConfig c = tiny(Optimizer::adamw, Precision::fp32);
@@ -93,7 +101,7 @@ TEST_CASE("plan_probes asks for exactly the sweep's optimizers in its precisions
     CHECK(plan.optimizers[1].optimizer == Optimizer::adam8bit);
     CHECK(plan.optimizers[1].precision == Precision::bf16_mixed);
     CHECK((plan.optimizers[2].optimizer == Optimizer::lomo && plan.optimizers[2].precision == Precision::fp16_mixed));
-    for (const OptimizerRate& r : plan.optimizers) CHECK(r.tensors.size() == 12);
+    for (const OptimizerRate& r : plan.optimizers) CHECK(r.tensors.size() == 9 * m.layers + 3);
 }
 
 TEST_CASE("optimizer records round-trip by name", "[probe][optimizer]") {

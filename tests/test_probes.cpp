@@ -258,6 +258,59 @@ TEST_CASE("probed passes: dX and dW at their own rates, element-wise ops per lay
     CHECK(step(1e9, lomo).attention_s == Approx(2 * step(1e9, adamw).attention_s));
 }
 
+TEST_CASE("QLoRA's NF4 dequantization is probed per compute dtype and priced per pass over the layers",
+          "[probe][estimate][qlora]") {
+    const ModelSpec m = *find_model("tiny");
+    TrialConfig qlora = tiny_config(2, 64, Precision::bf16_mixed);
+    qlora.method = Method::qlora;
+    qlora.lora_rank = 8;
+    TrialConfig fp16 = qlora;
+    fp16.precision = Precision::fp16_mixed;
+    TrialConfig lora = qlora;
+    lora.method = Method::lora;
+    // Only a sweep with qlora asks for it, once per compute dtype.
+    CHECK(probe::plan_probes(m, {lora}).dequantize.empty());
+    const ProbedRates plan = probe::plan_probes(m, {qlora, fp16, lora, qlora});
+    REQUIRE(plan.dequantize.size() == 2);
+    CHECK(plan.dequantize[0].hidden == static_cast<std::int64_t>(m.hidden));
+    CHECK(plan.dequantize[0].ffn == static_cast<std::int64_t>(m.ffn));
+
+    // Measured on a backend, and back from its records.
+    kernels::CpuBackend backend({1, 0});
+    probe::ProbeSettings settings;
+    settings.min_seconds = 0.001;
+    std::vector<probe::ProbeRecord> records;
+    const ProbedRates rates = probe::run_probes(backend, plan, settings, &records);
+    for (const DequantizeRate& d : rates.dequantize) CHECK(d.layer_s > 0);
+    const ProbedRates back = probe::rates_of(records);
+    REQUIRE(back.dequantize.size() == 2);
+    CHECK(back.dequantize[1].dtype == rates.dequantize[1].dtype);
+    CHECK(back.dequantize[1].layer_s == rates.dequantize[1].layer_s);
+    CHECK(back.dequantize[1].kv_dim == static_cast<std::int64_t>(m.kv_dim()));
+    CHECK(backend.live_bytes() == 0);
+
+    // The time model: each layer before the forward's and the backward's GEMMs, at the probed time.
+    ProbedRates priced = back;
+    for (DequantizeRate& d : priced.dequantize) d.layer_s = 1e-3;
+    EstimateOptions o;
+    o.probed = std::make_shared<const ProbedRates>(priced);
+    const Hardware cpu = *find_device("cpu");
+    const double layers = static_cast<double>(m.layers);
+    CHECK(step_time(m, qlora, cpu, o).dequantize_s == Approx(2 * layers * 1e-3));
+    qlora.grad_accum = 2;
+    CHECK(step_time(m, qlora, cpu, o).dequantize_s == Approx(4 * layers * 1e-3));
+    // Full checkpointing dequantizes again for the recompute, all but the down projection.
+    qlora.grad_accum = 1;
+    qlora.checkpointing = Checkpointing::full;
+    const double h = static_cast<double>(m.hidden), kv = static_cast<double>(m.kv_dim());
+    const double f = static_cast<double>(m.ffn);
+    const double down_share = h * f / (2 * h * h + 2 * kv * h + 3 * f * h);
+    CHECK(step_time(m, qlora, cpu, o).dequantize_s == Approx(layers * (3 - down_share) * 1e-3));
+    // LoRA has no NF4 base; a qlora estimate without the probe keeps the nominal bandwidth term.
+    CHECK(step_time(m, lora, cpu, o).dequantize_s == 0);
+    CHECK(step_time(m, qlora, cpu, EstimateOptions{}).dequantize_s > 0);
+}
+
 TEST_CASE("the store caches probes per host, software and device", "[probe][store]") {
     test::ScratchDir dir;
     Store db(dir.file("p.db"), Store::Mode::read_write);

@@ -1,0 +1,16 @@
+// The NF4 dequantization probe (search/probed_rates.h DequantizeRate): one
+// QLoRA layer's seven matrices dequantized into the compute dtype, each in its
+// own call, as harness/model.cpp LlamaLayer::weight does before each GEMM that
+// reads a base weight.
+#pragma once
+
+#include "kernels/backend.h"
+#include "probe/probe_timing.h"
+#include "search/probed_rates.h"
+
+namespace tune::probe {
+
+// Seconds per pass over the layer's matrices (the rate's layer_s); `spent`: the probe's whole run.
+double probe_dequantize(kernels::Backend& backend, const DequantizeRate& rate, const ProbeSettings& s, double* spent);
+
+}  // namespace tune::probe
