@@ -21,6 +21,7 @@
 #include "probe/optimizer_probe.h"
 #include "probe/probe_timing.h"
 #include "search/estimate_time.h"
+#include "search/gemm_calls.h"
 #include "search/model_flops.h"
 
 namespace tune::probe {
@@ -237,27 +238,27 @@ std::optional<OptimizerRate> parse_optimizer_record(const std::string& name) {
 
 namespace {
 
-// Every distinct base GEMM a micro-batch of t tokens calls, as the trainer calls it:
-// each linear's forward (t, out, in), dX (t, in, out) and dW (out, in, t), each with
-// its output (GemmOutput), and the LM head's.
-void plan_gemms(const ModelSpec& model, std::int64_t t, ProbeDtype dtype, ProbedRates& plan) {
-    const auto add = [&](std::int64_t m, std::int64_t n, std::int64_t k, GemmPass pass, GemmOutput output) {
-        const GemmRate g{m, n, k, dtype, 0, pass, output};
-        const bool seen = std::any_of(plan.gemm.begin(), plan.gemm.end(), [&](const GemmRate& p) {
-            return p.m == m && p.n == n && p.k == k && p.dtype == dtype && p.pass == pass && p.output == output;
-        });
-        if (!seen) plan.gemm.push_back(g);
+// Every distinct GEMM a micro-batch of c calls (search/gemm_calls.h): each
+// linear's base and adapter calls and the LM head's, each with its pass and output.
+void plan_gemms(const ModelSpec& model, const TrialConfig& c, ProbedRates& plan) {
+    const auto t = static_cast<std::int64_t>(c.micro_batch) * c.context;
+    const ProbeDtype dtype = probe_dtype(c.precision);
+    const auto add = [&](const std::vector<GemmCall>& calls) {
+        for (const GemmCall& g : calls) {
+            const bool seen = std::any_of(plan.gemm.begin(), plan.gemm.end(), [&](const GemmRate& p) {
+                return p.m == g.m && p.n == g.n && p.k == g.k && p.dtype == dtype && p.pass == g.pass &&
+                       p.output == g.output;
+            });
+            if (!seen) plan.gemm.push_back({g.m, g.n, g.k, dtype, 0, g.pass, g.output});
+        }
     };
-    const auto linear = [&](std::int64_t out, std::int64_t in, GemmOutput forward, GemmOutput input_grad) {
-        add(t, out, in, GemmPass::forward, forward);
-        add(t, in, out, GemmPass::input_grad, input_grad);
-        add(out, in, t, GemmPass::weight_grad, {});
+    const auto add_all = [&](const LinearGemmCalls& calls) {
+        add(calls.forward);
+        add(calls.backward);
+        add(calls.recompute);
     };
-    const auto i = [](double x) { return static_cast<std::int64_t>(x); };
-    for (const Linear& l : layer_linears(model, TrialConfig{}))
-        linear(i(l.out), i(l.in), {.accumulate = l.adds_to_residual}, {.accumulate = l.sums_input_grad});
-    linear(static_cast<std::int64_t>(model.vocab), static_cast<std::int64_t>(model.hidden),
-           {.fp32 = dtype != ProbeDtype::f32}, {});
+    for (const Linear& l : layer_linears(model, c)) add_all(linear_gemm_calls(l, t, c.adapters()));
+    add_all(head_gemm_calls(model, t, dtype != ProbeDtype::f32, c.adapters()));
 }
 
 }  // namespace
@@ -267,14 +268,14 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
     std::set<std::tuple<std::int64_t, ProbeDtype>> tokens;  // (rows, dtype)
     // (batch, seq, dtype, flash): each attention implementation the sweep runs is probed.
     std::set<std::tuple<std::int64_t, std::int64_t, ProbeDtype, bool>> attention;
+    ProbedRates plan;
     for (const TrialConfig& c : configs) {
         tokens.insert({static_cast<std::int64_t>(c.micro_batch) * c.context, probe_dtype(c.precision)});
         attention.insert({c.micro_batch, c.context, probe_dtype(c.precision), c.attention == Attention::flash});
+        plan_gemms(model, c, plan);
     }
     const auto h = static_cast<std::int64_t>(model.hidden), kv = static_cast<std::int64_t>(model.kv_dim());
     const auto f = static_cast<std::int64_t>(model.ffn), v = static_cast<std::int64_t>(model.vocab);
-    ProbedRates plan;
-    for (const auto& [t, dtype] : tokens) plan_gemms(model, t, dtype, plan);
     for (const auto& [b, s, dtype, flash] : attention)
         plan.attention.push_back({b, s, static_cast<std::int64_t>(model.heads),
                                   static_cast<std::int64_t>(model.kv_heads),

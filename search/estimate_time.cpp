@@ -6,6 +6,7 @@
 #include "core/zero_plan.h"
 #include "search/collective_calls.h"
 #include "search/flat_layout.h"
+#include "search/gemm_calls.h"
 #include "search/model_flops.h"
 
 namespace tune {
@@ -159,41 +160,32 @@ struct ProbedMicroBatch {
 };
 std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p,
                                                    bool fused) {
-    const double t = static_cast<double>(c.micro_batch) * c.context;
+    const auto t = static_cast<std::int64_t>(c.micro_batch) * c.context;
     const ProbeDtype dtype = probe_dtype(c.precision);
     bool missing = false;
-    const auto gemm = [&](double rows, double n, double k, GemmPass pass = GemmPass::forward, GemmOutput output = {}) {
-        if (rows * n * k == 0) return 0.0;
-        const auto i = [](double x) { return static_cast<std::int64_t>(x); };
-        const std::optional<double> rate = p.gemm_flops_per_s(i(rows), i(n), i(k), dtype, pass, output);
-        if (!rate) missing = true;
-        return rate ? 2.0 * rows * n * k / *rate : 0.0;
-    };
-    // A base weight's forward, its backward dX and (unless frozen) dW, each at its own
-    // shape, operand layout and output (GemmOutput); the adapters' x A^T, (x A^T) B^T
-    // forward and dY B, (dY B) A, dA, dB backward at their own (rank-r) shapes.
-    const auto base_gemms = [&](double out, double in, GemmOutput forward, GemmOutput input_grad) {
-        double s = gemm(t, out, in, GemmPass::forward, forward) + gemm(t, in, out, GemmPass::input_grad, input_grad);
-        if (!c.adapters()) s += gemm(out, in, t, GemmPass::weight_grad);
+    // Each call at the rate probed for its shape, pass and output (search/gemm_calls.h).
+    const auto seconds = [&](const std::vector<GemmCall>& calls) {
+        double s = 0;
+        for (const GemmCall& g : calls) {
+            if (g.m * g.n * g.k == 0) continue;
+            const std::optional<double> rate = p.gemm_flops_per_s(g.m, g.n, g.k, dtype, g.pass, g.output);
+            if (!rate) missing = true;
+            s += rate ? g.flops() / *rate : 0.0;
+        }
         return s;
     };
+    const bool frozen = c.adapters();
     double layer = 0, recompute_layer = 0;
     for (const Linear& l : layer_linears(m, c)) {
-        const GemmOutput into_residual{.accumulate = l.adds_to_residual};
-        const double forward = gemm(t, l.out, l.in, GemmPass::forward, into_residual), project = gemm(t, l.rank, l.in);
-        const double expand = gemm(t, l.out, l.rank);
-        const double base = base_gemms(l.out, l.in, into_residual, {.accumulate = l.sums_input_grad});
-        const double backward = base - forward + gemm(t, l.rank, l.out) + gemm(t, l.in, l.rank) +
-                                gemm(l.rank, l.in, t) + gemm(l.out, l.rank, t);
-        layer += forward + project + expand + backward;
-        recompute_layer += l.down ? project : forward + project + expand;
+        const LinearGemmCalls calls = linear_gemm_calls(l, t, frozen);
+        layer += seconds(calls.forward) + seconds(calls.backward);
+        recompute_layer += seconds(calls.recompute);
     }
-    const double v = static_cast<double>(m.vocab), h = static_cast<double>(m.hidden);
-    // The LM head's logits are fp32 whatever the operands (kernels/lm_head_loss.cpp).
-    const double head = base_gemms(v, h, {.fp32 = dtype != ProbeDtype::f32}, {});
+    const LinearGemmCalls head_calls = head_gemm_calls(m, t, dtype != ProbeDtype::f32, frozen);
+    const double head = seconds(head_calls.forward) + seconds(head_calls.backward);
     const std::optional<AttentionRate> a = p.attention_at(c.micro_batch, c.context, static_cast<std::int64_t>(m.heads),
                                                           static_cast<std::int64_t>(m.head_dim()), dtype, fused);
-    const std::optional<ElementwiseRate> e = p.elementwise_at(static_cast<std::int64_t>(t), dtype);
+    const std::optional<ElementwiseRate> e = p.elementwise_at(t, dtype);
     if (missing || !a) return std::nullopt;
     const double layers = static_cast<double>(m.layers);
     const double step = layers * layer + head;

@@ -4,6 +4,7 @@
 // through the store.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
 
 #include "core/presets.h"
@@ -11,6 +12,7 @@
 #include "probe/probe_timing.h"
 #include "probe/probes.h"
 #include "search/estimate.h"
+#include "search/model_flops.h"
 #include "store/store.h"
 #include "tests/test_store_support.h"
 
@@ -256,6 +258,46 @@ TEST_CASE("probed passes: dX and dW at their own rates, element-wise ops per lay
     adamw.optimizer = Optimizer::adamw;
     CHECK(step(1e9, lomo).compute_s == Approx(2 * step(1e9, adamw).compute_s));
     CHECK(step(1e9, lomo).attention_s == Approx(2 * step(1e9, adamw).attention_s));
+}
+
+TEST_CASE("LoRA's adapter GEMMs are probed at their rank-r shapes and priced at them", "[probe][estimate][lora]") {
+    const ModelSpec m = *find_model("tiny");
+    TrialConfig lora = tiny_config(2, 64, Precision::fp32);
+    lora.method = Method::lora;
+    lora.lora_rank = 8;
+    const std::int64_t t = 128, h = static_cast<std::int64_t>(m.hidden), r = 8;
+    ProbedRates plan = probe::plan_probes(m, {lora});
+    const auto planned = [&](std::int64_t rows, std::int64_t n, std::int64_t k, GemmPass pass, GemmOutput output) {
+        return std::any_of(plan.gemm.begin(), plan.gemm.end(), [&](const GemmRate& g) {
+            return g.m == rows && g.n == n && g.k == k && g.pass == pass && g.output == output;
+        });
+    };
+    // q's adapter as harness/lora.cpp calls it: x A^T, y += s xa B^T, dY B, dX += s tmp A, dA, dB.
+    CHECK(planned(t, r, h, GemmPass::forward, {}));
+    CHECK(planned(t, h, r, GemmPass::forward, {.accumulate = true}));
+    CHECK(planned(t, r, h, GemmPass::input_grad, {}));
+    CHECK(planned(t, h, r, GemmPass::input_grad, {.accumulate = true}));
+    CHECK(planned(r, h, t, GemmPass::weight_grad, {}));
+    CHECK(planned(h, r, t, GemmPass::weight_grad, {}));
+    // The base is frozen: no weight gradient of its own.
+    CHECK_FALSE(planned(h, h, t, GemmPass::weight_grad, {}));
+    CHECK(planned(t, h, h, GemmPass::forward, {}));
+
+    // Rank-r GEMMs at a fifth of the base rate (on this host they ran at 20-90 GFLOP/s
+    // beside the base's 200): the step prices each at its own.
+    const Hardware cpu = *find_device("cpu");
+    const auto compute = [&](double adapter_flops) {
+        for (GemmRate& g : plan.gemm) g.flops_per_s = g.m == r || g.n == r || g.k == r ? adapter_flops : 1e9;
+        for (AttentionRate& a : plan.attention) a.forward_s = a.backward_s = 1e-3;
+        EstimateOptions o;
+        o.probed = std::make_shared<const ProbedRates>(plan);
+        return step_time(m, lora, cpu, o).compute_s;
+    };
+    double adapter_flops = 0;
+    for (const Linear& l : layer_linears(m, lora))
+        adapter_flops += 3 * 2 * l.rank * (l.in + l.out) * static_cast<double>(t);  // forward, and twice in backward
+    adapter_flops *= static_cast<double>(m.layers);
+    CHECK(compute(2e8) - compute(1e9) == Approx(adapter_flops / 2e8 - adapter_flops / 1e9));
 }
 
 TEST_CASE("QLoRA's NF4 dequantization is probed per compute dtype and priced per pass over the layers",
