@@ -16,10 +16,12 @@
 #include "core/step_statistics.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/speed_reference.h"
+#include "probe/bucket_probe.h"
 #include "probe/dequantize_probe.h"
 #include "probe/elementwise_probe.h"
 #include "probe/optimizer_probe.h"
 #include "probe/probe_timing.h"
+#include "search/collective_calls.h"
 #include "search/estimate_time.h"
 #include "search/gemm_calls.h"
 #include "search/model_flops.h"
@@ -178,6 +180,17 @@ void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& co
     }
 }
 
+// Each gradient bucket a ZeRO-2/3 configuration fills (search/collective_calls.h), per
+// rank count, dtype and size: the layers' and the outer buffer's (LoRA: the adapters').
+void plan_buckets(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
+    std::set<std::tuple<std::uint32_t, ProbeDtype, std::uint64_t>> buckets;
+    for (const TrialConfig& c : configs)
+        for (const CollectiveCall& call : collective_calls(model, c))
+            if (call.bucket)
+                buckets.insert({c.world_size, probe_dtype(c.precision), static_cast<std::uint64_t>(call.bytes)});
+    for (const auto& [ranks, dtype, bytes] : buckets) plan.buckets.push_back({dtype, ranks, bytes, 0});
+}
+
 // Each optimizer in each precision the sweep runs, over the tensors its step updates
 // (8-bit Adam per block size; full fine-tuning and each adapter shape apart).
 void plan_optimizers(const ModelSpec& model, const std::vector<TrialConfig>& configs, std::int64_t elements,
@@ -290,6 +303,7 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
     for (const TrialConfig& c : configs)
         if (c.method == Method::qlora) dequantized.insert(probe_dtype(c.precision));
     for (ProbeDtype dtype : dequantized) plan.dequantize.push_back({dtype, h, kv, f, 0});
+    plan_buckets(model, configs, plan);
     plan_collectives(model, configs, plan);
     return plan;
 }
@@ -318,6 +332,9 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
         OptimizerRate& r = out.optimizers[i];
         r.seconds = probe_optimizer(backend, r, after_gemm, &spent_optimizer[i]);
     }
+    std::vector<double> spent_bucket(out.buckets.size());
+    for (std::size_t i = 0; i < out.buckets.size(); ++i)
+        out.buckets[i].seconds = probe_bucket(backend, out.buckets[i], after_gemm, &spent_bucket[i]);
     std::vector<double> spent_dequantize(out.dequantize.size());
     for (std::size_t i = 0; i < out.dequantize.size(); ++i)
         out.dequantize[i].layer_s = probe_dequantize(backend, out.dequantize[i], after_gemm, &spent_dequantize[i]);
@@ -327,7 +344,7 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     if (records) {
         *records = records_of(out);
         // records_of lists gemm, then attention (forward, backward), element-wise (three
-        // parts), the optimizers, the NF4 dequantizations, then the speed reference (and a GPU's device baseline,
+        // parts), the optimizers, the NF4 dequantizations, the gradient buckets, then the speed reference (and a GPU's device baseline,
         // measured for free: its seconds stay 0).
         std::size_t r = 0;
         for (double s : spent_gemm) (*records)[r++].seconds = s;
@@ -339,6 +356,7 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
             for (int part = 0; part < 3; ++part) (*records)[r++].seconds = s / 3;
         for (double s : spent_optimizer) (*records)[r++].seconds = s;
         for (double s : spent_dequantize) (*records)[r++].seconds = s;
+        for (double s : spent_bucket) (*records)[r++].seconds = s;
         if (r < records->size() && plan.speed_reference_s > 0) (*records)[r].seconds = spent_reference;
     }
     return out;
@@ -394,6 +412,9 @@ std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
         out.push_back({fmt::format("nf4-dequantize {} h={} kv={} f={}", probe_dtype_name(d.dtype), d.hidden, d.kv_dim,
                                    d.ffn),
                        d.layer_s, "s", 0});
+    for (const BucketRate& b : rates.buckets)
+        out.push_back({fmt::format("bucket {} n={} bytes={}", probe_dtype_name(b.dtype), b.ranks, b.bytes), b.seconds, "s",
+                       0});
     if (rates.speed_reference_s > 0) out.push_back({speed_reference_name(), rates.speed_reference_s, "s", 0});
     if (rates.device_baseline_bytes)
         out.push_back({device_baseline_name(), static_cast<double>(*rates.device_baseline_bytes), "B", 0});
@@ -444,6 +465,9 @@ ProbedRates rates_of(const std::vector<ProbeRecord>& records) {
                                                                                        : it->outer_s) = r.value;
         } else if (std::sscanf(r.name.c_str(), "nf4-dequantize %7s h=%lld kv=%lld f=%lld", dtype, &h, &kvh, &d) == 4) {
             if (const auto dt = parse_probe_dtype(dtype)) out.dequantize.push_back({*dt, h, kvh, d, r.value});
+        } else if (unsigned ranks = 0; std::sscanf(r.name.c_str(), "bucket %7s n=%u bytes=%lld", dtype, &ranks, &b) == 3) {
+            if (const auto dt = parse_probe_dtype(dtype))
+                out.buckets.push_back({*dt, ranks, static_cast<std::uint64_t>(b), r.value});
         } else if (auto o = parse_optimizer_record(r.name)) {
             o->seconds = r.value;
             out.optimizers.push_back(std::move(*o));

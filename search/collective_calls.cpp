@@ -106,8 +106,8 @@ std::vector<CollectiveCall> collective_calls(const ModelSpec& m, const TrialConf
         out.push_back({op, b.layer, b.layers});
         if (b.outer > 0) out.push_back({op, b.outer, 1});
     } else {
-        out.push_back({Collective::reduce_scatter, b.layer, c.grad_accum * b.layers});
-        if (b.outer > 0) out.push_back({Collective::reduce_scatter, b.outer, c.grad_accum * 2.0});
+        out.push_back({Collective::reduce_scatter, b.layer, c.grad_accum * b.layers, true});
+        if (b.outer > 0) out.push_back({Collective::reduce_scatter, b.outer, c.grad_accum * 2.0, true});
     }
     // Weights: gathered once after the update (stages 1-2) or before every use (stage 3).
     if (zero.gathers_weights_after_update()) {

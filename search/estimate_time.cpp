@@ -227,6 +227,16 @@ std::optional<double> probed_collective_seconds(const ModelSpec& m, const TrialC
     return total;
 }
 
+// Stages 2-3: each gradient bucket's zeroing and the add of its slice into the
+// rank's shard, around its reduce-scatter (CollectiveCall::bucket); 0 when not probed.
+double probed_bucket_seconds(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p) {
+    double total = 0;
+    for (const CollectiveCall& call : collective_calls(m, c))
+        if (call.bucket)
+            total += call.count * p.bucket_seconds(c.world_size, call.bytes, probe_dtype(c.precision)).value_or(0.0);
+    return total;
+}
+
 // Compute and attention from the probed rates; the optimizer's update at its
 // own probed time per element; collectives call by call at their probed times.
 // Each divided by how far the (calibrated) efficiencies moved from their
@@ -240,7 +250,7 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Estimate
     if (const auto micro = probed_micro_batch(m, c, p, c.attention == Attention::flash)) {
         t.compute_s = micro->gemm_s * c.grad_accum / speed;
         t.attention_s = micro->attention_s * c.grad_accum / speed;
-        t.elementwise_s = micro->elementwise_s * c.grad_accum / speed;
+        t.elementwise_s = (micro->elementwise_s * c.grad_accum + probed_bucket_seconds(m, c, p)) / speed;
     }
     // The rank's owned elements (its shard at ZeRO 1-3) at its optimizer's probed time per element.
     if (const auto per_element = p.optimizer_seconds_per_element(m, c))

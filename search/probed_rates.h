@@ -91,6 +91,17 @@ struct DequantizeRate {
     double layer_s = 0;                            // seconds per pass over the layer's matrices
 };
 
+// A ZeRO-2/3 gradient bucket's memory work around its reduce-scatter
+// (search/collective_calls.h CollectiveCall::bucket): the bucket of `bytes`
+// zeroed, then the rank's slice of it (bytes / ranks) added into its gradient
+// shard. On the demo's 2-rank bf16 steps 76 us a step that no probe priced.
+struct BucketRate {
+    ProbeDtype dtype = ProbeDtype::f32;
+    std::uint32_t ranks = 2;
+    std::uint64_t bytes = 0;
+    double seconds = 0;  // per bucket
+};
+
 // The collectives ZeRO uses, probed over MPI (CPU) or NCCL (GPU) at the sweep's world sizes.
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather };
 
@@ -169,6 +180,7 @@ struct ProbedRates {
     std::vector<ElementwiseRate> elementwise;
     std::vector<OptimizerRate> optimizers;
     std::vector<DequantizeRate> dequantize;
+    std::vector<BucketRate> buckets;
     // Seconds of the speed reference (kernels/speed_reference.h) the rates were
     // taken beside (the machine's pace then); 0: unknown (a cache from before it).
     double speed_reference_s = 0;
@@ -182,7 +194,7 @@ struct ProbedRates {
 
     bool empty() const {
         return gemm.empty() && attention.empty() && collectives.empty() && elementwise.empty() && optimizers.empty() &&
-               dequantize.empty();
+               dequantize.empty() && buckets.empty();
     }
     // Seconds per updated element of `c`'s optimizer in its precision: the probe over
     // c's own tensors (optimizer_probe_tensors, at whatever size the probe was cut),
@@ -191,6 +203,9 @@ struct ProbedRates {
     // The element-wise times at this many tokens per micro-batch, scaled linearly in
     // tokens from the nearest probed count of the same dtype; nullopt when none.
     std::optional<ElementwiseRate> elementwise_at(std::int64_t tokens, ProbeDtype dtype) const;
+    // Seconds of one gradient bucket of `bytes` at this rank count and dtype: the probed
+    // size nearest in bytes (log scale), scaled linearly in bytes; nullopt when none.
+    std::optional<double> bucket_seconds(std::uint32_t ranks, double bytes, ProbeDtype dtype) const;
     // Seconds to dequantize one layer of `m` from NF4 into `dtype`; nullopt when not probed.
     std::optional<double> dequantize_layer_seconds(const ModelSpec& m, ProbeDtype dtype) const;
     // The bus bandwidth of `op` at this rank count, from the probed message size

@@ -300,6 +300,50 @@ TEST_CASE("LoRA's adapter GEMMs are probed at their rank-r shapes and priced at 
     CHECK(compute(2e8) - compute(1e9) == Approx(adapter_flops / 2e8 - adapter_flops / 1e9));
 }
 
+TEST_CASE("ZeRO-2/3 gradient buckets: zeroed and added into the shard, probed per size and priced per bucket",
+          "[probe][estimate][zero]") {
+    const ModelSpec m = *find_model("tiny");
+    TrialConfig z2 = tiny_config(2, 64, Precision::bf16_mixed);
+    z2.world_size = 2;
+    z2.zero_stage = 2;
+    TrialConfig z1 = z2;
+    z1.zero_stage = 1;
+    // Stage 1 reduce-scatters the gradient buffers themselves: no bucket.
+    CHECK(probe::plan_probes(m, {z1}).buckets.empty());
+    const ProbedRates plan = probe::plan_probes(m, {z1, z2});
+    REQUIRE(plan.buckets.size() == 2);  // a layer's and the outer buffer's
+    for (const BucketRate& b : plan.buckets) CHECK((b.ranks == 2 && b.dtype == ProbeDtype::bf16));
+
+    kernels::CpuBackend backend({1, 0});
+    probe::ProbeSettings settings;
+    settings.min_seconds = 0.001;
+    std::vector<probe::ProbeRecord> records;
+    const ProbedRates rates = probe::run_probes(backend, plan, settings, &records);
+    for (const BucketRate& b : rates.buckets) CHECK(b.seconds > 0);
+    const ProbedRates back = probe::rates_of(records);
+    REQUIRE(back.buckets.size() == 2);
+    CHECK(back.buckets[1].bytes == rates.buckets[1].bytes);
+    CHECK(back.buckets[1].seconds == rates.buckets[1].seconds);
+    CHECK(backend.live_bytes() == 0);
+
+    // Each bucket a step fills, at its probed time: per micro-batch the layers' and the
+    // outer buffer's twice (the head's backward and the embedding's).
+    ProbedRates priced = back;
+    for (BucketRate& b : priced.buckets) b.seconds = 1e-3;
+    const auto elementwise = [&](const TrialConfig& c, const ProbedRates& r) {
+        EstimateOptions o;
+        o.probed = std::make_shared<const ProbedRates>(r);
+        return step_time(m, c, *find_device("cpu"), o).elementwise_s;
+    };
+    ProbedRates without = priced;
+    without.buckets.clear();
+    const double layers = static_cast<double>(m.layers);
+    CHECK(elementwise(z2, priced) - elementwise(z2, without) == Approx((layers + 2) * 1e-3));
+    z2.grad_accum = 3;
+    CHECK(elementwise(z2, priced) - elementwise(z2, without) == Approx(3 * (layers + 2) * 1e-3));
+    CHECK(elementwise(z1, priced) == Approx(elementwise(z1, without)));
+}
+
 TEST_CASE("QLoRA's NF4 dequantization is probed per compute dtype and priced per pass over the layers",
           "[probe][estimate][qlora]") {
     const ModelSpec m = *find_model("tiny");

@@ -1,0 +1,16 @@
+// The gradient bucket probe (search/probed_rates.h BucketRate): a ZeRO-2/3
+// bucket's memory work around its reduce-scatter, as harness/trainer.cpp
+// BucketSink does it: the bucket zeroed, then the rank's slice added into its
+// gradient shard. The reduce-scatter itself is the collective probes'.
+#pragma once
+
+#include "kernels/backend.h"
+#include "probe/probe_timing.h"
+#include "search/probed_rates.h"
+
+namespace tune::probe {
+
+// Seconds per bucket (the rate's `seconds`); `spent`: the probe's whole run.
+double probe_bucket(kernels::Backend& backend, const BucketRate& rate, const ProbeSettings& s, double* spent);
+
+}  // namespace tune::probe
