@@ -53,7 +53,8 @@ std::string value_text(const probe::ProbeRecord& r) {
     if (r.unit == "B/s" && r.value < 1e9) return fmt::format("{:.1f} MB/s", r.value / 1e6);  // MPI between CPU ranks
     if (r.unit == "B/s") return fmt::format("{:.2f} GB/s", r.value / 1e9);
     // An optimizer's pass: also per element updated, the rate the time model uses.
-    if (const auto o = probe::parse_optimizer_record(r.name); o && o->elements() > 0)
+    const nlohmann::json key = nlohmann::json::parse(r.key, nullptr, false);  // discarded when not JSON
+    if (const auto o = probe::optimizer_from_key(key); o && o->elements() > 0)
         return fmt::format("{:.3f} ms ({:.3g} ns/element)", r.value * 1e3, r.value * 1e9 / o->elements());  // a GPU's is near 0.01
     return fmt::format("{:.3f} ms", r.value * 1e3);
 }
@@ -78,7 +79,11 @@ int run_probe(const ProbeCliOptions& o) {
     if (o.json) {
         nlohmann::json out{{"cached", p.cached}, {"seconds", p.seconds}, {"probes", nlohmann::json::array()}};
         for (const auto& r : p.records)
-            out["probes"].push_back({{"probe", r.name}, {"value", r.value}, {"unit", r.unit}, {"seconds", r.seconds}});
+            out["probes"].push_back({{"probe", r.name},
+                                     {"key", nlohmann::json::parse(r.key)},
+                                     {"value", r.value},
+                                     {"unit", r.unit},
+                                     {"seconds", r.seconds}});
         fmt::print("{}\n", out.dump());
         return kExitOk;
     }

@@ -67,7 +67,7 @@ void add_probe_collectives_command(CLI::App& app, int& exit_code) {
                                    "tune sweep --probe under mpirun or srun)");
     cmd->group("");  // hidden: not a command users start
     auto o = std::make_shared<CollectiveChildOptions>();
-    cmd->add_option("--plan", o->plan, "JSON list of probe names, e.g. [\"busbw all-reduce n=2 bytes=262144\"]")
+    cmd->add_option("--plan", o->plan, "JSON list of collective probe keys, e.g. [{\"bytes\":262144,\"dtype\":\"f32\",\"op\":\"all-reduce\",\"probe\":\"collective\",\"ranks\":2}]")
         ->required();
     cmd->add_option("--min-time", o->min_time, "Seconds each probe's timed batch lasts at least")
         ->check(CLI::Range(0.001, 10.0));

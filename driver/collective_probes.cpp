@@ -2,7 +2,8 @@
 
 #include <cstdio>
 #include <map>
-#include <sstream>
+#include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,12 +17,13 @@ namespace {
 // Generous: the probes repeat for min_seconds each, but MPI's start-up takes a few seconds.
 constexpr double kProbeTimeoutS = 120;
 
-std::string last_line(const std::string& text) {
-    std::istringstream in(text);
-    std::string line, last;
-    while (std::getline(in, line))
-        if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-    return last;
+// The last line that is not blank: rank 0's result, after whatever MPI or the ranks logged before it.
+std::string last_line(std::string_view text) {
+    const std::size_t end = text.find_last_not_of(" \t\r\n");
+    if (end == std::string_view::npos) return {};
+    const std::size_t newline = text.rfind('\n', end);
+    const std::size_t begin = newline == std::string_view::npos ? 0 : newline + 1;
+    return std::string(text.substr(begin, end + 1 - begin));
 }
 
 std::vector<probe::CollectiveResult> probe_at(const SweepSpec& spec, const std::vector<std::string>& program,
@@ -46,26 +48,30 @@ std::vector<probe::CollectiveResult> probe_at(const SweepSpec& spec, const std::
 
 }  // namespace
 
+// The plan: a JSON array of the probes' keys (probe/probe_records.h).
 std::string collective_plan_json(const std::vector<CollectiveRate>& plan) {
     nlohmann::json j = nlohmann::json::array();
-    for (const CollectiveRate& c : plan) j.push_back(probe::collective_record_name(c));
+    for (const CollectiveRate& c : plan) j.push_back(probe::probe_key(c));
     return j.dump();
 }
 
 std::vector<CollectiveRate> parse_collective_plan(const std::string& json) {
+    const nlohmann::json keys = nlohmann::json::parse(json);
+    if (!keys.is_array()) throw std::invalid_argument("--plan: not a JSON array of collective probes: " + json);
     std::vector<CollectiveRate> out;
-    for (const auto& name : nlohmann::json::parse(json).get<std::vector<std::string>>()) {
-        auto c = probe::parse_collective_record(name);
-        if (!c) throw std::invalid_argument("--plan: not a collective probe: " + name);
+    for (const nlohmann::json& key : keys) {
+        auto c = probe::collective_from_key(key);
+        if (!c) throw std::invalid_argument("--plan: not a collective probe: " + key.dump());
         out.push_back(*c);
     }
     return out;
 }
 
+// Rank 0's result line: per probe its key, bus bandwidth and seconds.
 std::string collective_result_line(const std::vector<probe::CollectiveResult>& results) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : results)
-        j.push_back({{"probe", probe::collective_record_name(r.rate)},
+        j.push_back({{"key", probe::probe_key(r.rate)},
                      {"bus_bytes_per_s", r.rate.bus_bytes_per_s},
                      {"seconds", r.seconds}});
     return j.dump();
@@ -74,7 +80,7 @@ std::string collective_result_line(const std::vector<probe::CollectiveResult>& r
 std::vector<probe::CollectiveResult> parse_collective_results(const std::string& stdout_text) {
     std::vector<probe::CollectiveResult> out;
     for (const auto& r : nlohmann::json::parse(last_line(stdout_text))) {
-        auto rate = probe::parse_collective_record(r.at("probe").get<std::string>());
+        auto rate = probe::collective_from_key(r.at("key"));
         if (!rate) continue;
         rate->bus_bytes_per_s = r.at("bus_bytes_per_s").get<double>();
         out.push_back({*rate, r.at("seconds").get<double>()});

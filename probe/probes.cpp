@@ -1,17 +1,12 @@
 #include "probe/probes.h"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <cstdio>
 #include <functional>
 #include <map>
 #include <cmath>
 #include <set>
-#include <sstream>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "core/step_statistics.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -28,33 +23,6 @@
 
 namespace tune::probe {
 namespace {
-
-// The device baseline's record (ProbedRates::device_baseline_bytes), in bytes.
-std::string device_baseline_name() { return "device baseline"; }
-
-// The speed reference's record: kernels::SpeedReference's GEMMs, in seconds.
-std::string speed_reference_name() {
-    return fmt::format("speed-reference gemm f32 n={} x{}", kernels::SpeedReference::kSize,
-                       kernels::SpeedReference::kCalls);
-}
-
-// A backward GEMM's record name ends in its pass; a forward one's has no suffix (as cached before).
-constexpr std::array<std::pair<GemmPass, const char*>, 2> kBackwardGemmNames{
-    {{GemmPass::input_grad, "dx"}, {GemmPass::weight_grad, "dw"}}};
-// Its output, after the pass (none: beta 0, C in the operands' dtype).
-constexpr const char* kAccumulateName = "acc";
-constexpr const char* kFp32OutputName = "f32out";
-
-// The words after a GEMM record's shape: its pass, then its output.
-void read_gemm_suffixes(const std::string& words, GemmRate& g) {
-    std::istringstream in(words);
-    for (std::string word; in >> word;) {
-        for (const auto& [pass, suffix] : kBackwardGemmNames)
-            if (word == suffix) g.pass = pass;
-        if (word == kAccumulateName) g.output.accumulate = true;
-        if (word == kFp32OutputName) g.output.fp32 = true;
-    }
-}
 
 double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSettings& s, double* spent) {
     const kernels::DType dt = kernel_dtype(g.dtype);
@@ -140,16 +108,6 @@ double speed_reference_now(kernels::Backend& backend) {
     return median_of(ms) / 1e3;
 }
 
-constexpr std::array<std::pair<Collective, const char*>, 3> kCollectiveNames{
-    {{Collective::all_reduce, "all-reduce"}, {Collective::reduce_scatter, "reduce-scatter"},
-     {Collective::all_gather, "all-gather"}}};
-
-const char* collective_name(Collective op) {
-    for (const auto& [o, name] : kCollectiveNames)
-        if (o == op) return name;
-    return "?";
-}
-
 // At most three message sizes per rank count: the smallest, the largest and the one
 // nearest their geometric mean, so a sweep over many shapes still probes quickly.
 std::vector<std::uint64_t> probed_sizes(const std::set<std::uint64_t>& sizes) {
@@ -176,7 +134,8 @@ void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& co
         for (std::uint64_t b : probed_sizes(bytes))
             if (b > probed.front()) probed.push_back(b);
         for (std::uint64_t b : probed)
-            for (const auto& [op, name] : kCollectiveNames) plan.collectives.push_back({op, ranks, b, 0, dtype});
+            for (Collective op : {Collective::all_reduce, Collective::reduce_scatter, Collective::all_gather})
+                plan.collectives.push_back({op, ranks, b, 0, dtype});
     }
 }
 
@@ -205,51 +164,6 @@ void plan_optimizers(const ModelSpec& model, const std::vector<TrialConfig>& con
         if (!seen) plan.optimizers.push_back(std::move(r));
     }
 }
-
-std::string tensors_text(const std::vector<TensorShape>& tensors) {
-    std::string out;
-    for (const TensorShape& t : tensors) out += fmt::format("{}{}x{}", out.empty() ? "" : ",", t.rows, t.cols);
-    return out;
-}
-
-std::optional<std::vector<TensorShape>> parse_tensors(const std::string& text) {
-    std::vector<TensorShape> out;
-    std::size_t at = 0;
-    while (at < text.size()) {
-        long long rows = 0, cols = 0;
-        int used = 0;
-        if (std::sscanf(text.c_str() + at, "%lldx%lld%n", &rows, &cols, &used) != 2 || rows < 1 || cols < 1)
-            return std::nullopt;
-        out.push_back({rows, cols});
-        at += static_cast<std::size_t>(used);
-        if (at < text.size() && text[at++] != ',') return std::nullopt;
-    }
-    if (out.empty()) return std::nullopt;
-    return out;
-}
-
-}  // namespace
-
-std::string optimizer_record_name(const OptimizerRate& r) {
-    return fmt::format("optimizer {} {} block={} tensors={}", to_string(r.optimizer), to_string(r.precision), r.block,
-                       tensors_text(r.tensors));
-}
-
-std::optional<OptimizerRate> parse_optimizer_record(const std::string& name) {
-    char optimizer[16] = {}, precision[16] = {};
-    long long block = 0;
-    int used = 0;
-    const char* format = "optimizer %15s %15s block=%lld tensors=%n";
-    if (std::sscanf(name.c_str(), format, optimizer, precision, &block, &used) != 3 || used == 0 || block < 1)
-        return std::nullopt;
-    const auto o = parse_enum(optimizer, kOptimizers);
-    const auto p = parse_enum(precision, kPrecisions);
-    auto tensors = parse_tensors(name.substr(static_cast<std::size_t>(used)));
-    if (!o || !p || !tensors) return std::nullopt;
-    return OptimizerRate{*o, *p, block, std::move(*tensors), 0};
-}
-
-namespace {
 
 // Every distinct GEMM a micro-batch of c calls (search/gemm_calls.h): each
 // linear's base and adapter calls and the LM head's, each with its pass and output.
@@ -358,127 +272,6 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
         for (double s : spent_dequantize) (*records)[r++].seconds = s;
         for (double s : spent_bucket) (*records)[r++].seconds = s;
         if (r < records->size() && plan.speed_reference_s > 0) (*records)[r].seconds = spent_reference;
-    }
-    return out;
-}
-
-// An fp32 probe's name has no dtype (as cached before collectives were probed per dtype).
-std::string collective_record_name(const CollectiveRate& c) {
-    std::string name = fmt::format("busbw {} n={} bytes={}", collective_name(c.op), c.ranks, c.bytes);
-    if (c.dtype != ProbeDtype::f32) name += fmt::format(" {}", probe_dtype_name(c.dtype));
-    return name;
-}
-
-std::optional<CollectiveRate> parse_collective_record(const std::string& name) {
-    char op[16] = {}, dtype[8] = {};
-    unsigned ranks = 0;
-    unsigned long long bytes = 0;
-    const int fields = std::sscanf(name.c_str(), "busbw %15s n=%u bytes=%llu %7s", op, &ranks, &bytes, dtype);
-    if (fields < 3) return std::nullopt;
-    const std::optional<ProbeDtype> d = fields == 4 ? parse_probe_dtype(dtype) : ProbeDtype::f32;
-    if (!d) return std::nullopt;
-    for (const auto& [o, text] : kCollectiveNames)
-        if (std::string(op) == text) return CollectiveRate{o, ranks, bytes, 0, *d};
-    return std::nullopt;
-}
-
-std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
-    std::vector<ProbeRecord> out;
-    for (const GemmRate& g : rates.gemm) {
-        std::string name = fmt::format("gemm {} m={} n={} k={}", probe_dtype_name(g.dtype), g.m, g.n, g.k);
-        for (const auto& [pass, suffix] : kBackwardGemmNames)
-            if (g.pass == pass) name += fmt::format(" {}", suffix);
-        if (g.output.accumulate) name += fmt::format(" {}", kAccumulateName);
-        if (g.output.fp32) name += fmt::format(" {}", kFp32OutputName);
-        out.push_back({std::move(name), g.flops_per_s, "FLOP/s", 0});
-    }
-    for (const AttentionRate& a : rates.attention) {
-        const std::string shape = fmt::format("attention {} {} b={} s={} h={} kvh={} d={}", a.fused ? "fused" : "eager",
-                                              probe_dtype_name(a.dtype), a.batch, a.seq, a.heads, a.kv_heads,
-                                              a.head_dim);
-        out.push_back({shape + " forward", a.forward_s, "s", 0});
-        out.push_back({shape + " backward", a.backward_s, "s", 0});
-    }
-    for (const ElementwiseRate& e : rates.elementwise) {
-        const std::string shape = fmt::format("elementwise {} t={} h={} kv={} f={} v={} heads={} kvh={} d={}",
-                                              probe_dtype_name(e.dtype), e.tokens, e.hidden, e.kv_dim, e.ffn, e.vocab,
-                                              e.heads, e.kv_heads, e.head_dim);
-        out.push_back({shape + " layer-forward", e.layer_forward_s, "s", 0});
-        out.push_back({shape + " layer-backward", e.layer_backward_s, "s", 0});
-        out.push_back({shape + " outer", e.outer_s, "s", 0});
-    }
-    for (const OptimizerRate& o : rates.optimizers) out.push_back({optimizer_record_name(o), o.seconds, "s", 0});
-    for (const DequantizeRate& d : rates.dequantize)
-        out.push_back({fmt::format("nf4-dequantize {} h={} kv={} f={}", probe_dtype_name(d.dtype), d.hidden, d.kv_dim,
-                                   d.ffn),
-                       d.layer_s, "s", 0});
-    for (const BucketRate& b : rates.buckets)
-        out.push_back({fmt::format("bucket {} n={} bytes={}", probe_dtype_name(b.dtype), b.ranks, b.bytes), b.seconds, "s",
-                       0});
-    if (rates.speed_reference_s > 0) out.push_back({speed_reference_name(), rates.speed_reference_s, "s", 0});
-    if (rates.device_baseline_bytes)
-        out.push_back({device_baseline_name(), static_cast<double>(*rates.device_baseline_bytes), "B", 0});
-    for (const CollectiveRate& c : rates.collectives)
-        out.push_back({collective_record_name(c), c.bus_bytes_per_s, "B/s", 0});
-    return out;
-}
-
-ProbedRates rates_of(const std::vector<ProbeRecord>& records) {
-    ProbedRates out;
-    for (const ProbeRecord& r : records) {
-        char dtype[8] = {}, impl[8] = {}, pass[12] = {}, part[16] = {};
-        long long m = 0, n = 0, k = 0, b = 0, s = 0, h = 0, kvh = 0, d = 0, t = 0;
-        int used = 0;
-        if (std::sscanf(r.name.c_str(), "gemm %7s m=%lld n=%lld k=%lld%n", dtype, &m, &n, &k, &used) == 4) {
-            GemmRate g{m, n, k, parse_probe_dtype(dtype).value_or(ProbeDtype::f32), r.value, GemmPass::forward, {}};
-            read_gemm_suffixes(r.name.substr(static_cast<std::size_t>(used)), g);
-            out.gemm.push_back(g);
-        } else if (std::sscanf(r.name.c_str(), "attention %7s %7s b=%lld s=%lld h=%lld kvh=%lld d=%lld %11s", impl,
-                               dtype, &b, &s, &h, &kvh, &d, pass) == 8) {
-            const bool fused = std::string(impl) == "fused";
-            const ProbeDtype dt = parse_probe_dtype(dtype).value_or(ProbeDtype::f32);
-            auto it = std::find_if(out.attention.begin(), out.attention.end(), [&](const AttentionRate& a) {
-                return a.batch == b && a.seq == s && a.heads == h && a.kv_heads == kvh && a.head_dim == d &&
-                       a.dtype == dt && a.fused == fused;
-            });
-            if (it == out.attention.end()) {
-                out.attention.push_back({b, s, h, kvh, d, dt, fused, 0, 0});
-                it = out.attention.end() - 1;
-            }
-            (std::string(pass) == "forward" ? it->forward_s : it->backward_s) = r.value;
-        } else if (long long ew[7] = {}; std::sscanf(r.name.c_str(),
-                                                     "elementwise %7s t=%lld h=%lld kv=%lld f=%lld v=%lld heads=%lld "
-                                                     "kvh=%lld d=%lld %15s",
-                                                     dtype, &t, &ew[0], &ew[1], &ew[2], &ew[3], &ew[4], &ew[5], &ew[6],
-                                                     part) == 10) {
-            ElementwiseRate e;
-            e.hidden = ew[0], e.kv_dim = ew[1], e.ffn = ew[2], e.vocab = ew[3];
-            e.heads = ew[4], e.kv_heads = ew[5], e.head_dim = ew[6];
-            e.tokens = t;
-            e.dtype = parse_probe_dtype(dtype).value_or(ProbeDtype::f32);
-            auto it = std::find_if(out.elementwise.begin(), out.elementwise.end(), [&](const ElementwiseRate& x) {
-                return x.tokens == e.tokens && x.dtype == e.dtype && x.hidden == e.hidden;
-            });
-            if (it == out.elementwise.end()) it = out.elementwise.insert(out.elementwise.end(), e);
-            const std::string which(part);
-            (which == "layer-forward" ? it->layer_forward_s : which == "layer-backward" ? it->layer_backward_s
-                                                                                       : it->outer_s) = r.value;
-        } else if (std::sscanf(r.name.c_str(), "nf4-dequantize %7s h=%lld kv=%lld f=%lld", dtype, &h, &kvh, &d) == 4) {
-            if (const auto dt = parse_probe_dtype(dtype)) out.dequantize.push_back({*dt, h, kvh, d, r.value});
-        } else if (unsigned ranks = 0; std::sscanf(r.name.c_str(), "bucket %7s n=%u bytes=%lld", dtype, &ranks, &b) == 3) {
-            if (const auto dt = parse_probe_dtype(dtype))
-                out.buckets.push_back({*dt, ranks, static_cast<std::uint64_t>(b), r.value});
-        } else if (auto o = parse_optimizer_record(r.name)) {
-            o->seconds = r.value;
-            out.optimizers.push_back(std::move(*o));
-        } else if (r.name == speed_reference_name()) {
-            out.speed_reference_s = r.value;
-        } else if (r.name == device_baseline_name()) {
-            out.device_baseline_bytes = static_cast<std::uint64_t>(r.value);
-        } else if (auto c = parse_collective_record(r.name)) {
-            c->bus_bytes_per_s = r.value;
-            out.collectives.push_back(*c);
-        }
     }
     return out;
 }

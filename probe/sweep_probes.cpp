@@ -25,14 +25,15 @@ std::unique_ptr<kernels::Backend> backend_for(const SweepSpec& spec, std::uint32
     return std::make_unique<kernels::CpuBackend>(kernels::CpuBackendOptions{static_cast<int>(threads), 0});
 }
 
-// The cached rows when they hold every probe the plan names, in the plan's order.
+// The cached rows when they hold every probe the plan asks for, in the plan's order. Rows are keyed
+// by the records' keys (probe_records.h), so a name reworded for people still finds its row.
 std::optional<std::vector<ProbeRecord>> from_cache(const std::vector<ProbeRow>& rows,
                                                    const std::vector<ProbeRecord>& wanted) {
     std::vector<ProbeRecord> out;
     for (const ProbeRecord& w : wanted) {
-        const auto it = std::find_if(rows.begin(), rows.end(), [&](const ProbeRow& r) { return r.probe == w.name; });
+        const auto it = std::find_if(rows.begin(), rows.end(), [&](const ProbeRow& r) { return r.probe == w.key; });
         if (it == rows.end()) return std::nullopt;
-        out.push_back({it->probe, it->value, it->unit, it->seconds});
+        out.push_back({w.name, w.key, it->value, it->unit, it->seconds});
     }
     return out;
 }
@@ -71,13 +72,14 @@ SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store
     if (!plan.collectives.empty())
         for (const CollectiveResult& c : collectives(plan.collectives)) {
             rates.collectives.push_back(c.rate);
-            out.records.push_back({collective_record_name(c.rate), c.rate.bus_bytes_per_s, "B/s", c.seconds});
+            out.records.push_back(
+                {collective_record_name(c.rate), probe_key(c.rate).dump(), c.rate.bus_bytes_per_s, "B/s", c.seconds});
         }
     out.rates = std::make_shared<const ProbedRates>(std::move(rates));
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (store != nullptr) {
         std::vector<ProbeRow> rows;
-        for (const ProbeRecord& r : out.records) rows.push_back({r.name, r.value, r.unit, r.seconds});
+        for (const ProbeRecord& r : out.records) rows.push_back({r.key, r.value, r.unit, r.seconds});
         store->cache_probes(key, rows);
     }
     return out;

@@ -167,7 +167,7 @@ struct ProbeKey {
 };
 
 struct ProbeRow {
-    std::string probe;  // "gemm f32 m=256 n=64 k=64": its name carries its shape
+    std::string probe;  // the probe's key, compact JSON: {"dtype":"f32","k":64,"m":256,...,"probe":"gemm"} (probe/probe_records.h)
     double value = 0;
     std::string unit;
     double seconds = 0;  // how long it ran

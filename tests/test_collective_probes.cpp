@@ -1,12 +1,15 @@
 // Collective bus-bandwidth probes: nccl-tests' busbw normalisation, the
-// probes a multi-rank sweep plans, their records by name, and the time model
+// probes a multi-rank sweep plans, their records by key, and the time model
 // pricing ZeRO's collectives at the probed bus bandwidth, call by call.
 #include <catch2/catch.hpp>
 
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/presets.h"
 #include "driver/collective_probes.h"
@@ -74,8 +77,11 @@ TEST_CASE("a multi-rank sweep plans the three collectives at its layer buffers' 
           fmt::format("busbw all-reduce n=2 bytes={}", plan.collectives[3].bytes));
     CHECK(probe::collective_record_name(plan.collectives[10]) ==
           fmt::format("busbw reduce-scatter n=2 bytes={} bf16", plan.collectives[10].bytes));
-    CHECK_FALSE(probe::parse_collective_record("busbw all-reduce n=2 bytes=8 f8"));
-    // Their records round-trip by name, and through the child's plan and result lines.
+    nlohmann::json f8 = probe::probe_key(plan.collectives[0]);
+    CHECK(probe::collective_from_key(f8));
+    f8["dtype"] = "f8";
+    CHECK_FALSE(probe::collective_from_key(f8));
+    // Their records round-trip by key, and through the child's plan and result lines.
     ProbedRates measured = plan;
     for (auto& c : measured.collectives) c.bus_bytes_per_s = 3e9;
     const ProbedRates back = probe::rates_of(probe::records_of(measured));
@@ -86,15 +92,34 @@ TEST_CASE("a multi-rank sweep plans the three collectives at its layer buffers' 
         CHECK(back.collectives[i].dtype == measured.collectives[i].dtype);
         CHECK(back.collectives[i].bus_bytes_per_s == 3e9);
     }
-    const auto parsed = parse_collective_plan(collective_plan_json(plan.collectives));
+    const std::string plan_json = collective_plan_json(plan.collectives);
+    CHECK(nlohmann::json::parse(plan_json).at(10) == probe::probe_key(plan.collectives[10]));  // keys, not names
+    const auto parsed = parse_collective_plan(plan_json);
     REQUIRE(parsed.size() == 12);
     CHECK(parsed[1].op == Collective::reduce_scatter);
     CHECK(parsed[10].dtype == ProbeDtype::bf16);
-    const auto results = parse_collective_results("log line\n" + collective_result_line({{measured.collectives[2], 0.5}}));
+    CHECK(parsed[10].bytes == plan.collectives[10].bytes);
+    const std::string line = collective_result_line({{measured.collectives[2], 0.5}});
+    CHECK(nlohmann::json::parse(line).at(0).at("key") == probe::probe_key(measured.collectives[2]));
+    const auto results = parse_collective_results("log line\n" + line + "\n\n");
     REQUIRE(results.size() == 1);
     CHECK(results[0].rate.op == Collective::all_gather);
     CHECK(results[0].rate.bus_bytes_per_s == 3e9);
     CHECK(results[0].seconds == 0.5);
+    // A result of no collective's key is passed over.
+    CHECK(parse_collective_results(R"([{"key":{"probe":"gemm"},"bus_bytes_per_s":1,"seconds":1}])").empty());
+}
+
+TEST_CASE("a collective plan of anything but collective probes' keys is refused, naming it", "[probe][collectives]") {
+    CHECK(parse_collective_plan("[]").empty());
+    CHECK_THROWS_WITH(parse_collective_plan(R"([{"probe":"broadcast","ranks":2}])"), Catch::Contains("broadcast"));
+    CHECK_THROWS_AS(parse_collective_plan(R"([{"probe":"broadcast","ranks":2}])"), std::invalid_argument);
+    CHECK_THROWS_WITH(parse_collective_plan(R"(["busbw all-reduce n=2 bytes=8"])"),  // a name is not a key
+                      Catch::Contains("busbw all-reduce n=2 bytes=8"));
+    nlohmann::json f8 = probe::probe_key(CollectiveRate{Collective::all_reduce, 2, 8, 0, ProbeDtype::f32});
+    f8["dtype"] = "f8";
+    CHECK_THROWS_WITH(parse_collective_plan(nlohmann::json::array({f8}).dump()), Catch::Contains("f8"));
+    CHECK_THROWS_AS(parse_collective_plan(R"({"probe":"collective"})"), std::invalid_argument);
 }
 
 TEST_CASE("a 16-bit step's collectives are priced at its dtype's probes, else at fp32's", "[probe][collectives][estimate]") {

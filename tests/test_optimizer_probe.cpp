@@ -1,8 +1,9 @@
 // The optimizer probes: one per optimizer and precision a sweep runs, over the
-// tensors its step updates, records that round-trip by name, the time model
+// tensors its step updates, records that round-trip by key, the time model
 // pricing the update at the probed time per element of the rank's own elements.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
 
 #include "core/presets.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -104,7 +105,7 @@ TEST_CASE("plan_probes asks for exactly the sweep's optimizers in its precisions
     for (const OptimizerRate& r : plan.optimizers) CHECK(r.tensors.size() == 9 * m.layers + 3);
 }
 
-TEST_CASE("optimizer records round-trip by name", "[probe][optimizer]") {
+TEST_CASE("optimizer records round-trip by key, under their names", "[probe][optimizer]") {
     ProbedRates rates;
     rates.optimizers.push_back(
         {Optimizer::adam8bit, Precision::bf16_mixed, 128, {{1, 64}, {64, 64}, {176, 64}}, 2.5e-3});
@@ -122,9 +123,18 @@ TEST_CASE("optimizer records round-trip by name", "[probe][optimizer]") {
         CHECK(back.optimizers[i].tensors == rates.optimizers[i].tensors);
         CHECK(back.optimizers[i].seconds == rates.optimizers[i].seconds);
     }
-    CHECK_FALSE(probe::parse_optimizer_record("optimizer adamw fp32 block=256 tensors="));
-    CHECK_FALSE(probe::parse_optimizer_record("optimizer sgd fp32 block=256 tensors=1x4"));
-    CHECK_FALSE(probe::parse_optimizer_record("optimizer adamw fp32 block=256 tensors=1x4;2x2"));
+    // The key says the same in JSON; one no optimizer probe has is not read back.
+    const nlohmann::json key = nlohmann::json::parse(records[0].key);
+    CHECK(key.at("tensors") == nlohmann::json::parse("[[1,64],[64,64],[176,64]]"));
+    const auto spoiled = [&](const char* field, const nlohmann::json& value) {
+        nlohmann::json k = key;
+        k[field] = value;
+        return probe::optimizer_from_key(k);
+    };
+    CHECK(spoiled("block", 128));
+    CHECK_FALSE(spoiled("tensors", nlohmann::json::array()));
+    CHECK_FALSE(spoiled("optimizer", "sgd"));
+    CHECK_FALSE(spoiled("tensors", "1x4;2x2"));
 }
 
 TEST_CASE("the time model prices the update at its optimizer's probed time per owned element",

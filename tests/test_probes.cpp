@@ -1,5 +1,5 @@
 // Probes and the time model: the shapes a sweep asks for, records that
-// round-trip through their names and the store's cache, the time model
+// round-trip through their keys and the store's cache, the time model
 // taking probed rates instead of nominal peaks, and the real-memory fields
 // through the store.
 #include <catch2/catch.hpp>
@@ -7,12 +7,16 @@
 #include <algorithm>
 #include <functional>
 
+#include <fmt/format.h>
+
 #include "core/presets.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "probe/probe_timing.h"
 #include "probe/probes.h"
+#include "probe/sweep_probes.h"
 #include "search/estimate.h"
 #include "search/model_flops.h"
+#include "search/spec.h"
 #include "store/store.h"
 #include "tests/test_store_support.h"
 
@@ -106,7 +110,7 @@ TEST_CASE("the GEMM probes call C as the trainer does: accumulated, or fp32 logi
     CHECK(has(128, v, h, GemmPass::forward, logits, ProbeDtype::bf16));
     CHECK_FALSE(has(128, v, h, GemmPass::forward, {}, ProbeDtype::bf16));
     CHECK(has(128, v, h, GemmPass::forward, {}));
-    // Each output's name carries it, and reads back.
+    // Each output's key carries it, and reads back; its name says it in words.
     kernels::CpuBackend backend({1, 0});
     probe::ProbeSettings settings;
     settings.min_seconds = 0.001;
@@ -155,7 +159,7 @@ TEST_CASE("a GEMM's rate is its output's, else its pass's (a cache from before o
     CHECK(compute(5e8) - compute(1e9) == Approx(accumulating / 1e9));
 }
 
-TEST_CASE("probes measure on a backend and their records round-trip by name", "[probe]") {
+TEST_CASE("probes measure on a backend and their records round-trip by key", "[probe]") {
     const ModelSpec m = *find_model("tiny");
     const ProbedRates plan = probe::plan_probes(m, {tiny_config(2, 64, Precision::fp32)});
     kernels::CpuBackend backend({1, 0});
@@ -402,15 +406,75 @@ TEST_CASE("the store caches probes per host, software and device", "[probe][stor
     Store db(dir.file("p.db"), Store::Mode::read_write);
     const ProbeKey key{"host-a", "tune 1.0", "cpu threads=1"};
     CHECK(db.cached_probes(key).empty());
-    const std::vector<ProbeRow> rows{{"gemm f32 m=128 n=64 k=64", 1e9, "FLOP/s", 0.02},
-                                     {"optimizer adamw fp32 block=256 tensors=1x64", 1e-3, "s", 0.03}};
+    // Rows are keyed by the records' keys (probe/probe_records.h), as probes_for_sweep writes them.
+    ProbedRates rates;
+    rates.gemm = {{128, 64, 64, ProbeDtype::f32, 1e9, GemmPass::forward, {}}};
+    rates.optimizers = {{Optimizer::adamw, Precision::fp32, 256, {{1, 64}}, 1e-3}};
+    const std::vector<probe::ProbeRecord> records = probe::records_of(rates);
+    REQUIRE(records.size() == 2);
+    const std::vector<ProbeRow> rows{{records[0].key, 1e9, "FLOP/s", 0.02}, {records[1].key, 1e-3, "s", 0.03}};
     db.cache_probes(key, rows);
     auto back = db.cached_probes(key);
     std::sort(back.begin(), back.end(), [](const ProbeRow& a, const ProbeRow& b) { return a.probe < b.probe; });
-    CHECK(back == rows);  // "gemm ..." sorts before "optimizer ..."
+    CHECK(back == rows);  // the GEMM's key, {"accumulate":..., sorts before the optimizer's, {"block":...
     CHECK(db.cached_probes({"host-b", "tune 1.0", "cpu threads=1"}).empty());
-    db.cache_probes(key, std::vector<ProbeRow>{{"optimizer adamw fp32 block=256 tensors=1x64", 2e-3, "s", 0.03}});  // replaced, not added
+    db.cache_probes(key, std::vector<ProbeRow>{{records[1].key, 2e-3, "s", 0.03}});  // replaced, not added
     CHECK(db.cached_probes(key).size() == 2);
+}
+
+TEST_CASE("a sweep's probes are cached by key and read back under their names", "[probe][store]") {
+    test::ScratchDir dir;
+    Store db(dir.file("c.db"), Store::Mode::read_write);
+    const SweepSpec spec = parse_sweep(R"(
+name = "probe-cache"
+[model]
+preset = "tiny"
+[hardware]
+device = "cpu"
+memory_limit = "1GiB"
+[space]
+optimizer = ["adamw"]
+context = [64]
+micro_batch = [2]
+)",
+                                       "probe-cache.toml");
+    probe::ProbeSettings settings;
+    settings.min_seconds = 0.001;
+    const ProbeKey key{"host-a", "tune 1.0", ""};
+    const probe::SweepProbes measured = probe::probes_for_sweep(spec, 1, &db, key, false, settings);
+    REQUIRE_FALSE(measured.cached);
+    REQUIRE_FALSE(measured.records.empty());
+    // One row per record, under its key.
+    const ProbeKey stored{"host-a", "tune 1.0", fmt::format("{} threads=1", spec.hardware.device)};
+    const std::vector<ProbeRow> rows = db.cached_probes(stored);
+    REQUIRE(rows.size() == measured.records.size());
+    for (const probe::ProbeRecord& r : measured.records)
+        CHECK(std::any_of(rows.begin(), rows.end(), [&](const ProbeRow& row) {
+            return row.probe == r.key && row.value == r.value && row.unit == r.unit;
+        }));
+
+    // A row found by its key comes back with the record's name and key, and the row's numbers.
+    const probe::ProbeRecord& first = measured.records.front();
+    db.cache_probes(stored, std::vector<ProbeRow>{{first.key, 123.0, first.unit, 0.5}});
+    const probe::SweepProbes cached = probe::probes_for_sweep(spec, 1, &db, key, false, settings);
+    REQUIRE(cached.cached);
+    REQUIRE(cached.records.size() == measured.records.size());
+    for (std::size_t i = 0; i < cached.records.size(); ++i) {
+        CHECK(cached.records[i].name == measured.records[i].name);
+        CHECK(cached.records[i].key == measured.records[i].key);
+    }
+    CHECK(cached.records.front().value == 123.0);
+    CHECK(cached.records.front().seconds == 0.5);
+    CHECK(cached.records.back().value == measured.records.back().value);
+    CHECK(cached.rates->gemm.size() == measured.rates->gemm.size());
+    CHECK(cached.rates->optimizers.size() == measured.rates->optimizers.size());
+
+    // A cache keyed by names (before keys) is not one: the probes are measured again.
+    const ProbeKey by_name{"host-b", "tune 1.0", stored.device};
+    std::vector<ProbeRow> named;
+    for (const probe::ProbeRecord& r : measured.records) named.push_back({r.name, r.value, r.unit, r.seconds});
+    db.cache_probes(by_name, named);
+    CHECK_FALSE(probe::probes_for_sweep(spec, 1, &db, {"host-b", "tune 1.0", ""}, false, settings).cached);
 }
 
 TEST_CASE("real peak, baseline and untracked round-trip through the store, per rank", "[store][memory]") {
