@@ -34,6 +34,22 @@ TrialConfig tiny_config(std::uint32_t micro_batch, std::uint32_t context, Precis
 }
 
 
+// A plan measured briefly on a one-thread CPU backend, and the rates read back from its records.
+struct Measured {
+    ProbedRates rates, back;
+};
+Measured measure_and_read_back(const ProbedRates& plan) {
+    kernels::CpuBackend backend({1, 0});
+    probe::ProbeSettings settings;
+    settings.min_seconds = 0.001;
+    std::vector<probe::ProbeRecord> records;
+    Measured out;
+    out.rates = probe::run_probes(backend, plan, settings, &records);
+    out.back = probe::rates_of(records);
+    CHECK(backend.live_bytes() == 0);
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("the GEMM primer runs on scratch of its own, freed with it", "[probe]") {
@@ -318,17 +334,11 @@ TEST_CASE("ZeRO-2/3 gradient buckets: zeroed and added into the shard, probed pe
     REQUIRE(plan.buckets.size() == 2);  // a layer's and the outer buffer's
     for (const BucketRate& b : plan.buckets) CHECK((b.ranks == 2 && b.dtype == ProbeDtype::bf16));
 
-    kernels::CpuBackend backend({1, 0});
-    probe::ProbeSettings settings;
-    settings.min_seconds = 0.001;
-    std::vector<probe::ProbeRecord> records;
-    const ProbedRates rates = probe::run_probes(backend, plan, settings, &records);
+    const auto [rates, back] = measure_and_read_back(plan);
     for (const BucketRate& b : rates.buckets) CHECK(b.seconds > 0);
-    const ProbedRates back = probe::rates_of(records);
     REQUIRE(back.buckets.size() == 2);
     CHECK(back.buckets[1].bytes == rates.buckets[1].bytes);
     CHECK(back.buckets[1].seconds == rates.buckets[1].seconds);
-    CHECK(backend.live_bytes() == 0);
 
     // Each bucket a step fills, at its probed time: per micro-batch the layers' and the
     // outer buffer's twice (the head's backward and the embedding's).
@@ -366,18 +376,12 @@ TEST_CASE("QLoRA's NF4 dequantization is probed per compute dtype and priced per
     CHECK(plan.dequantize[0].ffn == static_cast<std::int64_t>(m.ffn));
 
     // Measured on a backend, and back from its records.
-    kernels::CpuBackend backend({1, 0});
-    probe::ProbeSettings settings;
-    settings.min_seconds = 0.001;
-    std::vector<probe::ProbeRecord> records;
-    const ProbedRates rates = probe::run_probes(backend, plan, settings, &records);
+    const auto [rates, back] = measure_and_read_back(plan);
     for (const DequantizeRate& d : rates.dequantize) CHECK(d.layer_s > 0);
-    const ProbedRates back = probe::rates_of(records);
     REQUIRE(back.dequantize.size() == 2);
     CHECK(back.dequantize[1].dtype == rates.dequantize[1].dtype);
     CHECK(back.dequantize[1].layer_s == rates.dequantize[1].layer_s);
     CHECK(back.dequantize[1].kv_dim == static_cast<std::int64_t>(m.kv_dim()));
-    CHECK(backend.live_bytes() == 0);
 
     // The time model: each layer before the forward's and the backward's GEMMs, at the probed time.
     ProbedRates priced = back;
