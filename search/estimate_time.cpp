@@ -56,9 +56,9 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
 // (search/collective_calls.h, the one copy of the trainer's schedule), each
 // at its ring factor: an all-reduce moves 2(N-1)/N of the buffer, a
 // reduce-scatter or all-gather (N-1)/N.
-double comm_bytes_per_step(const ModelSpec& m, const TrialConfig& c) {
+double comm_bytes_per_step(const std::vector<CollectiveCall>& calls, const TrialConfig& c) {
     double bytes = 0;
-    for (const CollectiveCall& call : collective_calls(m, c))
+    for (const CollectiveCall& call : calls)
         bytes += call.count * call.bytes * bus_factor(call.op, c.world_size);
     return bytes;
 }
@@ -110,22 +110,29 @@ double attention_bytes_per_token(const ModelSpec& m, const TrialConfig& c, bool 
 // weight (harness/model.cpp LlamaLayer::weight), i.e. the forward and the
 // backward's dX, and with full checkpointing the recompute, which skips the
 // down projection; LOMO's norm pass runs them all again. 0 without qlora.
+// A layer's base weights in its matrices, all of them and the down projection's.
+struct LayerMatrices {
+    double all = 0, down = 0;
+};
+LayerMatrices layer_matrices(const ModelSpec& m, const TrialConfig& c) {
+    LayerMatrices out;
+    for (const Linear& l : layer_linears(m, c)) {
+        out.all += l.in * l.out;
+        if (l.down) out.down += l.in * l.out;
+    }
+    return out;
+}
+
 double dequantized_layers_per_micro_batch(const ModelSpec& m, const TrialConfig& c) {
     if (c.method != Method::qlora) return 0.0;
-    double matrices = 0, down = 0;
-    for (const Linear& l : layer_linears(m, c)) {
-        matrices += l.in * l.out;
-        if (l.down) down += l.in * l.out;
-    }
-    const double recompute = c.checkpointing == Checkpointing::full ? 1.0 - down / matrices : 0.0;
+    const LayerMatrices w = layer_matrices(m, c);
+    const double recompute = c.checkpointing == Checkpointing::full ? 1.0 - w.down / w.all : 0.0;
     return static_cast<double>(m.layers) * (2.0 + recompute) * lomo_backward_passes(c);
 }
 
 // Bytes one dequantization of a layer moves: read 4.127 bits per weight, write the compute dtype.
 double dequantize_bytes_per_layer(const ModelSpec& m, const TrialConfig& c) {
-    double matrices = 0;
-    for (const Linear& l : layer_linears(m, c)) matrices += l.in * l.out;
-    return matrices * (4.127 / 8 + weight_bytes(c.precision));
+    return layer_matrices(m, c).all * (4.127 / 8 + weight_bytes(c.precision));
 }
 
 double link_bandwidth(const Hardware& hw, std::uint32_t ranks) {
@@ -217,9 +224,10 @@ namespace {
 // The step's collectives at their probed times (search/collective_calls.h):
 // each call at its op's time for its size, latency included. nullopt when an
 // op the step calls was not probed at this world size.
-std::optional<double> probed_collective_seconds(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p) {
+std::optional<double> probed_collective_seconds(const std::vector<CollectiveCall>& calls, const TrialConfig& c,
+                                                const ProbedRates& p) {
     double total = 0;
-    for (const CollectiveCall& call : collective_calls(m, c)) {
+    for (const CollectiveCall& call : calls) {
         const std::optional<double> s = p.collective_seconds(call.op, c.world_size, call.bytes, probe_dtype(c.precision));
         if (!s) return std::nullopt;
         total += call.count * *s;
@@ -229,9 +237,9 @@ std::optional<double> probed_collective_seconds(const ModelSpec& m, const TrialC
 
 // Stages 2-3: each gradient bucket's zeroing and the add of its slice into the
 // rank's shard, around its reduce-scatter (CollectiveCall::bucket); 0 when not probed.
-double probed_bucket_seconds(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p) {
+double probed_bucket_seconds(const std::vector<CollectiveCall>& calls, const TrialConfig& c, const ProbedRates& p) {
     double total = 0;
-    for (const CollectiveCall& call : collective_calls(m, c))
+    for (const CollectiveCall& call : calls)
         if (call.bucket)
             total += call.count * p.bucket_seconds(c.world_size, call.bytes, probe_dtype(c.precision)).value_or(0.0);
     return total;
@@ -243,14 +251,15 @@ double probed_bucket_seconds(const ModelSpec& m, const TrialConfig& c, const Pro
 // defaults: calibration learns a step's measured time over its estimate, the
 // whole step's, so what it learns scales every probed term alike (scaling some
 // would leave the step short of what was learned). Terms without a probe stay nominal.
-void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const EstimateOptions& o, StepTime& t) {
+void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const std::vector<CollectiveCall>& calls,
+                        const EstimateOptions& o, StepTime& t) {
     const ProbedRates& p = *o.probed;
     const double speed = o.compute_efficiency / EstimateOptions{}.compute_efficiency * dimension_efficiency(c, o);
     if (!(speed > 0)) return;
     if (const auto micro = probed_micro_batch(m, c, p, c.attention == Attention::flash)) {
         t.compute_s = micro->gemm_s * c.grad_accum / speed;
         t.attention_s = micro->attention_s * c.grad_accum / speed;
-        t.elementwise_s = (micro->elementwise_s * c.grad_accum + probed_bucket_seconds(m, c, p)) / speed;
+        t.elementwise_s = (micro->elementwise_s * c.grad_accum + probed_bucket_seconds(calls, c, p)) / speed;
     }
     // The rank's owned elements (its shard at ZeRO 1-3) at its optimizer's probed time per element.
     if (const auto per_element = p.optimizer_seconds_per_element(m, c))
@@ -259,7 +268,7 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Estimate
         if (const auto layer_s = p.dequantize_layer_seconds(m, probe_dtype(c.precision)))
             t.dequantize_s = dequantized_layers_per_micro_batch(m, c) * c.grad_accum * *layer_s / speed;
     if (t.comm_bytes > 0)
-        if (const auto seconds = probed_collective_seconds(m, c, p))
+        if (const auto seconds = probed_collective_seconds(calls, c, p))
             t.comm_s = (1 - o.comm_overlap) * *seconds / speed;
 }
 
@@ -281,7 +290,8 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     StepTime t;
     t.model_flops_per_token = flops.model;
     t.flops_per_token = flops.total;
-    t.comm_bytes = comm_bytes_per_step(m, c);
+    const std::vector<CollectiveCall> calls = collective_calls(m, c);
+    t.comm_bytes = comm_bytes_per_step(calls, c);
     const double efficiency = std::min(1.0, o.compute_efficiency * dimension_efficiency(c, o));
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
     t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
@@ -289,7 +299,7 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank, hw.hbm_bytes_per_s);
     t.dequantize_s = safe_div(dequantized_layers_per_micro_batch(m, c) * dequantize_bytes_per_layer(m, c) * c.grad_accum,
                               hw.hbm_bytes_per_s);
-    if (o.probed) apply_probed_rates(m, c, o, t);
+    if (o.probed) apply_probed_rates(m, c, calls, o, t);
     // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
     t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s;
     t.tokens_per_s = safe_div(tokens_per_rank * ranks, t.step_s);
