@@ -19,17 +19,17 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "harness/comm_nccl.h"
-#include "launch/launch.h"
-#include "launch/process.h"
-#include "harness/mpi_runtime.h"
+#include "core/units.h"
+#include "harness/comm/comm_nccl.h"
+#include "harness/comm/mpi_runtime.h"
 #include "harness/selftest_training.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/device_query.h"
 #include "kernels/selftest/selftest.h"
+#include "launch/launch.h"
+#include "launch/process.h"
 #include "reports/text_table.h"
-#include "core/units.h"
 
 namespace tune::cli {
 namespace {

@@ -14,19 +14,19 @@
 
 #include "cli/commands.h"
 #include "cli/dimension_flags.h"
-#include "core/trial_protocol.h"
-#include "core/validity.h"
-#include "driver/trial_child.h"
-#include "harness/hf_model.h"
-#include "harness/peft_adapter.h"
-#include "launch/launch.h"
-#include "launch/process.h"
-#include "harness/trial.h"
 #include "core/config_error.h"
 #include "core/input_file.h"
-#include "kernels/error.h"
 #include "core/presets.h"
+#include "core/trial_protocol.h"
 #include "core/units.h"
+#include "core/validity.h"
+#include "driver/trial_child.h"
+#include "harness/io/hf_model.h"
+#include "harness/io/peft_adapter.h"
+#include "harness/trial.h"
+#include "kernels/error.h"
+#include "launch/launch.h"
+#include "launch/process.h"
 
 namespace tune::cli {
 namespace {

@@ -8,12 +8,12 @@
 
 #include <cstdint>
 
+#include "core/config.h"
 #include "harness/lora.h"
-#include "harness/memory.h"
+#include "harness/memory/memory.h"
 #include "harness/param_layout.h"
 #include "harness/qlora_base.h"
 #include "kernels/backend.h"
-#include "core/config.h"
 
 namespace tune::harness {
 

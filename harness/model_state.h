@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/comm.h"
-#include "harness/memory.h"
-#include "harness/param_layout.h"
-#include "kernels/backend.h"
 #include "core/config.h"
 #include "core/zero_plan.h"
+#include "harness/comm/comm.h"
+#include "harness/memory/memory.h"
+#include "harness/param_layout.h"
+#include "kernels/backend.h"
 
 namespace tune::harness {
 

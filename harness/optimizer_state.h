@@ -11,11 +11,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/comm.h"
-#include "harness/memory.h"
+#include "core/config.h"
+#include "harness/comm/comm.h"
+#include "harness/memory/memory.h"
 #include "harness/model_state.h"
 #include "kernels/backend.h"
-#include "core/config.h"
 
 namespace tune::harness {
 

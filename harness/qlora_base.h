@@ -11,12 +11,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/comm.h"
-#include "harness/memory.h"
+#include "core/zero_plan.h"
+#include "harness/comm/comm.h"
+#include "harness/memory/memory.h"
 #include "harness/model_state.h"
 #include "harness/param_layout.h"
 #include "kernels/backend.h"
-#include "core/zero_plan.h"
 
 namespace tune::harness {
 

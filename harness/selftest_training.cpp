@@ -10,13 +10,13 @@
 
 #include <fmt/format.h>
 
-#include "harness/comm.h"
-#include "harness/data.h"
+#include "core/presets.h"
+#include "core/zero_plan.h"
+#include "harness/comm/comm.h"
+#include "harness/io/data.h"
 #include "harness/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/selftest/case_builder.h"
-#include "core/presets.h"
-#include "core/zero_plan.h"
 
 namespace tune::harness {
 

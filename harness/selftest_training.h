@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/comm.h"
+#include "harness/comm/comm.h"
 #include "kernels/backend.h"
 #include "kernels/selftest/selftest.h"
 

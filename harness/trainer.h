@@ -10,9 +10,10 @@
 #include <optional>
 #include <vector>
 
-#include "harness/comm.h"
-#include "harness/data.h"
-#include "harness/memory.h"
+#include "core/config.h"
+#include "harness/comm/comm.h"
+#include "harness/io/data.h"
+#include "harness/memory/memory.h"
 #include "harness/model.h"
 #include "harness/model_state.h"
 #include "harness/optimizer_state.h"
@@ -20,7 +21,6 @@
 #include "harness/qlora_base.h"
 #include "kernels/backend.h"
 #include "kernels/math/loss_scale.h"
-#include "core/config.h"
 
 namespace tune::harness {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/comm.h"
 #include "core/config.h"
 #include "core/noise_rule.h"
+#include "harness/comm/comm.h"
 
 namespace tune::harness {
 

@@ -121,7 +121,7 @@ struct CollectiveRate {
     double bus_bytes_per_s = 0;
     // The gradients' dtype, as the trainer calls the collective (reductions
     // average): on the CPU a 16-bit reduction is widened to fp32, summed over
-    // MPI at twice the bytes and narrowed back (harness/comm_mpi.cpp), so an
+    // MPI at twice the bytes and narrowed back (harness/comm/comm_mpi.cpp), so an
     // fp32 probe of its bytes priced ZeRO-2/3 steps in 16 bits short.
     ProbeDtype dtype = ProbeDtype::f32;
 };

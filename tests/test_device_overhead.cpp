@@ -3,7 +3,7 @@
 // tagged allocator handed out at its peak.
 #include <catch2/catch.hpp>
 
-#include "harness/device_overhead.h"
+#include "harness/memory/device_overhead.h"
 
 using namespace tune;
 

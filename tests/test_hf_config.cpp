@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/hf_model.h"
+#include "core/presets.h"
+#include "harness/io/hf_model.h"
 #include "search/estimate.h"
 #include "search/flat_layout.h"
 #include "search/spec.h"
-#include "core/presets.h"
 #include "tests/test_store_support.h"
 
 using namespace tune;

@@ -1,7 +1,7 @@
 // A CPU trial's default memory limit: the machine's MemAvailable.
 #include <catch2/catch.hpp>
 
-#include "harness/host_memory.h"
+#include "harness/memory/host_memory.h"
 
 using namespace tune::harness;
 

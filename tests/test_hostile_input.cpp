@@ -12,7 +12,7 @@
 #include <fstream>
 #include <vector>
 
-#include "harness/safetensors.h"
+#include "harness/io/safetensors.h"
 #include "reports/output_file.h"
 #include "reports/report_error.h"
 #include "reports/text_table.h"

@@ -10,10 +10,10 @@
 #include <set>
 
 #include "core/validity.h"
-#include "harness/hf_model.h"
+#include "harness/io/hf_model.h"
+#include "harness/io/peft_adapter.h"
+#include "harness/io/safetensors.h"
 #include "harness/lora.h"
-#include "harness/peft_adapter.h"
-#include "harness/safetensors.h"
 #include "kernels/math/nf4.h"
 #include "search/space.h"
 #include "search/spec.h"

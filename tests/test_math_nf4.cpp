@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "harness/safetensors.h"
+#include "harness/io/safetensors.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/math/nf4.h"
 

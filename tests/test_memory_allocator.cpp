@@ -3,7 +3,7 @@
 // out-of-memory error at the limit.
 #include <catch2/catch.hpp>
 
-#include "harness/memory.h"
+#include "harness/memory/memory.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 

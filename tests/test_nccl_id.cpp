@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "harness/comm_error.h"
-#include "harness/comm_nccl.h"
-#include "harness/comm_rules.h"
-#include "harness/nccl_id.h"
+#include "harness/comm/comm_error.h"
+#include "harness/comm/comm_nccl.h"
+#include "harness/comm/comm_rules.h"
+#include "harness/comm/nccl_id.h"
 #include "kernels/device_query.h"
 
 using namespace tune::harness;

@@ -3,8 +3,8 @@
 // clock is simulated: nothing here sleeps or measures time.
 #include <catch2/catch.hpp>
 
-#include "harness/comm_error.h"
-#include "harness/nccl_wait.h"
+#include "harness/comm/comm_error.h"
+#include "harness/comm/nccl_wait.h"
 
 using namespace tune::harness;
 using namespace std::chrono_literals;

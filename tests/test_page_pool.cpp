@@ -1,4 +1,4 @@
-// The CPU backend's page pool (harness/page_pool.h): freed buffers are kept
+// The CPU backend's page pool (harness/memory/page_pool.h): freed buffers are kept
 // for the next request, split to fit or moved into a larger one, and in-use plus kept bytes
 // never pass the tagged peak, so a step after the first faults in little and
 // the resident set still follows the tagged peak.
@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "core/presets.h"
-#include "harness/data.h"
-#include "harness/memory.h"
-#include "kernels/error.h"
-#include "harness/host_page_mapper.h"
-#include "harness/page_pool.h"
+#include "harness/io/data.h"
+#include "harness/memory/host_page_mapper.h"
+#include "harness/memory/memory.h"
+#include "harness/memory/page_pool.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/error.h"
 #include "tests/support/trainer_fixture.h"
 
 using namespace tune;

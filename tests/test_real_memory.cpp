@@ -10,9 +10,9 @@
 #include <limits>
 #include <vector>
 
-#include "harness/host_memory.h"
-#include "harness/memory.h"
-#include "harness/real_memory.h"
+#include "harness/memory/host_memory.h"
+#include "harness/memory/memory.h"
+#include "harness/memory/real_memory.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/support/trainer_fixture.h"
 

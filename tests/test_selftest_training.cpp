@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "harness/comm.h"
+#include "harness/comm/comm.h"
 #include "harness/selftest_training.h"
 #include "kernels/cpu/cpu_backend.h"
 

@@ -6,9 +6,9 @@
 // (flash, the default, and eager) must match.
 #include <catch2/catch.hpp>
 
-#include "harness/data.h"
-#include "harness/hf_model.h"
-#include "harness/safetensors.h"
+#include "harness/io/data.h"
+#include "harness/io/hf_model.h"
+#include "harness/io/safetensors.h"
 #include "support/trainer_fixture.h"
 
 using namespace tune;

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/safetensors.h"
+#include "harness/io/safetensors.h"
 
 using namespace tune;
 

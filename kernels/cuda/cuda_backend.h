@@ -89,7 +89,7 @@ public:
 std::unique_ptr<DeviceTimer> make_cuda_timer(Backend& backend);
 
 // The cudaStream_t `backend` runs its ops on (untyped, so this header needs
-// no CUDA headers): NCCL collectives (harness/comm_nccl) are enqueued on it,
+// no CUDA headers): NCCL collectives (harness/comm/comm_nccl) are enqueued on it,
 // ordered with the ops. Raises BackendError when it is not a CUDA backend.
 void* cuda_stream(Backend& backend);
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "core/presets.h"
-#include "harness/comm.h"
-#include "harness/data.h"
-#include "harness/memory.h"
+#include "harness/comm/comm.h"
+#include "harness/io/data.h"
+#include "harness/memory/memory.h"
 #include "harness/trainer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "tests/gpu/device_pages_case.h"

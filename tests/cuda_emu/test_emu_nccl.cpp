@@ -6,12 +6,12 @@
 
 #include <vector>
 
-#include "harness/comm_error.h"
-#include "harness/comm_nccl.h"
+#include "core/presets.h"
+#include "harness/comm/comm_error.h"
+#include "harness/comm/comm_nccl.h"
 #include "harness/trial.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/error.h"
-#include "core/presets.h"
 
 using namespace tune;
 

@@ -7,12 +7,12 @@
 
 #include <fmt/format.h>
 
-#include "harness/comm.h"
-#include "harness/comm_nccl.h"
+#include "core/presets.h"
+#include "harness/comm/comm.h"
+#include "harness/comm/comm_nccl.h"
 #include "harness/selftest_training.h"
 #include "harness/trial.h"
 #include "search/estimate.h"
-#include "core/presets.h"
 
 using namespace tune;
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/comm_error.h"
-#include "harness/comm_nccl.h"
+#include "harness/comm/comm_error.h"
+#include "harness/comm/comm_nccl.h"
 #include "harness/selftest_training.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/math/half.h"

@@ -2,7 +2,7 @@
 // here to build their own MpiComm (a fresh communicator and byte count each).
 #pragma once
 
-#include "harness/mpi_runtime.h"
+#include "harness/comm/mpi_runtime.h"
 
 namespace tune::test {
 

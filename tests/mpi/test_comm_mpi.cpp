@@ -10,8 +10,8 @@
 #include <sys/resource.h>
 #include <vector>
 
-#include "harness/comm_error.h"
-#include "harness/comm_mpi.h"
+#include "harness/comm/comm_error.h"
+#include "harness/comm/comm_mpi.h"
 #include "kernels/math/half.h"
 #include "tests/mpi/mpi_session.h"
 

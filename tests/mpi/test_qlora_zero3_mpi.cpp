@@ -8,13 +8,13 @@
 
 #include <cmath>
 
-#include "harness/comm_mpi.h"
+#include "core/presets.h"
+#include "harness/comm/comm_mpi.h"
 #include "harness/trainer.h"
 #include "harness/trial.h"
 #include "kernels/math/nf4.h"
 #include "search/estimate.h"
 #include "search/estimate_time.h"
-#include "core/presets.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 

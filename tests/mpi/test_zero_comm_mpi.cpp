@@ -16,11 +16,11 @@
 
 #include <fmt/format.h>
 
-#include "harness/comm_mpi.h"
+#include "core/presets.h"
+#include "harness/comm/comm_mpi.h"
 #include "harness/param_layout.h"
 #include "harness/trial.h"
 #include "search/estimate_time.h"
-#include "core/presets.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 

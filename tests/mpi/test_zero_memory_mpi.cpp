@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "harness/comm_mpi.h"
+#include "core/presets.h"
+#include "harness/comm/comm_mpi.h"
 #include "harness/param_layout.h"
-#include "search/flat_layout.h"
 #include "harness/trial.h"
 #include "search/estimate.h"
-#include "core/presets.h"
+#include "search/flat_layout.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 

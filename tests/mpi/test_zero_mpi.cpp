@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "harness/comm_mpi.h"
+#include "harness/comm/comm_mpi.h"
 #include "harness/trainer.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"

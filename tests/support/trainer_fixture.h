@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/comm.h"
-#include "harness/data.h"
+#include "core/config.h"
+#include "core/presets.h"
+#include "harness/comm/comm.h"
+#include "harness/io/data.h"
 #include "harness/trainer.h"
 #include "harness/trial.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "core/config.h"
-#include "core/presets.h"
 
 namespace tune::test {
 

@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "core/presets.h"
-#include "harness/comm_mpi.h"
-#include "harness/comm_nccl.h"
+#include "harness/comm/comm_mpi.h"
+#include "harness/comm/comm_nccl.h"
 #include "harness/selftest_training.h"
 #include "harness/trial.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/math/half.h"
 #include "search/estimate.h"
-#include "tests/mpi/mpi_session.h"
 #include "tests/cuda_emu/short_trial.h"
+#include "tests/mpi/mpi_session.h"
 
 using namespace tune;
 

@@ -1,4 +1,4 @@
-#include "harness/hf_model.h"
+#include "harness/io/hf_model.h"
 
 #include <fstream>
 #include <set>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config_error.h"
-#include "harness/safetensors.h"
+#include "harness/io/safetensors.h"
 #include "search/spec.h"
 
 namespace tune::harness {

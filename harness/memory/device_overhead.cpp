@@ -1,4 +1,4 @@
-#include "harness/device_overhead.h"
+#include "harness/memory/device_overhead.h"
 
 namespace tune::harness {
 

@@ -27,8 +27,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/comm.h"
-#include "harness/mpi_runtime.h"
+#include "harness/comm/comm.h"
+#include "harness/comm/mpi_runtime.h"
 
 namespace tune::harness {
 

@@ -1,8 +1,8 @@
 // A build without the CUDA backend has no NCCL: the factories of
-// harness/comm_nccl.h say so (CommError), so callers need no #ifdefs.
+// harness/comm/comm_nccl.h say so (CommError), so callers need no #ifdefs.
 // harness/CMakeLists.txt compiles this file instead of comm_nccl.cpp.
-#include "harness/comm_error.h"
-#include "harness/comm_nccl.h"
+#include "harness/comm/comm_error.h"
+#include "harness/comm/comm_nccl.h"
 
 namespace tune::harness {
 namespace {

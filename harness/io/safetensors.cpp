@@ -1,4 +1,4 @@
-#include "harness/safetensors.h"
+#include "harness/io/safetensors.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "harness/collective_probe.h"
+#include "harness/comm/collective_probe.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "harness/comm_mpi.h"
+#include "harness/comm/comm_mpi.h"
 
 #include <algorithm>
 #include <climits>
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/comm_error.h"
-#include "harness/comm_rules.h"
+#include "harness/comm/comm_error.h"
+#include "harness/comm/comm_rules.h"
 #include "kernels/math/half.h"
 
 namespace tune::harness {

@@ -1,4 +1,4 @@
-#include "harness/mpi_runtime.h"
+#include "harness/comm/mpi_runtime.h"
 
 // The C API only: OpenMPI's C++ bindings (removed in MPI-3) fail -Wextra -Werror.
 #ifndef OMPI_SKIP_MPICXX
@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "harness/comm_error.h"
-#include "harness/heap_reuse.h"
+#include "harness/comm/comm_error.h"
+#include "harness/memory/heap_reuse.h"
 
 namespace tune::harness {
 

@@ -3,7 +3,7 @@
 // and the per-component breakdown at the moment of the peak, and the
 // estimator's prediction can be checked against it (docs/memory-model.md).
 //
-// Large buffers are mapped pages (harness/page_pool.h): on the CPU backend
+// Large buffers are mapped pages (harness/memory/page_pool.h): on the CPU backend
 // from 64 KiB, the process's own pages; on a backend that offers a page
 // mapper, from its page size (CUDA with TUNE_CUDA_PAGES=1: the driver's 2 MiB
 // pages; by default the CUDA backend offers none and its pool serves all).
@@ -25,10 +25,10 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/backend.h"
 #include "core/config.h"
-#include "harness/host_page_mapper.h"
-#include "harness/page_pool.h"
+#include "harness/memory/host_page_mapper.h"
+#include "harness/memory/page_pool.h"
+#include "kernels/backend.h"
 
 namespace tune::harness {
 

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <string>
 
-#include "harness/comm.h"
-#include "harness/comm_error.h"
+#include "harness/comm/comm.h"
+#include "harness/comm/comm_error.h"
 #include "kernels/dtype.h"
 
 namespace tune::harness {

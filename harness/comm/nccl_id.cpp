@@ -1,10 +1,10 @@
-#include "harness/nccl_id.h"
+#include "harness/comm/nccl_id.h"
 
 #include <cstdlib>
 
 #include <fmt/format.h>
 
-#include "harness/comm_error.h"
+#include "harness/comm/comm_error.h"
 
 namespace tune::harness {
 namespace {

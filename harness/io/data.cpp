@@ -1,4 +1,4 @@
-#include "harness/data.h"
+#include "harness/io/data.h"
 
 #include <stdexcept>
 #include <string>

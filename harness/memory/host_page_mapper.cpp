@@ -1,4 +1,4 @@
-#include "harness/host_page_mapper.h"
+#include "harness/memory/host_page_mapper.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "harness/memory.h"
+#include "harness/memory/memory.h"
 
 #include <algorithm>
 

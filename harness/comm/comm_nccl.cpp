@@ -1,6 +1,6 @@
 // NcclComm: built only with the CUDA backend (harness/CMakeLists.txt); the
 // factories' stand-ins for other builds are in comm_nccl_missing.cpp.
-#include "harness/comm_nccl.h"
+#include "harness/comm/comm_nccl.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -13,15 +13,15 @@
 
 #include <fmt/format.h>
 
-#include "harness/comm_error.h"
-#include "harness/comm_mpi.h"
-#include "harness/comm_rules.h"
-#include "harness/nccl_wait.h"
-#include "launch/launch.h"
+#include "harness/comm/comm_error.h"
+#include "harness/comm/comm_mpi.h"
+#include "harness/comm/comm_rules.h"
+#include "harness/comm/nccl_wait.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/status.h"
 #include "kernels/error.h"
+#include "launch/launch.h"
 
 static_assert(sizeof(ncclUniqueId) == tune::harness::kNcclIdBytes, "NcclId must hold an ncclUniqueId");
 

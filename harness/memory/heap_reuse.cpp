@@ -1,4 +1,4 @@
-#include "harness/heap_reuse.h"
+#include "harness/memory/heap_reuse.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>

@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "harness/comm.h"
+#include "harness/comm/comm.h"
 #include "kernels/backend.h"
 #include "search/probed_rates.h"
 

@@ -1,4 +1,4 @@
-#include "harness/host_memory.h"
+#include "harness/memory/host_memory.h"
 
 #include <charconv>
 #include <fstream>

@@ -1,6 +1,6 @@
 // Comm over NCCL for ranks on GPUs (device buffers), one GPU per rank: the
 // same in-place semantics as comm.h and MpiComm (part r of a buffer owned by
-// rank r) and the same byte counting (harness/comm_rules.h). Collectives are
+// rank r) and the same byte counting (harness/comm/comm_rules.h). Collectives are
 // enqueued on the CUDA backend's stream, so they are ordered with its ops and
 // the host does not wait for them; buffers in host memory (a rank's result
 // summary, the losses) are staged through a device copy and waited for.
@@ -10,16 +10,16 @@
 //
 // No CUDA or NCCL headers here: code that does not know whether this build
 // has NCCL calls the factories, which throw CommError "built without NCCL"
-// when it has not (harness/comm_nccl_missing.cpp); TUNE_HAVE_NCCL is defined
+// when it has not (harness/comm/comm_nccl_missing.cpp); TUNE_HAVE_NCCL is defined
 // in builds that have it.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
-#include "harness/comm.h"
-#include "harness/mpi_runtime.h"
-#include "harness/nccl_id.h"
+#include "harness/comm/comm.h"
+#include "harness/comm/mpi_runtime.h"
+#include "harness/comm/nccl_id.h"
 #include "kernels/backend.h"
 
 namespace tune::harness {

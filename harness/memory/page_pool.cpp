@@ -1,4 +1,4 @@
-#include "harness/page_pool.h"
+#include "harness/memory/page_pool.h"
 
 #include <algorithm>
 

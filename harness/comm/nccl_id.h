@@ -1,6 +1,6 @@
 // The NCCL unique id as plain bytes, and its hex form for the environment.
 // Ranks of one NCCL communicator must share the id rank 0 created: under
-// mpirun it travels by MPI_Bcast (harness/comm_nccl), under srun without MPI
+// mpirun it travels by MPI_Bcast (harness/comm/comm_nccl), under srun without MPI
 // it can come from the launcher in TUNE_NCCL_ID. No CUDA or NCCL headers
 // here (the id is NCCL_UNIQUE_ID_BYTES = 128 opaque bytes), so this is
 // built and tested in every configuration.

@@ -1,4 +1,4 @@
-#include "harness/peft_adapter.h"
+#include "harness/io/peft_adapter.h"
 
 #include <algorithm>
 #include <fstream>
@@ -11,7 +11,7 @@
 #include "core/config_error.h"
 #include "core/input_file.h"
 #include "core/peft_modules.h"
-#include "harness/safetensors.h"
+#include "harness/io/safetensors.h"
 
 namespace tune::harness {
 

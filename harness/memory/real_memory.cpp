@@ -1,10 +1,10 @@
-#include "harness/real_memory.h"
+#include "harness/memory/real_memory.h"
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
 
-#include "harness/host_memory.h"
+#include "harness/memory/host_memory.h"
 #include "kernels/cuda/cuda_backend.h"
 
 namespace tune::harness {

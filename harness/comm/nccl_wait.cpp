@@ -1,11 +1,11 @@
 // Polling NCCL with a deadline.
-#include "harness/nccl_wait.h"
+#include "harness/comm/nccl_wait.h"
 
 #include <cstdlib>
 
 #include <fmt/format.h>
 
-#include "harness/comm_error.h"
+#include "harness/comm/comm_error.h"
 
 namespace tune::harness {
 
