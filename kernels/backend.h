@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "kernels/dtype.h"
 #include "kernels/page_mapper.h"
@@ -200,14 +201,14 @@ public:
     virtual ~Backend() = default;
     virtual std::string_view name() const = 0;  // "cpu", "cuda:0"
 
-    // ---- memory: raw device buffers; harness/memory wraps these with tags.
+    // ---- memory: raw device buffers; harness/memory/memory wraps these with tags.
     // allocate raises tune::OutOfMemoryError (requested, bytes this backend
     // holds) when the device cannot satisfy it; buffers are 256-byte aligned.
     virtual void* allocate(std::uint64_t bytes) = 0;
     virtual void deallocate(void* ptr, std::uint64_t bytes) noexcept = 0;
     virtual std::uint64_t live_bytes() const = 0;
     // The pages large buffers may be taken from instead of allocate(), for a
-    // caller that keeps them by its own rule (harness/page_pool); nullptr:
+    // caller that keeps them by its own rule (harness/memory/page_pool); nullptr:
     // allocate() only. The backend keeps ownership.
     virtual PageMapper* page_mapper() { return nullptr; }
     virtual void copy_to_device(void* dst, const void* host_src, std::uint64_t bytes) = 0;
@@ -335,5 +336,85 @@ public:
     virtual void nf4_dequantize(void* out, DType dtype, const void* q, std::int64_t n, std::int64_t begin,
                                 std::int64_t count) = 0;
 };
+
+// ------------------------------------------------------------- op list ----
+
+// The interface's ops and workspace queries once more, as X(name, parameters):
+//  - the self-test's coverage check reads the op names (kBackendOps), so an op
+//    without a case fails tests/test_selftest.cpp;
+//  - each backend declares its overrides from these lists, so a pure virtual
+//    of Backend missing here leaves every backend abstract (a compile error);
+//  - the static_asserts below hold each line to Backend's declaration.
+// Memory, copies and synchronize() stay out: no self-test case compares them.
+// Adding an op: the recipe at the top of kernels/selftest/cases.h.
+#define TUNE_BACKEND_OPS(X)                                                                                            \
+    X(gemm, (const GemmArgs& args, Workspace ws))                                                                      \
+    X(embedding_forward, (void* out, const std::int32_t* tokens, const void* table, std::int64_t n, std::int64_t c,    \
+                          std::int64_t vocab, DType dtype))                                                            \
+    X(embedding_backward, (void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n, std::int64_t c, \
+                           std::int64_t vocab, DType dtype, Workspace ws))                                             \
+    X(rmsnorm_forward, (void* out, float* rstd, const void* x, const void* weight, std::int64_t n, std::int64_t c,     \
+                        float eps, DType dtype))                                                                       \
+    X(rmsnorm_backward, (void* dx, void* dweight, const void* dout, const void* x, const void* weight,                 \
+                         const float* rstd, std::int64_t n, std::int64_t c, bool accumulate_dx, DType dtype))          \
+    X(rope_forward, (void* out, std::int64_t out_stride, const void* in, std::int64_t in_stride, std::int64_t batch,   \
+                     std::int64_t seq, std::int64_t heads, std::int64_t head_dim, float theta, DType dtype))           \
+    X(rope_backward,                                                                                                   \
+      (void* din, std::int64_t din_stride, const void* dout, std::int64_t dout_stride, std::int64_t batch,             \
+       std::int64_t seq, std::int64_t heads, std::int64_t head_dim, float theta, DType dtype))                         \
+    X(attention_forward, (const AttentionForwardArgs& args, Workspace ws))                                             \
+    X(attention_backward, (const AttentionBackwardArgs& args, Workspace ws))                                           \
+    X(swiglu_forward, (void* out, const void* gate, const void* up, std::int64_t n, std::int64_t f,                    \
+                       std::int64_t in_stride, DType dtype))                                                           \
+    X(swiglu_backward, (void* dgate, void* dup, const void* dout, const void* gate, const void* up, std::int64_t n,    \
+                        std::int64_t f, std::int64_t in_stride, DType dtype))                                          \
+    X(add, (void* out, const void* a, const void* b, std::int64_t n, DType dtype))                                     \
+    X(scale, (void* x, std::int64_t n, float s, DType dtype))                                                          \
+    X(cast, (void* dst, DType dst_dtype, const void* src, DType src_dtype, std::int64_t n))                            \
+    X(unscale, (void* x, std::int64_t n, float s, float* found_inf, DType dtype))                                      \
+    X(sum_squares, (float* sum, const void* x, std::int64_t n, DType dtype))                                           \
+    X(neftune_noise, (void* x, std::int64_t n, float scale, std::uint64_t seed, DType dtype))                          \
+    X(cross_entropy, (const CrossEntropyArgs& args))                                                                   \
+    X(adamw_update, (const ParamTensor& p, void* m, void* v, DType state_dtype, const AdamWParams& hp))                \
+    X(lion_update, (const ParamTensor& p, void* m, DType state_dtype, const LionParams& hp))                           \
+    X(adam8bit_update, (const ParamTensor& p, std::uint8_t* m_codes, std::uint8_t* v_codes, float* absmax_m,           \
+                        float* absmax_v, const Adam8bitParams& hp))                                                    \
+    X(adafactor_update, (const ParamTensor& p, std::int64_t rows, std::int64_t cols, void* row_stat, void* col_stat,   \
+                         DType state_dtype, const AdafactorParams& hp))                                                \
+    X(sgd_update, (const ParamTensor& p, const SgdParams& hp))                                                         \
+    X(adafactor_partial_sums,                                                                                          \
+      (const AdafactorPiece& piece, float* param_sq, float* row_sums, float* col_sums, const AdafactorParams& hp))     \
+    X(adafactor_statistics, (const AdafactorPiece& piece, const float* row_sums, const float* col_sums,                \
+                             float* row_mean, float* update_sq, const AdafactorParams& hp))                            \
+    X(adafactor_apply, (const AdafactorPiece& piece, const float* param_sq, const float* row_mean,                     \
+                        const float* update_sq, const AdafactorParams& hp))                                            \
+    X(nf4_quantize, (void* q, const float* x, std::int64_t n, float* absmax))                                          \
+    X(nf4_dequantize, (void* out, DType dtype, const void* q, std::int64_t n, std::int64_t begin, std::int64_t count))
+
+// The workspace queries, each const and returning bytes.
+#define TUNE_BACKEND_WORKSPACE_QUERIES(X)                                                                    \
+    X(gemm_workspace_bytes, (const GemmArgs& args))                                                          \
+    X(embedding_backward_workspace_bytes, (std::int64_t n, std::int64_t c, std::int64_t vocab, DType dtype)) \
+    X(attention_workspace_bytes, (const AttentionShape& shape, AttentionKind kind, DType dtype))
+
+// In a backend class: TUNE_BACKEND_OPS(TUNE_OVERRIDE_OP) declares every op.
+#define TUNE_OVERRIDE_OP(name, params) void name params override;
+#define TUNE_OVERRIDE_WORKSPACE_QUERY(name, params) std::uint64_t name params const override;
+
+#define TUNE_CHECK_OP(name, params)                                                  \
+    static_assert(std::is_same_v<decltype(&Backend::name), void(Backend::*) params>, \
+                  "TUNE_BACKEND_OPS: " #name " differs from Backend::" #name);
+#define TUNE_CHECK_WORKSPACE_QUERY(name, params)                                                    \
+    static_assert(std::is_same_v<decltype(&Backend::name), std::uint64_t(Backend::*) params const>, \
+                  "TUNE_BACKEND_WORKSPACE_QUERIES: " #name " differs from Backend::" #name);
+TUNE_BACKEND_OPS(TUNE_CHECK_OP)
+TUNE_BACKEND_WORKSPACE_QUERIES(TUNE_CHECK_WORKSPACE_QUERY)
+#undef TUNE_CHECK_OP
+#undef TUNE_CHECK_WORKSPACE_QUERY
+
+// The op names, in the list's order ("gemm", "embedding_forward", ...).
+#define TUNE_OP_NAME(name, params) std::string_view(#name),
+inline constexpr std::string_view kBackendOps[] = {TUNE_BACKEND_OPS(TUNE_OP_NAME)};
+#undef TUNE_OP_NAME
 
 }  // namespace tune::kernels

@@ -249,8 +249,11 @@ void adafactor_pieces(std::vector<Case>& out, const Precision& p) {
     for (const Split& s : splits) {
         const std::string shape =
             fmt::format("{}x{}{} in {} pieces", s.rows, s.cols, s.factored() ? "" : " vector", s.ranks());
-        out.push_back({"adafactor_pieces", p.label, shape,
-                       [=](std::uint64_t seed) { return adafactor_pieces_case(p, s, seed); }});
+        out.push_back({"adafactor_pieces",
+                       p.label,
+                       shape,
+                       [=](std::uint64_t seed) { return adafactor_pieces_case(p, s, seed); },
+                       {"adafactor_partial_sums", "adafactor_statistics", "adafactor_apply"}});
     }
 }
 

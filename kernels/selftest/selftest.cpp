@@ -135,7 +135,8 @@ CaseResult skipped_case(const Case& c, const std::string& why) {
 
 std::vector<Case> filter_cases(std::vector<Case> cases, const std::string& filter) {
     if (filter.empty()) return cases;
-    std::erase_if(cases, [&](const Case& c) { return c.op.find(filter) == std::string::npos; });
+    const auto matches = [&](const std::string& op) { return op.find(filter) != std::string::npos; };
+    std::erase_if(cases, [&](const Case& c) { return !matches(c.op) && std::ranges::none_of(c.checks, matches); });
     return cases;
 }
 

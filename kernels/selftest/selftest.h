@@ -69,6 +69,11 @@ struct Case {
     std::string dtype;  // "bf16", or "f32/bf16" when types mix
     std::string shape;  // "N=64 C=96"
     std::function<CaseData(std::uint64_t seed)> make;
+    // The Backend ops (kernels/backend.h's kBackendOps) the case checks when
+    // they are several; empty: `op` alone.
+    std::vector<std::string> checks{};
+
+    std::vector<std::string> checked_ops() const { return checks.empty() ? std::vector<std::string>{op} : checks; }
 };
 
 enum class Status { pass, fail, error, skipped };
@@ -107,7 +112,7 @@ CaseResult skipped_case(const Case& c, const std::string& why);
 // The standard list: every op of kernels/backend.h, several shapes, f32, bf16, f16.
 std::vector<Case> standard_cases();
 
-// Cases whose op contains `filter` (all when empty).
+// Cases whose op, or one of the ops they check, contains `filter` (all when empty).
 std::vector<Case> filter_cases(std::vector<Case> cases, const std::string& filter);
 
 }  // namespace tune::kernels::selftest
