@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config_error.h"
+#include "core/memory_components.h"
 #include "core/step_statistics.h"
 
 namespace tune {
@@ -113,7 +114,7 @@ struct ModelSpec {
     double rope_theta = 10000.0;
     // Hugging Face fields beyond the Llama shape (search/hf_config.cpp reads them). The
     // estimator counts each; the trainer refuses a trial that needs one it cannot run
-    // (harness/hf_model.h: trainer_unsupported), naming the field.
+    // (harness/io/hf_model.h: trainer_unsupported), naming the field.
     std::uint64_t head_dim_setting = 0;  // head_dim when it is not hidden/heads (Mistral-Nemo); 0: hidden/heads
     bool tied_embeddings = false;        // tie_word_embeddings: the LM head is the embedding matrix
     bool qkv_bias = false;               // biases on q, k, v (attention_bias; always in Qwen2)
@@ -203,31 +204,13 @@ struct TrialConfig {
 
 // ------------------------------------------------------- memory records ----
 
-enum class Component : std::uint8_t { params, master, grads, optim, activations, logits, workspace, comm, overhead };
-inline constexpr std::size_t kComponentCount = 9;
-inline constexpr std::array<Component, kComponentCount> kComponents{
-    Component::params,      Component::master, Component::grads,     Component::optim,   Component::activations,
-    Component::logits,      Component::workspace, Component::comm,   Component::overhead};
-inline std::string_view to_string(Component c) {
-    constexpr std::array<std::string_view, kComponentCount> names{
-        "params", "master", "grads", "optim", "activations", "logits", "workspace", "comm", "overhead"};
-    return names[static_cast<std::size_t>(c)];
-}
 inline std::optional<Component> parse_component(std::string_view t) { return parse_enum(t, kComponents); }
 
 // Bytes per component at the moment of the peak, plus the peak itself.
-struct MemoryBreakdown {
-    std::array<std::uint64_t, kComponentCount> bytes{};
+struct MemoryBreakdown : ComponentBytes {
     std::uint64_t peak = 0;
     std::string peak_phase;  // e.g. "forward-end", "lm-head-backward", "layer-backward", "optimizer-step"
 
-    std::uint64_t& operator[](Component c) { return bytes[static_cast<std::size_t>(c)]; }
-    std::uint64_t operator[](Component c) const { return bytes[static_cast<std::size_t>(c)]; }
-    std::uint64_t total() const {
-        std::uint64_t sum = 0;
-        for (auto b : bytes) sum += b;
-        return sum;
-    }
     bool operator==(const MemoryBreakdown&) const = default;
 };
 
@@ -265,7 +248,7 @@ struct TrialResult {
     double comm_s = 0;
     std::uint64_t oom_requested = 0;    // set when status is oom
     std::uint64_t oom_live = 0;
-    // What the machine saw (harness/real_memory.h): the process's resident
+    // What the machine saw (harness/memory/real_memory.h): the process's resident
     // set on a CPU, the device's used bytes on a GPU. Largest over ranks, then per rank.
     std::uint64_t real_peak = 0;        // 0: not measured
     std::uint64_t baseline = 0;         // before the model's first allocation
@@ -296,6 +279,10 @@ void to_json(nlohmann::json& j, const Estimate& e);
 void from_json(const nlohmann::json& j, Estimate& e);
 void to_json(nlohmann::json& j, const TrialResult& r);
 void from_json(const nlohmann::json& j, TrialResult& r);
+// The machine's view of a trial's memory (real peak, baseline, untracked: the
+// largest over ranks, then per rank), as the result line and the store's
+// records write it; an empty object when the trial measured none.
+nlohmann::json machine_memory_json(const TrialResult& r);
 
 // 16 lowercase hex digits of FNV-1a 64: stable across runs, compilers and platforms.
 std::string stable_hash(std::string_view bytes);

@@ -60,6 +60,28 @@ StepMemory with_peak(StepMemory s, double overhead_per_activation_byte) {
     return s;
 }
 
+// One phase's components: the persistent buffers of `base`, then what the
+// phase holds for the moment; LOMO's gradient of the tensor being applied
+// (lomo_grad elements in the weights' dtype) counts with the gradients.
+struct PhaseBytes {
+    PhaseBytes(const ComponentBytes& base, const TrialConfig& c)
+        : base(base), lomo(c.optimizer == Optimizer::lomo), grad_bytes(weight_bytes(c.precision)) {}
+
+    ComponentBytes operator()(std::uint64_t activations, std::uint64_t logits, std::uint64_t comm,
+                              std::uint64_t lomo_grad) const {
+        ComponentBytes p = base;
+        p[Component::activations] = activations;
+        p[Component::logits] = logits;
+        p[Component::comm] = comm;
+        if (lomo) p[Component::grads] += lomo_grad * grad_bytes;
+        return p;
+    }
+
+    const ComponentBytes& base;
+    bool lomo;
+    std::uint64_t grad_bytes;
+};
+
 // LoRA (§9): the frozen base gets no gradients, so the head has no bucket and
 // no LOMO gradient, there is no embedding backward, and the layer's bucket,
 // LOMO gradient and Adafactor sums are the adapters'. Stage 3 gathers the
@@ -72,14 +94,7 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
     const std::uint64_t gb = weight_bytes(c.precision);
     const std::uint64_t below = m.layers > 0 ? m.layers - 1 : 0;
     const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;
-    auto phase = [&](std::uint64_t activations, std::uint64_t logits, std::uint64_t comm, std::uint64_t lomo_grad) {
-        ComponentBytes p = base;
-        p[Component::activations] = activations;
-        p[Component::logits] = logits;
-        p[Component::comm] = comm;
-        if (lomo) p[Component::grads] += lomo_grad * gb;
-        return p;
-    };
+    const PhaseBytes phase{base, c};
     const std::uint64_t gathered_base = c.method == Method::qlora ? nf4_gathered_layer_bytes(layout, settings)
                                                                    : comm_bytes(layout.layer.numel, settings, true);
     const std::uint64_t gathered_layer = gathered_base + comm_bytes(adapters.numel, settings, true);
@@ -183,7 +198,6 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     const ModelStateBytes states = trial_states(m, c);
     const ActivationSizes a = activation_sizes(m, c, hw, o);
     const bool lomo = c.optimizer == Optimizer::lomo;
-    const std::uint64_t gb = weight_bytes(c.precision);
     const std::uint64_t below = m.layers > 0 ? m.layers - 1 : 0;  // kept layers under the last one
     const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;     // the last layer, whole
 
@@ -196,14 +210,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     if (c.method == Method::qlora) base[Component::workspace] = qlora_workspace(base[Component::workspace], m, c);
     base[Component::overhead] = overhead_bytes(hw, o);
 
-    auto phase = [&](std::uint64_t activations, std::uint64_t logits, std::uint64_t comm, std::uint64_t lomo_grad) {
-        ComponentBytes p = base;
-        p[Component::activations] = activations;
-        p[Component::logits] = logits;
-        p[Component::comm] = comm;
-        if (lomo) p[Component::grads] += lomo_grad * gb;
-        return p;
-    };
+    const PhaseBytes phase{base, c};
     if (c.adapters()) return adapter_step(m, c, layout, base, a, o.overhead_per_activation_byte);
     const std::uint64_t layer_comm = comm_bytes(layout.layer.numel, settings, lomo);
     const std::uint64_t outer_comm = comm_bytes(layout.outer.numel, settings, lomo);
@@ -228,7 +235,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
 
 MemoryBreakdown breakdown_at_peak(const StepMemory& s) {
     MemoryBreakdown b;
-    b.bytes = s.at_peak().bytes;
+    static_cast<ComponentBytes&>(b) = s.at_peak();
     b.peak = s.peak;
     b.peak_phase = to_string(s.peak_phase);
     return b;

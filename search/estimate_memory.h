@@ -23,19 +23,6 @@ inline std::string_view to_string(Phase p) {
     return names[static_cast<std::size_t>(p)];
 }
 
-// Bytes per component at one moment of the step.
-struct ComponentBytes {
-    std::array<std::uint64_t, kComponentCount> bytes{};
-
-    std::uint64_t& operator[](Component c) { return bytes[static_cast<std::size_t>(c)]; }
-    std::uint64_t operator[](Component c) const { return bytes[static_cast<std::size_t>(c)]; }
-    std::uint64_t total() const {
-        std::uint64_t sum = 0;
-        for (auto b : bytes) sum += b;
-        return sum;
-    }
-};
-
 // The transient sizes the schedule is built from, in bytes per rank.
 struct ActivationSizes {
     std::uint64_t io = 0;        // inputs, targets (int32) and per-token losses (fp32)
