@@ -264,14 +264,7 @@ void to_json(json& j, const TrialResult& r) {
     }
     if (r.step_stats.count > 0) j["step_stats"] = r.step_stats;
     if (r.speed_reference_s > 0) j["speed_reference_s"] = r.speed_reference_s;
-    if (r.real_peak > 0) {
-        j["real_peak"] = r.real_peak;
-        j["baseline"] = r.baseline;
-        j["untracked"] = r.untracked;
-        j["rank_real_peaks"] = r.rank_real_peaks;
-        j["rank_baselines"] = r.rank_baselines;
-        j["rank_untracked"] = r.rank_untracked;
-    }
+    j.update(machine_memory_json(r));
 }
 
 void from_json(const json& j, TrialResult& r) {
@@ -301,6 +294,13 @@ void from_json(const json& j, TrialResult& r) {
     read(j, "rank_untracked", r.rank_untracked);
     read(j, "step_stats", r.step_stats);
     read(j, "speed_reference_s", r.speed_reference_s);
+}
+
+json machine_memory_json(const TrialResult& r) {
+    if (r.real_peak == 0) return json::object();
+    return {{"real_peak", r.real_peak},           {"baseline", r.baseline},
+            {"untracked", r.untracked},           {"rank_real_peaks", r.rank_real_peaks},
+            {"rank_baselines", r.rank_baselines}, {"rank_untracked", r.rank_untracked}};
 }
 
 std::string config_hash(const TrialConfig& c) { return stable_hash(json(c).dump()); }

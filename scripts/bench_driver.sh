@@ -9,13 +9,8 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-cat > "$dir/bench.toml" <<TOML
-name = "bench-driver"
-[model]
-preset = "tiny"
-[hardware]
-device = "cpu"
-memory_limit = "1GiB"
+{ echo 'name = "bench-driver"'; cat tests/support/tiny_cpu_sweep.toml; } > "$dir/bench.toml"
+cat >> "$dir/bench.toml" <<TOML
 [space]
 optimizer = ["adamw", "lion", "adam8bit", "adafactor"]
 precision = ["fp32", "bf16-mixed", "fp16-mixed"]

@@ -41,14 +41,7 @@ nlohmann::json measured_json(const TrialRecord& t) {
     j["step_cv"] = or_null(t.step_cv);
     j["timed_steps"] = t.timed_steps > 0 ? nlohmann::json(t.timed_steps) : nlohmann::json();
     if (r.speed_reference_s > 0) j["speed_reference_s"] = r.speed_reference_s;  // the machine's pace during the steps
-    if (r.real_peak > 0) {  // the machine's view, largest over ranks, then per rank
-        j["real_peak"] = r.real_peak;
-        j["baseline"] = r.baseline;
-        j["untracked"] = r.untracked;
-        j["rank_real_peaks"] = r.rank_real_peaks;
-        j["rank_baselines"] = r.rank_baselines;
-        j["rank_untracked"] = r.rank_untracked;
-    }
+    j.update(machine_memory_json(r));
     nlohmann::json steps = nlohmann::json::array();
     const std::size_t n = std::max(r.step_ms.size(), r.losses.size());
     for (std::size_t i = 0; i < n; ++i)

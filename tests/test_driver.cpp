@@ -7,25 +7,21 @@
 #include <filesystem>
 #include <set>
 
+#include "core/pareto.h"
 #include "driver/calibration.h"
 #include "driver/plan.h"
 #include "driver/sweep.h"
-#include "core/pareto.h"
 #include "search/estimate.h"
 #include "store/store.h"
+#include "tests/support/tiny_cpu_sweep.h"
 
 using namespace tune;
 namespace fs = std::filesystem;
 
 namespace {
 
-const char* kSpec = R"(
-name = "driver-test"
-[model]
-preset = "tiny"
-[hardware]
-device = "cpu"
-memory_limit = "1GiB"
+std::string driver_spec() {
+    return test::tiny_cpu_sweep("driver-test", R"(
 [space]
 optimizer = ["adamw", "lion", "adam8bit", "adafactor", "lomo"]
 zero_stage = [0, 1]
@@ -35,7 +31,8 @@ context = [64]
 steps = 3
 warmup = 1
 timeout = "1s"
-)";
+)");
+}
 
 std::string fresh_db(const std::string& name) {
     const fs::path dir = fs::temp_directory_path() / "tune-driver-tests";
@@ -73,7 +70,7 @@ std::uint64_t n(const SweepReport& r, TrialStatus s) { return r.counts[static_ca
 TEST_CASE("a trial that exits 3 without its result line is recorded as oom, with the rank's message", "[driver]") {
     ::setenv("FAKE_TRIAL_FAULT_adamw", "oom-lost", 1);
     const std::string db = fresh_db("oom-lost");
-    const SweepReport r = run_sweep(parse_sweep(kSpec, "driver-test.toml"), {}, fake_options(db));
+    const SweepReport r = run_sweep(parse_sweep(driver_spec(), "driver-test.toml"), {}, fake_options(db));
     ::unsetenv("FAKE_TRIAL_FAULT_adamw");
     Store store(db, Store::Mode::read_only);
     int adamw = 0;
@@ -89,7 +86,7 @@ TEST_CASE("a trial that exits 3 without its result line is recorded as oom, with
 TEST_CASE("a sweep records every outcome, faults included, and its front is the true front", "[driver]") {
     FaultEnv faults;
     const std::string db = fresh_db("faults");
-    const SweepReport r = run_sweep(parse_sweep(kSpec, "driver-test.toml"), {}, fake_options(db));
+    const SweepReport r = run_sweep(parse_sweep(driver_spec(), "driver-test.toml"), {}, fake_options(db));
     CHECK_FALSE(r.estimate_only);
     CHECK(r.trials_run == 18);
     CHECK(n(r, TrialStatus::ok) == 4);        // adamw
@@ -134,14 +131,14 @@ TEST_CASE("a sweep records every outcome, faults included, and its front is the 
 
 TEST_CASE("running a finished sweep again runs nothing, a changed spec is refused", "[driver]") {
     const std::string db = fresh_db("resume");
-    const SweepSpec spec = parse_sweep(kSpec, "driver-test.toml");
+    const SweepSpec spec = parse_sweep(driver_spec(), "driver-test.toml");
     const SweepReport first = run_sweep(spec, {}, fake_options(db));
     CHECK(first.trials_run == 18);
     const SweepReport again = run_sweep(spec, {}, fake_options(db));
     CHECK(again.trials_run == 0);
     CHECK(again.counts == first.counts);
 
-    const SweepSpec changed = parse_sweep(std::string(kSpec) + "\n# edited\n", "driver-test.toml");
+    const SweepSpec changed = parse_sweep(std::string(driver_spec()) + "\n# edited\n", "driver-test.toml");
     CHECK_THROWS_WITH(run_sweep(changed, {}, fake_options(db)), Catch::Contains("--restart"));
     SweepOptions restart = fake_options(db);
     restart.restart = true;
@@ -150,7 +147,7 @@ TEST_CASE("running a finished sweep again runs nothing, a changed spec is refuse
 }
 
 TEST_CASE("estimate-only sweeps and limits run nothing or stop early", "[driver]") {
-    const SweepSpec spec = parse_sweep(kSpec, "driver-test.toml");
+    const SweepSpec spec = parse_sweep(driver_spec(), "driver-test.toml");
     SweepOptions dry = fake_options(fresh_db("dry"));
     dry.dry_run = true;
     const SweepReport d = run_sweep(spec, {}, dry);
@@ -208,7 +205,7 @@ optimizer = ["adamw"]
 
 TEST_CASE("the budget stops the sweep from starting trials it cannot finish", "[driver]") {
     ::setenv("FAKE_TRIAL_SLEEP", "0.3", 1);
-    SweepSpec spec = parse_sweep(kSpec, "driver-test.toml");
+    SweepSpec spec = parse_sweep(driver_spec(), "driver-test.toml");
     spec.budget_s = 1.0;
     const SweepReport r = run_sweep(spec, {}, fake_options(fresh_db("budget")));
     ::unsetenv("FAKE_TRIAL_SLEEP");

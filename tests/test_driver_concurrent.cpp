@@ -26,6 +26,7 @@
 #include "driver/trial_child.h"
 #include "store/store.h"
 #include "support/run_command.h"
+#include "support/tiny_cpu_sweep.h"
 
 using namespace tune;
 namespace fs = std::filesystem;
@@ -34,13 +35,8 @@ using tune::test::run_tune;
 
 namespace {
 
-const char* kCpuSpec = R"(
-name = "concurrent"
-[model]
-preset = "tiny"
-[hardware]
-device = "cpu"
-memory_limit = "1GiB"
+std::string cpu_spec() {
+    return test::tiny_cpu_sweep("concurrent", R"(
 [space]
 optimizer = ["adamw", "lion", "adam8bit"]
 zero_stage = [0, 1]
@@ -52,7 +48,8 @@ timeout = "30s"
 [resources]
 cpus = 2
 max_concurrent = 2
-)";
+)");
+}
 
 fs::path scratch(const std::string& name) {
     const fs::path dir = fs::temp_directory_path() / "tune-concurrent" / name;
@@ -93,7 +90,7 @@ TEST_CASE("without [resources] a sweep runs one trial at a time on every core", 
 }
 
 TEST_CASE("CPU trials get disjoint core sets, their OpenMP places and affinity", "[concurrent]") {
-    SweepSpec spec = parse_sweep(kCpuSpec, "c.toml");
+    SweepSpec spec = parse_sweep(cpu_spec(), "c.toml");
     const SlotLayout layout = slot_layout(spec, local_machine(0, 2));
     REQUIRE(layout.slots.size() == 2);
     CHECK(layout.threads_per_rank == 1);
@@ -174,7 +171,7 @@ TEST_CASE("trials run two at a time on disjoint cores, and all are recorded", "[
     o.database = (dir / "c.db").string();
     o.progress_line = false;
     o.trial_program = {fake_program()};
-    const SweepReport r = run_sweep(parse_sweep(kCpuSpec, "c.toml"), {}, o);
+    const SweepReport r = run_sweep(parse_sweep(cpu_spec(), "c.toml"), {}, o);
     ::unsetenv("FAKE_TRIAL_SLEEP");
     ::unsetenv("FAKE_TRIAL_LOG");
     CHECK(r.trials_run == 6);
@@ -217,7 +214,7 @@ TEST_CASE("real trials two at a time: every stored estimate includes the process
     o.database = (dir / "b.db").string();
     o.progress_line = false;
     o.trial_program = {TUNE_BINARY, "trial"};
-    std::string spec = kCpuSpec;
+    std::string spec = cpu_spec();
     spec.replace(spec.find("zero_stage = [0, 1]"), 19, "zero_stage = [0]");
     const SweepReport r = run_sweep(parse_sweep(spec, "b.toml"), {}, o);
     CHECK(r.counts[static_cast<std::size_t>(TrialStatus::ok)] == 3);
@@ -235,7 +232,7 @@ TEST_CASE("a driver killed with SIGKILL while two trials run resumes them, nothi
           "[concurrent][driver]") {
     const fs::path dir = scratch("kill");
     const fs::path sweep = dir / "killed.toml";
-    std::ofstream(sweep) << kCpuSpec << "[output]\ndatabase = \"" << (dir / "killed.db").string() << "\"\n";
+    std::ofstream(sweep) << cpu_spec() << "[output]\ndatabase = \"" << (dir / "killed.db").string() << "\"\n";
     auto start_driver = [&] {
         const pid_t pid = ::fork();
         if (pid == 0) {
@@ -295,7 +292,7 @@ TEST_CASE("a driver killed with SIGKILL while two trials run resumes them, nothi
 }
 
 TEST_CASE("the makespan plan packs estimated trials onto the slots in run order", "[concurrent][plan]") {
-    const SweepSpec spec = parse_sweep(kCpuSpec, "c.toml");
+    const SweepSpec spec = parse_sweep(cpu_spec(), "c.toml");
     std::vector<NewTrial> plan(5);
     for (std::size_t i = 0; i < plan.size(); ++i) {
         plan[i].estimate = Estimate{};
@@ -319,7 +316,7 @@ TEST_CASE("tune sweep --plan-only --nodes N predicts a shorter makespan on more 
           "[concurrent][plan]") {
     const fs::path dir = scratch("plan");
     const fs::path sweep = dir / "plan.toml";
-    std::string text = kCpuSpec;
+    std::string text = cpu_spec();
     text.erase(text.find("max_concurrent"));
     std::ofstream(sweep) << text << "[output]\ndatabase = \"" << (dir / "plan.db").string() << "\"\n";
     const auto one = run_tune("sweep " + sweep.string() + " --plan-only --nodes 1");
@@ -335,7 +332,7 @@ TEST_CASE("tune sweep --plan-only --nodes N predicts a shorter makespan on more 
 TEST_CASE("tune submit --dry-run prints a requeueable batch script that resumes the sweep", "[concurrent][submit]") {
     const fs::path dir = scratch("submit");
     const fs::path sweep = dir / "s.toml";
-    std::ofstream(sweep) << kCpuSpec;
+    std::ofstream(sweep) << cpu_spec();
     const auto r = run_tune("submit " + sweep.string() + " --nodes 2 --partition debug --time 90m --account ml --dry-run");
     REQUIRE(r.exit_code == 0);
     for (const char* line : {"#SBATCH --nodes=2", "#SBATCH --partition=debug", "#SBATCH --time=0-01:30:00",

@@ -18,6 +18,7 @@
 #include "search/model_flops.h"
 #include "search/spec.h"
 #include "store/store.h"
+#include "tests/support/tiny_cpu_sweep.h"
 #include "tests/test_store_support.h"
 
 using namespace tune;
@@ -429,18 +430,12 @@ TEST_CASE("the store caches probes per host, software and device", "[probe][stor
 TEST_CASE("a sweep's probes are cached by key and read back under their names", "[probe][store]") {
     test::ScratchDir dir;
     Store db(dir.file("c.db"), Store::Mode::read_write);
-    const SweepSpec spec = parse_sweep(R"(
-name = "probe-cache"
-[model]
-preset = "tiny"
-[hardware]
-device = "cpu"
-memory_limit = "1GiB"
+    const SweepSpec spec = parse_sweep(test::tiny_cpu_sweep("probe-cache", R"(
 [space]
 optimizer = ["adamw"]
 context = [64]
 micro_batch = [2]
-)",
+)"),
                                        "probe-cache.toml");
     probe::ProbeSettings settings;
     settings.min_seconds = 0.001;
