@@ -2,7 +2,8 @@
 # Installs what the tests need, builds, and runs every test (ctest).
 # Labels: mpi (multi-rank, under mpirun), browser (headless Chromium),
 # gpu (skipped, visibly, on machines without a CUDA device), cuda-emu (the CUDA
-# backend on an emulated device), fuzz (mutated inputs through tune).
+# backend on an emulated device), fuzz (mutated inputs through tune), format
+# (the lines changed since scripts/check-format.sh began follow .clang-format).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --with-test-extras

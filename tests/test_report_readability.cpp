@@ -1,7 +1,7 @@
-// Report polish (issue 19, item 5): numbers scale with their size, a "what to
-// run" panel opens the report, the all-trials table stays readable, "worst
-// estimates" lists no exact rows, pure bf16 is flagged wherever it is
-// recommended, and the README defines every precision name.
+// What makes the reports readable at a glance: numbers scale with their size,
+// a "what to run" panel opens the report, the all-trials table stays
+// readable, "worst estimates" lists no exact rows, pure bf16 is flagged
+// wherever it is recommended, and the README defines every precision name.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

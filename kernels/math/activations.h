@@ -13,16 +13,16 @@ TUNE_HD inline float silu(float x) { return x / (1.0f + ::expf(-x)); }
 
 // d silu / dx = s * (1 + x * (1 - s)) with s = sigmoid(x).
 TUNE_HD inline float silu_grad(float x) {
-  const float s = sigmoid(x);
-  return s * (1.0f + x * (1.0f - s));
+    const float s = sigmoid(x);
+    return s * (1.0f + x * (1.0f - s));
 }
 
 TUNE_HD inline float swiglu(float gate, float up) { return silu(gate) * up; }
 
 // Gradients of swiglu with respect to gate and up, given d out.
 TUNE_HD inline void swiglu_backward(float gate, float up, float dout, float& dgate, float& dup) {
-  dup = dout * silu(gate);
-  dgate = dout * up * silu_grad(gate);
+    dup = dout * silu(gate);
+    dgate = dout * up * silu_grad(gate);
 }
 
 }  // namespace tune::math

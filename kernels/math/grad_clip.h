@@ -10,9 +10,9 @@ namespace tune::math {
 
 // max_norm <= 0 disables clipping.
 TUNE_HD inline float clip_coefficient(float total_norm, float max_norm) {
-  if (max_norm <= 0.0f) return 1.0f;
-  const float coef = max_norm / (total_norm + 1e-6f);
-  return coef < 1.0f ? coef : 1.0f;
+    if (max_norm <= 0.0f) return 1.0f;
+    const float coef = max_norm / (total_norm + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
 }
 
 TUNE_HD inline float global_norm(float sum_of_squares) { return ::sqrtf(sum_of_squares); }

@@ -6,10 +6,10 @@
 namespace tune::math {
 
 struct LionHyper {
-  float lr = 1e-4f;
-  float beta1 = 0.9f;
-  float beta2 = 0.99f;
-  float weight_decay = 0.0f;
+    float lr = 1e-4f;
+    float beta1 = 0.9f;
+    float beta2 = 0.99f;
+    float weight_decay = 0.0f;
 };
 inline constexpr LionHyper kLionDefaults{};  // the paper's (lion-pytorch) defaults
 
@@ -17,9 +17,9 @@ TUNE_HD inline float sign(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f 
 
 // One element in fp32; `decay` is false for norm weights (decay on matrices only).
 TUNE_HD inline void lion_update(float& p, float& m, float g, const LionHyper& h, bool decay) {
-  if (decay) p *= 1.0f - h.lr * h.weight_decay;
-  p -= h.lr * sign(h.beta1 * m + (1.0f - h.beta1) * g);
-  m = h.beta2 * m + (1.0f - h.beta2) * g;
+    if (decay) p *= 1.0f - h.lr * h.weight_decay;
+    p -= h.lr * sign(h.beta1 * m + (1.0f - h.beta1) * g);
+    m = h.beta2 * m + (1.0f - h.beta2) * g;
 }
 
 }  // namespace tune::math
