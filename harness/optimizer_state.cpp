@@ -13,14 +13,14 @@ std::int64_t stats_numel(const TensorView& t) { return t.matrix() ? t.rows + t.c
 }  // namespace
 
 OptimizerHyper optimizer_hyper(const TrialConfig& c) {
+    const OptimizerHyperparameters d = optimizer_hyperparameters(c);
     OptimizerHyper h;
-    h.lr = static_cast<float>(c.lr);
-    h.weight_decay = static_cast<float>(c.weight_decay);
-    h.beta2 = c.optimizer == Optimizer::lion ? 0.99f : 0.999f;  // Chen et al. 2023; torch AdamW
-    if (c.beta1) h.beta1 = static_cast<float>(*c.beta1);
-    if (c.beta2) h.beta2 = static_cast<float>(*c.beta2);
-    if (c.eps) h.eps = static_cast<float>(*c.eps);
-    h.block = c.adam8bit_block;
+    h.lr = static_cast<float>(d.lr);
+    h.weight_decay = static_cast<float>(d.weight_decay);
+    h.beta1 = static_cast<float>(d.beta1);
+    h.beta2 = static_cast<float>(d.beta2);
+    h.eps = static_cast<float>(d.eps);
+    h.block = d.block;
     return h;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/optimizer_hyperparameters.h"
 #include "harness/comm/comm.h"
 #include "harness/memory/memory.h"
 #include "harness/model_state.h"
@@ -19,7 +20,7 @@
 
 namespace tune::harness {
 
-// The hyperparameters of a TrialConfig with the optimizer's published defaults filled in.
+// core/optimizer_hyperparameters in the kernels' fp32.
 struct OptimizerHyper {
     float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
     std::int64_t block = 256;
