@@ -1,8 +1,10 @@
 // A chosen configuration written for the framework the user trains with:
-// a DeepSpeed JSON, an accelerate FSDP config (with its TrainingArguments),
-// a torchrun command line, or Hugging Face TrainingArguments. Each export
-// also says what that framework cannot express of the configuration, and
-// the memory the framework is known to add over tune's engine.
+// a DeepSpeed JSON, an accelerate config (FSDP2, or FSDP1, with its
+// TrainingArguments), a torchrun command line, or Hugging Face
+// TrainingArguments. Each export also says what that framework cannot express
+// of the configuration, and the memory the framework is known to add over
+// tune's engine; a configuration the framework cannot run at all is refused
+// (ExportRefused) with the reason.
 #pragma once
 
 #include <array>
@@ -13,24 +15,16 @@
 #include <vector>
 
 #include "core/config.h"
+#include "exports/framework_export.h"
 #include "search/estimate_options.h"
 
 namespace tune {
 
-enum class Framework : std::uint8_t { deepspeed, accelerate_fsdp, torchrun, hf_trainer };
-inline constexpr std::array<std::string_view, 4> kFrameworkNames{"deepspeed", "accelerate-fsdp", "torchrun",
-                                                                 "hf-trainer"};
+enum class Framework : std::uint8_t { deepspeed, accelerate_fsdp, torchrun, hf_trainer, accelerate_fsdp1 };
+inline constexpr std::array<std::string_view, 5> kFrameworkNames{"deepspeed", "accelerate-fsdp", "torchrun",
+                                                                 "hf-trainer", "accelerate-fsdp1"};
 inline std::string_view to_string(Framework f) { return kFrameworkNames[static_cast<std::size_t>(f)]; }
 std::optional<Framework> parse_framework(std::string_view text);
-
-struct FrameworkExport {
-    std::string body;                         // the file (JSON or YAML) or the command line
-    std::vector<std::string> cannot_express;  // what of the configuration the framework has no setting for
-    std::vector<std::string> in_script;       // what the training script sets instead (exports/model_setup)
-    std::vector<std::string> memory_added;    // what the framework is known to hold beyond tune's engine
-    std::vector<std::string> risks;           // reasons to check the configuration before training (core/convergence_risk)
-    bool json = false;                        // body is JSON, which has no comments: notes go beside it
-};
 
 FrameworkExport export_config(Framework f, const TrialConfig& c);
 

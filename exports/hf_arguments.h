@@ -14,7 +14,18 @@ namespace tune {
 
 using HfArguments = std::map<std::string, nlohmann::json>;
 
-// Appends to `cannot` what TrainingArguments cannot express of `c`.
-HfArguments hf_arguments(const TrialConfig& c, std::vector<std::string>& cannot);
+// What an export says beside the arguments.
+struct HfNotes {
+    std::vector<std::string> cannot;     // what TrainingArguments cannot express
+    std::vector<std::string> in_script;  // what the training script sets instead
+};
+
+// Every hyperparameter tune ran with, the constant learning rate included.
+HfArguments hf_arguments(const TrialConfig& c, HfNotes& notes);
+
+// Throws ExportRefused where transformers' optim="lomo" cannot run the
+// configuration at all: with fp16's GradScaler, or under DeepSpeed (the
+// Trainer's route to ZeRO 1-3) when `under_deepspeed`.
+void refuse_unrunnable_lomo(const TrialConfig& c, bool under_deepspeed);
 
 }  // namespace tune

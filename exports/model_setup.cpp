@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "core/peft_modules.h"
+#include "exports/framework_checkpointing.h"
 
 namespace tune {
 namespace {
@@ -32,27 +33,43 @@ std::string lora_setup(const TrialConfig& c) {
                        fmt::join(peft_target_modules(c.lora_targets), "\", \""));
 }
 
-std::string qlora_base_setup(const TrialConfig& c, bool sharded) {
-    std::string storage = sharded ? fmt::format(", bnb_4bit_quant_storage={}", compute_dtype(c.precision)) : "";
-    return fmt::format("QLoRA base: from_pretrained(..., quantization_config=transformers.BitsAndBytesConfig("
-                       "load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, "
-                       "bnb_4bit_compute_dtype={}{})), then peft.prepare_model_for_kbit_training(model, "
-                       "use_gradient_checkpointing={}){}",
-                       compute_dtype(c.precision), storage, c.checkpointing != Checkpointing::none ? "True" : "False",
-                       sharded ? " (the quant storage dtype lets ZeRO-3/FSDP shard the 4-bit weights with the rest)"
-                               : "");
+// The dtype the model loads in (torch_dtype), which the 4-bit storage must
+// match for FSDP and ZeRO-3 to shard both together: PEFT's
+// docs/source/accelerate/fsdp.md (QLoRA section) stores bfloat16 for pure
+// bf16 training and float32 under AMP, whose GradScaler (fp16) and autocast
+// (bf16) keep fp32 parameters.
+std::string quant_storage(Precision p) { return p == Precision::bf16 ? "torch.bfloat16" : "torch.float32"; }
+
+std::string qlora_base_setup(const TrialConfig& c, FrameworkSharding sharding) {
+    const bool sharded = sharding != FrameworkSharding::none;
+    const std::string storage = sharded ? fmt::format(", bnb_4bit_quant_storage={}", quant_storage(c.precision)) : "";
+    std::string s = fmt::format(
+        "QLoRA base: from_pretrained(..., quantization_config=transformers.BitsAndBytesConfig(load_in_4bit=True, "
+        "bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype={}{}))",
+        compute_dtype(c.precision), storage);
+    if (sharded)
+        return s + fmt::format(
+                       ", with torch_dtype={} for the rest (the storage dtype lets {} hold the 4-bit weights with "
+                       "them); do not call peft.prepare_model_for_kbit_training: it upcasts the norms to fp32 and "
+                       "breaks the uniform dtype sharding needs (trl/experimental/utils.py prepare_peft_model skips "
+                       "it for sharded QLoRA)",
+                       quant_storage(c.precision), sharding == FrameworkSharding::fsdp ? "FSDP" : "ZeRO-3");
+    return s + fmt::format(", then peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing={})",
+                           framework_checkpointing(c).whole_layers ? "True" : "False");
 }
 
 }  // namespace
 
-ModelSetup model_setup(const TrialConfig& c, bool sharded) {
+ModelSetup model_setup(const TrialConfig& c, FrameworkSharding sharding) {
     ModelSetup s;
     s.in_script.push_back(attention_setup(c.attention));
     if (c.method == Method::full) return s;
     if (c.method == Method::qlora) {
-        s.in_script.push_back(qlora_base_setup(c, sharded));
-        s.memory_added.push_back("prepare_model_for_kbit_training casts the base's unquantized parameters "
-                                 "(embedding, norms, LM head) to fp32: +2 bytes each over tune's 16-bit copies");
+        s.in_script.push_back(qlora_base_setup(c, sharding));
+        if (sharding == FrameworkSharding::none)
+            s.memory_added.push_back(
+                "prepare_model_for_kbit_training casts the base's unquantized parameters (embedding, norms, LM "
+                "head) to fp32: +2 bytes each over tune's 16-bit copies");
     }
     s.in_script.push_back(lora_setup(c));
     return s;

@@ -5,6 +5,7 @@
 // the training script, and the memory those libraries add over tune's engine.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,11 @@ struct ModelSetup {
     std::vector<std::string> memory_added;  // what those libraries hold beyond tune's engine
 };
 
-// `sharded`: the framework shards parameters (ZeRO-3, FSDP FULL_SHARD).
-ModelSetup model_setup(const TrialConfig& c, bool sharded);
+// How the framework holds parameters: whole (DDP, ZeRO 0-2), sharded by
+// ZeRO-3, or flattened into FSDP's units under every FSDP strategy. The last
+// two need QLoRA's 4-bit weights stored in the dtype of the rest.
+enum class FrameworkSharding : std::uint8_t { none, zero3, fsdp };
+
+ModelSetup model_setup(const TrialConfig& c, FrameworkSharding sharding);
 
 }  // namespace tune

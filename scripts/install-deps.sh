@@ -12,12 +12,13 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libjs-chart.js
 )
-# The browser test, the HTML parser check of the reports (xmllint) and the
-# PyTorch reference are optional extras for the test command;
+# The browser test, the HTML parser check of the reports (xmllint), the
+# PyTorch reference and the exports' schema check (PyYAML, as accelerate reads
+# its config) are optional extras for the test command;
 # `--with-test-extras` adds them. The slurm group (tests/slurm) starts a
 # one-node cluster from slurm-wlm and munge, with slurmdbd on a MariaDB of its
 # own so the test reads job steps from sacct.
-extras=(chromium libxml2-utils python3 python3-torch python3-numpy)
+extras=(chromium libxml2-utils python3 python3-torch python3-numpy python3-yaml)
 # The format check of changed lines (scripts/check-format.sh).
 extras+=(clang-format)
 extras+=(slurm-wlm munge)

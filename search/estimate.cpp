@@ -20,13 +20,15 @@ std::uint64_t limited_bytes(const MemoryBreakdown& m, const Hardware& hw) {
 std::uint64_t framework_gradient_bytes(const ModelSpec& model, const TrialConfig& c, const EstimateOptions& o) {
     if (o.fp32_grad_partition_bytes == 0 || !zero_plan(c.zero_stage).shards_gradients || c.precision == Precision::fp32)
         return 0;
-    // The gradients exist for what trains: every parameter, or only the adapters (LoRA, QLoRA).
-    std::uint64_t trained = model.param_count();
-    if (c.adapters()) {
-        const BufferKind a = adapter_buffer(model, c.lora_rank, c.lora_targets, c.adam8bit_block);
-        trained = a.numel * a.count;
-    }
-    return std::uint64_t{o.fp32_grad_partition_bytes} * trained / std::max<std::uint32_t>(c.world_size, 1);
+    // The gradients exist for what trains.
+    return std::uint64_t{o.fp32_grad_partition_bytes} * trained_parameters(model, c) /
+           std::max<std::uint32_t>(c.world_size, 1);
+}
+
+std::uint64_t trained_parameters(const ModelSpec& model, const TrialConfig& c) {
+    if (!c.adapters()) return model.param_count();
+    const BufferKind a = adapter_buffer(model, c.lora_rank, c.lora_targets, c.adam8bit_block);
+    return a.numel * a.count;
 }
 
 Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {

@@ -1,14 +1,19 @@
-// Framework exports: the DeepSpeed JSON, the accelerate FSDP config (YAML),
-// the torchrun command line and TrainingArguments carry the configuration's
-// fields, say what the framework cannot express and the memory it adds; and
-// `tune estimate --framework deepspeed` adds DeepSpeed's fp32 gradient partitions.
+// Framework exports: the DeepSpeed JSON, the accelerate config (YAML, FSDP2
+// and FSDP1), the torchrun command line and TrainingArguments carry the
+// configuration's fields and every hyperparameter, keep to the frameworks'
+// schemas (tests/fixtures/framework_schemas.json, with sources), refuse what
+// the framework cannot run, say what it cannot express and the memory it
+// adds; and `tune estimate --framework deepspeed` adds DeepSpeed's fp32
+// gradient partitions.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/presets.h"
@@ -36,29 +41,22 @@ TrialConfig llama7b(Optimizer o, Precision p, std::uint32_t zero, Checkpointing 
     return c;
 }
 
-// A small YAML reader for what the exports write: `key: value` lines, nesting by two
-// spaces, `#` comments. Fails the test on any other line, so the output stays well formed.
-std::map<std::string, std::string> read_yaml(const std::string& text) {
-    std::map<std::string, std::string> out;
-    std::string section;
-    std::istringstream in(text);
-    const std::regex line_re(R"(^( {0,2})([A-Za-z_][A-Za-z0-9_]*):(?: (.+))?$)");
-    for (std::string line; std::getline(in, line);) {
-        if (line.empty() || line[0] == '#') continue;
-        std::smatch m;
-        INFO(line);
-        REQUIRE(std::regex_match(line, m, line_re));
-        if (m[1].length() == 0) {
-            if (!m[3].matched) section = m[2];
-            else {
-                section.clear();
-                out[m[2]] = m[3];
-            }
-        } else {
-            REQUIRE(!section.empty());
-            out[section + "." + std::string(m[2])] = m[3];
-        }
-    }
+// The YAML as PyYAML reads it (accelerate's ClusterConfig.from_yaml_file uses
+// yaml.safe_load), as JSON: an unquoted `no` comes back false, as it would there.
+nlohmann::json yaml_json(const std::string& text) {
+    test::ScratchDir dir;
+    std::ofstream(dir.file("c.yaml")) << text;
+    const auto r =
+        test::run_command("python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))' < " +
+                          dir.file("c.yaml") + " 2>&1");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.output);
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+    std::string out;
+    for (const auto& s : lines) out += s + "\n";
     return out;
 }
 
@@ -80,7 +78,7 @@ TEST_CASE("the DeepSpeed JSON carries stage, precision, batch, optimizer and che
     // ZeRO-2 keeps fp32 gradient partitions: 4 bytes per parameter over 8 ranks.
     REQUIRE(!e.memory_added.empty());
     CHECK_THAT(e.memory_added[0], Catch::Contains("fp32 gradient partitions") &&
-                                      Catch::Contains(std::to_string(c.model.param_count())));
+                                      Catch::Contains(std::to_string(c.model.param_count()) + " trained parameters"));
 
     const auto fp16 = nlohmann::json::parse(
         export_config(Framework::deepspeed, llama7b(Optimizer::lion, Precision::fp16_mixed, 1, Checkpointing::none)).body);
@@ -121,14 +119,14 @@ TEST_CASE("LoRA, QLoRA and the attention implementation are set in the script, a
         CHECK_THAT(script, Catch::Contains("attn_implementation=\"flash_attention_2\""));
         CHECK_THAT(script, Catch::Contains("LoraConfig(r=64, lora_alpha=16,") &&
                                Catch::Contains(R"(target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])"));
+        // ZeRO-3 and FSDP shard the 4-bit weights with the rest, stored in the dtype AMP keeps parameters in
+        // (fp32), with no fp32 upcast of the norms.
         CHECK_THAT(script, Catch::Contains("bnb_4bit_quant_type=\"nf4\"") &&
                                Catch::Contains("bnb_4bit_use_double_quant=True") &&
                                Catch::Contains("bnb_4bit_compute_dtype=torch.bfloat16") &&
-                               Catch::Contains("bnb_4bit_quant_storage=torch.bfloat16") &&
-                               Catch::Contains("use_gradient_checkpointing=True"));
-        std::string memory;
-        for (const auto& s : e.memory_added) memory += s + "\n";
-        CHECK_THAT(memory, Catch::Contains("prepare_model_for_kbit_training"));
+                               Catch::Contains("bnb_4bit_quant_storage=torch.float32") &&
+                               Catch::Contains("do not call peft.prepare_model_for_kbit_training"));
+        CHECK_THAT(joined(e.memory_added), !Catch::Contains("prepare_model_for_kbit_training casts"));
         const RenderedExport r = render(e, f);
         CHECK_THAT(r.out + r.notes, Catch::Contains("# in your script: QLoRA base:"));
     }
@@ -143,23 +141,48 @@ TEST_CASE("LoRA, QLoRA and the attention implementation are set in the script, a
                            Catch::Contains("attn_implementation=\"eager\""));
     CHECK_THAT(script, !Catch::Contains("BitsAndBytesConfig"));
     // Full fine-tuning needs only the attention implementation.
-    CHECK(export_config(Framework::deepspeed, llama7b(Optimizer::adamw, Precision::bf16_mixed, 2, Checkpointing::full))
+    CHECK(export_config(Framework::deepspeed, llama7b(Optimizer::adamw, Precision::bf16_mixed, 2, Checkpointing::none))
               .in_script.size() == 1);
 }
 
-TEST_CASE("the accelerate FSDP config is well-formed YAML with its TrainingArguments", "[exports]") {
+TEST_CASE("the accelerate config is YAML that loads with its TrainingArguments: FSDP2, FSDP1 on request", "[exports]") {
     const TrialConfig c = llama7b(Optimizer::adam8bit, Precision::bf16_mixed, 3, Checkpointing::full);
     const RenderedExport r = render(export_config(Framework::accelerate_fsdp, c), Framework::accelerate_fsdp);
-    const auto y = read_yaml(r.out);
-    CHECK(y.at("distributed_type") == "FSDP");
-    CHECK(y.at("mixed_precision") == "bf16");
-    CHECK(y.at("num_processes") == "8");
-    CHECK(y.at("fsdp_config.fsdp_sharding_strategy") == "FULL_SHARD");
-    CHECK(y.at("fsdp_config.fsdp_activation_checkpointing") == "true");
-    CHECK(y.at("fsdp_config.fsdp_transformer_layer_cls_to_wrap") == "LlamaDecoderLayer");
+    const auto y = yaml_json(r.out);
+    CHECK(y["distributed_type"] == "FSDP");
+    CHECK(y["mixed_precision"] == "bf16");
+    CHECK(y["num_processes"] == 8);
+    CHECK(y["fsdp_config"]["fsdp_version"] == 2);
+    CHECK(y["fsdp_config"]["fsdp_reshard_after_forward"] == true);
+    CHECK_FALSE(y["fsdp_config"].contains("fsdp_sharding_strategy"));  // FSDP1's name
+    CHECK(y["fsdp_config"]["fsdp_activation_checkpointing"] == true);
+    CHECK(y["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] == "LlamaDecoderLayer");
     CHECK_THAT(r.out, Catch::Contains("#   per_device_train_batch_size: 2") &&
                           Catch::Contains("#   gradient_accumulation_steps: 16") &&
                           Catch::Contains("#   optim: \"adamw_bnb_8bit\"") && Catch::Contains("# memory added: FSDP"));
+    // ZeRO-2 keeps the gathered parameters to backward; FSDP1 names its strategies.
+    const auto z2 = yaml_json(export_config(Framework::accelerate_fsdp,
+                                            llama7b(Optimizer::adamw, Precision::bf16_mixed, 2, Checkpointing::none))
+                                  .body);
+    CHECK(z2["fsdp_config"]["fsdp_reshard_after_forward"] == false);
+    const auto v1 = yaml_json(export_config(Framework::accelerate_fsdp1, c).body);
+    CHECK(v1["fsdp_config"]["fsdp_version"] == 1);
+    CHECK(v1["fsdp_config"]["fsdp_sharding_strategy"] == "FULL_SHARD");
+    // ZeRO-0 is data parallelism: FSDP2 has no NO_SHARD, so DDP runs it; FSDP1 has NO_SHARD.
+    const TrialConfig z0 = llama7b(Optimizer::adamw, Precision::bf16_mixed, 0, Checkpointing::full);
+    const auto ddp = yaml_json(export_config(Framework::accelerate_fsdp, z0).body);
+    CHECK(ddp["distributed_type"] == "MULTI_GPU");
+    CHECK_FALSE(ddp.contains("fsdp_config"));
+    CHECK(yaml_json(export_config(Framework::accelerate_fsdp1, z0).body)["fsdp_config"]["fsdp_sharding_strategy"] ==
+          "NO_SHARD");
+}
+
+TEST_CASE("fp32's mixed_precision loads as the string no, not as YAML's false", "[exports]") {
+    for (Framework f : {Framework::accelerate_fsdp, Framework::accelerate_fsdp1}) {
+        const auto y =
+            yaml_json(export_config(f, llama7b(Optimizer::adamw, Precision::fp32, 3, Checkpointing::none)).body);
+        CHECK(y["mixed_precision"] == "no");  // accelerate calls .lower() on it
+    }
 }
 
 TEST_CASE("torchrun and TrainingArguments carry the same settings", "[exports]") {
@@ -227,6 +250,229 @@ TEST_CASE("tune best --emit and tune export --trial N --emit write the chosen co
     // --sweep-file finds the database the file names; here the file names none, so TUNE_DB does.
     const auto yaml = test::run_command("TUNE_DB=" + db + " " + TUNE_BINARY + " export --trial 1 --emit accelerate-fsdp");
     REQUIRE(yaml.exit_code == 0);
-    CHECK(read_yaml(yaml.output).at("distributed_type") == "FSDP");
+    CHECK(yaml_json(yaml.output)["distributed_type"] == "FSDP");
     CHECK(test::run_tune("export --emit torchrun --db " + db).exit_code == 2);  // --trial is needed
+}
+
+TEST_CASE("8-bit Adam and Adafactor under ZeRO come from the script, with DeepSpeed's untested-optimizer flag",
+          "[exports]") {
+    for (Optimizer o : {Optimizer::adam8bit, Optimizer::adafactor}) {
+        for (std::uint32_t zero : {0u, 1u, 3u}) {
+            INFO(to_string(o) << " ZeRO-" << zero);
+            const FrameworkExport e =
+                export_config(Framework::deepspeed, llama7b(o, Precision::bf16_mixed, zero, Checkpointing::none));
+            const auto j = nlohmann::json::parse(e.body);
+            CHECK_FALSE(j.contains("optimizer"));
+            CHECK(j.value("zero_allow_untested_optimizer", false) == (zero > 0));
+            CHECK_THAT(joined(e.in_script), Catch::Contains("deepspeed.initialize(model=model, optimizer=optimizer"));
+        }
+    }
+    const FrameworkExport a8 = export_config(
+        Framework::deepspeed, llama7b(Optimizer::adam8bit, Precision::bf16_mixed, 2, Checkpointing::none));
+    CHECK_THAT(joined(a8.in_script), Catch::Contains("bitsandbytes.optim.AdamW8bit(model.parameters(), lr=0.0001, "
+                                                     "betas=(0.9, 0.999), eps=1e-08"));
+    // Adafactor over ZeRO's flat partitions is another optimizer: said, with its memory.
+    const FrameworkExport af = export_config(
+        Framework::deepspeed, llama7b(Optimizer::adafactor, Precision::bf16_mixed, 2, Checkpointing::none));
+    CHECK_THAT(joined(af.cannot_express), Catch::Contains("unfactored"));
+    CHECK_THAT(joined(af.memory_added), Catch::Contains("4 bytes per parameter / N"));
+}
+
+TEST_CASE("every hyperparameter tune ran is written: Lion's betas, eps, the constant rate, the loss-scale policy",
+          "[exports]") {
+    const TrialConfig lion = llama7b(Optimizer::lion, Precision::fp16_mixed, 1, Checkpointing::none);
+    const auto ds = nlohmann::json::parse(export_config(Framework::deepspeed, lion).body);
+    CHECK(ds["optimizer"]["params"]["betas"] == nlohmann::json::array({0.9, 0.99}));  // DeepSpeed's Lion: 0.999
+    CHECK(ds["optimizer"]["params"]["weight_decay"] == 0.0);
+    CHECK(ds["fp16"]["hysteresis"] == 1);  // tune halves on the first overflow
+    CHECK(ds["fp16"]["loss_scale_window"] == 1000);
+    CHECK(ds["fp16"]["min_loss_scale"] == 1);
+    CHECK_FALSE(ds.contains("scheduler"));  // no scheduler: DeepSpeed keeps the rate constant
+    const auto adamw = nlohmann::json::parse(
+        export_config(Framework::deepspeed, llama7b(Optimizer::adamw, Precision::bf16_mixed, 2, Checkpointing::none))
+            .body);
+    CHECK(adamw["optimizer"]["params"]["betas"] == nlohmann::json::array({0.9, 0.999}));
+    CHECK(adamw["optimizer"]["params"]["eps"] == 1e-8);
+
+    TrialConfig z0 = lion;
+    z0.zero_stage = 0;
+    const FrameworkExport hf = export_config(Framework::hf_trainer, z0);
+    const auto args = nlohmann::json::parse(hf.body);
+    CHECK(args["adam_beta1"] == 0.9);
+    CHECK(args["adam_beta2"] == 0.99);
+    CHECK(args["lr_scheduler_type"] == "constant");
+    CHECK(args["warmup_steps"] == 0);
+    CHECK_THAT(joined(hf.in_script), Catch::Contains("growth_interval=1000"));
+}
+
+TEST_CASE("pure bf16 is bf16 masters, gradients and states in DeepSpeed from ZeRO-1, said at ZeRO-0", "[exports]") {
+    const auto z2 = nlohmann::json::parse(
+        export_config(Framework::deepspeed, llama7b(Optimizer::adamw, Precision::bf16, 2, Checkpointing::none)).body);
+    CHECK(z2["bf16"]["enabled"] == true);
+    CHECK(z2["bf16"]["bf16_master_weights_and_grads"] == true);
+    CHECK(z2["bf16"]["bf16_optimizer_states"] == true);
+    const FrameworkExport z0 =
+        export_config(Framework::deepspeed, llama7b(Optimizer::adamw, Precision::bf16, 0, Checkpointing::none));
+    CHECK_FALSE(nlohmann::json::parse(z0.body)["bf16"].contains("bf16_master_weights_and_grads"));
+    CHECK_THAT(joined(z0.cannot_express), Catch::Contains("pure bf16 at ZeRO-0"));
+}
+
+TEST_CASE("HF's Adafactor is built in the script as tune ran it, not with optim=adafactor's fixed rate", "[exports]") {
+    const FrameworkExport e = export_config(
+        Framework::hf_trainer, llama7b(Optimizer::adafactor, Precision::bf16_mixed, 0, Checkpointing::none));
+    CHECK_FALSE(nlohmann::json::parse(e.body).contains("optim"));
+    CHECK_THAT(joined(e.in_script), Catch::Contains("lr=None, scale_parameter=True, relative_step=True"));
+}
+
+TEST_CASE("LOMO is refused where HF Trainer cannot run it: under DeepSpeed and with fp16", "[exports]") {
+    for (Framework f : {Framework::hf_trainer, Framework::torchrun}) {
+        INFO(to_string(f));
+        CHECK_THROWS_WITH(export_config(f, llama7b(Optimizer::lomo, Precision::bf16_mixed, 2, Checkpointing::none)),
+                          Catch::Contains("LOMO at ZeRO-2") && Catch::Contains("TypeError"));
+        CHECK_THROWS_AS(export_config(f, llama7b(Optimizer::lomo, Precision::fp16_mixed, 0, Checkpointing::none)),
+                        ExportRefused);
+        CHECK_NOTHROW(export_config(f, llama7b(Optimizer::lomo, Precision::bf16_mixed, 0, Checkpointing::none)));
+    }
+    CHECK_THROWS_AS(export_config(Framework::accelerate_fsdp,
+                                  llama7b(Optimizer::lomo, Precision::fp16_mixed, 0, Checkpointing::none)),
+                    ExportRefused);
+    // Through the CLI: exit 2 with the reason.
+    test::ScratchDir dir;
+    std::ofstream(dir.file("s.toml")) << "name = \"l\"\n[model]\npreset = \"llama-7b\"\n[hardware]\ngpus = 8\n"
+                                         "device = \"h100-80gb\"\n[space]\noptimizer = [\"lomo\"]\n"
+                                         "precision = [\"fp16-mixed\"]\ncontext = [2048]\n";
+    const std::string db = dir.file("r.db");
+    REQUIRE(test::run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    const auto r = test::run_tune("best --emit hf-trainer --db " + db);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("LOMO with fp16-mixed"));
+}
+
+TEST_CASE("selective checkpointing: off with flash attention, whole layers with eager, said either way", "[exports]") {
+    TrialConfig c = llama7b(Optimizer::adamw, Precision::bf16_mixed, 0, Checkpointing::selective);
+    const FrameworkExport flash = export_config(Framework::hf_trainer, c);
+    CHECK_FALSE(nlohmann::json::parse(flash.body).contains("gradient_checkpointing"));
+    CHECK_THAT(joined(flash.cannot_express), Catch::Contains("keeps what no checkpointing keeps"));
+    c.attention = Attention::eager;
+    const FrameworkExport eager = export_config(Framework::hf_trainer, c);
+    CHECK(nlohmann::json::parse(eager.body)["gradient_checkpointing"] == true);
+    CHECK_THAT(joined(eager.cannot_express), Catch::Contains("checkpoints whole layers"));
+}
+
+TEST_CASE("QLoRA under FSDP: 4-bit storage at every strategy, fp32 under fp16, checkpointing switched on once",
+          "[exports][lora]") {
+    for (std::uint32_t zero : {0u, 1u, 2u}) {
+        TrialConfig q = llama7b(Optimizer::adamw, Precision::fp16_mixed, zero, Checkpointing::full);
+        q.method = Method::qlora;
+        INFO("ZeRO-" << zero);
+        const FrameworkExport e = export_config(Framework::accelerate_fsdp1, q);  // FSDP1 flattens under NO_SHARD too
+        CHECK_THAT(joined(e.in_script), Catch::Contains("bnb_4bit_quant_storage=torch.float32") &&
+                                            !Catch::Contains("use_gradient_checkpointing"));
+        const auto y = yaml_json(e.body);
+        CHECK(y["fsdp_config"]["fsdp_use_orig_params"] == false);  // PEFT's FSDP guide
+        CHECK(y["fsdp_config"]["fsdp_activation_checkpointing"] == true);
+    }
+    // Pure bf16 loads the model in bf16: the 4-bit storage follows.
+    TrialConfig pure = llama7b(Optimizer::adamw, Precision::bf16, 3, Checkpointing::none);
+    pure.method = Method::qlora;
+    CHECK_THAT(joined(export_config(Framework::accelerate_fsdp, pure).in_script),
+               Catch::Contains("bnb_4bit_quant_storage=torch.bfloat16"));
+    // Unsharded (DeepSpeed ZeRO-2): prepare_model_for_kbit_training does the checkpointing set-up.
+    TrialConfig q = llama7b(Optimizer::adamw, Precision::bf16_mixed, 2, Checkpointing::full);
+    q.method = Method::qlora;
+    CHECK_THAT(joined(export_config(Framework::deepspeed, q).in_script),
+               Catch::Contains("prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)") &&
+                   !Catch::Contains("bnb_4bit_quant_storage"));
+}
+
+TEST_CASE("LoRA's DeepSpeed note counts the adapters it sizes, not the whole model", "[exports][lora]") {
+    TrialConfig c = llama7b(Optimizer::adamw, Precision::bf16_mixed, 2, Checkpointing::none);
+    c.method = Method::lora;
+    c.lora_rank = 16;
+    const FrameworkExport e = export_config(Framework::deepspeed, c);
+    const std::string notes = joined(e.memory_added);
+    CHECK_THAT(notes, Catch::Contains(std::to_string(trained_parameters(c.model, c)) + " trained parameters") &&
+                          !Catch::Contains(std::to_string(c.model.param_count())));
+}
+
+TEST_CASE("a sweep name from the database stays one comment line in every emitted header", "[exports][cli]") {
+    test::ScratchDir dir;
+    std::ofstream(dir.file("s.toml")) << "name = \"x\\ntouch /tmp/P\\n#\"\n[model]\npreset = \"llama-7b\"\n"
+                                         "[hardware]\ngpus = 8\ndevice = \"h100-80gb\"\n[space]\n"
+                                         "precision = [\"bf16-mixed\"]\nzero_stage = [3]\ncontext = [2048]\n";
+    const std::string db = dir.file("r.db");
+    REQUIRE(test::run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    for (const char* target : {"torchrun", "accelerate-fsdp"}) {
+        INFO(target);
+        const auto r = test::run_command("TUNE_DB=" + db + " " + TUNE_BINARY + " export --trial 1 --emit " + target +
+                                         " 2>/dev/null");
+        REQUIRE(r.exit_code == 0);
+        std::istringstream lines(r.output);
+        for (std::string line; std::getline(lines, line);) CHECK_FALSE(line.starts_with("touch"));
+    }
+}
+
+TEST_CASE("every emitted file keeps to the frameworks' schemas, over every optimizer, precision, stage and method",
+          "[exports][schema]") {
+    // tests/fixtures/framework_schemas.json states each framework's keys, types, values and rules with their
+    // sources; tests/exports/check_export_schema.py reads JSON, YAML (PyYAML, as accelerate does) and the
+    // torchrun line and holds them to it.
+    test::ScratchDir scratch;
+    const std::string dir = scratch.file("emitted");
+    std::filesystem::create_directories(dir);
+    const std::map<Framework, std::string> targets{{Framework::deepspeed, "deepspeed--{}.json"},
+                                                   {Framework::accelerate_fsdp, "accelerate--{}.yaml"},
+                                                   {Framework::accelerate_fsdp1, "accelerate--v1-{}.yaml"},
+                                                   {Framework::hf_trainer, "training_arguments--{}.json"},
+                                                   {Framework::torchrun, "torchrun--{}.sh"}};
+    int written = 0, refused = 0;
+    for (Optimizer o : kOptimizers)
+        for (Precision p : kPrecisions)
+            for (std::uint32_t zero : {0u, 1u, 2u, 3u})
+                for (Checkpointing ckpt : kCheckpointings)
+                    for (Method m : kMethods) {
+                        TrialConfig c = llama7b(o, p, zero, ckpt);
+                        c.method = m;
+                        for (const auto& [f, pattern] : targets) {
+                            FrameworkExport e;
+                            try {
+                                e = export_config(f, c);
+                            } catch (const ExportRefused&) {
+                                ++refused;
+                                continue;
+                            }
+                            std::ofstream(dir + "/" + fmt::format(fmt::runtime(pattern), ++written)) << e.body;
+                        }
+                    }
+    const auto r =
+        test::run_command("python3 " + std::string(TUNE_SOURCE_DIR) + "/tests/exports/check_export_schema.py " +
+                          TUNE_SOURCE_DIR + "/tests/fixtures/framework_schemas.json " + dir + " 2>&1");
+    INFO(r.output.substr(0, 4000));
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains(fmt::format("{} files checked, 0 violations", written)));
+    CHECK(refused > 0);  // LOMO under DeepSpeed and with fp16
+}
+
+TEST_CASE("the schema check catches what broke the exports: an unquoted no, Lion's eps, a missing flag",
+          "[exports][schema]") {
+    test::ScratchDir scratch;
+    std::ofstream(scratch.file("accelerate--bad.yaml"))
+        << "mixed_precision: no\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n"
+           "  fsdp_sharding_strategy: FULL_SHARD\n";
+    std::ofstream(scratch.file("deepspeed--bad.json"))
+        << R"({"optimizer": {"type": "Lion", "params": {"eps": 1e-8}}, "zero_optimization": {"stage": 2}})";
+    std::ofstream(scratch.file("deepspeed--client.json")) << R"({"zero_optimization": {"stage": 1}})";
+    std::ofstream(scratch.file("torchrun--bad.sh")) << "torchrun --nproc_per_node 8 train.py --optim lomo --fp16\n";
+    const auto r =
+        test::run_command("python3 " + std::string(TUNE_SOURCE_DIR) + "/tests/exports/check_export_schema.py " +
+                          TUNE_SOURCE_DIR + "/tests/fixtures/framework_schemas.json " +
+                          scratch.file("accelerate--bad.yaml") + " " + scratch.file("deepspeed--bad.json") + " " +
+                          scratch.file("deepspeed--client.json") + " " + scratch.file("torchrun--bad.sh") + " 2>&1");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("mixed_precision is False, a boolean, not string") &&
+                             Catch::Contains("fsdp_sharding_strategy: not allowed") &&
+                             Catch::Contains("optimizer.params.eps: not allowed") &&
+                             Catch::Contains("zero_allow_untested_optimizer: required") &&
+                             Catch::Contains("fp16: not allowed") && Catch::Contains("4 files checked, 6 violations"));
 }

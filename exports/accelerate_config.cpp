@@ -1,0 +1,109 @@
+#include "exports/accelerate_config.h"
+
+#include <fmt/format.h>
+
+#include "exports/framework_checkpointing.h"
+#include "exports/hf_arguments.h"
+#include "exports/yaml_text.h"
+
+namespace tune {
+namespace {
+
+// accelerate's `mixed_precision` ("no", "fp16", "bf16"; a string, quoted by YamlText).
+std::string mixed_precision(const TrialConfig& c) {
+    switch (c.precision) {
+        case Precision::fp32: return "no";
+        case Precision::fp16_mixed: return "fp16";
+        default: return "bf16";
+    }
+}
+
+std::string decoder_layer_class(const ModelSpec& m) {
+    if (m.qkv_bias && !m.o_bias) return "Qwen2DecoderLayer";
+    if (m.sliding_window != 0 || m.head_dim_setting != 0) return "MistralDecoderLayer";
+    return "LlamaDecoderLayer";
+}
+
+// FSDP1's ShardingStrategy for a ZeRO stage; FSDP has no ZeRO-1.
+std::string fsdp1_strategy(const TrialConfig& c, FrameworkExport& e) {
+    switch (c.zero_stage) {
+        case 0: return "NO_SHARD";
+        case 1:
+            e.cannot_express.push_back(
+                "ZeRO-1 (only optimizer states sharded): FSDP has no such strategy; SHARD_GRAD_OP also shards "
+                "gradients");
+            return "SHARD_GRAD_OP";
+        case 2: return "SHARD_GRAD_OP";
+        default: return "FULL_SHARD";
+    }
+}
+
+void fsdp1_section(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
+    y.key("fsdp_version", 1);
+    y.key("fsdp_sharding_strategy", fsdp1_strategy(c, e));
+    y.key("fsdp_backward_prefetch", "BACKWARD_PRE");
+    // PEFT's FSDP guide (docs/source/accelerate/fsdp.md): use_orig_params must be false for LoRA's memory savings.
+    y.key("fsdp_use_orig_params", !c.adapters());
+    y.key("fsdp_sync_module_states", true);
+    e.memory_added.push_back(
+        "FSDP prefetches the next layer's gathered parameters (BACKWARD_PRE): one more gathered layer");
+}
+
+// FSDP2 (fully_shard): reshard_after_forward true is ZeRO-3, false keeps the
+// gathered parameters from forward to backward as ZeRO-2 does.
+void fsdp2_section(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
+    y.key("fsdp_version", 2);
+    y.key("fsdp_reshard_after_forward", c.zero_stage >= 3);
+    if (c.zero_stage == 1)
+        e.cannot_express.push_back(
+            "ZeRO-1 (only optimizer states sharded): FSDP has no such mode; reshard_after_forward=false also "
+            "shards gradients");
+}
+
+void fsdp_config(const TrialConfig& c, int fsdp_version, YamlText& y, FrameworkExport& e) {
+    y.section("fsdp_config");
+    if (fsdp_version == 1) fsdp1_section(c, y, e);
+    else fsdp2_section(c, y, e);
+    y.key("fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP");
+    y.key("fsdp_transformer_layer_cls_to_wrap", decoder_layer_class(c.model));
+    y.key("fsdp_state_dict_type", "SHARDED_STATE_DICT");
+    y.key("fsdp_cpu_ram_efficient_loading", true);
+    y.key("fsdp_offload_params", false);
+    const FrameworkCheckpointing ckpt = framework_checkpointing(c);
+    y.key("fsdp_activation_checkpointing", ckpt.whole_layers);
+    y.end_section();
+    if (c.precision != Precision::fp32)
+        e.memory_added.push_back(
+            "FSDP keeps gradients in the sharded parameters' dtype (fp32 under mixed precision): +2 bytes per "
+            "parameter over tune's 16-bit gradients, divided by N when sharded");
+}
+
+}  // namespace
+
+FrameworkExport accelerate_export(const TrialConfig& c, int fsdp_version) {
+    FrameworkExport e;
+    refuse_unrunnable_lomo(c, false);
+    // ZeRO-0 is data parallelism: FSDP2 has no NO_SHARD, so DDP runs it.
+    const bool ddp = fsdp_version == 2 && c.zero_stage == 0;
+    YamlText y;
+    y.key("compute_environment", "LOCAL_MACHINE");
+    y.key("distributed_type", ddp ? "MULTI_GPU" : "FSDP");
+    y.key("mixed_precision", mixed_precision(c));
+    y.key("num_machines", 1);
+    y.key("num_processes", c.world_size);
+    y.key("machine_rank", 0);
+    y.key("main_training_function", "main");
+    y.key("use_cpu", false);
+    if (!ddp) fsdp_config(c, fsdp_version, y, e);
+    HfNotes notes;
+    HfArguments args = hf_arguments(c, notes);
+    if (!ddp) args.erase("gradient_checkpointing");  // fsdp_activation_checkpointing above does it
+    y.comment("TrainingArguments for this config (tune ... --emit hf-trainer writes them as JSON):");
+    for (const auto& [key, value] : args) y.comment(fmt::format("  {}: {}", key, value.dump()));
+    e.body = y.text();
+    e.cannot_express.insert(e.cannot_express.end(), notes.cannot.begin(), notes.cannot.end());
+    e.in_script.insert(e.in_script.end(), notes.in_script.begin(), notes.in_script.end());
+    return e;
+}
+
+}  // namespace tune

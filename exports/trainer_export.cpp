@@ -1,0 +1,70 @@
+#include "exports/trainer_export.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "exports/hf_arguments.h"
+
+namespace tune {
+namespace {
+
+// What PyTorch's own mixed precision and DDP hold beyond tune's engine.
+std::vector<std::string> trainer_memory_notes() {
+    return {"PyTorch autocast keeps fp32 weights and fp32 gradients (8 bytes per parameter) where tune holds 16-bit "
+            "weights and gradients beside an fp32 master copy (8 bytes per parameter too)",
+            "DDP's gradient buckets hold a second copy of the gradients unless gradient_as_bucket_view is set"};
+}
+
+HfArguments trainer_arguments(const TrialConfig& c, FrameworkExport& e) {
+    refuse_unrunnable_lomo(c, true);
+    HfNotes notes;
+    HfArguments args = hf_arguments(c, notes);
+    if (c.zero_stage > 0) {
+        args["deepspeed"] = "ds_config.json";
+        notes.cannot.push_back(fmt::format(
+            "ZeRO-{}: the Trainer does it through DeepSpeed: write ds_config.json with `--emit deepspeed`",
+            c.zero_stage));
+    }
+    e.cannot_express.insert(e.cannot_express.end(), notes.cannot.begin(), notes.cannot.end());
+    e.in_script.insert(e.in_script.end(), notes.in_script.begin(), notes.in_script.end());
+    e.memory_added = trainer_memory_notes();
+    return args;
+}
+
+std::string shell_quote(const std::string& s) {
+    if (s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.=/:,") ==
+        std::string::npos)
+        return s;
+    std::string out = "'";
+    for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return out + "'";
+}
+
+}  // namespace
+
+FrameworkExport hf_trainer_export(const TrialConfig& c) {
+    FrameworkExport e;
+    e.json = true;
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, v] : trainer_arguments(c, e)) j[k] = v;
+    e.body = j.dump(2);
+    return e;
+}
+
+FrameworkExport torchrun_export(const TrialConfig& c) {
+    FrameworkExport e;
+    std::string cmd = fmt::format("torchrun --nnodes 1 --nproc_per_node {} train.py", c.world_size);
+    for (const auto& [key, value] : trainer_arguments(c, e)) {
+        if (value.is_boolean()) {
+            if (value.get<bool>()) cmd += " --" + key;
+            continue;
+        }
+        cmd += " --" + key + " " + shell_quote(value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    e.body = cmd + "\n";
+    e.cannot_express.push_back(
+        "train.py stands for your Hugging Face training script (HfArgumentParser over TrainingArguments)");
+    return e;
+}
+
+}  // namespace tune
