@@ -12,9 +12,12 @@ namespace {
 // accelerate's `mixed_precision` ("no", "fp16", "bf16"; a string, quoted by YamlText).
 std::string mixed_precision(const TrialConfig& c) {
     switch (c.precision) {
-        case Precision::fp32: return "no";
-        case Precision::fp16_mixed: return "fp16";
-        default: return "bf16";
+        case Precision::fp32:
+            return "no";
+        case Precision::fp16_mixed:
+            return "fp16";
+        default:
+            return "bf16";
     }
 }
 
@@ -27,14 +30,17 @@ std::string decoder_layer_class(const ModelSpec& m) {
 // FSDP1's ShardingStrategy for a ZeRO stage; FSDP has no ZeRO-1.
 std::string fsdp1_strategy(const TrialConfig& c, FrameworkExport& e) {
     switch (c.zero_stage) {
-        case 0: return "NO_SHARD";
+        case 0:
+            return "NO_SHARD";
         case 1:
             e.cannot_express.push_back(
                 "ZeRO-1 (only optimizer states sharded): FSDP has no such strategy; SHARD_GRAD_OP also shards "
                 "gradients");
             return "SHARD_GRAD_OP";
-        case 2: return "SHARD_GRAD_OP";
-        default: return "FULL_SHARD";
+        case 2:
+            return "SHARD_GRAD_OP";
+        default:
+            return "FULL_SHARD";
     }
 }
 
@@ -62,8 +68,10 @@ void fsdp2_section(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
 
 void fsdp_config(const TrialConfig& c, int fsdp_version, YamlText& y, FrameworkExport& e) {
     y.section("fsdp_config");
-    if (fsdp_version == 1) fsdp1_section(c, y, e);
-    else fsdp2_section(c, y, e);
+    if (fsdp_version == 1)
+        fsdp1_section(c, y, e);
+    else
+        fsdp2_section(c, y, e);
     y.key("fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP");
     y.key("fsdp_transformer_layer_cls_to_wrap", decoder_layer_class(c.model));
     y.key("fsdp_state_dict_type", "SHARDED_STATE_DICT");

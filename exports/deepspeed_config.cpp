@@ -23,9 +23,13 @@ json optimizer_block(const TrialConfig& c) {
     const OptimizerHyperparameters h = optimizer_hyperparameters(c);
     json params{{"lr", h.lr}, {"betas", {h.beta1, h.beta2}}, {"weight_decay", h.weight_decay}};
     switch (c.optimizer) {
-        case Optimizer::adamw: params["eps"] = h.eps; return {{"type", "AdamW"}, {"params", params}};
-        case Optimizer::lion: return {{"type", "Lion"}, {"params", params}};
-        default: return nullptr;
+        case Optimizer::adamw:
+            params["eps"] = h.eps;
+            return {{"type", "AdamW"}, {"params", params}};
+        case Optimizer::lion:
+            return {{"type", "Lion"}, {"params", params}};
+        default:
+            return nullptr;
     }
 }
 
@@ -41,11 +45,11 @@ void client_optimizer(const TrialConfig& c, json& ds, FrameworkExport& e) {
             "weight_decay={}); deepspeed.initialize(model=model, optimizer=optimizer, config=\"ds_config.json\")",
             h.lr, h.beta1, h.beta2, h.eps, h.weight_decay));
     if (c.optimizer == Optimizer::adafactor) {
-        e.in_script.push_back(fmt::format(
-            "Adafactor: optimizer = transformers.optimization.Adafactor(model.parameters(), lr=None, "
-            "scale_parameter=True, relative_step=True, warmup_init=False, weight_decay={}); "
-            "deepspeed.initialize(model=model, optimizer=optimizer, config=\"ds_config.json\")",
-            h.weight_decay));
+        e.in_script.push_back(
+            fmt::format("Adafactor: optimizer = transformers.optimization.Adafactor(model.parameters(), lr=None, "
+                        "scale_parameter=True, relative_step=True, warmup_init=False, weight_decay={}); "
+                        "deepspeed.initialize(model=model, optimizer=optimizer, config=\"ds_config.json\")",
+                        h.weight_decay));
         if (c.zero_stage > 0) {
             e.cannot_express.push_back(
                 "Adafactor under ZeRO: DeepSpeed hands the optimizer flat 1-D partitions, so its second moment is "
@@ -123,8 +127,10 @@ FrameworkExport deepspeed_export(const TrialConfig& c) {
             {"steps_per_print", 10}};
     if (c.clip > 0) ds["gradient_clipping"] = c.clip;
     precision_block(c, ds, e);
-    if (json opt = optimizer_block(c); !opt.is_null()) ds["optimizer"] = opt;
-    else client_optimizer(c, ds, e);
+    if (json opt = optimizer_block(c); !opt.is_null())
+        ds["optimizer"] = opt;
+    else
+        client_optimizer(c, ds, e);
     checkpointing(c, ds, e);
     if (c.neftune_alpha > 0)
         e.cannot_express.push_back("NEFTune: not a DeepSpeed setting (HF Trainer: neftune_noise_alpha)");

@@ -16,8 +16,8 @@ struct FrameworkExport {
     std::vector<std::string> cannot_express;  // what of the configuration the framework has no setting for
     std::vector<std::string> in_script;       // what the training script sets instead (exports/model_setup)
     std::vector<std::string> memory_added;    // what the framework is known to hold beyond tune's engine
-    std::vector<std::string> risks;           // reasons to check the configuration before training (core/convergence_risk)
-    bool json = false;                        // body is JSON, which has no comments: notes go beside it
+    std::vector<std::string> risks;  // reasons to check the configuration before training (core/convergence_risk)
+    bool json = false;               // body is JSON, which has no comments: notes go beside it
 };
 
 // The framework cannot run the configuration as tune measured it (it would

@@ -10,9 +10,10 @@ namespace {
 
 // What PyTorch's own mixed precision and DDP hold beyond tune's engine.
 std::vector<std::string> trainer_memory_notes() {
-    return {"PyTorch autocast keeps fp32 weights and fp32 gradients (8 bytes per parameter) where tune holds 16-bit "
-            "weights and gradients beside an fp32 master copy (8 bytes per parameter too)",
-            "DDP's gradient buckets hold a second copy of the gradients unless gradient_as_bucket_view is set"};
+    return {
+        "PyTorch autocast keeps fp32 weights and fp32 gradients (8 bytes per parameter) where tune holds 16-bit "
+        "weights and gradients beside an fp32 master copy (8 bytes per parameter too)",
+        "DDP's gradient buckets hold a second copy of the gradients unless gradient_as_bucket_view is set"};
 }
 
 HfArguments trainer_arguments(const TrialConfig& c, FrameworkExport& e) {
@@ -21,9 +22,9 @@ HfArguments trainer_arguments(const TrialConfig& c, FrameworkExport& e) {
     HfArguments args = hf_arguments(c, notes);
     if (c.zero_stage > 0) {
         args["deepspeed"] = "ds_config.json";
-        notes.cannot.push_back(fmt::format(
-            "ZeRO-{}: the Trainer does it through DeepSpeed: write ds_config.json with `--emit deepspeed`",
-            c.zero_stage));
+        notes.cannot.push_back(
+            fmt::format("ZeRO-{}: the Trainer does it through DeepSpeed: write ds_config.json with `--emit deepspeed`",
+                        c.zero_stage));
     }
     e.cannot_express.insert(e.cannot_express.end(), notes.cannot.begin(), notes.cannot.end());
     e.in_script.insert(e.in_script.end(), notes.in_script.begin(), notes.in_script.end());

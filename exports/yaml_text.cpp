@@ -8,8 +8,10 @@ std::string one_line(std::string_view text) {
     std::string out;
     for (char ch : text) {
         const auto byte = static_cast<unsigned char>(ch);
-        if (byte < 0x20 || byte == 0x7f) out += fmt::format("\\x{:02x}", byte);
-        else out += ch;
+        if (byte < 0x20 || byte == 0x7f)
+            out += fmt::format("\\x{:02x}", byte);
+        else
+            out += ch;
     }
     return out;
 }
