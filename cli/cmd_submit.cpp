@@ -33,6 +33,7 @@ struct SubmitOptions {
     std::string account;
     std::string db;
     bool dry_run = false;
+    bool probe = true;
 };
 
 // Slurm's D-HH:MM:SS.
@@ -69,6 +70,7 @@ std::string batch_script(const SweepSpec& spec, const SubmitOptions& o, double l
     s += fmt::format("cd {}\n", quoted(fs::current_path().string()));
     std::string command = fmt::format("exec {} sweep {}", quoted(self_executable()), quoted(fs::absolute(o.file).string()));
     if (!o.db.empty()) command += " --db " + quoted(o.db);
+    if (!o.probe) command += " --no-probe";
     return s + command + "\n";
 }
 
@@ -117,6 +119,7 @@ void add_submit_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--account", o->account, "Slurm account to charge");
     cmd->add_option("--db", o->db, "Results database (default: the sweep's [output] database)");
     cmd->add_flag("--dry-run", o->dry_run, "Print the batch script instead of submitting it");
+    cmd->add_flag("!--no-probe", o->probe, "The job's sweep runs without probes (`tune sweep --no-probe`)");
     cmd->callback([&exit_code, o] { exit_code = run_submit(*o); });
 }
 

@@ -42,7 +42,7 @@ struct SweepCliOptions {
     bool no_report = false;
     bool plan_only = false;
     std::uint32_t nodes = 0;  // with --plan-only: pack onto this many nodes
-    bool probe = false;
+    bool probe = true;
 };
 
 std::string host_name() {
@@ -206,11 +206,13 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                   "Predict the makespan (estimated trial times packed onto the slots [resources] gives), run nothing");
     cmd->add_option("--nodes", o->nodes, "With --plan-only: pack onto this many nodes, as `tune submit --nodes N` would")
         ->check(CLI::Range(1, 4096));
-    // Opt-in: on the demo the probed per-op rates, which leave out element-wise ops, MPI and
-    // per-op overheads, predicted step time worse than calibrated nominal peaks did.
-    cmd->add_flag("--probe", o->probe,
-                  "Estimate step time from rates probed here at start (`tune probe`; cached in the database per "
-                  "host, version and device) instead of the device's nominal peaks");
+    // On by default: without probes a sweep's first estimates rest on the device's nominal peaks, far
+    // from any one machine until calibration has learnt it from the trials.
+    cmd->add_flag("--probe,!--no-probe", o->probe,
+                  "Estimate step time from rates probed here at start (`tune probe`: GEMMs per pass, attention, "
+                  "element-wise ops, optimizers, collectives; a few seconds, cached in the database per host, "
+                  "version and device). On by default for sweeps that run trials; --no-probe uses the device's "
+                  "nominal peaks instead");
     cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

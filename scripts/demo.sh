@@ -6,9 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
-mkdir -p out
-cd out
-# --probe: step time from rates measured here at start (GEMMs per pass, attention, the
-# element-wise ops, collectives per call), a few seconds, cached in demo.db.
-../build/tune sweep --probe ../sweeps/demo.toml
-../build/tune ../sweeps/llama7b.toml
+# A sweep that runs trials first probes its step-time rates here (GEMMs per pass,
+# attention, the element-wise ops, collectives per call): a few seconds, cached
+# in demo.db. Each sweep writes its database and report beside its file (sweeps/).
+build/tune sweep sweeps/demo.toml
+build/tune sweeps/llama7b.toml

@@ -225,7 +225,7 @@ TEST_CASE("a sweep checks its report path before the first trial", "[driver][hos
     test::ScratchDir dir;
     fs::create_directories(dir.file("adir"));
     std::ofstream(dir.file("s.toml")) << kTiny << "[output]\nreport = \"" << dir.file("adir") << "\"\n";
-    auto out = run_tune("sweep --db " + dir.file("r.db") + " " + dir.file("s.toml"));
+    auto out = run_tune("sweep --no-probe --db " + dir.file("r.db") + " " + dir.file("s.toml"));
     INFO(out.output);
     CHECK(out.exit_code == 2);
     CHECK_THAT(out.output, Catch::Contains("directory"));
@@ -238,13 +238,13 @@ TEST_CASE("resources the launcher cannot start here are refused with the reason"
                                          "[space]\ncontext = [64]\n";
     auto v = run_tune("validate " + dir.file("s.toml"));
     CHECK_THAT(v.output, Catch::Contains("cannot start here"));
-    auto out = run_tune("sweep --no-report --db " + dir.file("r.db") + " " + dir.file("s.toml"));
+    auto out = run_tune("sweep --no-probe --no-report --db " + dir.file("r.db") + " " + dir.file("s.toml"));
     INFO(out.output);
     CHECK(out.exit_code == 2);
     CHECK_THAT(out.output, Catch::Contains("4096 nodes") || Catch::Contains("ranks"));
     std::ofstream(dir.file("one.toml")) << "[model]\npreset = \"tiny\"\n[hardware]\ngpus = 1024\ndevice = \"cpu\"\n"
                                            "[space]\ncontext = [64]\n";
-    auto ranks = run_tune("sweep --no-report --db " + dir.file("r1.db") + " " + dir.file("one.toml"));
+    auto ranks = run_tune("sweep --no-probe --no-report --db " + dir.file("r1.db") + " " + dir.file("one.toml"));
     CHECK(ranks.exit_code == 2);
     CHECK_THAT(ranks.output, Catch::Contains("1024 ranks would run on this one host"));
 }

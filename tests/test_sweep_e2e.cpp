@@ -74,7 +74,7 @@ TEST_CASE("a real sweep: statuses add up, the front is true, pruning drops only 
     const fs::path dir = scratch("real");
     // Unlimited: every configuration measured.
     const fs::path all = write_sweep(dir, "all", "1GiB", kSpace);
-    REQUIRE(run_tune("sweep " + all.string() + " --no-report").exit_code == 0);
+    REQUIRE(run_tune("sweep " + all.string() + " --no-probe --no-report").exit_code == 0);
     std::map<std::string, std::uint64_t> measured_peak;
     const json all_trials = export_trials(dir / "all.db")["trials"];
     for (const json& t : all_trials) {
@@ -91,7 +91,7 @@ TEST_CASE("a real sweep: statuses add up, the front is true, pruning drops only 
     std::sort(peaks.begin(), peaks.end());
     const std::uint64_t limit = peaks[peaks.size() / 2];
     const fs::path tight = write_sweep(dir, "tight", std::to_string(limit) + "B", kSpace);
-    auto run = run_tune("sweep " + tight.string());
+    auto run = run_tune("sweep " + tight.string() + " --no-probe");
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.output, Catch::Contains("Pareto front"));
@@ -148,7 +148,7 @@ TEST_CASE("faults injected into tune trial are recorded with the right status", 
         if (fault == "hang") text.replace(text.find("timeout = \"120s\""), 16, "timeout = \"3s\"");
         std::ofstream(sweep) << text;
         auto r = run_command("TUNE_TRIAL_FAULT=" + fault + " " + std::string(TUNE_BINARY) + " sweep " + sweep.string() +
-                             " --no-report 2>&1");
+                             " --no-probe --no-report 2>&1");
         CHECK(r.exit_code == 0);  // the sweep survives its trial
         const json trials = export_trials(dir / ("fault-" + fault + ".db"))["trials"];
         REQUIRE(trials.size() == 1);
@@ -172,7 +172,8 @@ TEST_CASE("a driver killed with SIGKILL at random points resumes, every trial is
             const int null = ::open("/dev/null", O_WRONLY);
             ::dup2(null, 1);
             ::dup2(null, 2);
-            ::execl(TUNE_BINARY, TUNE_BINARY, "sweep", sweep.c_str(), "--no-report", static_cast<char*>(nullptr));
+            ::execl(TUNE_BINARY, TUNE_BINARY, "sweep", sweep.c_str(), "--no-probe", "--no-report",
+                    static_cast<char*>(nullptr));
             _exit(127);
         }
         return pid;
@@ -208,4 +209,23 @@ TEST_CASE("a driver killed with SIGKILL at random points resumes, every trial is
         if (s == "failed") CHECK_THAT(t["reason"].get<std::string>(), Catch::Contains("attempts"));
     }
     CHECK(hashes.size() == 24);  // none duplicated
+}
+
+TEST_CASE("a sweep that runs trials probes its step-time rates by default, and --no-probe keeps the nominal peaks",
+          "[e2e][probe]") {
+    const fs::path dir = scratch("probe-default");
+    const std::string space = "optimizer = [\"adamw\"]\ncontext = [64]\nmicro_batch = [2]";
+    const fs::path probed = write_sweep(dir, "probed", "1GiB", space);
+    const fs::path nominal = write_sweep(dir, "nominal", "1GiB", space);
+    REQUIRE(run_tune("sweep " + probed.string() + " --no-report").exit_code == 0);
+    REQUIRE(run_tune("sweep " + nominal.string() + " --no-probe --no-report").exit_code == 0);
+    // An estimate priced with probes names the machine speed it holds for; a nominal one does not.
+    const json with = export_trials(dir / "probed.db")["trials"];
+    const json without = export_trials(dir / "nominal.db")["trials"];
+    REQUIRE(with.size() == 1);
+    REQUIRE(without.size() == 1);
+    CHECK(with[0]["estimate"].contains("speed_reference_s"));
+    CHECK_FALSE(without[0]["estimate"].contains("speed_reference_s"));
+    // --probe stays accepted.
+    CHECK(run_tune("sweep " + probed.string() + " --probe --no-report").exit_code == 0);
 }

@@ -118,7 +118,7 @@ cd "$WORK" || exit 1
 # Longer trials (a few seconds each) so that two at once overlap in sacct's whole seconds: at 20
 # steps a trial took under a second on the CI VM of 2026-11-26, and the overlap check below failed.
 STEPS=200 write_sweep alloc cpu '"adamw", "lion", "adafactor"' '128, 256'
-salloc --nodes=1 --exclusive --job-name=tune-alloc "$TUNE" sweep alloc.toml --no-report >"$WORK/alloc.log" 2>&1
+salloc --nodes=1 --exclusive --job-name=tune-alloc "$TUNE" sweep alloc.toml --no-probe --no-report >"$WORK/alloc.log" 2>&1
 check "the sweep in salloc exits 0" test $? -eq 0
 cat "$WORK/alloc.log"
 check "six trials ok" test "$(count_status alloc.db ok)" -eq 6
@@ -143,7 +143,7 @@ sed -i 's/^memory_limit = .*/memory_limit = "8GiB"/' gres.toml  # room for the C
 # TUNE_TEST_GPUS: the driver, built without CUDA here, hands out the two GRES GPUs to the stand-in.
 FAKE_TRIAL_SLEEP=2 FAKE_TRIAL_LOG="$WORK/gres.placed" TUNE_TRIAL_PROGRAM="$SOURCE_DIR/tests/support/fake_trial.py" \
     TUNE_TEST_GPUS=2 \
-    salloc --nodes=1 --exclusive --job-name=tune-gres "$TUNE" sweep gres.toml --no-report >"$WORK/gres.log" 2>&1
+    salloc --nodes=1 --exclusive --job-name=tune-gres "$TUNE" sweep gres.toml --no-probe --no-report >"$WORK/gres.log" 2>&1
 check "the GPU sweep in salloc exits 0" test $? -eq 0
 cat "$WORK/gres.log"
 check "four GPU trials ok" test "$(count_status gres.db ok)" -eq 4
@@ -160,7 +160,7 @@ check "both GPUs were used" test "$(grep -o '"gpus": "[01]"' "$WORK/gres.placed"
 
 # ---- 3. tune submit, requeued while trials run, resumes
 STEPS=30 write_sweep batch cpu '"adamw", "lion", "adafactor", "adam8bit"' '64, 128, 256'
-submitted=$("$TUNE" submit batch.toml --time 10m)
+submitted=$("$TUNE" submit batch.toml --time 10m --no-probe)
 echo "$submitted"
 job=$(echo "$submitted" | sed -n 's/.* as job \([0-9]*\).*/\1/p')
 check "tune submit prints the job id" test -n "$job"
@@ -208,7 +208,7 @@ check "the batch script asks for SIGINT before the time limit" \
 write_sweep late cpu '"adamw", "lion", "adafactor", "adam8bit", "lomo"' '32, 64, 128, 256'
 sed -i -e 's/^\[space\]/[space]\nprecision = ["fp32", "bf16-mixed"]/' -e 's/^timeout = .*/timeout = "10s"/' late.toml
 late=$(FAKE_TRIAL_SLEEP=3 TUNE_TRIAL_PROGRAM="$SOURCE_DIR/tests/support/fake_trial.py" \
-    "$TUNE" submit late.toml --time 1m | sed -n 's/.* as job \([0-9]*\).*/\1/p')
+    "$TUNE" submit late.toml --time 1m --no-probe | sed -n 's/.* as job \([0-9]*\).*/\1/p')
 wait_job_gone "$late"
 cat "$WORK"/tune-late-*.log
 late_state=$(job_final_state "$late")
