@@ -37,6 +37,7 @@ struct BestOptions {
     std::string by = "tokens_per_s";
     std::size_t top = 5;
     bool json = false;
+    bool allow_risk = false;
     std::string emit;
 };
 
@@ -49,6 +50,7 @@ BestQuery to_query(const BestOptions& o) {
     q.equal = o.dims.given();
     q.by = o.by == "peak_memory" ? BestBy::peak_memory : BestBy::tokens_per_s;
     q.top = std::max<std::size_t>(o.top, 1);
+    q.allow_risk = o.allow_risk;
     return q;
 }
 
@@ -89,7 +91,18 @@ void print_ties(const BestAnswer& a) {
                fmt::join(names, ", "), kNoiseSigmas);
 }
 
-void print_answer(const BestAnswer& a) {
+// The best configuration with a convergence risk, when it outranked the answer: what it gains and why not.
+void print_alternative(const BestAnswer& a, BestBy by) {
+    if (!a.risky_alternative) return;
+    const TrialRecord& t = *a.risky_alternative;
+    fmt::print(
+        "Alternative with a {}: trial {} of {} ({}): {} over the best; {}. --allow-risk ranks it with the "
+        "rest.\n",
+        kConvergenceRiskLabel, t.id, t.sweep_name, summary(t.result.config), alternative_gain(a, by),
+        *convergence_risk(t.result.config));
+}
+
+void print_answer(const BestAnswer& a, BestBy by) {
     const bool measured = a.basis == Basis::measured;
     std::vector<std::string> header{"#", "front", "sweep", "trial"};
     for (const char* h : {"tokens/s", "peak", "step s", "MFU"}) header.push_back(measured ? h : fmt::format("est. {}", h));
@@ -109,6 +122,7 @@ void print_answer(const BestAnswer& a) {
                    "unmeasured\nconfigurations are predicted to fit; front: on the predicted Pareto front among those "
                    "that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));
     fmt::print("{}", risk_footnotes(configs));
+    print_alternative(a, by);
     print_ties(a);
     fmt::print("Reproduce the best{}:\n  {}\n", measured ? "" : " (predicted; run it to measure it)",
                trial_command(a.ranked.front().result.config));
@@ -119,7 +133,7 @@ void print_why(const BestAnswer& a, std::string_view title) {
     for (const auto& why : a.why_none) fmt::print("  - {}\n", why);
 }
 
-nlohmann::json answer_json(const BestAnswer& a) {
+nlohmann::json answer_json(const BestAnswer& a, BestBy by) {
     if (a.ranked.empty()) return {{"best", nullptr}, {"basis", to_string(a.basis)}, {"why", a.why_none}};
     auto ranked_json = [&](std::size_t i) {
         nlohmann::json j = record_json(a.ranked[i]);
@@ -130,19 +144,26 @@ nlohmann::json answer_json(const BestAnswer& a) {
     };
     nlohmann::json runners = nlohmann::json::array();
     for (std::size_t i = 1; i < a.ranked.size(); ++i) runners.push_back(ranked_json(i));
+    nlohmann::json alternative = nullptr;
+    if (a.risky_alternative) {
+        alternative = record_json(*a.risky_alternative);
+        alternative["convergence_risk"] = *convergence_risk(a.risky_alternative->result.config);
+        alternative["gain"] = alternative_gain(a, by);
+    }
     return {{"best", ranked_json(0)},
             {"basis", to_string(a.basis)},
             {"command", trial_command(a.ranked.front().result.config)},
             {"runners_up", runners},
+            {"risky_alternative", alternative},
             {"ties_within_noise", a.tied_with_best},
             {"qualifying", a.qualifying}};
 }
 
 // The measured answer first (its keys at the top level, as before); the predicted one beside it.
-void print_json(const BestAnswer& measured, const BestAnswer& predicted) {
-    nlohmann::json out = answer_json(measured);
+void print_json(const BestAnswer& measured, const BestAnswer& predicted, BestBy by) {
+    nlohmann::json out = answer_json(measured, by);
     out["measured_ok"] = measured.measured_ok;
-    out["predicted"] = answer_json(predicted);
+    out["predicted"] = answer_json(predicted, by);
     fmt::print("{}\n", dump_json(out));
 }
 
@@ -160,7 +181,7 @@ int run_best(const BestOptions& o) {
         return kExitOk;
     }
     if (o.json) {
-        print_json(measured, predicted);
+        print_json(measured, predicted, query.by);
         return any ? kExitOk : kExitNo;
     }
     if (!any) {
@@ -168,11 +189,12 @@ int run_best(const BestOptions& o) {
         if (predicted.measured_ok > 0) print_why(predicted, "Nor among the predictions");
         return kExitNo;
     }
-    if (!measured.ranked.empty()) print_answer(measured);
+    if (!measured.ranked.empty())
+        print_answer(measured, query.by);
     else print_why(measured, "Nothing measured qualifies");
     if (!predicted.ranked.empty()) {
         fmt::print("\n");
-        print_answer(predicted);
+        print_answer(predicted, query.by);
     }
     return kExitOk;
 }
@@ -180,9 +202,12 @@ int run_best(const BestOptions& o) {
 }  // namespace
 
 void add_best_command(CLI::App& app, int& exit_code) {
-    auto* cmd = app.add_subcommand("best", "The best configuration that meets the constraints: measured first, then the best predicted\n"
+    auto* cmd = app.add_subcommand(
+        "best",
+        "The best configuration that meets the constraints: measured first, then the best predicted\n"
         "(estimates only, labelled \"predicted\") among the configurations not measured, e.g. of an\n"
-        "estimate-only sweep. Exit 0 when something qualifies, 1 when nothing does.");
+        "estimate-only sweep. Configurations without a convergence risk rank first (--allow-risk: together).\n"
+        "Exit 0 when something qualifies, 1 when nothing does.");
     auto o = std::make_shared<BestOptions>();
     add_database_flags(cmd, o->db);
     cmd->add_option("--sweep", o->sweep, "Only this sweep (default: every sweep)");
@@ -194,6 +219,9 @@ void add_best_command(CLI::App& app, int& exit_code) {
         ->check(CLI::IsMember({"tokens_per_s", "peak_memory"}));
     cmd->add_option("--top", o->top, "How many to show, the best included (default 5)")->check(CLI::PositiveNumber);
     cmd->add_flag("--json", o->json, "Print JSON");
+    cmd->add_flag("--allow-risk", o->allow_risk,
+                  "Rank configurations with a convergence risk (pure bf16: no fp32 master weights) with the rest; by "
+                  "default those without one come first and the best risky one is shown as an alternative");
     add_emit_flag(cmd, o->emit)->excludes("--json");
     cmd->callback([&exit_code, o] { exit_code = run_best(*o); });
 }

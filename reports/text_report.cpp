@@ -1,5 +1,7 @@
 #include "reports/text_report.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "reports/accuracy.h"
@@ -66,8 +68,11 @@ std::string what_to_run_text(const SweepData& sweep) {
     for (const WhatToRunRow& row : rows)
         if (row.trial) configs.push_back(&sweep.trials[*row.trial].result.config);
     const bool notes = any_risk(configs);
+    const bool alternatives =
+        std::any_of(rows.begin(), rows.end(), [](const WhatToRunRow& r) { return r.alternative; });
     std::vector<std::string> header{"memory per GPU", "context", "basis", "trial", "configuration", "tokens/s", "peak"};
     if (notes) header.emplace_back("note");
+    if (alternatives) header.emplace_back("alternative with convergence risk");
     TextTable t(header);
     for (const WhatToRunRow& row : rows) {
         if (!row.trial) {
@@ -81,6 +86,7 @@ std::string what_to_run_text(const SweepData& sweep) {
                                        throughput_text(answer_tokens_per_s(sweep, row)),
                                        bytes_text(answer_peak(sweep, row))};
         if (notes) cells.push_back(risk_cell_text(r.result.config));
+        if (alternatives) cells.push_back(alternative_text(sweep, row));
         t.add_row(std::move(cells));
     }
     std::string out = t.render("  ") + risk_footnotes(configs);

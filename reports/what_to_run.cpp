@@ -4,6 +4,9 @@
 #include <set>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
+#include "core/dimensions.h"
 #include "core/pareto.h"
 #include "core/units.h"
 #include "reports/report_format.h"
@@ -47,7 +50,13 @@ std::vector<std::uint64_t> what_to_run_budgets(const SweepData& sweep) {
     return out;
 }
 
-std::vector<WhatToRunRow> what_to_run(const SweepData& sweep) {
+std::vector<Optimizer> sweep_optimizers(const SweepData& sweep) {
+    std::set<Optimizer> used;
+    for (const TrialRecord& t : sweep.trials) used.insert(t.result.config.optimizer);
+    return {used.begin(), used.end()};
+}
+
+std::vector<WhatToRunRow> what_to_run(const SweepData& sweep, const WhatToRunChoice& choice) {
     std::set<std::uint32_t> contexts;
     for (const TrialRecord& t : sweep.trials)
         if (known_peak(t)) contexts.insert(t.result.config.context);
@@ -55,9 +64,11 @@ std::vector<WhatToRunRow> what_to_run(const SweepData& sweep) {
     for (std::size_t i = 0; i < sweep.trials.size(); ++i) index.emplace(sweep.trials[i].id, i);
 
     const std::vector<std::uint64_t> budgets = what_to_run_budgets(sweep);
+    const auto optimizer_dimension = static_cast<std::size_t>(find_dimension("optimizer") - dimensions().data());
     std::vector<WhatToRunRow> rows;
     for (std::uint64_t b : budgets)
-        for (std::uint32_t c : contexts) rows.push_back({b, b == sweep.memory_limit, c, std::nullopt, Basis::measured});
+        for (std::uint32_t c : contexts)
+            rows.push_back({b, b == sweep.memory_limit, c, std::nullopt, Basis::measured, {}, {}});
     for (std::uint32_t c : contexts) {
         const std::vector<TrialRecord> trials = at_context(sweep, c);
         for (WhatToRunRow& row : rows) {
@@ -67,11 +78,17 @@ std::vector<WhatToRunRow> what_to_run(const SweepData& sweep) {
             // comparison (on the CPU backend it excludes the process's baseline, which the peak includes).
             if (!row.budget_is_limit) q.max_memory = row.budget;
             q.top = 1;
+            q.allow_risk = choice.allow_risk;
+            if (choice.optimizer) q.equal.emplace_back(optimizer_dimension, static_cast<DimValue>(*choice.optimizer));
             BestAnswer a = rank_best(trials, q, sweep.summary.counts);
             if (a.ranked.empty()) a = rank_predicted(trials, q);
             if (a.ranked.empty()) continue;
             row.trial = index.at(a.ranked.front().id);
             row.basis = a.basis;
+            if (a.risky_alternative) {
+                row.alternative = index.at(a.risky_alternative->id);
+                row.alternative_gain = alternative_gain(a, q.by);
+            }
         }
     }
     return rows;
@@ -85,6 +102,12 @@ std::uint64_t answer_peak(const SweepData& sweep, const WhatToRunRow& row) {
 double answer_tokens_per_s(const SweepData& sweep, const WhatToRunRow& row) {
     const TrialResult& r = sweep.trials.at(*row.trial).result;
     return row.basis == Basis::measured ? r.tokens_per_s : r.estimate->tokens_per_s;
+}
+
+std::string alternative_text(const SweepData& sweep, const WhatToRunRow& row) {
+    if (!row.alternative) return {};
+    const TrialRecord& t = sweep.trials.at(*row.alternative);
+    return fmt::format("trial {} ({}): {}", t.id, summary(t.result.config), row.alternative_gain);
 }
 
 std::string budget_text(const WhatToRunRow& row) {

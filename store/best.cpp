@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/convergence_risk.h"
 #include "core/noise_ties.h"
 #include "core/pareto.h"
 #include "core/units.h"
@@ -144,6 +145,17 @@ std::vector<TrialId> ties_with_best(const std::vector<TrialRecord>& ranked) {
     return ids;
 }
 
+bool risky(const TrialRecord& t) { return convergence_risk(t.result.config).has_value(); }
+
+// Configurations without a convergence risk first, each group in its order; when a risky one led,
+// it becomes the alternative. Where every configuration is risky the best stays the best.
+void risk_free_first(BestAnswer& answer) {
+    auto& ranked = answer.ranked;
+    if (!risky(ranked.front()) || std::all_of(ranked.begin(), ranked.end(), risky)) return;
+    answer.risky_alternative = ranked.front();
+    std::stable_partition(ranked.begin(), ranked.end(), [](const TrialRecord& t) { return !risky(t); });
+}
+
 // Ranks the trials in scope (already reduced to the basis's candidates) under the query.
 BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const StatusCounts& counts, Basis basis) {
     const auto cs = constraints_of(query, basis);
@@ -158,6 +170,7 @@ BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const St
     }
     std::sort(answer.ranked.begin(), answer.ranked.end(),
               [&](const TrialRecord& a, const TrialRecord& b) { return ranks_before(a, b, query.by, basis); });
+    if (!query.allow_risk) risk_free_first(answer);
     std::vector<std::optional<ParetoPoint>> points;
     for (const TrialRecord& t : answer.ranked)
         points.push_back(basis == Basis::measured ? measured_point(t.result) : predicted_point(t.result));
@@ -196,6 +209,19 @@ Scope scope_of(const Store& store, const BestQuery& query) {
 }
 
 }  // namespace
+
+std::string alternative_gain(const BestAnswer& a, BestBy by) {
+    if (!a.risky_alternative || a.ranked.empty()) return {};
+    const TrialRecord& best = a.ranked.front();
+    const TrialRecord& alt = *a.risky_alternative;
+    if (by == BestBy::tokens_per_s) {
+        const double ratio = rate_of(alt, a.basis) / std::max(rate_of(best, a.basis), 1e-300);
+        return fmt::format("{:+.0f}% tokens/s", (ratio - 1) * 100);
+    }
+    const double ratio =
+        static_cast<double>(peak_of(alt, a.basis)) / std::max<double>(static_cast<double>(peak_of(best, a.basis)), 1);
+    return fmt::format("{:+.0f}% peak memory", (ratio - 1) * 100);
+}
 
 BestAnswer rank_best(std::vector<TrialRecord> ok_trials, const BestQuery& query, const StatusCounts& scope_counts) {
     std::erase_if(ok_trials, [](const TrialRecord& t) { return t.result.status != TrialStatus::ok || !t.measured; });

@@ -33,6 +33,9 @@ struct BestQuery {
     std::vector<std::pair<std::size_t, DimValue>> equal;
     BestBy by = BestBy::tokens_per_s;
     std::size_t top = 5;                       // best plus runners-up
+    // Rank configurations with a convergence risk (core/convergence_risk) among the rest; by default
+    // every configuration without one ranks first, and the best risky one is offered as the alternative.
+    bool allow_risk = false;
 };
 
 struct BestAnswer {
@@ -45,10 +48,17 @@ struct BestAnswer {
     // Measured, by tokens/s: the qualifying trials (shown or not) whose throughput is within
     // noise of the best's, best first (core/noise_ties.h); empty when none ties with it.
     std::vector<TrialId> tied_with_best;
+    // Without allow_risk, when a configuration with a convergence risk outranks the best: the best of
+    // those, which the answer shows beside the best as an alternative with what it gains.
+    std::optional<TrialRecord> risky_alternative;
 };
 
+// What the alternative gains over the best by the query's order: "+12% tokens/s" or "-20% peak memory".
+std::string alternative_gain(const BestAnswer& a, BestBy by);
+
 // Ranking: by tokens/s (higher first; ties to the lower peak) or by peak memory
-// (lower first; ties to the higher tokens/s); remaining ties to the earlier trial.
+// (lower first; ties to the higher tokens/s); remaining ties to the earlier trial;
+// configurations with a convergence risk after all others unless allow_risk.
 // Throws ConfigError when the named sweep does not exist.
 BestAnswer find_best(const Store& store, const BestQuery& query);
 

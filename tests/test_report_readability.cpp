@@ -256,8 +256,9 @@ TEST_CASE("pure bf16 is flagged as a convergence risk wherever it is recommended
     const std::string path = test::tiny_fixture_db(dir);
     const Store db(path, Store::Mode::read_only);
     const std::string html = html_report(db, std::vector<std::string>{"tiny-demo"});
-    // In the front, the predicted front and the panel: exactly the pure bf16 rows carry the note.
-    for (const char* id : {"s0-front-table", "s0-predicted-table", "s0-what-to-run-table"}) {
+    // In the front, the predicted front and the panel ranking them with the rest: exactly the pure bf16 rows
+    // carry the note.
+    for (const char* id : {"s0-front-table", "s0-predicted-table", "s0-what-to-run-risk-any"}) {
         INFO(id);
         const std::string table = table_html(html, id);
         const auto rows = body_rows(table);
@@ -274,19 +275,44 @@ TEST_CASE("pure bf16 is flagged as a convergence risk wherever it is recommended
         CHECK(flagged > 0);
     }
     CHECK(html.find("title=\"pure bf16 keeps no fp32 master weights") != std::string::npos);
+    // By default the panel answers with configurations without the risk, and offers the faster pure bf16 one
+    // beside each answer with what it gains.
+    {
+        const std::string table = table_html(html, "s0-what-to-run-table");
+        const std::size_t note = column_of(table, "note");
+        const std::size_t alternative = column_of(table, "alternative with convergence risk");
+        std::size_t offered = 0;
+        for (const auto& row : body_rows(table)) {
+            CHECK(cell_text(row[note]).empty());
+            if (cell_text(row[alternative]).empty()) continue;
+            CHECK_THAT(cell_text(row[alternative]), Catch::Contains(" bf16 ") && Catch::Contains("% tokens/s"));
+            ++offered;
+        }
+        CHECK(offered > 0);
+    }
 
     const std::string text = render_text_report(std::vector<SweepData>{load_sweep_data(db, "tiny-demo")});
     CHECK(text.find("convergence risk: pure bf16 keeps no fp32 master weights") != std::string::npos);
 
-    // tune best: the note column, its footnote, the JSON field, and the export.
+    // tune best: the answer without the risk, the faster risky one as the alternative; --allow-risk ranks
+    // them together: the note column, its footnote, the JSON field, and the export.
     const auto best = test::run_tune("best --db " + path);
     INFO(best.output);
-    CHECK(best.output.find("note") != std::string::npos);
-    CHECK(best.output.find("convergence risk: pure bf16") != std::string::npos);
-    const auto json = nlohmann::json::parse(test::run_tune("best --json --db " + path + "").output);
+    CHECK_THAT(best.output, Catch::Contains("Alternative with a convergence risk: trial") &&
+                                Catch::Contains("% tokens/s over the best; pure bf16"));
+    const auto safe = nlohmann::json::parse(test::run_tune("best --json --db " + path).output);
+    CHECK(safe["best"]["config"]["precision"] != "bf16");
+    CHECK(safe["risky_alternative"]["config"]["precision"] == "bf16");
+    CHECK_THAT(safe["risky_alternative"]["gain"].get<std::string>(), Catch::StartsWith("+"));
+    CHECK(test::run_tune("best --emit deepspeed --db " + path).output.find("convergence risk") == std::string::npos);
+    const auto together = test::run_tune("best --allow-risk --db " + path);
+    CHECK(together.output.find("note") != std::string::npos);
+    CHECK(together.output.find("convergence risk: pure bf16") != std::string::npos);
+    const auto json = nlohmann::json::parse(test::run_tune("best --allow-risk --json --db " + path).output);
     CHECK(json["best"]["config"]["precision"] == "bf16");
+    CHECK(json["risky_alternative"].is_null());
     CHECK_THAT(json["best"]["convergence_risk"].get<std::string>(), Catch::StartsWith("pure bf16"));
-    const auto emitted = test::run_tune("best --emit deepspeed --db " + path);
+    const auto emitted = test::run_tune("best --allow-risk --emit deepspeed --db " + path);
     CHECK(emitted.output.find("# convergence risk: pure bf16") != std::string::npos);
     for (Framework f : {Framework::deepspeed, Framework::accelerate_fsdp, Framework::torchrun, Framework::hf_trainer}) {
         const RenderedExport r = render(export_config(f, pure), f);

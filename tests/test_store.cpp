@@ -567,3 +567,44 @@ TEST_CASE("the step-time noise is stored beside the median and exported under th
     CHECK(j["measured"]["timed_steps"].get<std::uint64_t>() == 4);
     CHECK(j["measured"]["step_cv"].get<double>() == Approx(*t->step_cv));
 }
+
+TEST_CASE("best ranks configurations without a convergence risk first and offers the risky one",
+          "[store][best][risk]") {
+    ScratchDir dir;
+    Store db(dir.file("t.db"), kRw);
+    const SweepId sweep = db.open_sweep(sample_sweep("s"), false).id;
+    auto config = [](Precision p, int i) {
+        TrialConfig c = sample_config(i);
+        c.precision = p;
+        return c;
+    };
+    const TrialId pure = measured(db, sweep, config(Precision::bf16, 1), 1200, 30 * GiB);  // fastest, risky
+    const TrialId mixed = measured(db, sweep, config(Precision::bf16_mixed, 2), 1000, 40 * GiB);
+    const TrialId fp32 = measured(db, sweep, config(Precision::fp32, 3), 500, 60 * GiB);
+    auto ids = [](const BestAnswer& answer) {
+        std::vector<TrialId> out;
+        for (const auto& t : answer.ranked) out.push_back(t.id);
+        return out;
+    };
+    BestQuery q;
+    const BestAnswer safe = find_best(db, q);
+    CHECK(ids(safe) == std::vector<TrialId>{mixed, fp32, pure});
+    REQUIRE(safe.risky_alternative);
+    CHECK(safe.risky_alternative->id == pure);
+    CHECK(alternative_gain(safe, q.by) == "+20% tokens/s");
+    CHECK(safe.on_front == std::vector<bool>{false, false, true});  // the front is over all that qualify
+    q.allow_risk = true;
+    const BestAnswer together = find_best(db, q);
+    CHECK(ids(together) == std::vector<TrialId>{pure, mixed, fp32});
+    CHECK_FALSE(together.risky_alternative);
+    // By memory: pure bf16 is also the smallest; where only risky ones qualify, the best is risky, no alternative.
+    q = {};
+    q.by = BestBy::peak_memory;
+    const BestAnswer small = find_best(db, q);
+    CHECK(ids(small).front() == mixed);
+    CHECK(alternative_gain(small, q.by) == "-25% peak memory");
+    q.max_memory = 35 * GiB;
+    const BestAnswer only = find_best(db, q);
+    CHECK(ids(only) == std::vector<TrialId>{pure});
+    CHECK_FALSE(only.risky_alternative);
+}

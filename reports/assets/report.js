@@ -399,6 +399,31 @@
     document.body.setAttribute('data-window-px', String(window.innerWidth));
   }
 
+  // ----------------------------------------------------------- what to run
+
+  // The panel's choices: each (optimizer, risk) pair has its table in the page, hidden but the
+  // default's; the controls, hidden without JavaScript, show the chosen one.
+  function whatToRunChoices() {
+    Array.prototype.forEach.call(document.querySelectorAll('div.wtr-controls'), function (controls) {
+      var optimizer = controls.querySelector('select.wtr-optimizer');
+      var risk = controls.querySelector('input.wtr-risk');
+      var choices = [];
+      for (var next = controls.nextElementSibling; next && next.classList.contains('wtr-choice');
+           next = next.nextElementSibling) choices.push(next);
+      function show() {
+        var key = optimizer.value;
+        if (!choices.some(function (c) { return c.getAttribute('data-optimizer') === key; })) key = 'any';
+        choices.forEach(function (c) {
+          c.hidden = !(c.getAttribute('data-optimizer') === key &&
+                       c.getAttribute('data-risk') === (risk.checked ? '1' : '0'));
+        });
+      }
+      optimizer.addEventListener('change', show);
+      risk.addEventListener('change', show);
+      controls.hidden = false;
+    });
+  }
+
   // Timings on <body> are milliseconds since navigation started (parsing included).
   function main() {
     var data = JSON.parse(document.getElementById('report-data').textContent);
@@ -410,6 +435,7 @@
       tables.push(DataTable.fromData(holder, spec));
     });
     document.body.setAttribute('data-tables-ms', performance.now().toFixed(0));
+    whatToRunChoices();
     drawCharts(data.charts);
     if (location.hash === '#measure') {
       measureLayout();
