@@ -8,11 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/collapsed_values.h"
+#include "core/units.h"
 #include "launch/launch.h"
 #include "reports/text_table.h"
 #include "search/space.h"
 #include "search/spec.h"
-#include "core/units.h"
 
 namespace tune::cli {
 namespace {
@@ -42,9 +43,16 @@ void print_text(const SweepSpec& spec, const SpaceCounts& counts) {
                spec.device == "auto" ? " (resolved when the sweep runs)" : "", format_bytes(spec.memory_limit()),
                limit_source, spec.margin * 100, format_bytes(spec.usable_memory()));
     out += fmt::format("  space     {} = {} combinations\n", dimension_product(spec.space), counts.total);
-    out += fmt::format("  invalid   {}\n", counts.total - counts.valid);
+    const auto collapsed = counts.invalid.find(kCollapsedKind);
+    const std::uint64_t n_collapsed = collapsed == counts.invalid.end() ? 0 : collapsed->second.count;
+    out += fmt::format("  invalid   {}\n", counts.total - counts.valid - n_collapsed);
     for (const auto& [kind, group] : counts.invalid)
-        out += fmt::format("              {:>6}  {}  (e.g. {})\n", group.count, kind, group.example);
+        if (kind != kCollapsedKind)
+            out += fmt::format("              {:>6}  {}  (e.g. {})\n", group.count, kind, group.example);
+    // Values the engine runs identically to another value in the space: those configurations run once.
+    if (n_collapsed > 0)
+        out += fmt::format("  collapsed {}  (run once, as the value they equal; e.g. {})\n", n_collapsed,
+                           collapsed->second.example);
     out += fmt::format("  runnable  {}\n", counts.valid);
     out += fmt::format("  trial     {} steps ({} warmup), timeout {}, launcher {}\n", spec.trial.steps, spec.trial.warmup,
                format_duration(spec.trial.timeout_s), spec.trial.launcher);
@@ -62,7 +70,14 @@ void print_text(const SweepSpec& spec, const SpaceCounts& counts) {
 
 void print_json(const SweepSpec& spec, const SpaceCounts& counts) {
     nlohmann::json invalid = nlohmann::json::object();
-    for (const auto& [kind, group] : counts.invalid) invalid[kind] = {{"count", group.count}, {"example", group.example}};
+    nlohmann::json collapsed = nullptr;
+    for (const auto& [kind, group] : counts.invalid) {
+        const nlohmann::json j{{"count", group.count}, {"example", group.example}};
+        if (kind == kCollapsedKind)
+            collapsed = j;
+        else
+            invalid[kind] = j;
+    }
     nlohmann::json out{{"file", spec.path.string()},
                        {"name", spec.name},
                        {"model", spec.model},
@@ -73,7 +88,8 @@ void print_json(const SweepSpec& spec, const SpaceCounts& counts) {
                        {"usable_memory", spec.usable_memory()},
                        {"combinations", counts.total},
                        {"runnable", counts.valid},
-                       {"invalid", invalid}};
+                       {"invalid", invalid},
+                       {"collapsed", collapsed}};
     fmt::print("{}\n", out.dump(2));
 }
 

@@ -2,8 +2,11 @@
 
 #include <limits>
 #include <stdexcept>
+#include <unordered_set>
 
 #include <fmt/format.h>
+
+#include "core/collapsed_values.h"
 
 namespace tune {
 
@@ -60,6 +63,25 @@ std::uint64_t SpaceSpec::size() const {
     return n;
 }
 
+namespace {
+
+// A valid candidate the engine runs identically to another valid one of the space (core/collapsed_values)
+// is not run again: it carries the other's summary and why.
+void mark_collapsed(std::vector<Candidate>& candidates) {
+    std::unordered_set<std::string> runnable;
+    for (const Candidate& c : candidates)
+        if (c.valid()) runnable.insert(config_hash(c.config));
+    for (Candidate& c : candidates) {
+        if (!c.valid()) continue;
+        const auto collapse = collapsed(c.config);
+        if (!collapse || !runnable.contains(config_hash(collapse->same_as))) continue;
+        c.invalid_kind = kCollapsedKind;
+        c.invalid_reason = fmt::format("the same run as {}: {}", summary(collapse->same_as), collapse->why);
+    }
+}
+
+}  // namespace
+
 std::vector<Candidate> expand_space(const SweepSpec& spec) {
     const SpaceSpec& s = spec.space;
     std::vector<Candidate> out;
@@ -96,6 +118,7 @@ std::vector<Candidate> expand_space(const SweepSpec& spec) {
             digit[d] = 0;
         }
     }
+    mark_collapsed(out);
     return out;
 }
 

@@ -1,8 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "core/collapsed_values.h"
 #include "search/space.h"
+#include "tests/support/run_command.h"
 
 using namespace tune;
 
@@ -95,4 +100,45 @@ beta2 = 0.95
     CHECK(c.seed == 7);
     CHECK(c.beta2 == Approx(0.95));
     CHECK(c.memory_limit == 64ull << 20);
+}
+
+TEST_CASE("a value the engine runs as another value of the space collapses into it, and says why",
+          "[space][collapse]") {
+    auto spec_with = [](const std::string& checkpointing) {
+        return parse_sweep("[model]\npreset = \"tiny\"\n[space]\ncheckpointing = " + checkpointing +
+                               "\nattention = [\"flash\", \"eager\"]\ncontext = [128]\n",
+                           "t.toml");
+    };
+    const auto candidates = expand_space(spec_with(R"(["none", "selective", "full"])"));
+    REQUIRE(candidates.size() == 6);
+    std::size_t collapsed_count = 0;
+    for (const auto& c : candidates) {
+        const bool same_as_none =
+            c.config.checkpointing == Checkpointing::selective && c.config.attention == Attention::flash;
+        INFO(summary(c.config));
+        CHECK(c.valid() == !same_as_none);  // selective with eager attention drops the scores: its own run
+        if (!same_as_none) continue;
+        ++collapsed_count;
+        CHECK(c.invalid_kind == kCollapsedKind);
+        CHECK_THAT(c.invalid_reason, Catch::StartsWith("the same run as ") && Catch::Contains("no attention scores"));
+    }
+    CHECK(collapsed_count == 1);
+    CHECK(count(candidates).invalid.at(std::string(kCollapsedKind)).count == 1);
+    // Without none in the space, selective with flash is the only such run: it stays.
+    for (const auto& c : expand_space(spec_with(R"(["selective", "full"])"))) CHECK(c.valid());
+}
+
+TEST_CASE("tune validate lists collapsed values apart from invalid ones", "[space][collapse][cli]") {
+    const std::string path = std::string(TUNE_BUILD_DIR) + "/collapse-validate.toml";
+    std::ofstream(path) << "[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n[space]\n"
+                           "checkpointing = [\"none\", \"selective\"]\ncontext = [128]\n";
+    const auto r = tune::test::run_tune("validate " + path);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output,
+               Catch::Contains("invalid   0") && Catch::Contains("collapsed 1") && Catch::Contains("the same run as"));
+    const auto j = nlohmann::json::parse(tune::test::run_tune("validate --json " + path).output);
+    CHECK(j["collapsed"]["count"] == 1);
+    CHECK(j["runnable"] == 1);
+    CHECK(j["invalid"].empty());
 }
