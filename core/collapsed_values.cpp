@@ -8,8 +8,9 @@ std::optional<Collapse> collapsed(const TrialConfig& c) {
     if (c.checkpointing == Checkpointing::selective && c.attention == Attention::flash) {
         TrialConfig same = c;
         same.checkpointing = Checkpointing::none;
-        return Collapse{same, "with flash attention, selective checkpointing keeps and recomputes what none does "
-                              "(flash attention holds no attention scores for it to drop)"};
+        return Collapse{same,
+                        "with flash attention, selective checkpointing keeps and recomputes what none does "
+                        "(flash attention holds no attention scores for it to drop)"};
     }
     return std::nullopt;
 }

@@ -39,10 +39,15 @@ nlohmann::json breakdown_spec(const SweepData& sweep, const std::vector<std::siz
                               const std::vector<Component>& components) {
     nlohmann::json labels = nlohmann::json::array();
     std::uint64_t largest = 0;
+    const auto drawn_total = [&](const MemoryBreakdown& m) {
+        std::uint64_t sum = 0;
+        for (Component c : components) sum += m[c];
+        return sum;
+    };
     for (auto i : trials) {
         const TrialResult& r = sweep.trials[i].result;
         labels.push_back(fmt::format("trial {}", sweep.trials[i].id));
-        largest = std::max({largest, r.memory.total(), r.estimate ? r.estimate->memory.total() : 0});
+        largest = std::max({largest, drawn_total(r.memory), r.estimate ? drawn_total(r.estimate->memory) : 0});
     }
     const ByteUnit unit = byte_unit_for(largest);
     nlohmann::json series = nlohmann::json::array();
@@ -93,7 +98,19 @@ void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& 
     std::string caption = "Per GPU, at the moment of the peak. Left bar of each pair: estimated; right: measured.";
     if (sweep.front.size() > trials.size())
         caption += fmt::format(" The first {} of {} front configurations, by peak memory.", trials.size(), sweep.front.size());
-    write_chart(html, page, prefix + "breakdown-chart", breakdown_spec(sweep, trials, components), caption);
+    // The overhead (the process's baseline, the CUDA context) is the same in every bar and can dwarf
+    // the states that differ: the chart leaves it out and says so; the table keeps it.
+    std::vector<Component> drawn = components;
+    std::erase(drawn, Component::overhead);
+    if (drawn.size() < components.size() && !drawn.empty())
+        caption += fmt::format(
+            " The bars leave out the overhead (the process's baseline{}), alike in every "
+            "configuration: {} measured in the first; the table below has it.",
+            sweep.summary.record.backend == "cpu" ? "" : " and the CUDA context",
+            bytes_text(sweep.trials[trials.front()].result.memory[Component::overhead]));
+    else
+        drawn = components;
+    write_chart(html, page, prefix + "breakdown-chart", breakdown_spec(sweep, trials, drawn), caption);
     breakdown_table(sweep, trials, components).write(html, prefix + "breakdown-table", false, "");
     html.close("section");
 }

@@ -103,9 +103,32 @@ nlohmann::json front_line(const SweepData& sweep, ByteUnit unit) {
     return points;
 }
 
+namespace {
+
+// The process's baseline a CPU sweep's peaks hold beside what the limit bounds: the median of the
+// trials' overhead component, measured where they ran, else estimated; 0 when none says.
+std::uint64_t cpu_baseline(const SweepData& sweep) {
+    std::vector<std::uint64_t> seen;
+    for (const TrialRecord& t : sweep.trials) {
+        if (plottable(t))
+            seen.push_back(t.result.memory[Component::overhead]);
+        else if (t.result.estimate)
+            seen.push_back(t.result.estimate->memory[Component::overhead]);
+    }
+    if (seen.empty()) return 0;
+    std::nth_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(seen.size() / 2), seen.end());
+    return seen[seen.size() / 2];
+}
+
+}  // namespace
+
 nlohmann::json memory_limit_line(const SweepData& sweep, ByteUnit unit) {
-    return {{"x", in_unit(sweep.memory_limit, unit)},
-            {"label", "memory limit " + bytes_text(sweep.memory_limit) + " (" + sweep.name() + ")"}};
+    std::string label = "memory limit " + bytes_text(sweep.memory_limit) + " (" + sweep.name() + ")";
+    // On the CPU the limit bounds what the trainer allocates, and a peak also holds the process's
+    // baseline: the line stands where a peak reaches the limit.
+    const std::uint64_t baseline = sweep.summary.record.backend == "cpu" ? cpu_baseline(sweep) : 0;
+    if (baseline > 0) label += ", drawn above the process's baseline of " + bytes_text(baseline);
+    return {{"x", in_unit(sweep.memory_limit + baseline, unit)}, {"label", std::move(label)}};
 }
 
 }  // namespace tune

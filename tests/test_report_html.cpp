@@ -2,6 +2,7 @@
 // every section present with the store's numbers, hostile text inert.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <regex>
 
 #include "reports/html_report.h"
@@ -10,6 +11,7 @@
 #include "tests/support/report_files.h"
 #include "tests/support/run_command.h"
 #include "tests/support/strict_html.h"
+#include "tests/support/tiny_report_fixture.h"
 
 using namespace tune;
 
@@ -195,4 +197,27 @@ TEST_CASE("write_html_report replaces the file whole and reports unwritable path
     CHECK(html.find("</html>") != std::string::npos);
     CHECK(!std::filesystem::exists(dir / "r.html.tmp"));
     CHECK_THROWS(write_html_report(db, sweeps, dir / "missing-dir" / "r.html"));
+}
+
+TEST_CASE("a CPU sweep's charts show what differs: the limit above the baseline, bars without it", "[report][charts]") {
+    const auto dir = test::report_scratch_dir("html-cpu-charts");
+    const Store db(test::tiny_fixture_db(dir, 170 * MiB), Store::Mode::read_only);  // the demo's baseline
+    const SweepData sweep = load_sweep_data(db, "tiny-demo");
+    const auto data = nlohmann::json::parse(embedded_json(report_of(db, {"tiny-demo"})));
+    const auto chart = [&](const std::string& id) {
+        for (const auto& c : data.at("charts"))
+            if (c["id"] == id) return c;
+        FAIL("no chart " << id);
+        return nlohmann::json();
+    };
+    // The limit bounds what the trainer allocates; the peaks drawn also hold the process's baseline.
+    const auto limit = chart("s0-pareto-chart")["limits"][0];
+    const std::uint64_t baseline = 170 * MiB;
+    CHECK_THAT(limit["label"].get<std::string>(), Catch::Contains("drawn above the process's baseline of"));
+    const std::map<std::string, double> unit{{"B", 1.0}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+    const double drawn = limit["x"].get<double>() * unit.at(chart("s0-pareto-chart")["x_unit"].get<std::string>());
+    CHECK(drawn == Approx(static_cast<double>(sweep.memory_limit + baseline)).epsilon(0.01));
+    // The breakdown's bars leave the baseline out (the table keeps it).
+    for (const auto& s : chart("s0-breakdown-chart")["series"]) CHECK(s["component"] != "overhead");
+    CHECK(report_of(db, {"tiny-demo"}).find("The bars leave out the overhead") != std::string::npos);
 }

@@ -286,7 +286,8 @@
       });
     });
     return { type: 'scatter', data: { datasets: datasets },
-             options: baseOptions({ x: axis('peak memory per GPU (' + spec.x_unit + ')'), y: axis('tokens/s') }) };
+             options: baseOptions({ x: axis('peak memory per GPU (' + spec.x_unit + ')', { beginAtZero: false }),
+                                    y: axis('tokens/s') }) };
   }
 
   function versusChart(spec) {

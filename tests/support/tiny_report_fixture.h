@@ -53,7 +53,11 @@ inline const std::string& tiny_long_reason() {
     return reason;
 }
 
-inline TrialResult tiny_outcome(const TrialConfig& c, const Estimate& e, std::size_t ordinal) {
+// `baseline`: the process's own memory a real CPU trial measures beside its state (the overhead
+// component; the estimator's default leaves it out).
+inline TrialResult tiny_outcome(const TrialConfig& c, Estimate e, std::size_t ordinal, std::uint64_t baseline = 0) {
+    e.memory[Component::overhead] += baseline;
+    e.memory.peak += baseline;
     TrialResult r;
     r.config = c;
     r.estimate = e;
@@ -76,7 +80,7 @@ inline TrialResult tiny_outcome(const TrialConfig& c, const Estimate& e, std::si
     return r;
 }
 
-inline void add_tiny_sweep(Store& db, const std::string& name = "tiny-demo") {
+inline void add_tiny_sweep(Store& db, const std::string& name = "tiny-demo", std::uint64_t baseline = 0) {
     SweepRecord rec;
     rec.name = name;
     rec.spec_text = "name = \"" + name + "\"\n";
@@ -93,7 +97,8 @@ inline void add_tiny_sweep(Store& db, const std::string& name = "tiny-demo") {
     db.add_trials(id, measured);
     std::size_t ordinal = 0;
     while (auto claimed = db.claim_next_pending(id)) {
-        const TrialResult r = tiny_outcome(claimed->config, *tiny_enumerated(claimed->config).estimate, ordinal++);
+        const TrialResult r =
+            tiny_outcome(claimed->config, *tiny_enumerated(claimed->config).estimate, ordinal++, baseline);
         db.record_result(claimed->id, r, "", rec.created_at, rec.created_at + std::chrono::seconds{5});
     }
     std::vector<NewTrial> predicted;  // enumerated after the others finished: still pending
@@ -101,10 +106,10 @@ inline void add_tiny_sweep(Store& db, const std::string& name = "tiny-demo") {
     db.add_trials(id, predicted);
 }
 
-inline std::string tiny_fixture_db(const std::filesystem::path& dir) {
+inline std::string tiny_fixture_db(const std::filesystem::path& dir, std::uint64_t baseline = 0) {
     const std::string path = (dir / "tiny.db").string();
     Store db(path, Store::Mode::read_write);
-    add_tiny_sweep(db);
+    add_tiny_sweep(db, "tiny-demo", baseline);
     return path;
 }
 
