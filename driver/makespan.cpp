@@ -6,28 +6,19 @@
 
 #include "driver/plan.h"
 #include "driver/slots.h"
+#include "driver/trial_cost.h"
 #include "launch/allocation.h"
 #include "search/space.h"
 
 namespace tune {
-namespace {
-
-// Start-up of a trial process (exec, model build, first allocations): one-rank trials of
-// the tiny model took 0.15-0.35 s of wall on the 2-core development machine. A CUDA trial
-// adds its context and NCCL set-up (a guess until measured on a GPU); mpirun its daemons.
-constexpr double kCpuStartupS = 0.25;
-constexpr double kCudaStartupS = 8.0;
-constexpr double kPerExtraRankS = 0.5;
-
-}  // namespace
-
-double predicted_trial_s(const Estimate& e, const SweepSpec& spec) {
-    const double startup = (spec.hardware.backend == BackendKind::cuda ? kCudaStartupS : kCpuStartupS) +
-                           kPerExtraRankS * (spec.world_size() - 1);
-    return startup + e.step_s * (spec.trial.warmup + spec.trial.steps);
-}
+double predicted_trial_s(const Estimate& e, const SweepSpec& spec) { return TrialCost(spec).trial_s(e); }
 
 MakespanPrediction predict_makespan(std::span<const NewTrial> plan, const SweepSpec& spec, std::uint32_t slots,
+                                    std::uint32_t nodes) {
+    return predict_makespan(plan, TrialCost(spec), slots, nodes);
+}
+
+MakespanPrediction predict_makespan(std::span<const NewTrial> plan, const TrialCost& cost, std::uint32_t slots,
                                     std::uint32_t nodes) {
     std::vector<const NewTrial*> order;
     for (const NewTrial& t : plan)
@@ -42,7 +33,7 @@ MakespanPrediction predict_makespan(std::span<const NewTrial> plan, const SweepS
     std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
     for (std::uint32_t i = 0; i < p.slots; ++i) free_at.push(0.0);
     for (const NewTrial* t : order) {
-        const double d = t->estimate ? predicted_trial_s(*t->estimate, spec) : predicted_trial_s(Estimate{}, spec);
+        const double d = cost.trial_s(t->estimate ? *t->estimate : Estimate{});
         const double start = free_at.top();
         free_at.pop();
         free_at.push(start + d);

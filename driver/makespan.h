@@ -14,8 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "search/spec.h"
 #include "driver/slots.h"
+#include "driver/trial_cost.h"
+#include "search/spec.h"
 #include "store/records.h"
 #include "store/store.h"
 
@@ -29,12 +30,14 @@ struct MakespanPrediction {
     std::uint64_t trials = 0;
 };
 
-// Wall time of one trial process from its estimate: start-up (process, model, and for CUDA the
-// context and NCCL) plus warmup and measured steps at the estimated step time.
+// Wall time of one trial process from its estimate, with the prior fixed part (driver/trial_cost).
 double predicted_trial_s(const Estimate& e, const SweepSpec& spec);
 
 // `plan` as plan_trials returns it; only pending trials run, lowest priority value first.
 MakespanPrediction predict_makespan(std::span<const NewTrial> plan, const SweepSpec& spec, std::uint32_t slots,
+                                    std::uint32_t nodes);
+// The same with a trial's cost as learned so far (driver/trial_cost): what is left of a running sweep.
+MakespanPrediction predict_makespan(std::span<const NewTrial> plan, const TrialCost& cost, std::uint32_t slots,
                                     std::uint32_t nodes);
 
 nlohmann::json to_json(const MakespanPrediction& p);

@@ -54,7 +54,7 @@ std::string SweepProgress::counts_text() const {
 }
 
 std::string SweepProgress::eta_text() const {
-    const auto eta = eta_s(to_run_ > done_ ? to_run_ - done_ : 0);
+    const auto eta = remaining_s_ ? remaining_s_ : eta_s(to_run_ > done_ ? to_run_ - done_ : 0);
     return eta ? format_duration(*eta) : std::string("?");
 }
 
@@ -89,7 +89,8 @@ void SweepProgress::trial_finished(std::int64_t id, const TrialResult& r, double
           {"config", summary(r.config)},
           {"peak_bytes", r.memory.peak},
           {"tokens_per_s", r.tokens_per_s},
-          {"wall_s", wall_s}});
+          {"wall_s", wall_s},
+          {"remaining_s", remaining_s_ ? nlohmann::json(*remaining_s_) : nlohmann::json()}});
 }
 
 void SweepProgress::note(const std::string& message) {

@@ -34,6 +34,9 @@ public:
     std::optional<double> mean_trial_s() const;
     // ETA for `remaining` trials from measured trial times.
     std::optional<double> eta_s(std::uint64_t remaining) const;
+    // The sweep's own prediction of what is left (driver/trial_cost over the pending trials'
+    // estimates), which the ETA shows from now on instead of the mean trial time.
+    void set_remaining_s(double seconds) { remaining_s_ = seconds; }
 
 private:
     void draw_line(const std::string& current);
@@ -50,6 +53,7 @@ private:
     std::uint64_t done_ = 0;
     std::uint32_t concurrency_ = 1;
     double trial_seconds_ = 0;
+    std::optional<double> remaining_s_;
     StatusCounts counts_{};
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };

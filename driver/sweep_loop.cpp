@@ -6,9 +6,11 @@
 #include <fmt/format.h>
 
 #include "driver/calibration.h"
+#include "driver/makespan.h"
 #include "driver/plan.h"
 #include "driver/progress.h"
 #include "driver/trial_child.h"
+#include "driver/trial_cost.h"
 #include "driver/trial_runner.h"
 #include "launch/process.h"
 #include "search/estimate.h"
@@ -24,13 +26,20 @@ StatusCounts counts_of(const Store& store, SweepId id) {
 
 class SweepLoop {
 public:
-    SweepLoop(const SweepSpec& spec, const SweepOptions& options, const SlotLayout& layout, Store& store,
-              SweepId sweep, SweepReport& report)
-        : spec_(spec), options_(options), layout_(layout), store_(store), sweep_(sweep), report_(report),
+    SweepLoop(const SweepSpec& spec, const SweepOptions& options, const SlotLayout& layout, Store& store, SweepId sweep,
+              SweepReport& report)
+        : spec_(spec),
+          options_(options),
+          layout_(layout),
+          store_(store),
+          sweep_(sweep),
+          report_(report),
           base_(base_estimate_options(spec)),
           calibration_(base_, options.prune_tolerance, prior_overhead_slope(spec.hardware.backend)),
-          planned_with_(calibration_), progress_(options.progress_line, options.json_events),
-          runner_(layout.slots.size()) {}
+          planned_with_(calibration_),
+          progress_(options.progress_line, options.json_events),
+          runner_(layout.slots.size()),
+          cost_(spec) {}
 
     void run() {
         const StatusCounts start = counts_of(store_, sweep_);
@@ -126,8 +135,21 @@ private:
         }
         store_.record_result(done.claimed.id, result, done.outcome.stderr_tail, done.started, done.ended);
         ++report_.trials_run;
-        progress_.trial_finished(done.claimed.id, result, done.outcome.wall_s);
+        cost_.observe(done.outcome.wall_s, result);
         learn(result);
+        progress_.set_remaining_s(remaining_s());
+        progress_.trial_finished(done.claimed.id, result, done.outcome.wall_s);
+    }
+
+    // The pending trials' time, packed onto the slots, at the fixed cost learned so far and the
+    // step times as last re-estimated: the ETA the progress shows.
+    double remaining_s() const {
+        std::vector<NewTrial> pending;
+        for (TrialRecord& t : store_.trials({sweep_, TrialStatus::pending, false, false}))
+            pending.push_back(
+                {std::move(t.result.config), TrialStatus::pending, {}, std::move(t.result.estimate), t.priority});
+        const auto slots = static_cast<std::uint32_t>(layout_.slots.size());
+        return predict_makespan(pending, cost_, slots, layout_.nodes).makespan_s;
     }
 
     void learn(const TrialResult& result) {
@@ -161,6 +183,7 @@ private:
     // signals reach this watcher, and the runner (destroyed first) ends its trials before.
     InterruptWatcher interrupts_;
     TrialRunner runner_;
+    TrialCost cost_;  // a trial's fixed cost, learned as trials finish
     std::chrono::steady_clock::time_point began_;
     std::uint64_t started_ = 0;
     bool stopping_noted_ = false;

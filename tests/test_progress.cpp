@@ -80,3 +80,21 @@ TEST_CASE("with --json the log gets events only, no plain lines", "[progress]") 
     std::fclose(events);
     std::fclose(log);
 }
+
+TEST_CASE("the ETA is the sweep's own prediction of what is left once it has one", "[progress][makespan]") {
+    std::FILE* log = std::tmpfile();
+    REQUIRE(log);
+    {
+        SweepProgress progress(true, false, log, log);
+        progress.start("s", 3, StatusCounts{});
+        progress.trial_finished(1, result_with(TrialStatus::ok), 10.0);
+        progress.set_remaining_s(125.0);  // 2m 05s
+        progress.trial_finished(2, result_with(TrialStatus::ok), 10.0);
+        progress.finish();
+    }
+    const auto lines = lines_of(read_all(log));
+    std::fclose(log);
+    REQUIRE(lines.size() == 2);
+    CHECK_THAT(lines[0], Catch::EndsWith("ETA 20s"));     // the mean of measured trials, two left
+    CHECK_THAT(lines[1], Catch::EndsWith("ETA 2m 05s"));  // the prediction
+}
