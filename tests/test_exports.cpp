@@ -54,6 +54,17 @@ nlohmann::json yaml_json(const std::string& text) {
     return nlohmann::json::parse(r.output);
 }
 
+// The database of an estimate-only sweep of Llama-7B on 8 H100s named `name` over `space`
+// ([space] lines), in `dir`.
+std::string dry_run_db(const test::ScratchDir& dir, const std::string& name, const std::string& space) {
+    std::ofstream(dir.file("s.toml")) << "name = \"" << name << "\"\n[model]\npreset = \"llama-7b\"\n[hardware]\n"
+                                      << "gpus = 8\ndevice = \"h100-80gb\"\n[space]\n"
+                                      << space << "context = [2048]\n";
+    const std::string db = dir.file("r.db");
+    REQUIRE(test::run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    return db;
+}
+
 std::string joined(const std::vector<std::string>& lines) {
     std::string out;
     for (const auto& s : lines) out += s + "\n";
@@ -234,11 +245,8 @@ TEST_CASE("with LoRA the DeepSpeed profile's fp32 gradient partitions cover only
 
 TEST_CASE("tune best --emit and tune export --trial N --emit write the chosen configuration", "[exports][cli]") {
     test::ScratchDir dir;
-    std::ofstream(dir.file("s.toml")) << "name = \"e\"\n[model]\npreset = \"llama-7b\"\n[hardware]\ngpus = 8\n"
-                                         "device = \"h100-80gb\"\n[space]\noptimizer = [\"adamw\", \"lion\"]\n"
-                                         "precision = [\"bf16-mixed\"]\nzero_stage = [2, 3]\ncontext = [2048]\n";
-    const std::string db = dir.file("r.db");
-    REQUIRE(test::run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    const std::string db =
+        dry_run_db(dir, "e", "optimizer = [\"adamw\", \"lion\"]\nprecision = [\"bf16-mixed\"]\nzero_stage = [2, 3]\n");
     const auto out = test::run_command(std::string(TUNE_BINARY) + " best --emit deepspeed --db " + db + " 2>/dev/null");
     REQUIRE(out.exit_code == 0);
     const auto j = nlohmann::json::parse(out.output);
@@ -338,11 +346,7 @@ TEST_CASE("LOMO is refused where HF Trainer cannot run it: under DeepSpeed and w
                     ExportRefused);
     // Through the CLI: exit 2 with the reason.
     test::ScratchDir dir;
-    std::ofstream(dir.file("s.toml")) << "name = \"l\"\n[model]\npreset = \"llama-7b\"\n[hardware]\ngpus = 8\n"
-                                         "device = \"h100-80gb\"\n[space]\noptimizer = [\"lomo\"]\n"
-                                         "precision = [\"fp16-mixed\"]\ncontext = [2048]\n";
-    const std::string db = dir.file("r.db");
-    REQUIRE(test::run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    const std::string db = dry_run_db(dir, "l", "optimizer = [\"lomo\"]\nprecision = [\"fp16-mixed\"]\n");
     const auto r = test::run_tune("best --emit hf-trainer --db " + db);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("LOMO with fp16-mixed"));
@@ -397,11 +401,7 @@ TEST_CASE("LoRA's DeepSpeed note counts the adapters it sizes, not the whole mod
 
 TEST_CASE("a sweep name from the database stays one comment line in every emitted header", "[exports][cli]") {
     test::ScratchDir dir;
-    std::ofstream(dir.file("s.toml")) << "name = \"x\\ntouch /tmp/P\\n#\"\n[model]\npreset = \"llama-7b\"\n"
-                                         "[hardware]\ngpus = 8\ndevice = \"h100-80gb\"\n[space]\n"
-                                         "precision = [\"bf16-mixed\"]\nzero_stage = [3]\ncontext = [2048]\n";
-    const std::string db = dir.file("r.db");
-    REQUIRE(test::run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    const std::string db = dry_run_db(dir, "x\\ntouch /tmp/P\\n#", "precision = [\"bf16-mixed\"]\nzero_stage = [3]\n");
     for (const char* target : {"torchrun", "accelerate-fsdp"}) {
         INFO(target);
         const auto r = test::run_command("TUNE_DB=" + db + " " + TUNE_BINARY + " export --trial 1 --emit " + target +
