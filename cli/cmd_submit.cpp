@@ -5,6 +5,7 @@
 // before the time limit, which `tune sweep` reads as "start no more trials, let
 // the running ones finish".
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "launch/launch.h"
 #include "launch/process.h"
 #include "reports/output_file.h"
+#include "reports/text_table.h"
 #include "search/spec.h"
 
 namespace tune::cli {
@@ -48,12 +50,33 @@ std::string quoted(const std::string& text) {
     return out + "'";
 }
 
+// A name the script derives from the sweep's (job name, log and script file): every character
+// outside [A-Za-z0-9._-] becomes '_', so no name adds a line, an option or a path to the script.
+std::string slurm_word(std::string_view name) {
+    std::string out;
+    for (char c : name)
+        out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ? c : '_';
+    return out.empty() ? std::string("_") : out;
+}
+
+// A value the user gives for an #SBATCH line, which sbatch reads up to the first space and no
+// shell quotes: refused unless it is a Slurm name (a comma-separated list for partitions).
+void require_slurm_value(std::string_view flag, const std::string& value) {
+    for (char c : value)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == ','))
+            throw ConfigError(
+                fmt::format("{} {}: a Slurm name has only letters, digits and . _ - , (no spaces, quotes "
+                            "or control characters)",
+                            flag, printable(value, " ")));
+}
+
 std::string batch_script(const SweepSpec& spec, const SubmitOptions& o, double limit_s) {
     const std::uint32_t nodes = o.nodes ? o.nodes : spec.resources.nodes.value_or(spec.nodes);
+    const std::string job = slurm_word(spec.name);
     // Time to let the running trials finish once Slurm says the end is near.
     const auto grace = static_cast<std::uint64_t>(std::clamp(spec.trial.timeout_s + 60.0, 60.0, 65535.0));
     std::string s = "#!/bin/bash\n";
-    s += fmt::format("#SBATCH --job-name=tune-{}\n", spec.name);
+    s += fmt::format("#SBATCH --job-name=tune-{}\n", job);
     s += fmt::format("#SBATCH --nodes={}\n", nodes);
     s += fmt::format("#SBATCH --time={}\n", slurm_time(limit_s));
     if (!o.partition.empty()) s += fmt::format("#SBATCH --partition={}\n", o.partition);
@@ -63,7 +86,7 @@ std::string batch_script(const SweepSpec& spec, const SubmitOptions& o, double l
     if (spec.hardware.backend == BackendKind::cuda)
         s += fmt::format("#SBATCH --gpus-per-node={}\n", spec.resources.gpus_per_node.value_or(spec.gpus));
     s += "#SBATCH --requeue\n#SBATCH --open-mode=append\n";
-    s += fmt::format("#SBATCH --output=tune-{}-%j.log\n", spec.name);
+    s += fmt::format("#SBATCH --output=tune-{}-%j.log\n", job);
     s += fmt::format("#SBATCH --signal=B:INT@{}\n", grace);
     s += "# Requeued, the job runs this script again and the sweep resumes from its database.\n";
     s += "# SIGINT near the limit: tune starts no more trials and lets the running ones finish.\n";
@@ -75,6 +98,8 @@ std::string batch_script(const SweepSpec& spec, const SubmitOptions& o, double l
 }
 
 int run_submit(const SubmitOptions& o) {
+    require_slurm_value("--partition", o.partition);
+    require_slurm_value("--account", o.account);
     const SweepSpec spec = load_sweep(o.file);
     const auto limit = parse_duration(o.time);
     if (!limit || *limit <= 0)
@@ -84,7 +109,7 @@ int run_submit(const SubmitOptions& o) {
         fmt::print("{}", script);
         return kExitOk;
     }
-    const fs::path path = fmt::format("tune-{}.sbatch", spec.name);
+    const fs::path path = fmt::format("tune-{}.sbatch", slurm_word(spec.name));
     write_output_file(path, script);
     ProcessSpec sbatch;
     sbatch.argv = {"sbatch", "--parsable", path.string()};
@@ -95,8 +120,8 @@ int run_submit(const SubmitOptions& o) {
         return kExitNo;
     }
     std::string id = out.stdout_text.substr(0, out.stdout_text.find_first_of(";\n"));
-    fmt::print("Submitted {} as job {}\nScript: {}\nFollow it: tune status --db {}\n", spec.name, id, path.string(),
-               o.db.empty() ? spec.database : o.db);
+    fmt::print("Submitted {} as job {}\nScript: {}\nFollow it: tune status --db {}\n", printable(spec.name), id,
+               path.string(), o.db.empty() ? spec.database : o.db);
     return kExitOk;
 }
 

@@ -344,3 +344,26 @@ TEST_CASE("tune submit --dry-run prints a requeueable batch script that resumes 
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.output, Catch::Contains("--time soon"));
 }
+
+TEST_CASE("tune submit writes no line, option or path a sweep name or flag did not mean", "[concurrent][submit]") {
+    const fs::path dir = scratch("submit-hostile");
+    const fs::path sweep = dir / "s.toml";
+    std::string text = cpu_spec();
+    text.replace(text.find("name = \"concurrent\""), 19, "name = \"x\\ntouch /tmp/P\\n# --a=b ../up\"");
+    std::ofstream(sweep) << text;
+    const auto r = run_tune("submit " + sweep.string() + " --dry-run");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);) {
+        CHECK_FALSE(line.starts_with("touch"));
+        if (line.starts_with("#SBATCH")) CHECK(line.find(' ', 8) == std::string::npos);  // one option a line
+    }
+    CHECK_THAT(r.output, Catch::Contains("#SBATCH --job-name=tune-x_touch__tmp_P___--a_b_.._up\n"));
+    // Values sbatch would split or read as more options are refused, naming the flag.
+    for (const char* flag : {"--partition 'gpu --exclusive'", "--account 'a\nb'"}) {
+        const auto bad = run_tune("submit " + sweep.string() + " " + flag + " --dry-run");
+        CHECK(bad.exit_code == 2);
+        CHECK_THAT(bad.output, Catch::Contains("a Slurm name has only letters"));
+    }
+}
