@@ -14,9 +14,10 @@ using namespace tune;
 namespace {
 
 SweepSpec two_rank_cpu_sweep() {
-    return parse_sweep("name = \"c\"\n[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\ngpus = 2\n"
-                       "[space]\ncontext = [64]\n[trial]\nsteps = 4\nwarmup = 2\n",
-                       "c.toml");
+    return parse_sweep(
+        "name = \"c\"\n[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\ngpus = 2\n"
+        "[space]\ncontext = [64]\n[trial]\nsteps = 4\nwarmup = 2\n",
+        "c.toml");
 }
 
 TrialResult ran(std::vector<double> step_ms) {
@@ -35,10 +36,10 @@ TEST_CASE("a trial's fixed cost starts at the prior and becomes the median of wh
     Estimate e;
     e.step_s = 0.01;
     CHECK(cost.trial_s(e) == Approx(prior + 4 * 0.01));  // every step, warmup included
-    cost.observe(1.0, ran({100, 100, 100, 100}));   // 0.6 s outside its steps
-    cost.observe(2.0, ran({100, 100, 100, 100}));   // 1.6 s
-    cost.observe(0.9, ran({100, 100, 100, 100}));   // 0.5 s
-    cost.observe(5.0, ran({}));                     // no steps (an oom before the first): not counted
+    cost.observe(1.0, ran({100, 100, 100, 100}));        // 0.6 s outside its steps
+    cost.observe(2.0, ran({100, 100, 100, 100}));        // 1.6 s
+    cost.observe(0.9, ran({100, 100, 100, 100}));        // 0.5 s
+    cost.observe(5.0, ran({}));                          // no steps (an oom before the first): not counted
     CHECK(cost.observations() == 3);
     CHECK(cost.fixed_s() == Approx(0.6));
     CHECK(cost.trial_s(e) == Approx(0.6 + 0.04));
