@@ -1,5 +1,6 @@
 // `tune export`: every trial with its estimates and measurements, as CSV (one
 // row per trial, RFC 4180 quoting) or JSON (with step series and sweeps).
+#include <charconv>
 #include <memory>
 #include <string>
 
@@ -25,11 +26,21 @@ struct ExportOptions {
     std::string emit;
 };
 
-// Quoted when it holds a separator, a quote or a line break; quotes doubled.
+// Quoted when it holds a separator, a quote or a line break; quotes doubled; formulas defused.
 // Control characters other than a line break (which quoting keeps inside the field) are
 // escaped like everywhere else tune prints: a CSV file is often read with `cat`.
+// A text cell a spreadsheet would run as a formula (one starting with =, +, -, @, a tab or a
+// carriage return) gets a leading ', as OWASP's CSV injection advice says; numbers, negative
+// ones included, stay numbers.
+bool formula_like(std::string_view text) {
+    if (text.empty() || std::string_view("=+-@\t\r").find(text.front()) == std::string_view::npos) return false;
+    double value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return error != std::errc() || end != text.data() + text.size();
+}
+
 std::string csv_field(std::string_view raw) {
-    const std::string text = printable(raw, "\n");
+    const std::string text = (formula_like(raw) ? "'" : "") + printable(raw, "\n");
     if (text.find_first_of(",\"\r\n") == std::string_view::npos) return text;
     std::string out = "\"";
     for (char ch : text) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);

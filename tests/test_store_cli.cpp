@@ -117,3 +117,25 @@ TEST_CASE("tune export writes every trial as quoted CSV or as JSON", "[store][cl
     CHECK(j["sweeps"][0]["name"] == "cli");
     CHECK(run_tune("export --db " + dir.file("r.db")).exit_code == 2);  // --format is required
 }
+
+TEST_CASE("tune export --format csv defuses cells a spreadsheet would run as formulas, numbers stay numbers",
+          "[store][cli]") {
+    test::ScratchDir dir;
+    {
+        Store db(dir.file("r.db"), Store::Mode::read_write);
+        const SweepId sweep = db.open_sweep(test::sample_sweep("=HYPERLINK(\"x\")"), false).id;
+        test::add_pending(db, sweep, 0, 1);
+        auto claimed = db.claim_next_pending(sweep);
+        TrialResult r = test::sample_result(claimed->config, 0);
+        r.status = TrialStatus::failed;
+        r.reason = "@SUM(1+1)";
+        r.real_peak = 100;
+        r.untracked = -5;  // a negative number, not a formula
+        db.record_result(claimed->id, r, "+cmd|' /C calc'!A0", now_timestamp(), now_timestamp());
+    }
+    const auto csv = run_tune("export --format csv --db " + dir.file("r.db"));
+    REQUIRE(csv.exit_code == 0);
+    INFO(csv.output);
+    CHECK_THAT(csv.output, Catch::Contains("\n\"'=HYPERLINK(\"\"x\"\")\",") && Catch::Contains(",'@SUM(1+1),") &&
+                               Catch::Contains("'+cmd|' /C calc'!A0") && Catch::Contains(",-5,"));
+}
