@@ -102,8 +102,11 @@ int run_submit(const SubmitOptions& o) {
     require_slurm_value("--account", o.account);
     const SweepSpec spec = load_sweep(o.file);
     const auto limit = parse_duration(o.time);
-    if (!limit || *limit <= 0)
-        throw ConfigError(fmt::format("--time {}: not a duration; write e.g. 8h, 90m or 1d", o.time));
+    // Slurm's D-HH:MM:SS would wrap a limit past the days it can count (1e300h read as 0:00:00, no limit).
+    constexpr double kLongestJobS = 365.0 * 86400;
+    if (!limit || !(*limit > 0) || *limit > kLongestJobS)
+        throw ConfigError(
+            fmt::format("--time {}: not a duration from 1s to 365d; write e.g. 8h, 90m or 1d", printable(o.time, " ")));
     const std::string script = batch_script(spec, o, *limit);
     if (o.dry_run) {
         fmt::print("{}", script);

@@ -343,6 +343,15 @@ TEST_CASE("tune submit --dry-run prints a requeueable batch script that resumes 
     const auto bad = run_tune("submit " + sweep.string() + " --time soon --dry-run");
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.output, Catch::Contains("--time soon"));
+    // Limits Slurm's days cannot count are refused, not wrapped to no limit.
+    for (const char* time : {"1e300h", "18446744073709551616s", "1e19s", "366d"}) {
+        INFO(time);
+        const auto huge = run_tune("submit " + sweep.string() + " --time " + time + " --dry-run");
+        CHECK(huge.exit_code == 2);
+        CHECK_THAT(huge.output, Catch::Contains("from 1s to 365d"));
+    }
+    CHECK_THAT(run_tune("submit " + sweep.string() + " --time 365d --dry-run").output,
+               Catch::Contains("#SBATCH --time=365-00:00:00"));
 }
 
 TEST_CASE("tune submit writes no line, option or path a sweep name or flag did not mean", "[concurrent][submit]") {
