@@ -119,6 +119,11 @@ std::optional<Invalidity> model_problem(const ModelSpec& m) {
         return shape(fmt::format("heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
     if (m.head_dim() % 2 != 0)
         return shape(fmt::format("head dimension {} must be even for RoPE", m.head_dim()));
+    // The bounds a sweep file's [model] and a config.json are read with (search/spec, search/hf_config).
+    if (!(m.rms_norm_eps > 0 && m.rms_norm_eps <= 1))
+        return Invalidity{"model-constants", fmt::format("rms_norm_eps {} must be in (0, 1]", m.rms_norm_eps)};
+    if (!(m.rope_theta >= 1 && m.rope_theta <= 1e12))
+        return Invalidity{"model-constants", fmt::format("rope_theta {} must be in [1, 1e12]", m.rope_theta)};
     // Weights, gradients and optimizer states are at most 16 bytes per parameter.
     const std::optional<std::uint64_t> params = checked_param_count(m);
     if (!params || Wide{*params} * 16 > kMaxBytes)
@@ -144,8 +149,9 @@ std::optional<Invalidity> invalid_reason(const TrialConfig& c) {
 }
 
 bool refuses_input(const Invalidity& problem) {
-    constexpr std::array<std::string_view, 8> kinds{"model-size",      "counts",  "zero-stage", "adam8bit-block",
-                                                    "hyperparameters", "warmup", "lora-rank",  "qlora-precision"};
+    constexpr std::array<std::string_view, 9> kinds{"model-size", "model-constants", "counts",
+                                                    "zero-stage", "adam8bit-block",  "hyperparameters",
+                                                    "warmup",     "lora-rank",       "qlora-precision"};
     return std::find(kinds.begin(), kinds.end(), problem.kind) != kinds.end();
 }
 

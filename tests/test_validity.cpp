@@ -2,10 +2,14 @@
 // `tune trial` and the trainer.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "core/presets.h"
 #include "core/validity.h"
+#include "tests/support/run_command.h"
 
 using namespace tune;
 
@@ -53,6 +57,29 @@ TEST_CASE("the model shape: heads divide hidden, kv_heads divide heads, an even 
     c = tiny();
     c.model.hidden = c.model.heads * 3;  // head dim 3
     CHECK(kind_of(c) == "model-shape");
+}
+
+TEST_CASE("the model's constants: rms_norm_eps in (0, 1], rope_theta in [1, 1e12], bad input wherever read",
+          "[validity]") {
+    for (double eps : {-1.0, 0.0, 2.0, std::nan("")}) {
+        TrialConfig c = tiny();
+        c.model.rms_norm_eps = eps;
+        INFO(eps);
+        CHECK(kind_of(c) == "model-constants");
+        CHECK(refuses_input(*invalid_reason(c)));
+    }
+    for (double theta : {0.0, -5.0, 1e13}) {
+        TrialConfig c = tiny();
+        c.model.rope_theta = theta;
+        INFO(theta);
+        CHECK(kind_of(c) == "model-constants");
+    }
+    // `tune trial --config` reads the one rule set: exit 2 before any step, not a failed run.
+    TrialConfig c = tiny();
+    c.model.rms_norm_eps = -1;
+    const auto r = tune::test::run_tune("trial --config '" + nlohmann::json(c).dump() + "'");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("rms_norm_eps -1 must be in (0, 1]"));
 }
 
 TEST_CASE("dimensions past their bounds are refused before any arithmetic can wrap", "[validity]") {
