@@ -59,8 +59,10 @@ TEST_CASE("the model shape: heads divide hidden, kv_heads divide heads, an even 
     CHECK(kind_of(c) == "model-shape");
 }
 
-TEST_CASE("the model's constants: rms_norm_eps in (0, 1], rope_theta in [1, 1e12], bad input wherever read",
-          "[validity]") {
+TEST_CASE(
+    "the model's constants: rms_norm_eps above 0 and at most 1, rope_theta from 1 to 1e12, bad input "
+    "wherever read",
+    "[validity]") {
     for (double eps : {-1.0, 0.0, 2.0, std::nan("")}) {
         TrialConfig c = tiny();
         c.model.rms_norm_eps = eps;
