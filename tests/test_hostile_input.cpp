@@ -160,13 +160,7 @@ TEST_CASE("control characters and escapes are escaped by validate, report --form
     const std::string db = dir.file("r.db");
     {
         Store store(db, Store::Mode::read_write);
-        const SweepId sweep = store.open_sweep(test::sample_sweep("ev\x1b]0;title\x07il"), false).id;
-        test::add_pending(store, sweep, 0, 2);
-        auto claimed = store.claim_next_pending(sweep);
-        TrialResult r = test::sample_result(claimed->config, 0);
-        r.status = TrialStatus::failed;
-        r.reason = "boom \x1b[31mred\x1b[0m";
-        store.record_result(claimed->id, r, "tail", now_timestamp(), now_timestamp());
+        test::add_failed_trial(store, "ev\x1b]0;title\x07il", "boom \x1b[31mred\x1b[0m", "tail", 2);
     }
     for (const std::string& args : {"export --format csv --db " + db, "report --format text --db " + db}) {
         auto out = run_tune(args);

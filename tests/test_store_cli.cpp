@@ -123,15 +123,10 @@ TEST_CASE("tune export --format csv defuses cells a spreadsheet would run as for
     test::ScratchDir dir;
     {
         Store db(dir.file("r.db"), Store::Mode::read_write);
-        const SweepId sweep = db.open_sweep(test::sample_sweep("=HYPERLINK(\"x\")"), false).id;
-        test::add_pending(db, sweep, 0, 1);
-        auto claimed = db.claim_next_pending(sweep);
-        TrialResult r = test::sample_result(claimed->config, 0);
-        r.status = TrialStatus::failed;
-        r.reason = "@SUM(1+1)";
-        r.real_peak = 100;
-        r.untracked = -5;  // a negative number, not a formula
-        db.record_result(claimed->id, r, "+cmd|' /C calc'!A0", now_timestamp(), now_timestamp());
+        test::add_failed_trial(db, "=HYPERLINK(\"x\")", "@SUM(1+1)", "+cmd|' /C calc'!A0", 1, [](TrialResult& r) {
+            r.real_peak = 100;
+            r.untracked = -5;  // a negative number, not a formula
+        });
     }
     const auto csv = run_tune("export --format csv --db " + dir.file("r.db"));
     REQUIRE(csv.exit_code == 0);

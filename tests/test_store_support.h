@@ -1,6 +1,8 @@
 // Builders and a scratch directory shared by the store tests.
 #pragma once
 
+#include <functional>
+
 #include <unistd.h>
 
 #include <atomic>
@@ -117,6 +119,21 @@ inline void add_pending(Store& store, SweepId sweep, int first, int n) {
     std::vector<NewTrial> trials;
     for (int i = first; i < first + n; ++i) trials.push_back({sample_config(i), TrialStatus::pending, "", sample_estimate(i), 0});
     store.add_trials(sweep, trials);
+}
+
+// A new sweep `name` of `pending` trials, the first recorded failed with `reason` and `stderr_tail`,
+// after `edit` changed its result: text from a hostile sweep for the readers.
+inline void add_failed_trial(Store& store, const std::string& name, const std::string& reason,
+                             const std::string& stderr_tail, int pending = 1,
+                             const std::function<void(TrialResult&)>& edit = {}) {
+    const SweepId sweep = store.open_sweep(sample_sweep(name), false).id;
+    add_pending(store, sweep, 0, pending);
+    auto claimed = store.claim_next_pending(sweep);
+    TrialResult r = sample_result(claimed->config, 0);
+    r.status = TrialStatus::failed;
+    r.reason = reason;
+    if (edit) edit(r);
+    store.record_result(claimed->id, r, stderr_tail, now_timestamp(), now_timestamp());
 }
 
 }  // namespace tune::test
