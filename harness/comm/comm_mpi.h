@@ -5,11 +5,9 @@
 //
 // The staging (fp32 sums, a reduce-scatter's packed parts and its result) is
 // kept between calls and holds at most kStagingElements, a larger buffer going
-// through in chunks, as NCCL keeps its own buffers. Staging allocated per
-// call, as it once was, came back from the C allocator as fresh pages each
-// time (blocks over 128 KiB are mapped and unmapped): on the demo
-// (2026-11-26) a ZeRO-3 bf16 reduce-scatter of one layer took 60 page faults,
-// a step about 400 a rank, some 0.4 ms of a 7 ms step.
+// through in chunks, as NCCL keeps its own buffers: staging allocated per call
+// comes back from the C allocator as fresh pages (blocks over 128 KiB are
+// mapped and unmapped), a page fault per 4 KiB on every collective.
 //
 // bytes_moved() counts what a bandwidth-optimal ring moves per rank for a
 // buffer of S bytes in the buffer's own dtype (the fp32 staging is an

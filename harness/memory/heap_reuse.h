@@ -5,9 +5,8 @@
 // when freed, and gives the top of the heap back once 128 KiB of it are free,
 // so a buffer MPI or the communicator allocates for every collective (a
 // reduce-scatter's temporaries of a layer's part) comes back as fresh pages,
-// one fault per 4 KiB, every call. On the demo (2026-11-26) a 2-rank step
-// took 130-180 such faults a rank, which no probe priced; whether a call hit
-// them depended on where the heap's top happened to lie.
+// one fault per 4 KiB, every call: a cost no probe prices, and whether a call
+// pays it depends on where the heap's top happens to lie.
 #pragma once
 
 #include <cstdint>

@@ -4,22 +4,16 @@
 //
 // A freed buffer handed back (munmap) costs a page fault per 4 KiB when its
 // size is asked for again, and a training step asks for the same sizes every
-// step: on the demo's one-rank trial 880 faults a step, at about 4 us each on
-// a virtual machine, were a tenth of the step and no estimate priced them.
-// Keeping every freed buffer (PyTorch's caching allocator, or CUDA's
-// stream-ordered pool) leaves the memory held above the tagged bytes by the
-// pool's slack, the number issue 18 asked to keep small: on an H100 the
-// stream-ordered pool held 49-261 MiB beyond the tagged peak, growing with the
+// step, a cost no estimate prices. Keeping every freed buffer (PyTorch's
+// caching allocator, CUDA's stream-ordered pool) instead leaves the memory
+// held above the tagged bytes by the pool's slack, which grows with the
 // activations. So the pool keeps freed pages only while the buffers in use
 // plus the kept pages stay within the tagged peak so far: the memory held
 // never exceeds baseline + tagged peak (plus each buffer's rounding to whole
 // pages). A request takes the kept block that fits best, split to its size;
 // when none is large enough it gets a fresh range into which kept blocks'
-// pages are moved (the pages stay resident), so once a step has run the next
-// one maps nothing new. Growing the largest kept block instead, as the pool
-// once did, faulted in the rest each time while other kept blocks were handed
-// back: a later step of the tiny model (test_page_pool) mapped 344 KB anew, 7%
-// of its peak (2026-11-26).
+// pages are moved (the pages stay resident, where growing one block would
+// fault in the rest), so once a step has run the next one maps nothing new.
 #pragma once
 
 #include <cstdint>
