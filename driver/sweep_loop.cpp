@@ -1,6 +1,7 @@
 #include "driver/sweep_loop.h"
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -46,6 +47,7 @@ public:
         std::uint64_t to_run = start[static_cast<std::size_t>(TrialStatus::pending)];
         if (options_.max_trials) to_run = std::min<std::uint64_t>(to_run, *options_.max_trials);
         progress_.start(spec_.name, to_run, start);
+        load_pending();
         progress_.set_concurrency(static_cast<std::uint32_t>(layout_.slots.size()));
         if (layout_.slots.size() > 1) progress_.note("trials run " + layout_.description);
         began_ = std::chrono::steady_clock::now();
@@ -109,6 +111,7 @@ private:
     }
 
     void launch(std::size_t slot, ClaimedTrial claimed) {
+        pending_.erase(claimed.id);
         progress_.trial_started(claimed.id, summary(claimed.config));
         const StepCommand step = trial_step(claimed.config, spec_, trial_program(), layout_, slot);
         ProcessSpec process;
@@ -145,11 +148,21 @@ private:
     // step times as last re-estimated: the ETA the progress shows.
     double remaining_s() const {
         std::vector<NewTrial> pending;
-        for (TrialRecord& t : store_.trials({sweep_, TrialStatus::pending, false, false}))
-            pending.push_back(
-                {std::move(t.result.config), TrialStatus::pending, {}, std::move(t.result.estimate), t.priority});
+        pending.reserve(pending_.size());
+        for (const auto& [id, t] : pending_) pending.push_back(t);
         const auto slots = static_cast<std::uint32_t>(layout_.slots.size());
         return predict_makespan(pending, cost_, slots, layout_.nodes).makespan_s;
+    }
+
+    // The pending trials' estimates as the store holds them: read at the start and after each
+    // re-plan, not per finished trial; a trial leaves when it is claimed.
+    void load_pending() {
+        pending_.clear();
+        for (TrialRecord& t : store_.trials({sweep_, TrialStatus::pending, false, false}))
+            pending_.emplace(
+                t.id,
+                NewTrial{
+                    std::move(t.result.config), TrialStatus::pending, {}, std::move(t.result.estimate), t.priority});
     }
 
     void learn(const TrialResult& result) {
@@ -161,6 +174,7 @@ private:
         const auto pending = store_.trials({sweep_, TrialStatus::pending, false, false});
         store_.update_pending(replan_pending(spec_, pending, settings));
         planned_with_ = calibration_;
+        load_pending();
     }
 
     std::vector<std::string> trial_program() const {
@@ -184,6 +198,7 @@ private:
     InterruptWatcher interrupts_;
     TrialRunner runner_;
     TrialCost cost_;  // a trial's fixed cost, learned as trials finish
+    std::map<TrialId, NewTrial> pending_;
     std::chrono::steady_clock::time_point began_;
     std::uint64_t started_ = 0;
     bool stopping_noted_ = false;

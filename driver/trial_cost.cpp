@@ -18,7 +18,8 @@ constexpr double kPerExtraRankS = 0.2;
 TrialCost::TrialCost(const SweepSpec& spec)
     : prior_s_((spec.hardware.backend == BackendKind::cuda ? kCudaStartupS : kCpuStartupS) +
                kPerExtraRankS * (spec.world_size() - 1)),
-      steps_(spec.trial.steps) {}
+      steps_(spec.trial.steps),
+      fixed_median_s_(prior_s_) {}
 
 double TrialCost::trial_s(const Estimate& e) const { return fixed_s() + e.step_s * steps_; }
 
@@ -27,14 +28,10 @@ void TrialCost::observe(double wall_s, const TrialResult& r) {
     const double steps_s = std::accumulate(r.step_ms.begin(), r.step_ms.end(), 0.0,
                                            [](double sum, double ms) { return ms > 0 ? sum + ms / 1000 : sum; });
     fixed_.push_back(std::max(0.0, wall_s - steps_s));
-}
-
-double TrialCost::fixed_s() const {
-    if (fixed_.empty()) return prior_s_;
     std::vector<double> sorted = fixed_;
     const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
     std::nth_element(sorted.begin(), middle, sorted.end());
-    return *middle;
+    fixed_median_s_ = *middle;
 }
 
 }  // namespace tune

@@ -23,13 +23,14 @@ public:
     // A finished trial: `wall_s` of its process, its steps in r.step_ms (none: not counted).
     void observe(double wall_s, const TrialResult& r);
     // The fixed part: the median of the observed ones, else the prior.
-    double fixed_s() const;
+    double fixed_s() const { return fixed_median_s_; }
     std::size_t observations() const { return fixed_.size(); }
 
 private:
     double prior_s_;
     std::uint32_t steps_;  // the steps a trial runs at least, warmup included ([trial] steps)
     std::vector<double> fixed_;
+    double fixed_median_s_;  // kept as trials are observed: a makespan asks for it once a pending trial
 };
 
 }  // namespace tune

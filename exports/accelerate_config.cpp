@@ -109,8 +109,7 @@ FrameworkExport accelerate_export(const TrialConfig& c, int fsdp_version) {
     y.comment("TrainingArguments for this config (tune ... --emit hf-trainer writes them as JSON):");
     for (const auto& [key, value] : args) y.comment(fmt::format("  {}: {}", key, value.dump()));
     e.body = y.text();
-    e.cannot_express.insert(e.cannot_express.end(), notes.cannot.begin(), notes.cannot.end());
-    e.in_script.insert(e.in_script.end(), notes.in_script.begin(), notes.in_script.end());
+    add_notes(e, notes);
     return e;
 }
 

@@ -7,7 +7,9 @@
 
 #include "core/optimizer_hyperparameters.h"
 #include "core/units.h"
+#include "exports/framework.h"
 #include "exports/framework_checkpointing.h"
+#include "exports/hf_arguments.h"
 #include "search/estimate.h"
 
 namespace tune {
@@ -45,11 +47,9 @@ void client_optimizer(const TrialConfig& c, json& ds, FrameworkExport& e) {
             "weight_decay={}); deepspeed.initialize(model=model, optimizer=optimizer, config=\"ds_config.json\")",
             h.lr, h.beta1, h.beta2, h.eps, h.weight_decay));
     if (c.optimizer == Optimizer::adafactor) {
-        e.in_script.push_back(
-            fmt::format("Adafactor: optimizer = transformers.optimization.Adafactor(model.parameters(), lr=None, "
-                        "scale_parameter=True, relative_step=True, warmup_init=False, weight_decay={}); "
-                        "deepspeed.initialize(model=model, optimizer=optimizer, config=\"ds_config.json\")",
-                        h.weight_decay));
+        e.in_script.push_back(fmt::format(
+            "Adafactor: {}; deepspeed.initialize(model=model, optimizer=optimizer, config=\"ds_config.json\")",
+            adafactor_construction(c)));
         if (c.zero_stage > 0) {
             e.cannot_express.push_back(
                 "Adafactor under ZeRO: DeepSpeed hands the optimizer flat 1-D partitions, so its second moment is "
@@ -104,12 +104,13 @@ void checkpointing(const TrialConfig& c, json& ds, FrameworkExport& e) {
 
 void memory_notes(const TrialConfig& c, FrameworkExport& e) {
     EstimateOptions o;
-    o.fp32_grad_partition_bytes = 4;
+    apply_framework_profile(Framework::deepspeed, o);
     if (const auto extra = framework_gradient_bytes(c.model, c, o))
         e.memory_added.push_back(fmt::format(
-            "ZeRO-{} keeps fp32 gradient partitions: 4 bytes x {} trained parameters / {} ranks = {} per rank (tune "
+            "ZeRO-{} keeps fp32 gradient partitions: {} bytes x {} trained parameters / {} ranks = {} per rank (tune "
             "estimate --framework deepspeed adds it)",
-            c.zero_stage, trained_parameters(c.model, c), c.world_size, format_bytes(extra)));
+            c.zero_stage, o.fp32_grad_partition_bytes, trained_parameters(c.model, c), c.world_size,
+            format_bytes(extra)));
     e.memory_added.push_back(
         "communication buckets: reduce_bucket_size and allgather_bucket_size (default 5e8 elements each) in the "
         "gradients' dtype");

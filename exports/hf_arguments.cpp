@@ -27,14 +27,25 @@ std::string optim_name(Optimizer o) {
 // rate; tune runs transformers.optimization.Adafactor's own defaults.
 std::string adafactor_script(const TrialConfig& c) {
     return fmt::format(
-        "Adafactor as tune ran it: optimizer = transformers.optimization.Adafactor(model.parameters(), "
-        "lr=None, scale_parameter=True, relative_step=True, warmup_init=False, weight_decay={}); "
-        "Trainer(..., optimizers=(optimizer, transformers.optimization.AdafactorSchedule(optimizer))) "
-        "(optim=\"adafactor\" would fix the learning rate and turn off parameter scaling)",
-        c.weight_decay);
+        "Adafactor as tune ran it: {}; Trainer(..., optimizers=(optimizer, "
+        "transformers.optimization.AdafactorSchedule(optimizer))) (optim=\"adafactor\" would fix the learning rate "
+        "and turn off parameter scaling)",
+        adafactor_construction(c));
 }
 
 }  // namespace
+
+std::string adafactor_construction(const TrialConfig& c) {
+    return fmt::format(
+        "optimizer = transformers.optimization.Adafactor(model.parameters(), lr=None, "
+        "scale_parameter=True, relative_step=True, warmup_init=False, weight_decay={})",
+        c.weight_decay);
+}
+
+void add_notes(FrameworkExport& e, const HfNotes& notes) {
+    e.cannot_express.insert(e.cannot_express.end(), notes.cannot.begin(), notes.cannot.end());
+    e.in_script.insert(e.in_script.end(), notes.in_script.begin(), notes.in_script.end());
+}
 
 void refuse_unrunnable_lomo(const TrialConfig& c, bool under_deepspeed) {
     if (c.optimizer != Optimizer::lomo) return;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "exports/framework_export.h"
 
 namespace tune {
 
@@ -19,6 +20,13 @@ struct HfNotes {
     std::vector<std::string> cannot;     // what TrainingArguments cannot express
     std::vector<std::string> in_script;  // what the training script sets instead
 };
+
+// `notes` added to an export's own.
+void add_notes(FrameworkExport& e, const HfNotes& notes);
+
+// transformers.optimization.Adafactor as tune runs it (the class's own defaults: relative step,
+// parameter scaling), as a script builds it: "optimizer = transformers.optimization.Adafactor(...)".
+std::string adafactor_construction(const TrialConfig& c);
 
 // Every hyperparameter tune ran with, the constant learning rate included.
 HfArguments hf_arguments(const TrialConfig& c, HfNotes& notes);

@@ -26,8 +26,7 @@ HfArguments trainer_arguments(const TrialConfig& c, FrameworkExport& e) {
             fmt::format("ZeRO-{}: the Trainer does it through DeepSpeed: write ds_config.json with `--emit deepspeed`",
                         c.zero_stage));
     }
-    e.cannot_express.insert(e.cannot_express.end(), notes.cannot.begin(), notes.cannot.end());
-    e.in_script.insert(e.in_script.end(), notes.in_script.begin(), notes.in_script.end());
+    add_notes(e, notes);
     e.memory_added = trainer_memory_notes();
     return args;
 }
