@@ -2,6 +2,7 @@
 // flags, or for every configuration of a sweep file (counts and the
 // predicted Pareto front). Exit 0 when something fits, 1 when nothing does.
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ namespace {
 struct EstimateCliOptions {
     std::string file;
     std::string model = "llama-7b";
+    std::string hf_config;  // a Hugging Face config.json (or its folder) instead of a preset
     DimensionFlags dims;
     std::uint32_t gpus = 1;
     std::string device = "h100-80gb";
@@ -58,7 +60,13 @@ TrialConfig estimate_defaults() {
 
 TrialConfig config_from(const EstimateCliOptions& o) {
     TrialConfig c = estimate_defaults();
-    c.model = parsed(find_model(o.model), "--model", o.model, model_names());
+    if (o.hf_config.empty()) {
+        c.model = parsed(find_model(o.model), "--model", o.model, model_names());
+    } else {
+        std::filesystem::path p(o.hf_config);
+        if (std::filesystem::is_directory(p)) p /= "config.json";
+        c.model = load_hf_config(p);
+    }
     o.dims.apply(c);
     c.world_size = o.gpus;
     c.lora_alpha = o.lora_alpha;
@@ -94,7 +102,7 @@ nlohmann::json estimate_json(const TrialConfig& c, const Estimate& e) {
 
 void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate& e, std::uint64_t usable,
                        const EstimateOptions& o) {
-    fmt::print("{} on {}: {}\n", c.model.name, hw.device, summary(c));
+    fmt::print("{} on {}: {}\n", printable(c.model.name), hw.device, summary(c));
     TextTable table({"component", "bytes", "size", "share of peak"});
     const double peak = static_cast<double>(std::max<std::uint64_t>(e.memory.peak, 1));
     for (Component comp : kComponents) {
@@ -118,7 +126,8 @@ int report_invalid(const TrialConfig& c, const Hardware& hw, const Invalidity& b
         const nlohmann::json j{{"config", c}, {"device", hw.device}, {"invalid", bad.reason}, {"fits", false}};
         fmt::print("{}\n", j.dump(2));
     } else {
-        fmt::print("{} on {}: {}\n  invalid      {}\n", c.model.name, hw.device, summary(c), bad.reason);
+        fmt::print("{} on {}: {}\n  invalid      {}\n", printable(c.model.name), hw.device, summary(c),
+                   printable(bad.reason));
     }
     return kExitNo;
 }
@@ -182,7 +191,7 @@ SweepEstimates estimate_sweep(const SweepSpec& spec, const std::vector<Candidate
 
 void print_sweep_text(const SweepSpec& spec, const SweepEstimates& s, const EstimateOptions& o) {
     fmt::print("{}: {} on {} x {} ({}), usable {} per rank ({} limit less {:.0f}% margin)\n", spec.path.string(),
-               spec.model.name, spec.world_size(), spec.hardware.device, to_string(spec.hardware.backend),
+               printable(spec.model.name), spec.world_size(), spec.hardware.device, to_string(spec.hardware.backend),
                format_bytes(spec.usable_memory()), format_bytes(spec.memory_limit()), o.margin * 100);
     fmt::print("  {} configurations: {} fit, {} do not fit, {} invalid\n", s.total, s.fit, s.not_fit, s.invalid);
     fmt::print("{}", predicted_front_text(s.rows, s.front));
@@ -222,10 +231,16 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
         "estimate",
         "Predict per-rank memory by component, the peak phase, step time, tokens/s, MFU and whether it fits:\n"
         "  tune estimate --model llama-7b --optimizer adamw --precision bf16-mixed --zero 3 --gpus 8 ...\n"
+        "  tune estimate --hf-config Qwen3-8B/config.json ...   a Hugging Face model (Llama, Mistral, Qwen2, Qwen3)\n"
         "  tune estimate sweeps/llama7b.toml     every configuration of a sweep and the predicted front\n"
         "Exit codes: 0 fits (something fits), 1 nothing fits, 2 bad input. Memory model: docs/memory-model.md");
     cmd->add_option("file", opts->file, "Sweep file (TOML): estimate its whole space instead of one configuration");
-    cmd->add_option("--model", opts->model, "Model preset (tune presets)")->capture_default_str();
+    auto* model = cmd->add_option("--model", opts->model, "Model preset (tune presets)")->capture_default_str();
+    cmd->add_option("--hf-config", opts->hf_config,
+                    "A Hugging Face config.json, or the model folder holding it, instead of --model: head_dim, "
+                    "biases, tied embeddings, q/k norms and rope_scaling are read, and a field tune cannot count "
+                    "is an error naming it")
+        ->excludes(model);
     const TrialConfig defaults = estimate_defaults();
     add_dimension_flags(cmd, opts->dims, &defaults);
     cmd->add_option("--lora-alpha", opts->lora_alpha, "LoRA alpha (default 2 x rank); memory does not depend on it");

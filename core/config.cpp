@@ -43,12 +43,37 @@ void read_enum(const json& j, const char* key, Enum& out, std::optional<Enum> (*
     }
 }
 
+// An object as to_json writes it; a string is the form databases kept before
+// its parameters were stored ("llama3 factor 8"), which only names the type.
+void read_rope_scaling(const json& j, RopeScaling& r) {
+    const auto it = j.find("rope_scaling");
+    if (it == j.end() || it->is_null()) return;
+    if (it->is_string()) {
+        r.type = it->get<std::string>();
+        return;
+    }
+    check_keys(*it, "rope_scaling", {"type", "factor", "low_freq_factor", "high_freq_factor", "original_context"});
+    read(*it, "type", r.type);
+    read(*it, "factor", r.factor);
+    read(*it, "low_freq_factor", r.low_freq_factor);
+    read(*it, "high_freq_factor", r.high_freq_factor);
+    read(*it, "original_context", r.original_context);
+}
+
 template <typename T>
 void write_optional(json& j, const char* key, const std::optional<T>& value) {
     if (value) j[key] = *value;
 }
 
 }  // namespace
+
+std::string to_string(const RopeScaling& r) {
+    if (r.empty()) return {};
+    if (r.type == "llama3")
+        return fmt::format("llama3 factor {:g} (low {:g}, high {:g}, original context {})", r.factor, r.low_freq_factor,
+                           r.high_freq_factor, r.original_context);
+    return fmt::format("{} factor {:g}", r.type, r.factor);
+}
 
 void to_json(json& j, const ModelSpec& m) {
     j = json{{"name", m.name},   {"vocab", m.vocab},       {"hidden", m.hidden},
@@ -62,21 +87,28 @@ void to_json(json& j, const ModelSpec& m) {
     if (m.o_bias) j["o_bias"] = true;
     if (m.mlp_bias) j["mlp_bias"] = true;
     if (m.sliding_window) j["sliding_window"] = m.sliding_window;
-    if (!m.rope_scaling.empty()) j["rope_scaling"] = m.rope_scaling;
+    if (m.qk_norm) j["qk_norm"] = true;
+    if (!m.rope_scaling.empty())
+        j["rope_scaling"] = json{{"type", m.rope_scaling.type},
+                                 {"factor", m.rope_scaling.factor},
+                                 {"low_freq_factor", m.rope_scaling.low_freq_factor},
+                                 {"high_freq_factor", m.rope_scaling.high_freq_factor},
+                                 {"original_context", m.rope_scaling.original_context}};
 }
 
 void from_json(const json& j, ModelSpec& m) {
-    check_keys(j, "model",
-               {"name", "vocab", "hidden", "layers", "heads", "kv_heads", "ffn", "max_context", "rms_norm_eps",
-                "rope_theta", "head_dim", "tied_embeddings", "qkv_bias", "o_bias", "mlp_bias", "sliding_window",
-                "rope_scaling"});
+    check_keys(
+        j, "model",
+        {"name", "vocab", "hidden", "layers", "heads", "kv_heads", "ffn", "max_context", "rms_norm_eps", "rope_theta",
+         "head_dim", "tied_embeddings", "qkv_bias", "o_bias", "mlp_bias", "sliding_window", "rope_scaling", "qk_norm"});
     read(j, "head_dim", m.head_dim_setting);
     read(j, "tied_embeddings", m.tied_embeddings);
     read(j, "qkv_bias", m.qkv_bias);
     read(j, "o_bias", m.o_bias);
     read(j, "mlp_bias", m.mlp_bias);
     read(j, "sliding_window", m.sliding_window);
-    read(j, "rope_scaling", m.rope_scaling);
+    read(j, "qk_norm", m.qk_norm);
+    read_rope_scaling(j, m.rope_scaling);
     read(j, "name", m.name);
     read(j, "vocab", m.vocab);
     read(j, "hidden", m.hidden);

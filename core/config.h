@@ -101,6 +101,20 @@ inline constexpr bool uses_loss_scaling(Precision p) { return p == Precision::fp
 
 // ------------------------------------------------------------ ModelSpec ----
 
+// A Hugging Face config's rope_scaling: the type and the parameters that
+// change RoPE's inverse frequencies (transformers' modeling_rope_utils).
+struct RopeScaling {
+    std::string type{};  // "": none; "linear", "llama3", or another type as written
+    double factor = 1.0;
+    double low_freq_factor = 1.0;           // llama3
+    double high_freq_factor = 4.0;          // llama3
+    std::uint64_t original_context = 8192;  // llama3: original_max_position_embeddings
+    bool empty() const { return type.empty(); }
+    bool operator==(const RopeScaling&) const = default;
+};
+// "llama3 factor 8 (low 1, high 4, original context 8192)", "linear factor 2"; "" when none.
+std::string to_string(const RopeScaling& r);
+
 struct ModelSpec {
     std::string name;  // preset name, or "custom"
     std::uint64_t vocab = 0;
@@ -121,7 +135,8 @@ struct ModelSpec {
     bool o_bias = false;                 // a bias on o (attention_bias in Llama and Mistral)
     bool mlp_bias = false;               // biases on gate, up, down (mlp_bias)
     std::uint64_t sliding_window = 0;    // attention window in tokens; 0: full causal attention
-    std::string rope_scaling{};          // rope_scaling as written ("llama3 factor 8"); empty: none
+    bool qk_norm = false;                // RMSNorm over each head of q and k before RoPE (Qwen3's q_norm, k_norm)
+    RopeScaling rope_scaling{};          // empty: plain RoPE
 
     std::uint64_t head_dim() const { return head_dim_setting != 0 ? head_dim_setting : hidden / heads; }
     std::uint64_t q_dim() const { return heads * head_dim(); }
@@ -129,9 +144,14 @@ struct ModelSpec {
     std::uint64_t layer_bias_params() const {
         return (qkv_bias ? q_dim() + 2 * kv_dim() : 0) + (o_bias ? hidden : 0) + (mlp_bias ? 2 * ffn + hidden : 0);
     }
-    // q, k, v, o + gate, up, down + two RMSNorm weight vectors + biases.
+    // q, k, v, o + gate, up, down + two RMSNorm weight vectors + biases + the q/k norms' (head_dim) weights.
     std::uint64_t layer_params() const {
-        return hidden * q_dim() * 2 + hidden * kv_dim() * 2 + 3 * hidden * ffn + 2 * hidden + layer_bias_params();
+        return hidden * q_dim() * 2 + hidden * kv_dim() * 2 + 3 * hidden * ffn + 2 * hidden + layer_bias_params() +
+               (qk_norm ? 2 * head_dim() : 0);
+    }
+    // A layer's vectors: the two norm weights, the biases and the q/k norms (QLoRA keeps them 16-bit).
+    std::uint64_t layer_vector_params() const {
+        return 2 * hidden + layer_bias_params() + (qk_norm ? 2 * head_dim() : 0);
     }
     std::uint64_t embedding_params() const { return vocab * hidden; }
     std::uint64_t head_params() const { return tied_embeddings ? 0 : vocab * hidden; }  // tied: shared with the embedding

@@ -16,8 +16,37 @@ ModelSpec llama(std::string name, std::uint64_t vocab, std::uint64_t hidden, std
     return ModelSpec{std::move(name), vocab, hidden, layers, heads, kv_heads, ffn, max_context, rms_eps, rope_theta};
 }
 
-const std::array<ModelPreset, 6>& models() {
-    static const std::array<ModelPreset, 6> table{{
+// Llama 3.1-3.3's RoPE: theta 5e5, llama3 scaling from an 8192-token original context.
+ModelSpec llama31(std::string name, std::uint64_t hidden, std::uint64_t layers, std::uint64_t heads, std::uint64_t ffn,
+                  double factor, bool tied) {
+    ModelSpec m = llama(std::move(name), 128256, hidden, layers, heads, 8, ffn, 131072, 1e-5, 500000.0);
+    m.rope_scaling = RopeScaling{"llama3", factor, 1.0, 4.0, 8192};
+    m.tied_embeddings = tied;
+    return m;
+}
+
+ModelSpec qwen(std::string name, std::uint64_t vocab, std::uint64_t hidden, std::uint64_t layers, std::uint64_t heads,
+               std::uint64_t kv_heads, std::uint64_t ffn, std::uint64_t max_context, bool qwen3) {
+    ModelSpec m = llama(std::move(name), vocab, hidden, layers, heads, kv_heads, ffn, max_context, 1e-6, 1e6);
+    m.qkv_bias = !qwen3;  // Qwen2 and 2.5 bias q, k, v; Qwen3 normalizes q and k instead
+    m.qk_norm = qwen3;
+    return m;
+}
+
+// tiny with every Llama-family variant the trainer runs: head_dim apart from
+// hidden/heads, biases on every linear, q/k norms, tied embeddings, llama3 RoPE.
+ModelSpec tiny_variants() {
+    ModelSpec m = llama("tiny-variants", 256, 64, 2, 4, 2, 176, 256, 1e-5, 10000.0);
+    m.head_dim_setting = 24;
+    m.qkv_bias = m.o_bias = m.mlp_bias = true;
+    m.qk_norm = true;
+    m.tied_embeddings = true;
+    m.rope_scaling = RopeScaling{"llama3", 8.0, 1.0, 4.0, 64};
+    return m;
+}
+
+const std::array<ModelPreset, 11>& models() {
+    static const std::array<ModelPreset, 11> table{{
         {llama("llama-7b", 32000, 4096, 32, 32, 32, 11008, 4096, 1e-5, 10000.0),
          "Llama 2 7B config.json (Touvron et al. 2023): 6,738,415,616 parameters"},
         {llama("llama-13b", 32000, 5120, 40, 40, 40, 13824, 4096, 1e-5, 10000.0),
@@ -26,8 +55,17 @@ const std::array<ModelPreset, 6>& models() {
          "Llama 2 70B config.json, grouped-query attention with 8 KV heads: 68,976,648,192 parameters"},
         {llama("llama3-8b", 128256, 4096, 32, 32, 8, 14336, 8192, 1e-5, 500000.0),
          "Meta Llama 3 8B config.json: 8,030,261,248 parameters"},
+        {llama31("llama3.1-8b", 4096, 32, 32, 14336, 8.0, false),
+         "Llama 3.1 8B config.json (rope_scaling llama3, factor 8): 8,030,261,248 parameters"},
+        {llama31("llama3.2-1b", 2048, 16, 32, 8192, 32.0, true),
+         "Llama 3.2 1B config.json (llama3 factor 32, tied embeddings): 1,235,814,400 parameters"},
+        {qwen("qwen2.5-7b", 152064, 3584, 28, 28, 4, 18944, 131072, false),
+         "Qwen2.5 7B config.json (q, k, v biases): 7,615,616,512 parameters"},
+        {qwen("qwen3-8b", 151936, 4096, 36, 32, 8, 12288, 40960, true),
+         "Qwen3 8B config.json (q/k norms): 8,190,735,360 parameters"},
         {llama("tiny", 256, 64, 2, 4, 2, 176, 256, 1e-5, 10000.0),
          "tune's test model: runs a CPU step in milliseconds"},
+        {tiny_variants(), "tune's test model with biases, q/k norms, tied embeddings, head_dim 24 and llama3 RoPE"},
         {llama("small", 2048, 256, 4, 8, 4, 688, 1024, 1e-5, 10000.0),
          "tune's demo model: about 4M parameters, a CPU step in well under a second"},
     }};

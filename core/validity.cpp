@@ -98,6 +98,21 @@ std::optional<Invalidity> lora_problem(const TrialConfig& c) {
     return std::nullopt;
 }
 
+// transformers' modeling_rope_utils (_validate_linear_scaling_rope_parameters,
+// _validate_llama3_parameters) asks the same of these fields.
+std::optional<Invalidity> rope_scaling_problem(const RopeScaling& r) {
+    if (r.empty()) return std::nullopt;
+    auto bad = [](std::string why) { return Invalidity{"model-constants", "rope_scaling: " + std::move(why)}; };
+    if (!(r.factor >= 1 && r.factor <= 1e6)) return bad(fmt::format("factor {} must be in [1, 1e6]", r.factor));
+    if (r.type != "llama3") return std::nullopt;
+    if (!(r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor && r.high_freq_factor <= 1e6))
+        return bad(fmt::format("llama3 needs 0 < low_freq_factor ({}) < high_freq_factor ({})", r.low_freq_factor,
+                               r.high_freq_factor));
+    if (r.original_context == 0 || r.original_context > (std::uint64_t{1} << 40))
+        return bad(fmt::format("original_max_position_embeddings {} must be between 1 and 2^40", r.original_context));
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::uint64_t> checked_param_count(const ModelSpec& m) {
@@ -105,7 +120,7 @@ std::optional<std::uint64_t> checked_param_count(const ModelSpec& m) {
     const Wide h = m.hidden, d = m.head_dim_setting != 0 ? m.head_dim_setting : m.hidden / m.heads;
     const Wide q = Wide{m.heads} * d, kv = Wide{m.kv_heads} * d;
     const Wide bias = (m.qkv_bias ? q + 2 * kv : 0) + (m.o_bias ? h : 0) + (m.mlp_bias ? 2 * Wide{m.ffn} + h : 0);
-    const Wide layer = h * q * 2 + h * kv * 2 + 3 * h * m.ffn + 2 * h + bias;
+    const Wide layer = h * q * 2 + h * kv * 2 + 3 * h * m.ffn + 2 * h + bias + (m.qk_norm ? 2 * d : 0);
     const Wide total = (m.tied_embeddings ? 1 : 2) * Wide{m.vocab} * h + layer * m.layers + h;
     if (total > Wide{~std::uint64_t{0}}) return std::nullopt;
     return static_cast<std::uint64_t>(total);
@@ -124,6 +139,7 @@ std::optional<Invalidity> model_problem(const ModelSpec& m) {
         return Invalidity{"model-constants", fmt::format("rms_norm_eps {} must be in (0, 1]", m.rms_norm_eps)};
     if (!(m.rope_theta >= 1 && m.rope_theta <= 1e12))
         return Invalidity{"model-constants", fmt::format("rope_theta {} must be in [1, 1e12]", m.rope_theta)};
+    if (auto bad = rope_scaling_problem(m.rope_scaling)) return bad;
     // Weights, gradients and optimizer states are at most 16 bytes per parameter.
     const std::optional<std::uint64_t> params = checked_param_count(m);
     if (!params || Wide{*params} * 16 > kMaxBytes)

@@ -22,6 +22,7 @@ std::string mixed_precision(const TrialConfig& c) {
 }
 
 std::string decoder_layer_class(const ModelSpec& m) {
+    if (m.qk_norm) return "Qwen3DecoderLayer";
     if (m.qkv_bias && !m.o_bias) return "Qwen2DecoderLayer";
     if (m.sliding_window != 0 || m.head_dim_setting != 0) return "MistralDecoderLayer";
     return "LlamaDecoderLayer";

@@ -37,14 +37,31 @@ kernels::GemmArgs gemm_args(const GemmShape& g, const void* a, const void* b, vo
 
 }  // namespace
 
+math::RopeFrequencies rope_frequencies(const ModelSpec& m) {
+    math::RopeFrequencies f;
+    f.theta = static_cast<float>(m.rope_theta);
+    const RopeScaling& r = m.rope_scaling;
+    if (r.type == "linear" || r.type == "llama3") {
+        f.scaling = r.type == "linear" ? math::RopeScalingKind::linear : math::RopeScalingKind::llama3;
+        f.factor = static_cast<float>(r.factor);
+        f.low_freq_factor = static_cast<float>(r.low_freq_factor);
+        f.high_freq_factor = static_cast<float>(r.high_freq_factor);
+        f.original_context = static_cast<float>(r.original_context);
+    }
+    return f;
+}
+
 Dims make_dims(const ModelSpec& m, std::int64_t micro_batch, std::int64_t context, Attention attention) {
     Dims d;
     d.b = micro_batch, d.s = context, d.T = micro_batch * context;
-    d.h = static_cast<std::int64_t>(m.hidden), d.kv = static_cast<std::int64_t>(m.kv_dim());
+    d.h = static_cast<std::int64_t>(m.hidden), d.q = static_cast<std::int64_t>(m.q_dim());
+    d.kv = static_cast<std::int64_t>(m.kv_dim());
     d.f = static_cast<std::int64_t>(m.ffn), d.V = static_cast<std::int64_t>(m.vocab);
     d.heads = static_cast<std::int64_t>(m.heads), d.kv_heads = static_cast<std::int64_t>(m.kv_heads);
     d.d = static_cast<std::int64_t>(m.head_dim()), d.L = static_cast<std::int64_t>(m.layers);
-    d.eps = static_cast<float>(m.rms_norm_eps), d.theta = static_cast<float>(m.rope_theta);
+    d.eps = static_cast<float>(m.rms_norm_eps);
+    d.rope = rope_frequencies(m);
+    d.qk_norm = m.qk_norm;
     d.attention = attention == Attention::flash ? kernels::AttentionKind::fused : kernels::AttentionKind::materialized;
     return d;
 }
@@ -56,11 +73,13 @@ kernels::AttentionShape LlamaLayer::attention_shape() const {
 std::uint64_t LlamaLayer::workspace_bytes() const {
     const Dims& d = dims_;
     // Every layer GEMM, forward and backward (§6: a backward GEMM has its forward's three sizes).
+    // Bias GEMMs (k = 1 forward, m = 1 backward) are smaller than their linear's.
     const std::initializer_list<GemmShape> shapes{
-        {d.T, d.h, d.h, false, true},  {d.T, d.kv, d.h, false, true}, {d.T, d.f, d.h, false, true},
-        {d.T, d.h, d.f, false, true},  {d.T, d.f, d.h, false, false}, {d.h, d.f, d.T, true, false},
-        {d.T, d.h, d.f, false, false}, {d.f, d.h, d.T, true, false},  {d.T, d.h, d.h, false, false},
-        {d.h, d.h, d.T, true, false},  {d.T, d.h, d.kv, false, false}, {d.kv, d.h, d.T, true, false}};
+        {d.T, d.q, d.h, false, true},  {d.T, d.h, d.q, false, true},   {d.T, d.kv, d.h, false, true},
+        {d.T, d.f, d.h, false, true},  {d.T, d.h, d.f, false, true},   {d.T, d.f, d.h, false, false},
+        {d.h, d.f, d.T, true, false},  {d.T, d.h, d.f, false, false},  {d.f, d.h, d.T, true, false},
+        {d.T, d.q, d.h, false, false}, {d.h, d.q, d.T, true, false},   {d.T, d.h, d.q, false, false},
+        {d.q, d.h, d.T, true, false},  {d.T, d.h, d.kv, false, false}, {d.kv, d.h, d.T, true, false}};
     std::uint64_t most = backend_.attention_workspace_bytes(attention_shape(), d.attention, dt_);
     for (const GemmShape& g : shapes)
         most = std::max(most, backend_.gemm_workspace_bytes(gemm_args(g, nullptr, nullptr, nullptr, 0.0f, dt_)));
@@ -70,9 +89,8 @@ std::uint64_t LlamaLayer::workspace_bytes() const {
 const void* LlamaLayer::weight(const void* weights, LayerTensor t) const {
     if (dequantized_ == nullptr) return offset(const_cast<void*>(weights), layout_.at(t).offset, dt_);
     const auto* q = static_cast<const QuantizedLayer*>(weights);
-    if (t == LayerTensor::attn_norm) return q->norms;
-    if (t == LayerTensor::mlp_norm) return offset(const_cast<void*>(q->norms), dims_.h, dt_);
     const TensorView& v = layout_.at(t);
+    if (!v.matrix()) return offset(const_cast<void*>(q->vectors), layout_.vector_offset(t), dt_);
     backend_.nf4_dequantize(dequantized_, dt_, q->nf4, q->n, v.offset, v.numel());
     return dequantized_;
 }
@@ -98,8 +116,8 @@ void LlamaLayer::attention(LayerActivations& a) const {
     args.shape = attention_shape();
     args.dtype = dt_;
     args.q = a.q.get(), args.k = a.k.get(), args.v = a.v.get();
-    args.q_stride = dims_.h, args.k_stride = dims_.kv, args.v_stride = dims_.kv;
-    args.out = a.o.get(), args.out_stride = dims_.h;
+    args.q_stride = dims_.q, args.k_stride = dims_.kv, args.v_stride = dims_.kv;
+    args.out = a.o.get(), args.out_stride = dims_.q;
     args.kind = dims_.attention;
     if (flash()) args.lse = a.probs.as<float>();
     else args.probs = a.probs.get();
@@ -150,7 +168,44 @@ void LlamaLayer::lora_backward(LayerActivations& a, LayerTensor t, const void* x
 }
 
 void* LlamaLayer::weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const {
-    return lora_ != nullptr ? nullptr : sink.begin(layer, static_cast<std::size_t>(t));
+    return lora_ != nullptr ? nullptr : sink.begin(layer, layout_.index(t));
+}
+
+void LlamaLayer::end_grad(GradSink& sink, std::size_t layer, LayerTensor t) const {
+    if (lora_ == nullptr) sink.end(layer, layout_.index(t));
+}
+
+void LlamaLayer::add_bias(const void* w, LayerTensor t, void* y) const {
+    if (!layout_.has(t)) return;
+    gemm(ones_, false, weight(w, t), false, y, dims_.T, layout_.at(t).numel(), 1, 1.0f);
+}
+
+void LlamaLayer::bias_grad(const void* dy, LayerTensor t, GradSink& sink, std::size_t layer) const {
+    if (!layout_.has(t) || lora_ != nullptr) return;
+    gemm(ones_, true, dy, false, weight_grad(sink, layer, t), 1, layout_.at(t).numel(), dims_.T, 1.0f);
+    end_grad(sink, layer, t);
+}
+
+void LlamaLayer::qk_norm_forward(const void* w, LayerActivations& a) const {
+    const Dims& d = dims_;
+    backend_.rmsnorm_forward(a.q.get(), a.rstd_q.as<float>(), a.qp.get(), weight(w, LayerTensor::q_norm), d.T * d.heads,
+                             d.d, d.eps, dt_);
+    backend_.rmsnorm_forward(a.k.get(), a.rstd_k.as<float>(), a.kp.get(), weight(w, LayerTensor::k_norm),
+                             d.T * d.kv_heads, d.d, d.eps, dt_);
+}
+
+void LlamaLayer::qk_norm_backward(const void* w, LayerActivations& a, const void* dq, const void* dk, void* dq_out,
+                                  void* dk_out, GradSink& sink, std::size_t layer) const {
+    const Dims& d = dims_;
+    // LoRA: the frozen norms' gradients go to the throwaway sink (h >= d).
+    void* dw = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::q_norm);
+    backend_.rmsnorm_backward(dq_out, dw, dq, a.qp.get(), weight(w, LayerTensor::q_norm), a.rstd_q.as<float>(),
+                              d.T * d.heads, d.d, false, dt_);
+    end_grad(sink, layer, LayerTensor::q_norm);
+    dw = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::k_norm);
+    backend_.rmsnorm_backward(dk_out, dw, dk, a.kp.get(), weight(w, LayerTensor::k_norm), a.rstd_k.as<float>(),
+                              d.T * d.kv_heads, d.d, false, dt_);
+    end_grad(sink, layer, LayerTensor::k_norm);
 }
 
 void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const void* adapters) {
@@ -158,29 +213,44 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
     adapters_ = adapters;
     if (lora_ != nullptr) a.xa = act(static_cast<std::int64_t>(lora_targets(lora_->mlp)) * d.T * lora_->rank);
     a.rstd1 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
-    a.n1 = act(d.T * d.h), a.q = act(d.T * d.h), a.k = act(d.T * d.kv), a.v = act(d.T * d.kv);
-    a.probs = attention_keep(), a.o = act(d.T * d.h), a.x2 = act(d.T * d.h);
+    a.n1 = act(d.T * d.h);
+    if (d.qk_norm) {
+        a.qp = act(d.T * d.q), a.kp = act(d.T * d.kv);
+        a.rstd_q = memory_.allocate(Component::activations, bytes_of(d.T * d.heads, DType::f32));
+        a.rstd_k = memory_.allocate(Component::activations, bytes_of(d.T * d.kv_heads, DType::f32));
+    }
+    a.q = act(d.T * d.q), a.k = act(d.T * d.kv), a.v = act(d.T * d.kv);
+    a.probs = attention_keep(), a.o = act(d.T * d.q), a.x2 = act(d.T * d.h);
     a.rstd2 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
     a.n2 = act(d.T * d.h), a.g = act(d.T * d.f), a.u = act(d.T * d.f), a.m = act(d.T * d.f);
 
     backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), d.T, d.h,
                              d.eps, dt_);
-    gemm(a.n1.get(), false, weight(w, LayerTensor::q), true, a.q.get(), d.T, d.h, d.h, 0.0f);   // q (T, h)
-    gemm(a.n1.get(), false, weight(w, LayerTensor::k), true, a.k.get(), d.T, d.kv, d.h, 0.0f);  // k (T, kv)
+    void* qp = d.qk_norm ? a.qp.get() : a.q.get();  // the projections, normed into q, k after
+    void* kp = d.qk_norm ? a.kp.get() : a.k.get();
+    gemm(a.n1.get(), false, weight(w, LayerTensor::q), true, qp, d.T, d.q, d.h, 0.0f);          // q (T, q)
+    gemm(a.n1.get(), false, weight(w, LayerTensor::k), true, kp, d.T, d.kv, d.h, 0.0f);         // k (T, kv)
     gemm(a.n1.get(), false, weight(w, LayerTensor::v), true, a.v.get(), d.T, d.kv, d.h, 0.0f);  // v (T, kv)
-    lora_forward(a, LayerTensor::q, a.n1.get(), a.q.get());
-    lora_forward(a, LayerTensor::k, a.n1.get(), a.k.get());
+    add_bias(w, LayerTensor::q_bias, qp);
+    add_bias(w, LayerTensor::k_bias, kp);
+    add_bias(w, LayerTensor::v_bias, a.v.get());
+    lora_forward(a, LayerTensor::q, a.n1.get(), qp);
+    lora_forward(a, LayerTensor::k, a.n1.get(), kp);
     lora_forward(a, LayerTensor::v, a.n1.get(), a.v.get());
-    backend_.rope_forward(a.q.get(), d.h, a.q.get(), d.h, d.b, d.s, d.heads, d.d, d.theta, dt_);
-    backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.theta, dt_);
+    if (d.qk_norm) qk_norm_forward(w, a);
+    backend_.rope_forward(a.q.get(), d.q, a.q.get(), d.q, d.b, d.s, d.heads, d.d, d.rope, dt_);
+    backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
     attention(a);
-    backend_.copy(a.x2.get(), a.x.get(), bytes_of(d.T * d.h, dt_));  // x2 = x + o Wo^T
-    gemm(a.o.get(), false, weight(w, LayerTensor::o), true, a.x2.get(), d.T, d.h, d.h, 1.0f);
+    backend_.copy(a.x2.get(), a.x.get(), bytes_of(d.T * d.h, dt_));  // x2 = x + o Wo^T + bo
+    gemm(a.o.get(), false, weight(w, LayerTensor::o), true, a.x2.get(), d.T, d.h, d.q, 1.0f);
+    add_bias(w, LayerTensor::o_bias, a.x2.get());
     lora_forward(a, LayerTensor::o, a.o.get(), a.x2.get());
     backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), d.T,
                              d.h, d.eps, dt_);
     gemm(a.n2.get(), false, weight(w, LayerTensor::gate), true, a.g.get(), d.T, d.f, d.h, 0.0f);  // g (T, f)
     gemm(a.n2.get(), false, weight(w, LayerTensor::up), true, a.u.get(), d.T, d.f, d.h, 0.0f);    // u (T, f)
+    add_bias(w, LayerTensor::gate_bias, a.g.get());
+    add_bias(w, LayerTensor::up_bias, a.u.get());
     lora_forward(a, LayerTensor::gate, a.n2.get(), a.g.get());
     lora_forward(a, LayerTensor::up, a.n2.get(), a.u.get());
     backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
@@ -188,8 +258,9 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
         lora_forward(a, LayerTensor::down, a.m.get(), nullptr);  // recompute: only m Ad^T, for dBd
         return;
     }
-    backend_.copy(out, a.x2.get(), bytes_of(d.T * d.h, dt_));  // out = x2 + m Wdown^T
+    backend_.copy(out, a.x2.get(), bytes_of(d.T * d.h, dt_));  // out = x2 + m Wdown^T + bdown
     gemm(a.m.get(), false, weight(w, LayerTensor::down), true, out, d.T, d.h, d.f, 1.0f);
+    add_bias(w, LayerTensor::down_bias, out);
     lora_forward(a, LayerTensor::down, a.m.get(), out);
 }
 
@@ -221,10 +292,9 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
     void* dm = scratch;  // (T, f), then du in place
     void* dg = offset(scratch, d.T * d.f, dt_);
     void* du = offset(scratch, 2 * d.T * d.f, dt_);
-    auto done = [&](LayerTensor t) {
-        if (lora_ == nullptr) sink.end(layer, static_cast<std::size_t>(t));
-    };
+    auto done = [&](LayerTensor t) { end_grad(sink, layer, t); };
 
+    bias_grad(dx, LayerTensor::down_bias, sink, layer);
     gemm(dx, false, weight(w, LayerTensor::down), false, dm, d.T, d.f, d.h, 0.0f);  // dm = dX Wd
     lora_backward(a, LayerTensor::down, a.m.get(), dx, dm, lora_tmp_, sink, layer);
     if (lora_ == nullptr) {
@@ -232,6 +302,8 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
         done(LayerTensor::down);
     }
     backend_.swiglu_backward(dg, du, dm, a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
+    bias_grad(dg, LayerTensor::gate_bias, sink, layer);
+    bias_grad(du, LayerTensor::up_bias, sink, layer);
     gemm(dg, false, weight(w, LayerTensor::gate), false, dn, d.T, d.h, d.f, 0.0f);  // dn = dg Wg + du Wu
     gemm(du, false, weight(w, LayerTensor::up), false, dn, d.T, d.h, d.f, 1.0f);
     lora_backward(a, LayerTensor::gate, a.n2.get(), dg, dn, lora_tmp_, sink, layer);
@@ -251,41 +323,52 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
 void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch,
                                     GradSink& sink, std::size_t layer) const {
     const Dims& d = dims_;
-    void* dout = scratch;                                // (T, h)
-    void* dq = offset(scratch, d.T * d.h, dt_);          // (T, h)
-    void* dk = offset(scratch, 2 * d.T * d.h, dt_);      // (T, kv)
-    void* dv = offset(scratch, 2 * d.T * d.h + d.T * d.kv, dt_);  // (T, kv)
-    auto done = [&](LayerTensor t) {
-        if (lora_ == nullptr) sink.end(layer, static_cast<std::size_t>(t));
-    };
+    void* dout = scratch;                                         // (T, q)
+    void* dq = offset(scratch, d.T * d.q, dt_);                   // (T, q)
+    void* dk = offset(scratch, 2 * d.T * d.q, dt_);               // (T, kv)
+    void* dv = offset(scratch, 2 * d.T * d.q + d.T * d.kv, dt_);  // (T, kv)
+    auto done = [&](LayerTensor t) { end_grad(sink, layer, t); };
 
-    gemm(dx, false, weight(w, LayerTensor::o), false, dout, d.T, d.h, d.h, 0.0f);      // do = dX Wo
+    bias_grad(dx, LayerTensor::o_bias, sink, layer);
+    gemm(dx, false, weight(w, LayerTensor::o), false, dout, d.T, d.q, d.h, 0.0f);  // do = dX Wo
     lora_backward(a, LayerTensor::o, a.o.get(), dx, dout, lora_tmp_, sink, layer);
     if (lora_ == nullptr) {
-        gemm(dx, true, a.o.get(), false, weight_grad(sink, layer, LayerTensor::o), d.h, d.h, d.T, 1.0f);  // dWo += dX^T o
+        gemm(dx, true, a.o.get(), false, weight_grad(sink, layer, LayerTensor::o), d.h, d.q, d.T,
+             1.0f);  // dWo += dX^T o
         done(LayerTensor::o);
     }
     kernels::AttentionBackwardArgs args;
     args.shape = attention_shape();
     args.dtype = dt_;
     args.q = a.q.get(), args.k = a.k.get(), args.v = a.v.get();
-    args.q_stride = d.h, args.k_stride = d.kv, args.v_stride = d.kv;
+    args.q_stride = d.q, args.k_stride = d.kv, args.v_stride = d.kv;
     args.kind = d.attention;
-    if (flash()) args.lse = a.probs.as<float>(), args.out = a.o.get(), args.out_stride = d.h;
+    if (flash())
+        args.lse = a.probs.as<float>(), args.out = a.o.get(), args.out_stride = d.q;
     else args.probs = a.probs.get();
-    args.dout = dout, args.dout_stride = d.h;
+    args.dout = dout, args.dout_stride = d.q;
     args.dq = dq, args.dk = dk, args.dv = dv;
     backend_.attention_backward(args, ws_);
-    backend_.rope_backward(dq, d.h, dq, d.h, d.b, d.s, d.heads, d.d, d.theta, dt_);
-    backend_.rope_backward(dk, d.kv, dk, d.kv, d.b, d.s, d.kv_heads, d.d, d.theta, dt_);
-    gemm(dq, false, weight(w, LayerTensor::q), false, dn, d.T, d.h, d.h, 0.0f);  // dn = dq Wq + dk Wk + dv Wv
+    backend_.rope_backward(dq, d.q, dq, d.q, d.b, d.s, d.heads, d.d, d.rope, dt_);
+    backend_.rope_backward(dk, d.kv, dk, d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
+    if (d.qk_norm) {
+        // The projections' gradients into the regions attention no longer needs:
+        // dq into do's (T, q), then dk into dq's (T, q >= kv).
+        qk_norm_backward(w, a, dq, dk, dout, dq, sink, layer);
+        dk = dq, dq = dout;
+    }
+    bias_grad(dq, LayerTensor::q_bias, sink, layer);
+    bias_grad(dk, LayerTensor::k_bias, sink, layer);
+    bias_grad(dv, LayerTensor::v_bias, sink, layer);
+    gemm(dq, false, weight(w, LayerTensor::q), false, dn, d.T, d.h, d.q, 0.0f);  // dn = dq Wq + dk Wk + dv Wv
     gemm(dk, false, weight(w, LayerTensor::k), false, dn, d.T, d.h, d.kv, 1.0f);
     gemm(dv, false, weight(w, LayerTensor::v), false, dn, d.T, d.h, d.kv, 1.0f);
     lora_backward(a, LayerTensor::q, a.n1.get(), dq, dn, lora_tmp_, sink, layer);
     lora_backward(a, LayerTensor::k, a.n1.get(), dk, dn, lora_tmp_, sink, layer);
     lora_backward(a, LayerTensor::v, a.n1.get(), dv, dn, lora_tmp_, sink, layer);
     if (lora_ == nullptr) {
-        gemm(dq, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::q), d.h, d.h, d.T, 1.0f);  // dWq += dq^T n1
+        gemm(dq, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::q), d.q, d.h, d.T,
+             1.0f);  // dWq += dq^T n1
         done(LayerTensor::q);
         gemm(dk, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::k), d.kv, d.h, d.T, 1.0f);
         done(LayerTensor::k);
@@ -303,8 +386,8 @@ void LlamaLayer::backward(const void* w, LayerActivations& a, void* dx, GradSink
     const Dims& d = dims_;
     adapters_ = adapters;
     // One scratch for all activation gradients (§4 B4): dn (T, h), then the
-    // MLP's dm, dg, du (T, f) or attention's do, dq (T, h), dk, dv (T, kv).
-    Buffer scratch = act(d.T * (d.h + std::max(3 * d.f, 2 * d.h + 2 * d.kv)));
+    // MLP's dm, dg, du (T, f) or attention's do, dq (T, q), dk, dv (T, kv).
+    Buffer scratch = act(d.T * (d.h + std::max(3 * d.f, 2 * d.q + 2 * d.kv)));
     // LoRA (§9): dy B (T, r) of one linear at a time, and a sink (h) for the
     // frozen norm weights' gradients, which the kernels always accumulate.
     Buffer lora = lora_ != nullptr ? act(d.T * lora_->rank + d.h) : Buffer{};

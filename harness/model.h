@@ -2,6 +2,11 @@
 // (RMSNorm, Q/K/V with grouped KV heads, rotate-half RoPE, causal attention,
 // output projection, residual, RMSNorm, SwiGLU MLP, residual), forward,
 // recompute and backward on Backend ops over a layer's flat weight buffer.
+// The variants the estimator counts run too: biases on the linears
+// (Qwen2's q, k, v; attention_bias, mlp_bias), added as a rank-1 GEMM with a
+// ones vector; Qwen3's q/k norms (Qwen3Attention: q_norm over each head of
+// the q projection, before RoPE); head_dim apart from hidden/heads; and
+// rope_scaling's frequencies.
 // Buffers follow docs/memory-model.md §3-4 exactly: what is allocated, in
 // which dtype, with which tag, and when it is freed.
 #pragma once
@@ -20,11 +25,16 @@ namespace tune::harness {
 // Token and model shapes of one micro-batch on one rank.
 struct Dims {
     std::int64_t b = 0, s = 0, T = 0;      // rows, context, tokens = b*s
-    std::int64_t h = 0, kv = 0, f = 0, V = 0;
+    std::int64_t h = 0, q = 0, kv = 0, f = 0, V = 0;  // q = heads*d, which head_dim may set apart from h
     std::int64_t heads = 0, kv_heads = 0, d = 0, L = 0;
-    float eps = 1e-5f, theta = 10000.0f;
+    float eps = 1e-5f;
+    math::RopeFrequencies rope;
+    bool qk_norm = false;  // RMSNorm over each head of q and k before RoPE (Qwen3)
     kernels::AttentionKind attention = kernels::AttentionKind::fused;  // flash keeps lse, eager probs
 };
+// RoPE's frequencies from rope_theta and rope_scaling (linear, llama3; the
+// trainer refuses other types first: harness/io/hf_model.h).
+math::RopeFrequencies rope_frequencies(const ModelSpec& model);
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t context,
                Attention attention = Attention::flash);
 
@@ -34,11 +44,15 @@ struct LayerActivations {
     Buffer x;      // (T, h) layer input
     Buffer rstd1;  // (T) fp32
     Buffer n1;     // (T, h)
-    Buffer q;      // (T, h) after RoPE
+    Buffer qp;     // q/k norm only: (T, q) the q projection before its norm
+    Buffer kp;     // q/k norm only: (T, kv)
+    Buffer rstd_q;  // q/k norm only: (T * heads) fp32
+    Buffer rstd_k;  // q/k norm only: (T * kv_heads) fp32
+    Buffer q;       // (T, q) after RoPE
     Buffer k;      // (T, kv) after RoPE
     Buffer v;      // (T, kv)
     Buffer probs;  // eager: (b, heads, s, s); flash: the log-sum-exp (b, heads, s) fp32
-    Buffer o;      // (T, h) attention output before Wo
+    Buffer o;      // (T, q) attention output before Wo
     Buffer x2;     // (T, h) x + o Wo^T
     Buffer rstd2;  // (T) fp32
     Buffer n2;     // (T, h)
@@ -80,6 +94,8 @@ public:
     void set_qlora(void* dequantized) { dequantized_ = dequantized; }
     // Elements of the largest weight matrix a GEMM of the layer reads.
     std::int64_t largest_matrix() const;
+    // Biases: (T) ones in the layer dtype, the left factor of every bias GEMM.
+    void set_ones(const void* ones) { ones_ = ones; }
 
     // Allocates every §3 buffer but x (which holds the input), computes the
     // layer, and writes x + attention + MLP into `out` (T, h) when not null.
@@ -113,6 +129,16 @@ private:
     LoraLinear lora_linear(LayerTensor t) const;
     // The gradient of a weight, or nullptr when the base is frozen.
     void* weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
+    // y (T, n) += ones (T, 1) b (1, n), when the model has bias t.
+    void add_bias(const void* w, LayerTensor t, void* y) const;
+    // db (n) += ones^T (1, T) dy (T, n) to the sink, when t exists and is trained.
+    void bias_grad(const void* dy, LayerTensor t, GradSink& sink, std::size_t layer) const;
+    // Qwen3: q, k (pre-norm in qp, kp) normed per head into a.q, a.k.
+    void qk_norm_forward(const void* w, LayerActivations& a) const;
+    // dq, dk (post-norm gradients) to the projections' gradients in dq_out, dk_out.
+    void qk_norm_backward(const void* w, LayerActivations& a, const void* dq, const void* dk, void* dq_out,
+                          void* dk_out, GradSink& sink, std::size_t layer) const;
+    void end_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
     bool flash() const;
     Buffer attention_keep() const;  // what attention keeps for backward: lse (flash) or probs (eager)
 
@@ -127,6 +153,7 @@ private:
     void* lora_tmp_ = nullptr;        // (T, r) during a LoRA backward
     void* norm_sink_ = nullptr;       // (h) during a LoRA backward
     void* dequantized_ = nullptr;     // QLoRA: the dequantized weight of the current GEMM
+    const void* ones_ = nullptr;      // biases: (T) ones
 };
 
 }  // namespace tune::harness

@@ -161,10 +161,11 @@ void random_values(const FlatLayout& f, std::uint64_t stream, double stddev, std
     for (const TensorView& t : f.tensors) {
         const std::int64_t lo = std::max(first, t.offset), hi = std::min(last, t.offset + t.numel());
         const bool matrix = t.matrix();
+        const float vector_value = t.initial_vector_value();
 #pragma omp parallel for schedule(static)
         for (std::int64_t j = lo; j < hi; ++j)
             out[static_cast<std::size_t>(j - first)] =
-                matrix ? static_cast<float>(stddev * normal(stream, static_cast<std::uint64_t>(j))) : 1.0f;
+                matrix ? static_cast<float>(stddev * normal(stream, static_cast<std::uint64_t>(j))) : vector_value;
     }
 }
 
@@ -296,7 +297,7 @@ HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double std
             for (std::int64_t e = 0; e < t.numel(); ++e)
                 buf[static_cast<std::size_t>(t.offset + e)] =
                     t.matrix() ? static_cast<float>(stddev * normal(stream, static_cast<std::uint64_t>(t.offset + e)))
-                               : 1.0f;
+                               : t.initial_vector_value();
         host.push_back(std::move(buf));
     }
     return host;

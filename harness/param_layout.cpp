@@ -25,25 +25,62 @@ FlatLayout place_tensors(std::vector<TensorView> tensors, std::int64_t world, st
 }
 
 ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t world_size, std::uint32_t adam8bit_block) {
-    const auto h = static_cast<std::int64_t>(m.hidden), kv = static_cast<std::int64_t>(m.kv_dim());
+    const auto h = static_cast<std::int64_t>(m.hidden), q = static_cast<std::int64_t>(m.q_dim());
+    const auto kv = static_cast<std::int64_t>(m.kv_dim()), d = static_cast<std::int64_t>(m.head_dim());
     const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
     const std::int64_t world = std::max<std::int64_t>(1, world_size);
     ParamLayout p;
     p.alignment = std::lcm<std::int64_t>(256, std::max<std::int64_t>(1, adam8bit_block));
     p.layers = static_cast<std::int64_t>(m.layers);
-    p.layer = place_tensors({{"input_layernorm.weight", 1, h},
-                     {"self_attn.q_proj.weight", h, h},
-                     {"self_attn.k_proj.weight", kv, h},
-                     {"self_attn.v_proj.weight", kv, h},
-                     {"self_attn.o_proj.weight", h, h},
-                     {"post_attention_layernorm.weight", 1, h},
-                     {"mlp.gate_proj.weight", f, h},
-                     {"mlp.up_proj.weight", f, h},
-                     {"mlp.down_proj.weight", h, f}},
-                    world, p.alignment);
-    p.outer = place_tensors({{"model.embed_tokens.weight", v, h}, {"model.norm.weight", 1, h}, {"lm_head.weight", v, h}},
-                    world, p.alignment);
+    p.slot.fill(-1);
+    std::vector<TensorView> tensors;
+    auto add = [&](LayerTensor t, const char* name, std::int64_t rows, std::int64_t cols) {
+        p.slot[static_cast<std::size_t>(t)] = static_cast<int>(tensors.size());
+        tensors.push_back({name, rows, cols});
+    };
+    add(LayerTensor::attn_norm, "input_layernorm.weight", 1, h);
+    add(LayerTensor::q, "self_attn.q_proj.weight", q, h);
+    add(LayerTensor::k, "self_attn.k_proj.weight", kv, h);
+    add(LayerTensor::v, "self_attn.v_proj.weight", kv, h);
+    add(LayerTensor::o, "self_attn.o_proj.weight", h, q);
+    add(LayerTensor::mlp_norm, "post_attention_layernorm.weight", 1, h);
+    add(LayerTensor::gate, "mlp.gate_proj.weight", f, h);
+    add(LayerTensor::up, "mlp.up_proj.weight", f, h);
+    add(LayerTensor::down, "mlp.down_proj.weight", h, f);
+    if (m.qkv_bias) {
+        add(LayerTensor::q_bias, "self_attn.q_proj.bias", 1, q);
+        add(LayerTensor::k_bias, "self_attn.k_proj.bias", 1, kv);
+        add(LayerTensor::v_bias, "self_attn.v_proj.bias", 1, kv);
+    }
+    if (m.o_bias) add(LayerTensor::o_bias, "self_attn.o_proj.bias", 1, h);
+    if (m.mlp_bias) {
+        add(LayerTensor::gate_bias, "mlp.gate_proj.bias", 1, f);
+        add(LayerTensor::up_bias, "mlp.up_proj.bias", 1, f);
+        add(LayerTensor::down_bias, "mlp.down_proj.bias", 1, h);
+    }
+    if (m.qk_norm) {
+        add(LayerTensor::q_norm, "self_attn.q_norm.weight", 1, d);
+        add(LayerTensor::k_norm, "self_attn.k_norm.weight", 1, d);
+    }
+    p.layer = place_tensors(std::move(tensors), world, p.alignment);
+    std::vector<TensorView> outer{{"model.embed_tokens.weight", v, h}, {"model.norm.weight", 1, h}};
+    if (!m.tied_embeddings) outer.push_back({"lm_head.weight", v, h});
+    p.outer = place_tensors(std::move(outer), world, p.alignment);
     return p;
+}
+
+std::int64_t ParamLayout::vector_offset(LayerTensor t) const {
+    std::int64_t before = 0;
+    for (std::size_t i = 0; i < index(t); ++i)
+        if (!layer.tensors[i].matrix()) before += layer.tensors[i].numel();
+    return before;
+}
+
+std::int64_t ParamLayout::vector_numel() const {
+    std::int64_t all = 0;
+    for (const TensorView& v : layer.tensors)
+        if (!v.matrix()) all += v.numel();
+    return all;
 }
 
 std::string tensor_name(const ParamLayout& layout, std::size_t buffer, std::size_t t) {

@@ -6,6 +6,7 @@
 // whole flat buffers; 8-bit blocks never straddle a slot or a shard.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,8 +18,31 @@ namespace tune::harness {
 // Tensors smaller than this keep full-width 8-bit Adam state.
 inline constexpr std::int64_t kSmallTensor = 4096;
 
-// Slot order inside the buffers (the index into FlatLayout::tensors).
-enum class LayerTensor : std::uint8_t { attn_norm, q, k, v, o, mlp_norm, gate, up, down };
+// Slot order inside the buffers. The nine Llama tensors are always there, in
+// this order; the biases and q/k norms follow, in this order, where the model
+// has them (ParamLayout::has, ::index). The LM head is absent with tied
+// embeddings: the embedding serves as the head (ParamLayout::head).
+enum class LayerTensor : std::uint8_t {
+    attn_norm,
+    q,
+    k,
+    v,
+    o,
+    mlp_norm,
+    gate,
+    up,
+    down,
+    q_bias,
+    k_bias,
+    v_bias,
+    o_bias,
+    gate_bias,
+    up_bias,
+    down_bias,
+    q_norm,
+    k_norm
+};
+inline constexpr std::size_t kLayerTensorKinds = 18;
 enum class OuterTensor : std::uint8_t { embedding, final_norm, lm_head };
 
 struct TensorView {
@@ -26,7 +50,10 @@ struct TensorView {
     std::int64_t rows = 0;    // (rows, cols) row-major as nn.Linear stores it; vectors: rows = 1
     std::int64_t cols = 0;
     std::int64_t offset = 0;  // elements from the start of the flat buffer (a multiple of A)
-    bool matrix() const { return rows > 1; }  // matrices decay, norm weights do not
+    bool matrix() const { return rows > 1; }  // matrices decay, norm weights and biases do not
+    bool bias() const { return name.ends_with(".bias"); }
+    // A vector's value before training: biases 0, norm weights 1 (as transformers initializes them).
+    float initial_vector_value() const { return bias() ? 0.0f : 1.0f; }
     std::int64_t numel() const { return rows * cols; }
     bool small() const { return numel() < kSmallTensor; }
 };
@@ -42,6 +69,8 @@ struct FlatLayout {
 struct ParamLayout {
     FlatLayout layer;  // the same for every layer
     FlatLayout outer;
+    // Index into layer.tensors of each LayerTensor, or -1 where the model has none.
+    std::array<int, kLayerTensorKinds> slot{};
     std::int64_t layers = 0;
     std::int64_t alignment = 256;
     // LoRA's adapters have layer buffers only: the embedding, final norm and head stay frozen.
@@ -51,8 +80,16 @@ struct ParamLayout {
     // Buffer index: layers first, the outer buffer last.
     std::size_t outer_index() const { return static_cast<std::size_t>(layers); }
     const FlatLayout& flat(std::size_t buffer) const { return buffer == outer_index() ? outer : layer; }
-    const TensorView& at(LayerTensor t) const { return layer.tensors[static_cast<std::size_t>(t)]; }
+    bool has(LayerTensor t) const { return slot[static_cast<std::size_t>(t)] >= 0; }
+    std::size_t index(LayerTensor t) const { return static_cast<std::size_t>(slot[static_cast<std::size_t>(t)]); }
+    const TensorView& at(LayerTensor t) const { return layer.tensors[index(t)]; }
+    // The matrix the LM head multiplies by: lm_head, or the embedding when tied.
+    OuterTensor head() const { return outer.tensors.size() > 2 ? OuterTensor::lm_head : OuterTensor::embedding; }
     const TensorView& at(OuterTensor t) const { return outer.tensors[static_cast<std::size_t>(t)]; }
+    // Elements of a layer's vectors (norm weights, biases) before t's, in slot order:
+    // where t starts in QLoRA's separately kept vectors (harness/qlora_base.h).
+    std::int64_t vector_offset(LayerTensor t) const;
+    std::int64_t vector_numel() const;  // all of a layer's vectors
     std::int64_t padded_total() const { return layers * layer.padded + outer.padded; }
 };
 

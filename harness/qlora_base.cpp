@@ -40,12 +40,12 @@ void copy_part(kernels::Backend& backend, void* to, const void* from, std::int64
 QuantizedBase::QuantizedBase(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, DType dtype,
                              const ZeroPlan& zero, Comm& comm)
     : backend_(backend), memory_(memory), layout_(layout), dt_(dtype), zero_(zero), comm_(comm) {
-    const std::int64_t h = layout.at(LayerTensor::attn_norm).numel();
+    const std::int64_t vectors = layout.vector_numel();
     kept_ = sharded() ? math::nf4_shard(layout.layer.padded, comm.world_size()).shard : layout.layer.padded;
     for (std::int64_t i = 0; i < layout.layers; ++i) {
         nf4_.push_back(memory.zeros(Component::params, static_cast<std::uint64_t>(math::nf4_sizes(kept_).bytes)));
-        norms_.push_back(memory.zeros(Component::params, bytes_of(2 * h, dtype)));
-        layers_.push_back({nf4_.back().get(), norms_.back().get(), kept_});
+        vectors_.push_back(memory.zeros(Component::params, bytes_of(vectors, dtype)));
+        layers_.push_back({nf4_.back().get(), vectors_.back().get(), kept_});
     }
     const std::int64_t outer = sharded() ? layout.outer.shard : layout.outer.padded;
     outer_ = memory.zeros(Component::params, bytes_of(outer, dtype));
@@ -81,12 +81,11 @@ void QuantizedBase::upload(const HostParams& host) {
             } else {
                 backend_.nf4_quantize(nf4_[i].get(), x, n, x + n);
             }
-            std::vector<float> norms;
-            for (LayerTensor t : {LayerTensor::attn_norm, LayerTensor::mlp_norm}) {
-                const TensorView& v = layout_.at(t);
-                norms.insert(norms.end(), host[i].begin() + v.offset, host[i].begin() + v.offset + v.numel());
-            }
-            upload_values(backend_, norms_[i].get(), norms, dt_);
+            std::vector<float> vectors;
+            for (const TensorView& v : layout_.layer.tensors)
+                if (!v.matrix())
+                    vectors.insert(vectors.end(), host[i].begin() + v.offset, host[i].begin() + v.offset + v.numel());
+            upload_values(backend_, vectors_[i].get(), vectors, dt_);
         }
     } catch (...) {
         backend_.deallocate(x, staging);
@@ -118,7 +117,7 @@ QuantizedBase::Gathered QuantizedBase::gather_layer(std::size_t i) {
     comm_.all_gather(to.packed, ranks * mine.packed, DType::u8);
     comm_.all_gather(to.absmax, ranks * mine.absmax, DType::u8);
     comm_.all_gather(to.scales, ranks * mine.scales, DType::f32);
-    g.view = {g.storage.get(), norms_[i].get(), padded};
+    g.view = {g.storage.get(), vectors_[i].get(), padded};
     return g;
 }
 

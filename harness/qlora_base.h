@@ -1,11 +1,10 @@
 // QLoRA's frozen base (Dettmers et al. 2023): each layer's flat buffer stored
-// as NF4 with double-quantized absmax (kernels/math/nf4.h), its two RMSNorm
-// weight vectors kept in the weights' dtype (4-bit norms would move every
-// activation), and the outer buffer (embedding, final norm, LM head) in the
-// weights' dtype, as bitsandbytes leaves them. At ZeRO stage 3 each rank
-// keeps its shard of every layer's NF4 storage (whole absmax groups,
-// math::nf4_shard) and of the outer buffer, gathered before each use;
-// the norms stay whole. docs/memory-model.md §9.
+// as NF4 with double-quantized absmax (kernels/math/nf4.h), its vectors (the
+// RMSNorm weights and any biases) kept in the weights' dtype, as bitsandbytes'
+// Linear4bit keeps its bias (4-bit norms would move every activation), and the outer buffer (embedding, final norm, LM
+// head) in the weights' dtype, as bitsandbytes leaves them. At ZeRO stage 3 each rank keeps its shard of every layer's
+// NF4 storage (whole absmax groups, math::nf4_shard) and of the outer buffer, gathered before each use; the vectors
+// stay whole. docs/memory-model.md §9.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +22,8 @@ namespace tune::harness {
 // What LlamaLayer reads for one QLoRA layer (passed as its `weights` pointer).
 struct QuantizedLayer {
     const void* nf4 = nullptr;    // math::nf4_sizes(n) bytes over the layer buffer, n >= its padded length
-    const void* norms = nullptr;  // (2, h): attn_norm, mlp_norm in the weights' dtype
+    const void* vectors =
+        nullptr;  // the layer's vectors in slot order, in the weights' dtype (ParamLayout::vector_offset)
     std::int64_t n = 0;
 };
 
@@ -32,7 +32,7 @@ public:
     QuantizedBase(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, kernels::DType dtype,
                   const ZeroPlan& zero, Comm& comm);
     // Quantizes the layers of `host` (fp32, laid out by the layout) on the
-    // device and keeps the outer buffer and the norms in the weights' dtype
+    // device and keeps the outer buffer and the vectors in the weights' dtype
     // (at stage 3 only this rank's shards).
     void upload(const HostParams& host);
     bool sharded() const { return zero_.gathers_weights_before_use(); }
@@ -61,7 +61,7 @@ private:
     ZeroPlan zero_;
     Comm& comm_;
     std::int64_t kept_ = 0;  // NF4 weights of a layer this rank keeps: the padded layer, or its shard
-    std::vector<Buffer> nf4_, norms_;
+    std::vector<Buffer> nf4_, vectors_;
     std::vector<QuantizedLayer> layers_;
     Buffer outer_;
 };

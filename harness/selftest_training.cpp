@@ -26,9 +26,9 @@ namespace st = kernels::selftest;
 
 constexpr int kSteps = 3;
 
-TrialConfig tiny_config(Optimizer optimizer, Precision precision) {
+TrialConfig tiny_config(Optimizer optimizer, Precision precision, const char* model = "tiny") {
     TrialConfig c;
-    c.model = *find_model("tiny");
+    c.model = *find_model(model);
     c.optimizer = optimizer;
     c.precision = precision;
     c.micro_batch = 2;
@@ -42,8 +42,8 @@ TrialConfig tiny_config(Optimizer optimizer, Precision precision) {
 // checkpointing and grad_accum vary the step's schedule (recompute in
 // backward, gradients summed over micro-batches before the update).
 st::Case training_case(Optimizer optimizer, Precision precision, Checkpointing checkpointing = Checkpointing::none,
-                       std::uint32_t grad_accum = 1) {
-    TrialConfig c = tiny_config(optimizer, precision);
+                       std::uint32_t grad_accum = 1, const char* model = "tiny") {
+    TrialConfig c = tiny_config(optimizer, precision, model);
     c.checkpointing = checkpointing;
     c.grad_accum = grad_accum;
     const std::string schedule =
@@ -194,6 +194,11 @@ std::vector<kernels::selftest::Case> training_cases() {
         const Checkpointing ck = i++ % 2 == 0 ? Checkpointing::full : Checkpointing::selective;
         out.push_back(training_case(o, p, ck, o == Optimizer::lomo ? 1 : 2));
     }
+    // The Llama-family variants (biases, q/k norms, tied embeddings, head_dim,
+    // llama3 RoPE), with recompute; LOMO holds the tied embedding's gradient.
+    out.push_back(training_case(Optimizer::adamw, Precision::fp32, Checkpointing::none, 1, "tiny-variants"));
+    out.push_back(training_case(Optimizer::adamw, Precision::bf16_mixed, Checkpointing::full, 2, "tiny-variants"));
+    out.push_back(training_case(Optimizer::lomo, Precision::bf16, Checkpointing::none, 1, "tiny-variants"));
     return out;
 }
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
+#include <utility>
 
 #include "core/validity.h"
 #include "kernels/lm_head_loss.h"
@@ -65,8 +67,10 @@ private:
     Buffer bucket_;
 };
 
-// LOMO: each tensor's gradient exists alone, from begin() to end(), where it
-// is either applied (SGD) or only measured (the clipping norm pass).
+// LOMO: each tensor's gradient exists from its first begin() to its end(),
+// where it is either applied (SGD) or only measured (the clipping norm pass).
+// One tensor at a time, except a tied embedding's, which the LM head begins
+// and the embedding backward ends.
 class LomoSink final : public GradSink {
 public:
     LomoSink(Allocator& memory, ModelState& model, Comm& comm, OptimizerState* apply, float grad_scale,
@@ -74,16 +78,20 @@ public:
         : memory_(memory), model_(model), comm_(comm), apply_(apply), grad_scale_(grad_scale),
           sum_squares_(sum_squares) {}
     void* begin(std::size_t buffer, std::size_t tensor) override {
+        Buffer& grad = open_[{buffer, tensor}];
         const std::int64_t n = model_.layout().flat(buffer).tensors[tensor].numel();
-        grad_ = memory_.zeros(Component::grads, bytes_of(n, model_.plan().weights));
-        return grad_.get();
+        if (!grad) grad = memory_.zeros(Component::grads, bytes_of(n, model_.plan().weights));
+        return grad.get();
     }
     void end(std::size_t buffer, std::size_t tensor) override {
+        const auto it = open_.find({buffer, tensor});
         const std::int64_t n = model_.layout().flat(buffer).tensors[tensor].numel();
-        comm_.all_reduce(grad_.get(), n, model_.plan().weights, ReduceOp::average);
-        if (apply_ != nullptr) apply_->apply_sgd(buffer, tensor, grad_.get(), grad_scale_);
-        else memory_.backend().sum_squares(sum_squares_, grad_.get(), n, model_.plan().weights);
-        grad_.reset();
+        comm_.all_reduce(it->second.get(), n, model_.plan().weights, ReduceOp::average);
+        if (apply_ != nullptr)
+            apply_->apply_sgd(buffer, tensor, it->second.get(), grad_scale_);
+        else
+            memory_.backend().sum_squares(sum_squares_, it->second.get(), n, model_.plan().weights);
+        open_.erase(it);
     }
     // Each rank updated the pieces it owns; at stages 1-2 every rank keeps
     // the whole weights, so the buffer's new values are gathered once its
@@ -100,7 +108,7 @@ private:
     OptimizerState* apply_;
     float grad_scale_;
     float* sum_squares_;
-    Buffer grad_;
+    std::map<std::pair<std::size_t, std::size_t>, Buffer> open_;  // (buffer, tensor) begun and not ended
 };
 
 }  // namespace
@@ -175,6 +183,16 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     workspace_ = memory_.allocate(Component::workspace, ops_region + dequantized);
     layer_.set_workspace({workspace_.get(), ops_ws});
     if (qbase_) layer_.set_qlora(workspace_.at(ops_region));
+    if (layout_.has(LayerTensor::q_bias) || layout_.has(LayerTensor::o_bias) || layout_.has(LayerTensor::gate_bias)) {
+        // The bias GEMMs' left factor (§6): T ones in the weights' dtype.
+        ones_ = memory_.allocate(Component::workspace, bytes_of(dims_.T, plan_.weights));
+        const std::vector<float> ones(static_cast<std::size_t>(dims_.T), 1.0f);
+        if (plan_.weights == DType::f32)
+            backend.copy_to_device(ones_.get(), ones.data(), ones_.bytes());
+        else
+            backend.copy_to_device(ones_.get(), round_16(ones, plan_.weights).data(), ones_.bytes());
+        layer_.set_ones(ones_.get());
+    }
     scalars_ = std::make_unique<Scalars>(backend);
     // Random weights are drawn and uploaded in chunks (ModelState::upload_random), so no
     // host copy of the whole model sits beside the device copy at the real peak.
@@ -267,15 +285,17 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     kernels::LmHeadLossArgs args;
     args.rows = d.T, args.hidden = d.h, args.vocab = d.V, args.chunk_rows = head_chunk_rows(d);
     args.dtype = plan_.weights;
-    args.x = nf.get(), args.weight = outer_tensor(w, OuterTensor::lm_head);
+    args.x = nf.get(), args.weight = outer_tensor(w, layout_.head());
     args.targets = targets.as<std::int32_t>(), args.losses = losses.as<float>();
     args.dx = dnf.get();
     args.grad_scale = loss_scale / static_cast<float>(d.T * config_.grad_accum);
     Buffer logits = memory_.allocate(Component::logits, kernels::lm_head_loss_workspace_bytes(backend_, args));
-    args.dweight = frozen ? nullptr : sink.begin(outer, static_cast<std::size_t>(OuterTensor::lm_head));
+    // Tied: the head's gradient goes to the embedding's, which the embedding backward completes.
+    const bool tied = layout_.head() == OuterTensor::embedding;
+    args.dweight = frozen ? nullptr : sink.begin(outer, static_cast<std::size_t>(layout_.head()));
     kernels::lm_head_loss(backend_, args, {logits.get(), logits.bytes()});
     logits.reset();
-    if (!frozen) sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
+    if (!frozen && !tied) sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
 
     Buffer dx = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
     // A frozen norm's gradient goes to a throwaway (h): the kernels always accumulate one.

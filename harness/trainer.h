@@ -96,6 +96,7 @@ private:
     std::unique_ptr<OptimizerState> optimizer_;
     LlamaLayer layer_;
     Buffer workspace_;
+    Buffer ones_;  // biases: (T) ones, the left factor of the bias GEMMs
     std::unique_ptr<Scalars> scalars_;
     math::LossScaler scaler_;
     std::uint64_t next_micro_ = 0;  // micro-batches read so far

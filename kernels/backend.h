@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "kernels/dtype.h"
+#include "kernels/math/rope.h"
 #include "kernels/page_mapper.h"
 
 namespace tune::kernels {
@@ -246,15 +247,16 @@ public:
                                   DType dtype) = 0;
 
     // ---- RoPE, rotate-half as Hugging Face LlamaRotaryEmbedding: position s
-    // = token index in its sequence, angle s * theta^(-2i/D) for pair (i, i + D/2).
+    // = token index in its sequence, angle s * inv_freq(i) for pair (i, i + D/2),
+    // inv_freq from theta and rope_scaling (kernels/math/rope.h).
     // out, in (B, S, heads, D) with row strides (elements per token); in place allowed.
     // Backward rotates by the opposite angle: din from dout, same layout.
     virtual void rope_forward(void* out, std::int64_t out_stride, const void* in, std::int64_t in_stride,
                               std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
-                              float theta, DType dtype) = 0;
+                              const math::RopeFrequencies& freq, DType dtype) = 0;
     virtual void rope_backward(void* din, std::int64_t din_stride, const void* dout, std::int64_t dout_stride,
                                std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
-                               float theta, DType dtype) = 0;
+                               const math::RopeFrequencies& freq, DType dtype) = 0;
 
     // ---- attention (one workspace size serves forward and backward; it
     // holds the backend's scratch: score gradients, staging).
@@ -357,11 +359,12 @@ public:
                         float eps, DType dtype))                                                                       \
     X(rmsnorm_backward, (void* dx, void* dweight, const void* dout, const void* x, const void* weight,                 \
                          const float* rstd, std::int64_t n, std::int64_t c, bool accumulate_dx, DType dtype))          \
-    X(rope_forward, (void* out, std::int64_t out_stride, const void* in, std::int64_t in_stride, std::int64_t batch,   \
-                     std::int64_t seq, std::int64_t heads, std::int64_t head_dim, float theta, DType dtype))           \
+    X(rope_forward,                                                                                                    \
+      (void* out, std::int64_t out_stride, const void* in, std::int64_t in_stride, std::int64_t batch,                 \
+       std::int64_t seq, std::int64_t heads, std::int64_t head_dim, const math::RopeFrequencies& freq, DType dtype))   \
     X(rope_backward,                                                                                                   \
       (void* din, std::int64_t din_stride, const void* dout, std::int64_t dout_stride, std::int64_t batch,             \
-       std::int64_t seq, std::int64_t heads, std::int64_t head_dim, float theta, DType dtype))                         \
+       std::int64_t seq, std::int64_t heads, std::int64_t head_dim, const math::RopeFrequencies& freq, DType dtype))   \
     X(attention_forward, (const AttentionForwardArgs& args, Workspace ws))                                             \
     X(attention_backward, (const AttentionBackwardArgs& args, Workspace ws))                                           \
     X(swiglu_forward, (void* out, const void* gate, const void* up, std::int64_t n, std::int64_t f,                    \

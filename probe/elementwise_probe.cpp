@@ -3,7 +3,8 @@
 namespace tune::probe {
 namespace {
 
-constexpr float kRopeTheta = 10000.0f, kNormEps = 1e-5f;
+constexpr float kNormEps = 1e-5f;
+constexpr math::RopeFrequencies kRope{10000.0f};
 
 void fill_noise(kernels::Backend& backend, const Scratch& s, std::uint64_t elements, float scale,
                 std::uint64_t seed, kernels::DType dtype) {
@@ -55,8 +56,8 @@ void ElementwiseOps::layer_forward() {
         backend.rmsnorm_forward(n.ptr, static_cast<float*>(rstd.ptr), x.ptr, w.ptr, rows, h, kNormEps, dtype);
     };
     norm();
-    backend.rope_forward(q.ptr, h, q.ptr, h, 1, rows, shape.heads, shape.head_dim, kRopeTheta, dtype);
-    backend.rope_forward(k.ptr, kv, k.ptr, kv, 1, rows, shape.kv_heads, shape.head_dim, kRopeTheta, dtype);
+    backend.rope_forward(q.ptr, h, q.ptr, h, 1, rows, shape.heads, shape.head_dim, kRope, dtype);
+    backend.rope_forward(k.ptr, kv, k.ptr, kv, 1, rows, shape.kv_heads, shape.head_dim, kRope, dtype);
     backend.copy(residual.ptr, x.ptr, t * static_cast<std::uint64_t>(h) * b);  // the residual copies
     norm();
     backend.swiglu_forward(mlp.ptr, gate.ptr, up.ptr, rows, f, f, dtype);
@@ -71,8 +72,8 @@ void ElementwiseOps::layer_backward() {
     };
     backend.swiglu_backward(dgate.ptr, dup.ptr, mlp.ptr, gate.ptr, up.ptr, rows, f, f, dtype);
     norm_backward();
-    backend.rope_backward(q.ptr, h, q.ptr, h, 1, rows, shape.heads, shape.head_dim, kRopeTheta, dtype);
-    backend.rope_backward(k.ptr, kv, k.ptr, kv, 1, rows, shape.kv_heads, shape.head_dim, kRopeTheta, dtype);
+    backend.rope_backward(q.ptr, h, q.ptr, h, 1, rows, shape.heads, shape.head_dim, kRope, dtype);
+    backend.rope_backward(k.ptr, kv, k.ptr, kv, 1, rows, shape.kv_heads, shape.head_dim, kRope, dtype);
     norm_backward();
 }
 

@@ -131,7 +131,9 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
     a.probs = flash ? 4 * b * heads * s : ab * b * heads * s * s;
     // x, n1, x2, n2 (T, h); q, o (T, heads * head_dim); k, v (T, kv); g, u, m (T, f); two rstd; P.
     a.kept_none = ab * t * (4 * h + 2 * q + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
-    a.scratch = ab * t * (h + std::max(3 * f, 2 * h + 2 * kv));
+    // q/k norms: the projections before the norm (T, q), (T, kv) and a fp32 rstd per head and token.
+    if (m.qk_norm) a.kept_none += ab * t * (q + kv) + 4 * t * (heads + m.kv_heads);
+    a.scratch = ab * t * (h + std::max(3 * f, 2 * q + 2 * kv));
     if (c.adapters()) {
         // §9: x A^T (T, r) of each adapted linear, kept for dB; in backward dy B
         // (T, r) of one linear and the frozen norms' throwaway gradient (h).
@@ -147,7 +149,7 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
 
 std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
     const std::uint64_t s = c.context, t = std::uint64_t{c.micro_batch} * s;
-    const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, d = m.head_dim();
+    const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, d = m.head_dim();
     const std::uint64_t ab = weight_bytes(c.precision);
     // The embedding backward's token lists, on every backend.
     const std::uint64_t embedding = kernels::workspace::embedding_backward_bytes(t, m.vocab);
@@ -168,7 +170,7 @@ std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Ha
                                         : kernels::workspace::cpu_eager_attention_bytes(threads, s, d);
     if (ab == 4) return std::max(attention, embedding);
     // 16-bit GEMMs widen A, B and C to fp32 (kernels/cpu/cpu_gemm.cpp).
-    const std::uint64_t gemm = std::max({2 * t * h + h * h, t * h + t * kv + kv * h, t * h + t * f + f * h});
+    const std::uint64_t gemm = std::max({t * h + t * q + q * h, t * h + t * kv + kv * h, t * h + t * f + f * h});
     return std::max({attention, 4 * gemm, embedding});
 }
 
@@ -177,7 +179,7 @@ namespace {
 // QLoRA (§9): the ops' scratch rounded to 256 bytes, then the largest weight
 // matrix dequantized in the weights' dtype (each GEMM's weight in turn).
 std::uint64_t qlora_workspace(std::uint64_t ops, const ModelSpec& m, const TrialConfig& c) {
-    const std::uint64_t largest = std::max({m.hidden * m.hidden, m.kv_dim() * m.hidden, m.ffn * m.hidden});
+    const std::uint64_t largest = std::max({m.q_dim() * m.hidden, m.kv_dim() * m.hidden, m.ffn * m.hidden});
     return round_up(ops, 256) + weight_bytes(c.precision) * largest;
 }
 
@@ -208,6 +210,9 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     base[Component::optim] = states.optim;
     base[Component::workspace] = workspace_bytes(m, c, hw, o);
     if (c.method == Method::qlora) base[Component::workspace] = qlora_workspace(base[Component::workspace], m, c);
+    // Biases: the (T) ones the bias GEMMs multiply by (harness/trainer.cpp).
+    if (m.layer_bias_params() > 0)
+        base[Component::workspace] += weight_bytes(c.precision) * std::uint64_t{c.micro_batch} * c.context;
     base[Component::overhead] = overhead_bytes(hw, o);
 
     const PhaseBytes phase{base, c};
@@ -221,10 +226,14 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer, 0);
     // Head: during the chunk loop (logits alive) or at the final-norm backward (dX alive).
     const std::uint64_t head = a.io + m.layers * a.kept + 3 * a.hidden + a.rstd;  // + xL, nf, dnf, rstd_f
+    // LOMO with tied embeddings: the head begins the embedding's gradient and
+    // the embedding backward ends it, so it is held through the layers.
+    const std::uint64_t tied = lomo && m.tied_embeddings ? m.vocab * m.hidden : 0;
     const ComponentBytes chunks = phase(head, a.logits, outer_comm, layout.outer.max_tensor);
-    const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm, m.hidden);
+    const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm, m.hidden + tied);
     s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
-    s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm, layout.layer.max_tensor);
+    s.phases[2] =
+        phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm, layout.layer.max_tensor + tied);
     s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket, layout.outer.max_tensor);
     // Adafactor over shards completes its sums over ranks one buffer at a time.
     const bool sums = c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && c.world_size > 1;

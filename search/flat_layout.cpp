@@ -47,7 +47,8 @@ FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
     layer.matrix(f, h);     // gate
     layer.matrix(f, h);     // up
     layer.matrix(h, f);     // down
-    // Hugging Face biases (Qwen2's q, k, v; attention_bias, mlp_bias): counted, though the trainer has none.
+    // Hugging Face biases (Qwen2's q, k, v; attention_bias, mlp_bias) and Qwen3's q/k norms,
+    // in harness/param_layout's order.
     if (m.qkv_bias) {
         layer.vector(q);
         layer.vector(kv);
@@ -58,6 +59,10 @@ FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
         layer.vector(f);
         layer.vector(f);
         layer.vector(h);
+    }
+    if (m.qk_norm) {
+        layer.vector(m.head_dim());
+        layer.vector(m.head_dim());
     }
     layer.kind.count = m.layers;
 
@@ -71,14 +76,14 @@ FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
 }
 
 BufferKind adapter_buffer(const ModelSpec& m, std::uint32_t rank, LoraTargets targets, std::uint32_t adam8bit_block) {
-    const std::uint64_t h = m.hidden, kv = m.kv_dim(), f = m.ffn, r = rank;
+    const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, r = rank;
     BufferBuilder b{flat_alignment(adam8bit_block)};
     auto linear = [&](std::uint64_t out, std::uint64_t in) {
         if (r > 1) b.matrix(r, in);  // A; a (1, in) A is a vector to the optimizers
         else b.vector(in);
         b.matrix(out, r);            // B
     };
-    linear(h, h), linear(kv, h), linear(kv, h), linear(h, h);
+    linear(q, h), linear(kv, h), linear(kv, h), linear(h, q);
     if (targets == LoraTargets::all_linear) linear(f, h), linear(f, h), linear(h, f);
     b.kind.count = m.layers;
     return b.kind;

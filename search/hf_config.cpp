@@ -1,7 +1,7 @@
-// A Hugging Face config.json (Llama, Mistral, Qwen2) read into a ModelSpec,
+// A Hugging Face config.json (Llama, Mistral, Qwen2, Qwen3) read into a ModelSpec,
 // faithfully: every field that changes the parameters or the memory is read
 // (head_dim, tie_word_embeddings, attention_bias, mlp_bias, sliding_window,
-// rope_scaling), and one this reader does not know how to count is an error
+// rope_scaling, Qwen3's q/k norms), and one this reader does not know how to count is an error
 // naming it, never silently ignored.
 #include <array>
 #include <cmath>
@@ -73,22 +73,40 @@ private:
     nlohmann::json j_;
 };
 
-// "llama3 factor 8", "linear factor 2", ... as written; empty when there is none.
-std::string rope_scaling_of(const HfReader& r) {
-    if (!r.has("rope_scaling")) return {};
+// rope_scaling's type and the parameters transformers' modeling_rope_utils
+// reads for it; the one rule set bounds them (core/validity).
+RopeScaling rope_scaling_of(const HfReader& r) {
+    RopeScaling out;
+    if (!r.has("rope_scaling")) return out;
     const nlohmann::json& rs = r.json()["rope_scaling"];
     if (!rs.is_object()) r.fail("\"rope_scaling\" must be an object such as {\"rope_type\": \"llama3\", \"factor\": 8}");
-    std::string kind = "scaled";
+    out.type = "scaled";
     for (const char* key : {"rope_type", "type"})
-        if (rs.contains(key) && rs[key].is_string()) kind = rs[key].get<std::string>();
-    if (rs.contains("factor") && rs["factor"].is_number()) return fmt::format("{} factor {:g}", kind, rs["factor"].get<double>());
-    return kind;
+        if (rs.contains(key) && rs[key].is_string()) out.type = rs[key].get<std::string>();
+    if (out.type == "default") return RopeScaling{};
+    auto number = [&](const char* key, double fallback) {
+        if (!rs.contains(key) || rs[key].is_null()) return fallback;
+        if (!rs[key].is_number()) r.fail(fmt::format("\"rope_scaling\": \"{}\" must be a number", key));
+        return rs[key].get<double>();
+    };
+    out.factor = number("factor", 1.0);
+    out.low_freq_factor = number("low_freq_factor", out.low_freq_factor);
+    out.high_freq_factor = number("high_freq_factor", out.high_freq_factor);
+    const double original = number("original_max_position_embeddings", static_cast<double>(out.original_context));
+    if (!(original >= 1 && original <= 1e12 && original == std::floor(original)))
+        r.fail(
+            fmt::format("\"rope_scaling\": original_max_position_embeddings {} must be a positive integer", original));
+    out.original_context = static_cast<std::uint64_t>(original);
+    return out;
 }
 
 // The architecture's fixed choices: Qwen2 always has q, k, v biases and its window only when asked for.
+// Qwen3 (modeling_qwen3.Qwen3Attention): q/k norms, attention_bias on q, k, v and o.
 void read_architecture(const HfReader& r, const std::string& type, ModelSpec& m) {
-    if (type == "qwen2") {
-        m.qkv_bias = true;
+    if (type == "qwen2" || type == "qwen3") {
+        m.qk_norm = type == "qwen3";
+        m.qkv_bias = type == "qwen2" || r.flag("attention_bias", false);
+        m.o_bias = type == "qwen3" && m.qkv_bias;
         if (r.flag("use_sliding_window", false)) m.sliding_window = r.optional("sliding_window", 0);
         return;
     }
@@ -117,8 +135,8 @@ ModelSpec load_hf_config(const std::filesystem::path& path) {
     if (!j.is_object()) throw ConfigError(file, 0, 0, "expected a JSON object (a Hugging Face config.json)");
     const HfReader r(file, std::move(j));
     const std::string type = r.text("model_type", "llama");
-    if (type != "llama" && type != "mistral" && type != "qwen2")
-        r.fail(fmt::format("model_type '{}' is not one tune reads (llama, mistral, qwen2)", type));
+    if (type != "llama" && type != "mistral" && type != "qwen2" && type != "qwen3")
+        r.fail(fmt::format("model_type '{}' is not one tune reads (llama, mistral, qwen2, qwen3)", type));
     for (const char* key : kUncountable)
         if (r.has(key)) r.fail(fmt::format("\"{}\" is not supported: tune cannot count its parameters or memory", key));
 

@@ -84,10 +84,10 @@ ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c) {
         b.params += frozen_bytes(layout.layer, s) + frozen_bytes(layout.outer, s);
         return b;
     }
-    // qlora: each layer buffer as NF4 plus its two norm vectors in the
-    // weights' dtype (whole on every rank); the outer buffer in the weights'
+    // qlora: each layer buffer as NF4 plus its vectors (norm weights, biases)
+    // in the weights' dtype (whole on every rank); the outer buffer in the weights'
     // dtype. Stage 3 keeps the rank's shard of the NF4 and of the outer buffer.
-    b.params += layout.layer.count * (nf4_layer_bytes(layout, s) + 2 * m.hidden * weight_bytes(s.precision));
+    b.params += layout.layer.count * (nf4_layer_bytes(layout, s) + m.layer_vector_params() * weight_bytes(s.precision));
     b.params += frozen_bytes(layout.outer, s);
     return b;
 }

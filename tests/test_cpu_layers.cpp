@@ -161,11 +161,13 @@ TEST_CASE("cpu rope: rotate-half forward, transpose backward, strided and in pla
     const float theta = 10000.0f;
     const auto x = random_floats(r.b * r.s * r.stride, 1), dy = random_floats(r.b * r.s * r.stride, 2);
     std::vector<float> y = x;  // padding columns must survive
-    backend.rope_forward(y.data(), r.stride, x.data(), r.stride, r.b, r.s, r.h, r.d, theta, DType::f32);
+    backend.rope_forward(y.data(), r.stride, x.data(), r.stride, r.b, r.s, r.h, r.d, tune::math::RopeFrequencies{theta},
+                         DType::f32);
     CHECK(rel_error(y, rope_ref(widen(x), r, theta)) < 1e-5);
 
     std::vector<float> inplace = x;
-    backend.rope_forward(inplace.data(), r.stride, inplace.data(), r.stride, r.b, r.s, r.h, r.d, theta, DType::f32);
+    backend.rope_forward(inplace.data(), r.stride, inplace.data(), r.stride, r.b, r.s, r.h, r.d,
+                         tune::math::RopeFrequencies{theta}, DType::f32);
     CHECK(inplace == y);
 
     // Only the rotated columns carry gradient; zero dy on padding so the reference agrees.
@@ -174,7 +176,8 @@ TEST_CASE("cpu rope: rotate-half forward, transpose backward, strided and in pla
         for (std::int64_t j = r.h * r.d; j < r.stride; ++j) dyr[t * r.stride + j] = 0.0f;
     const auto gx = numeric_grad([&](const auto& v) { return dot(rope_ref(v, r, theta), dyr); }, widen(x));
     std::vector<float> dx(x.size(), 0.0f);
-    backend.rope_backward(dx.data(), r.stride, dyr.data(), r.stride, r.b, r.s, r.h, r.d, theta, DType::f32);
+    backend.rope_backward(dx.data(), r.stride, dyr.data(), r.stride, r.b, r.s, r.h, r.d,
+                          tune::math::RopeFrequencies{theta}, DType::f32);
     std::vector<double> gx_rot = gx;
     for (std::int64_t t = 0; t < r.b * r.s; ++t)
         for (std::int64_t j = r.h * r.d; j < r.stride; ++j) gx_rot[t * r.stride + j] = 0.0;

@@ -102,3 +102,24 @@ TEST_CASE("tune estimate answers invalid for a combination the engine cannot run
     CHECK(context.exit_code == 1);
     CHECK_THAT(context.output, Catch::Contains("max_context"));
 }
+
+TEST_CASE("tune estimate --hf-config reads a Hugging Face config.json or its folder", "[cli][estimate]") {
+    const std::string folder = std::string(TUNE_SOURCE_DIR) + "/tests/fixtures/hf/qwen3-8b";
+    const auto r = run_tune("estimate --hf-config " + folder + "/config.json --precision bf16 --context 2048 --json");
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.output);
+    CHECK(j["config"]["model"]["name"] == "Qwen/Qwen3-8B");
+    CHECK(j["config"]["model"]["qk_norm"] == true);
+    CHECK(j["config"]["model"]["vocab"] == 151936);
+    // The folder serves as well, and names the same model.
+    const auto again = run_tune("estimate --hf-config " + folder + " --precision bf16 --context 2048 --json");
+    REQUIRE(again.exit_code == 0);
+    CHECK(nlohmann::json::parse(again.output)["memory"] == j["memory"]);
+
+    const auto both = run_tune("estimate --model llama-7b --hf-config " + folder);
+    CHECK(both.exit_code == 2);
+    CHECK_THAT(both.output, Catch::Contains("excludes"));
+    const auto missing = run_tune("estimate --hf-config /nonexistent/config.json");
+    CHECK(missing.exit_code == 2);
+    CHECK_THAT(missing.output, Catch::Contains("/nonexistent/config.json"));
+}

@@ -4,8 +4,10 @@
 // refused by the trainer by name.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "core/presets.h"
 #include "harness/io/hf_model.h"
@@ -27,18 +29,49 @@ ModelSpec fixture(const std::string& name) {
 TEST_CASE("parameter counts match the published totals", "[hf]") {
     // tests/fixtures/hf/README.md names the repositories these totals come from.
     const std::vector<std::pair<std::string, std::uint64_t>> published{
-        {"llama-2-7b", 6'738'415'616},   {"llama-2-13b", 13'015'864'320}, {"llama-2-70b", 68'976'648'192},
-        {"llama-3-8b", 8'030'261'248},   {"llama-3-70b", 70'553'706'496}, {"mistral-7b", 7'241'732'096},
-        {"qwen2-7b", 7'615'616'512},     {"mistral-nemo-12b", 12'247'782'400},
-        {"qwen2-0.5b", 494'032'768}};
+        {"llama-2-7b", 6'738'415'616},   {"llama-2-13b", 13'015'864'320},      {"llama-2-70b", 68'976'648'192},
+        {"llama-3-8b", 8'030'261'248},   {"llama-3-70b", 70'553'706'496},      {"mistral-7b", 7'241'732'096},
+        {"qwen2-7b", 7'615'616'512},     {"mistral-nemo-12b", 12'247'782'400}, {"qwen2-0.5b", 494'032'768},
+        {"llama-3.1-8b", 8'030'261'248}, {"llama-3.2-1b", 1'235'814'400},      {"llama-3.3-70b", 70'553'706'496},
+        {"qwen2.5-7b", 7'615'616'512}};
     for (const auto& [name, total] : published) {
         INFO(name);
         CHECK(fixture(name).param_count() == total);
     }
 }
 
+TEST_CASE("Qwen3's counts round to its model cards' figures", "[hf]") {
+    // tests/fixtures/hf/README.md: total and without the embedding, in billions.
+    for (const auto& [name, total, body] : {std::tuple{"qwen3-0.6b", 0.6, 0.44}, std::tuple{"qwen3-8b", 8.2, 6.95}}) {
+        INFO(name);
+        const ModelSpec m = fixture(name);
+        CHECK(m.qk_norm);
+        const double n = static_cast<double>(m.param_count());
+        const double without = n - static_cast<double>(m.embedding_params() + m.head_params());
+        CHECK(std::round(n / 1e8) / 10 == Approx(total));
+        CHECK(std::round(without / 1e7) / 100 == Approx(body));
+    }
+    const ModelSpec small = fixture("qwen3-0.6b");
+    CHECK(small.head_dim() == 128);
+    CHECK(small.q_dim() == 2048);  // not hidden_size (1024)
+    CHECK(small.tied_embeddings);
+    CHECK_FALSE(small.qkv_bias);
+    CHECK(small.sliding_window == 0);
+}
+
+TEST_CASE("llama3 rope_scaling is read with its parameters", "[hf]") {
+    const ModelSpec m = fixture("llama-3.2-1b");
+    CHECK(m.rope_scaling.type == "llama3");
+    CHECK(m.rope_scaling.factor == 32);
+    CHECK(m.rope_scaling.low_freq_factor == 1);
+    CHECK(m.rope_scaling.high_freq_factor == 4);
+    CHECK(m.rope_scaling.original_context == 8192);
+    CHECK(m.tied_embeddings);
+    CHECK(fixture("llama-3-8b").rope_scaling.empty());  // null
+}
+
 TEST_CASE("the estimator's flat buffers hold exactly the model's parameters, padding aside", "[hf]") {
-    for (const char* name : {"llama-2-7b", "qwen2-7b", "mistral-nemo-12b", "qwen2-0.5b"}) {
+    for (const char* name : {"llama-2-7b", "qwen2-7b", "mistral-nemo-12b", "qwen2-0.5b", "qwen3-0.6b", "qwen3-8b"}) {
         INFO(name);
         const ModelSpec m = fixture(name);
         const FlatLayout f = flat_layout(m, 256);
@@ -70,7 +103,8 @@ TEST_CASE("head_dim, biases, tied embeddings, windows and names are read", "[hf]
     const ModelSpec m = load_hf_config(dir.file("config.json"));
     CHECK(m.name == "llama");  // no _name_or_path: the model_type
     CHECK((m.qkv_bias && m.o_bias && m.mlp_bias));
-    CHECK(m.rope_scaling == "llama3 factor 8");
+    CHECK(m.rope_scaling.type == "llama3");
+    CHECK(m.rope_scaling.factor == 8);
     // Biases: q, k, v, o (64 each) and gate, up (128), down (64) per layer.
     ModelSpec plain = m;
     plain.qkv_bias = plain.o_bias = plain.mlp_bias = false;
@@ -86,7 +120,26 @@ TEST_CASE("a field tune cannot count is an error naming it", "[hf]") {
     CHECK_THROWS_WITH(load_hf_config(dir.file("config.json")), Catch::Contains("model_type 'gpt2'"));
 }
 
-TEST_CASE("the estimator counts what the trainer refuses, by name", "[hf]") {
+TEST_CASE("the trainer runs the Llama-family variants and refuses, by name, what it cannot", "[hf]") {
+    TrialConfig c;
+    c.precision = Precision::bf16_mixed;
+    c.context = 2048;
+    for (const char* name : {"qwen2-7b", "qwen2.5-7b", "qwen2-0.5b", "qwen3-0.6b", "qwen3-8b", "mistral-nemo-12b",
+                             "llama-3.1-8b", "llama-3.2-1b"}) {
+        INFO(name);
+        c.model = fixture(name);
+        CHECK_FALSE(harness::trainer_unsupported(c));
+    }
+    c.model = fixture("mistral-7b");
+    c.context = 8192;
+    CHECK_THAT(*harness::trainer_unsupported(c), Catch::Contains("sliding_window 4096"));
+    c.context = 4096;
+    CHECK_FALSE(harness::trainer_unsupported(c));  // the window covers the whole context: plain attention
+    c.model.rope_scaling = RopeScaling{"yarn", 4.0};
+    CHECK_THAT(*harness::trainer_unsupported(c), Catch::Contains("rope_scaling type 'yarn'"));
+}
+
+TEST_CASE("the estimator counts biases and q/k norms", "[hf]") {
     TrialConfig c;
     c.model = fixture("qwen2-7b");
     c.precision = Precision::bf16_mixed;
@@ -95,17 +148,38 @@ TEST_CASE("the estimator counts what the trainer refuses, by name", "[hf]") {
     TrialConfig plain = c;
     plain.model.qkv_bias = false;
     CHECK(estimate(c, hw).memory[Component::params] > estimate(plain, hw).memory[Component::params]);
-    REQUIRE(harness::trainer_unsupported(c));
-    CHECK_THAT(*harness::trainer_unsupported(c), Catch::Contains("attention_bias"));
+    c.model = fixture("qwen3-8b");
+    plain = c;
+    plain.model.qk_norm = false;
+    CHECK(c.model.param_count() - plain.model.param_count() == 36 * 2 * 128);
+    // The projections before the norms and their rstd are kept for backward.
+    CHECK(estimate(c, hw).memory[Component::activations] > estimate(plain, hw).memory[Component::activations]);
+}
 
-    c.model = fixture("mistral-nemo-12b");
-    CHECK_THAT(*harness::trainer_unsupported(c), Catch::Contains("head_dim 128"));
-    c.model = fixture("mistral-7b");
-    c.context = 8192;
-    CHECK_THAT(*harness::trainer_unsupported(c), Catch::Contains("sliding_window 4096"));
-    c.context = 4096;
-    CHECK_FALSE(harness::trainer_unsupported(c));  // the window covers the whole context: plain attention
-    c.model = fixture("qwen2-0.5b");
-    c.model.qkv_bias = false;  // else its q, k, v biases are named first
-    CHECK_THAT(*harness::trainer_unsupported(c), Catch::Contains("tie_word_embeddings"));
+TEST_CASE("a model's config.json round-trips through save_hf_model", "[hf]") {
+    for (const char* name : {"qwen2-0.5b", "qwen3-0.6b", "llama-3.2-1b", "mistral-nemo-12b"}) {
+        INFO(name);
+        ModelSpec m = fixture(name);
+        m.layers = 1, m.vocab = 64;  // small weights; the fields under test stay
+        const harness::ParamLayout layout = harness::make_param_layout(m, 1, 256);
+        test::ScratchDir dir;
+        const std::filesystem::path folder(dir.file("model"));
+        harness::save_hf_model(folder, m, layout, harness::random_init(layout, 1));
+        ModelSpec back = harness::load_hf_config(folder);
+        back.name = m.name;
+        CHECK(back == m);
+        CHECK(harness::load_hf_weights(folder, layout).size() == layout.buffers());
+    }
+}
+
+TEST_CASE("the Llama 3.x and Qwen presets are their config.json", "[hf]") {
+    for (const auto& [preset, name] :
+         {std::pair{"llama3.1-8b", "llama-3.1-8b"}, std::pair{"llama3.2-1b", "llama-3.2-1b"},
+          std::pair{"qwen2.5-7b", "qwen2.5-7b"}, std::pair{"qwen3-8b", "qwen3-8b"}}) {
+        INFO(preset);
+        const ModelSpec p = *find_model(preset);
+        ModelSpec f = fixture(name);
+        f.name = p.name;
+        CHECK(p == f);
+    }
 }

@@ -88,3 +88,41 @@ TEST_CASE("measured memory agrees with the estimator for ZeRO stages 1-3 on one 
             }
     CHECK(runs == 120);
 }
+
+TEST_CASE("measured memory agrees with the estimator for biases, q/k norms, tied embeddings and head_dim",
+          "[memory][estimate]") {
+    // tiny with every variant the trainer runs beyond Llama's shape: the bias
+    // GEMMs' ones, the q/k norms' kept projections and rstd, LOMO's tied
+    // embedding gradient held through the layers, QLoRA's 16-bit vectors.
+    const ModelSpec m = *find_model("tiny-variants");
+    int runs = 0;
+    auto agree = [&](TrialConfig c) {
+        c.model = m, c.context = 32, c.micro_batch = 2, c.steps = 1, c.warmup = 0;
+        const TrialResult r = harness::run_trial(c, test::quiet_trial());
+        INFO(summary(c) << ": " << r.reason);
+        REQUIRE(r.status == TrialStatus::ok);
+        EstimateOptions eo;
+        eo.cpu_threads = 1;
+        eo.overhead_bytes = r.baseline;
+        const Estimate e = estimate(c, *find_device("cpu"), eo);
+        CHECK(r.memory.peak == e.memory.peak);
+        for (Component k : kComponents) {
+            INFO(to_string(k));
+            CHECK(r.memory[k] == e.memory[k]);
+        }
+        ++runs;
+    };
+    for (Optimizer o : kOptimizers)
+        for (Precision p : kPrecisions)
+            for (const auto& [stage, ck] : {std::pair{0u, Checkpointing::none}, std::pair{3u, Checkpointing::full}}) {
+                TrialConfig c;
+                c.optimizer = o, c.precision = p, c.zero_stage = stage, c.checkpointing = ck;
+                agree(c);
+            }
+    for (Method method : {Method::lora, Method::qlora}) {
+        TrialConfig c;
+        c.method = method, c.precision = Precision::bf16_mixed, c.lora_rank = 4;
+        agree(c);
+    }
+    CHECK(runs == 42);
+}

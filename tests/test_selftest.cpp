@@ -104,7 +104,8 @@ TEST_CASE("a case that differs between backends fails, one that throws is an err
                     const auto x = cb.normal("x", DType::f32, 12);
                     cb.mark_output(x, OpClass::elementwise);
                     return cb.build([x](Backend& be, DeviceTensors& d) {
-                        be.rope_forward(d[x], 3, d[x], 3, 1, 4, 1, 3, 10000.0f, DType::f32);
+                        be.rope_forward(d[x], 3, d[x], 3, 1, 4, 1, 3, tune::math::RopeFrequencies{10000.0f},
+                                        DType::f32);
                     });
                 }};
     const CaseResult e = run_case(broken, one, two, 1);

@@ -14,13 +14,16 @@ using namespace tune::kernels;
 
 TEST_CASE("every optimizer and precision has a training case") {
     const auto cases = tune::harness::training_cases();
-    CHECK(cases.size() == 25);  // 5 optimizers x 4 precisions, and one with checkpointing/accumulation each
-    int scheduled = 0;
+    // 5 optimizers x 4 precisions, one with checkpointing/accumulation each, and three of tiny-variants.
+    CHECK(cases.size() == 28);
+    int scheduled = 0, variants = 0;
     for (const auto& c : cases) {
         CHECK(c.op.rfind("train_3_steps/", 0) == 0);
         if (c.shape.find("ckpt=") != std::string::npos) ++scheduled;
+        if (c.shape.find("tiny-variants") != std::string::npos) ++variants;
     }
-    CHECK(scheduled == 5);
+    CHECK(scheduled == 6);
+    CHECK(variants == 3);
 }
 
 TEST_CASE("training cases agree CPU against CPU and produce plausible losses") {

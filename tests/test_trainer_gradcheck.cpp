@@ -1,7 +1,11 @@
 // Whole-model finite-difference gradient check in fp32: for every parameter
-// tensor of a two-layer Llama with grouped KV heads, the analytic gradient of
-// the mean loss matches central differences of the loss.
+// tensor of a two-layer Llama with grouped KV heads, and of one with every
+// variant the trainer runs (biases, q/k norms, tied embeddings, head_dim,
+// llama3 RoPE), the analytic gradient of the mean loss matches central
+// differences of the loss.
 #include <catch2/catch.hpp>
+
+#include <random>
 
 #include "harness/model_state.h"
 #include "support/trainer_fixture.h"
@@ -23,12 +27,19 @@ std::vector<std::int64_t> probes(const std::vector<float>& grad, const harness::
     return out;
 }
 
-}  // namespace
-
-TEST_CASE("whole-model gradients match central finite differences (fp32)", "[trainer][gradcheck]") {
-    const TrialConfig c = test::trainer_config(test::micro_model());
+// Checks every tensor of `model`; returns the number of elements checked.
+int check_gradients(const ModelSpec& model) {
+    const TrialConfig c = test::trainer_config(model);
     const harness::ParamLayout layout = harness::make_param_layout(c.model, 1, c.adam8bit_block);
     harness::HostParams params = harness::random_init(layout, 7, 0.3);
+    // Vectors away from their initial 0 (biases) and 1 (norms), so each one's use is seen.
+    std::mt19937 rng(11);
+    std::normal_distribution<float> noise(0.0f, 0.3f);
+    for (std::size_t b = 0; b < layout.buffers(); ++b)
+        for (const harness::TensorView& v : layout.flat(b).tensors)
+            if (!v.matrix())
+                for (std::int64_t e = 0; e < v.numel(); ++e)
+                    params[b][static_cast<std::size_t>(v.offset + e)] += noise(rng);
     test::TrainerRig rig(c, std::make_unique<test::FixedTokens>(c.model.vocab), &params);
     harness::Trainer& t = *rig.trainer;
     t.compute_gradients();
@@ -56,5 +67,17 @@ TEST_CASE("whole-model gradients match central finite differences (fp32)", "[tra
             }
         }
     }
-    CHECK(checked == 5 * (2 * 9 + 3));
+    return checked;
+}
+
+}  // namespace
+
+TEST_CASE("whole-model gradients match central finite differences (fp32)", "[trainer][gradcheck]") {
+    CHECK(check_gradients(test::micro_model()) == 5 * (2 * 9 + 3));
+}
+
+TEST_CASE("gradients of biases, q/k norms, tied embeddings, head_dim and llama3 RoPE match finite differences",
+          "[trainer][gradcheck]") {
+    // Per layer 9 + 7 biases + 2 norms; embedding (the head too) and final norm.
+    CHECK(check_gradients(test::feature_model()) == 5 * (2 * 18 + 2));
 }

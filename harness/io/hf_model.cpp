@@ -32,17 +32,43 @@ std::string cannot(std::string_view what) {
 
 std::optional<std::string> trainer_unsupported(const TrialConfig& c) {
     const ModelSpec& m = c.model;
-    if (m.head_dim_setting != 0)
-        return cannot(fmt::format("head_dim {} is not hidden_size/num_attention_heads", m.head_dim_setting));
-    if (m.qkv_bias || m.o_bias) return cannot("attention_bias (biases on q, k, v or o, as in Qwen2)");
-    if (m.mlp_bias) return cannot("mlp_bias (biases on gate, up, down)");
-    if (m.tied_embeddings) return cannot("tie_word_embeddings = true (one matrix for the embedding and the LM head)");
-    if (!m.rope_scaling.empty()) return cannot(fmt::format("rope_scaling ({})", m.rope_scaling));
+    const std::string& rope = m.rope_scaling.type;
+    if (!rope.empty() && rope != "linear" && rope != "llama3")
+        return cannot(fmt::format("rope_scaling type '{}' (the trainer runs linear and llama3)", rope));
     if (m.sliding_window != 0 && m.sliding_window < c.context)
         return cannot(fmt::format("sliding_window {} is shorter than the context {} (the trainer attends to all of it)",
                                   m.sliding_window, c.context));
     return std::nullopt;
 }
+
+namespace {
+
+// The transformers class whose config reads the model back: Qwen3 for q/k
+// norms, Qwen2 for q, k, v biases without an o bias, else Llama (which has
+// attention_bias for all four and mlp_bias).
+nlohmann::json architecture(const ModelSpec& m) {
+    if (m.qk_norm)
+        return {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"attention_bias", m.qkv_bias}};
+    if (m.qkv_bias && !m.o_bias && !m.mlp_bias)
+        return {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"}, {"use_sliding_window", false}};
+    return {{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"attention_bias", m.qkv_bias},
+            {"mlp_bias", m.mlp_bias}};
+}
+
+nlohmann::json rope_scaling_json(const RopeScaling& r) {
+    if (r.empty()) return nullptr;
+    nlohmann::json j{{"rope_type", r.type}, {"factor", r.factor}};
+    if (r.type == "llama3") {
+        j["low_freq_factor"] = r.low_freq_factor;
+        j["high_freq_factor"] = r.high_freq_factor;
+        j["original_max_position_embeddings"] = r.original_context;
+    }
+    return j;
+}
+
+}  // namespace
 
 ModelSpec load_hf_config(const std::filesystem::path& dir) {
     // One reader of config.json for sweeps and trials, with one set of checks on its values.
@@ -79,6 +105,9 @@ HostParams load_hf_weights(const std::filesystem::path& dir, const ParamLayout& 
         }
         host.push_back(std::move(buf));
     }
+    // Tied embeddings: transformers ties lm_head to the embedding on load and
+    // ignores a stored copy, which some checkpoints keep.
+    if (layout.head() == OuterTensor::embedding) unused.erase("lm_head.weight");
     std::vector<std::string> problems;
     if (!missing.empty()) problems.push_back(fmt::format("missing tensors: {}", fmt::join(missing, ", ")));
     if (!unused.empty()) problems.push_back(fmt::format("unexpected tensors: {}", fmt::join(unused, ", ")));
@@ -90,18 +119,19 @@ HostParams load_hf_weights(const std::filesystem::path& dir, const ParamLayout& 
 void save_hf_model(const std::filesystem::path& dir, const ModelSpec& m, const ParamLayout& layout,
                    const HostParams& params) {
     std::filesystem::create_directories(dir);
-    const nlohmann::json config{{"architectures", {"LlamaForCausalLM"}},
-                                {"model_type", "llama"},
-                                {"hidden_size", m.hidden},
-                                {"intermediate_size", m.ffn},
-                                {"num_hidden_layers", m.layers},
-                                {"num_attention_heads", m.heads},
-                                {"num_key_value_heads", m.kv_heads},
-                                {"vocab_size", m.vocab},
-                                {"rms_norm_eps", m.rms_norm_eps},
-                                {"rope_theta", m.rope_theta},
-                                {"max_position_embeddings", m.max_context},
-                                {"tie_word_embeddings", false}};
+    nlohmann::json config = architecture(m);
+    config.update(nlohmann::json{{"hidden_size", m.hidden},
+                                 {"intermediate_size", m.ffn},
+                                 {"num_hidden_layers", m.layers},
+                                 {"num_attention_heads", m.heads},
+                                 {"num_key_value_heads", m.kv_heads},
+                                 {"vocab_size", m.vocab},
+                                 {"rms_norm_eps", m.rms_norm_eps},
+                                 {"rope_theta", m.rope_theta},
+                                 {"max_position_embeddings", m.max_context},
+                                 {"head_dim", m.head_dim()},
+                                 {"rope_scaling", rope_scaling_json(m.rope_scaling)},
+                                 {"tie_word_embeddings", m.tied_embeddings}});
     std::ofstream(dir / "config.json") << config.dump(2) << "\n";
     std::vector<NamedTensor> tensors;
     for (std::size_t i = 0; i < layout.buffers(); ++i) {

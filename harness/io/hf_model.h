@@ -1,6 +1,7 @@
-// A Hugging Face Llama folder: config.json (dimensions) and
-// model.safetensors (weights with the usual LlamaForCausalLM names), read
-// into a ModelSpec and fp32 flat buffers; and written, for fixtures and tests.
+// A Hugging Face Llama-family folder (Llama, Mistral, Qwen2, Qwen3):
+// config.json (dimensions) and model.safetensors (weights with the usual
+// *ForCausalLM names), read into a ModelSpec and fp32 flat buffers; and
+// written, for fixtures and tests.
 #pragma once
 
 #include <filesystem>
@@ -18,9 +19,9 @@ namespace tune::harness {
 // rope_theta (10000), max_position_embeddings. Errors name the file and key.
 ModelSpec load_hf_config(const std::filesystem::path& dir);
 
-// Why the trainer cannot run `c`'s model, naming the Hugging Face field
-// (head_dim, attention_bias, mlp_bias, tie_word_embeddings, rope_scaling,
-// sliding_window); nullopt when it can. The estimator counts all of them.
+// Why the trainer cannot run `c`'s model, naming the Hugging Face field: a
+// rope_scaling type other than linear and llama3, or a sliding_window shorter
+// than the context; nullopt when it can. The estimator counts both.
 std::optional<std::string> trainer_unsupported(const TrialConfig& c);
 
 // Every tensor the layout names must be present with its shape, and nothing

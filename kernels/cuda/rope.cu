@@ -16,7 +16,7 @@ struct RopeLayout {
 // out, in (B, S, heads, D) with row strides; in place allowed (each pair is
 // read before it is written, by the one thread that owns it).
 template <class T>
-__global__ void rope_kernel(T* out, const T* in, RopeLayout l, float theta, bool inverse) {
+__global__ void rope_kernel(T* out, const T* in, RopeLayout l, math::RopeFrequencies freq, bool inverse) {
     const std::int64_t half = l.head_dim / 2;
     const std::int64_t total = l.batch * l.seq * l.heads * half;
     TUNE_GRID_STRIDE(idx, total) {
@@ -27,7 +27,7 @@ __global__ void rope_kernel(T* out, const T* in, RopeLayout l, float theta, bool
         const T* x = in + token * l.in_stride + h * l.head_dim;
         T* y = out + token * l.out_stride + h * l.head_dim;
         float c, s, y1, y2;
-        math::rope_cos_sin(pos, static_cast<int>(i), static_cast<int>(l.head_dim), theta, c, s);
+        math::rope_cos_sin(pos, static_cast<int>(i), static_cast<int>(l.head_dim), freq, c, s);
         const float x1 = load(x, i), x2 = load(x, i + half);
         if (inverse) math::rope_rotate_backward(x1, x2, c, s, y1, y2);
         else math::rope_rotate(x1, x2, c, s, y1, y2);
@@ -36,7 +36,7 @@ __global__ void rope_kernel(T* out, const T* in, RopeLayout l, float theta, bool
     }
 }
 
-void launch(cudaStream_t stream, void* out, const void* in, const RopeLayout& l, float theta, bool inverse,
+void launch(cudaStream_t stream, void* out, const void* in, const RopeLayout& l, const math::RopeFrequencies& freq, bool inverse,
             DType dtype, const char* op) {
     check_rope(l.batch, l.seq, l.heads, l.head_dim, l.out_stride, l.in_stride, op);
     const std::int64_t total = l.batch * l.seq * l.heads * (l.head_dim / 2);
@@ -44,7 +44,7 @@ void launch(cudaStream_t stream, void* out, const void* in, const RopeLayout& l,
     with_float_type(dtype, op, [&](auto t) {
         using T = decltype(t);
         TUNE_LAUNCH(rope_kernel, grid_for(total), kThreads, 0, stream)(static_cast<T*>(out), static_cast<const T*>(in), l,
-                                                               theta, inverse);
+                                                               freq, inverse);
     });
     TUNE_CUDA_CHECK_LAUNCH("rope_kernel");
 }
@@ -53,15 +53,15 @@ void launch(cudaStream_t stream, void* out, const void* in, const RopeLayout& l,
 
 void CudaBackend::rope_forward(void* out, std::int64_t out_stride, const void* in, std::int64_t in_stride,
                                std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
-                               float theta, DType dtype) {
-    launch(stream_, out, in, RopeLayout{batch, seq, heads, head_dim, out_stride, in_stride}, theta, false, dtype,
+                               const math::RopeFrequencies& freq, DType dtype) {
+    launch(stream_, out, in, RopeLayout{batch, seq, heads, head_dim, out_stride, in_stride}, freq, false, dtype,
            "rope_forward");
 }
 
 void CudaBackend::rope_backward(void* din, std::int64_t din_stride, const void* dout, std::int64_t dout_stride,
                                 std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
-                                float theta, DType dtype) {
-    launch(stream_, din, dout, RopeLayout{batch, seq, heads, head_dim, din_stride, dout_stride}, theta, true, dtype,
+                                const math::RopeFrequencies& freq, DType dtype) {
+    launch(stream_, din, dout, RopeLayout{batch, seq, heads, head_dim, din_stride, dout_stride}, freq, true, dtype,
            "rope_backward");
 }
 

@@ -1,5 +1,5 @@
 // GEMM cases: transposes, accumulation (beta = 1), strided and broadcast
-// batches, 16-bit operands with 16-bit or fp32 results.
+// batches, 16-bit operands with 16-bit or fp32 results, rank-1 products (k = 1, m = 1).
 #include <fmt/format.h>
 
 #include "kernels/selftest/case_builder.h"
@@ -62,6 +62,9 @@ void add_gemm_cases(std::vector<Case>& out) {
         // Odd alignment: operands one element past an aligned start, odd leading dimensions.
         {7, 9, 13, 1, false, false, 1.0f, 1.0f, false, 1},
         {11, 6, 5, 3, true, true, 0.5f, 0.0f, false, 3},
+        // The bias GEMMs (harness/model.h): y += ones (T, 1) b (1, n), and db += ones^T dy.
+        {96, 40, 1, 1, false, false, 1.0f, 1.0f, false},
+        {1, 40, 96, 1, true, false, 1.0f, 1.0f, false},
     };
     for (DType t : kFloatTypes) {
         for (const auto& s : shapes) out.push_back(gemm_case(s, t, t));

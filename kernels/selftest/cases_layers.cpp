@@ -1,6 +1,8 @@
 // Layer op cases: embedding (with repeated tokens), RMSNorm, RoPE (strided
 // and in place), SwiGLU (halves of one fused buffer), cross-entropy (ignored
 // rows, a GPT-2-sized vocabulary, dlogits aliasing the logits).
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "kernels/selftest/case_builder.h"
@@ -92,19 +94,29 @@ void rope_cases(std::vector<Case>& out, DType t) {
                            const auto in = cb.normal("in", t, b * s * wide);
                            const auto y = cb.zero_output("out", t, b * s * h * dim, OpClass::elementwise);
                            return cb.build([=](Backend& be, DeviceTensors& d) {
-                               if (backward) be.rope_backward(d[y], h * dim, d[in], wide, b, s, h, dim, 10000.0f, t);
-                               else be.rope_forward(d[y], h * dim, d[in], wide, b, s, h, dim, 10000.0f, t);
+                               const math::RopeFrequencies f{10000.0f};
+                               if (backward)
+                                   be.rope_backward(d[y], h * dim, d[in], wide, b, s, h, dim, f, t);
+                               else
+                                   be.rope_forward(d[y], h * dim, d[in], wide, b, s, h, dim, f, t);
                            });
                        }});
-        out.push_back({op, name_of(t), fmt::format("B=1 S=40 H=2 D=64 in-place theta=5e5"), [=](std::uint64_t seed) {
-                           CaseBuilder cb(seed);
-                           const auto x = cb.normal("x", t, 40 * 2 * 64);
-                           cb.mark_output(x, OpClass::elementwise);
-                           return cb.build([=](Backend& be, DeviceTensors& d) {
-                               if (backward) be.rope_backward(d[x], 128, d[x], 128, 1, 40, 2, 64, 5e5f, t);
-                               else be.rope_forward(d[x], 128, d[x], 128, 1, 40, 2, 64, 5e5f, t);
-                           });
-                       }});
+        // Llama 3.1's scaling: with theta 5e5 and D = 64 the pairs' wavelengths span all
+        // three of its bands (kept, blended, divided by the factor).
+        const math::RopeFrequencies llama3{5e5f, math::RopeScalingKind::llama3, 8.0f, 1.0f, 4.0f, 8192.0f};
+        for (const auto& [what, f] :
+             {std::pair{"theta=5e5", math::RopeFrequencies{5e5f}}, std::pair{"theta=5e5 llama3 factor 8", llama3}})
+            out.push_back({op, name_of(t), fmt::format("B=1 S=40 H=2 D=64 in-place {}", what), [=](std::uint64_t seed) {
+                               CaseBuilder cb(seed);
+                               const auto x = cb.normal("x", t, 40 * 2 * 64);
+                               cb.mark_output(x, OpClass::elementwise);
+                               return cb.build([=](Backend& be, DeviceTensors& d) {
+                                   if (backward)
+                                       be.rope_backward(d[x], 128, d[x], 128, 1, 40, 2, 64, f, t);
+                                   else
+                                       be.rope_forward(d[x], 128, d[x], 128, 1, 40, 2, 64, f, t);
+                               });
+                           }});
     }
 }
 

@@ -22,6 +22,21 @@ inline ModelSpec micro_model() {
     return ModelSpec{"micro", 32, 16, 2, 4, 2, 24, 64, 1e-5, 10000.0};
 }
 
+// The micro model with every variant the trainer runs beyond Llama's shape:
+// head_dim 6 apart from hidden/heads (4), biases on every linear, Qwen3's q/k
+// norms, tied embeddings, and llama3 rope_scaling whose bands all fall within
+// its three RoPE pairs (wavelengths 6, 135 and 2900 against 64 and 256).
+inline ModelSpec feature_model() {
+    ModelSpec m = micro_model();
+    m.name = "features";
+    m.head_dim_setting = 6;
+    m.qkv_bias = m.o_bias = m.mlp_bias = true;
+    m.qk_norm = true;
+    m.tied_embeddings = true;
+    m.rope_scaling = RopeScaling{"llama3", 4.0, 1.0, 4.0, 256};
+    return m;
+}
+
 inline TrialConfig trainer_config(const ModelSpec& model, Optimizer opt = Optimizer::adamw,
                                   Precision prec = Precision::fp32) {
     TrialConfig c;
