@@ -8,7 +8,10 @@
 #      against the CPU), and --gpus N when N > 1 GPUs are visible;
 #   3. ctest -L gpu with TUNE_REQUIRE_GPU=1 (no GPU is a failure, not a skip);
 #   4. a 2-minute sweep each of `tiny` and `small` on GPU 0;
-#   5. the calibration of `overhead`: a one-rank trial of `small` on the GPU,
+#   5. where torch, transformers, peft and accelerate are installed,
+#      scripts/framework-check.py: every export loaded by the frameworks'
+#      classes, and two HF Trainer steps with some;
+#   6. the calibration of `overhead`: a one-rank trial of `small` on the GPU,
 #      whose memory breakdown carries the measured CUDA context, cuBLASLt and
 #      NCCL bytes (device_overhead_bytes);
 # and appends a dated section with the outcomes to docs/gpu-validation.md.
@@ -86,6 +89,12 @@ EOF
   step "sweep $model (2 min)" "$tune" sweep "$work/$model.toml"
 done
 
+# The exports against the frameworks' own code: every file loaded by their classes, two HF
+# Trainer steps with some (where torch, transformers, peft, accelerate exist).
+if python3 -c 'import torch, transformers, peft, accelerate' 2>/dev/null; then
+  step "framework check" python3 "$repo/scripts/framework-check.py" --tune "$tune" --out "$work/framework.md"
+fi
+
 overhead_json="$work/overhead.json"
 step "overhead calibration" sh -c "\"$tune\" trial --model small --backend cuda --steps 4 --warmup 1 | tail -n 1 > \"$overhead_json\""
 overhead=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["memory"]["overhead"])' "$overhead_json" 2>/dev/null || echo "?")
@@ -100,6 +109,13 @@ overhead=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r[
   echo "|---|---|---|"
   printf '%s\n' "${results[@]}"
   echo
+  if [[ -f "$work/framework.md" ]]; then
+    echo "Framework check (scripts/framework-check.py): $(head -n 1 "$work/framework.md")"
+    echo
+    sed -n '3,4p' "$work/framework.md"
+    grep -E '^\| .* \| (trained|FAIL) \|' "$work/framework.md"
+    echo
+  fi
   echo "Self-test (1 GPU), last lines:"
   echo
   echo '```'
