@@ -1,5 +1,7 @@
 // The trainer against PyTorch: scripts/make_torch_fixtures.py writes a tiny
-// Llama (Hugging Face layout), a token file, and what torch computes for it:
+// Llama and a tiny Qwen3 with every variant beyond it (biases, q/k norms,
+// head_dim, tied embeddings, llama3 RoPE), each in Hugging Face layout with
+// a token file and what torch computes for it:
 // the loss, every gradient, and the weights after 3 AdamW steps with
 // decoupled weight decay on matrices and grad-norm clipping. The weights are
 // loaded the way `tune trial --init` loads them. Both attention kernels
@@ -15,11 +17,12 @@ using namespace tune;
 
 namespace {
 
-const std::filesystem::path kFixture = std::filesystem::path(TUNE_SOURCE_DIR) / "tests/fixtures/torch/llama_tiny";
+const std::filesystem::path kFixtures = std::filesystem::path(TUNE_SOURCE_DIR) / "tests/fixtures/torch";
+const std::filesystem::path kFixture = kFixtures / "llama_tiny";
 
 // The fixture's training settings (scripts/make_torch_fixtures.py).
-TrialConfig fixture_config(Attention attention = Attention::flash) {
-    TrialConfig c = test::trainer_config(harness::load_hf_config(kFixture));
+TrialConfig fixture_config(Attention attention = Attention::flash, const std::filesystem::path& dir = kFixture) {
+    TrialConfig c = test::trainer_config(harness::load_hf_config(dir));
     c.attention = attention;
     c.micro_batch = 2;
     c.context = 16;
@@ -30,12 +33,14 @@ TrialConfig fixture_config(Attention attention = Attention::flash) {
 }
 
 struct Rig {
-    explicit Rig(Attention attention) : config(fixture_config(attention)) {}
+    Rig(Attention attention, const std::string& fixture)
+        : dir(kFixtures / fixture), config(fixture_config(attention, dir)) {}
+    std::filesystem::path dir;
     TrialConfig config;
     harness::ParamLayout layout = harness::make_param_layout(config.model, 1, config.adam8bit_block);
-    harness::HostParams init = harness::load_hf_weights(kFixture, layout);
-    harness::SafetensorsFile ref = harness::SafetensorsFile::load(kFixture / "reference.safetensors");
-    test::TrainerRig rig{config, harness::file_tokens(kFixture / "tokens.bin", config.model.vocab), &init};
+    harness::HostParams init = harness::load_hf_weights(dir, layout);
+    harness::SafetensorsFile ref = harness::SafetensorsFile::load(dir / "reference.safetensors");
+    test::TrainerRig rig{config, harness::file_tokens(dir / "tokens.bin", config.model.vocab), &init};
 };
 
 // Tensor k of buffer b of host params, as a flat vector.
@@ -49,8 +54,9 @@ std::vector<float> tensor_of(const harness::HostParams& p, const harness::ParamL
 
 TEST_CASE("loss and every gradient match PyTorch (fp32)", "[trainer][torch]") {
     const Attention attention = GENERATE(Attention::flash, Attention::eager);
-    INFO("attention " << to_string(attention));
-    Rig r(attention);
+    const std::string fixture = GENERATE(as<std::string>{}, "llama_tiny", "qwen3_tiny");
+    INFO(fixture << ", attention " << to_string(attention));
+    Rig r(attention, fixture);
     const double loss = r.rig.trainer->compute_gradients();
     CHECK(loss == Approx(r.ref.read_f32("loss")[0]).epsilon(1e-5));
     const harness::HostParams grads = r.rig.trainer->model().download_grads();
@@ -68,8 +74,9 @@ TEST_CASE("loss and every gradient match PyTorch (fp32)", "[trainer][torch]") {
 
 TEST_CASE("weights after 3 AdamW steps with clipping match PyTorch (fp32)", "[trainer][torch]") {
     const Attention attention = GENERATE(Attention::flash, Attention::eager);
-    INFO("attention " << to_string(attention));
-    Rig r(attention);
+    const std::string fixture = GENERATE(as<std::string>{}, "llama_tiny", "qwen3_tiny");
+    INFO(fixture << ", attention " << to_string(attention));
+    Rig r(attention, fixture);
     const std::vector<float> losses = r.ref.read_f32("losses");
     for (int s = 0; s < 3; ++s) {
         const harness::StepStats stats = r.rig.trainer->step();
