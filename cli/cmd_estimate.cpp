@@ -12,19 +12,20 @@
 
 #include "cli/commands.h"
 #include "cli/dimension_flags.h"
-#include "kernels/device_query.h"
+#include "core/presets.h"
+#include "core/units.h"
+#include "core/validity.h"
 #include "driver/plan.h"
 #include "exports/framework.h"
+#include "kernels/device_query.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
 #include "reports/text_table.h"
 #include "search/estimate.h"
+#include "search/frameworks/framework_profile.h"
 #include "search/memory_limit_check.h"
-#include "core/presets.h"
 #include "search/space.h"
 #include "search/spec.h"
-#include "core/units.h"
-#include "core/validity.h"
 
 namespace tune::cli {
 namespace {
@@ -73,13 +74,26 @@ TrialConfig config_from(const EstimateCliOptions& o) {
     return c;
 }
 
+// A profile name, or an export target's (accelerate-fsdp1 is accelerate-fsdp's stack).
+FrameworkProfile profile_named(const std::string& name) {
+    if (name.empty()) return FrameworkProfile::tune;
+    if (auto p = parse_framework_profile(name)) return *p;
+    return profile_of(*parse_framework(name));  // the flag accepts only these names
+}
+
+std::vector<std::string> framework_choices() {
+    std::vector<std::string> names(kFrameworkProfileNames.begin(), kFrameworkProfileNames.end());
+    names.emplace_back(to_string(Framework::accelerate_fsdp1));
+    return names;
+}
+
 EstimateOptions options_from(const EstimateCliOptions& o) {
     EstimateOptions e;
     if (!o.memory_limit.empty())
         e.memory_limit = require_bytes(o.memory_limit, "--memory-limit");
     e.margin = o.margin;
     e.cpu_threads = std::max<std::uint32_t>(o.cpu_threads, 1);
-    if (!o.framework.empty()) apply_framework_profile(*parse_framework(o.framework), e);
+    apply_profile_options(profile_named(o.framework), e);
     return e;
 }
 
@@ -91,6 +105,16 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
     j["peak"] = m.peak;
     j["peak_phase"] = m.peak_phase;
     return j;
+}
+
+nlohmann::json views_json(const FrameworkEstimate& f, FrameworkProfile profile) {
+    nlohmann::json views{{"framework", to_string(profile)}};
+    for (std::size_t v = 0; v < kMemoryViewNames.size(); ++v)
+        views[std::string(kMemoryViewNames[v])] = f.views.bytes[v];
+    nlohmann::json terms = nlohmann::json::array();
+    for (const FrameworkTerm& t : f.terms) terms.push_back({{"what", t.what}, {"bytes", t.bytes}});
+    views["terms"] = terms;
+    return views;
 }
 
 nlohmann::json estimate_json(const TrialConfig& c, const Estimate& e) {
@@ -140,13 +164,24 @@ int run_single(const EstimateCliOptions& opts) {
     if (o.memory_limit)
         if (auto w = limit_above_device(*o.memory_limit, hw)) fmt::print(stderr, "warning: {}\n", *w);
     const Estimate e = estimate(c, hw, o);
+    const FrameworkProfile profile = profile_named(opts.framework);
+    const FrameworkEstimate views = framework_estimate(profile, c, hw, o);
     if (opts.json) {
         nlohmann::json j = estimate_json(c, e);
+        j["memory"]["views"] = views_json(views, profile);
         j["device"] = hw.device;
         j["usable_memory"] = usable_bytes(c, hw, o);
         fmt::print("{}\n", j.dump(2));
     } else {
         print_single_text(c, hw, e, usable_bytes(c, hw, o), o);
+        fmt::print(
+            "  as {:<10} allocated {}, reserved {}, device {} (torch.cuda.max_memory_allocated, "
+            "max_memory_reserved, nvidia-smi)\n",
+            to_string(profile), format_bytes(views.views[MemoryView::allocated]),
+            format_bytes(views.views[MemoryView::reserved]), format_bytes(views.views[MemoryView::device]));
+        for (const FrameworkTerm& t : views.terms)
+            fmt::print("               {}{} {}\n", t.bytes < 0 ? "-" : "+",
+                       bytes_text(static_cast<std::uint64_t>(t.bytes < 0 ? -t.bytes : t.bytes)), t.what);
     }
     return e.fits ? kExitOk : kExitNo;
 }
@@ -215,7 +250,7 @@ int run_sweep(const EstimateCliOptions& opts) {
     // The options the sweep itself estimates with, so both print the same front.
     EstimateOptions o = base_estimate_options(spec);
     if (opts.cpu_threads != 0) o.cpu_threads = opts.cpu_threads;
-    if (!opts.framework.empty()) apply_framework_profile(*parse_framework(opts.framework), o);
+    if (!opts.framework.empty()) apply_profile_options(profile_named(opts.framework), o);
     const std::vector<Candidate> candidates = expand_space(spec);
     const SweepEstimates s = estimate_sweep(spec, candidates, o);
     if (opts.json) print_sweep_json(spec, s);
@@ -253,9 +288,12 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
         ->check(CLI::PositiveNumber);
     cmd->add_flag("--json", opts->json, "Print JSON instead of tables");
     cmd->add_option("--framework", opts->framework,
-                    "Add a framework's known memory on top of tune's engine (deepspeed: ZeRO-2/3 keep fp32 gradient "
-                    "partitions, +4 bytes per parameter / N)")
-        ->check(CLI::IsMember(std::vector<std::string>(kFrameworkNames.begin(), kFrameworkNames.end())));
+                    "Predict for the stack you train with (search/frameworks): hf-trainer, torchrun, deepspeed, "
+                    "accelerate-fsdp (transformers' modelling: full-vocabulary fp32 logits, the decoder's saved "
+                    "tensors; DeepSpeed's fp32 gradient partitions), torchtitan (overlapped collectives), litgpt "
+                    "(the full-state-dict load under FSDP); tune (default) is tune's engine. Adds memory.views: "
+                    "allocated, reserved and device")
+        ->check(CLI::IsMember(framework_choices()));
     cmd->callback([opts, &exit_code] { exit_code = opts->file.empty() ? run_single(*opts) : run_sweep(*opts); });
 }
 

@@ -112,20 +112,23 @@ Hardware cpu_device() {
     return h;
 }
 
-const std::array<DevicePreset, 7>& devices() {
-    static const std::array<DevicePreset, 7> table{{
+const std::array<DevicePreset, 8>& devices() {
+    static const std::array<DevicePreset, 8> table{{
         {gpu("h100-80gb", 81559, 989, 67, 3.35, 450, 8),
          "H100 SXM5 data sheet: 989 TFLOP/s bf16 dense, 67 fp32, 3.35 TB/s; NVLink 4 900 GB/s bidirectional", "h100"},
         {gpu("h200", 143771, 989, 67, 4.8, 450, 8),
          "H200 SXM data sheet: 141 GB HBM3e at 4.8 TB/s; same compute as H100", "h200"},
         {gpu("a100-80gb", 81920, 312, 19.5, 2.04, 300, 8),
-         "A100 SXM4 80GB data sheet: 312 TFLOP/s bf16 dense, 19.5 fp32, 2.04 TB/s; NVLink 3 600 GB/s", "a100-sxm4-80gb"},
-        {gpu("a100-40gb", 40960, 312, 19.5, 1.56, 300, 8),
-         "A100 40GB data sheet: 1.56 TB/s", "a100-sxm4-40gb"},
+         "A100 SXM4 80GB data sheet: 312 TFLOP/s bf16 dense, 19.5 fp32, 2.04 TB/s; NVLink 3 600 GB/s",
+         "a100-sxm4-80gb"},
+        {gpu("a100-40gb", 40960, 312, 19.5, 1.56, 300, 8), "A100 40GB data sheet: 1.56 TB/s", "a100-sxm4-40gb"},
         {gpu("l40s", 46068, 362, 91.6, 0.864, 32, 8),
          "L40S data sheet: 362 TFLOP/s bf16 dense, 91.6 fp32, 864 GB/s; PCIe Gen4 x16", "l40s"},
         {gpu("rtx4090", 24564, 165, 82.6, 1.0, 32, 1),
          "RTX 4090: 165 TFLOP/s bf16 dense (fp32 accumulate), 82.6 fp32, 1.0 TB/s; PCIe Gen4, no NVLink", "4090"},
+        {gpu("a10g", 23028, 125, 31.2, 0.6, 32, 8),
+         "A10 data sheet (the A10G of AWS g5 is its variant): 125 TFLOP/s bf16 dense, 31.2 fp32, 600 GB/s; PCIe Gen4",
+         "a10g"},
         {cpu_device(), "tune's CPU backend: 96 GFLOP/s per core (AVX2 FMA at 3 GHz) times this machine's cores", "cpu"},
     }};
     return table;

@@ -64,8 +64,21 @@ RenderedExport render(const FrameworkExport& e, Framework f) {
     return {header + e.body, {}};
 }
 
-void apply_framework_profile(Framework f, EstimateOptions& o) {
-    o.fp32_grad_partition_bytes = f == Framework::deepspeed ? 4 : 0;
+FrameworkProfile profile_of(Framework f) {
+    switch (f) {
+        case Framework::deepspeed:
+            return FrameworkProfile::deepspeed;
+        case Framework::accelerate_fsdp:
+        case Framework::accelerate_fsdp1:
+            return FrameworkProfile::accelerate_fsdp;
+        case Framework::torchrun:
+            return FrameworkProfile::torchrun;
+        case Framework::hf_trainer:
+            return FrameworkProfile::hf_trainer;
+    }
+    return FrameworkProfile::tune;
 }
+
+void apply_framework_profile(Framework f, EstimateOptions& o) { apply_profile_options(profile_of(f), o); }
 
 }  // namespace tune

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "exports/framework_export.h"
 #include "search/estimate_options.h"
+#include "search/frameworks/framework_profile.h"
 
 namespace tune {
 
@@ -36,8 +37,8 @@ struct RenderedExport {
 };
 RenderedExport render(const FrameworkExport& e, Framework f);
 
-// The framework's memory profile as estimator options (DeepSpeed: ZeRO-2/3 keep
-// fp32 gradient partitions, 4 bytes per parameter divided by N); `tune estimate --framework`.
+// The estimator's profile of the stack an export targets (search/frameworks), and its settings.
+FrameworkProfile profile_of(Framework f);
 void apply_framework_profile(Framework f, EstimateOptions& o);
 
 }  // namespace tune

@@ -123,3 +123,20 @@ TEST_CASE("tune estimate --hf-config reads a Hugging Face config.json or its fol
     CHECK(missing.exit_code == 2);
     CHECK_THAT(missing.output, Catch::Contains("/nonexistent/config.json"));
 }
+
+TEST_CASE("tune estimate --framework reads out allocated, reserved and device for that stack", "[cli][estimate]") {
+    const auto r = run_tune(
+        "estimate --model llama-7b --method lora --precision bf16 --context 1024 "
+        "--framework hf-trainer --json");
+    REQUIRE(r.exit_code == 0);
+    const auto views = nlohmann::json::parse(r.output)["memory"]["views"];
+    CHECK(views["framework"] == "hf-trainer");
+    CHECK(views["allocated"].get<std::uint64_t>() <= views["reserved"].get<std::uint64_t>());
+    CHECK(views["reserved"].get<std::uint64_t>() < views["device"].get<std::uint64_t>());
+    CHECK(views["terms"].size() == 2);
+    const auto text = run_tune("estimate --model llama-7b --framework torchtitan");
+    CHECK_THAT(text.output, Catch::Contains("as torchtitan") && Catch::Contains("reserved"));
+    const auto bad = run_tune("estimate --framework megatron");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, Catch::Contains("litgpt"));
+}

@@ -1,0 +1,71 @@
+#include "search/frameworks/framework_profile.h"
+
+#include <algorithm>
+
+#include "search/estimate.h"
+
+namespace tune {
+
+std::optional<FrameworkProfile> parse_framework_profile(std::string_view text) {
+    for (std::size_t i = 0; i < kFrameworkProfileNames.size(); ++i)
+        if (kFrameworkProfileNames[i] == text) return static_cast<FrameworkProfile>(i);
+    return std::nullopt;
+}
+
+std::optional<MemoryView> parse_memory_view(std::string_view text) {
+    for (std::size_t i = 0; i < kMemoryViewNames.size(); ++i)
+        if (kMemoryViewNames[i] == text) return static_cast<MemoryView>(i);
+    return std::nullopt;
+}
+
+namespace {
+
+bool uses_transformers(FrameworkProfile f) {
+    return f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun ||
+           f == FrameworkProfile::deepspeed || f == FrameworkProfile::accelerate_fsdp;
+}
+
+// The largest phase of our engine's step with the framework's terms added,
+// outside the allocator's view (the runtime overhead) left out.
+std::uint64_t allocated_peak(const StepMemory& s, const std::vector<FrameworkTerm>& terms) {
+    std::int64_t most = 0;
+    for (std::size_t p = 0; p < kPhaseCount; ++p) {
+        const ComponentBytes& phase = s.phases[p];
+        std::int64_t bytes = static_cast<std::int64_t>(phase.total() - phase[Component::overhead]);
+        for (const FrameworkTerm& t : terms)
+            if (t.alive[p]) bytes += t.bytes;
+        most = std::max(most, bytes);
+    }
+    return static_cast<std::uint64_t>(most);
+}
+
+}  // namespace
+
+void apply_profile_options(FrameworkProfile f, EstimateOptions& o) {
+    // DeepSpeed ZeRO-2/3 keep fp32 gradient partitions beside the 16-bit gradients
+    // (runtime/zero/stage_1_and_2.py, stage3.py).
+    o.fp32_grad_partition_bytes = f == FrameworkProfile::deepspeed ? 4 : 0;
+    // torchtitan's FSDP2 (fully_shard) prefetches the next all-gather and
+    // overlaps reduce-scatters with the backward: its collectives hide behind compute.
+    if (f == FrameworkProfile::torchtitan) o.comm_overlap = 1.0;
+}
+
+FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
+                                     const EstimateOptions& options) {
+    EstimateOptions o = options;
+    apply_profile_options(f, o);
+    FrameworkEstimate e;
+    e.engine = estimate(c, hw, o);
+    const StepMemory s = step_memory(c.model, c, hw, o);
+    if (uses_transformers(f)) e.terms = transformers_terms(c, hw, o, s);
+    if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c);
+    // The runtime outside the allocator: the CUDA context, cuBLAS and NCCL.
+    const std::uint64_t outside = s.at_peak()[Component::overhead];
+    e.views[MemoryView::allocated] = f == FrameworkProfile::tune ? e.engine.memory.peak - outside
+                                                                 : allocated_peak(s, e.terms);
+    e.views[MemoryView::reserved] = e.views[MemoryView::allocated];
+    e.views[MemoryView::device] = e.views[MemoryView::reserved] + outside;
+    return e;
+}
+
+}  // namespace tune

@@ -1,0 +1,67 @@
+// What the frameworks users train with would hold and show for a
+// configuration: our engine's estimate, plus each framework's own terms (one
+// small rules file per framework in this folder), read out in the three views
+// a user meets: torch.cuda.max_memory_allocated(), max_memory_reserved(), and
+// the device's used memory as nvidia-smi shows it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.h"
+#include "search/estimate_memory.h"
+#include "search/estimate_options.h"
+
+namespace tune {
+
+// `tune` is our engine itself; every other name is a whole stack
+// (transformers' modelling under a launcher or engine, or a framework's own model).
+enum class FrameworkProfile : std::uint8_t { tune, hf_trainer, torchrun, deepspeed, accelerate_fsdp, torchtitan, litgpt };
+inline constexpr std::array<std::string_view, 7> kFrameworkProfileNames{
+    "tune", "hf-trainer", "torchrun", "deepspeed", "accelerate-fsdp", "torchtitan", "litgpt"};
+inline std::string_view to_string(FrameworkProfile f) { return kFrameworkProfileNames[static_cast<std::size_t>(f)]; }
+std::optional<FrameworkProfile> parse_framework_profile(std::string_view text);
+
+enum class MemoryView : std::uint8_t { allocated, reserved, device };
+inline constexpr std::array<std::string_view, 3> kMemoryViewNames{"allocated", "reserved", "device"};
+std::optional<MemoryView> parse_memory_view(std::string_view text);
+
+struct MemoryViews {
+    std::array<std::uint64_t, 3> bytes{};
+    std::uint64_t operator[](MemoryView v) const { return bytes[static_cast<std::size_t>(v)]; }
+    std::uint64_t& operator[](MemoryView v) { return bytes[static_cast<std::size_t>(v)]; }
+};
+
+// One thing a framework holds beyond (or instead of) what our engine holds,
+// in bytes per rank, in the phases of a step where it is alive.
+struct FrameworkTerm {
+    std::string what;
+    std::int64_t bytes = 0;
+    std::array<bool, kPhaseCount> alive{};
+};
+// Every phase: a term the framework holds from start to end of the step.
+inline constexpr std::array<bool, kPhaseCount> kWholeStep{true, true, true, true, true};
+
+struct FrameworkEstimate {
+    Estimate engine;  // our engine's estimate of the configuration
+    std::vector<FrameworkTerm> terms;
+    MemoryViews views;
+};
+
+// The estimator settings a profile changes (DeepSpeed's fp32 gradient
+// partitions, torchtitan's overlapped collectives); framework_estimate applies them.
+void apply_profile_options(FrameworkProfile f, EstimateOptions& o);
+
+// The terms of each stack's rules file (search/frameworks/*.cpp), from our engine's step.
+std::vector<FrameworkTerm> transformers_terms(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
+                                              const StepMemory& engine);
+std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c);
+
+FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
+                                     const EstimateOptions& o = {});
+
+}  // namespace tune

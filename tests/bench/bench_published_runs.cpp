@@ -1,0 +1,111 @@
+// The estimate against published training runs: for each run of
+// tests/fixtures/published/published_runs.json, the measured peak memory per
+// GPU (in the view its source read: allocated, reserved or device) and
+// tokens/s per GPU, tune's prediction under the framework profile the run
+// used, and the signed error; then the median |error|, over all runs and over
+// the fully stated ones (confidence high or medium, nothing not expressible).
+// Numbers, not tests: nothing here asserts on an error.
+//   bench_published_runs [published_runs.json [hf-fixtures-dir]]
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/presets.h"
+#include "search/estimate.h"
+#include "search/frameworks/framework_profile.h"
+#include "search/spec.h"
+
+namespace {
+
+using namespace tune;
+using nlohmann::json;
+
+struct Paths {
+    std::filesystem::path runs, hf;
+};
+
+ModelSpec model_of(const std::string& name, const Paths& p) {
+    if (name.starts_with("hf:")) return load_hf_config(p.hf / name.substr(3) / "config.json");
+    return *find_model(name);
+}
+
+struct Errors {
+    std::vector<double> memory, throughput;
+};
+
+double median_abs(std::vector<double> v) {
+    if (v.empty()) return NAN;
+    for (double& x : v) x = std::abs(x);
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+bool fully_stated(const json& point) {
+    const std::string c = point["confidence"].get<std::string>();
+    return (c == "high" || c == "medium") && point["not_expressible"].empty();
+}
+
+void score(const json& point, const Paths& paths, Errors& all, Errors& stated) {
+    const json& t = point["tune"];
+    TrialConfig c = t["config"].get<TrialConfig>();
+    c.model = model_of(t["model"].get<std::string>(), paths);
+    c.world_size = t["gpus"].get<std::uint32_t>();
+    Hardware hw = *find_device(t["device"].get<std::string>());
+    hw.gpus_per_node = t["gpus_per_node"].get<std::uint32_t>();
+    hw.nodes = (c.world_size + hw.gpus_per_node - 1) / hw.gpus_per_node;
+    const std::string name = t["framework"].get<std::string>();
+    const FrameworkProfile profile = parse_framework_profile(name).value_or(FrameworkProfile::tune);
+    const FrameworkEstimate e = framework_estimate(profile, c, hw);
+    const json& measured = point["measured"];
+    std::string mem = "-", tput = "-";
+    if (measured["peak_memory"].is_object()) {
+        const json& m = measured["peak_memory"];
+        const MemoryView view = *parse_memory_view(m["metric"].get<std::string>());
+        const double want = m["bytes"].get<double>(), got = static_cast<double>(e.views[view]);
+        const double err = (got - want) / want;
+        all.memory.push_back(err);
+        if (fully_stated(point)) stated.memory.push_back(err);
+        mem = fmt::format("{:>6.1f} GB {:>6.1f} GB {:>+7.1f}% {:<9}", want / 1e9, got / 1e9, 100 * err,
+                          m["metric"].get<std::string>());
+    }
+    if (measured["throughput"].is_object()) {
+        const double want = measured["throughput"]["value"].get<double>();
+        const double got = e.engine.tokens_per_s / c.world_size;
+        const double err = (got - want) / want;
+        all.throughput.push_back(err);
+        if (fully_stated(point)) stated.throughput.push_back(err);
+        tput = fmt::format("{:>7.0f} {:>7.0f} {:>+7.1f}%", want, got, 100 * err);
+    }
+    fmt::print("{:<34} {:<16} {:<6} {:<44} {}\n", point["id"].get<std::string>(), name,
+               fully_stated(point) ? "stated" : "-", mem, tput);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Paths paths;
+    paths.runs = argc > 1 ? argv[1] : TUNE_SOURCE_DIR "/tests/fixtures/published/published_runs.json";
+    paths.hf = argc > 2 ? std::filesystem::path(argv[2]) : paths.runs.parent_path().parent_path() / "hf";
+    std::ifstream in(paths.runs);
+    const json runs = json::parse(in);
+    fmt::print("{}: {} published runs\n", paths.runs.string(), runs["points"].size());
+    fmt::print("{:<34} {:<16} {:<6} {:<44} {}\n", "run", "profile", "", "memory: measured, tune, error, view",
+               "tokens/s per GPU: measured, tune, error");
+    Errors all, stated;
+    for (const json& point : runs["points"]) score(point, paths, all, stated);
+    fmt::print("median |memory error|      {:5.1f}% over {} runs, {:5.1f}% over the {} fully stated\n",
+               100 * median_abs(all.memory), all.memory.size(), 100 * median_abs(stated.memory), stated.memory.size());
+    fmt::print("median |throughput error|  {:5.1f}% over {} runs, {:5.1f}% over the {} fully stated\n",
+               100 * median_abs(all.throughput), all.throughput.size(), 100 * median_abs(stated.throughput),
+               stated.throughput.size());
+    const auto low = std::count_if(stated.memory.begin(), stated.memory.end(), [](double e) { return e < -0.10; });
+    fmt::print("fully stated runs predicted more than 10% low on memory: {}\n", low);
+    return 0;
+}
