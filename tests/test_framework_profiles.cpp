@@ -50,7 +50,8 @@ TEST_CASE("transformers' modelling keeps full-vocabulary logits and the decoder'
     // 1024 tokens x 32000, less the chunk our engine holds.
     const FrameworkTerm* logits = term(e, "full-vocabulary logits");
     REQUIRE(logits);
-    CHECK(logits->bytes == 14 * 1024 * 32000 - static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]));
+    CHECK(logits->bytes ==
+          14 * 1024 * 32000 - static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]));
     CHECK(logits->alive[static_cast<std::size_t>(Phase::head_backward)]);
     CHECK_FALSE(logits->alive[static_cast<std::size_t>(Phase::layer_backward)]);
     // Without checkpointing all 32 layers save 0.7 of our set more.
@@ -58,7 +59,8 @@ TEST_CASE("transformers' modelling keeps full-vocabulary logits and the decoder'
     REQUIRE(layers);
     const ActivationSizes a = activation_sizes(c.model, c, hw, {});
     CHECK(layers->bytes == static_cast<std::int64_t>(0.7 * static_cast<double>(a.kept_none) * 32));
-    CHECK(e.views[MemoryView::allocated] > framework_estimate(FrameworkProfile::tune, c, hw).views[MemoryView::allocated]);
+    CHECK(e.views[MemoryView::allocated] >
+          framework_estimate(FrameworkProfile::tune, c, hw).views[MemoryView::allocated]);
     CHECK(e.views[MemoryView::device] - e.views[MemoryView::reserved] == e.engine.memory[Component::overhead]);
 }
 

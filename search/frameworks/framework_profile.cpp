@@ -21,8 +21,8 @@ std::optional<MemoryView> parse_memory_view(std::string_view text) {
 namespace {
 
 bool uses_transformers(FrameworkProfile f) {
-    return f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun ||
-           f == FrameworkProfile::deepspeed || f == FrameworkProfile::accelerate_fsdp;
+    return f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun || f == FrameworkProfile::deepspeed ||
+           f == FrameworkProfile::accelerate_fsdp;
 }
 
 // The largest phase of our engine's step with the framework's terms added,
@@ -61,8 +61,8 @@ FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, c
     if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c);
     // The runtime outside the allocator: the CUDA context, cuBLAS and NCCL.
     const std::uint64_t outside = s.at_peak()[Component::overhead];
-    e.views[MemoryView::allocated] = f == FrameworkProfile::tune ? e.engine.memory.peak - outside
-                                                                 : allocated_peak(s, e.terms);
+    e.views[MemoryView::allocated] =
+        f == FrameworkProfile::tune ? e.engine.memory.peak - outside : allocated_peak(s, e.terms);
     e.views[MemoryView::reserved] = e.views[MemoryView::allocated];
     e.views[MemoryView::device] = e.views[MemoryView::reserved] + outside;
     return e;

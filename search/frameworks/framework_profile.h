@@ -20,7 +20,15 @@ namespace tune {
 
 // `tune` is our engine itself; every other name is a whole stack
 // (transformers' modelling under a launcher or engine, or a framework's own model).
-enum class FrameworkProfile : std::uint8_t { tune, hf_trainer, torchrun, deepspeed, accelerate_fsdp, torchtitan, litgpt };
+enum class FrameworkProfile : std::uint8_t {
+    tune,
+    hf_trainer,
+    torchrun,
+    deepspeed,
+    accelerate_fsdp,
+    torchtitan,
+    litgpt
+};
 inline constexpr std::array<std::string_view, 7> kFrameworkProfileNames{
     "tune", "hf-trainer", "torchrun", "deepspeed", "accelerate-fsdp", "torchtitan", "litgpt"};
 inline std::string_view to_string(FrameworkProfile f) { return kFrameworkProfileNames[static_cast<std::size_t>(f)]; }

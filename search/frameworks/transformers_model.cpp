@@ -38,10 +38,10 @@ std::vector<FrameworkTerm> transformers_terms(const TrialConfig& c, const Hardwa
     // checkpointing, the one recomputed with it.
     const ActivationSizes a = activation_sizes(m, c, hw, o);
     const bool whole = c.checkpointing != Checkpointing::full;
-    FrameworkTerm layers{"the decoder layer's saved tensors beyond ours (about 0.7 of our layer's)",
-                         static_cast<std::int64_t>(0.7 * static_cast<double>(a.kept_none) *
-                                                   static_cast<double>(whole ? m.layers : 1)),
-                         {}};
+    FrameworkTerm layers{
+        "the decoder layer's saved tensors beyond ours (about 0.7 of our layer's)",
+        static_cast<std::int64_t>(0.7 * static_cast<double>(a.kept_none) * static_cast<double>(whole ? m.layers : 1)),
+        {}};
     layers.alive[kForward] = layers.alive[kLayers] = true;
     layers.alive[kHead] = whole;
     terms.push_back(layers);

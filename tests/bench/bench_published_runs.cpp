@@ -52,7 +52,7 @@ bool fully_stated(const json& point) {
     return (c == "high" || c == "medium") && point["not_expressible"].empty();
 }
 
-void score(const json& point, const Paths& paths, Errors& all, Errors& stated) {
+void score(const json& point, const Paths& paths, bool engine_only, Errors& all, Errors& stated) {
     const json& t = point["tune"];
     TrialConfig c = t["config"].get<TrialConfig>();
     c.model = model_of(t["model"].get<std::string>(), paths);
@@ -61,7 +61,8 @@ void score(const json& point, const Paths& paths, Errors& all, Errors& stated) {
     hw.gpus_per_node = t["gpus_per_node"].get<std::uint32_t>();
     hw.nodes = (c.world_size + hw.gpus_per_node - 1) / hw.gpus_per_node;
     const std::string name = t["framework"].get<std::string>();
-    const FrameworkProfile profile = parse_framework_profile(name).value_or(FrameworkProfile::tune);
+    const FrameworkProfile profile =
+        engine_only ? FrameworkProfile::tune : parse_framework_profile(name).value_or(FrameworkProfile::tune);
     const FrameworkEstimate e = framework_estimate(profile, c, hw);
     const json& measured = point["measured"];
     std::string mem = "-", tput = "-";
@@ -83,8 +84,9 @@ void score(const json& point, const Paths& paths, Errors& all, Errors& stated) {
         if (fully_stated(point)) stated.throughput.push_back(err);
         tput = fmt::format("{:>7.0f} {:>7.0f} {:>+7.1f}%", want, got, 100 * err);
     }
-    fmt::print("{:<34} {:<16} {:<6} {:<44} {}\n", point["id"].get<std::string>(), name,
-               fully_stated(point) ? "stated" : "-", mem, tput);
+    if (!engine_only)
+        fmt::print("{:<34} {:<16} {:<6} {:<44} {}\n", point["id"].get<std::string>(), name,
+                   fully_stated(point) ? "stated" : "-", mem, tput);
 }
 
 }  // namespace
@@ -98,13 +100,17 @@ int main(int argc, char** argv) {
     fmt::print("{}: {} published runs\n", paths.runs.string(), runs["points"].size());
     fmt::print("{:<34} {:<16} {:<6} {:<44} {}\n", "run", "profile", "", "memory: measured, tune, error, view",
                "tokens/s per GPU: measured, tune, error");
-    Errors all, stated;
-    for (const json& point : runs["points"]) score(point, paths, all, stated);
+    Errors all, stated, engine_all, engine_stated;
+    for (const json& point : runs["points"]) score(point, paths, false, all, stated);
+    for (const json& point : runs["points"]) score(point, paths, true, engine_all, engine_stated);
     fmt::print("median |memory error|      {:5.1f}% over {} runs, {:5.1f}% over the {} fully stated\n",
                100 * median_abs(all.memory), all.memory.size(), 100 * median_abs(stated.memory), stated.memory.size());
     fmt::print("median |throughput error|  {:5.1f}% over {} runs, {:5.1f}% over the {} fully stated\n",
                100 * median_abs(all.throughput), all.throughput.size(), 100 * median_abs(stated.throughput),
                stated.throughput.size());
+    fmt::print("tune's engine alone (no profile): memory {:5.1f}% ({:5.1f}% fully stated), throughput {:5.1f}%\n",
+               100 * median_abs(engine_all.memory), 100 * median_abs(engine_stated.memory),
+               100 * median_abs(engine_all.throughput));
     const auto low = std::count_if(stated.memory.begin(), stated.memory.end(), [](double e) { return e < -0.10; });
     fmt::print("fully stated runs predicted more than 10% low on memory: {}\n", low);
     return 0;
