@@ -53,8 +53,8 @@ void print_presets(bool as_json) {
                          fmt::format("{:.0f}", h.intra_node_bytes_per_s / 1e9), format_bytes(h.runtime_overhead_bytes)});
     }
     fmt::print("Models\n{}\nDevices\n{}\nSources:\n", models.render("  "), devices.render("  "));
-    for (const auto& p : model_presets()) fmt::print("  {:<10} {}\n", p.spec.name, p.source);
-    for (const auto& p : device_presets()) fmt::print("  {:<10} {}\n", p.hardware.device, p.source);
+    for (const auto& p : model_presets()) fmt::print("  {:<14} {}\n", p.spec.name, p.source);
+    for (const auto& p : device_presets()) fmt::print("  {:<14} {}\n", p.hardware.device, p.source);
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ TEST_CASE("tune presets lists models and devices with numbers", "[cli]") {
             found = true;
         }
     CHECK(found);
-    CHECK(j["devices"].size() == 7);
+    CHECK(j["devices"].size() == 8);
     auto text = run_tune("presets");
     CHECK_THAT(text.output, Catch::Contains("h100-80gb"));
     CHECK_THAT(text.output, Catch::Contains("989.0"));
