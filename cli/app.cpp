@@ -9,6 +9,7 @@
 #include "build_info.h"
 #include "cli/commands.h"
 #include "core/config_error.h"
+#include "core/output_file.h"
 #include "reports/report_error.h"
 #include "reports/text_table.h"
 #include "store/store_error.h"
@@ -92,6 +93,9 @@ int run_cli(int argc, const char* const* argv) {
         fmt::print(stderr, "error: results database: {}\n", printable(e.what(), "\n"));
         return kExitBadInput;
     } catch (const ReportError& e) {
+        fmt::print(stderr, "error: {}\n", printable(e.what(), "\n"));
+        return kExitBadInput;
+    } catch (const OutputFileError& e) {
         fmt::print(stderr, "error: {}\n", printable(e.what(), "\n"));
         return kExitBadInput;
     } catch (const std::filesystem::filesystem_error& e) {

@@ -15,10 +15,10 @@
 
 #include "cli/commands.h"
 #include "core/config_error.h"
+#include "core/output_file.h"
 #include "core/units.h"
 #include "launch/launch.h"
 #include "launch/process.h"
-#include "reports/output_file.h"
 #include "reports/text_table.h"
 #include "search/spec.h"
 
@@ -113,7 +113,7 @@ int run_submit(const SubmitOptions& o) {
         return kExitOk;
     }
     const fs::path path = fmt::format("tune-{}.sbatch", slurm_word(spec.name));
-    write_output_file(path, script);
+    write_output_file(path, script, "the batch script");
     ProcessSpec sbatch;
     sbatch.argv = {"sbatch", "--parsable", path.string()};
     sbatch.timeout_s = 120;

@@ -12,20 +12,20 @@
 
 #include "build_info.h"
 #include "cli/commands.h"
-#include "cli/device_query_child.h"
 #include "cli/database_path.h"
-#include "reports/html_report.h"
-#include "reports/measured_front_text.h"
-#include "reports/output_file.h"
-#include "reports/predicted_front.h"
-#include "reports/report_format.h"
-#include "driver/makespan.h"
-#include "driver/sweep.h"
-#include "search/estimate.h"
-#include "search/memory_limit_check.h"
+#include "cli/device_query_child.h"
+#include "core/output_file.h"
 #include "core/pareto.h"
 #include "core/presets.h"
 #include "core/units.h"
+#include "driver/makespan.h"
+#include "driver/sweep.h"
+#include "reports/html_report.h"
+#include "reports/measured_front_text.h"
+#include "reports/predicted_front.h"
+#include "reports/report_format.h"
+#include "search/estimate.h"
+#include "search/memory_limit_check.h"
 #include "store/store.h"
 
 namespace tune::cli {
@@ -155,7 +155,7 @@ int run(SweepCliOptions& o) {
             env.visible_gpus = static_cast<std::size_t>(std::max(0, std::atoi(gpus)));
     }
     // A report path that cannot be written must fail now, not after hours of trials.
-    if (!o.no_report) check_output_path(spec.report);
+    if (!o.no_report) check_output_path(spec.report, "the report");
     const SweepReport r = run_sweep(spec, env, options);
 
     if (o.json) return kExitOk;  // the events said everything

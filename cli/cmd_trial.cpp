@@ -219,6 +219,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         const TrialFlags& o = *opts;
         const TrialConfig config = build_config(o, Given{cmd});
         check_flag_values(config, o);
+        if (!o.save_adapter.empty()) harness::check_adapter_destination(o.save_adapter);
         const std::string f = fault();
         if (f == "crash") std::abort();
         if (f == "hang")

@@ -10,6 +10,7 @@
 
 #include "core/config_error.h"
 #include "core/noise_rule.h"
+#include "core/output_file.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
@@ -472,6 +473,8 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
                                    trainer.loss_scale());
     } catch (const ConfigError&) {
         throw;  // an unreadable --init or --tokens file is bad input (exit 2), not a trial outcome
+    } catch (const OutputFileError&) {
+        throw;  // --save-adapter could not be written where the user asked (exit 2)
     } catch (...) {
         // What was measured up to the failure stays with the result.
         const TrialResult mapped = result_of_current_exception(config);

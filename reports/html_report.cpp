@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "core/output_file.h"
 #include "reports/html_escape.h"
 #include "reports/html_sections.h"
-#include "reports/output_file.h"
 #include "reports/report_assets.h"
 #include "reports/report_error.h"
 #include "reports/sha256.h"
@@ -125,7 +125,7 @@ std::string html_report(const Store& store, std::span<const std::string> sweeps)
 }
 
 void write_html_report(const Store& store, std::span<const std::string> sweeps, const std::filesystem::path& out) {
-    write_output_file(out, html_report(store, sweeps));
+    write_output_file(out, html_report(store, sweeps), "the report");
 }
 
 }  // namespace tune

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <vector>
 
+#include "core/output_file.h"
 #include "harness/io/safetensors.h"
-#include "reports/output_file.h"
 #include "reports/report_error.h"
 #include "reports/text_table.h"
 #include "search/spec.h"
@@ -180,7 +180,7 @@ TEST_CASE("report paths: only regular files are written, through an unpredictabl
     // A symlink planted at the old predictable temporary name is never followed.
     std::ofstream(dir / "victim") << "keep me";
     fs::create_symlink(dir / "victim", dir / "r.html.tmp");
-    write_output_file(dir / "r.html", page);
+    write_output_file(dir / "r.html", page, "the report");
     CHECK(run_command("cat '" + (dir / "victim").string() + "'").output == "keep me");
     CHECK(run_command("cat '" + (dir / "r.html").string() + "'").output == page);
     CHECK((fs::status(dir / "r.html").permissions() & fs::perms::others_read) != fs::perms::none);
@@ -192,10 +192,10 @@ TEST_CASE("report paths: only regular files are written, through an unpredictabl
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     for (const fs::path& bad : {dir / "sub", fs::path((dir / "sub").string() + "/"), fs::path(""), fifo}) {
         INFO(bad.string());
-        CHECK_THROWS_AS(write_output_file(bad, page), ReportError);
-        CHECK_THROWS_AS(check_output_path(bad), ReportError);
+        CHECK_THROWS_AS(write_output_file(bad, page, "the report"), OutputFileError);
+        CHECK_THROWS_AS(check_output_path(bad, "the report"), OutputFileError);
     }
-    CHECK_THROWS_AS(write_output_file(dir / "missing" / "r.html", page), ReportError);
+    CHECK_THROWS_AS(write_output_file(dir / "missing" / "r.html", page, "the report"), OutputFileError);
     CHECK(leftovers(dir) == 0);
     CHECK(fs::is_fifo(fifo));
 

@@ -6,6 +6,8 @@
 // every linear, loaded here the way `tune trial --init --init-adapter` loads them.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <set>
 
@@ -331,4 +333,49 @@ TEST_CASE("tune trial starts from a PEFT adapter and saves one PEFT can read", "
         harness::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, 1, c.adam8bit_block);
     const harness::HostParams saved = harness::load_peft_adapter(dir, layout);
     CHECK(max_diff(saved, harness::load_peft_adapter(kLora, layout)) > 0);  // trained
+}
+
+TEST_CASE("--save-adapter writes regular files through a rename and refuses what it cannot replace, before training",
+          "[lora][cli][peft][hostile]") {
+    const auto dir = std::filesystem::path(TUNE_BUILD_DIR) / "test_lora_save_hostile";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "out");
+    const std::string trial =
+        "trial --model tiny --method lora --lora-rank 4 --micro-batch 1 --context 16 --steps 2 "
+        "--warmup 1 --backend cpu --save-adapter ";
+    // A symlink planted at adapter_config.json is replaced, its target left alone.
+    std::ofstream(dir / "victim") << "precious\n";
+    std::filesystem::create_symlink(dir / "victim", dir / "out" / "adapter_config.json");
+    const auto linked = test::run_tune(trial + (dir / "out").string());
+    INFO(linked.output);
+    REQUIRE(linked.exit_code == 0);
+    CHECK_FALSE(std::filesystem::is_symlink(dir / "out" / "adapter_config.json"));
+    std::ifstream victim(dir / "victim");
+    std::string line;
+    std::getline(victim, line);
+    CHECK(line == "precious");
+    CHECK(harness::load_peft_config(dir / "out").rank == 4);
+
+    // A FIFO in a file's place, or a file in the folder's place: exit 2 at once, naming the path.
+    std::filesystem::create_directories(dir / "fifo");
+    REQUIRE(::mkfifo((dir / "fifo" / "adapter_model.safetensors").c_str(), 0600) == 0);
+    const auto fifo = test::run_tune(trial + (dir / "fifo").string());
+    CHECK(fifo.exit_code == 2);
+    CHECK_THAT(fifo.output, Catch::Contains("adapter_model.safetensors") && Catch::Contains("not a regular file"));
+    CHECK_THAT(fifo.output, !Catch::Contains("step 1"));  // refused before training
+    const auto null = test::run_tune(trial + "/dev/null");
+    CHECK(null.exit_code == 2);
+    CHECK_THAT(null.output, Catch::Contains("/dev/null: it is not a directory"));
+
+    // A write that fails (a file-size limit stands for a full disk): exit 2 naming the file, nothing truncated left.
+    const auto full = test::run_command("bash -c 'ulimit -f 8; trap \"\" XFSZ; exec " + std::string(TUNE_BINARY) + " " +
+                                        trial + (dir / "small").string() + "' 2>&1");
+    INFO(full.output);
+    CHECK(full.exit_code == 2);
+    CHECK_THAT(full.output, Catch::Contains("adapter_model.safetensors") && Catch::Contains("failed"));
+    CHECK_FALSE(std::filesystem::exists(dir / "small" / "adapter_model.safetensors"));
+    std::size_t left = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir / "small"))
+        if (e.path().filename() != "adapter_config.json") ++left;
+    CHECK(left == 0);  // no temporary file stays behind
 }

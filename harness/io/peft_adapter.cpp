@@ -10,6 +10,7 @@
 
 #include "core/config_error.h"
 #include "core/input_file.h"
+#include "core/output_file.h"
 #include "core/peft_modules.h"
 #include "harness/io/safetensors.h"
 
@@ -116,7 +117,7 @@ void save_peft_adapter(const std::filesystem::path& dir, const TrialConfig& c, c
                                 {"r", c.lora_rank},          {"lora_alpha", c.lora_scale() * c.lora_rank},
                                 {"lora_dropout", 0.0},       {"bias", "none"},
                                 {"target_modules", modules}, {"fan_in_fan_out", false}};
-    std::ofstream(dir / "adapter_config.json") << config.dump(2) << "\n";
+    write_output_file(dir / "adapter_config.json", config.dump(2) + "\n", "the adapter's config");
     std::vector<NamedTensor> tensors;
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         const FlatLayout& f = layout.flat(i);
@@ -127,7 +128,17 @@ void save_peft_adapter(const std::filesystem::path& dir, const TrialConfig& c, c
                                std::vector<float>(begin, begin + v.numel())});
         }
     }
-    write_safetensors(dir / "adapter_model.safetensors", tensors);
+    write_output_file(dir / "adapter_model.safetensors", safetensors_bytes(tensors), "the adapter's weights");
+}
+
+void check_adapter_destination(const std::filesystem::path& dir) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+        throw OutputFileError(fmt::format("cannot save the adapter to {}: it is not a directory", dir.string()));
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw OutputFileError(fmt::format("cannot save the adapter to {}: {}", dir.string(), ec.message()));
+    check_output_path(dir / "adapter_config.json", "the adapter's config");
+    check_output_path(dir / "adapter_model.safetensors", "the adapter's weights");
 }
 
 }  // namespace tune::harness

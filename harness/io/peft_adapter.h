@@ -31,7 +31,12 @@ void apply_peft_config(const PeftAdapterConfig& peft, TrialConfig& c);
 // Every adapter the layout names, with its shape, and nothing else.
 HostParams load_peft_adapter(const std::filesystem::path& dir, const ParamLayout& adapter_layout);
 
+// adapter_config.json and adapter_model.safetensors in `dir`, each written
+// atomically as a regular file (core/output_file.h); OutputFileError names the path.
 void save_peft_adapter(const std::filesystem::path& dir, const TrialConfig& c, const ParamLayout& adapter_layout,
                        const HostParams& adapters);
+// Before training: `dir` is (or becomes) a directory in which both files can be
+// written; a file, device or FIFO in their place is refused (OutputFileError).
+void check_adapter_destination(const std::filesystem::path& dir);
 
 }  // namespace tune::harness

@@ -10,6 +10,7 @@
 
 #include "core/config_error.h"
 #include "core/input_file.h"
+#include "core/output_file.h"
 #include "kernels/math/half.h"
 
 namespace tune::harness {
@@ -119,7 +120,7 @@ std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
     return out;
 }
 
-void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors) {
+std::string safetensors_bytes(const std::vector<NamedTensor>& tensors) {
     nlohmann::json header = nlohmann::json::object();
     std::uint64_t offset = 0;
     for (const NamedTensor& t : tensors) {
@@ -129,14 +130,18 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
     }
     std::string text = header.dump();
     while ((text.size() + 8) % 8 != 0) text += ' ';
-    std::ofstream out(path, std::ios::binary);
-    if (!out) throw bad(path, "cannot create");
+    std::string out;
+    out.reserve(8 + text.size() + offset);
     const std::uint64_t length = text.size();
-    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((length >> (8 * i)) & 0xff));
-    out << text;
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((length >> (8 * i)) & 0xff));
+    out += text;
     for (const NamedTensor& t : tensors)
-        out.write(reinterpret_cast<const char*>(t.values.data()), static_cast<std::streamsize>(t.values.size() * 4));
-    if (!out) throw bad(path, "write failed");
+        out.append(reinterpret_cast<const char*>(t.values.data()), t.values.size() * 4);
+    return out;
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors) {
+    write_output_file(path, safetensors_bytes(tensors), "the safetensors file");
 }
 
 }  // namespace tune::harness

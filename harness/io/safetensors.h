@@ -38,6 +38,9 @@ struct NamedTensor {
     std::vector<float> values;  // written as F32
 };
 
+// The file's bytes: the little-endian header length, the JSON header, the F32 data.
+std::string safetensors_bytes(const std::vector<NamedTensor>& tensors);
+// Written atomically (core/output_file.h); OutputFileError names the path on failure.
 void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors);
 
 }  // namespace tune::harness

@@ -1,4 +1,4 @@
-#include "reports/output_file.h"
+#include "core/output_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,21 +10,19 @@
 
 #include <fmt/format.h>
 
-#include "reports/report_error.h"
-
 namespace tune {
 namespace {
 
 // Owns a temporary file from mkstemp until it is renamed into place; unlinks it otherwise.
 class TempFile {
 public:
-    explicit TempFile(const std::filesystem::path& target) {
+    TempFile(const std::filesystem::path& target, std::string_view what) {
         const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
         name_ = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
         fd_ = ::mkstemp(name_.data());
         if (fd_ < 0)
-            throw ReportError(fmt::format("cannot write the report to {}: cannot create a file in {}: {}",
-                                          target.string(), dir.string(), std::strerror(errno)));
+            throw OutputFileError(fmt::format("cannot write {} to {}: cannot create a file in {}: {}", what,
+                                              target.string(), dir.string(), std::strerror(errno)));
     }
     TempFile(const TempFile&) = delete;
     TempFile& operator=(const TempFile&) = delete;
@@ -60,42 +58,43 @@ bool write_all(int fd, std::string_view bytes) {
 }
 
 // Refuses a path that cannot name a regular file, or names something else already.
-void check_target(const std::filesystem::path& path) {
+void check_target(const std::filesystem::path& path, std::string_view what) {
     const std::string p = path.string();
-    if (p.empty()) throw ReportError("the report path is empty");
+    if (p.empty()) throw OutputFileError(fmt::format("the path of {} is empty", what));
     if (p.back() == '/' || !path.has_filename() || path.filename() == "." || path.filename() == "..")
-        throw ReportError(fmt::format("cannot write the report to {}: the path names a directory, not a file", p));
+        throw OutputFileError(fmt::format("cannot write {} to {}: the path names a directory, not a file", what, p));
     struct stat st {};
     // stat follows a symlink at the final name: the rename replaces the link, but a link to a
-    // device or a directory still says the user pointed at something that is not a report.
+    // device or a directory still says the user pointed at something that is not a file to replace.
     if (::stat(p.c_str(), &st) == 0) {
         if (S_ISDIR(st.st_mode))
-            throw ReportError(fmt::format("cannot write the report to {}: it is a directory", p));
+            throw OutputFileError(fmt::format("cannot write {} to {}: it is a directory", what, p));
         if (!S_ISREG(st.st_mode))
-            throw ReportError(fmt::format("cannot write the report to {}: it is not a regular file (a device, "
-                                          "FIFO or socket is never replaced)",
-                                          p));
+            throw OutputFileError(
+                fmt::format("cannot write {} to {}: it is not a regular file (a device, "
+                            "FIFO or socket is never replaced)",
+                            what, p));
     } else if (errno != ENOENT) {
-        throw ReportError(fmt::format("cannot write the report to {}: {}", p, std::strerror(errno)));
+        throw OutputFileError(fmt::format("cannot write {} to {}: {}", what, p, std::strerror(errno)));
     }
 }
 
 }  // namespace
 
-void check_output_path(const std::filesystem::path& path) {
-    check_target(path);
-    TempFile probe(path);  // can a file be created beside it? removed when it goes out of scope
+void check_output_path(const std::filesystem::path& path, std::string_view what) {
+    check_target(path, what);
+    TempFile probe(path, what);  // can a file be created beside it? removed when it goes out of scope
 }
 
-void write_output_file(const std::filesystem::path& path, std::string_view content) {
-    check_target(path);
-    TempFile tmp(path);
-    // mkstemp creates 0600; a report is meant to be shared like any other file.
+void write_output_file(const std::filesystem::path& path, std::string_view content, std::string_view what) {
+    check_target(path, what);
+    TempFile tmp(path, what);
+    // mkstemp creates 0600; the file is meant to be shared like any other.
     if (::fchmod(tmp.fd(), 0644) != 0 || !write_all(tmp.fd(), content) || !tmp.close())
-        throw ReportError(fmt::format("writing the report to {} failed: {}", path.string(), std::strerror(errno)));
+        throw OutputFileError(fmt::format("writing {} to {} failed: {}", what, path.string(), std::strerror(errno)));
     if (::rename(tmp.name().c_str(), path.c_str()) != 0)
-        throw ReportError(
-            fmt::format("cannot move the report into place at {}: {}", path.string(), std::strerror(errno)));
+        throw OutputFileError(
+            fmt::format("cannot move {} into place at {}: {}", what, path.string(), std::strerror(errno)));
     tmp.keep();
 }
 
