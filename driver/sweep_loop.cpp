@@ -78,9 +78,10 @@ private:
         if (n >= 1 && !stopping_noted_) {
             stopping_noted_ = true;
             if (runner_.in_flight() > 0)
-                progress_.note(fmt::format("Ctrl-C or SIGTERM: finishing the {} running trial(s), then stopping "
-                                           "(again to stop them now)",
-                                           runner_.in_flight()));
+                progress_.note(
+                    fmt::format("Ctrl-C, SIGTERM or SIGHUP: finishing the {} running trial(s), then stopping "
+                                "(again to stop them now)",
+                                runner_.in_flight()));
         }
         if (n >= 2) runner_.cancel_all();
     }

@@ -29,6 +29,7 @@ sigset_t interrupt_set() {
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);  // the terminal closed: stop as SIGTERM does, leaving nothing running
     return set;
 }
 

@@ -14,7 +14,7 @@
 
 namespace tune {
 
-// Turns SIGINT and SIGTERM into readable events instead of asynchronous
+// Turns SIGINT, SIGTERM and SIGHUP into readable events instead of asynchronous
 // handlers (signalfd), so the driver decides what an interrupt means: the
 // first lets the running trial finish, the second stops it. While a watcher
 // exists the signals are blocked in this process; children get them unblocked.

@@ -470,6 +470,10 @@ SweepSpec parse_sweep(std::string_view text, const std::filesystem::path& path) 
     s.text_hash = stable_hash(text);
     if (auto name = r.string(root, "top level", "name")) {
         if (name->empty()) r.fail(root.get("name")->source(), "name: the sweep name is empty");
+        // It names files beside the sweep (NAME.html, tune-NAME.sbatch): nothing that leaves the folder.
+        if (name->find_first_of("/\\") != std::string::npos || name->find("..") != std::string::npos)
+            r.fail(root.get("name")->source(),
+                   "name: the sweep name names files (NAME.html, tune-NAME.sbatch): no '/', '\\' or '..'");
         s.name = *name;
     } else {
         s.name = path.stem().string();

@@ -230,6 +230,16 @@ TEST_CASE("PEFT adapter folders: saved ones load back, unknown targets and missi
     CHECK(max_diff(harness::load_peft_adapter(dir, r.adapter_layout), r.adapters) == 0.0);
     std::ofstream(dir / "adapter_config.json") << R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "lm_head"]})";
     CHECK_THROWS_WITH(harness::load_peft_config(dir), Catch::Contains("no adapter for \"lm_head\""));
+    // lora_alpha as a string is refused by name, never replaced by PEFT's default of 8.
+    for (const char* alpha : {"\"100\"", "-2", "true", "0"}) {
+        INFO(alpha);
+        std::ofstream(dir / "adapter_config.json")
+            << R"({"r": 4, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "lora_alpha": )" << alpha << "}";
+        CHECK_THROWS_WITH(harness::load_peft_config(dir), Catch::Contains("lora_alpha"));
+    }
+    std::ofstream(dir / "adapter_config.json")
+        << R"({"r": 4, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]})";
+    CHECK(harness::load_peft_config(dir).alpha == 8.0);  // absent: PEFT's default
     const harness::ParamLayout attention =
         harness::make_adapter_layout(r.config.model, 4, LoraTargets::attention, 1, r.config.adam8bit_block);
     CHECK_THROWS_WITH(harness::load_peft_adapter(dir, attention),

@@ -63,7 +63,15 @@ PeftAdapterConfig load_peft_config(const std::filesystem::path& dir) {
         throw ConfigError(file, 0, 0, "r: expected the LoRA rank, a positive integer");
     PeftAdapterConfig c;
     c.rank = static_cast<std::uint32_t>(j["r"].get<std::uint64_t>());
-    c.alpha = j.contains("lora_alpha") && j["lora_alpha"].is_number() ? j["lora_alpha"].get<double>() : 8.0;
+    // Absent: peft.LoraConfig's default, 8. Present, it must be a number: "100" is not read as 8.
+    c.alpha = 8.0;
+    if (j.contains("lora_alpha") && !j["lora_alpha"].is_null()) {
+        const nlohmann::json& alpha = j["lora_alpha"];
+        if (!alpha.is_number() || !(alpha.get<double>() > 0) || !(alpha.get<double>() <= 1e6))
+            throw ConfigError(
+                file, 0, 0, fmt::format("lora_alpha: expected a positive number (at most 1e6), got {}", alpha.dump()));
+        c.alpha = alpha.get<double>();
+    }
     c.targets = targets_of(j.value("target_modules", nlohmann::json()), file);
     return c;
 }
