@@ -103,14 +103,12 @@ void checkpointing(const TrialConfig& c, json& ds, FrameworkExport& e) {
 }
 
 void memory_notes(const TrialConfig& c, FrameworkExport& e) {
-    EstimateOptions o;
-    apply_framework_profile(Framework::deepspeed, o);
-    if (const auto extra = framework_gradient_bytes(c.model, c, o))
-        e.memory_added.push_back(fmt::format(
-            "ZeRO-{} keeps fp32 gradient partitions: {} bytes x {} trained parameters / {} ranks = {} per rank (tune "
-            "estimate --framework deepspeed adds it)",
-            c.zero_stage, o.fp32_grad_partition_bytes, trained_parameters(c.model, c), c.world_size,
-            format_bytes(extra)));
+    const FrameworkTerm grads = deepspeed_gradient_term(c);
+    if (grads.bytes > 0)
+        e.memory_added.push_back(
+            fmt::format("{}: {} per rank during the step (tune estimate --framework deepspeed "
+                        "adds it)",
+                        grads.what, format_bytes(static_cast<std::uint64_t>(grads.bytes))));
     e.memory_added.push_back(
         "communication buckets: reduce_bucket_size and allgather_bucket_size (default 5e8 elements each) in the "
         "gradients' dtype");

@@ -17,14 +17,6 @@ std::uint64_t limited_bytes(const MemoryBreakdown& m, const Hardware& hw) {
     return m.peak > outside ? m.peak - outside : 0;
 }
 
-std::uint64_t framework_gradient_bytes(const ModelSpec& model, const TrialConfig& c, const EstimateOptions& o) {
-    if (o.fp32_grad_partition_bytes == 0 || !zero_plan(c.zero_stage).shards_gradients || c.precision == Precision::fp32)
-        return 0;
-    // The gradients exist for what trains.
-    return std::uint64_t{o.fp32_grad_partition_bytes} * trained_parameters(model, c) /
-           std::max<std::uint32_t>(c.world_size, 1);
-}
-
 std::uint64_t trained_parameters(const ModelSpec& model, const TrialConfig& c) {
     if (!c.adapters()) return model.param_count();
     const BufferKind a = adapter_buffer(model, c.lora_rank, c.lora_targets, c.adam8bit_block);
@@ -36,11 +28,6 @@ Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& 
     const StepTime time = step_time(model, c, hw, o);
     Estimate e;
     e.memory = breakdown_at_peak(memory);
-    // A framework's fp32 gradient partitions live through the whole step: they add to every phase's peak.
-    const std::uint64_t framework = framework_gradient_bytes(model, c, o);
-    e.memory[Component::grads] += framework;
-    e.memory.peak += framework;
-    memory.peak += framework;
     e.step_s = time.step_s;
     e.tokens_per_s = time.tokens_per_s;
     e.mfu = time.mfu;

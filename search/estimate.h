@@ -17,8 +17,6 @@ std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const Estim
 // the CPU backend the tagged allocator enforces the limit, so the process's
 // baseline (the `overhead` component there) lies outside it.
 std::uint64_t limited_bytes(const MemoryBreakdown& m, const Hardware& hw);
-// Bytes per rank a framework profile adds to the gradients (EstimateOptions::fp32_grad_partition_bytes).
-std::uint64_t framework_gradient_bytes(const ModelSpec& model, const TrialConfig& c, const EstimateOptions& o);
 // The parameters that train: every one, or with LoRA and QLoRA the adapters' (padded as the trainer lays them out).
 std::uint64_t trained_parameters(const ModelSpec& model, const TrialConfig& c);
 

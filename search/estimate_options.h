@@ -57,10 +57,6 @@ struct EstimateOptions {
     // ^ size_exponent; 0, no effect, until learned.
     double size_exponent = 0.0;
     double size_reference_tokens = 1.0;
-
-    // A framework's memory profile (exports/framework.h): bytes per parameter it keeps in
-    // fp32 gradient partitions when gradients are sharded (DeepSpeed ZeRO-2/3: 4), over N ranks.
-    std::uint32_t fp32_grad_partition_bytes = 0;
 };
 
 }  // namespace tune

@@ -64,15 +64,26 @@ TEST_CASE("transformers' modelling keeps full-vocabulary logits and the decoder'
     CHECK(e.views[MemoryView::device] - e.views[MemoryView::reserved] == e.engine.memory[Component::overhead]);
 }
 
-TEST_CASE("DeepSpeed adds its fp32 gradient partitions, torchtitan hides its collectives", "[frameworks]") {
-    TrialConfig c = llama7b_lora(8, 2);
+TEST_CASE("DeepSpeed casts its gradient partition to fp32 in the step, torchtitan hides its collectives",
+          "[frameworks]") {
+    TrialConfig c = llama7b_lora(8, 1);
     c.method = Method::full;
     c.precision = Precision::bf16_mixed;
     const Hardware hw = *find_device("h100-80gb");
+    // ZeRO-1 too: the 16-bit flattened partition and its fp32 cast, 6 bytes a parameter over 8 ranks.
+    const FrameworkTerm grads = deepspeed_gradient_term(c);
+    CHECK(grads.bytes == 6 * ((6'738'415'616 + 7) / 8));
+    CHECK(grads.alive[static_cast<std::size_t>(Phase::optimizer_step)]);
+    CHECK_FALSE(grads.alive[static_cast<std::size_t>(Phase::layer_backward)]);
     const FrameworkEstimate ds = framework_estimate(FrameworkProfile::deepspeed, c, hw);
-    const FrameworkEstimate hf = framework_estimate(FrameworkProfile::hf_trainer, c, hw);
-    // 4 bytes a parameter over 8 ranks.
-    CHECK(ds.engine.memory[Component::grads] - hf.engine.memory[Component::grads] == 4 * c.model.param_count() / 8);
+    CHECK(ds.terms.size() == 3);  // transformers' two, and the partition
+    c.zero_stage = 0;
+    CHECK(deepspeed_gradient_term(c).bytes == 0);
+    // ZeRO-3 casts one sub-group (at most 1e9 elements) at a time.
+    c.zero_stage = 3;
+    c.world_size = 1;
+    CHECK(deepspeed_gradient_term(c).bytes == std::int64_t{6} * 1'000'000'000);
+    c.world_size = 8;
     c.zero_stage = 3;
     CHECK(framework_estimate(FrameworkProfile::torchtitan, c, hw).engine.step_s <
           framework_estimate(FrameworkProfile::tune, c, hw).engine.step_s);

@@ -42,9 +42,6 @@ std::uint64_t allocated_peak(const StepMemory& s, const std::vector<FrameworkTer
 }  // namespace
 
 void apply_profile_options(FrameworkProfile f, EstimateOptions& o) {
-    // DeepSpeed ZeRO-2/3 keep fp32 gradient partitions beside the 16-bit gradients
-    // (runtime/zero/stage_1_and_2.py, stage3.py).
-    o.fp32_grad_partition_bytes = f == FrameworkProfile::deepspeed ? 4 : 0;
     // torchtitan's FSDP2 (fully_shard) prefetches the next all-gather and
     // overlaps reduce-scatters with the backward: its collectives hide behind compute.
     if (f == FrameworkProfile::torchtitan) o.comm_overlap = 1.0;
@@ -58,6 +55,10 @@ FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, c
     e.engine = estimate(c, hw, o);
     const StepMemory s = step_memory(c.model, c, hw, o);
     if (uses_transformers(f)) e.terms = transformers_terms(c, hw, o, s);
+    if (f == FrameworkProfile::deepspeed) {
+        const FrameworkTerm grads = deepspeed_gradient_term(c);
+        if (grads.bytes > 0) e.terms.push_back(grads);
+    }
     if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c);
     // The runtime outside the allocator: the CUDA context, cuBLAS and NCCL.
     const std::uint64_t outside = s.at_peak()[Component::overhead];
