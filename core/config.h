@@ -39,7 +39,7 @@ enum class BackendKind : std::uint8_t { cpu, cuda, automatic };
 // (lora), or adapters beside a frozen base stored as 4-bit NF4 (qlora).
 enum class Method : std::uint8_t { full, lora, qlora };
 // Which linear layers get adapters: q, k, v, o; or those plus gate, up, down.
-enum class LoraTargets : std::uint8_t { attention, all_linear };
+enum class LoraTargets : std::uint8_t { attention, all_linear, qv };
 
 inline constexpr std::array<Optimizer, 5> kOptimizers{Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit,
                                                       Optimizer::adafactor, Optimizer::lomo};
@@ -53,7 +53,8 @@ inline constexpr std::array<TrialStatus, 8> kStatuses{
     TrialStatus::failed,  TrialStatus::timeout, TrialStatus::invalid, TrialStatus::pruned};
 inline constexpr std::array<BackendKind, 3> kBackendKinds{BackendKind::cpu, BackendKind::cuda, BackendKind::automatic};
 inline constexpr std::array<Method, 3> kMethods{Method::full, Method::lora, Method::qlora};
-inline constexpr std::array<LoraTargets, 2> kLoraTargets{LoraTargets::attention, LoraTargets::all_linear};
+inline constexpr std::array<LoraTargets, 3> kLoraTargets{LoraTargets::attention, LoraTargets::all_linear,
+                                                         LoraTargets::qv};
 
 // The names users write, indexed by the enum's value (the dimension table's choices too).
 inline constexpr std::array<std::string_view, 5> kOptimizerNames{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
@@ -61,7 +62,7 @@ inline constexpr std::array<std::string_view, 4> kPrecisionNames{"fp32", "bf16-m
 inline constexpr std::array<std::string_view, 3> kCheckpointingNames{"none", "selective", "full"};
 inline constexpr std::array<std::string_view, 2> kAttentionNames{"flash", "eager"};
 inline constexpr std::array<std::string_view, 3> kMethodNames{"full", "lora", "qlora"};
-inline constexpr std::array<std::string_view, 2> kLoraTargetNames{"attention", "all-linear"};
+inline constexpr std::array<std::string_view, 3> kLoraTargetNames{"attention", "all-linear", "qv"};
 
 inline std::string_view to_string(Optimizer o) { return kOptimizerNames[static_cast<std::size_t>(o)]; }
 inline std::string_view to_string(Precision p) { return kPrecisionNames[static_cast<std::size_t>(p)]; }

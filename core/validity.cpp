@@ -1,5 +1,7 @@
 #include "core/validity.h"
 
+#include "core/peft_modules.h"
+
 #include <algorithm>
 #include <array>
 #include <tuple>
@@ -7,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/peft_modules.h"
 #include "core/zero_plan.h"
 
 namespace tune {
@@ -83,8 +86,14 @@ std::optional<Invalidity> hyper_problem(const TrialConfig& c) {
 std::optional<Invalidity> lora_problem(const TrialConfig& c) {
     if (!c.adapters()) return std::nullopt;
     const ModelSpec& m = c.model;
-    std::uint64_t side = std::min(m.hidden, m.kv_dim());
-    if (c.lora_targets == LoraTargets::all_linear) side = std::min(side, m.ffn);
+    // The smaller side of each adapted matrix: q (q_dim, h), k, v (kv, h), o (h, q_dim), the MLP's (ffn, h).
+    const std::uint64_t sides[7] = {std::min(m.q_dim(), m.hidden),  std::min(m.kv_dim(), m.hidden),
+                                    std::min(m.kv_dim(), m.hidden), std::min(m.q_dim(), m.hidden),
+                                    std::min(m.ffn, m.hidden),      std::min(m.ffn, m.hidden),
+                                    std::min(m.ffn, m.hidden)};
+    std::uint64_t side = ~std::uint64_t{0};
+    for (std::size_t i = 0; i < 7; ++i)
+        if (lora_adapts(c.lora_targets, i)) side = std::min(side, sides[i]);
     if (c.lora_rank == 0 || c.lora_rank > side)
         return Invalidity{"lora-rank", fmt::format("lora_rank {} must be between 1 and {}, the smaller side of the "
                                                    "smallest targeted matrix ({} targets)",

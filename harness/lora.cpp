@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/peft_modules.h"
 #include "kernels/math/neftune.h"
 
 namespace tune::harness {
@@ -12,9 +13,10 @@ namespace {
 
 using kernels::DType;
 
-constexpr std::array<LayerTensor, kLoraLinears> kLinears{LayerTensor::q,    LayerTensor::k,  LayerTensor::v,
-                                                         LayerTensor::o,    LayerTensor::gate, LayerTensor::up,
-                                                         LayerTensor::down};
+// The layer's linears in core/peft_modules.h's kLlamaLinears order.
+constexpr std::array<LayerTensor, kLlamaLinears.size()> kLinears{LayerTensor::q,   LayerTensor::k,    LayerTensor::v,
+                                                                 LayerTensor::o,   LayerTensor::gate, LayerTensor::up,
+                                                                 LayerTensor::down};
 
 kernels::GemmArgs args(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, const void* a,
                        const void* b, void* c, float alpha, float beta, DType dt) {
@@ -30,22 +32,26 @@ kernels::GemmArgs args(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, 
 
 }  // namespace
 
-std::size_t lora_targets(bool mlp) { return mlp ? kLoraLinears : 4; }
+std::size_t lora_targets(LoraTargets targets) { return lora_target_count(targets); }
 
-std::optional<std::size_t> lora_slot(LayerTensor t, bool mlp) {
-    for (std::size_t j = 0; j < lora_targets(mlp); ++j)
-        if (kLinears[j] == t) return j;
+std::optional<std::size_t> lora_slot(LayerTensor t, LoraTargets targets) {
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < kLinears.size(); ++i) {
+        if (!lora_adapts(targets, i)) continue;
+        if (kLinears[i] == t) return j;
+        ++j;
+    }
     return std::nullopt;
 }
 
 ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, LoraTargets targets,
                                 std::uint32_t world_size, std::uint32_t adam8bit_block) {
     const ParamLayout base = make_param_layout(model, world_size, adam8bit_block);
-    const bool mlp = targets == LoraTargets::all_linear;
     const auto r = static_cast<std::int64_t>(rank);
     std::vector<TensorView> tensors;
-    for (std::size_t j = 0; j < lora_targets(mlp); ++j) {
-        const TensorView& w = base.at(kLinears[j]);
+    for (std::size_t i = 0; i < kLinears.size(); ++i) {
+        if (!lora_adapts(targets, i)) continue;
+        const TensorView& w = base.at(kLinears[i]);
         const std::string module = w.name.substr(0, w.name.size() - std::string(".weight").size());
         tensors.push_back({module + ".lora_A.weight", r, w.cols});
         tensors.push_back({module + ".lora_B.weight", w.rows, r});
@@ -62,7 +68,7 @@ LoraSpec make_lora_spec(const TrialConfig& c) {
     LoraSpec s;
     s.rank = c.lora_rank;
     s.scale = static_cast<float>(c.lora_scale());
-    s.mlp = c.lora_targets == LoraTargets::all_linear;
+    s.targets = c.lora_targets;
     s.layout = make_adapter_layout(c.model, c.lora_rank, c.lora_targets, c.world_size, c.adam8bit_block);
     return s;
 }

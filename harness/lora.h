@@ -19,17 +19,16 @@ namespace tune::harness {
 struct LoraSpec {
     std::int64_t rank = 0;
     float scale = 1.0f;     // alpha / rank
-    bool mlp = false;       // all-linear: gate, up, down too
+    LoraTargets targets = LoraTargets::all_linear;  // which linears have adapters (core/peft_modules.h)
     ParamLayout layout;     // the adapters' flat buffers
 };
 
-// Adapters are A then B per targeted linear, in LayerTensor order:
-// q, k, v, o (attention), then gate, up, down (all-linear).
-inline constexpr std::size_t kLoraLinears = 7;
-std::size_t lora_targets(bool mlp);
+// Adapters are A then B per targeted linear, in layer order (q, k, v, o,
+// gate, up, down), the targeted ones only (core/peft_modules.h).
+std::size_t lora_targets(LoraTargets targets);
 // The adapter slot j of a layer tensor (A at 2j, B at 2j + 1), or nullopt
 // when it has none under these targets.
-std::optional<std::size_t> lora_slot(LayerTensor t, bool mlp);
+std::optional<std::size_t> lora_slot(LayerTensor t, LoraTargets targets);
 
 // Tensor names are PEFT's without its "base_model.model." prefix:
 // "self_attn.q_proj.lora_A.weight" (r, in), "self_attn.q_proj.lora_B.weight" (out, r).

@@ -140,7 +140,7 @@ LoraLinear LlamaLayer::lora_linear(LayerTensor t) const {
 
 void LlamaLayer::lora_forward(LayerActivations& a, LayerTensor t, const void* x, void* y) const {
     if (lora_ == nullptr) return;
-    const auto j = lora_slot(t, lora_->mlp);
+    const auto j = lora_slot(t, lora_->targets);
     if (!j) return;
     const FlatLayout& f = lora_->layout.layer;
     void* xa = offset(a.xa.get(), static_cast<std::int64_t>(*j) * dims_.T * lora_->rank, dt_);
@@ -153,7 +153,7 @@ void LlamaLayer::lora_forward(LayerActivations& a, LayerTensor t, const void* x,
 void LlamaLayer::lora_backward(LayerActivations& a, LayerTensor t, const void* x, const void* dy, void* dx,
                                void* tmp, GradSink& sink, std::size_t layer) const {
     if (lora_ == nullptr) return;
-    const auto j = lora_slot(t, lora_->mlp);
+    const auto j = lora_slot(t, lora_->targets);
     if (!j) return;
     const FlatLayout& f = lora_->layout.layer;
     const void* xa = offset(a.xa.get(), static_cast<std::int64_t>(*j) * dims_.T * lora_->rank, dt_);
@@ -211,7 +211,7 @@ void LlamaLayer::qk_norm_backward(const void* w, LayerActivations& a, const void
 void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const void* adapters) {
     const Dims& d = dims_;
     adapters_ = adapters;
-    if (lora_ != nullptr) a.xa = act(static_cast<std::int64_t>(lora_targets(lora_->mlp)) * d.T * lora_->rank);
+    if (lora_ != nullptr) a.xa = act(static_cast<std::int64_t>(lora_targets(lora_->targets)) * d.T * lora_->rank);
     a.rstd1 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
     a.n1 = act(d.T * d.h);
     if (d.qk_norm) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/peft_modules.h"
 #include "kernels/workspace_bytes.h"
 #include "search/flat_layout.h"
 #include "search/model_states.h"
@@ -137,7 +138,7 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
     if (c.adapters()) {
         // §9: x A^T (T, r) of each adapted linear, kept for dB; in backward dy B
         // (T, r) of one linear and the frozen norms' throwaway gradient (h).
-        const std::uint64_t targets = c.lora_targets == LoraTargets::all_linear ? 7 : 4;
+        const std::uint64_t targets = lora_target_count(c.lora_targets);
         a.kept_none += ab * t * c.lora_rank * targets;
         a.scratch += ab * (t * c.lora_rank + h);
     }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/peft_modules.h"
+
 namespace tune {
 namespace {
 
@@ -83,8 +85,10 @@ BufferKind adapter_buffer(const ModelSpec& m, std::uint32_t rank, LoraTargets ta
         else b.vector(in);
         b.matrix(out, r);            // B
     };
-    linear(q, h), linear(kv, h), linear(kv, h), linear(h, q);
-    if (targets == LoraTargets::all_linear) linear(f, h), linear(f, h), linear(h, f);
+    // (out, in) of each linear in core/peft_modules.h's order: q, k, v, o, gate, up, down.
+    const std::uint64_t shapes[7][2] = {{q, h}, {kv, h}, {kv, h}, {h, q}, {f, h}, {f, h}, {h, f}};
+    for (std::size_t i = 0; i < 7; ++i)
+        if (lora_adapts(targets, i)) linear(shapes[i][0], shapes[i][1]);
     b.kind.count = m.layers;
     return b.kind;
 }

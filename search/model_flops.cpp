@@ -1,19 +1,23 @@
 #include "search/model_flops.h"
 
+#include "core/peft_modules.h"
+
 namespace tune {
 
 std::vector<Linear> layer_linears(const ModelSpec& m, const TrialConfig& c) {
     const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.q_dim());
     const double kv = static_cast<double>(m.kv_dim()), f = static_cast<double>(m.ffn);
-    const double r = c.adapters() ? c.lora_rank : 0;
-    const double mlp_r = c.adapters() && c.lora_targets == LoraTargets::all_linear ? r : 0;
-    return {{.in = h, .out = q, .rank = r},
-            {.in = h, .out = kv, .rank = r, .sums_input_grad = true},
-            {.in = h, .out = kv, .rank = r, .sums_input_grad = true},
-            {.in = q, .out = h, .rank = r, .adds_to_residual = true},
-            {.in = h, .out = f, .rank = mlp_r},
-            {.in = h, .out = f, .rank = mlp_r, .sums_input_grad = true},
-            {.in = f, .out = h, .rank = mlp_r, .down = true, .adds_to_residual = true}};
+    // The adapter rank of linear i (core/peft_modules.h's order), 0 where it has none.
+    const auto r = [&](std::size_t i) {
+        return c.adapters() && lora_adapts(c.lora_targets, i) ? static_cast<double>(c.lora_rank) : 0.0;
+    };
+    return {{.in = h, .out = q, .rank = r(0)},
+            {.in = h, .out = kv, .rank = r(1), .sums_input_grad = true},
+            {.in = h, .out = kv, .rank = r(2), .sums_input_grad = true},
+            {.in = q, .out = h, .rank = r(3), .adds_to_residual = true},
+            {.in = h, .out = f, .rank = r(4)},
+            {.in = h, .out = f, .rank = r(5), .sums_input_grad = true},
+            {.in = f, .out = h, .rank = r(6), .down = true, .adds_to_residual = true}};
 }
 
 LinearFlops linear_flops(const Linear& l, bool frozen) {

@@ -244,6 +244,15 @@ TEST_CASE("PEFT adapter folders: saved ones load back, unknown targets and missi
         harness::make_adapter_layout(r.config.model, 4, LoraTargets::attention, 1, r.config.adam8bit_block);
     CHECK_THROWS_WITH(harness::load_peft_adapter(dir, attention),
                       Catch::Contains("unexpected base_model.model.model.layers.0.mlp.down_proj.lora_A.weight"));
+    // q and v only (PEFT's default for Llama) is its own target set, saved and read back as such.
+    TrialConfig qv = r.config;
+    qv.lora_targets = LoraTargets::qv;
+    const harness::ParamLayout qv_layout =
+        harness::make_adapter_layout(qv.model, qv.lora_rank, qv.lora_targets, 1, qv.adam8bit_block);
+    CHECK(qv_layout.layer.tensors.size() == 4);  // A and B of q_proj and v_proj
+    harness::save_peft_adapter(dir, qv, qv_layout, harness::lora_init(qv_layout, 3));
+    CHECK(harness::load_peft_config(dir).targets == LoraTargets::qv);
+    CHECK(harness::load_peft_adapter(dir, qv_layout).size() == qv_layout.buffers());
 }
 
 namespace {

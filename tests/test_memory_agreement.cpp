@@ -126,3 +126,30 @@ TEST_CASE("measured memory agrees with the estimator for biases, q/k norms, tied
     }
     CHECK(runs == 42);
 }
+
+TEST_CASE("measured memory agrees with the estimator for LoRA on q and v only", "[memory][estimate][lora]") {
+    int runs = 0;
+    for (Method method : {Method::lora, Method::qlora})
+        for (std::uint32_t stage : {0u, 3u})
+            for (Optimizer o : {Optimizer::adamw, Optimizer::lomo}) {
+                TrialConfig c;
+                c.model = *find_model("tiny");
+                c.method = method, c.lora_rank = 8, c.lora_targets = LoraTargets::qv;
+                c.precision = Precision::bf16_mixed, c.zero_stage = stage, c.optimizer = o;
+                c.context = 32, c.micro_batch = 2, c.steps = 1, c.warmup = 0;
+                const TrialResult r = harness::run_trial(c, test::quiet_trial());
+                INFO(summary(c) << ": " << r.reason);
+                REQUIRE(r.status == TrialStatus::ok);
+                EstimateOptions eo;
+                eo.cpu_threads = 1;
+                eo.overhead_bytes = r.baseline;
+                const Estimate e = estimate(c, *find_device("cpu"), eo);
+                CHECK(r.memory.peak == e.memory.peak);
+                for (Component k : kComponents) {
+                    INFO(to_string(k));
+                    CHECK(r.memory[k] == e.memory[k]);
+                }
+                ++runs;
+            }
+    CHECK(runs == 8);
+}

@@ -29,7 +29,7 @@ LoraTargets targets_of(const nlohmann::json& modules, const std::string& file) {
     if (modules.is_string() && modules.get<std::string>() == "all-linear") return LoraTargets::all_linear;
     if (!modules.is_array())
         throw ConfigError(file, 0, 0, "target_modules: expected a list of module names or \"all-linear\"");
-    const std::set<std::string> attention = module_set(LoraTargets::attention), all = module_set(LoraTargets::all_linear);
+    const std::set<std::string> all = module_set(LoraTargets::all_linear);
     std::set<std::string> names;
     for (const auto& m : modules) {
         const std::string name = m.is_string() ? m.get<std::string>() : m.dump();
@@ -39,11 +39,11 @@ LoraTargets targets_of(const nlohmann::json& modules, const std::string& file) {
                                           fmt::join(peft_target_modules(LoraTargets::all_linear), ", ")));
         names.insert(name);
     }
-    if (names == attention) return LoraTargets::attention;
-    if (names == all) return LoraTargets::all_linear;
+    for (LoraTargets t : kLoraTargets)
+        if (names == module_set(t)) return t;
     throw ConfigError(file, 0, 0,
-                      fmt::format("target_modules [{}]: tune trains attention (q, k, v, o) or all-linear (also gate, "
-                                  "up, down) adapters",
+                      fmt::format("target_modules [{}]: tune trains attention (q, k, v, o), all-linear (also gate, "
+                                  "up, down) or qv (q and v) adapters",
                                   fmt::join(names, ", ")));
 }
 

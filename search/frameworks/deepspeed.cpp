@@ -29,9 +29,10 @@ FrameworkTerm deepspeed_gradient_term(const TrialConfig& c) {
     if (c.zero_stage == 3) elements = std::min(elements, kSubGroupElements);
     const std::uint64_t flat = weight_bytes(c.precision), cast = c.precision == Precision::fp32 ? 0 : 4;
     t.bytes = static_cast<std::int64_t>(elements * (flat + cast));
-    t.what = fmt::format("ZeRO-{}'s flattened gradient partition and its fp32 cast at the optimizer step "
-                         "({} + {} bytes x {} elements)",
-                         c.zero_stage, flat, cast, elements);
+    t.what = fmt::format(
+        "ZeRO-{}'s flattened gradient partition and its fp32 cast at the optimizer step "
+        "({} + {} bytes x {} elements)",
+        c.zero_stage, flat, cast, elements);
     return t;
 }
 
