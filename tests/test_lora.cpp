@@ -354,7 +354,7 @@ TEST_CASE("tune trial starts from a PEFT adapter and saves one PEFT can read", "
     CHECK(max_diff(saved, harness::load_peft_adapter(kLora, layout)) > 0);  // trained
 }
 
-TEST_CASE("tune trial --save-adapter writes regular files through a rename and refuses what it cannot replace, before training",
+TEST_CASE("tune trial --save-adapter writes through a rename and refuses what it cannot replace, before training",
           "[lora][cli][peft][hostile]") {
     const auto dir = std::filesystem::path(TUNE_BUILD_DIR) / "test_lora_save_hostile";
     std::filesystem::remove_all(dir);
