@@ -103,3 +103,22 @@ TEST_CASE("profile and view names parse, unknown ones do not", "[frameworks]") {
     CHECK(parse_memory_view("reserved") == MemoryView::reserved);
     CHECK_FALSE(parse_memory_view("rss"));
 }
+
+TEST_CASE("HF Trainer's autocast keeps a 16-bit copy of each weight for backward, DeepSpeed's engine does not",
+          "[frameworks]") {
+    TrialConfig c = llama7b_lora(1, 0);
+    c.method = Method::full;
+    c.precision = Precision::bf16_mixed;
+    const Hardware hw = *find_device("h100-80gb");
+    const FrameworkEstimate hf = framework_estimate(FrameworkProfile::hf_trainer, c, hw);
+    const FrameworkTerm* copies = term(hf, "autocast's 16-bit weight copies");
+    REQUIRE(copies);
+    CHECK(copies->bytes ==
+          static_cast<std::int64_t>(2 * c.model.layer_params() * 32));  // no checkpointing: all 32 layers
+    c.checkpointing = Checkpointing::full;
+    CHECK(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "autocast's")->bytes ==
+          static_cast<std::int64_t>(2 * c.model.layer_params()));  // the recomputed layer only
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::deepspeed, c, hw), "autocast's"));
+    c.precision = Precision::bf16;  // pure bf16: no autocast
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "autocast's"));
+}

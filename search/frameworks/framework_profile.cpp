@@ -54,7 +54,7 @@ FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, c
     FrameworkEstimate e;
     e.engine = estimate(c, hw, o);
     const StepMemory s = step_memory(c.model, c, hw, o);
-    if (uses_transformers(f)) e.terms = transformers_terms(c, hw, o, s);
+    if (uses_transformers(f)) e.terms = transformers_terms(f, c, hw, o, s);
     if (f == FrameworkProfile::deepspeed) {
         const FrameworkTerm grads = deepspeed_gradient_term(c);
         if (grads.bytes > 0) e.terms.push_back(grads);

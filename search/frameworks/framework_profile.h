@@ -65,8 +65,8 @@ struct FrameworkEstimate {
 void apply_profile_options(FrameworkProfile f, EstimateOptions& o);
 
 // The terms of each stack's rules file (search/frameworks/*.cpp), from our engine's step.
-std::vector<FrameworkTerm> transformers_terms(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
-                                              const StepMemory& engine);
+std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
+                                              const EstimateOptions& o, const StepMemory& engine);
 std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step (0 bytes below ZeRO-1).
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);

@@ -10,10 +10,27 @@ namespace {
 
 constexpr std::size_t kForward = 0, kHead = 1, kLayers = 2;
 
+// torch.autocast casts each fp32 weight to 16 bits for its matmul, and the
+// matmul saves that copy for backward: 2 bytes a layer parameter for every
+// layer kept whole (all of them without checkpointing, the recomputed one with it).
+FrameworkTerm autocast_copies(const TrialConfig& c, bool whole) {
+    FrameworkTerm t{"autocast's 16-bit weight copies, saved for backward",
+                    static_cast<std::int64_t>(2 * c.model.layer_params() * (whole ? c.model.layers : 1)),
+                    {}};
+    t.alive[kForward] = t.alive[kLayers] = true;
+    t.alive[kHead] = whole;
+    return t;
+}
+
 }  // namespace
 
-std::vector<FrameworkTerm> transformers_terms(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
-                                              const StepMemory& engine) {
+std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
+                                              const EstimateOptions& o, const StepMemory& engine) {
+    // HF Trainer and a torchrun script train a model loaded in fp32 under
+    // torch.autocast for bf16-mixed and fp16-mixed; DeepSpeed and FSDP cast the
+    // parameters themselves (their own 16-bit copies, which our engine's weights stand for).
+    const bool autocast = (f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun) && !c.adapters() &&
+                          (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed);
     const ModelSpec& m = c.model;
     const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
     std::vector<FrameworkTerm> terms;
@@ -45,6 +62,7 @@ std::vector<FrameworkTerm> transformers_terms(const TrialConfig& c, const Hardwa
     layers.alive[kForward] = layers.alive[kLayers] = true;
     layers.alive[kHead] = whole;
     terms.push_back(layers);
+    if (autocast) terms.push_back(autocast_copies(c, whole));
     return terms;
 }
 
