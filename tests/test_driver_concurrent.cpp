@@ -80,6 +80,23 @@ bool overlap(const json& a, const json& b) {
 // Built as a path: GCC 12 misreads the inlined std::string concatenation (a false -Wstringop-overread).
 std::string fake_program() { return (fs::path(TUNE_SOURCE_DIR) / "tests/support/fake_trial.py").string(); }
 
+// `tune sweep FILE --no-probe --no-report` in a child whose trials are the fake
+// trial sleeping `sleep` seconds each, its output discarded; returns its pid.
+pid_t start_fake_driver(const fs::path& sweep, const char* sleep) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::setenv("TUNE_TRIAL_PROGRAM", fake_program().c_str(), 1);
+        ::setenv("FAKE_TRIAL_SLEEP", sleep, 1);
+        const int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, 1);
+        ::dup2(null, 2);
+        ::execl(TUNE_BINARY, TUNE_BINARY, "sweep", sweep.c_str(), "--no-probe", "--no-report",
+                static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    return pid;
+}
+
 }  // namespace
 
 TEST_CASE("without [resources] a sweep runs one trial at a time on every core", "[concurrent]") {
@@ -234,20 +251,7 @@ TEST_CASE("a driver killed with SIGKILL while two trials run resumes them, nothi
     const fs::path dir = scratch("kill");
     const fs::path sweep = dir / "killed.toml";
     std::ofstream(sweep) << cpu_spec() << "[output]\ndatabase = \"" << (dir / "killed.db").string() << "\"\n";
-    auto start_driver = [&] {
-        const pid_t pid = ::fork();
-        if (pid == 0) {
-            ::setenv("TUNE_TRIAL_PROGRAM", fake_program().c_str(), 1);
-            ::setenv("FAKE_TRIAL_SLEEP", "2", 1);
-            const int null = ::open("/dev/null", O_WRONLY);
-            ::dup2(null, 1);
-            ::dup2(null, 2);
-            ::execl(TUNE_BINARY, TUNE_BINARY, "sweep", sweep.c_str(), "--no-probe", "--no-report",
-                    static_cast<char*>(nullptr));
-            _exit(127);
-        }
-        return pid;
-    };
+    auto start_driver = [&] { return start_fake_driver(sweep, "2"); };
     auto running_now = [&]() -> std::uint64_t {
         if (!fs::exists(dir / "killed.db")) return 0;
         try {
@@ -298,17 +302,7 @@ TEST_CASE("a driver whose terminal closes (SIGHUP) finishes its running trials a
     const fs::path dir = scratch("hangup");
     const fs::path sweep = dir / "hangup.toml";
     std::ofstream(sweep) << cpu_spec() << "[output]\ndatabase = \"" << (dir / "hangup.db").string() << "\"\n";
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::setenv("TUNE_TRIAL_PROGRAM", fake_program().c_str(), 1);
-        ::setenv("FAKE_TRIAL_SLEEP", "1", 1);
-        const int null = ::open("/dev/null", O_WRONLY);
-        ::dup2(null, 1);
-        ::dup2(null, 2);
-        ::execl(TUNE_BINARY, TUNE_BINARY, "sweep", sweep.c_str(), "--no-probe", "--no-report",
-                static_cast<char*>(nullptr));
-        _exit(127);
-    }
+    const pid_t pid = start_fake_driver(sweep, "1");
     auto count = [&](TrialStatus status) -> std::uint64_t {
         if (!fs::exists(dir / "hangup.db")) return 0;
         try {

@@ -15,6 +15,30 @@
 
 using namespace tune;
 
+namespace {
+
+// One single-rank trial of `c` (context 32, micro-batch 2, one step) against
+// the estimate the trial itself makes: the peak, every component and the
+// phase of the peak are the same bytes.
+void check_exact_agreement(TrialConfig c) {
+    c.context = 32, c.micro_batch = 2, c.steps = 1, c.warmup = 0;
+    const TrialResult r = harness::run_trial(c, test::quiet_trial());
+    INFO(summary(c) << ": " << r.reason);
+    REQUIRE(r.status == TrialStatus::ok);
+    EstimateOptions eo;
+    eo.cpu_threads = 1;
+    eo.overhead_bytes = r.baseline;  // the process before the model, as the trial estimates it
+    const Estimate e = estimate(c, *find_device("cpu"), eo);
+    CHECK(r.memory.peak == e.memory.peak);
+    for (Component k : kComponents) {
+        INFO(to_string(k));
+        CHECK(r.memory[k] == e.memory[k]);
+    }
+    CHECK(r.memory.peak_phase == e.memory.peak_phase);
+}
+
+}  // namespace
+
 TEST_CASE("measured memory agrees with the estimator over the grid", "[memory][estimate][slow]") {
     double worst_peak = 0, worst_component = 0;
     std::string worst;
@@ -70,20 +94,7 @@ TEST_CASE("measured memory agrees with the estimator for ZeRO stages 1-3 on one 
                 TrialConfig c;
                 c.model = *find_model("tiny");
                 c.optimizer = o, c.precision = p, c.zero_stage = stage, c.attention = at;
-                c.context = 32, c.micro_batch = 2, c.steps = 1, c.warmup = 0;
-                const TrialResult r = harness::run_trial(c, test::quiet_trial());
-                INFO(summary(c) << ": " << r.reason);
-                REQUIRE(r.status == TrialStatus::ok);
-                EstimateOptions eo;
-                eo.cpu_threads = 1;
-                eo.overhead_bytes = r.baseline;  // the process before the model, as the trial estimates it
-                const Estimate e = estimate(c, *find_device("cpu"), eo);
-                CHECK(r.memory.peak == e.memory.peak);
-                for (Component k : kComponents) {
-                    INFO(to_string(k));
-                    CHECK(r.memory[k] == e.memory[k]);
-                }
-                CHECK(r.memory.peak_phase == e.memory.peak_phase);
+                check_exact_agreement(c);
                 ++runs;
             }
     CHECK(runs == 120);
@@ -97,19 +108,8 @@ TEST_CASE("measured memory agrees with the estimator for biases, q/k norms, tied
     const ModelSpec m = *find_model("tiny-variants");
     int runs = 0;
     auto agree = [&](TrialConfig c) {
-        c.model = m, c.context = 32, c.micro_batch = 2, c.steps = 1, c.warmup = 0;
-        const TrialResult r = harness::run_trial(c, test::quiet_trial());
-        INFO(summary(c) << ": " << r.reason);
-        REQUIRE(r.status == TrialStatus::ok);
-        EstimateOptions eo;
-        eo.cpu_threads = 1;
-        eo.overhead_bytes = r.baseline;
-        const Estimate e = estimate(c, *find_device("cpu"), eo);
-        CHECK(r.memory.peak == e.memory.peak);
-        for (Component k : kComponents) {
-            INFO(to_string(k));
-            CHECK(r.memory[k] == e.memory[k]);
-        }
+        c.model = m;
+        check_exact_agreement(c);
         ++runs;
     };
     for (Optimizer o : kOptimizers)
@@ -136,19 +136,7 @@ TEST_CASE("measured memory agrees with the estimator for LoRA on q and v only", 
                 c.model = *find_model("tiny");
                 c.method = method, c.lora_rank = 8, c.lora_targets = LoraTargets::qv;
                 c.precision = Precision::bf16_mixed, c.zero_stage = stage, c.optimizer = o;
-                c.context = 32, c.micro_batch = 2, c.steps = 1, c.warmup = 0;
-                const TrialResult r = harness::run_trial(c, test::quiet_trial());
-                INFO(summary(c) << ": " << r.reason);
-                REQUIRE(r.status == TrialStatus::ok);
-                EstimateOptions eo;
-                eo.cpu_threads = 1;
-                eo.overhead_bytes = r.baseline;
-                const Estimate e = estimate(c, *find_device("cpu"), eo);
-                CHECK(r.memory.peak == e.memory.peak);
-                for (Component k : kComponents) {
-                    INFO(to_string(k));
-                    CHECK(r.memory[k] == e.memory[k]);
-                }
+                check_exact_agreement(c);
                 ++runs;
             }
     CHECK(runs == 8);
