@@ -192,6 +192,9 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
         return report(harness::result_of_current_exception(config));
     }
     const Launcher launcher = choose_launcher("auto", config.world_size);
+    // Bad input, before mpirun is asked to start a hundred thousand processes.
+    if (launcher != Launcher::srun)
+        if (auto problem = host_ranks_problem(config.world_size)) throw ConfigError("--gpus: " + *problem);
     if (auto problem = launcher_problem(launcher)) return report(unrun(config, TrialStatus::failed, *problem));
     // Every rank starts from the same adapters; rank 0 writes them back (run_trial).
     const TrialChildFlags flags{o.init,  o.tokens, o.threads,      backend_of(o),

@@ -88,11 +88,16 @@ std::optional<std::string> placement_problem(Launcher l, std::uint32_t ranks, st
     if (nodes > 1)
         return fmt::format("{} nodes need srun inside a Slurm allocation of {} nodes; {} starts ranks on this host only",
                            nodes, nodes, to_string(l));
-    if (ranks > kMaxRanksPerHost)
-        return fmt::format("{} ranks would run on this one host (at most {}: each rank is a process holding its own "
-                           "model state)",
-                           ranks, kMaxRanksPerHost);
+    if (auto problem = host_ranks_problem(ranks)) return problem;
     return launcher_problem(l);
+}
+
+std::optional<std::string> host_ranks_problem(std::uint32_t ranks) {
+    if (ranks <= kMaxRanksPerHost) return std::nullopt;
+    return fmt::format(
+        "{} ranks would run on this one host (at most {}: each rank is a process holding its own "
+        "model state); more ranks need srun inside a Slurm allocation",
+        ranks, kMaxRanksPerHost);
 }
 
 std::vector<std::string> launch_command(Launcher l, std::uint32_t world_size,

@@ -36,6 +36,8 @@ std::optional<std::string> launcher_problem(Launcher l);
 // Each rank is a process with its own copy of the model's state; more than this many on one
 // host is a typo or a cluster's numbers, never something one machine can start.
 inline constexpr std::uint32_t kMaxRanksPerHost = 256;
+// Why `ranks` ranks cannot all start on this host (more than kMaxRanksPerHost), or nullopt.
+std::optional<std::string> host_ranks_problem(std::uint32_t ranks);
 
 // Why `ranks` ranks spread over `nodes` nodes cannot be started from here with launcher `l`
 // (local and mpirun start ranks on this host only; srun within its Slurm allocation), or nullopt.

@@ -188,3 +188,12 @@ TEST_CASE("a trial whose steps vary more than --max-cv runs more steps, up to --
     const auto quiet = test::run_tune(base + "--max-cv 10 --max-steps 5");
     CHECK(last_json(quiet.output).get<TrialResult>().step_ms.size() == 3);
 }
+
+TEST_CASE("tune trial refuses more ranks than one host can start before any launcher runs", "[trial][cli][hostile]") {
+    // Before this, mpirun -np 100000 started and spun at 100% until killed.
+    const auto r = test::run_tune("trial --model tiny --gpus 100000 --steps 2");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--gpus: 100000 ranks would run on this one host (at most 256") &&
+                             !Catch::Contains("via mpirun"));
+}
