@@ -66,6 +66,16 @@ SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOp
         if (auto problem = placement_problem(launcher, spec.world_size(), spec.nodes))
             throw ConfigError(fmt::format("[hardware] gpus = {}, nodes = {}: the trials cannot be started here: {}",
                                           spec.gpus, spec.nodes, *problem));
+        // A CPU sweep's threads per rank come from [resources] cpus: more cores than this
+        // process may use would give every trial threads `tune trial` refuses.
+        const Allocation here = detect_allocation(env.visible_gpus);
+        if (spec.hardware.backend == BackendKind::cpu && !here.in_slurm && spec.resources.cpus &&
+            *spec.resources.cpus > here.cpus.size())
+            throw ConfigError(
+                fmt::format("[resources] cpus = {}: this process may run on {} core(s) here; give at "
+                            "most that, or leave cpus out to use them all (validate, --plan-only and "
+                            "submit still take the file for a cluster)",
+                            *spec.resources.cpus, here.cpus.size()));
     }
     Store store(report.database, Store::Mode::read_write);
     // Before open_sweep: a second driver would take the first one's running trial for one a

@@ -410,3 +410,18 @@ TEST_CASE("tune submit writes no line, option or path a sweep name or flag did n
         CHECK_THAT(bad.output, Catch::Contains("a Slurm name has only letters"));
     }
 }
+
+TEST_CASE("a sweep that runs here refuses more cpus than this process may use, validate takes the file",
+          "[concurrent][driver][hostile]") {
+    const fs::path dir = scratch("too-many-cpus");
+    const fs::path sweep = dir / "cpus.toml";
+    std::string text = cpu_spec();
+    text.replace(text.find("cpus = 2"), 8, "cpus = 65536");
+    std::ofstream(sweep) << text << "[output]\ndatabase = \"" << (dir / "cpus.db").string() << "\"\n";
+    const auto r = run_tune("sweep " + sweep.string() + " --no-probe --no-report");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("[resources] cpus = 65536: this process may run on"));
+    CHECK_FALSE(fs::exists(dir / "cpus.db"));                      // refused before the database, and before any trial
+    CHECK(run_tune("validate " + sweep.string()).exit_code == 0);  // a cluster's file is still a valid file
+}
