@@ -8,33 +8,20 @@
 
 #include <fmt/format.h>
 
+#include "core/presets.h"
 #include "harness/trial.h"
 #include "search/estimate.h"
-#include "core/presets.h"
+#include "support/memory_agreement.h"
 #include "support/trainer_fixture.h"
 
 using namespace tune;
 
 namespace {
 
-// One single-rank trial of `c` (context 32, micro-batch 2, one step) against
-// the estimate the trial itself makes: the peak, every component and the
-// phase of the peak are the same bytes.
+// A single-rank trial of `c` at context 32, micro-batch 2, one step, against its estimate.
 void check_exact_agreement(TrialConfig c) {
     c.context = 32, c.micro_batch = 2, c.steps = 1, c.warmup = 0;
-    const TrialResult r = harness::run_trial(c, test::quiet_trial());
-    INFO(summary(c) << ": " << r.reason);
-    REQUIRE(r.status == TrialStatus::ok);
-    EstimateOptions eo;
-    eo.cpu_threads = 1;
-    eo.overhead_bytes = r.baseline;  // the process before the model, as the trial estimates it
-    const Estimate e = estimate(c, *find_device("cpu"), eo);
-    CHECK(r.memory.peak == e.memory.peak);
-    for (Component k : kComponents) {
-        INFO(to_string(k));
-        CHECK(r.memory[k] == e.memory[k]);
-    }
-    CHECK(r.memory.peak_phase == e.memory.peak_phase);
+    test::check_exact_agreement(c);
 }
 
 }  // namespace

@@ -7,30 +7,15 @@
 
 #include <fmt/format.h>
 
+#include "core/presets.h"
 #include "harness/trial.h"
 #include "search/estimate.h"
-#include "core/presets.h"
+#include "support/memory_agreement.h"
 #include "support/trainer_fixture.h"
 
 using namespace tune;
 
 namespace {
-
-void check_agreement(const TrialConfig& c) {
-    const TrialResult r = harness::run_trial(c, test::quiet_trial());
-    INFO(summary(c) << ": " << r.reason);
-    REQUIRE(r.status == TrialStatus::ok);
-    EstimateOptions eo;
-    eo.cpu_threads = 1;
-    eo.overhead_bytes = r.baseline;  // the process before the model, as the trial estimates it
-    const Estimate e = estimate(c, *find_device("cpu"), eo);
-    CHECK(r.memory.peak == e.memory.peak);
-    for (Component k : kComponents) {
-        INFO(to_string(k) << ": measured " << r.memory[k] << ", estimated " << e.memory[k]);
-        CHECK(r.memory[k] == e.memory[k]);
-    }
-    CHECK(r.memory.peak_phase == e.memory.peak_phase);
-}
 
 TrialConfig adapter_config(Method method, Optimizer o, Precision p) {
     TrialConfig c;
@@ -55,13 +40,13 @@ TEST_CASE("lora and qlora: measured memory equals the estimate, byte for byte", 
                     c.checkpointing = ck;
                     c.lora_targets = ck == Checkpointing::selective ? LoraTargets::attention : LoraTargets::all_linear;
                     c.grad_accum = o == Optimizer::lomo ? 1 : 2;
-                    check_agreement(c);
+                    test::check_exact_agreement(c);
                     ++runs;
                 }
                 for (std::uint32_t stage : {1u, 2u, 3u}) {
                     TrialConfig c = adapter_config(method, o, p);
                     c.zero_stage = stage;
-                    check_agreement(c);
+                    test::check_exact_agreement(c);
                     ++runs;
                 }
             }
