@@ -11,18 +11,20 @@
 
 #include "cli/commands.h"
 #include "cli/database_path.h"
-#include "cli/emit.h"
 #include "cli/dimension_flags.h"
-#include "core/noise_ties.h"
+#include "cli/emit.h"
+#include "cli/trial_command.h"
 #include "core/convergence_risk.h"
+#include "core/noise_ties.h"
 #include "core/units.h"
+#include "exports/framework.h"
 #include "reports/report_format.h"
 #include "reports/risk_note.h"
 #include "reports/text_table.h"
+#include "search/frameworks/framework_profile.h"
 #include "store/best.h"
 #include "store/record_json.h"
 #include "store/store.h"
-#include "cli/trial_command.h"
 
 namespace tune::cli {
 namespace {
@@ -39,6 +41,7 @@ struct BestOptions {
     bool json = false;
     bool allow_risk = false;
     std::string emit;
+    std::string framework;
 };
 
 BestQuery to_query(const BestOptions& o) {
@@ -51,6 +54,11 @@ BestQuery to_query(const BestOptions& o) {
     q.by = o.by == "peak_memory" ? BestBy::peak_memory : BestBy::tokens_per_s;
     q.top = std::max<std::size_t>(o.top, 1);
     q.allow_risk = o.allow_risk;
+    // --emit F answers for F's stack unless --framework names another.
+    if (!o.framework.empty())
+        q.framework = o.framework;
+    else if (!o.emit.empty())
+        q.framework = std::string(to_string(profile_of(*parse_framework(o.emit))));
     return q;
 }
 
@@ -58,14 +66,17 @@ BestQuery to_query(const BestOptions& o) {
 std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_front, Basis basis, bool notes) {
     const bool measured = basis == Basis::measured;
     const Estimate* e = t.result.estimate ? &*t.result.estimate : nullptr;
-    const double rate = measured ? t.result.tokens_per_s : e->tokens_per_s;
-    const std::uint64_t peak = measured ? t.result.memory.peak : e->memory.peak;
+
+    const std::uint64_t peak = t.answered_for ? t.answered_for->device
+                               : measured     ? t.result.memory.peak
+                                              : e->memory.peak;
+    const double predicted_rate = t.answered_for ? t.answered_for->tokens_per_s : e->tokens_per_s;
     const std::optional<double> step = measured ? t.median_step_s : std::optional<double>(e->step_s);
     std::vector<std::string> row{std::to_string(rank),
                                  on_front ? "yes" : "",
                                  t.sweep_name,
                                  std::to_string(t.id),
-                                 throughput_text(rate),
+                                 throughput_text(measured ? t.result.tokens_per_s : predicted_rate),
                                  bytes_text(peak),
                                  step ? seconds_text(*step) : "-",
                                  fmt::format("{:.1f}%", (measured ? t.result.mfu : e->mfu) * 100)};
@@ -102,10 +113,30 @@ void print_alternative(const BestAnswer& a, BestBy by) {
         *convergence_risk(t.result.config));
 }
 
+// What answering for a stack means, and what it left out.
+void print_framework(const BestAnswer& a) {
+    if (a.framework == "tune") return;
+    const std::string name = printable(a.framework);  // from the database
+    fmt::print(
+        "Answering for {}: a configuration qualifies when {} can run it and its predicted device memory (as "
+        "nvidia-smi shows it) fits the sweep's limit; the peak column is that prediction{}.\n",
+        name, name, a.basis == Basis::measured ? ", tokens/s is our engine's measurement of the configuration" : "");
+    if (a.framework_cannot_run + a.framework_does_not_fit > 0)
+        fmt::print("Left out for {}: {} it cannot run, {} predicted not to fit.\n", name, a.framework_cannot_run,
+                   a.framework_does_not_fit);
+    if (a.framework_unpredicted > 0)
+        fmt::print(
+            "{} configurations were recorded before tune kept {}'s predictions: they rank with our engine's "
+            "numbers (run the sweep again to predict them).\n",
+            a.framework_unpredicted, name);
+}
+
 void print_answer(const BestAnswer& a, BestBy by) {
     const bool measured = a.basis == Basis::measured;
     std::vector<std::string> header{"#", "front", "sweep", "trial"};
     for (const char* h : {"tokens/s", "peak", "step s", "MFU"}) header.push_back(measured ? h : fmt::format("est. {}", h));
+    // Under a stack the peak is its predicted device memory, whatever the basis.
+    if (a.framework != "tune") header[5] = fmt::format("{} peak (pred.)", a.framework);
     for (auto& h : config_header({"gpus"})) header.push_back(std::move(h));
     std::vector<const TrialConfig*> configs;
     for (const TrialRecord& t : a.ranked) configs.push_back(&t.result.config);
@@ -122,6 +153,7 @@ void print_answer(const BestAnswer& a, BestBy by) {
                    "unmeasured\nconfigurations are predicted to fit; front: on the predicted Pareto front among those "
                    "that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));
     fmt::print("{}", risk_footnotes(configs));
+    print_framework(a);
     print_alternative(a, by);
     print_ties(a);
     fmt::print("Reproduce the best{}:\n  {}\n", measured ? "" : " (predicted; run it to measure it)",
@@ -130,15 +162,17 @@ void print_answer(const BestAnswer& a, BestBy by) {
 
 void print_why(const BestAnswer& a, std::string_view title) {
     fmt::print("{}:\n", title);
-    for (const auto& why : a.why_none) fmt::print("  - {}\n", why);
+    for (const auto& why : a.why_none) fmt::print("  - {}\n", printable(why));
 }
 
 nlohmann::json answer_json(const BestAnswer& a, BestBy by) {
-    if (a.ranked.empty()) return {{"best", nullptr}, {"basis", to_string(a.basis)}, {"why", a.why_none}};
+    if (a.ranked.empty())
+        return {{"best", nullptr}, {"basis", to_string(a.basis)}, {"why", a.why_none}, {"framework", a.framework}};
     auto ranked_json = [&](std::size_t i) {
         nlohmann::json j = record_json(a.ranked[i]);
         j["on_front"] = static_cast<bool>(a.on_front[i]);
         j["basis"] = to_string(a.basis);
+        if (a.ranked[i].answered_for) j["framework_prediction"] = *a.ranked[i].answered_for;
         if (const auto risk = convergence_risk(a.ranked[i].result.config)) j["convergence_risk"] = *risk;
         return j;
     };
@@ -156,7 +190,8 @@ nlohmann::json answer_json(const BestAnswer& a, BestBy by) {
             {"runners_up", runners},
             {"risky_alternative", alternative},
             {"ties_within_noise", a.tied_with_best},
-            {"qualifying", a.qualifying}};
+            {"qualifying", a.qualifying},
+            {"framework", a.framework}};
 }
 
 // The measured answer first (its keys at the top level, as before); the predicted one beside it.
@@ -186,7 +221,8 @@ int run_best(const BestOptions& o) {
     }
     if (!any) {
         print_why(measured, "Nothing qualifies");
-        if (predicted.measured_ok > 0) print_why(predicted, "Nor among the predictions");
+        const bool left_out = predicted.framework_cannot_run + predicted.framework_does_not_fit > 0;
+        if (predicted.measured_ok > 0 || left_out) print_why(predicted, "Nor among the predictions");
         return kExitNo;
     }
     if (!measured.ranked.empty())
@@ -223,6 +259,12 @@ void add_best_command(CLI::App& app, int& exit_code) {
                   "Rank configurations with a convergence risk (pure bf16: no fp32 master weights) with the rest; by "
                   "default those without one come first and the best risky one is shown as an alternative");
     add_emit_flag(cmd, o->emit)->excludes("--json");
+    cmd->add_option("--framework", o->framework,
+                    "Answer for the stack you train with (tune estimate --framework explains each): a configuration "
+                    "qualifies when that stack can run it and its predicted device memory fits the sweep's limit, and "
+                    "peaks are that prediction. Default: the sweep's [framework] name, else with --emit F, F's stack; "
+                    "'tune' is our engine's own numbers")
+        ->check(CLI::IsMember(std::vector<std::string>(kFrameworkProfileNames.begin(), kFrameworkProfileNames.end())));
     cmd->callback([&exit_code, o] { exit_code = run_best(*o); });
 }
 

@@ -62,6 +62,11 @@ void print_text(const SweepSpec& spec, const SpaceCounts& counts) {
         out += fmt::format("  launch    cannot start here: {}\n", *problem);
     out += fmt::format("  search    {}, budget {}\n", to_string(spec.strategy),
                spec.budget_s ? format_duration(*spec.budget_s) : std::string("none"));
+    if (spec.framework != FrameworkProfile::tune)
+        out += fmt::format(
+            "  framework {}: pruning, best and the reports answer with its predicted device memory; "
+            "trials run our engine\n",
+            to_string(spec.framework));
     out += fmt::format("  output    database {}, report {}\n", spec.database, spec.report);
     if (counts.valid == 0) out += fmt::format("nothing to run: every combination is invalid\n");
     // Names and paths come from the file: escape control characters before the terminal sees them.
@@ -84,6 +89,7 @@ void print_json(const SweepSpec& spec, const SpaceCounts& counts) {
                        {"parameters", spec.model.param_count()},
                        {"device", spec.device},
                        {"world_size", spec.world_size()},
+                       {"framework", to_string(spec.framework)},
                        {"memory_limit", spec.memory_limit()},
                        {"usable_memory", spec.usable_memory()},
                        {"combinations", counts.total},

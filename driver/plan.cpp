@@ -6,12 +6,13 @@
 
 #include <fmt/format.h>
 
-#include "driver/calibration.h"
-#include "driver/slots.h"
-#include "search/estimate.h"
 #include "core/machine_speed.h"
 #include "core/pareto.h"
 #include "core/units.h"
+#include "driver/calibration.h"
+#include "driver/slots.h"
+#include "search/estimate.h"
+#include "search/frameworks/framework_profile.h"
 
 namespace tune {
 
@@ -35,13 +36,28 @@ EstimateOptions base_estimate_options(const SweepSpec& spec) {
     return o;
 }
 
-std::string prune_reason(const Estimate& e, const SweepSpec& spec, double tolerance) {
+std::string prune_reason(const Estimate& e, const FrameworkPredictions& frameworks, const SweepSpec& spec,
+                         double tolerance) {
     const double usable = static_cast<double>(spec.usable_memory());
+    const std::string limit =
+        fmt::format("the usable {} ({} limit less {:.0f}% margin)", format_bytes(spec.usable_memory()),
+                    format_bytes(spec.memory_limit()), spec.margin * 100);
+    // The user trains in the sweep's framework: what it would hold decides first.
+    if (spec.framework != FrameworkProfile::tune)
+        if (auto it = frameworks.find(to_string(spec.framework)); it != frameworks.end() && it->second.invalid.empty())
+            if (static_cast<double>(it->second.device) > usable * (1.0 + tolerance))
+                return fmt::format("{} is predicted to use {} of device memory, more than {}",
+                                   to_string(spec.framework), format_bytes(it->second.device), limit);
     if (static_cast<double>(limited_bytes(e.memory, spec.hardware)) <= usable * (1.0 + tolerance)) return {};
-    return fmt::format("predicted peak {} exceeds the usable {} ({} limit less {:.0f}% margin) by more than the "
-                       "estimator's known error ({:.1f}%)",
-                       format_bytes(limited_bytes(e.memory, spec.hardware)), format_bytes(spec.usable_memory()),
-                       format_bytes(spec.memory_limit()), spec.margin * 100, tolerance * 100);
+    return fmt::format("predicted peak {} exceeds {} by more than the estimator's known error ({:.1f}%)",
+                       format_bytes(limited_bytes(e.memory, spec.hardware)), limit, tolerance * 100);
+}
+
+std::string framework_invalid_reason(const FrameworkPredictions& frameworks, const SweepSpec& spec) {
+    if (spec.framework == FrameworkProfile::tune) return {};
+    const auto it = frameworks.find(to_string(spec.framework));
+    if (it == frameworks.end() || it->second.invalid.empty()) return {};
+    return fmt::format("[framework] {} cannot run it: {}", to_string(spec.framework), it->second.invalid);
 }
 
 std::vector<double> priorities(std::span<const Estimate* const> estimates, SearchStrategy strategy) {
@@ -76,8 +92,14 @@ std::vector<NewTrial> plan_trials(const SweepSpec& spec, const std::vector<Candi
             t.reason = c.invalid_reason;
         } else {
             t.estimate = estimate(spec.model, c.config, spec.hardware, settings.estimate);
-            t.reason = prune_reason(*t.estimate, spec, settings.prune_tolerance);
-            t.status = t.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
+            t.frameworks = framework_predictions(c.config, spec.hardware, settings.estimate, spec.usable_memory());
+            t.reason = framework_invalid_reason(t.frameworks, spec);
+            if (!t.reason.empty()) {
+                t.status = TrialStatus::invalid;
+            } else {
+                t.reason = prune_reason(*t.estimate, t.frameworks, spec, settings.prune_tolerance);
+                t.status = t.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
+            }
         }
         trials.push_back(std::move(t));
     }
@@ -101,7 +123,10 @@ std::vector<PendingUpdate> replan_pending(const SweepSpec& spec, const std::vect
         PendingUpdate u;
         u.id = record.id;
         u.estimate = estimate(spec.model, record.result.config, spec.hardware, settings.estimate);
-        u.reason = prune_reason(u.estimate, spec, settings.prune_tolerance);
+        // Calibration's overhead and speed reach every stack's prediction through the same options.
+        u.frameworks =
+            framework_predictions(record.result.config, spec.hardware, settings.estimate, spec.usable_memory());
+        u.reason = prune_reason(u.estimate, u.frameworks, spec, settings.prune_tolerance);
         u.status = u.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
         updates.push_back(std::move(u));
     }

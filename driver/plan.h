@@ -30,8 +30,12 @@ std::uint32_t cpu_threads_per_rank(const SweepSpec& spec);
 // The estimator options a sweep starts from.
 EstimateOptions base_estimate_options(const SweepSpec& spec);
 
-// Why a configuration with this estimate is pruned, or "" when it should run.
-std::string prune_reason(const Estimate& e, const SweepSpec& spec, double tolerance);
+// Why a configuration with this estimate is pruned, or "" when it should run: the
+// sweep's framework's device view first (where the user trains), then our engine's peak.
+std::string prune_reason(const Estimate& e, const FrameworkPredictions& frameworks, const SweepSpec& spec,
+                         double tolerance);
+// Why the sweep's framework cannot run a configuration our engine can, or "".
+std::string framework_invalid_reason(const FrameworkPredictions& frameworks, const SweepSpec& spec);
 
 // Estimates, prunes and orders every candidate (invalid ones keep their reason), with the
 // sweep's base settings: each estimate's step time is also kept as the uncalibrated one.

@@ -30,6 +30,7 @@ SweepRecord sweep_record(const SweepSpec& spec, const SweepEnvironment& env) {
                 spec.hardware.memory_bytes};
     r.backend = to_string(spec.hardware.backend);  // the store keeps the text
     r.software = env.software;
+    r.framework = std::string(to_string(spec.framework));
     return r;
 }
 

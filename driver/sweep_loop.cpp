@@ -160,10 +160,12 @@ private:
     void load_pending() {
         pending_.clear();
         for (TrialRecord& t : store_.trials({sweep_, TrialStatus::pending, false, false}))
-            pending_.emplace(
-                t.id,
-                NewTrial{
-                    std::move(t.result.config), TrialStatus::pending, {}, std::move(t.result.estimate), t.priority});
+            pending_.emplace(t.id, NewTrial{std::move(t.result.config),
+                                            TrialStatus::pending,
+                                            {},
+                                            std::move(t.result.estimate),
+                                            t.priority,
+                                            {}});
     }
 
     void learn(const TrialResult& result) {

@@ -28,16 +28,11 @@ std::string decoder_layer_class(const ModelSpec& m) {
     return "LlamaDecoderLayer";
 }
 
-// FSDP1's ShardingStrategy for a ZeRO stage; FSDP has no ZeRO-1.
-std::string fsdp1_strategy(const TrialConfig& c, FrameworkExport& e) {
+// FSDP1's ShardingStrategy for a ZeRO stage (ZeRO-1 is refused: search/frameworks/framework_validity).
+std::string fsdp1_strategy(const TrialConfig& c) {
     switch (c.zero_stage) {
         case 0:
             return "NO_SHARD";
-        case 1:
-            e.cannot_express.push_back(
-                "ZeRO-1 (only optimizer states sharded): FSDP has no such strategy; SHARD_GRAD_OP also shards "
-                "gradients");
-            return "SHARD_GRAD_OP";
         case 2:
             return "SHARD_GRAD_OP";
         default:
@@ -47,7 +42,7 @@ std::string fsdp1_strategy(const TrialConfig& c, FrameworkExport& e) {
 
 void fsdp1_section(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
     y.key("fsdp_version", 1);
-    y.key("fsdp_sharding_strategy", fsdp1_strategy(c, e));
+    y.key("fsdp_sharding_strategy", fsdp1_strategy(c));
     y.key("fsdp_backward_prefetch", "BACKWARD_PRE");
     // PEFT's FSDP guide (docs/source/accelerate/fsdp.md): use_orig_params must be false for LoRA's memory savings.
     y.key("fsdp_use_orig_params", !c.adapters());
@@ -58,13 +53,9 @@ void fsdp1_section(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
 
 // FSDP2 (fully_shard): reshard_after_forward true is ZeRO-3, false keeps the
 // gathered parameters from forward to backward as ZeRO-2 does.
-void fsdp2_section(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
+void fsdp2_section(const TrialConfig& c, YamlText& y) {
     y.key("fsdp_version", 2);
     y.key("fsdp_reshard_after_forward", c.zero_stage >= 3);
-    if (c.zero_stage == 1)
-        e.cannot_express.push_back(
-            "ZeRO-1 (only optimizer states sharded): FSDP has no such mode; reshard_after_forward=false also "
-            "shards gradients");
 }
 
 void fsdp_config(const TrialConfig& c, int fsdp_version, YamlText& y, FrameworkExport& e) {
@@ -72,7 +63,7 @@ void fsdp_config(const TrialConfig& c, int fsdp_version, YamlText& y, FrameworkE
     if (fsdp_version == 1)
         fsdp1_section(c, y, e);
     else
-        fsdp2_section(c, y, e);
+        fsdp2_section(c, y);
     y.key("fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP");
     y.key("fsdp_transformer_layer_cls_to_wrap", decoder_layer_class(c.model));
     y.key("fsdp_state_dict_type", "SHARDED_STATE_DICT");
@@ -91,7 +82,6 @@ void fsdp_config(const TrialConfig& c, int fsdp_version, YamlText& y, FrameworkE
 
 FrameworkExport accelerate_export(const TrialConfig& c, int fsdp_version) {
     FrameworkExport e;
-    refuse_unrunnable_lomo(c, false);
     // ZeRO-0 is data parallelism: FSDP2 has no NO_SHARD, so DDP runs it.
     const bool ddp = fsdp_version == 2 && c.zero_stage == 0;
     YamlText y;

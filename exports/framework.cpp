@@ -5,7 +5,9 @@
 #include "core/convergence_risk.h"
 #include "exports/accelerate_config.h"
 #include "exports/deepspeed_config.h"
+#include "exports/litgpt_config.h"
 #include "exports/model_setup.h"
+#include "exports/torchtitan_config.h"
 #include "exports/trainer_export.h"
 #include "exports/yaml_text.h"
 
@@ -33,6 +35,10 @@ FrameworkExport export_for(Framework f, const TrialConfig& c) {
             return torchrun_export(c);
         case Framework::hf_trainer:
             return hf_trainer_export(c);
+        case Framework::torchtitan:
+            return torchtitan_export(c);
+        case Framework::litgpt:
+            return litgpt_export(c);
     }
     return deepspeed_export(c);
 }
@@ -46,7 +52,11 @@ std::optional<Framework> parse_framework(std::string_view text) {
 }
 
 FrameworkExport export_config(Framework f, const TrialConfig& c) {
+    if (auto problem = framework_problem(profile_of(f), c)) throw ExportRefused(*problem);
     FrameworkExport e = export_for(f, c);
+    if (const auto risk = convergence_risk(c)) e.risks.emplace_back(*risk);
+    // torchtitan and LitGPT build their own models: transformers' loading code does not apply.
+    if (f == Framework::torchtitan || f == Framework::litgpt) return e;
     // FSDP flattens parameters under every strategy (FSDP2 runs ZeRO-0 as DDP); ZeRO-3 shards them.
     const bool fsdp = f == Framework::accelerate_fsdp1 || (f == Framework::accelerate_fsdp && c.zero_stage > 0);
     ModelSetup setup = model_setup(c, fsdp                ? FrameworkSharding::fsdp
@@ -54,7 +64,6 @@ FrameworkExport export_config(Framework f, const TrialConfig& c) {
                                                           : FrameworkSharding::none);
     e.in_script.insert(e.in_script.begin(), setup.in_script.begin(), setup.in_script.end());
     e.memory_added.insert(e.memory_added.end(), setup.memory_added.begin(), setup.memory_added.end());
-    if (const auto risk = convergence_risk(c)) e.risks.emplace_back(*risk);
     return e;
 }
 
@@ -75,6 +84,10 @@ FrameworkProfile profile_of(Framework f) {
             return FrameworkProfile::torchrun;
         case Framework::hf_trainer:
             return FrameworkProfile::hf_trainer;
+        case Framework::torchtitan:
+            return FrameworkProfile::torchtitan;
+        case Framework::litgpt:
+            return FrameworkProfile::litgpt;
     }
     return FrameworkProfile::tune;
 }

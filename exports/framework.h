@@ -1,10 +1,9 @@
 // A chosen configuration written for the framework the user trains with:
 // a DeepSpeed JSON, an accelerate config (FSDP2, or FSDP1, with its
-// TrainingArguments), a torchrun command line, or Hugging Face
-// TrainingArguments. Each export also says what that framework cannot express
-// of the configuration, and the memory the framework is known to add over
-// tune's engine; a configuration the framework cannot run at all is refused
-// (ExportRefused) with the reason.
+// TrainingArguments), a torchrun command line, Hugging Face
+// TrainingArguments, torchtitan's job TOML or LitGPT's fine-tuning YAML. Each export also says what that framework
+// cannot express of the configuration, and the memory the framework is known to add over tune's engine; a configuration
+// the framework cannot run at all is refused (ExportRefused) with the reason.
 #pragma once
 
 #include <array>
@@ -21,9 +20,18 @@
 
 namespace tune {
 
-enum class Framework : std::uint8_t { deepspeed, accelerate_fsdp, torchrun, hf_trainer, accelerate_fsdp1 };
-inline constexpr std::array<std::string_view, 5> kFrameworkNames{"deepspeed", "accelerate-fsdp", "torchrun",
-                                                                 "hf-trainer", "accelerate-fsdp1"};
+// Every profile of search/frameworks but our engine's has a target here, and every target a profile.
+enum class Framework : std::uint8_t {
+    deepspeed,
+    accelerate_fsdp,
+    torchrun,
+    hf_trainer,
+    accelerate_fsdp1,
+    torchtitan,
+    litgpt
+};
+inline constexpr std::array<std::string_view, 7> kFrameworkNames{
+    "deepspeed", "accelerate-fsdp", "torchrun", "hf-trainer", "accelerate-fsdp1", "torchtitan", "litgpt"};
 inline std::string_view to_string(Framework f) { return kFrameworkNames[static_cast<std::size_t>(f)]; }
 std::optional<Framework> parse_framework(std::string_view text);
 

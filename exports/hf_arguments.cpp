@@ -47,23 +47,6 @@ void add_notes(FrameworkExport& e, const HfNotes& notes) {
     e.in_script.insert(e.in_script.end(), notes.in_script.begin(), notes.in_script.end());
 }
 
-void refuse_unrunnable_lomo(const TrialConfig& c, bool under_deepspeed) {
-    if (c.optimizer != Optimizer::lomo) return;
-    // transformers' Trainer.training_step passes learning_rate= to
-    // accelerate's Accelerator.backward, which hands it to the DeepSpeed
-    // engine or to GradScaler's scaled loss.backward(): both raise TypeError.
-    if (under_deepspeed && c.zero_stage > 0)
-        throw ExportRefused(fmt::format(
-            "LOMO at ZeRO-{}: HF Trainer's optim=\"lomo\" cannot run under DeepSpeed (Trainer.training_step passes "
-            "learning_rate to accelerate's DeepSpeedEngineWrapper.backward: TypeError); choose a ZeRO-0 "
-            "configuration, or train it with the LOMO library's own trainer",
-            c.zero_stage));
-    if (c.precision == Precision::fp16_mixed)
-        throw ExportRefused(
-            "LOMO with fp16-mixed: HF Trainer's optim=\"lomo\" passes learning_rate to the GradScaler's "
-            "scaled loss.backward() (TypeError); choose a bf16-mixed, bf16 or fp32 configuration");
-}
-
 HfArguments hf_arguments(const TrialConfig& c, HfNotes& notes) {
     const OptimizerHyperparameters h = optimizer_hyperparameters(c);
     HfArguments a;

@@ -31,9 +31,4 @@ std::string adafactor_construction(const TrialConfig& c);
 // Every hyperparameter tune ran with, the constant learning rate included.
 HfArguments hf_arguments(const TrialConfig& c, HfNotes& notes);
 
-// Throws ExportRefused where transformers' optim="lomo" cannot run the
-// configuration at all: with fp16's GradScaler, or under DeepSpeed (the
-// Trainer's route to ZeRO 1-3) when `under_deepspeed`.
-void refuse_unrunnable_lomo(const TrialConfig& c, bool under_deepspeed);
-
 }  // namespace tune

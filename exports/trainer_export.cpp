@@ -17,7 +17,6 @@ std::vector<std::string> trainer_memory_notes() {
 }
 
 HfArguments trainer_arguments(const TrialConfig& c, FrameworkExport& e) {
-    refuse_unrunnable_lomo(c, true);
     HfNotes notes;
     HfArguments args = hf_arguments(c, notes);
     if (c.zero_stage > 0) {

@@ -20,9 +20,9 @@ class YamlText {
 public:
     void comment(std::string_view text);
     void key(std::string_view name, const nlohmann::json& scalar);
-    // The keys that follow nest under `name` until end_section().
+    // The keys that follow nest under `name` (inside the open section, if any) until end_section().
     void section(std::string_view name);
-    void end_section() { indent_.clear(); }
+    void end_section();
     const std::string& text() const { return text_; }
 
 private:

@@ -20,10 +20,23 @@ std::string peak_error_text(const TrialResult& r) {
     return error ? fmt::format("{:+.1f}%", *error) : "-";
 }
 
+// The stack the front's sweep answers for, when it is not our engine: its predicted device memory
+// is a column, since that is what the user will see where they train.
+std::string front_framework(std::span<const TrialRecord> front) {
+    return front.front().sweep_framework == "tune" ? std::string() : front.front().sweep_framework;
+}
+
+std::string framework_peak_text(const TrialRecord& t, const std::string& framework) {
+    const auto it = t.frameworks.find(framework);
+    if (it == t.frameworks.end()) return "-";
+    return it->second.invalid.empty() ? bytes_text(it->second.device) : "cannot run";
+}
+
 }  // namespace
 
 std::string measured_front_text(std::span<const TrialRecord> front) {
     if (front.empty()) return {};
+    const std::string framework = front_framework(front);
     std::vector<const TrialConfig*> configs;
     std::vector<const TrialRecord*> records;
     for (const TrialRecord& t : front) {
@@ -34,6 +47,7 @@ std::string measured_front_text(std::span<const TrialRecord> front) {
     const bool any_tie = std::any_of(ties.begin(), ties.end(), [](const std::string& m) { return !m.empty(); });
     const bool notes = any_risk(configs);
     std::vector<std::string> more{"trial", "peak", "real peak", "est. peak", "error", "tokens/s", "MFU"};
+    if (!framework.empty()) more.push_back(fmt::format("{} peak (pred.)", framework));
     if (any_tie) more.emplace_back("tie");
     if (notes) more.emplace_back("note");
     TextTable table(config_header(more));
@@ -47,6 +61,7 @@ std::string measured_front_text(std::span<const TrialRecord> front) {
                                        peak_error_text(r),
                                        throughput_text(r.tokens_per_s),
                                        fmt::format("{:.1f}%", r.mfu * 100)};
+        if (!framework.empty()) cells.push_back(framework_peak_text(front[k], framework));
         if (any_tie) cells.push_back(ties[k]);
         if (notes) cells.push_back(risk_cell_text(r.config));
         table.add_row(config_row(r.config, cells));

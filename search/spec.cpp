@@ -26,8 +26,8 @@ namespace {
 
 using Names = std::span<const std::string_view>;
 
-constexpr std::array<std::string_view, 9> kSections{"name",    "model",  "hardware", "space",    "constraints",
-                                                    "trial",   "search", "output",   "resources"};
+constexpr std::array<std::string_view, 10> kSections{"name",  "model",  "hardware",  "space",  "constraints",
+                                                     "trial", "search", "framework", "output", "resources"};
 constexpr std::array<std::string_view, 12> kModelKeys{"preset", "hf_config", "name",        "vocab",
                                                       "hidden", "layers",    "heads",       "kv_heads",
                                                       "ffn",    "max_context", "rms_norm_eps", "rope_theta"};
@@ -44,6 +44,7 @@ constexpr std::array<std::string_view, 16> kTrialKeys{"steps", "warmup",        
                                                       "adam8bit_block", "beta1", "beta2",          "eps",
                                                       "lora_alpha", "max_cv", "max_steps"};
 constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
+constexpr std::array<std::string_view, 1> kFrameworkKeys{"name"};
 constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
 constexpr std::array<std::string_view, 4> kResourceKeys{"gpus_per_node", "nodes", "cpus", "max_concurrent"};
 constexpr std::array<std::string_view, 4> kLaunchers{"auto", "local", "mpirun", "srun"};
@@ -408,6 +409,11 @@ void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec&
         s.strategy = *parse_strategy(
             r.choice(*t, "search", "strategy", kSearchStrategyNames, std::string(to_string(s.strategy))));
         s.budget_s = r.duration(*t, "search", "budget");
+    }
+    if (const toml::table* t = r.section(root, "framework")) {
+        r.check_keys(*t, "framework", kFrameworkKeys);
+        s.framework = *parse_framework_profile(
+            r.choice(*t, "framework", "name", kFrameworkProfileNames, std::string(to_string(s.framework))));
     }
     if (const toml::table* t = r.section(root, "output")) {
         r.check_keys(*t, "output", kOutputKeys);

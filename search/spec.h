@@ -9,6 +9,7 @@
 //   [constraints] global_batch_tokens, max_world_size            (optional)
 //   [trial]       steps, warmup, timeout, launcher, seed, lr, ... (optional)
 //   [search]      strategy, budget                               (optional)
+//   [framework]   name: the stack the user trains with           (optional; search/frameworks)
 //   [resources]   gpus_per_node, nodes, cpus, max_concurrent     (optional: what the sweep may use at once)
 //   [output]      database, report                               (optional)
 #pragma once
@@ -25,6 +26,7 @@
 #include "core/config.h"
 #include "core/dimensions.h"
 #include "core/noise_rule.h"
+#include "search/frameworks/framework_profile.h"
 #include "search/probed_rates.h"
 #include "search/strategy.h"
 
@@ -105,6 +107,10 @@ struct SweepSpec {
 
     SearchStrategy strategy = SearchStrategy::pareto_first;
     std::optional<double> budget_s;
+
+    // The stack the user trains with: pruning, `best` and the reports answer with its
+    // prediction; trials and calibration still compare with our engine's (`tune`: that alone).
+    FrameworkProfile framework = FrameworkProfile::tune;
 
     ResourceSpec resources;
 

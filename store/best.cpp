@@ -17,11 +17,55 @@ namespace tune {
 namespace {
 
 // The numbers a ranking reads: measured, or the estimator's for predicted answers.
+// Under a stack (answered_for), the peak is its predicted device memory for either basis.
 std::uint64_t peak_of(const TrialRecord& t, Basis b) {
+    if (t.answered_for) return t.answered_for->device;
     return b == Basis::measured ? t.result.memory.peak : t.result.estimate->memory.peak;
 }
 double rate_of(const TrialRecord& t, Basis b) {
-    return b == Basis::measured ? t.result.tokens_per_s : t.result.estimate->tokens_per_s;
+    if (b == Basis::measured) return t.result.tokens_per_s;
+    return t.answered_for ? t.answered_for->tokens_per_s : t.result.estimate->tokens_per_s;
+}
+
+struct FrameworkScope {
+    std::string framework = "tune";
+    std::size_t cannot_run = 0, does_not_fit = 0, unpredicted = 0;
+    std::string cannot_run_example;  // "trial 3: LOMO with fp16-mixed: ..."
+};
+
+// Keeps the trials the stack each is answered for can run and holds within the sweep's
+// limit, each with that stack's prediction attached; counts the rest by cause. A trial
+// recorded before predictions were kept stays, with our engine's numbers, and is counted.
+FrameworkScope answer_for_framework(std::vector<TrialRecord>& trials, const BestQuery& q) {
+    FrameworkScope scope;
+    if (q.framework)
+        scope.framework = *q.framework;
+    else if (!trials.empty())
+        scope.framework = trials.front().sweep_framework;
+    std::erase_if(trials, [&](TrialRecord& t) {
+        const std::string& f = q.framework ? *q.framework : t.sweep_framework;
+        if (f == "tune") return false;
+        const auto it = t.frameworks.find(f);
+        if (it == t.frameworks.end()) return ++scope.unpredicted, false;
+        if (!it->second.invalid.empty()) {
+            if (scope.cannot_run_example.empty())
+                scope.cannot_run_example = fmt::format("trial {}: {}", t.id, it->second.invalid);
+            return ++scope.cannot_run, true;
+        }
+        if (!it->second.fits) return ++scope.does_not_fit, true;
+        t.answered_for = it->second;
+        return false;
+    });
+    return scope;
+}
+
+// "hf-trainer left out 3 configurations it cannot run and 2 predicted not to fit".
+std::string framework_why(const FrameworkScope& s) {
+    std::vector<std::string> parts;
+    if (s.cannot_run) parts.push_back(fmt::format("{} it cannot run ({})", s.cannot_run, s.cannot_run_example));
+    if (s.does_not_fit) parts.push_back(fmt::format("{} predicted not to fit in its device memory", s.does_not_fit));
+    if (parts.empty()) return {};
+    return fmt::format("answering for {}: left out {}", s.framework, fmt::join(parts, ", "));
 }
 
 // One constraint of the query: whether a trial meets it, and why none of a set does.
@@ -161,11 +205,19 @@ BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const St
     const auto cs = constraints_of(query, basis);
     BestAnswer answer;
     answer.basis = basis;
+    const std::size_t before = scope.size();
+    const FrameworkScope fw = answer_for_framework(scope, query);
+    answer.framework = fw.framework;
+    answer.framework_cannot_run = fw.cannot_run;
+    answer.framework_does_not_fit = fw.does_not_fit;
+    answer.framework_unpredicted = fw.unpredicted;
     answer.measured_ok = scope.size();
     for (const TrialRecord* t : meeting(scope, cs, std::nullopt)) answer.ranked.push_back(*t);
     answer.qualifying = answer.ranked.size();
     if (answer.ranked.empty()) {
-        answer.why_none = explain(scope, cs, counts, basis);
+        // When the stack left out every candidate, that is the whole answer.
+        if (before == 0 || !scope.empty()) answer.why_none = explain(scope, cs, counts, basis);
+        if (const std::string why = framework_why(fw); !why.empty()) answer.why_none.push_back(why);
         return answer;
     }
     std::sort(answer.ranked.begin(), answer.ranked.end(),
@@ -173,7 +225,10 @@ BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const St
     if (!query.allow_risk) risk_free_first(answer);
     std::vector<std::optional<ParetoPoint>> points;
     for (const TrialRecord& t : answer.ranked)
-        points.push_back(basis == Basis::measured ? measured_point(t.result) : predicted_point(t.result));
+        points.push_back(t.answered_for
+                             ? std::optional(ParetoPoint{static_cast<double>(peak_of(t, basis)), rate_of(t, basis)})
+                         : basis == Basis::measured ? measured_point(t.result)
+                                                    : predicted_point(t.result));
     answer.on_front.assign(answer.ranked.size(), false);
     for (std::size_t i : front_of(points)) answer.on_front[i] = true;
     if (basis == Basis::measured && query.by == BestBy::tokens_per_s) answer.tied_with_best = ties_with_best(answer.ranked);

@@ -36,6 +36,10 @@ struct BestQuery {
     // Rank configurations with a convergence risk (core/convergence_risk) among the rest; by default
     // every configuration without one ranks first, and the best risky one is offered as the alternative.
     bool allow_risk = false;
+    // The stack to answer for (search/frameworks' names; "tune" is our engine). Unset: each
+    // trial's sweep's [framework]. Under a stack, what fits and the peak are its predicted device
+    // memory; measured throughput still ranks (our engine's measurement of the configuration).
+    std::optional<std::string> framework;
 };
 
 struct BestAnswer {
@@ -51,6 +55,12 @@ struct BestAnswer {
     // Without allow_risk, when a configuration with a convergence risk outranks the best: the best of
     // those, which the answer shows beside the best as an alternative with what it gains.
     std::optional<TrialRecord> risky_alternative;
+    // The stack the answer's peaks predict for ("tune": our engine's numbers), and the trials the
+    // stack left out before ranking: it cannot run them, or they do not fit in its prediction.
+    std::string framework = "tune";
+    std::size_t framework_cannot_run = 0;
+    std::size_t framework_does_not_fit = 0;
+    std::size_t framework_unpredicted = 0;  // recorded before predictions were kept: ranked with our engine's numbers
 };
 
 // What the alternative gains over the best by the query's order: "+12% tokens/s" or "-20% peak memory".

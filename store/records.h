@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/framework_prediction.h"
 #include "core/noise_ties.h"
 #include "store/timestamp.h"
 
@@ -57,6 +58,7 @@ struct SweepRecord {
     std::string backend;
     SoftwareVersions software;
     nlohmann::json plan = nlohmann::json::object();
+    std::string framework = "tune";  // [framework] name: the stack its answers predict for
     bool operator==(const SweepRecord&) const = default;
 };
 
@@ -96,6 +98,7 @@ struct NewTrial {
     // time stays as est_base_step_s while est_step_s follows recalibration (schema 7).
     std::optional<Estimate> estimate;
     double priority = 0;  // lower runs first under ClaimOrder::priority
+    FrameworkPredictions frameworks;  // every stack's prediction beside our engine's (schema 10)
 };
 
 // A re-estimate of a pending trial after recalibration; status pending or pruned.
@@ -105,6 +108,7 @@ struct PendingUpdate {
     double priority = 0;
     TrialStatus status = TrialStatus::pending;
     std::string reason;
+    FrameworkPredictions frameworks;
 };
 
 enum class ClaimOrder { priority, estimated_fastest, estimated_smallest };
@@ -134,6 +138,13 @@ struct TrialRecord {
     // The step-time estimate before any trial fed calibration (NewTrial::estimate's);
     // result.estimate holds the calibrated one the sweep ran the trial with.
     std::optional<double> base_step_s;
+    // What each stack users train with is predicted to show for the configuration, and the
+    // stack its sweep answers for (SweepRecord::framework); empty for trials before schema 10.
+    FrameworkPredictions frameworks;
+    std::string sweep_framework = "tune";
+    // Set by `best` when it answers for a stack other than our engine: that stack's
+    // prediction, which the answer's peak (and predicted throughput) read.
+    std::optional<FrameworkPrediction> answered_for;
     // The measured throughput with its noise, for core/noise_ties.
     NoisyRate noisy_rate() const {
         return {result.tokens_per_s, median_step_s.value_or(0), stddev_step_s.value_or(0), timed_steps,

@@ -217,8 +217,16 @@ constexpr const char* kVersion9 = R"sql(
 ALTER TABLE trials ADD COLUMN est_pace_exponent REAL;
 )sql";
 
+// Version 10: the stack a sweep answers for ([framework] name; 'tune' is our engine), and
+// each trial's predictions for every stack users train with (search/frameworks), as one
+// JSON object by stack name; NULL for trials before.
+constexpr const char* kVersion10 = R"sql(
+ALTER TABLE sweeps ADD COLUMN framework TEXT NOT NULL DEFAULT 'tune';
+ALTER TABLE trials ADD COLUMN est_frameworks_json TEXT;
+)sql";
+
 constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4, kVersion5,
-                                                              kVersion6, kVersion7, kVersion8, kVersion9};
+                                                              kVersion6, kVersion7, kVersion8, kVersion9, kVersion10};
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};

@@ -9,7 +9,7 @@ class Connection;
 
 namespace tune {
 
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 // Reads PRAGMA user_version.
 int schema_version(sql::Connection& db);

@@ -12,11 +12,12 @@ constexpr sql::Sql kDelete{"delete_sweep", "DELETE FROM sweeps WHERE id = ?1"};
 constexpr sql::Sql kTrialCount{"count_sweep_trials", "SELECT count(*) FROM trials WHERE sweep_id = ?1"};
 constexpr sql::Sql kInsert{"insert_sweep", R"sql(
 INSERT INTO sweeps (name, spec_text, spec_hash, created_at, host, device_name, device_count, device_memory,
-                    backend, tune_version, git_commit, cuda_version, nccl_version, driver_version, plan_json)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15))sql"};
+                    backend, tune_version, git_commit, cuda_version, nccl_version, driver_version, plan_json,
+                    framework)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16))sql"};
 constexpr sql::Sql kSelectAll{"list_sweeps", R"sql(
 SELECT id, name, spec_text, spec_hash, created_at, host, device_name, device_count, device_memory,
-       backend, tune_version, git_commit, cuda_version, nccl_version, driver_version, plan_json
+       backend, tune_version, git_commit, cuda_version, nccl_version, driver_version, plan_json, framework
 FROM sweeps WHERE (?1 IS NULL OR name = ?1) ORDER BY id)sql"};
 constexpr sql::Sql kCounts{"count_trials_by_status",
                            "SELECT sweep_id, status, count(*) FROM trials GROUP BY sweep_id, status"};
@@ -34,6 +35,7 @@ SweepId insert_sweep(sql::Connection& db, const SweepRecord& r) {
     q.bind(5, r.host).bind(6, r.device.name).bind(7, r.device.count).bind(8, r.device.memory_bytes);
     q.bind(9, r.backend).bind(10, r.software.tune_version).bind(11, r.software.git_commit);
     q.bind(12, r.software.cuda).bind(13, r.software.nccl).bind(14, r.software.driver).bind(15, dump_plan(r.plan));
+    q.bind(16, r.framework);
     q.run();
     return db.last_insert_rowid();
 }
@@ -57,6 +59,7 @@ SweepRecord read_sweep(const sql::Query& q) {
     // Unreadable plan data is the driver's loss, not a reason to refuse the sweep.
     r.plan = nlohmann::json::parse(q.text(15), nullptr, false);
     if (r.plan.is_discarded()) r.plan = nlohmann::json::object();
+    r.framework = q.text(16);
     return r;
 }
 

@@ -4,22 +4,28 @@
 #include <limits>
 #include <unordered_map>
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "store/row_checks.h"
 #include "store/sqlite_db.h"
 #include "store/step_columns.h"
 #include "store/store.h"
+#include "store/store_error.h"
 #include "store/trial_columns.h"
 
 namespace tune {
 namespace {
 
-#define TUNE_TRIAL_COLUMNS                                                                                      \
-    "SELECT t.id, t.sweep_id, s.name, t.config_hash, t.config_json, t.status, t.reason, t.priority, t.attempts, " \
-    "t.est_peak_bytes, t.est_peak_phase, t.est_step_s, t.est_tokens_per_s, t.est_mfu, t.est_fits, "           \
-    "t.peak_bytes, t.peak_phase, t.tokens_per_s, t.median_step_s, t.mfu, t.comm_bytes, t.comm_s, t.oom_requested, "  \
-    "t.oom_live, t.rank_peaks_json, t.step_count, t.loss_count, t.started_at, t.ended_at, t.stderr_tail, "     \
-    "t.real_peak, t.baseline, t.untracked, t.rank_real_json, "                                         \
-    "t.median_step_s, t.mean_step_s, t.stddev_step_s, t.step_cv, t.timed_steps, t.est_base_step_s, "        \
-    "t.est_speed_reference_s, t.est_pace_exponent, t.speed_reference_s "
+#define TUNE_TRIAL_COLUMNS                                                                                          \
+    "SELECT t.id, t.sweep_id, s.name, t.config_hash, t.config_json, t.status, t.reason, t.priority, t.attempts, "   \
+    "t.est_peak_bytes, t.est_peak_phase, t.est_step_s, t.est_tokens_per_s, t.est_mfu, t.est_fits, "                 \
+    "t.peak_bytes, t.peak_phase, t.tokens_per_s, t.median_step_s, t.mfu, t.comm_bytes, t.comm_s, t.oom_requested, " \
+    "t.oom_live, t.rank_peaks_json, t.step_count, t.loss_count, t.started_at, t.ended_at, t.stderr_tail, "          \
+    "t.real_peak, t.baseline, t.untracked, t.rank_real_json, "                                                      \
+    "t.median_step_s, t.mean_step_s, t.stddev_step_s, t.step_cv, t.timed_steps, t.est_base_step_s, "                \
+    "t.est_speed_reference_s, t.est_pace_exponent, t.speed_reference_s, t.est_frameworks_json, s.framework "
 // ?1 sweep, ?2 status, ?3 trial id; NULL matches all.
 #define TUNE_TRIAL_FILTER "WHERE (?1 IS NULL OR t.sweep_id = ?1) AND (?2 IS NULL OR t.status = ?2) AND (?3 IS NULL OR t.id = ?3)"
 
@@ -59,22 +65,27 @@ std::optional<Timestamp> read_time(const sql::Query& q, int column) {
 }
 
 // real_peak, baseline, untracked, rank_real_json from column `first` on (NULL: not measured).
-void read_real_memory(const sql::Query& q, int first, TrialResult& r) {
+void read_real_memory(const sql::Query& q, int first, TrialRecord& rec) {
+    TrialResult& r = rec.result;
     if (q.is_null(first)) return;
-    r.real_peak = q.uint64(first);
-    r.baseline = q.uint64(first + 1);
+    r.real_peak = sql::count_column(q, first, rec.id, "real_peak");
+    r.baseline = sql::count_column(q, first + 1, rec.id, "baseline");
     r.untracked = q.int64(first + 2);
     if (q.is_null(first + 3)) return;
-    const nlohmann::json ranks = nlohmann::json::parse(q.text(first + 3));
-    r.rank_real_peaks = ranks.at("real_peaks").get<std::vector<std::uint64_t>>();
-    r.rank_baselines = ranks.at("baselines").get<std::vector<std::uint64_t>>();
-    r.rank_untracked = ranks.at("untracked").get<std::vector<std::int64_t>>();
+    const nlohmann::json ranks = sql::json_column(q, first + 3, rec.id, "rank_real_json");
+    try {
+        r.rank_real_peaks = ranks.at("real_peaks").get<std::vector<std::uint64_t>>();
+        r.rank_baselines = ranks.at("baselines").get<std::vector<std::uint64_t>>();
+        r.rank_untracked = ranks.at("untracked").get<std::vector<std::int64_t>>();
+    } catch (const nlohmann::json::exception& e) {
+        sql::damaged_row(rec.id, "rank_real_json", fmt::format("is not the ranks' memory ({})", e.what()));
+    }
 }
 
 void read_measurement(const sql::Query& q, TrialRecord& rec) {
     TrialResult& r = rec.result;
     rec.measured = !q.is_null(15);
-    r.memory.peak = q.uint64(15);
+    r.memory.peak = sql::count_column(q, 15, rec.id, "peak_bytes");
     r.memory.peak_phase = q.text(16);
     r.tokens_per_s = q.real(17);
     r.mfu = q.real(19);
@@ -82,12 +93,18 @@ void read_measurement(const sql::Query& q, TrialRecord& rec) {
     r.comm_s = q.real(21);
     r.oom_requested = q.uint64(22);
     r.oom_live = q.uint64(23);
-    if (!q.is_null(24)) r.rank_peaks = nlohmann::json::parse(q.text(24)).get<std::vector<std::uint64_t>>();
+    if (!q.is_null(24)) {
+        const nlohmann::json peaks = sql::json_column(q, 24, rec.id, "rank_peaks_json");
+        if (!peaks.is_array() ||
+            !std::all_of(peaks.begin(), peaks.end(), [](const auto& p) { return p.is_number_unsigned(); }))
+            sql::damaged_row(rec.id, "rank_peaks_json", "is not a list of byte counts");
+        r.rank_peaks = peaks.get<std::vector<std::uint64_t>>();
+    }
     // NaN is stored as NULL by SQLite; the counts keep the series' lengths.
     constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     r.step_ms.assign(static_cast<std::size_t>(q.int64(25)), nan);
     r.losses.assign(static_cast<std::size_t>(q.int64(26)), nan);
-    read_real_memory(q, 30, r);
+    read_real_memory(q, 30, rec);
     sql::read_step_statistics(q, 34, rec);
 }
 
@@ -97,11 +114,18 @@ TrialRecord read_trial(const sql::Query& q) {
     rec.sweep_id = q.int64(1);
     rec.sweep_name = q.text(2);
     rec.config_hash = q.text(3);
-    rec.result.config = nlohmann::json::parse(q.text(4)).get<TrialConfig>();
+    try {
+        rec.result.config = sql::json_column(q, 4, rec.id, "config_json").get<TrialConfig>();
+    } catch (const sql::DamagedRow&) {
+        throw;
+    } catch (const std::exception& e) {
+        sql::damaged_row(rec.id, "config_json", fmt::format("is not a configuration ({})", e.what()));
+    }
     rec.result.status = parse_status(q.text(5)).value_or(TrialStatus::failed);
     rec.result.reason = q.text(6);
     rec.priority = q.real(7);
     rec.attempts = static_cast<std::uint32_t>(q.int64(8));
+    if (!q.is_null(9)) sql::count_column(q, 9, rec.id, "est_peak_bytes");
     rec.result.estimate = sql::read_estimate(q, 9);
     read_measurement(q, rec);
     rec.started_at = read_time(q, 27);
@@ -110,6 +134,9 @@ TrialRecord read_trial(const sql::Query& q) {
     if (!q.is_null(39)) rec.base_step_s = q.real(39);
     sql::read_estimate_pace(q, 40, rec.result.estimate);
     if (!q.is_null(42)) rec.result.speed_reference_s = q.real(42);
+    if (!q.is_null(43)) rec.frameworks = parse_framework_predictions(q.text(43)).value_or(FrameworkPredictions{});
+    rec.sweep_framework = q.text(44);
+    sql::check_plausible(rec);
     return rec;
 }
 
@@ -141,14 +168,18 @@ void read_steps(sql::Connection& db, const Filter& f, const Index& index) {
     }
 }
 
-std::vector<TrialRecord> select_trials(sql::Connection& db, const sql::Sql& sql, const Filter& f, bool with_memory,
-                                       bool with_steps) {
+std::vector<TrialRecord> select_trials(const std::string& path, sql::Connection& db, const sql::Sql& sql,
+                                       const Filter& f, bool with_memory, bool with_steps) {
     sql::Transaction tx(db, sql::Transaction::Kind::read);  // rows and details from one snapshot
     std::vector<TrialRecord> out;
     {
         auto q = db.query(sql);
         bind_filter(q, f);
-        while (q.step()) out.push_back(read_trial(q));
+        try {
+            while (q.step()) out.push_back(read_trial(q));
+        } catch (const sql::DamagedRow& e) {
+            throw StoreError("", 0, fmt::format("{}: {}", path, e.what()), true);
+        }
     }
     Index index;
     for (auto& rec : out) index.emplace(rec.id, &rec);
@@ -166,18 +197,18 @@ std::vector<TrialRecord> select_trials(sql::Connection& db, const sql::Sql& sql,
 }  // namespace
 
 std::vector<TrialRecord> Store::trials(const TrialQuery& query) const {
-    return select_trials(*db_, kSelectTrials, {query.sweep, query.status, std::nullopt}, query.with_memory,
+    return select_trials(path_, *db_, kSelectTrials, {query.sweep, query.status, std::nullopt}, query.with_memory,
                          query.with_steps);
 }
 
 std::optional<TrialRecord> Store::trial(TrialId id) const {
-    auto found = select_trials(*db_, kSelectTrials, {std::nullopt, std::nullopt, id}, true, true);
+    auto found = select_trials(path_, *db_, kSelectTrials, {std::nullopt, std::nullopt, id}, true, true);
     if (found.empty()) return std::nullopt;
     return std::move(found.front());
 }
 
 std::vector<TrialRecord> Store::pareto_front(SweepId sweep) const {
-    return select_trials(*db_, kSelectFront, {sweep, std::nullopt, std::nullopt}, true, false);
+    return select_trials(path_, *db_, kSelectFront, {sweep, std::nullopt, std::nullopt}, true, false);
 }
 
 }  // namespace tune

@@ -6,10 +6,11 @@
 
 #include <fmt/format.h>
 
-#include "store/sqlite_db.h"
 #include "core/dimensions.h"
+#include "store/sqlite_db.h"
 #include "store/step_columns.h"
 #include "store/store.h"
+#include "store/store_error.h"
 #include "store/trial_columns.h"
 
 namespace tune {
@@ -19,12 +20,14 @@ namespace {
 // named as in the dimension table (parameters ?15 onwards, in its order).
 constexpr int kBaseStepParameter = 9 + sql::kEstimateColumns;
 constexpr int kPaceParameter = kBaseStepParameter + 1;  // two: sql::bind_estimate_pace
-constexpr int kFirstDimensionParameter = kPaceParameter + 2;
+constexpr int kFrameworksParameter = kPaceParameter + 2;
+constexpr int kFirstDimensionParameter = kFrameworksParameter + 1;
 const sql::Sql& insert_trial_sql() {
     static const std::string text = [] {
-        std::string columns = "sweep_id, config_hash, config_json, model, world_size, status, reason, priority, "
-                              "est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits, est_base_step_s, "
-                              "est_speed_reference_s, est_pace_exponent";
+        std::string columns =
+            "sweep_id, config_hash, config_json, model, world_size, status, reason, priority, "
+            "est_peak_bytes, est_peak_phase, est_step_s, est_tokens_per_s, est_mfu, est_fits, est_base_step_s, "
+            "est_speed_reference_s, est_pace_exponent, est_frameworks_json";
         std::string values = "?1";
         for (const Dimension& d : dimensions()) columns += fmt::format(", {}", d.name);
         for (std::size_t i = 2; i < kFirstDimensionParameter + kDimensionCount; ++i) values += fmt::format(", ?{}", i);
@@ -43,18 +46,25 @@ void bind_dimensions(sql::Query& q, const TrialConfig& c) {
     }
 }
 
+// The predictions as their column holds them; NULL when there are none.
+std::optional<std::string> frameworks_text(const FrameworkPredictions& p) {
+    if (p.empty()) return std::nullopt;
+    return nlohmann::json(p).dump();
+}
+
 constexpr sql::Sql kUpdatePending{"update_pending", R"sql(
 UPDATE trials SET priority = ?2, status = ?3, reason = ?4,
     est_peak_bytes = ?5, est_peak_phase = ?6, est_step_s = ?7, est_tokens_per_s = ?8, est_mfu = ?9, est_fits = ?10,
-    est_speed_reference_s = coalesce(?11, est_speed_reference_s), est_pace_exponent = coalesce(?12, est_pace_exponent)
+    est_speed_reference_s = coalesce(?11, est_speed_reference_s), est_pace_exponent = coalesce(?12, est_pace_exponent),
+    est_frameworks_json = coalesce(?13, est_frameworks_json)
 WHERE id = ?1 AND status = 'pending')sql"};
 
 // One statement per order: ORDER BY cannot be a bound parameter.
-#define TUNE_CLAIM_SQL(ORDER)                                                                            \
+#define TUNE_CLAIM_SQL(ORDER)                                                                          \
     "UPDATE trials SET status = 'running', attempts = attempts + 1, started_at = ?2, ended_at = NULL " \
     "WHERE id = (SELECT id FROM trials WHERE sweep_id = ?1 AND status = 'pending' ORDER BY " ORDER     \
-    " LIMIT 1) RETURNING id, config_json, attempts, est_peak_bytes, est_peak_phase, est_step_s, "     \
-    "est_tokens_per_s, est_mfu, est_fits, est_speed_reference_s, est_pace_exponent"
+    " LIMIT 1) RETURNING id, config_json, attempts, est_peak_bytes, est_peak_phase, est_step_s, "      \
+    "est_tokens_per_s, est_mfu, est_fits, est_speed_reference_s, est_pace_exponent, config_hash"
 constexpr sql::Sql kClaimByPriority{"claim_next_pending", TUNE_CLAIM_SQL("priority, id")};
 constexpr sql::Sql kClaimFastest{"claim_next_pending", TUNE_CLAIM_SQL("est_tokens_per_s DESC NULLS LAST, id")};
 constexpr sql::Sql kClaimSmallest{"claim_next_pending", TUNE_CLAIM_SQL("est_peak_bytes ASC NULLS LAST, id")};
@@ -156,6 +166,7 @@ std::size_t Store::add_trials(SweepId sweep, std::span<const NewTrial> trials) {
         sql::bind_estimate(q, 9, t.estimate);
         q.bind(kBaseStepParameter, t.estimate ? std::optional(t.estimate->step_s) : std::nullopt);
         sql::bind_estimate_pace(q, kPaceParameter, t.estimate);
+        q.bind(kFrameworksParameter, frameworks_text(t.frameworks));
         bind_dimensions(q, c);
         q.run();
         if (db_->changes() == 0) continue;  // already enumerated: keep what it has
@@ -175,6 +186,7 @@ void Store::update_pending(std::span<const PendingUpdate> updates) {
         q.bind(1, u.id).bind(2, u.priority).bind(3, to_string(u.status)).bind(4, u.reason);
         sql::bind_estimate(q, 5, u.estimate);
         sql::bind_estimate_pace(q, 11, u.estimate);
+        q.bind(13, frameworks_text(u.frameworks));
         q.run();
         if (db_->changes() != 0) sql::write_memory(*db_, u.id, &u.estimate.memory, nullptr);
     }
@@ -189,7 +201,25 @@ std::optional<ClaimedTrial> Store::claim_next_pending(SweepId sweep, ClaimOrder 
         q.bind(1, sweep).bind(2, format_timestamp(now_timestamp()));
         if (!q.step()) return std::nullopt;
         claimed.id = q.int64(0);
-        claimed.config = nlohmann::json::parse(q.text(1)).get<TrialConfig>();
+        // The configuration runs as enumerated or not at all: text edited since no longer hashes
+        // to the key it was enumerated under (the transaction rolls the claim back).
+        if (stable_hash(q.text(1)) != q.text(11))
+            throw StoreError("", 0,
+                             fmt::format("{}: trial {}: column config_json does not match its config_hash: it was "
+                                         "edited after the sweep enumerated it, and tune runs a configuration only "
+                                         "as enumerated; restore the database from a copy, or delete the trial "
+                                         "(DELETE FROM trials WHERE id = {})",
+                                         path_, claimed.id, claimed.id),
+                             true);
+        const nlohmann::json config = nlohmann::json::parse(q.text(1), nullptr, false);
+        try {
+            claimed.config = config.get<TrialConfig>();
+        } catch (const std::exception& e) {
+            throw StoreError("", 0,
+                             fmt::format("{}: trial {}: column config_json is not a configuration ({})", path_,
+                                         claimed.id, e.what()),
+                             true);
+        }
         claimed.attempts = static_cast<std::uint32_t>(q.int64(2));
         claimed.estimate = sql::read_estimate(q, 3);
         // The machine speed it was priced at and how calibration expected the step to

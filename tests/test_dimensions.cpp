@@ -139,7 +139,7 @@ TEST_CASE("the store has a column per dimension holding its value, and re-adds a
     {
         Store store(db, Store::Mode::read_write);
         const SweepId sweep = store.open_sweep(test::sample_sweep("s"), false).id;
-        const std::vector<NewTrial> trials{{c, TrialStatus::pending, "", std::nullopt, 0}};
+        const std::vector<NewTrial> trials{{c, TrialStatus::pending, "", std::nullopt, 0, {}}};
         REQUIRE(store.add_trials(sweep, trials) == 1);
     }
     for (const Dimension& d : dimensions()) {

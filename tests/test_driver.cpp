@@ -12,6 +12,7 @@
 #include "driver/plan.h"
 #include "driver/sweep.h"
 #include "search/estimate.h"
+#include "store/best.h"
 #include "store/store.h"
 #include "tests/support/tiny_cpu_sweep.h"
 
@@ -238,4 +239,81 @@ micro_batch = [1, 8]
         CHECK(double(t.result.estimate->memory.peak) > double(spec.usable_memory()) * 1.02);
         CHECK_THAT(t.result.reason, Catch::Contains("exceeds the usable"));
     }
+}
+
+TEST_CASE("a sweep for a framework prunes and refuses by that stack's prediction, and best answers for it",
+          "[driver][frameworks]") {
+    const SweepSpec spec = parse_sweep(R"(
+[model]
+preset = "llama-7b"
+[hardware]
+device = "a10g"
+gpus = 2
+[space]
+method = ["lora"]
+precision = ["bf16"]
+zero_stage = [0, 1, 2]
+checkpointing = ["none", "full"]
+context = [512, 1024, 2048]
+micro_batch = [1, 2, 4, 8]
+[framework]
+name = "accelerate-fsdp"
+)",
+                                       "fsdp.toml");
+    REQUIRE(spec.framework == FrameworkProfile::accelerate_fsdp);
+    SweepOptions o = fake_options(fresh_db("framework"));
+    o.dry_run = true;
+    const SweepReport r = run_sweep(spec, {}, o);
+    Store store(o.database, Store::Mode::read_only);
+    REQUIRE(store.find_sweep(spec.name)->record.framework == "accelerate-fsdp");
+    const double usable = static_cast<double>(spec.usable_memory());
+    std::size_t framework_only = 0;
+    for (const TrialRecord& t : store.trials({r.sweep, std::nullopt, false, false})) {
+        INFO(summary(t.result.config) << ": " << t.result.reason);
+        CHECK(t.sweep_framework == "accelerate-fsdp");
+        if (t.result.config.zero_stage == 1) {
+            // FSDP has no ZeRO-1: invalid for this sweep's stack, with its reason.
+            CHECK(t.result.status == TrialStatus::invalid);
+            CHECK_THAT(t.result.reason, Catch::Contains("[framework] accelerate-fsdp cannot run it: ZeRO-1"));
+            continue;
+        }
+        const FrameworkPrediction& p = t.frameworks.at("accelerate-fsdp");
+        CHECK(t.frameworks.size() == kFrameworkProfileNames.size() - 1);
+        if (t.result.status == TrialStatus::pending) CHECK(double(p.device) <= usable * 1.02);
+        if (t.result.status == TrialStatus::pruned &&
+            t.result.reason.starts_with("accelerate-fsdp is predicted to use")) {
+            CHECK(double(p.device) > usable * 1.02);
+            // Our engine alone would have run it: the stack's prediction decided.
+            if (double(t.result.estimate->memory.peak) <= usable) ++framework_only;
+        }
+    }
+    CHECK(framework_only > 0);
+    // best answers for the sweep's stack unless told otherwise.
+    const BestAnswer fsdp = find_best_predicted(store, {});
+    REQUIRE_FALSE(fsdp.ranked.empty());
+    CHECK(fsdp.framework == "accelerate-fsdp");
+    for (const TrialRecord& t : fsdp.ranked) {
+        REQUIRE(t.answered_for);
+        CHECK(t.answered_for->device == t.frameworks.at("accelerate-fsdp").device);
+    }
+    BestQuery engine;
+    engine.framework = "tune";
+    const BestAnswer ours = find_best_predicted(store, engine);
+    CHECK(ours.framework == "tune");
+    CHECK_FALSE(ours.ranked.front().answered_for);
+    // Another stack re-ranks from the same rows: a tight --max-memory under hf-trainer, which
+    // holds fp32 logits over the vocabulary, admits fewer than under our engine.
+    BestQuery hf;
+    hf.framework = "hf-trainer";
+    hf.top = 1000;
+    engine.top = 1000;
+    // A limit that admits every configuration our engine predicts to fit.
+    std::uint64_t limit = 0;
+    for (const TrialRecord& t : find_best_predicted(store, engine).ranked)
+        limit = std::max(limit, t.result.estimate->memory.peak);
+    hf.max_memory = engine.max_memory = limit;
+    const BestAnswer a = find_best_predicted(store, hf), b = find_best_predicted(store, engine);
+    CHECK(a.framework == "hf-trainer");
+    CHECK(a.qualifying < b.qualifying);
+    for (const TrialRecord& t : a.ranked) CHECK(t.answered_for->device <= limit);
 }

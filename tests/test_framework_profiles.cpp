@@ -2,9 +2,15 @@
 // the three memory views they read out.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "core/presets.h"
 #include "search/estimate.h"
 #include "search/frameworks/framework_profile.h"
+#include "search/spec.h"
 
 using namespace tune;
 
@@ -121,4 +127,114 @@ TEST_CASE("HF Trainer's autocast keeps a 16-bit copy of each weight for backward
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::deepspeed, c, hw), "autocast's"));
     c.precision = Precision::bf16;  // pure bf16: no autocast
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "autocast's"));
+}
+
+TEST_CASE("each stack refuses what it cannot run, with its reason, and our engine refuses nothing here",
+          "[frameworks]") {
+    TrialConfig lomo = llama7b_lora(8, 2);
+    lomo.method = Method::full;
+    lomo.optimizer = Optimizer::lomo;
+    // LOMO under DeepSpeed (the Trainer's route to ZeRO 1-3): a TypeError in Accelerator.backward.
+    for (FrameworkProfile f : {FrameworkProfile::deepspeed, FrameworkProfile::hf_trainer, FrameworkProfile::torchrun})
+        CHECK_THAT(framework_problem(f, lomo).value_or(""), Catch::Contains("LOMO at ZeRO-2"));
+    CHECK_FALSE(framework_problem(FrameworkProfile::tune, lomo));
+    lomo.zero_stage = 0;
+    CHECK_FALSE(framework_problem(FrameworkProfile::deepspeed, lomo));
+    lomo.precision = Precision::fp16_mixed;
+    CHECK_THAT(framework_problem(FrameworkProfile::accelerate_fsdp, lomo).value_or(""), Catch::Contains("GradScaler"));
+
+    TrialConfig z1 = llama7b_lora(8, 1);
+    CHECK_THAT(framework_problem(FrameworkProfile::accelerate_fsdp, z1).value_or(""), Catch::Contains("ZeRO-1"));
+    CHECK_THAT(framework_problem(FrameworkProfile::litgpt, z1).value_or(""), Catch::Contains("FSDP"));
+    CHECK_FALSE(framework_problem(FrameworkProfile::deepspeed, z1));
+
+    // torchtitan: Adam/AdamW only, every parameter trained, fp32 sharded masters, no loss scaling.
+    TrialConfig titan = llama7b_lora(8, 3);
+    titan.method = Method::full;
+    titan.precision = Precision::bf16_mixed;
+    CHECK_FALSE(framework_problem(FrameworkProfile::torchtitan, titan));
+    titan.precision = Precision::bf16;
+    CHECK_THAT(framework_problem(FrameworkProfile::torchtitan, titan).value_or(""), Catch::Contains("pure bf16"));
+    titan.precision = Precision::bf16_mixed;
+    titan.optimizer = Optimizer::lion;
+    CHECK_THAT(framework_problem(FrameworkProfile::torchtitan, titan).value_or(""), Catch::Contains("AdamW only"));
+    CHECK_THAT(framework_problem(FrameworkProfile::litgpt, titan).value_or(""), Catch::Contains("lion under LitGPT"));
+    titan.optimizer = Optimizer::adamw;
+    titan.method = Method::lora;
+    CHECK_THAT(framework_problem(FrameworkProfile::torchtitan, titan).value_or(""), Catch::Contains("no adapters"));
+}
+
+TEST_CASE("framework predictions carry every stack's views, fits against the limit, and the invalid ones' reasons",
+          "[frameworks]") {
+    TrialConfig c = llama7b_lora(8, 1);
+    const Hardware hw = *find_device("h100-80gb");
+    const EstimateOptions o;
+    const FrameworkPredictions p = framework_predictions(c, hw, o, hw.memory_bytes);
+    CHECK(p.size() == kFrameworkProfileNames.size() - 1);
+    CHECK_FALSE(p.contains("tune"));
+    // ZeRO-1 under FSDP: refused with the reason, no numbers.
+    CHECK_THAT(p.at("accelerate-fsdp").invalid, Catch::Contains("ZeRO-1"));
+    CHECK(p.at("accelerate-fsdp").device == 0);
+    // Each valid prediction is the profile's own estimate, read out.
+    for (FrameworkProfile f : {FrameworkProfile::hf_trainer, FrameworkProfile::deepspeed, FrameworkProfile::torchrun}) {
+        const FrameworkEstimate e = framework_estimate(f, c, hw, o);
+        const FrameworkPrediction& q = p.at(std::string(to_string(f)));
+        CHECK(q.invalid.empty());
+        CHECK(q.device == e.views[MemoryView::device]);
+        CHECK(q.allocated == e.views[MemoryView::allocated]);
+        CHECK(q.reserved == e.views[MemoryView::reserved]);
+        CHECK(q.step_s == Approx(e.engine.step_s));
+        CHECK(q.fits == (q.device <= hw.memory_bytes));
+    }
+    // A full fine-tune at ZeRO-3: DeepSpeed adds its flattened gradient partition.
+    c.method = Method::full;
+    c.precision = Precision::bf16_mixed;
+    c.zero_stage = 3;
+    const FrameworkPredictions full = framework_predictions(c, hw, o, hw.memory_bytes);
+    // A limit between two stacks' device views splits them.
+    const std::uint64_t hf = full.at("hf-trainer").device, ds = full.at("deepspeed").device;
+    REQUIRE(hf != ds);
+    const std::uint64_t between = (hf + ds) / 2;
+    const FrameworkPredictions tight = framework_predictions(c, hw, o, between);
+    CHECK(tight.at("hf-trainer").fits == (hf < ds));
+    CHECK(tight.at("deepspeed").fits == (ds < hf));
+    // torchtitan overlaps its collectives: priced with its own options, never slower.
+    CHECK(full.at("torchtitan").step_s ==
+          Approx(framework_estimate(FrameworkProfile::torchtitan, c, hw, o).engine.step_s));
+    CHECK(full.at("torchtitan").step_s < estimate(c, hw, o).step_s);
+}
+
+TEST_CASE("framework predictions round-trip through their stored JSON, and a damaged column reads as none",
+          "[frameworks]") {
+    FrameworkPredictions p;
+    p["hf-trainer"] = {1, 2, 3, 0.5, 1000.0, true, ""};
+    p["deepspeed"].invalid = "LOMO at ZeRO-2";
+    const std::string text = nlohmann::json(p).dump();
+    CHECK(parse_framework_predictions(text) == p);
+    CHECK_FALSE(parse_framework_predictions("{\"hf-trainer\": {\"device\": 1}"));
+    CHECK_FALSE(parse_framework_predictions("[1, 2]"));
+    CHECK_FALSE(parse_framework_predictions("{\"hf-trainer\": {\"device\": \"x\"}}"));
+}
+
+TEST_CASE("every published run's configuration is one its stack can run: the validity rules refuse no real run",
+          "[frameworks]") {
+    const std::filesystem::path fixtures = std::filesystem::path(TUNE_SOURCE_DIR) / "tests" / "fixtures";
+    std::ifstream in(fixtures / "published" / "published_runs.json");
+    const nlohmann::json runs = nlohmann::json::parse(in);
+    int checked = 0;
+    for (const nlohmann::json& point : runs["points"]) {
+        if (!point.contains("tune")) continue;
+        const nlohmann::json& t = point["tune"];
+        const auto profile = parse_framework_profile(t["framework"].get<std::string>());
+        REQUIRE(profile);
+        TrialConfig c = t["config"].get<TrialConfig>();
+        const std::string model = t["model"].get<std::string>();
+        c.model = model.starts_with("hf:") ? load_hf_config(fixtures / "hf" / model.substr(3) / "config.json")
+                                           : *find_model(model);
+        c.world_size = t["gpus"].get<std::uint32_t>();
+        INFO(point["id"].get<std::string>() << " under " << to_string(*profile));
+        CHECK(framework_problem(*profile, c).value_or("") == "");
+        ++checked;
+    }
+    CHECK(checked >= 28);
 }

@@ -44,7 +44,7 @@ void add_slowed_sweep(Store& db, const std::string& name, double slowdown, doubl
         Estimate e = test::sample_estimate(i);
         e.step_s = static_cast<double>(1 << i);
         e.speed_reference_s = kProbedReference;
-        enumerated.push_back({test::sample_config(i), TrialStatus::pending, "", e, static_cast<double>(i)});
+        enumerated.push_back({test::sample_config(i), TrialStatus::pending, "", e, static_cast<double>(i), {}});
     }
     db.add_trials(sweep, enumerated);
     while (auto claimed = db.claim_next_pending(sweep, ClaimOrder::priority)) {
@@ -268,7 +268,7 @@ TEST_CASE("the reports name the pace exponent of the trial that started last, no
             e.speed_reference_s = kProbedReference;
             e.pace_exponent = i == 0 ? 0.4 : 0.8;
             // The second enumerated runs first (priority 0), the first last, with what was learned by then.
-            enumerated.push_back({test::sample_config(i), TrialStatus::pending, "", e, i == 0 ? 1.0 : 0.0});
+            enumerated.push_back({test::sample_config(i), TrialStatus::pending, "", e, i == 0 ? 1.0 : 0.0, {}});
         }
         w.add_trials(sweep, enumerated);
         const Timestamp start = now_timestamp();
@@ -292,13 +292,13 @@ TEST_CASE("a pending trial's estimate keeps its machine speed and pace exponent 
     Estimate e = test::sample_estimate(0);
     e.speed_reference_s = kProbedReference;
     e.pace_exponent = 0.7;
-    db.add_trials(sweep, std::vector<NewTrial>{{test::sample_config(0), TrialStatus::pending, "", e, 0},
-                                               {test::sample_config(1), TrialStatus::pending, "", e, 1}});
+    db.add_trials(sweep, std::vector<NewTrial>{{test::sample_config(0), TrialStatus::pending, "", e, 0, {}},
+                                               {test::sample_config(1), TrialStatus::pending, "", e, 1, {}}});
     // Calibration learned more: the driver re-estimates the pending trials (driver/plan.cpp).
     const auto pending = db.trials({sweep, TrialStatus::pending, false, false});
     REQUIRE(pending.size() == 2);
     e.pace_exponent = 0.6;
-    db.update_pending(std::vector<PendingUpdate>{{pending[1].id, e, 1, TrialStatus::pending, ""}});
+    db.update_pending(std::vector<PendingUpdate>{{pending[1].id, e, 1, TrialStatus::pending, "", {}}});
     auto first = db.claim_next_pending(sweep, ClaimOrder::priority);
     auto second = db.claim_next_pending(sweep, ClaimOrder::priority);
     REQUIRE(first);
@@ -315,7 +315,7 @@ TEST_CASE("a sweep without speed references reports the raw step error alone", "
     const SweepId sweep = db.open_sweep(test::sample_sweep("plain"), false).id;
     Estimate e = test::sample_estimate(0);
     e.step_s = 1.0;
-    db.add_trials(sweep, std::vector<NewTrial>{{test::sample_config(0), TrialStatus::pending, "", e, 0}});
+    db.add_trials(sweep, std::vector<NewTrial>{{test::sample_config(0), TrialStatus::pending, "", e, 0, {}}});
     auto claimed = db.claim_next_pending(sweep, ClaimOrder::priority);
     REQUIRE(claimed);
     TrialResult r = test::sample_result(claimed->config, 0);

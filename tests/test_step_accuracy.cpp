@@ -23,7 +23,7 @@ void add_calibrated_sweep(Store& db, const std::string& name) {
     for (int i = 0; i < 3; ++i) {
         Estimate e = test::sample_estimate(i);
         e.step_s = static_cast<double>(1 << i);
-        enumerated.push_back({test::sample_config(i), TrialStatus::pending, "", e, static_cast<double>(i)});
+        enumerated.push_back({test::sample_config(i), TrialStatus::pending, "", e, static_cast<double>(i), {}});
     }
     db.add_trials(sweep, enumerated);
     std::vector<PendingUpdate> calibrated;
@@ -61,7 +61,8 @@ TEST_CASE("the store keeps the uncalibrated step estimate beside the calibrated 
     }
     // A trial enumerated without an estimate has none before calibration either.
     const SweepId other = db.open_sweep(test::sample_sweep("bare"), false).id;
-    db.add_trials(other, std::vector<NewTrial>{{test::sample_config(7), TrialStatus::pending, "", std::nullopt, 0}});
+    db.add_trials(other,
+                  std::vector<NewTrial>{{test::sample_config(7), TrialStatus::pending, "", std::nullopt, 0, {}}});
     CHECK_FALSE(db.trials({other, std::nullopt, false, false}).at(0).base_step_s);
 }
 

@@ -9,12 +9,13 @@
 #include <random>
 #include <set>
 
+#include "cli/trial_command.h"
 #include "core/units.h"
 #include "store/best.h"
 #include "store/record_json.h"
 #include "store/schema.h"
 #include "store/store.h"
-#include "cli/trial_command.h"
+#include "tests/support/run_command.h"
 #include "tests/test_store_support.h"
 
 using namespace tune;
@@ -33,7 +34,7 @@ Timestamp at(std::int64_t ms) { return Timestamp{std::chrono::milliseconds{ms}};
 
 // Records an ok result with the given throughput and peak for config i; returns the trial id.
 TrialId measured(Store& db, SweepId sweep, TrialConfig c, double tokens_per_s, std::uint64_t peak) {
-    db.add_trials(sweep, std::vector<NewTrial>{{c, TrialStatus::pending, "", std::nullopt, 0}});
+    db.add_trials(sweep, std::vector<NewTrial>{{c, TrialStatus::pending, "", std::nullopt, 0, {}}});
     auto claimed = db.claim_next_pending(sweep);
     REQUIRE(claimed);
     TrialResult r = sample_result(claimed->config, 0);
@@ -74,9 +75,9 @@ TEST_CASE("every trial field round-trips: enumerated, claimed, recorded", "[stor
     Store db(dir.file("t.db"), kRw);
     const SweepId sweep = db.open_sweep(sample_sweep("s"), false).id;
     const std::vector<NewTrial> enumerated{
-        {sample_config(0), TrialStatus::pending, "", sample_estimate(0), 2.5},
-        {sample_config(1), TrialStatus::invalid, "lomo cannot accumulate gradients", std::nullopt, 0},
-        {sample_config(2), TrialStatus::pruned, "predicted peak 90 GiB > 76 GiB", sample_estimate(2), 9},
+        {sample_config(0), TrialStatus::pending, "", sample_estimate(0), 2.5, {}},
+        {sample_config(1), TrialStatus::invalid, "lomo cannot accumulate gradients", std::nullopt, 0, {}},
+        {sample_config(2), TrialStatus::pruned, "predicted peak 90 GiB > 76 GiB", sample_estimate(2), 9, {}},
     };
     CHECK(db.add_trials(sweep, enumerated) == 3);
 
@@ -122,7 +123,8 @@ TEST_CASE("a result without an estimate keeps the enumerated one, NaN losses sta
     ScratchDir dir;
     Store db(dir.file("t.db"), kRw);
     const SweepId sweep = db.open_sweep(sample_sweep("s"), false).id;
-    db.add_trials(sweep, std::vector<NewTrial>{{sample_config(3), TrialStatus::pending, "", sample_estimate(3), 0}});
+    db.add_trials(sweep,
+                  std::vector<NewTrial>{{sample_config(3), TrialStatus::pending, "", sample_estimate(3), 0, {}}});
     auto claimed = db.claim_next_pending(sweep);
     TrialResult r = sample_result(claimed->config, 3);
     r.status = TrialStatus::failed;
@@ -148,14 +150,14 @@ TEST_CASE("adding trials is idempotent by config hash", "[store]") {
     const SweepId sweep = db.open_sweep(sample_sweep("s"), false).id;
     test::add_pending(db, sweep, 0, 10);
     std::vector<NewTrial> again;
-    for (int i = 5; i < 15; ++i) again.push_back({sample_config(i), TrialStatus::pending, "", std::nullopt, 0});
+    for (int i = 5; i < 15; ++i) again.push_back({sample_config(i), TrialStatus::pending, "", std::nullopt, 0, {}});
     CHECK(db.add_trials(sweep, again) == 5);
     CHECK(db.find_sweep("s")->count(TrialStatus::pending) == 15);
     // The same configuration in another sweep is another trial.
     const SweepId other = db.open_sweep(sample_sweep("t"), false).id;
     CHECK(db.add_trials(other, again) == 10);
     // Only enumeration statuses are accepted.
-    std::vector<NewTrial> bad{{sample_config(99), TrialStatus::ok, "", std::nullopt, 0}};
+    std::vector<NewTrial> bad{{sample_config(99), TrialStatus::ok, "", std::nullopt, 0, {}}};
     CHECK_THROWS_AS(db.add_trials(sweep, bad), StoreError);
 }
 
@@ -220,7 +222,7 @@ TEST_CASE("claim order, release and re-estimates of pending trials", "[store]") 
         Estimate e = sample_estimate(i);
         e.tokens_per_s = 100.0 * (i == 1 ? 3 : 1 + i % 2);  // trial 1 fastest
         e.memory.peak = 1000u - static_cast<std::uint64_t>(i) * 100;  // trial 2 smallest
-        trials.push_back({sample_config(i), TrialStatus::pending, "", e, 3.0 - i});  // trial 2 first by priority
+        trials.push_back({sample_config(i), TrialStatus::pending, "", e, 3.0 - i, {}});  // trial 2 first by priority
     }
     db.add_trials(sweep, trials);
     const auto ids = db.trials({sweep, std::nullopt, true, false});
@@ -232,8 +234,8 @@ TEST_CASE("claim order, release and re-estimates of pending trials", "[store]") 
 
     Estimate reestimated = sample_estimate(7);
     db.update_pending(std::vector<PendingUpdate>{
-        {ids[0].id, reestimated, 0.5, TrialStatus::pruned, "recalibrated peak exceeds the limit"},
-        {ids[2].id, reestimated, 0.5, TrialStatus::pruned, "running trials are left alone"}});
+        {ids[0].id, reestimated, 0.5, TrialStatus::pruned, "recalibrated peak exceeds the limit", {}},
+        {ids[2].id, reestimated, 0.5, TrialStatus::pruned, "running trials are left alone", {}}});
     auto t0 = db.trial(ids[0].id);
     CHECK(t0->result.status == TrialStatus::pruned);
     CHECK(t0->result.estimate == reestimated);
@@ -252,7 +254,7 @@ TEST_CASE("the Pareto front view keeps exactly the non-dominated ok trials", "[s
     for (std::size_t i = 0; i < points.size(); ++i)
         ids.push_back(measured(db, sweep, sample_config(static_cast<int>(i)), points[i].first, points[i].second));
     // An oom with a tiny peak must not enter the front.
-    db.add_trials(sweep, std::vector<NewTrial>{{sample_config(50), TrialStatus::pending, "", std::nullopt, 0}});
+    db.add_trials(sweep, std::vector<NewTrial>{{sample_config(50), TrialStatus::pending, "", std::nullopt, 0, {}}});
     auto oom = db.claim_next_pending(sweep);
     TrialResult r = sample_result(oom->config, 0);
     r.status = TrialStatus::oom;
@@ -344,8 +346,9 @@ TEST_CASE("best says why nothing qualifies", "[store][best]") {
     ScratchDir dir;
     Store db(dir.file("t.db"), kRw);
     const SweepId sweep = db.open_sweep(sample_sweep("s"), false).id;
-    db.add_trials(sweep, std::vector<NewTrial>{{sample_config(10), TrialStatus::pruned, "too big", std::nullopt, 0},
-                                              {sample_config(11), TrialStatus::pruned, "too big", std::nullopt, 0}});
+    db.add_trials(sweep,
+                  std::vector<NewTrial>{{sample_config(10), TrialStatus::pruned, "too big", std::nullopt, 0, {}},
+                                        {sample_config(11), TrialStatus::pruned, "too big", std::nullopt, 0, {}}});
 
     BestQuery q;
     auto none = find_best(db, q);
@@ -394,8 +397,9 @@ TEST_CASE("hostile strings are stored and read back verbatim", "[store]") {
     {
         Store db(dir.file("t.db"), kRw);
         const SweepId sweep = db.open_sweep(record, false).id;
-        db.add_trials(sweep, std::vector<NewTrial>{{sample_config(0), TrialStatus::invalid, hostile, std::nullopt, 0},
-                                                  {sample_config(1), TrialStatus::pending, "", std::nullopt, 0}});
+        db.add_trials(sweep,
+                      std::vector<NewTrial>{{sample_config(0), TrialStatus::invalid, hostile, std::nullopt, 0, {}},
+                                            {sample_config(1), TrialStatus::pending, "", std::nullopt, 0, {}}});
         auto claimed = db.claim_next_pending(sweep);
         TrialResult r = sample_result(claimed->config, 0);
         r.status = TrialStatus::failed;
@@ -471,6 +475,14 @@ TEST_CASE("a version-1 database migrates forward with its data", "[store][migrat
         check_contents(reader);
     }
     CHECK(bytes_of(copy) == before);
+    // The fixture's config_hash values are placeholders ('h1', ...); tune writes stable_hash(config_json),
+    // which a claim checks, so the pending trial gets the hash tune would have written before it is claimed.
+    const auto sql = [&](const std::string& statement) {
+        return test::run_command("sqlite3 '" + copy + "' \"" + statement + "\"").output;
+    };
+    std::string text = sql("SELECT config_json FROM trials WHERE status = 'pending'");
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    sql("UPDATE trials SET config_hash = '" + stable_hash(text) + "' WHERE status = 'pending'");
     Store writer(copy, kRw);
     CHECK(writer.schema_version() == kSchemaVersion);
     check_contents(writer);
@@ -548,7 +560,7 @@ TEST_CASE("the step-time noise is stored beside the median and exported under th
     TrialConfig c = sample_config(0);
     c.steps = 6;
     c.warmup = 2;
-    db.add_trials(sweep, std::vector<NewTrial>{{c, TrialStatus::pending, "", sample_estimate(0), 0}});
+    db.add_trials(sweep, std::vector<NewTrial>{{c, TrialStatus::pending, "", sample_estimate(0), 0, {}}});
     auto claimed = db.claim_next_pending(sweep);
     REQUIRE(claimed);
     TrialResult r = sample_result(claimed->config, 0);
@@ -607,4 +619,48 @@ TEST_CASE("best ranks configurations without a convergence risk first and offers
     const BestAnswer only = find_best(db, q);
     CHECK(ids(only) == std::vector<TrialId>{pure});
     CHECK_FALSE(only.risky_alternative);
+}
+
+TEST_CASE(
+    "best under a stack: its prediction decides fit and peak, and a trial recorded without predictions keeps our "
+    "engine's numbers and is counted",
+    "[store][frameworks]") {
+    auto pending = [](TrialId id, std::uint64_t engine_peak) {
+        TrialRecord t;
+        t.id = id;
+        t.result.status = TrialStatus::pending;
+        t.result.config = sample_config(static_cast<int>(id));
+        t.result.estimate = sample_estimate(static_cast<int>(id));
+        t.result.estimate->memory.peak = engine_peak;
+        t.result.estimate->fits = true;
+        return t;
+    };
+    std::vector<TrialRecord> trials{pending(1, 100), pending(2, 200), pending(3, 300), pending(4, 400)};
+    trials[0].frameworks["hf-trainer"] = {0, 0, 1000, 1.0, 10.0, true, ""};
+    trials[1].frameworks["hf-trainer"] = {0, 0, 5000, 1.0, 20.0, false, ""};  // does not fit under hf-trainer
+    trials[2].frameworks["hf-trainer"].invalid = "LOMO with fp16-mixed";
+    // trials[3]: recorded before predictions were kept.
+    BestQuery q;
+    q.framework = "hf-trainer";
+    const BestAnswer a = rank_predicted(trials, q);
+    CHECK(a.framework == "hf-trainer");
+    CHECK(a.framework_does_not_fit == 1);
+    CHECK(a.framework_cannot_run == 1);
+    CHECK(a.framework_unpredicted == 1);
+    REQUIRE(a.ranked.size() == 2);
+    for (const TrialRecord& t : a.ranked) {
+        if (t.id == 1) CHECK(t.answered_for->device == 1000);
+        if (t.id == 4) CHECK_FALSE(t.answered_for);
+    }
+    // --max-memory reads the stack's device view: 1000 bytes leaves trial 1 out under hf-trainer.
+    q.max_memory = 999;
+    const BestAnswer tight = rank_predicted(trials, q);
+    REQUIRE(tight.ranked.size() == 1);
+    CHECK(tight.ranked.front().id == 4);
+    // Every candidate left out by the stack: that is the whole answer, with the reason.
+    q.max_memory.reset();
+    const BestAnswer none = rank_predicted(std::vector<TrialRecord>{trials[2]}, q);
+    CHECK(none.ranked.empty());
+    REQUIRE(none.why_none.size() == 1);
+    CHECK_THAT(none.why_none[0], Catch::Contains("answering for hf-trainer: left out 1 it cannot run (trial 3: LOMO"));
 }

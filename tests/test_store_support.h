@@ -117,7 +117,8 @@ inline SweepRecord sample_sweep(const std::string& name, const std::string& spec
 // Adds n pending trials (configs first..first+n-1) with estimates.
 inline void add_pending(Store& store, SweepId sweep, int first, int n) {
     std::vector<NewTrial> trials;
-    for (int i = first; i < first + n; ++i) trials.push_back({sample_config(i), TrialStatus::pending, "", sample_estimate(i), 0});
+    for (int i = first; i < first + n; ++i)
+        trials.push_back({sample_config(i), TrialStatus::pending, "", sample_estimate(i), 0, {}});
     store.add_trials(sweep, trials);
 }
 

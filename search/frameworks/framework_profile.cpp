@@ -47,13 +47,13 @@ void apply_profile_options(FrameworkProfile f, EstimateOptions& o) {
     if (f == FrameworkProfile::torchtitan) o.comm_overlap = 1.0;
 }
 
-FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
-                                     const EstimateOptions& options) {
-    EstimateOptions o = options;
-    apply_profile_options(f, o);
+namespace {
+
+// The profile's estimate from our engine's, already made with the profile's options.
+FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
+                                Estimate engine, const StepMemory& s) {
     FrameworkEstimate e;
-    e.engine = estimate(c, hw, o);
-    const StepMemory s = step_memory(c.model, c, hw, o);
+    e.engine = std::move(engine);
     if (uses_transformers(f)) e.terms = transformers_terms(f, c, hw, o, s);
     if (f == FrameworkProfile::deepspeed) {
         const FrameworkTerm grads = deepspeed_gradient_term(c);
@@ -67,6 +67,43 @@ FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, c
     e.views[MemoryView::reserved] = e.views[MemoryView::allocated];
     e.views[MemoryView::device] = e.views[MemoryView::reserved] + outside;
     return e;
+}
+
+}  // namespace
+
+FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
+                                     const EstimateOptions& options) {
+    EstimateOptions o = options;
+    apply_profile_options(f, o);
+    return estimate_from(f, c, hw, o, estimate(c, hw, o), step_memory(c.model, c, hw, o));
+}
+
+FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware& hw, const EstimateOptions& options,
+                                           std::uint64_t usable) {
+    // One engine estimate and one step schedule serve every profile; a profile
+    // that changes the time model (torchtitan's overlap) re-prices the step only.
+    const Estimate base = estimate(c, hw, options);
+    const StepMemory s = step_memory(c.model, c, hw, options);
+    FrameworkPredictions out;
+    for (std::size_t i = 1; i < kFrameworkProfileNames.size(); ++i) {
+        const auto f = static_cast<FrameworkProfile>(i);
+        FrameworkPrediction& p = out[std::string(to_string(f))];
+        if (auto problem = framework_problem(f, c)) {
+            p.invalid = *problem;
+            continue;
+        }
+        EstimateOptions o = options;
+        apply_profile_options(f, o);
+        const FrameworkEstimate e =
+            estimate_from(f, c, hw, o, o.comm_overlap == options.comm_overlap ? base : estimate(c, hw, o), s);
+        p.allocated = e.views[MemoryView::allocated];
+        p.reserved = e.views[MemoryView::reserved];
+        p.device = e.views[MemoryView::device];
+        p.step_s = e.engine.step_s;
+        p.tokens_per_s = e.engine.tokens_per_s;
+        p.fits = p.device <= usable;
+    }
+    return out;
 }
 
 }  // namespace tune

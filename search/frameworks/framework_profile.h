@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/framework_prediction.h"
 #include "search/estimate_memory.h"
 #include "search/estimate_options.h"
 
@@ -73,5 +74,15 @@ FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);
 
 FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
                                      const EstimateOptions& o = {});
+
+// Why the stack cannot run the configuration at all (LOMO under DeepSpeed,
+// ZeRO-1 under FSDP, pure bf16 under torchtitan, ...), or nullopt; the one
+// rule set beyond core/validity (framework_validity.cpp). `tune` is our engine: never.
+std::optional<std::string> framework_problem(FrameworkProfile f, const TrialConfig& c);
+
+// Every stack's prediction but our engine's (which is the Estimate itself),
+// `fits` judged against `usable` bytes of device memory.
+FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
+                                           std::uint64_t usable);
 
 }  // namespace tune

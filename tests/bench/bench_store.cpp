@@ -74,7 +74,7 @@ SweepRecord sweep_record() {
 SweepId populate(Store& db, int n) {
     const SweepId sweep = db.open_sweep(sweep_record(), false).id;
     std::vector<NewTrial> trials;
-    for (int i = 0; i < n; ++i) trials.push_back({config(i), TrialStatus::pending, "", estimate(i), 0});
+    for (int i = 0; i < n; ++i) trials.push_back({config(i), TrialStatus::pending, "", estimate(i), 0, {}});
     db.add_trials(sweep, trials);
     return sweep;
 }
@@ -116,7 +116,8 @@ void BM_AddTrials(benchmark::State& state) {
     int next = 0;
     for (auto _ : state) {
         std::vector<NewTrial> batch;
-        for (int k = 0; k < 1000; ++k, ++next) batch.push_back({config(next), TrialStatus::pending, "", estimate(next), 0});
+        for (int k = 0; k < 1000; ++k, ++next)
+            batch.push_back({config(next), TrialStatus::pending, "", estimate(next), 0, {}});
         db.add_trials(sweep, batch);
     }
     state.SetItemsProcessed(state.iterations() * 1000);

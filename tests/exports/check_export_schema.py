@@ -5,13 +5,16 @@ Usage: check_export_schema.py SCHEMA PATH...
 A PATH is a file or a folder of them. Each file is named TARGET--anything.{json,yaml,sh}: deepspeed (ds_config JSON),
 accelerate (accelerate config YAML, read by PyYAML as accelerate's
 ClusterConfig.from_yaml_file reads it), training_arguments (TrainingArguments
-JSON) or torchrun (a command line whose --flags are TrainingArguments fields).
+JSON), torchrun (a command line whose --flags are TrainingArguments fields),
+torchtitan (job-config TOML, read by tomllib as torchtitan's ConfigManager reads
+it) or litgpt (fine-tuning YAML, read by PyYAML).
 Prints one line per violation and exits 1 when there is any.
 """
 import json
 import os
 import shlex
 import sys
+import tomllib
 
 import yaml
 
@@ -27,6 +30,8 @@ def flatten(value, prefix=""):
 
 
 def check_value(rule, value):
+    if value is None:
+        return None if rule.get("nullable") else f"is null, not {rule['type']}"
     expected = TYPES[rule["type"]]
     if isinstance(value, bool) and rule["type"] != "boolean":
         return f"is {value!r}, a boolean, not {rule['type']}"
@@ -62,6 +67,10 @@ def load(target, text):
         return yaml.safe_load(text)
     if target == "torchrun":
         return torchrun_arguments(text)
+    if target == "litgpt":
+        return yaml.safe_load(text)
+    if target == "torchtitan":
+        return tomllib.loads(text)
     return json.loads(text)
 
 
