@@ -14,8 +14,9 @@
 #include "core/presets.h"
 #include "driver/collective_probes.h"
 #include "driver/plan.h"
-#include "launch/launch.h"
 #include "kernels/device_query.h"
+#include "launch/host_name.h"
+#include "launch/launch.h"
 #include "probe/sweep_probes.h"
 #include "reports/text_table.h"
 #include "search/spec.h"
@@ -32,11 +33,6 @@ struct ProbeCliOptions {
     bool json = false;
     double min_time = 0.02;
 };
-
-std::string host() {
-    char name[256] = {};
-    return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("unknown");
-}
 
 SoftwareVersions software() {
     SoftwareVersions v;
@@ -74,7 +70,7 @@ int run_probe(const ProbeCliOptions& o) {
     settings.min_seconds = o.min_time;
     const std::uint32_t threads = cpu_threads_per_rank(spec);
     const probe::SweepProbes p = probe::probes_for_sweep(
-        spec, threads, store.get(), {host(), probe::probe_software(software()), ""}, o.refresh, settings,
+        spec, threads, store.get(), {host_name(), probe::probe_software(software()), ""}, o.refresh, settings,
         collective_prober(spec, {self_executable(), "probe-collectives"}, o.min_time, threads));
     if (o.json) {
         nlohmann::json out{{"cached", p.cached}, {"seconds", p.seconds}, {"probes", nlohmann::json::array()}};

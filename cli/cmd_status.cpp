@@ -11,6 +11,9 @@
 
 #include "cli/commands.h"
 #include "core/units.h"
+#include "driver/lease.h"
+#include "launch/host_name.h"
+#include "reports/text_table.h"
 #include "store/store.h"
 
 namespace tune::cli {
@@ -41,6 +44,24 @@ Timing timing_of(const std::vector<TrialRecord>& trials) {
     return t;
 }
 
+// Whether the trials shown as running still have a driver: a sweep whose driver is gone
+// (killed, its node lost) keeps them "running" until it resumes.
+void print_driver(const Store& store, const std::string& sweep, Timestamp now) {
+    const auto lease = store.lease(sweep);
+    const std::string again = "its running trials run again when the sweep resumes (tune sweep FILE)";
+    if (!lease) {
+        fmt::print("  driver: none holds the sweep; {}\n", again);
+        return;
+    }
+    const std::string host = printable(lease->host);  // from the database
+    if (const auto lapse = lease_lapse(*lease, host_name(), now))
+        fmt::print("  driver: gone (pid {} on host {}: {}); {}\n", lease->pid, host, *lapse, again);
+    else
+        fmt::print("  driver: pid {} on host {}, heartbeat {} s ago\n", lease->pid, host,
+                   std::max<std::int64_t>(
+                       0, std::chrono::duration_cast<std::chrono::seconds>(now - lease->heartbeat).count()));
+}
+
 void print_sweep(const Store& store, const SweepSummary& s) {
     const auto trials = store.trials({s.id, std::nullopt, false, false});
     const Timing t = timing_of(trials);
@@ -67,6 +88,7 @@ void print_sweep(const Store& store, const SweepSummary& s) {
         fmt::print("  running: trial {} {} for {} (attempt {})\n", r.id, summary(r.result.config),
                    r.started_at ? format_duration(seconds_between(*r.started_at, now)) : std::string("?"), r.attempts);
     }
+    if (running > 0) print_driver(store, s.record.name, now);
 }
 
 int run_status(const StatusOptions& o) {

@@ -20,6 +20,7 @@
 #include "core/units.h"
 #include "driver/makespan.h"
 #include "driver/sweep.h"
+#include "launch/host_name.h"
 #include "reports/html_report.h"
 #include "reports/measured_front_text.h"
 #include "reports/predicted_front.h"
@@ -44,11 +45,6 @@ struct SweepCliOptions {
     std::uint32_t nodes = 0;  // with --plan-only: pack onto this many nodes
     bool probe = true;
 };
-
-std::string host_name() {
-    char name[256] = {};
-    return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("unknown");
-}
 
 // What this machine has, and the device an "auto" sweep runs on.
 SweepEnvironment detect(SweepSpec& spec) {

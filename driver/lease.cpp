@@ -23,6 +23,23 @@ bool process_exists(std::int64_t pid) {
 
 }  // namespace
 
+std::optional<std::string> lease_lapse(const SweepLease& held, std::string_view host, Timestamp now) {
+    if (held.host == host && !process_exists(held.pid))
+        return fmt::format("its process (pid {}) is gone from this host", held.pid);
+    // In doubles: a heartbeat of INT64_MIN or INT64_MAX must not overflow the difference.
+    const double age_s = (static_cast<double>(now.time_since_epoch().count()) -
+                          static_cast<double>(held.heartbeat.time_since_epoch().count())) /
+                         1e3;
+    const auto window = static_cast<double>(kLeaseStaleAfter.count());
+    if (age_s > window) return fmt::format("its last heartbeat is {:.0f} s old", age_s);
+    if (age_s < -window)
+        return fmt::format(
+            "its heartbeat lies {:.0f} s in the future (clocks that disagree between hosts, or a "
+            "damaged row)",
+            -age_s);
+    return std::nullopt;
+}
+
 // Renews the lease every kLeaseHeartbeat until stopped, on its own connection.
 struct SweepLeaseHolder::Heartbeat {
     std::mutex mutex;
@@ -66,9 +83,11 @@ SweepLeaseHolder::SweepLeaseHolder(Store& store, const std::string& database, co
                                    const std::string& host)
     : store_(store), sweep_(sweep), mine_{host, static_cast<std::int64_t>(::getpid()), {}} {
     const auto now = now_timestamp();
+    std::optional<SweepLease> suspect;  // taken over although its heartbeat was not old
     auto is_stale = [&](const SweepLease& held) {
-        if (held.host == host && !process_exists(held.pid)) return true;
-        return now - held.heartbeat > kLeaseStaleAfter;
+        const auto lapse = lease_lapse(held, host, now);
+        if (lapse && lapse->starts_with("its heartbeat lies")) suspect = held;
+        return lapse.has_value();
     };
     if (auto held = store_.take_lease(sweep_, mine_, is_stale)) {
         const auto age = std::chrono::duration_cast<std::chrono::seconds>(now - held->heartbeat).count();
@@ -77,6 +96,9 @@ SweepLeaseHolder::SweepLeaseHolder(Store& store, const std::string& database, co
             "stop it. A driver whose process is gone, or silent for {} s, is taken over.",
             sweep_, held->pid, held->host, std::max<std::int64_t>(age, 0), kLeaseStaleAfter.count()));
     }
+    if (suspect)
+        fmt::print(stderr, "warning: sweep '{}': took over the lease of pid {} on host {}: {}\n", sweep_, suspect->pid,
+                   suspect->host, *lease_lapse(*suspect, host, now));
     heartbeat_ = std::make_unique<Heartbeat>(database, sweep_, mine_);
 }
 

@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/config_error.h"
 #include "store/store.h"
@@ -25,6 +27,11 @@ class SweepBusyError : public ConfigError {
 public:
     using ConfigError::ConfigError;
 };
+
+// Why a lease no longer holds its sweep, or nullopt while its driver may be alive: its process
+// is gone from this host, its heartbeat is older than kLeaseStaleAfter, or lies more than that
+// in the future (clocks that disagree between hosts, or a damaged row, must not hold a sweep).
+std::optional<std::string> lease_lapse(const SweepLease& held, std::string_view host, Timestamp now);
 
 class SweepLeaseHolder {
 public:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -25,14 +26,33 @@ std::unique_ptr<kernels::Backend> backend_for(const SweepSpec& spec, std::uint32
     return std::make_unique<kernels::CpuBackend>(kernels::CpuBackendOptions{static_cast<int>(threads), 0});
 }
 
-// The cached rows when they hold every probe the plan asks for, in the plan's order. Rows are keyed
+// Why a cached row cannot be a measurement of the probe, or nullopt. The bounds are beyond any device
+// (100 PFLOP/s, 100 TB/s, an hour per call, a PiB): a row outside them was damaged or written by a
+// broken probe, and would price every estimate of the sweep at it.
+std::optional<std::string> implausible(const ProbeRow& row, const ProbeRecord& wanted) {
+    if (row.unit != wanted.unit) return fmt::format("is in {}, not {}", row.unit, wanted.unit);
+    const double v = row.value;
+    const bool in_range = wanted.unit == "FLOP/s" ? v >= 1e3 && v <= 1e17
+                          : wanted.unit == "B/s"  ? v >= 1e3 && v <= 1e14
+                          : wanted.unit == "s"    ? v > 0 && v <= 3600
+                                                  : v >= 0 && v <= 1e18;
+    if (!std::isfinite(v) || !in_range) return fmt::format("holds {} {}, which no device measures", v, row.unit);
+    return std::nullopt;
+}
+
+// The cached rows when they hold every probe the plan asks for, in the plan's order, each a plausible
+// measurement (else the probes run again, and `why` says which row was refused). Rows are keyed
 // by the records' keys (probe_records.h), so a name reworded for people still finds its row.
 std::optional<std::vector<ProbeRecord>> from_cache(const std::vector<ProbeRow>& rows,
-                                                   const std::vector<ProbeRecord>& wanted) {
+                                                   const std::vector<ProbeRecord>& wanted, std::string& why) {
     std::vector<ProbeRecord> out;
     for (const ProbeRecord& w : wanted) {
         const auto it = std::find_if(rows.begin(), rows.end(), [&](const ProbeRow& r) { return r.probe == w.key; });
         if (it == rows.end()) return std::nullopt;
+        if (auto problem = implausible(*it, w)) {
+            why = fmt::format("the cached probe '{}' {}", w.name, *problem);
+            return std::nullopt;
+        }
         out.push_back({w.name, w.key, it->value, it->unit, it->seconds});
     }
     return out;
@@ -53,13 +73,16 @@ SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store
     if (!collectives) plan.collectives.clear();
     if (gpu) plan.device_baseline_bytes = 0;  // asked for: a cache without it is measured again
     SweepProbes out;
-    if (store != nullptr && !refresh)
-        if (auto cached = from_cache(store->cached_probes(key), records_of(plan))) {
+    if (store != nullptr && !refresh) {
+        std::string why;
+        if (auto cached = from_cache(store->cached_probes(key), records_of(plan), why)) {
             out.records = std::move(*cached);
             out.rates = std::make_shared<const ProbedRates>(rates_of(out.records));
             out.cached = true;
             return out;
         }
+        if (!why.empty()) fmt::print(stderr, "warning: {}: measuring again\n", why);
+    }
     const auto start = std::chrono::steady_clock::now();
     ProbedRates rates;
     {

@@ -34,6 +34,13 @@ std::optional<SweepLease> Store::take_lease(std::string_view name, const SweepLe
     return std::nullopt;
 }
 
+std::optional<SweepLease> Store::lease(std::string_view name) const {
+    auto q = db_->query(kRead);
+    q.bind(1, name);
+    if (!q.step()) return std::nullopt;
+    return SweepLease{q.text(0), q.int64(1), Timestamp{std::chrono::milliseconds{q.int64(2)}}};
+}
+
 bool Store::renew_lease(std::string_view name, const SweepLease& mine) {
     sql::Transaction tx(*db_);
     db_->query(kRenew).bind(1, name).bind(2, mine.host).bind(3, mine.pid).bind(4, now_ms()).run();

@@ -62,6 +62,8 @@ public:
     // Refreshes the heartbeat; false when the lease is no longer `mine` (taken over as stale).
     bool renew_lease(std::string_view name, const SweepLease& mine);
     void drop_lease(std::string_view name, const SweepLease& mine);
+    // The lease of sweep `name` as it stands, whoever holds it; nullopt when none does.
+    std::optional<SweepLease> lease(std::string_view name) const;
 
     // ---- trial writes (store/trial_writes.cpp); each call is one transaction
     // Inserts the configurations not yet in the sweep (by config hash); returns how many were new.

@@ -4,6 +4,9 @@
 // through the store.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include <algorithm>
 #include <functional>
 
@@ -427,18 +430,56 @@ TEST_CASE("the store caches probes per host, software and device", "[probe][stor
     CHECK(db.cached_probes(key).size() == 2);
 }
 
-TEST_CASE("a sweep's probes are cached by key and read back under their names", "[probe][store]") {
-    test::ScratchDir dir;
-    Store db(dir.file("c.db"), Store::Mode::read_write);
-    const SweepSpec spec = parse_sweep(test::tiny_cpu_sweep("probe-cache", R"(
+namespace {
+
+// One AdamW configuration of the tiny CPU sweep: a handful of probes, measured in well under a second.
+SweepSpec one_config_sweep(const std::string& name) {
+    return parse_sweep(test::tiny_cpu_sweep(name, R"(
 [space]
 optimizer = ["adamw"]
 context = [64]
 micro_batch = [2]
 )"),
-                                       "probe-cache.toml");
+                       name + ".toml");
+}
+
+probe::ProbeSettings quick_probes() {
     probe::ProbeSettings settings;
     settings.min_seconds = 0.001;
+    return settings;
+}
+
+}  // namespace
+
+TEST_CASE("an implausible cached rate (infinite, 1e-300, negative, another unit) is measured again", "[probe][store]") {
+    test::ScratchDir dir;
+    Store db(dir.file("c.db"), Store::Mode::read_write);
+    const SweepSpec spec = one_config_sweep("probe-bounds");
+    const probe::ProbeSettings settings = quick_probes();
+    const ProbeKey key{"host-a", "tune 1.0", ""};
+    const probe::SweepProbes measured = probe::probes_for_sweep(spec, 1, &db, key, false, settings);
+    const ProbeKey stored{"host-a", "tune 1.0", fmt::format("{} threads=1", spec.hardware.device)};
+    const probe::ProbeRecord& first = measured.records.front();
+    const ProbeRow bad[] = {{first.key, std::numeric_limits<double>::infinity(), first.unit, 0.5},
+                            {first.key, 1e-300, first.unit, 0.5},
+                            {first.key, -5.0, first.unit, 0.5},
+                            {first.key, first.value, "B", 0.5}};
+    for (const ProbeRow& row : bad) {
+        INFO(row.value << " " << row.unit);
+        db.cache_probes(stored, std::vector<ProbeRow>{row});
+        const probe::SweepProbes again = probe::probes_for_sweep(spec, 1, &db, key, false, settings);
+        CHECK_FALSE(again.cached);
+        CHECK(std::isfinite(again.records.front().value));
+        CHECK(again.records.front().value > 1e3);
+        CHECK(again.records.front().unit == "FLOP/s");
+    }
+}
+
+TEST_CASE("a sweep's probes are cached by key and read back under their names", "[probe][store]") {
+    test::ScratchDir dir;
+    Store db(dir.file("c.db"), Store::Mode::read_write);
+    const SweepSpec spec = one_config_sweep("probe-cache");
+    const probe::ProbeSettings settings = quick_probes();
     const ProbeKey key{"host-a", "tune 1.0", ""};
     const probe::SweepProbes measured = probe::probes_for_sweep(spec, 1, &db, key, false, settings);
     REQUIRE_FALSE(measured.cached);
@@ -454,7 +495,8 @@ micro_batch = [2]
 
     // A row found by its key comes back with the record's name and key, and the row's numbers.
     const probe::ProbeRecord& first = measured.records.front();
-    db.cache_probes(stored, std::vector<ProbeRow>{{first.key, 123.0, first.unit, 0.5}});
+    REQUIRE(first.unit == "FLOP/s");
+    db.cache_probes(stored, std::vector<ProbeRow>{{first.key, 123e9, first.unit, 0.5}});
     const probe::SweepProbes cached = probe::probes_for_sweep(spec, 1, &db, key, false, settings);
     REQUIRE(cached.cached);
     REQUIRE(cached.records.size() == measured.records.size());
@@ -462,7 +504,7 @@ micro_batch = [2]
         CHECK(cached.records[i].name == measured.records[i].name);
         CHECK(cached.records[i].key == measured.records[i].key);
     }
-    CHECK(cached.records.front().value == 123.0);
+    CHECK(cached.records.front().value == 123e9);
     CHECK(cached.records.front().seconds == 0.5);
     CHECK(cached.records.back().value == measured.records.back().value);
     CHECK(cached.rates->gemm.size() == measured.rates->gemm.size());
@@ -480,7 +522,8 @@ TEST_CASE("real peak, baseline and untracked round-trip through the store, per r
     test::ScratchDir dir;
     Store db(dir.file("r.db"), Store::Mode::read_write);
     const SweepId sweep = db.open_sweep(test::sample_sweep("s"), false).id;
-    db.add_trials(sweep, std::vector<NewTrial>{{test::sample_config(0), TrialStatus::pending, "", std::nullopt, 0}});
+    db.add_trials(sweep,
+                  std::vector<NewTrial>{{test::sample_config(0), TrialStatus::pending, "", std::nullopt, 0, {}}});
     auto claimed = db.claim_next_pending(sweep);
     REQUIRE(claimed);
     TrialResult r = test::sample_result(claimed->config, 0);

@@ -9,8 +9,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+
+#include <fmt/format.h>
 
 #include "driver/lease.h"
+#include "launch/host_name.h"
 #include "store/store.h"
 #include "tests/support/run_command.h"
 #include "tests/test_store_support.h"
@@ -44,11 +48,6 @@ context = [64]
 steps = 2
 warmup = 1
 )";
-
-std::string host_name() {
-    char name[256] = {};
-    return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("unknown");
-}
 
 }  // namespace
 
@@ -200,4 +199,162 @@ TEST_CASE("a lease from another host is honoured while its heartbeat is fresh", 
     CHECK(!store.renew_lease("s", me));
     CHECK(!store.take_lease("s", me, [](const SweepLease&) { return true; }));  // stale: taken over
     CHECK(!store.renew_lease("s", far));
+}
+
+TEST_CASE(
+    "framework predictions and a sweep's framework round-trip, re-estimates replace them, and a damaged column "
+    "reads as none",
+    "[store][frameworks]") {
+    test::ScratchDir dir;
+    const std::string path = dir.file("fw.db");
+    FrameworkPredictions p;
+    p["hf-trainer"] = {10, 20, 30, 1.5, 2000.0, true, ""};
+    p["deepspeed"].invalid = "LOMO at ZeRO-2";
+    SweepRecord record = test::sample_sweep("fw");
+    record.framework = "hf-trainer";
+    TrialId id = 0;
+    {
+        Store db(path, Store::Mode::read_write);
+        const SweepId sweep = db.open_sweep(record, false).id;
+        NewTrial t{test::sample_config(0), TrialStatus::pending, "", test::sample_estimate(0), 0, p};
+        db.add_trials(sweep, std::vector<NewTrial>{t});
+        const auto stored = db.trials({sweep, std::nullopt, false, false});
+        REQUIRE(stored.size() == 1);
+        CHECK(stored[0].frameworks == p);
+        CHECK(stored[0].sweep_framework == "hf-trainer");
+        CHECK(db.find_sweep("fw")->record.framework == "hf-trainer");
+        id = stored[0].id;
+        // A re-estimate after calibration carries new predictions.
+        FrameworkPredictions q = p;
+        q["hf-trainer"].device = 31;
+        db.update_pending(std::vector<PendingUpdate>{{id, test::sample_estimate(0), 0, TrialStatus::pending, "", q}});
+        CHECK(db.trial(id)->frameworks.at("hf-trainer").device == 31);
+    }
+    // Text that is not a predictions object answers as if there were none, never an internal error.
+    for (const char* damaged : {"'{not json'", "'[1,2]'", "'{\"hf-trainer\": {\"device\": \"x\"}}'"}) {
+        INFO(damaged);
+        run_sql(path, fmt::format("UPDATE trials SET est_frameworks_json = {} WHERE id = {}", damaged, id));
+        const Store db(path, Store::Mode::read_only);
+        CHECK(db.trial(id)->frameworks.empty());
+    }
+}
+
+TEST_CASE(
+    "a damaged or impossible trial row is refused by every reader with exit 2, naming the database, the trial "
+    "and the column",
+    "[store][hostile]") {
+    struct Damage {
+        const char* set;     // the SQL assignment that damages trial 1
+        const char* column;  // what the message must name
+        const char* what;
+    };
+    const Damage cases[] = {
+        {"config_json = '{not json'", "config_json", "is not JSON"},
+        {"config_json = json_object('optimizer', 5)", "config_json", "is not a configuration"},
+        {"config_json = json_set(config_json, '$.model.layers', -3)", "config_json", "holds a model tune refuses"},
+        {"config_json = json_set(config_json, '$.world_size', 0)", "config_json", "out of range"},
+        {"rank_peaks_json = json_quote('x')", "rank_peaks_json", "is not a list of byte counts"},
+        {"rank_real_json = json_object('real_peaks', 1), real_peak = 1, baseline = 0, untracked = 0", "rank_real_json",
+         "is not the ranks' memory"},
+        {"tokens_per_s = 1e999", "tokens_per_s", "holds inf"},
+        {"peak_bytes = -1", "peak_bytes", "holds -1"},
+        {"est_tokens_per_s = -5", "est_tokens_per_s", "holds -5"},
+    };
+    for (const Damage& d : cases) {
+        test::ScratchDir dir;
+        const std::string db = dir.file("r.db");
+        build(db);
+        run_sql(db, std::string("UPDATE trials SET ") + d.set + " WHERE id = 1");
+        for (const char* command : {"list", "best", "status", "report --format text", "export --format json"}) {
+            INFO(d.set << " | tune " << command);
+            const auto out = run_tune(std::string(command) + " --db " + db);
+            CHECK(out.exit_code == 2);
+            CHECK_THAT(out.output, Catch::Contains(db) && Catch::Contains("trial 1: column " + std::string(d.column)) &&
+                                       Catch::Contains(d.what) && !Catch::Contains("internal error"));
+        }
+    }
+}
+
+TEST_CASE(
+    "a lease whose heartbeat lies in the future or overflows is suspect, not fresh, and is taken over with a "
+    "warning",
+    "[store][hostile][lease]") {
+    const Timestamp now = now_timestamp();
+    const auto at = [&](std::int64_t ms) { return Timestamp{std::chrono::milliseconds{ms}}; };
+    const std::int64_t now_ms = now.time_since_epoch().count();
+    const std::string other = "another-host";
+    CHECK_FALSE(lease_lapse({other, 1, at(now_ms - 5000)}, host_name(), now));
+    CHECK_FALSE(lease_lapse({other, 1, at(now_ms + 5000)}, host_name(), now));  // a little skew is tolerated
+    CHECK_THAT(lease_lapse({other, 1, at(now_ms - 600000)}, host_name(), now).value_or(""),
+               Catch::Contains("600 s old"));
+    CHECK_THAT(lease_lapse({other, 1, at(now_ms + 3600000)}, host_name(), now).value_or(""),
+               Catch::Contains("3600 s in the future"));
+    CHECK(lease_lapse({other, 1, at(std::numeric_limits<std::int64_t>::min())}, host_name(), now));
+    CHECK(lease_lapse({other, 1, at(std::numeric_limits<std::int64_t>::max())}, host_name(), now));
+
+    test::ScratchDir dir;
+    std::ofstream(dir.file("s.toml")) << kSweep;
+    const std::string db = dir.file("r.db");
+    REQUIRE(run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    for (const char* beat : {"9223372036854775807", "-9223372036854775808"}) {
+        {
+            Store store(db, Store::Mode::read_write);
+            REQUIRE(!store.take_lease("leased", {other, 4242, {}}, [](const SweepLease&) { return true; }));
+        }
+        run_sql(db, std::string("UPDATE sweep_leases SET heartbeat_ms = ") + beat);
+        const auto taken = run_tune("sweep --dry-run --no-report --restart --db " + db + " " + dir.file("s.toml"));
+        INFO(beat << ": " << taken.output);
+        CHECK(taken.exit_code == 0);
+        if (std::string(beat)[0] != '-')
+            CHECK_THAT(taken.output, Catch::Contains("warning") && Catch::Contains("in the future"));
+    }
+}
+
+TEST_CASE("status says a running trial's driver is gone, and since when", "[store][hostile][lease]") {
+    test::ScratchDir dir;
+    const std::string db = dir.file("r.db");
+    build(db);
+    // Trial 1 was claimed by a driver on another host whose heartbeat stopped ten minutes ago.
+    {
+        Store store(db, Store::Mode::read_write);
+        const SweepId sweep = store.find_sweep("hostile")->id;
+        REQUIRE(store.claim_next_pending(sweep));
+        REQUIRE(!store.take_lease("hostile", {"gone-host", 777, {}}, [](const SweepLease&) { return true; }));
+    }
+    run_sql(db, "UPDATE sweep_leases SET heartbeat_ms = heartbeat_ms - 600000");
+    const auto gone = run_tune("status --db " + db);
+    INFO(gone.output);
+    CHECK(gone.exit_code == 0);
+    CHECK_THAT(gone.output, Catch::Contains("running: trial") &&
+                                Catch::Contains("driver: gone (pid 777 on host gone-host: its last heartbeat is 6") &&
+                                Catch::Contains("run again when the sweep resumes"));
+    // No lease at all: the driver ended and left the trial running.
+    run_sql(db, "DELETE FROM sweep_leases");
+    CHECK_THAT(run_tune("status --db " + db).output, Catch::Contains("driver: none holds the sweep"));
+    // A fresh heartbeat: the driver is named as alive.
+    {
+        Store store(db, Store::Mode::read_write);
+        REQUIRE(!store.take_lease("hostile", {"live-host", 778, {}}, [](const SweepLease&) { return true; }));
+    }
+    CHECK_THAT(run_tune("status --db " + db).output, Catch::Contains("driver: pid 778 on host live-host, heartbeat"));
+}
+
+TEST_CASE("a pending trial whose stored configuration was edited is refused at claim, never run as edited",
+          "[store][hostile]") {
+    test::ScratchDir dir;
+    std::ofstream(dir.file("s.toml")) << kSweep;
+    const std::string db = dir.file("r.db");
+    REQUIRE(run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    const std::string pending = run_sql(db, "SELECT count(*) FROM trials WHERE status = 'pending'");
+    REQUIRE(pending != "0\n");
+    run_sql(db,
+            "UPDATE trials SET config_json = json_set(config_json, '$.lr', 0.5, '$.steps', 7) "
+            "WHERE status = 'pending'");
+    const auto out = run_tune("sweep --no-report --db " + db + " " + dir.file("s.toml"));
+    INFO(out.output);
+    CHECK(out.exit_code == 2);
+    CHECK_THAT(out.output, Catch::Contains(db) && Catch::Contains("does not match its config_hash"));
+    // The claim was rolled back: nothing ran, nothing lost an attempt.
+    CHECK(run_sql(db, "SELECT count(*) FROM trials WHERE status = 'pending'") == pending);
+    CHECK(run_sql(db, "SELECT max(attempts) FROM trials") == "0\n");
 }
