@@ -68,7 +68,7 @@ void print_sweep(const Store& store, const SweepSummary& s) {
     const std::uint64_t running = s.count(TrialStatus::running), pending = s.count(TrialStatus::pending);
     const std::uint64_t done = s.total() - running - pending;
     fmt::print("{}: {}/{} done | ok {} oom {} failed {} timeout {} pruned {} invalid {} | running {} pending {}\n",
-               s.record.name, done, s.total(), s.count(TrialStatus::ok), s.count(TrialStatus::oom),
+               printable(s.record.name), done, s.total(), s.count(TrialStatus::ok), s.count(TrialStatus::oom),
                s.count(TrialStatus::failed), s.count(TrialStatus::timeout), s.count(TrialStatus::pruned),
                s.count(TrialStatus::invalid), running, pending);
     const Timestamp now = now_timestamp();
@@ -97,7 +97,8 @@ int run_status(const StatusOptions& o) {
     if (!o.sweep.empty())
         std::erase_if(sweeps, [&](const SweepSummary& s) { return s.record.name != o.sweep; });
     if (sweeps.empty()) {
-        fmt::print("{} holds no sweep{}.\n", o.db, o.sweep.empty() ? std::string(" yet") : " named " + o.sweep);
+        fmt::print("{} holds no sweep{}.\n", printable(o.db),
+                   o.sweep.empty() ? std::string(" yet") : " named " + printable(o.sweep));
         return o.sweep.empty() ? kExitOk : kExitNo;
     }
     for (const SweepSummary& s : sweeps) print_sweep(store, s);

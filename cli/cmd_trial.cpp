@@ -27,6 +27,7 @@
 #include "kernels/error.h"
 #include "launch/launch.h"
 #include "launch/process.h"
+#include "reports/text_table.h"
 
 namespace tune::cli {
 namespace {
@@ -249,15 +250,17 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         if (!reporter) run.log = nullptr;
         // A failing rank reports for the job: the others may be waiting in a collective.
         run.on_rank_failure = [](const TrialResult& failed) {
-            fmt::print(stderr, "trial {}: {}\n", to_string(failed.status), failed.reason);
+            // Reasons and names can carry text from config.json or flags: escaped for the terminal.
+            fmt::print(stderr, "trial {}: {}\n", to_string(failed.status), printable(failed.reason, "\n"));
             fmt::print("{}\n", result_line(failed));
             std::fflush(stdout);
             std::fflush(stderr);
             return trial_exit_code(failed.status);
         };
-        if (reporter) fmt::print(stderr, "trial: {} on {}\n", summary(config), config.model.name);
+        if (reporter) fmt::print(stderr, "trial: {} on {}\n", summary(config), printable(config.model.name));
         const TrialResult r = harness::run_trial(config, run);
-        if (r.status != TrialStatus::ok) fmt::print(stderr, "trial {}: {}\n", to_string(r.status), r.reason);
+        if (r.status != TrialStatus::ok)
+            fmt::print(stderr, "trial {}: {}\n", to_string(r.status), printable(r.reason, "\n"));
         if (reporter) fmt::print("{}\n", result_line(r));
         exit_code = trial_exit_code(r.status);
     });

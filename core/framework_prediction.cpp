@@ -7,7 +7,7 @@ void to_json(nlohmann::json& j, const FrameworkPrediction& p) {
         j = {{"invalid", p.invalid}};
         return;
     }
-    j = {{"allocated", p.allocated}, {"reserved", p.reserved}, {"device", p.device},
+    j = {{"allocated", p.allocated}, {"reserved", p.reserved},         {"device", p.device},
          {"step_s", p.step_s},       {"tokens_per_s", p.tokens_per_s}, {"fits", p.fits}};
 }
 

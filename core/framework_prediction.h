@@ -21,8 +21,8 @@ struct FrameworkPrediction {
     std::uint64_t device = 0;     // the device's used memory (nvidia-smi)
     double step_s = 0;
     double tokens_per_s = 0;
-    bool fits = false;            // device <= the sweep's usable memory
-    std::string invalid;          // non-empty: the stack cannot run it, and why
+    bool fits = false;    // device <= the sweep's usable memory
+    std::string invalid;  // non-empty: the stack cannot run it, and why
     bool operator==(const FrameworkPrediction&) const = default;
 };
 

@@ -54,8 +54,8 @@ void optimizer_keys(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
     y.section("optimizer");
     const bool adam = c.optimizer == Optimizer::adamw || c.optimizer == Optimizer::adam8bit;
     y.key("class_path", c.optimizer == Optimizer::adam8bit ? "bitsandbytes.optim.AdamW8bit"
-                        : adam                              ? "torch.optim.AdamW"
-                                                            : "torch.optim.Adafactor");
+                        : adam                             ? "torch.optim.AdamW"
+                                                           : "torch.optim.Adafactor");
     y.section("init_args");
     y.key("lr", h.lr);
     y.key("weight_decay", h.weight_decay);
@@ -63,15 +63,15 @@ void optimizer_keys(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
         y.key("betas", nlohmann::json::array({h.beta1, h.beta2}));
         y.key("eps", h.eps);
     } else {
-        e.cannot_express.push_back(
-            "Adafactor: torch.optim.Adafactor has no relative step; tune ran transformers' (" +
-            adafactor_construction(c) + ")");
+        e.cannot_express.push_back("Adafactor: torch.optim.Adafactor has no relative step; tune ran transformers' (" +
+                                   adafactor_construction(c) + ")");
     }
     y.end_section();
     y.end_section();
     if (c.method == Method::qlora && c.optimizer == Optimizer::adamw)
-        e.memory_added.push_back("QLoRA: LitGPT swaps AdamW for bitsandbytes' PagedAdamW, whose states page "
-                                 "between device and host under pressure");
+        e.memory_added.push_back(
+            "QLoRA: LitGPT swaps AdamW for bitsandbytes' PagedAdamW, whose states page "
+            "between device and host under pressure");
 }
 
 // On more than one device LitGPT's scripts always shard fully and checkpoint every Block
@@ -80,9 +80,9 @@ void optimizer_keys(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
 void strategy_notes(const TrialConfig& c, FrameworkExport& e) {
     const bool sharded = c.world_size > 1;
     if (sharded && c.zero_stage != 3)
-        e.cannot_express.push_back(fmt::format(
-            "ZeRO-{} on {} devices: LitGPT's scripts shard fully (FSDP FULL_SHARD, ZeRO-3)", c.zero_stage,
-            c.world_size));
+        e.cannot_express.push_back(
+            fmt::format("ZeRO-{} on {} devices: LitGPT's scripts shard fully (FSDP FULL_SHARD, ZeRO-3)", c.zero_stage,
+                        c.world_size));
     const bool whole_layers = framework_checkpointing(c).whole_layers;
     if (sharded && !whole_layers)
         e.cannot_express.push_back("no checkpointing on several devices: LitGPT checkpoints every Block there");
@@ -98,8 +98,8 @@ FrameworkExport litgpt_export(const TrialConfig& c) {
     FrameworkExport e;
     YamlText y;
     const char* command = c.method == Method::full ? "finetune_full" : "finetune_lora";
-    y.comment(fmt::format("litgpt {} CHECKPOINT_DIR --config this.yaml (CHECKPOINT_DIR from `litgpt download`)",
-                          command));
+    y.comment(
+        fmt::format("litgpt {} CHECKPOINT_DIR --config this.yaml (CHECKPOINT_DIR from `litgpt download`)", command));
     y.key("precision", precision_name(c.precision));
     if (c.method == Method::qlora) y.key("quantize", "bnb.nf4-dq");  // NF4 with double quantization, as tune's
     y.key("devices", c.world_size);

@@ -71,23 +71,24 @@ toml::table training(const TrialConfig& c) {
 FrameworkExport torchtitan_export(const TrialConfig& c) {
     FrameworkExport e;
     const OptimizerHyperparameters h = optimizer_hyperparameters(c);
-    toml::table job{
-        {"model", toml::table{{"name", "llama3"}, {"flavor", flavor_of(c.model, e)}}},
-        {"optimizer", toml::table{{"name", "AdamW"},
-                                  {"lr", h.lr},
-                                  {"beta1", h.beta1},
-                                  {"beta2", h.beta2},
-                                  {"eps", h.eps},
-                                  {"weight_decay", h.weight_decay}}},
-        // tune measured a constant rate; torchtitan decays after its warmup.
-        {"lr_scheduler", toml::table{{"warmup_steps", 0}}},
-        {"training", training(c)},
-        {"parallelism", parallelism(c)},
-        {"activation_checkpoint", activation_checkpoint(c, e)}};
+    toml::table job{{"model", toml::table{{"name", "llama3"}, {"flavor", flavor_of(c.model, e)}}},
+                    {"optimizer", toml::table{{"name", "AdamW"},
+                                              {"lr", h.lr},
+                                              {"beta1", h.beta1},
+                                              {"beta2", h.beta2},
+                                              {"eps", h.eps},
+                                              {"weight_decay", h.weight_decay}}},
+                    // tune measured a constant rate; torchtitan decays after its warmup.
+                    {"lr_scheduler", toml::table{{"warmup_steps", 0}}},
+                    {"training", training(c)},
+                    {"parallelism", parallelism(c)},
+                    {"activation_checkpoint", activation_checkpoint(c, e)}};
     if (c.attention == Attention::eager)
-        e.cannot_express.push_back("eager attention: torchtitan runs scaled_dot_product_attention (flash), which "
-                                   "keeps no (s, s) probabilities");
-    if (c.clip == 0) e.cannot_express.push_back("no clipping: torchtitan always clips; max_norm is 1e9, which no gradient reaches");
+        e.cannot_express.push_back(
+            "eager attention: torchtitan runs scaled_dot_product_attention (flash), which "
+            "keeps no (s, s) probabilities");
+    if (c.clip == 0)
+        e.cannot_express.push_back("no clipping: torchtitan always clips; max_norm is 1e9, which no gradient reaches");
     e.in_script.push_back("the data: [training] dataset and [model] hf_assets_path (the tokenizer) name yours");
     std::ostringstream out;
     out << job << "\n";

@@ -14,16 +14,20 @@ namespace tune {
 namespace {
 
 HtmlTable what_to_run_table(const SweepData& sweep, const WhatToRunChoice& choice) {
-    HtmlTable table({{"memory per GPU", false, "the budget: the sweep's memory limit and common device sizes below it"},
-                     {"context", true, "tokens per sequence"},
-                     {"basis", false, "measured by a trial, or predicted by the estimator (not measured)"},
-                     {"trial", true, ""},
-                     {"configuration", false, "optimizer, precision, ZeRO stage, accumulation, checkpointing, ..."},
-                     {"tokens/s", true, "all ranks"},
-                     {"peak", true, "per GPU"},
-                     risk_column(),
-                     {"alternative with convergence risk", false,
-                      "the faster configuration in pure bf16 passed over for this one, and what it gains"}});
+    HtmlTable table(
+        {{"memory per GPU", false, "the budget: the sweep's memory limit and common device sizes below it"},
+         {"context", true, "tokens per sequence"},
+         {"basis", false, "measured by a trial, or predicted by the estimator (not measured)"},
+         {"trial", true, ""},
+         {"configuration", false, "optimizer, precision, ZeRO stage, accumulation, checkpointing, ..."},
+         {"tokens/s", true, "all ranks"},
+         {"peak", true,
+          sweep.summary.record.framework == "tune" ? std::string("per GPU")
+                                                   : "per GPU: the device memory " + sweep.summary.record.framework +
+                                                         " is predicted to use (the sweep's [framework])"},
+         risk_column(),
+         {"alternative with convergence risk", false,
+          "the faster configuration in pure bf16 passed over for this one, and what it gains"}});
     for (const WhatToRunRow& row : what_to_run(sweep, choice)) {
         std::vector<HtmlCell> cells{{budget_text(row), ""}, {std::to_string(row.context), ""}};
         if (!row.trial) {

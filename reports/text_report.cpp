@@ -70,7 +70,15 @@ std::string what_to_run_text(const SweepData& sweep) {
     const bool notes = any_risk(configs);
     const bool alternatives =
         std::any_of(rows.begin(), rows.end(), [](const WhatToRunRow& r) { return r.alternative; });
-    std::vector<std::string> header{"memory per GPU", "context", "basis", "trial", "configuration", "tokens/s", "peak"};
+    // Under the sweep's [framework] the peak is that stack's predicted device memory.
+    const std::string& framework = sweep.summary.record.framework;
+    std::vector<std::string> header{"memory per GPU",
+                                    "context",
+                                    "basis",
+                                    "trial",
+                                    "configuration",
+                                    "tokens/s",
+                                    framework == "tune" ? std::string("peak") : framework + " peak (pred.)"};
     if (notes) header.emplace_back("note");
     if (alternatives) header.emplace_back("alternative with convergence risk");
     TextTable t(header);

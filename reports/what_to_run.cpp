@@ -68,7 +68,7 @@ std::vector<WhatToRunRow> what_to_run(const SweepData& sweep, const WhatToRunCho
     std::vector<WhatToRunRow> rows;
     for (std::uint64_t b : budgets)
         for (std::uint32_t c : contexts)
-            rows.push_back({b, b == sweep.memory_limit, c, std::nullopt, Basis::measured, {}, {}});
+            rows.push_back({b, b == sweep.memory_limit, c, std::nullopt, Basis::measured, {}, {}, std::nullopt});
     for (std::uint32_t c : contexts) {
         const std::vector<TrialRecord> trials = at_context(sweep, c);
         for (WhatToRunRow& row : rows) {
@@ -85,6 +85,7 @@ std::vector<WhatToRunRow> what_to_run(const SweepData& sweep, const WhatToRunCho
             if (a.ranked.empty()) continue;
             row.trial = index.at(a.ranked.front().id);
             row.basis = a.basis;
+            row.framework = a.ranked.front().answered_for;
             if (a.risky_alternative) {
                 row.alternative = index.at(a.risky_alternative->id);
                 row.alternative_gain = alternative_gain(a, q.by);
@@ -95,11 +96,13 @@ std::vector<WhatToRunRow> what_to_run(const SweepData& sweep, const WhatToRunCho
 }
 
 std::uint64_t answer_peak(const SweepData& sweep, const WhatToRunRow& row) {
+    if (row.framework) return row.framework->device;
     const TrialResult& r = sweep.trials.at(*row.trial).result;
     return row.basis == Basis::measured ? r.memory.peak : r.estimate->memory.peak;
 }
 
 double answer_tokens_per_s(const SweepData& sweep, const WhatToRunRow& row) {
+    if (row.framework && row.basis == Basis::predicted) return row.framework->tokens_per_s;
     const TrialResult& r = sweep.trials.at(*row.trial).result;
     return row.basis == Basis::measured ? r.tokens_per_s : r.estimate->tokens_per_s;
 }

@@ -30,6 +30,9 @@ struct WhatToRunRow {
     // (index into SweepData::trials), and what it gains ("+12% tokens/s").
     std::optional<std::size_t> alternative;
     std::string alternative_gain;
+    // Under the sweep's [framework]: that stack's prediction for the answer, whose device memory is
+    // the peak shown (store/best answers for the stack).
+    std::optional<FrameworkPrediction> framework;
 };
 
 // What the reader fixes before asking: whether configurations with a convergence risk rank with the

@@ -37,10 +37,11 @@ void check_config(TrialId id, const TrialConfig& c) {
 }  // namespace
 
 void damaged_row(TrialId id, std::string_view column, std::string_view what) {
-    throw DamagedRow(fmt::format("trial {}: column {} {}; tune never writes that, so the database was edited or "
-                                 "damaged: restore it from a copy, or delete the trial (DELETE FROM trials WHERE "
-                                 "id = {})",
-                                 id, column, what, id));
+    throw DamagedRow(
+        fmt::format("trial {}: column {} {}; tune never writes that, so the database was edited or "
+                    "damaged: restore it from a copy, or delete the trial (DELETE FROM trials WHERE "
+                    "id = {})",
+                    id, column, what, id));
 }
 
 nlohmann::json json_column(const Query& q, int column, TrialId id, std::string_view name) {

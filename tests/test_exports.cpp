@@ -409,16 +409,29 @@ TEST_CASE("LoRA's DeepSpeed note counts the adapters it sizes, not the whole mod
                           !Catch::Contains(std::to_string((c.model.param_count() + 7) / 8)));
 }
 
-TEST_CASE("a sweep name from the database stays one comment line in every emitted header", "[exports][cli]") {
+namespace {
+nlohmann::json toml_json(const std::string& text);
+}  // namespace
+
+TEST_CASE("a sweep name from the database stays one comment line in every emitted header, for every target",
+          "[exports][cli]") {
     test::ScratchDir dir;
     const std::string db = dry_run_db(dir, "x\\ntouch P\\n#", "precision = [\"bf16-mixed\"]\nzero_stage = [3]\n");
-    for (const char* target : {"torchrun", "accelerate-fsdp"}) {
+    // Every target: the shell and YAML ones carry the header in the file, the JSON ones beside it on stderr
+    // while the file stays JSON.
+    for (std::string_view target : kFrameworkNames) {
         INFO(target);
-        const auto r = test::run_command("TUNE_DB=" + db + " " + TUNE_BINARY + " export --trial 1 --emit " + target +
-                                         " 2>/dev/null");
-        REQUIRE(r.exit_code == 0);
-        std::istringstream lines(r.output);
+        const std::string command =
+            "TUNE_DB=" + db + " " + TUNE_BINARY + " export --trial 1 --emit " + std::string(target);
+        const auto both = test::run_command(command + " 2>&1");
+        REQUIRE(both.exit_code == 0);
+        std::istringstream lines(both.output);
         for (std::string line; std::getline(lines, line);) CHECK_FALSE(line.starts_with("touch"));
+        CHECK_THAT(both.output, Catch::Contains("x\\x0atouch P\\x0a#"));
+        const auto file = test::run_command(command + " 2>/dev/null");
+        if (target == "deepspeed" || target == "hf-trainer") CHECK_NOTHROW(nlohmann::json::parse(file.output));
+        if (target == "torchtitan") CHECK_NOTHROW(toml_json(file.output));
+        if (target.starts_with("accelerate") || target == "litgpt") CHECK_NOTHROW(yaml_json(file.output));
     }
 }
 

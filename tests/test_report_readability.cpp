@@ -168,6 +168,29 @@ TEST_CASE("the report opens with what to run: per budget and context, the fastes
             CHECK(answer_peak(sweep, row) <= row.budget);
         }
     }
+    SECTION("under a sweep's [framework] the budget holds that stack's predicted device memory, shown as the peak") {
+        SweepData sweep = load_sweep_data(db, "h100-demo");
+        sweep.summary.record.framework = "hf-trainer";
+        for (TrialRecord& t : sweep.trials) {
+            t.sweep_framework = "hf-trainer";
+            const std::uint64_t peak = t.measured ? t.result.memory.peak : t.result.estimate->memory.peak;
+            t.frameworks["hf-trainer"] = {peak, peak, peak * 3 / 2, 1.0, t.result.tokens_per_s, true, ""};
+        }
+        const auto engine = what_to_run(load_sweep_data(db, "h100-demo"));
+        const auto rows = what_to_run(sweep);
+        REQUIRE(rows.size() == engine.size());
+        std::size_t differs = 0;
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            if (!rows[i].trial) continue;
+            INFO(budget_text(rows[i]) << " context " << rows[i].context);
+            REQUIRE(rows[i].framework);
+            CHECK(answer_peak(sweep, rows[i]) == rows[i].framework->device);
+            if (!rows[i].budget_is_limit) CHECK(answer_peak(sweep, rows[i]) <= rows[i].budget);
+            if (engine[i].trial != rows[i].trial) ++differs;
+        }
+        CHECK(differs > 0);  // 1.5x the peak moves some answers to smaller configurations
+        CHECK_THAT(render_text_report(std::vector<SweepData>{sweep}), Catch::Contains("hf-trainer peak (pred.)"));
+    }
     SECTION("it is the first section of the page, one table per sweep") {
         const std::string html = html_report(db, std::vector<std::string>{"h100-demo", "a100-demo"});
         const std::size_t panel = html.find("<section id=\"what-to-run\">");

@@ -358,3 +358,17 @@ TEST_CASE("a pending trial whose stored configuration was edited is refused at c
     CHECK(run_sql(db, "SELECT count(*) FROM trials WHERE status = 'pending'") == pending);
     CHECK(run_sql(db, "SELECT max(attempts) FROM trials") == "0\n");
 }
+
+TEST_CASE("status escapes a sweep name from the database before the terminal sees it", "[store][hostile]") {
+    test::ScratchDir dir;
+    const std::string db = dir.file("r.db");
+    {
+        Store store(db, Store::Mode::read_write);
+        const SweepId sweep = store.open_sweep(test::sample_sweep("red\x1b[31mname"), false).id;
+        test::add_pending(store, sweep, 0, 1);
+    }
+    const auto out = run_tune("status --db " + db);
+    CHECK(out.exit_code == 0);
+    CHECK(out.output.find('\x1b') == std::string::npos);
+    CHECK_THAT(out.output, Catch::Contains("red\\x1b[31mname"));
+}

@@ -2,6 +2,11 @@
 // widen to fp32 exactly; other dtypes and malformed files are clear errors.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -54,4 +59,59 @@ TEST_CASE("safetensors errors name the tensor, its dtype and the file", "[trial]
     const auto junk = std::filesystem::path(TUNE_BUILD_DIR) / "st_junk.safetensors";
     std::ofstream(junk) << "not a safetensors file at all";
     CHECK_THROWS_WITH(harness::SafetensorsFile::load(junk), Catch::Contains("st_junk.safetensors"));
+}
+
+namespace {
+
+// The peak resident bytes a child process adds while it loads `path` (Linux starts a child's
+// peak at its resident size when forked); -1 when the child could not report.
+long child_peak_growth_kib(const std::string& path) {
+    int pipe_fds[2];
+    REQUIRE(::pipe(pipe_fds) == 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::close(pipe_fds[0]);
+        struct rusage before {
+        }, after{};
+        ::getrusage(RUSAGE_SELF, &before);
+        try {
+            harness::SafetensorsFile::load(path);
+        } catch (const std::exception&) {
+        }
+        ::getrusage(RUSAGE_SELF, &after);
+        const long growth = after.ru_maxrss - before.ru_maxrss;
+        (void)!::write(pipe_fds[1], &growth, sizeof growth);
+        ::_exit(0);
+    }
+    ::close(pipe_fds[1]);
+    long growth = -1;
+    if (::read(pipe_fds[0], &growth, sizeof growth) != sizeof growth) growth = -1;
+    ::close(pipe_fds[0]);
+    ::waitpid(child, nullptr, 0);
+    return growth;
+}
+
+}  // namespace
+
+TEST_CASE("a crafted header on a large sparse file is refused from the header, before its bulk is read",
+          "[safetensors]") {
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("tune-sparse-" + std::to_string(::getpid()) + ".safetensors"))
+            .string();
+    // 1 GiB, almost all a hole: a header whose one tensor claims bytes past the end.
+    const std::string header = R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 2000000000]}})";
+    {
+        std::ofstream out(path, std::ios::binary);
+        const std::uint64_t n = header.size();
+        for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));
+        out << header;
+    }
+    REQUIRE(::truncate(path.c_str(), 1l << 30) == 0);
+    CHECK_THROWS_WITH(harness::SafetensorsFile::load(path), Catch::Contains("outside the") && Catch::Contains(path));
+    // Read whole, the file would add 1 GiB (twice that with the copy); judged from its header, a few MiB.
+    const long growth = child_peak_growth_kib(path);
+    INFO("peak growth " << growth << " KiB");
+    CHECK(growth >= 0);
+    CHECK(growth < 64 * 1024);
+    std::filesystem::remove(path);
 }

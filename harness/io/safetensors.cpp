@@ -20,7 +20,7 @@ namespace {
 // Every problem with the file is bad input to `tune trial --init` (exit 2), not a failed trial.
 ConfigError bad(const std::filesystem::path& path, const std::string& what) { return ConfigError(path.string() + ": " + what); }
 
-// Weights for a CPU or single-GPU trial; the file is read whole into memory.
+// Weights for a CPU or single-GPU trial; the tensors are read whole into memory.
 constexpr std::uint64_t kMaxSafetensorsBytes = 16ull << 30;
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the format's own limit
 
@@ -73,26 +73,34 @@ void refuse_overlaps(const std::filesystem::path& path, const std::map<std::stri
 
 }  // namespace
 
+// The header is read and judged first; then only the bytes its tensors name, once, into the
+// data buffer: a crafted header on a large (or sparse) file costs nothing but the header.
 SafetensorsFile SafetensorsFile::load(const std::filesystem::path& path) {
-    const std::string bytes = read_input_file(path, kMaxSafetensorsBytes, "safetensors file");
-    if (bytes.size() < 8) throw bad(path, "too short for a safetensors header");
+    const InputFile file(path, kMaxSafetensorsBytes, "safetensors file");
+    if (file.size() < 8) throw bad(path, "too short for a safetensors header");
+    unsigned char length[8];
+    file.read_at(0, length, 8);
     std::uint64_t header = 0;
-    for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
-    if (header > bytes.size() - 8) throw bad(path, fmt::format("header length {} exceeds the file", header));
+    for (int i = 7; i >= 0; --i) header = header << 8 | length[i];
+    if (header > file.size() - 8) throw bad(path, fmt::format("header length {} exceeds the file", header));
     if (header > kMaxHeaderBytes) throw bad(path, fmt::format("header length {} exceeds the format's 100 MB", header));
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header));
-    } catch (const nlohmann::json::exception& ex) {
-        throw bad(path, fmt::format("header is not JSON ({})", ex.what()));
-    }
+    std::string text(static_cast<std::size_t>(header), '\0');
+    file.read_at(8, text.data(), header);
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) throw bad(path, "header is not JSON");
     if (!j.is_object()) throw bad(path, "header is not a JSON object");
     SafetensorsFile f;
     f.path_ = path;
-    f.data_.assign(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header), bytes.end());
+    const std::uint64_t data_bytes = file.size() - 8 - header;
+    std::uint64_t used = 0;
     for (const auto& [name, entry] : j.items())
-        if (name != "__metadata__") f.entries_[name] = parse_entry(path, name, entry, f.data_.size());
+        if (name != "__metadata__") {
+            f.entries_[name] = parse_entry(path, name, entry, data_bytes);
+            used = std::max(used, f.entries_[name].end);
+        }
     refuse_overlaps(path, f.entries_);
+    f.data_.resize(static_cast<std::size_t>(used));
+    file.read_at(8 + header, f.data_.data(), used);
     return f;
 }
 

@@ -19,7 +19,8 @@ struct SafetensorsEntry {
 
 class SafetensorsFile {
 public:
-    // Reads the whole file; throws std::runtime_error with the path on a malformed file.
+    // Reads and judges the header, then only the bytes its tensors name; a malformed file is a
+    // ConfigError naming the path.
     static SafetensorsFile load(const std::filesystem::path& path);
 
     const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }

@@ -18,8 +18,8 @@ bool transformers_stack(FrameworkProfile f) {
 // GradScaler's scaled loss.backward(): both raise TypeError.
 std::optional<std::string> transformers_lomo_problem(FrameworkProfile f, const TrialConfig& c) {
     if (c.optimizer != Optimizer::lomo) return std::nullopt;
-    const bool through_deepspeed = f == FrameworkProfile::deepspeed || f == FrameworkProfile::hf_trainer ||
-                                   f == FrameworkProfile::torchrun;
+    const bool through_deepspeed =
+        f == FrameworkProfile::deepspeed || f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun;
     if (through_deepspeed && c.zero_stage > 0)
         return fmt::format(
             "LOMO at ZeRO-{}: HF Trainer's optim=\"lomo\" cannot run under DeepSpeed (Trainer.training_step passes "
@@ -38,9 +38,10 @@ std::optional<std::string> transformers_lomo_problem(FrameworkProfile f, const T
 // nothing: no mode shards the optimizer states alone.
 std::optional<std::string> fsdp_problem(FrameworkProfile f, const TrialConfig& c) {
     if (c.zero_stage != 1) return std::nullopt;
-    return fmt::format("ZeRO-1 under {}: FSDP has no mode that shards only the optimizer states (SHARD_GRAD_OP also "
-                       "shards the gradients); choose ZeRO-0, 2 or 3",
-                       to_string(f));
+    return fmt::format(
+        "ZeRO-1 under {}: FSDP has no mode that shards only the optimizer states (SHARD_GRAD_OP also "
+        "shards the gradients); choose ZeRO-0, 2 or 3",
+        to_string(f));
 }
 
 // torchtitan/components/optimizer.py build_optimizers: Adam and AdamW (its
@@ -55,8 +56,9 @@ std::optional<std::string> torchtitan_problem(const TrialConfig& c) {
         return fmt::format("{} under torchtitan: it has no adapters and trains every parameter; choose full",
                            to_string(c.method));
     if (c.precision == Precision::bf16)
-        return std::string("pure bf16 under torchtitan: FSDP2 keeps its sharded parameters in fp32 and casts them "
-                           "for compute; choose bf16-mixed");
+        return std::string(
+            "pure bf16 under torchtitan: FSDP2 keeps its sharded parameters in fp32 and casts them "
+            "for compute; choose bf16-mixed");
     if (c.precision == Precision::fp16_mixed)
         return std::string("fp16-mixed under torchtitan: it has no loss scaling; choose bf16-mixed");
     return fsdp_problem(FrameworkProfile::torchtitan, c);
@@ -67,19 +69,22 @@ std::optional<std::string> torchtitan_problem(const TrialConfig& c) {
 // QLoRA: no Lion in torch.optim, and no LOMO.
 std::optional<std::string> litgpt_problem(const TrialConfig& c) {
     if (c.optimizer == Optimizer::lion || c.optimizer == Optimizer::lomo)
-        return fmt::format("{} under LitGPT: its scripts build torch.optim optimizers (and bitsandbytes' for "
-                           "QLoRA); choose adamw, adam8bit or adafactor",
-                           to_string(c.optimizer));
+        return fmt::format(
+            "{} under LitGPT: its scripts build torch.optim optimizers (and bitsandbytes' for "
+            "QLoRA); choose adamw, adam8bit or adafactor",
+            to_string(c.optimizer));
     // litgpt/finetune/lora.py setup: bitsandbytes quantization on one device only, and never
     // with a mixed-precision plugin.
     if (c.method == Method::qlora && c.world_size > 1)
-        return fmt::format("QLoRA on {} devices: LitGPT quantizes on one device only (\"Quantization is currently "
-                           "not supported for multi-GPU training\"); choose one GPU or LoRA",
-                           c.world_size);
+        return fmt::format(
+            "QLoRA on {} devices: LitGPT quantizes on one device only (\"Quantization is currently "
+            "not supported for multi-GPU training\"); choose one GPU or LoRA",
+            c.world_size);
     if (c.method == Method::qlora && (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed))
-        return fmt::format("QLoRA with {}: LitGPT refuses quantization with mixed precision; choose bf16 "
-                           "(bf16-true) or fp32",
-                           to_string(c.precision));
+        return fmt::format(
+            "QLoRA with {}: LitGPT refuses quantization with mixed precision; choose bf16 "
+            "(bf16-true) or fp32",
+            to_string(c.precision));
     return fsdp_problem(FrameworkProfile::litgpt, c);
 }
 
