@@ -78,6 +78,9 @@ public:
     std::int64_t last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
     int changes() const { return sqlite3_changes(db_); }
     sqlite3* handle() const { return db_; }
+    // Folds the write-ahead log into the database as far as readers allow, waiting for none
+    // (SQLITE_CHECKPOINT_PASSIVE); best effort: a log it cannot fold now is folded next time.
+    void fold_log() { sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr); }
 
 private:
     struct Finalize {

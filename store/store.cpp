@@ -50,6 +50,9 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
     configure(*db_, read_only);
     if (!read_only) {
         migrate(*db_);
+        // A log left by a run that died or filled the disk is folded back now, not at ~32 MiB:
+        // after space is freed, a resume must not keep growing the log beside a stale file.
+        db_->fold_log();
         return;
     }
     const int version = tune::schema_version(*db_);

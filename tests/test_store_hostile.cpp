@@ -372,3 +372,32 @@ TEST_CASE("status escapes a sweep name from the database before the terminal see
     CHECK(out.output.find('\x1b') == std::string::npos);
     CHECK_THAT(out.output, Catch::Contains("red\\x1b[31mname"));
 }
+
+TEST_CASE("a write-ahead log left by a driver that died is folded into the database when the store opens",
+          "[store][hostile]") {
+    test::ScratchDir dir;
+    const std::string db = dir.file("r.db");
+    build(db);
+    const auto bytes = [](const std::string& path) {
+        std::error_code ec;
+        const auto n = std::filesystem::file_size(path, ec);
+        return ec ? std::uintmax_t{0} : n;
+    };
+    // A child writes 200 trials and dies without closing its connection: the rows stay in the log
+    // (below the ~32 MiB at which SQLite would fold it).
+    const pid_t child = ::fork();
+    if (child == 0) {
+        Store store(db, Store::Mode::read_write);
+        test::add_pending(store, store.find_sweep("hostile")->id, 100, 200);
+        ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    const auto main_before = bytes(db);
+    REQUIRE(bytes(db + "-wal") > main_before);
+    Store store(db, Store::Mode::read_write);
+    // Checked while the store is open: closing the last connection folds the log anyway.
+    CHECK(bytes(db) > main_before);  // the rows reached the database itself
+    CHECK(store.trials({std::nullopt, std::nullopt, false, false}).size() == 202);
+}
