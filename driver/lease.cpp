@@ -21,18 +21,24 @@ bool process_exists(std::int64_t pid) {
     return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
+// Seconds since the heartbeat, negative for one in the future; in doubles, so a heartbeat of
+// INT64_MIN or INT64_MAX does not overflow the difference.
+double heartbeat_age_s(const SweepLease& held, Timestamp now) {
+    return (static_cast<double>(now.time_since_epoch().count()) -
+            static_cast<double>(held.heartbeat.time_since_epoch().count())) /
+           1e3;
+}
+
+constexpr auto kStaleWindowS = static_cast<double>(kLeaseStaleAfter.count());
+
 }  // namespace
 
 std::optional<std::string> lease_lapse(const SweepLease& held, std::string_view host, Timestamp now) {
     if (held.host == host && !process_exists(held.pid))
         return fmt::format("its process (pid {}) is gone from this host", held.pid);
-    // In doubles: a heartbeat of INT64_MIN or INT64_MAX must not overflow the difference.
-    const double age_s = (static_cast<double>(now.time_since_epoch().count()) -
-                          static_cast<double>(held.heartbeat.time_since_epoch().count())) /
-                         1e3;
-    const auto window = static_cast<double>(kLeaseStaleAfter.count());
-    if (age_s > window) return fmt::format("its last heartbeat is {:.0f} s old", age_s);
-    if (age_s < -window)
+    const double age_s = heartbeat_age_s(held, now);
+    if (age_s > kStaleWindowS) return fmt::format("its last heartbeat is {:.0f} s old", age_s);
+    if (age_s < -kStaleWindowS)
         return fmt::format(
             "its heartbeat lies {:.0f} s in the future (clocks that disagree between hosts, or a "
             "damaged row)",
@@ -86,7 +92,7 @@ SweepLeaseHolder::SweepLeaseHolder(Store& store, const std::string& database, co
     std::optional<SweepLease> suspect;  // taken over although its heartbeat was not old
     auto is_stale = [&](const SweepLease& held) {
         const auto lapse = lease_lapse(held, host, now);
-        if (lapse && lapse->starts_with("its heartbeat lies")) suspect = held;
+        if (lapse && heartbeat_age_s(held, now) < -kStaleWindowS) suspect = held;
         return lapse.has_value();
     };
     if (auto held = store_.take_lease(sweep_, mine_, is_stale)) {

@@ -92,7 +92,8 @@ std::vector<NewTrial> plan_trials(const SweepSpec& spec, const std::vector<Candi
             t.reason = c.invalid_reason;
         } else {
             t.estimate = estimate(spec.model, c.config, spec.hardware, settings.estimate);
-            t.frameworks = framework_predictions(c.config, spec.hardware, settings.estimate, spec.usable_memory());
+            t.frameworks =
+                framework_predictions(c.config, spec.hardware, settings.estimate, spec.usable_memory(), *t.estimate);
             t.reason = framework_invalid_reason(t.frameworks, spec);
             if (!t.reason.empty()) {
                 t.status = TrialStatus::invalid;
@@ -124,8 +125,8 @@ std::vector<PendingUpdate> replan_pending(const SweepSpec& spec, const std::vect
         u.id = record.id;
         u.estimate = estimate(spec.model, record.result.config, spec.hardware, settings.estimate);
         // Calibration's overhead and speed reach every stack's prediction through the same options.
-        u.frameworks =
-            framework_predictions(record.result.config, spec.hardware, settings.estimate, spec.usable_memory());
+        u.frameworks = framework_predictions(record.result.config, spec.hardware, settings.estimate,
+                                             spec.usable_memory(), u.estimate);
         u.reason = prune_reason(u.estimate, u.frameworks, spec, settings.prune_tolerance);
         u.status = u.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
         updates.push_back(std::move(u));

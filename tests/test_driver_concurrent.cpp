@@ -5,7 +5,6 @@
 // sweep runs, the makespan plan and `tune submit --dry-run`.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +26,7 @@
 #include "store/store.h"
 #include "support/run_command.h"
 #include "support/tiny_cpu_sweep.h"
+#include "tests/support/spawn.h"
 
 using namespace tune;
 namespace fs = std::filesystem;
@@ -83,18 +83,8 @@ std::string fake_program() { return (fs::path(TUNE_SOURCE_DIR) / "tests/support/
 // `tune sweep FILE --no-probe --no-report` in a child whose trials are the fake
 // trial sleeping `sleep` seconds each, its output discarded; returns its pid.
 pid_t start_fake_driver(const fs::path& sweep, const char* sleep) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::setenv("TUNE_TRIAL_PROGRAM", fake_program().c_str(), 1);
-        ::setenv("FAKE_TRIAL_SLEEP", sleep, 1);
-        const int null = ::open("/dev/null", O_WRONLY);
-        ::dup2(null, 1);
-        ::dup2(null, 2);
-        ::execl(TUNE_BINARY, TUNE_BINARY, "sweep", sweep.c_str(), "--no-probe", "--no-report",
-                static_cast<char*>(nullptr));
-        _exit(127);
-    }
-    return pid;
+    return test::spawn_silenced({TUNE_BINARY, "sweep", sweep.string(), "--no-probe", "--no-report"},
+                                {{"TUNE_TRIAL_PROGRAM", fake_program()}, {"FAKE_TRIAL_SLEEP", sleep}});
 }
 
 }  // namespace

@@ -43,13 +43,8 @@ TEST_CASE("measured memory agrees with the estimator over the grid", "[memory][e
                             c.grad_accum = ga, c.context = ctx, c.micro_batch = mb;
                             c.steps = 1, c.warmup = 0;
                             if (o == Optimizer::lomo && ga > 1) continue;
-                            const TrialResult r = harness::run_trial(c, test::quiet_trial());
-                            INFO(summary(c) << ": " << r.reason);
-                            REQUIRE(r.status == TrialStatus::ok);
-                            EstimateOptions eo;
-                            eo.cpu_threads = 1;
-                            eo.overhead_bytes = r.baseline;  // the process before the model, as the trial estimates it
-                            const Estimate e = estimate(c, *find_device("cpu"), eo);
+                            const auto [r, e] = test::run_and_estimate(c);
+                            INFO(summary(c));
                             const double peak_err = std::abs(static_cast<double>(r.memory.peak) - e.memory.peak) /
                                                     static_cast<double>(e.memory.peak);
                             CHECK(peak_err <= 0.01);

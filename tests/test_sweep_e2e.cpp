@@ -16,13 +16,13 @@
 #include <random>
 #include <set>
 #include <sstream>
-#include <fcntl.h>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "core/pareto.h"
 #include "support/run_command.h"
+#include "tests/support/spawn.h"
 
 using tune::test::run_command;
 using tune::test::run_tune;
@@ -165,18 +165,8 @@ TEST_CASE("a driver killed with SIGKILL at random points resumes, every trial is
     std::uniform_int_distribution<int> delay_ms(100, 1500);
     const std::string program = std::string(TUNE_SOURCE_DIR) + "/tests/support/fake_trial.py";
     auto start_driver = [&] {
-        const pid_t pid = ::fork();
-        if (pid == 0) {
-            ::setenv("TUNE_TRIAL_PROGRAM", program.c_str(), 1);
-            ::setenv("FAKE_TRIAL_SLEEP", "0.05", 1);
-            const int null = ::open("/dev/null", O_WRONLY);
-            ::dup2(null, 1);
-            ::dup2(null, 2);
-            ::execl(TUNE_BINARY, TUNE_BINARY, "sweep", sweep.c_str(), "--no-probe", "--no-report",
-                    static_cast<char*>(nullptr));
-            _exit(127);
-        }
-        return pid;
+        return tune::test::spawn_silenced({TUNE_BINARY, "sweep", sweep.string(), "--no-probe", "--no-report"},
+                                          {{"TUNE_TRIAL_PROGRAM", program}, {"FAKE_TRIAL_SLEEP", "0.05"}});
     };
     // Eight runs killed at random moments (planning, claiming, recording, or
     // while a trial runs), then one left to finish.

@@ -80,9 +80,13 @@ FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, c
 
 FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware& hw, const EstimateOptions& options,
                                            std::uint64_t usable) {
+    return framework_predictions(c, hw, options, usable, estimate(c, hw, options));
+}
+
+FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware& hw, const EstimateOptions& options,
+                                           std::uint64_t usable, const Estimate& base) {
     // One engine estimate and one step schedule serve every profile; a profile
     // that changes the time model (torchtitan's overlap) re-prices the step only.
-    const Estimate base = estimate(c, hw, options);
     const StepMemory s = step_memory(c.model, c, hw, options);
     FrameworkPredictions out;
     for (std::size_t i = 1; i < kFrameworkProfileNames.size(); ++i) {

@@ -84,5 +84,8 @@ std::optional<std::string> framework_problem(FrameworkProfile f, const TrialConf
 // `fits` judged against `usable` bytes of device memory.
 FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
                                            std::uint64_t usable);
+// The same from our engine's estimate of `c` under `o`, which the caller has made already.
+FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
+                                           std::uint64_t usable, const Estimate& engine);
 
 }  // namespace tune

@@ -3,7 +3,6 @@
 // leave the ranks running forever.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 
 #include "launch/launch.h"
 #include "launch/process.h"
+#include "tests/support/spawn.h"
 #include "tests/support/survivors.h"
 
 using namespace tune;
@@ -36,18 +36,9 @@ namespace {
 // Starts `tune trial` with `ranks` ranks under mpirun (its stdout and stderr discarded) and
 // returns its pid; `seed` is on every command line it starts.
 pid_t start_trial(std::uint32_t ranks, const std::string& seed) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        const int null = ::open("/dev/null", O_WRONLY);
-        ::dup2(null, STDOUT_FILENO);
-        ::dup2(null, STDERR_FILENO);
-        const std::string gpus = std::to_string(ranks);
-        // Steps enough to run for a minute: ranks left behind would still be there when the test looks.
-        ::execl(TUNE_BINARY, TUNE_BINARY, "trial", "--model", "tiny", "--gpus", gpus.c_str(), "--steps", "2000",
-                "--warmup", "1", "--seed", seed.c_str(), static_cast<char*>(nullptr));
-        ::_exit(127);
-    }
-    return pid;
+    // Steps enough to run for a minute: ranks left behind would still be there when the test looks.
+    return test::spawn_silenced({TUNE_BINARY, "trial", "--model", "tiny", "--gpus", std::to_string(ranks), "--steps",
+                                 "2000", "--warmup", "1", "--seed", seed});
 }
 
 }  // namespace

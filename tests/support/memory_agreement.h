@@ -11,14 +11,27 @@
 
 namespace tune::test {
 
-inline void check_exact_agreement(const TrialConfig& c) {
-    const TrialResult r = harness::run_trial(c, quiet_trial());
-    INFO(summary(c) << ": " << r.reason);
-    REQUIRE(r.status == TrialStatus::ok);
+struct TrialAndEstimate {
+    TrialResult trial;
+    Estimate estimate;
+};
+
+// Runs `c` (it must end ok) and estimates it as the trial itself does: one thread, the process's
+// baseline before the model as the overhead.
+inline TrialAndEstimate run_and_estimate(const TrialConfig& c) {
+    TrialAndEstimate out{harness::run_trial(c, quiet_trial()), {}};
+    INFO(summary(c) << ": " << out.trial.reason);
+    REQUIRE(out.trial.status == TrialStatus::ok);
     EstimateOptions eo;
     eo.cpu_threads = 1;
-    eo.overhead_bytes = r.baseline;  // the process before the model, as the trial estimates it
-    const Estimate e = estimate(c, *find_device("cpu"), eo);
+    eo.overhead_bytes = out.trial.baseline;
+    out.estimate = estimate(c, *find_device("cpu"), eo);
+    return out;
+}
+
+inline void check_exact_agreement(const TrialConfig& c) {
+    const auto [r, e] = run_and_estimate(c);
+    INFO(summary(c));
     CHECK(r.memory.peak == e.memory.peak);
     for (Component k : kComponents) {
         INFO(to_string(k) << ": measured " << r.memory[k] << ", estimated " << e.memory[k]);
