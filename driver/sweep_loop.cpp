@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -51,16 +52,11 @@ public:
         progress_.set_concurrency(static_cast<std::uint32_t>(layout_.slots.size()));
         if (layout_.slots.size() > 1) progress_.note("trials run " + layout_.description);
         began_ = std::chrono::steady_clock::now();
-        bool exhausted = false;
-        for (;;) {
-            watch_interrupts();
-            while (!exhausted && runner_.free_slot() && !stop_before_next()) {
-                auto claimed = store_.claim_next_pending(sweep_, ClaimOrder::priority);
-                if (!claimed) exhausted = true;
-                else launch(*runner_.free_slot(), std::move(*claimed));
-            }
-            if (runner_.in_flight() == 0) break;
-            if (auto done = runner_.wait_next(0.2)) record(*done);
+        try {
+            run_until_done();
+        } catch (const StoreError&) {
+            give_back_unrecorded();
+            throw;
         }
         progress_.finish();
         report_.calibrated_trials = calibration_.observations();
@@ -72,6 +68,40 @@ public:
     }
 
 private:
+    void run_until_done() {
+        bool exhausted = false;
+        for (;;) {
+            watch_interrupts();
+            while (!exhausted && runner_.free_slot() && !stop_before_next()) {
+                auto claimed = store_.claim_next_pending(sweep_, ClaimOrder::priority);
+                if (!claimed) exhausted = true;
+                else launch(*runner_.free_slot(), std::move(*claimed));
+            }
+            if (runner_.in_flight() == 0) break;
+            if (auto done = runner_.wait_next(0.2)) record(*done);
+        }
+    }
+
+    // The store failed under the sweep (a full disk, most often): the trials it claimed and has
+    // not recorded stop and go back to pending without the attempt their claim counted, so a
+    // sweep that keeps hitting a full disk never abandons them. The rows this writes fit where the
+    // failed transaction's log pages were; when even they cannot be written, the trials stay
+    // running and the next driver counts them as it counts a dead driver's.
+    void give_back_unrecorded() {
+        runner_.cancel_all();
+        while (runner_.in_flight() > 0) runner_.wait_next(0.2);
+        if (unrecorded_.empty()) return;
+        const std::vector<TrialId> ids(unrecorded_.begin(), unrecorded_.end());
+        try {
+            store_.release(ids,
+                           "not recorded: the database could not be written; it runs again when the sweep "
+                           "resumes");
+        } catch (const StoreError& e) {
+            progress_.note(fmt::format("{} trial(s) stay marked running: the database refused even that ({})",
+                                       ids.size(), e.what()));
+        }
+    }
+
     // The first Ctrl-C stops new starts and lets running trials finish; the second stops them.
     void watch_interrupts() {
         const int n = interrupts_.poll();
@@ -113,6 +143,7 @@ private:
 
     void launch(std::size_t slot, ClaimedTrial claimed) {
         pending_.erase(claimed.id);
+        unrecorded_.insert(claimed.id);
         progress_.trial_started(claimed.id, summary(claimed.config));
         const StepCommand step = trial_step(claimed.config, spec_, trial_program(), layout_, slot);
         ProcessSpec process;
@@ -133,11 +164,13 @@ private:
                                (interrupts_.count() > 0 && result.status == TrialStatus::failed);
         if (cut_short) {
             store_.release(done.claimed.id, "interrupted; it runs again when the sweep resumes");
+            unrecorded_.erase(done.claimed.id);
             report_.interrupted = true;
             progress_.note("interrupted: a running trial was stopped and will run again on resume");
             return;
         }
         store_.record_result(done.claimed.id, result, done.outcome.stderr_tail, done.started, done.ended);
+        unrecorded_.erase(done.claimed.id);
         ++report_.trials_run;
         cost_.observe(done.outcome.wall_s, result);
         learn(result);
@@ -202,6 +235,7 @@ private:
     TrialRunner runner_;
     TrialCost cost_;  // a trial's fixed cost, learned as trials finish
     std::map<TrialId, NewTrial> pending_;
+    std::set<TrialId> unrecorded_;  // claimed, and neither recorded nor released yet
     std::chrono::steady_clock::time_point began_;
     std::uint64_t started_ = 0;
     bool stopping_noted_ = false;

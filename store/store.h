@@ -75,8 +75,11 @@ public:
     // The trial's status, measurement, memory rows and step rows, all or nothing.
     void record_result(TrialId trial, const TrialResult& result, std::string_view stderr_tail, Timestamp started,
                        Timestamp ended);
-    // A running trial that was interrupted goes back to pending, to be run again.
-    void release(TrialId trial, std::string_view reason);
+    // Running trials that ended for no fault of their configuration (interrupted, or their result
+    // could not be written) go back to pending, to run again without the attempt the claim counted:
+    // attempts count the drivers that died under a trial.
+    void release(std::span<const TrialId> trials, std::string_view reason);
+    void release(TrialId trial, std::string_view reason) { release(std::span(&trial, 1), reason); }
     // Trials left running: back to pending, or failed once they used kMaxAttempts.
     RequeueCounts requeue_stale_running(SweepId sweep);
 

@@ -108,8 +108,9 @@ const std::array<std::string, kStepsPerInsert>& step_insert_texts() {
     return texts;
 }
 
-constexpr sql::Sql kRelease{"release",
-                            "UPDATE trials SET status = 'pending', reason = ?2 WHERE id = ?1 AND status = 'running'"};
+constexpr sql::Sql kRelease{"release", R"sql(
+UPDATE trials SET status = 'pending', reason = ?2, attempts = max(attempts - 1, 0)
+WHERE id = ?1 AND status = 'running')sql"};
 constexpr sql::Sql kGiveUp{"requeue_stale_running", R"sql(
 UPDATE trials SET status = 'failed', reason = ?2, ended_at = ?4
 WHERE sweep_id = ?1 AND status = 'running' AND attempts >= ?3)sql"};
@@ -273,8 +274,10 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
     tx.commit();
 }
 
-void Store::release(TrialId trial, std::string_view reason) {
-    db_->query(kRelease).bind(1, trial).bind(2, reason).run();
+void Store::release(std::span<const TrialId> trials, std::string_view reason) {
+    sql::Transaction tx(*db_);
+    for (TrialId trial : trials) db_->query(kRelease).bind(1, trial).bind(2, reason).run();
+    tx.commit();
 }
 
 RequeueCounts Store::requeue_stale_running(SweepId sweep) {

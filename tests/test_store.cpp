@@ -231,6 +231,7 @@ TEST_CASE("claim order, release and re-estimates of pending trials", "[store]") 
     db.release(ids[1].id, "interrupted by the user");
     CHECK(db.trial(ids[1].id)->result.status == TrialStatus::pending);
     CHECK(db.trial(ids[1].id)->result.reason == "interrupted by the user");
+    CHECK(db.trial(ids[1].id)->attempts == 0);  // the claim's attempt is given back
 
     Estimate reestimated = sample_estimate(7);
     db.update_pending(std::vector<PendingUpdate>{

@@ -127,18 +127,34 @@ TEST_CASE("readers work on a database in a directory nobody may write", "[store]
     CHECK(!fs::exists(db + "-shm"));
 }
 
+// A tmpfs of `size` mounted at `place` for the test's life; mounted() is false where this
+// process may not mount (not root), and the test then says so and returns.
+class SmallDisk {
+public:
+    SmallDisk(const fs::path& place, const char* size) : place_(place) {
+        fs::create_directories(place);
+        mounted_ = ::mount("tmpfs", place.c_str(), "tmpfs", 0, fmt::format("size={}", size).c_str()) == 0;
+    }
+    ~SmallDisk() {
+        if (mounted_) ::umount2(place_.c_str(), MNT_DETACH);
+    }
+    SmallDisk(const SmallDisk&) = delete;
+    SmallDisk& operator=(const SmallDisk&) = delete;
+    bool mounted() const { return mounted_; }
+
+private:
+    fs::path place_;
+    bool mounted_ = false;
+};
+
 TEST_CASE("a full disk is reported with the path and the free space, and the log is truncated", "[store][hostile]") {
     test::ScratchDir dir;
     const fs::path place = fs::path(dir.file("small"));
-    fs::create_directories(place);
-    if (::mount("tmpfs", place.c_str(), "tmpfs", 0, "size=256k") != 0) {
+    const SmallDisk disk(place, "256k");
+    if (!disk.mounted()) {
         WARN("cannot mount a small tmpfs here (needs root): the disk-full case is not exercised");
         return;
     }
-    struct Unmount {
-        std::string p;
-        ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
-    } unmount{place.string()};
     std::ofstream(dir.file("s.toml")) << kSweep;
     const std::string db = (place / "r.db").string();
     // Fill the disk but for a few pages, then ask for a sweep's worth of writes.
@@ -148,6 +164,39 @@ TEST_CASE("a full disk is reported with the path and the free space, and the log
     CHECK(out.exit_code == 2);
     CHECK_THAT(out.output, Catch::Contains("full") && Catch::Contains("free") && Catch::Contains(place.string()));
     CHECK((!fs::exists(db + "-wal") || fs::file_size(db + "-wal") == 0));
+}
+
+TEST_CASE("a trial whose result the full disk refused runs again on resume, its attempt not counted",
+          "[store][hostile]") {
+    test::ScratchDir dir;
+    const fs::path place = fs::path(dir.file("small"));
+    const SmallDisk disk(place, "1m");
+    if (!disk.mounted()) {
+        WARN("cannot mount a small tmpfs here (needs root): the disk-full case is not exercised");
+        return;
+    }
+    // Many steps: the result's rows need more pages than the log kept from earlier writes.
+    std::ofstream(dir.file("s.toml")) << std::string(kSweep).replace(std::string(kSweep).find("steps = 2"), 9,
+                                                                     "steps = 4000");
+    const std::string db = (place / "r.db").string();
+    const std::string filler = (place / "filler").string();
+    const std::string sweep =
+        fmt::format("{} sweep --no-probe --no-report --db {} {} 2>&1", TUNE_BINARY, db, dir.file("s.toml"));
+    const std::string fake = fmt::format("TUNE_TRIAL_PROGRAM={}/tests/support/fake_trial.py ", TUNE_SOURCE_DIR);
+    // More failed runs than a trial has attempts: each trial fills the disk, so its result cannot
+    // be written, and the user frees the space and resumes.
+    for (int run = 0; run <= 3; ++run) {
+        const auto out = run_command(fake + "FAKE_TRIAL_FILL=" + filler + " " + sweep);
+        INFO(out.output);
+        CHECK(out.exit_code == 2);
+        CHECK_THAT(out.output, Catch::Contains("full"));
+        fs::remove(filler);
+        CHECK(run_sql(db, "SELECT group_concat(status || ':' || attempts) FROM trials") == "pending:0\n");
+    }
+    const auto out = run_command(fake + sweep);
+    INFO(out.output);
+    CHECK(out.exit_code == 0);
+    CHECK(run_sql(db, "SELECT group_concat(status || ':' || attempts) FROM trials") == "ok:1\n");
 }
 
 TEST_CASE("a second driver of the same sweep refuses while the first is alive, and takes over a dead one's lease",

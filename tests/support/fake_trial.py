@@ -9,6 +9,7 @@ trial of that optimizer abort, sleep forever, report a NaN loss, report an
 OOM, exit without a result, or exit 3 with only the OOM on stderr (a rank
 that aborted its job before its result line got through).
 FAKE_TRIAL_SLEEP=seconds slows every trial down.
+FAKE_TRIAL_FILL=path writes to that file until its disk is full, then answers.
 FAKE_TRIAL_LOG=path appends one JSON line per trial: its start and end time, CPU
 affinity, CUDA_VISIBLE_DEVICES and OMP_PLACES (where the driver placed it).
 """
@@ -29,6 +30,13 @@ if os.environ.get("FAKE_TRIAL_LOG"):
     with open(os.environ["FAKE_TRIAL_LOG"], "a") as log:
         log.write(json.dumps(placed) + "\n")
 print("fake trial starting", file=sys.stderr)
+if os.environ.get("FAKE_TRIAL_FILL"):
+    try:
+        with open(os.environ["FAKE_TRIAL_FILL"], "ab", buffering=0) as filler:
+            while True:
+                filler.write(bytes(4096))
+    except OSError:
+        pass
 
 if fault == "crash":
     os.kill(os.getpid(), signal.SIGABRT)
