@@ -27,7 +27,10 @@ namespace tune {
 
 enum class Optimizer : std::uint8_t { adamw, lion, adam8bit, adafactor, lomo };
 enum class Precision : std::uint8_t { fp32, bf16_mixed, fp16_mixed, bf16 };
-enum class Checkpointing : std::uint8_t { none, selective, full };
+// selective drops the eager attention probabilities; selective_op is torchtitan's
+// "op" policy, which keeps the matmul outputs but every second one and the
+// attention output (harness/model.cpp LlamaLayer::drop says what each keeps).
+enum class Checkpointing : std::uint8_t { none, selective, full, selective_op };
 // flash keeps only the log-sum-exp (b, heads, s) and recomputes the scores in
 // backward; eager keeps the (b, heads, s, s) probabilities (docs/memory-model.md §3).
 enum class Attention : std::uint8_t { flash, eager };
@@ -45,8 +48,8 @@ inline constexpr std::array<Optimizer, 5> kOptimizers{Optimizer::adamw, Optimize
                                                       Optimizer::adafactor, Optimizer::lomo};
 inline constexpr std::array<Precision, 4> kPrecisions{Precision::fp32, Precision::bf16_mixed,
                                                       Precision::fp16_mixed, Precision::bf16};
-inline constexpr std::array<Checkpointing, 3> kCheckpointings{Checkpointing::none, Checkpointing::selective,
-                                                              Checkpointing::full};
+inline constexpr std::array<Checkpointing, 4> kCheckpointings{Checkpointing::none, Checkpointing::selective,
+                                                              Checkpointing::full, Checkpointing::selective_op};
 inline constexpr std::array<Attention, 2> kAttentions{Attention::flash, Attention::eager};
 inline constexpr std::array<TrialStatus, 8> kStatuses{
     TrialStatus::pending, TrialStatus::running, TrialStatus::ok,      TrialStatus::oom,
@@ -59,7 +62,7 @@ inline constexpr std::array<LoraTargets, 3> kLoraTargets{LoraTargets::attention,
 // The names users write, indexed by the enum's value (the dimension table's choices too).
 inline constexpr std::array<std::string_view, 5> kOptimizerNames{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
 inline constexpr std::array<std::string_view, 4> kPrecisionNames{"fp32", "bf16-mixed", "fp16-mixed", "bf16"};
-inline constexpr std::array<std::string_view, 3> kCheckpointingNames{"none", "selective", "full"};
+inline constexpr std::array<std::string_view, 4> kCheckpointingNames{"none", "selective", "full", "selective-op"};
 inline constexpr std::array<std::string_view, 2> kAttentionNames{"flash", "eager"};
 inline constexpr std::array<std::string_view, 3> kMethodNames{"full", "lora", "qlora"};
 inline constexpr std::array<std::string_view, 3> kLoraTargetNames{"attention", "all-linear", "qv"};

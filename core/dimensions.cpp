@@ -22,7 +22,8 @@ constexpr std::array<Dimension, kDimensionCount> kTable{{
      .flag = "--optimizer",
      .header = "optimizer",
      .prefix = "",
-     .help = "adamw, lion, adam8bit (8-bit states), adafactor (factored second moment) or lomo (fused update, no states)",
+     .help =
+         "adamw, lion, adam8bit (8-bit states), adafactor (factored second moment) or lomo (fused update, no states)",
      .kind = DimKind::enumeration,
      .choices = kOptimizerNames,
      .grid_rank = 2,
@@ -94,7 +95,9 @@ constexpr std::array<Dimension, kDimensionCount> kTable{{
      .flag = "--checkpointing",
      .header = "ckpt",
      .prefix = "ckpt=",
-     .help = "activation checkpointing: none, selective (recompute attention) or full (recompute each layer)",
+     .help =
+         "activation checkpointing: none, selective (recompute attention), full (recompute each layer) or "
+         "selective-op (torchtitan's op policy: keep every other matmul output and attention's, recompute the rest)",
      .kind = DimKind::enumeration,
      .choices = kCheckpointingNames,
      .grid_rank = 3,

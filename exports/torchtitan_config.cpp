@@ -50,6 +50,9 @@ toml::table parallelism(const TrialConfig& c) {
 toml::table activation_checkpoint(const TrialConfig& c, FrameworkExport& e) {
     const FrameworkCheckpointing ckpt = framework_checkpointing(c);
     if (!ckpt.note.empty()) e.cannot_express.push_back(ckpt.note);
+    // torchtitan's config/job_config.py ActivationCheckpoint: mode, and for "selective"
+    // the option "op" (or a layer frequency).
+    if (ckpt.by_op) return toml::table{{"mode", "selective"}, {"selective_ac_option", "op"}};
     return toml::table{{"mode", ckpt.whole_layers ? "full" : "none"}};
 }
 

@@ -265,12 +265,27 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
 }
 
 void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
-    if (mode == Checkpointing::none) return;
-    // Selective drops the eager probabilities; flash's lse is O(s) and kept,
-    // so selective with flash recomputes nothing (docs/memory-model.md §3).
-    if (mode == Checkpointing::selective) {
-        if (!flash()) a.probs.reset();
-        return;
+    switch (mode) {
+        case Checkpointing::none:
+            return;
+        // Selective drops the eager probabilities; flash's lse is O(s) and kept,
+        // so selective with flash recomputes nothing (docs/memory-model.md §3).
+        case Checkpointing::selective:
+            if (!flash()) a.probs.reset();
+            return;
+        // torchtitan's op policy (torchtitan/distributed/activation_checkpoint.py
+        // _apply_op_sac): the outputs of the layer's matmuls are saved but every
+        // second one (q, v, gate and down kept; k, o and up recomputed) and the
+        // attention output and lse are saved; the norms, RoPE and SwiGLU are
+        // recomputed. Our q and k are saved after RoPE (one buffer each); down's
+        // output is the next layer's input, which that layer keeps. With q/k
+        // norms k stays: its norm runs with q's.
+        case Checkpointing::selective_op:
+            a.rstd1.reset(), a.n1.reset(), a.x2.reset(), a.rstd2.reset(), a.n2.reset(), a.u.reset(), a.m.reset();
+            if (!dims_.qk_norm) a.k.reset();
+            return;
+        case Checkpointing::full:
+            break;
     }
     Buffer keep = std::move(a.x);
     a = LayerActivations{};
@@ -283,7 +298,41 @@ void LlamaLayer::recompute(const void* w, LayerActivations& a, Checkpointing mod
     } else if (mode == Checkpointing::selective && !flash()) {
         a.probs = attention_keep();
         attention(a);  // rewrites o with the same values
+    } else if (mode == Checkpointing::selective_op) {
+        adapters_ = adapters;
+        recompute_unsaved(w, a);
     }
+}
+
+// What selective_op dropped, from the layer input and the saved q, v, o and g:
+// n1, then k (projection, bias, adapter, RoPE), x2 = x + o Wo^T, n2, u and m.
+void LlamaLayer::recompute_unsaved(const void* w, LayerActivations& a) {
+    const Dims& d = dims_;
+    a.rstd1 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
+    a.n1 = act(d.T * d.h);
+    if (!d.qk_norm) a.k = act(d.T * d.kv);
+    a.x2 = act(d.T * d.h);
+    a.rstd2 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
+    a.n2 = act(d.T * d.h), a.u = act(d.T * d.f), a.m = act(d.T * d.f);
+
+    backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), d.T, d.h,
+                             d.eps, dt_);
+    if (!d.qk_norm) {
+        gemm(a.n1.get(), false, weight(w, LayerTensor::k), true, a.k.get(), d.T, d.kv, d.h, 0.0f);  // k (T, kv)
+        add_bias(w, LayerTensor::k_bias, a.k.get());
+        lora_forward(a, LayerTensor::k, a.n1.get(), a.k.get());
+        backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
+    }
+    backend_.copy(a.x2.get(), a.x.get(), bytes_of(d.T * d.h, dt_));  // x2 = x + o Wo^T + bo
+    gemm(a.o.get(), false, weight(w, LayerTensor::o), true, a.x2.get(), d.T, d.h, d.q, 1.0f);
+    add_bias(w, LayerTensor::o_bias, a.x2.get());
+    lora_forward(a, LayerTensor::o, a.o.get(), a.x2.get());
+    backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), d.T, d.h,
+                             d.eps, dt_);
+    gemm(a.n2.get(), false, weight(w, LayerTensor::up), true, a.u.get(), d.T, d.f, d.h, 0.0f);  // u (T, f)
+    add_bias(w, LayerTensor::up_bias, a.u.get());
+    lora_forward(a, LayerTensor::up, a.n2.get(), a.u.get());
+    backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
 }
 
 void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,

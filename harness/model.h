@@ -141,6 +141,7 @@ private:
     void end_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
     bool flash() const;
     Buffer attention_keep() const;  // what attention keeps for backward: lse (flash) or probs (eager)
+    void recompute_unsaved(const void* weights, LayerActivations& a);  // selective_op's dropped tensors
 
     kernels::Backend& backend_;
     Allocator& memory_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -189,15 +190,18 @@ std::vector<kernels::selftest::Case> training_cases() {
                                                          {Optimizer::adam8bit, Precision::fp32},
                                                          {Optimizer::adafactor, Precision::bf16},
                                                          {Optimizer::lomo, Precision::bf16_mixed}};
-    int i = 0;
+    constexpr Checkpointing kRecomputing[] = {Checkpointing::full, Checkpointing::selective,
+                                              Checkpointing::selective_op};
+    std::size_t i = 0;
     for (const auto& [o, p] : scheduled) {
-        const Checkpointing ck = i++ % 2 == 0 ? Checkpointing::full : Checkpointing::selective;
+        const Checkpointing ck = kRecomputing[i++ % std::size(kRecomputing)];
         out.push_back(training_case(o, p, ck, o == Optimizer::lomo ? 1 : 2));
     }
     // The Llama-family variants (biases, q/k norms, tied embeddings, head_dim,
     // llama3 RoPE), with recompute; LOMO holds the tied embedding's gradient.
     out.push_back(training_case(Optimizer::adamw, Precision::fp32, Checkpointing::none, 1, "tiny-variants"));
     out.push_back(training_case(Optimizer::adamw, Precision::bf16_mixed, Checkpointing::full, 2, "tiny-variants"));
+    out.push_back(training_case(Optimizer::adamw, Precision::fp32, Checkpointing::selective_op, 2, "tiny-variants"));
     out.push_back(training_case(Optimizer::lomo, Precision::bf16, Checkpointing::none, 1, "tiny-variants"));
     return out;
 }

@@ -24,6 +24,8 @@ std::uint64_t kept_bytes(const ActivationSizes& a, Checkpointing mode, bool fuse
         case Checkpointing::none: return a.kept_none;
         case Checkpointing::selective: return fused ? a.kept_none : a.kept_none - a.probs;
         case Checkpointing::full: return a.hidden;
+        case Checkpointing::selective_op:
+            return a.kept_none - a.op_dropped;
     }
     return a.kept_none;
 }
@@ -134,6 +136,9 @@ ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const
     a.kept_none = ab * t * (4 * h + 2 * q + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
     // q/k norms: the projections before the norm (T, q), (T, kv) and a fp32 rstd per head and token.
     if (m.qk_norm) a.kept_none += ab * t * (q + kv) + 4 * t * (heads + m.kv_heads);
+    // selective-op frees n1, x2, n2 (T, h), u, m (T, f), both rstd and, without q/k norms, k
+    // (harness/model.cpp LlamaLayer::drop).
+    a.op_dropped = ab * t * (3 * h + 2 * f + (m.qk_norm ? 0 : kv)) + 2 * a.rstd;
     a.scratch = ab * t * (h + std::max(3 * f, 2 * q + 2 * kv));
     if (c.adapters()) {
         // §9: x A^T (T, r) of each adapted linear, kept for dB; in backward dy B

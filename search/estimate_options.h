@@ -39,7 +39,7 @@ struct EstimateOptions {
     std::array<double, 5> optimizer_efficiency{1.0, 1.0, 1.0, 1.0, 1.0};
     // The same per Checkpointing and per ZeRO stage: a step that keeps every
     // activation, or syncs its ranks per layer, runs at its own pace too.
-    std::array<double, 3> checkpointing_efficiency{1.0, 1.0, 1.0};
+    std::array<double, kCheckpointings.size()> checkpointing_efficiency{1.0, 1.0, 1.0, 1.0};
     std::array<double, 4> zero_efficiency{1.0, 1.0, 1.0, 1.0};
     // Achieved fraction of the link bandwidth by collectives.
     double comm_efficiency = 0.8;

@@ -20,7 +20,8 @@ struct Flops {
 // Per token: the model FLOPs (search/model_flops.h), then what the engine
 // computes again. Full checkpointing recomputes each layer's forward but its
 // last GEMM (the down projection and its adapter's B product: the layer
-// output is not needed again; harness/model.cpp). Flash attention recomputes
+// output is not needed again; harness/model.cpp); selective-op the linears
+// whose outputs it does not keep (Linear::op_recomputed). Flash attention recomputes
 // the scores q k^T in backward: once on the GPU (FlashAttention-2's order);
 // three times the half-square on the CPU, whose two backward passes (dK dV
 // by key tile, dQ by query tile) each recompute the scores and the second
@@ -30,16 +31,19 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
     const double h = static_cast<double>(m.hidden);
     const double layers = static_cast<double>(m.layers), s = static_cast<double>(c.context);
     const double attention = attention_forward_flops(m, c);
-    double layer_recompute = 0;
+    double layer_recompute = 0, op_recompute = 0;
     for (const Linear& l : layer_linears(m, c)) {
         const double forward = linear_flops(l, c.adapters()).forward;
         layer_recompute += l.down ? 2 * l.rank * l.in : forward;  // down: only x A^T, for dB
+        if (l.op_recomputed) op_recompute += forward;
     }
 
     Flops out;
     out.model = model_flops_per_token(m, c);
     double recompute = 0;
     if (c.checkpointing == Checkpointing::full) recompute = layers * (layer_recompute + attention);
+    // Selective-op recomputes the linears whose outputs it does not save, never attention.
+    if (c.checkpointing == Checkpointing::selective_op) recompute = layers * op_recompute;
     // Selective recomputes the whole eager attention forward (scores, softmax
     // and P v: harness/model.cpp LlamaLayer::recompute), not only the scores;
     // with flash it keeps everything (the lse is O(s)) and recomputes nothing.
@@ -101,7 +105,8 @@ double attention_bytes_per_token(const ModelSpec& m, const TrialConfig& c, bool 
     if (fused) return 0.0;
     const double ab = weight_bytes(c.precision);
     const double forward = 8 + 2 * ab, backward = 8 + 5 * ab;
-    const double recompute = c.checkpointing == Checkpointing::none ? 0.0 : forward;
+    const bool again = c.checkpointing == Checkpointing::selective || c.checkpointing == Checkpointing::full;
+    const double recompute = again ? forward : 0.0;
     return static_cast<double>(m.layers) * static_cast<double>(m.heads) * c.context * (forward + backward + recompute);
 }
 
@@ -112,13 +117,14 @@ double attention_bytes_per_token(const ModelSpec& m, const TrialConfig& c, bool 
 // down projection; LOMO's norm pass runs them all again. 0 without qlora.
 // A layer's base weights in its matrices, all of them and the down projection's.
 struct LayerMatrices {
-    double all = 0, down = 0;
+    double all = 0, down = 0, op_recomputed = 0;
 };
 LayerMatrices layer_matrices(const ModelSpec& m, const TrialConfig& c) {
     LayerMatrices out;
     for (const Linear& l : layer_linears(m, c)) {
         out.all += l.in * l.out;
         if (l.down) out.down += l.in * l.out;
+        if (l.op_recomputed) out.op_recomputed += l.in * l.out;
     }
     return out;
 }
@@ -126,7 +132,9 @@ LayerMatrices layer_matrices(const ModelSpec& m, const TrialConfig& c) {
 double dequantized_layers_per_micro_batch(const ModelSpec& m, const TrialConfig& c) {
     if (c.method != Method::qlora) return 0.0;
     const LayerMatrices w = layer_matrices(m, c);
-    const double recompute = c.checkpointing == Checkpointing::full ? 1.0 - w.down / w.all : 0.0;
+    double recompute = 0.0;
+    if (c.checkpointing == Checkpointing::full) recompute = 1.0 - w.down / w.all;
+    if (c.checkpointing == Checkpointing::selective_op) recompute = w.op_recomputed / w.all;
     return static_cast<double>(m.layers) * (2.0 + recompute) * lomo_backward_passes(c);
 }
 
@@ -182,11 +190,12 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
         return s;
     };
     const bool frozen = c.adapters();
-    double layer = 0, recompute_layer = 0;
+    double layer = 0, recompute_layer = 0, op_recompute_layer = 0;
     for (const Linear& l : layer_linears(m, c)) {
         const LinearGemmCalls calls = linear_gemm_calls(l, t, frozen);
         layer += seconds(calls.forward) + seconds(calls.backward);
         recompute_layer += seconds(calls.recompute);
+        if (l.op_recomputed) op_recompute_layer += seconds(calls.forward);
     }
     const LinearGemmCalls head_calls = head_gemm_calls(m, t, dtype != ProbeDtype::f32, frozen);
     const double head = seconds(head_calls.forward) + seconds(head_calls.backward);
@@ -198,14 +207,18 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
     const double step = layers * layer + head;
     double recompute = 0, attention_recompute = 0;
     if (c.checkpointing == Checkpointing::full) recompute = layers * recompute_layer;
-    if (c.checkpointing != Checkpointing::none) attention_recompute = layers * a->forward_s;
+    if (c.checkpointing == Checkpointing::selective_op) recompute = layers * op_recompute_layer;
+    if (c.checkpointing == Checkpointing::full || c.checkpointing == Checkpointing::selective)
+        attention_recompute = layers * a->forward_s;
     ProbedMicroBatch out;
     out.gemm_s = step + recompute;
     out.attention_s = layers * (a->forward_s + a->backward_s) + attention_recompute;
     // Each layer's element-wise ops forward and backward (full checkpointing: forward
-    // again), the embedding's, final norm's and cross-entropy's once.
+    // again; selective-op too, counted whole: it reruns both norms, SwiGLU and all the
+    // RoPE but q's), the embedding's, final norm's and cross-entropy's once.
     if (e) {
-        const double forward_passes = c.checkpointing == Checkpointing::full ? 2.0 : 1.0;
+        const bool again = c.checkpointing == Checkpointing::full || c.checkpointing == Checkpointing::selective_op;
+        const double forward_passes = again ? 2.0 : 1.0;
         out.elementwise_s = layers * (forward_passes * e->layer_forward_s + e->layer_backward_s) + e->outer_s;
     }
     // LOMO's norm pass is a whole micro-batch of its own (harness/trainer.cpp lomo_step:

@@ -12,11 +12,11 @@ std::vector<Linear> layer_linears(const ModelSpec& m, const TrialConfig& c) {
         return c.adapters() && lora_adapts(c.lora_targets, i) ? static_cast<double>(c.lora_rank) : 0.0;
     };
     return {{.in = h, .out = q, .rank = r(0)},
-            {.in = h, .out = kv, .rank = r(1), .sums_input_grad = true},
+            {.in = h, .out = kv, .rank = r(1), .sums_input_grad = true, .op_recomputed = !m.qk_norm},
             {.in = h, .out = kv, .rank = r(2), .sums_input_grad = true},
-            {.in = q, .out = h, .rank = r(3), .adds_to_residual = true},
+            {.in = q, .out = h, .rank = r(3), .adds_to_residual = true, .op_recomputed = true},
             {.in = h, .out = f, .rank = r(4)},
-            {.in = h, .out = f, .rank = r(5), .sums_input_grad = true},
+            {.in = h, .out = f, .rank = r(5), .sums_input_grad = true, .op_recomputed = true},
             {.in = f, .out = h, .rank = r(6), .down = true, .adds_to_residual = true}};
 }
 

@@ -29,6 +29,9 @@ struct Linear {
     // adds into the residual (o, down); the dX adds into the previous linear's (k, v, up).
     bool adds_to_residual = false;
     bool sums_input_grad = false;
+    // Recomputed under selective-op checkpointing, whose saved matmul outputs skip every
+    // second one (harness/model.cpp LlamaLayer::drop): k (kept with q/k norms), o and up.
+    bool op_recomputed = false;
 };
 
 // One layer's linears in the trainer's order: q, k, v, o, gate, up, down,

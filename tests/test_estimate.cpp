@@ -99,6 +99,14 @@ TEST_CASE("step time: compute from FLOPs and efficiency, tokens/s and MFU follow
     const StepTime selective = step_time(c.model, c, h100, {});
     CHECK(selective.flops_per_token - t.flops_per_token == Approx(32 * 4.0 * 4096 * 4096));
     CHECK(selective.attention_s > t.attention_s);
+
+    // Selective-op recomputes the k, o and up projections (2 h kv + 2 q h + 2 h f per token and
+    // layer), never attention: no more (s, s) traffic than none.
+    c.checkpointing = Checkpointing::selective_op;
+    const StepTime op = step_time(c.model, c, h100, {});
+    CHECK(op.flops_per_token - t.flops_per_token == Approx(32 * (2 * 4096.0 * 4096 * 2 + 2 * 4096.0 * 11008)));
+    CHECK(op.attention_s == Approx(t.attention_s));
+    CHECK(op.model_flops_per_token == t.model_flops_per_token);
 }
 
 TEST_CASE("communication grows with the ZeRO stage and vanishes on one rank", "[estimate][time]") {

@@ -241,7 +241,8 @@ TEST_CASE("without padding, model states follow the ZeRO formulas exactly as ran
     }
 }
 
-TEST_CASE("checkpointing full <= selective <= none, in every phase", "[estimate][memory][property]") {
+TEST_CASE("checkpointing full <= selective-op <= none and full <= selective <= none, in every phase",
+          "[estimate][memory][property]") {
     RandomConfigs random;
     for (int i = 0; i < 2000; ++i) {
         TrialConfig c = random.next();
@@ -251,14 +252,18 @@ TEST_CASE("checkpointing full <= selective <= none, in every phase", "[estimate]
             return step_memory(c.model, c, hw, {});
         };
         const StepMemory none = memory(Checkpointing::none), sel = memory(Checkpointing::selective),
-                         full = memory(Checkpointing::full);
+                         full = memory(Checkpointing::full), op = memory(Checkpointing::selective_op);
         INFO(summary(c));
         for (Phase p : kPhases) {
             CHECK(full.at(p)[Component::activations] <= sel.at(p)[Component::activations]);
             CHECK(sel.at(p)[Component::activations] <= none.at(p)[Component::activations]);
+            CHECK(full.at(p)[Component::activations] <= op.at(p)[Component::activations]);
+            CHECK(op.at(p)[Component::activations] <= none.at(p)[Component::activations]);
         }
         CHECK(full.peak <= sel.peak);
         CHECK(sel.peak <= none.peak);
+        CHECK(full.peak <= op.peak);
+        CHECK(op.peak <= none.peak);
         if (c.model.layers > 1) CHECK(full.at(Phase::head_backward).total() < none.at(Phase::head_backward).total());
     }
 }
@@ -317,6 +322,10 @@ TEST_CASE("hand-derived: flash keeps the lse instead of P and needs a scratch li
     // Selective frees nothing with flash.
     c.checkpointing = Checkpointing::selective;
     CHECK(activation_sizes(c.model, c, *find_device("cpu"), o).kept == 502784);
+    // Selective-op keeps x (64), q, o (2*64), v (32) and g (176) per token and the lse:
+    // 4*128*(64 + 128 + 32 + 176) + 2048 = 206848; it frees n1, x2, n2, k, u, m and both rstd.
+    c.checkpointing = Checkpointing::selective_op;
+    CHECK(activation_sizes(c.model, c, *find_device("cpu"), o).kept == 206848);
     // On CUDA, flash needs no attention workspace: cuBLASLt's 32 MiB is the largest piece.
     TrialConfig big = config_for("llama-7b", Attention::flash);
     big.precision = Precision::bf16_mixed;

@@ -545,6 +545,13 @@ TEST_CASE("the torchtitan export writes its job TOML: the flavor, FSDP2's degree
     const auto ddp = toml_json(export_config(Framework::torchtitan, c).body);
     CHECK(ddp["parallelism"]["data_parallel_replicate_degree"] == 8);
     CHECK(ddp["parallelism"]["data_parallel_shard_degree"] == 1);
+    // Selective-op is torchtitan's own op policy; the stacks that checkpoint whole layers refuse it.
+    c.checkpointing = Checkpointing::selective_op;
+    const FrameworkExport op = export_config(Framework::torchtitan, c);
+    CHECK(toml_json(op.body)["activation_checkpoint"]["mode"] == "selective");
+    CHECK(toml_json(op.body)["activation_checkpoint"]["selective_ac_option"] == "op");
+    CHECK(op.cannot_express.empty());
+    CHECK_THROWS_WITH(export_config(Framework::deepspeed, c), Catch::Contains("whole decoder layers"));
     // A shape that is no flavor: said, with the arguments to register one.
     const FrameworkExport custom =
         export_config(Framework::torchtitan, llama7b(Optimizer::adamw, Precision::fp32, 3, Checkpointing::none));

@@ -95,6 +95,37 @@ TEST_CASE("DeepSpeed casts its gradient partition to fp32 in the step, torchtita
           framework_estimate(FrameworkProfile::tune, c, hw).engine.step_s);
 }
 
+TEST_CASE(
+    "torchtitan keeps the fp32 log-softmax over the vocabulary, and the down projection's output under the op "
+    "policy",
+    "[frameworks]") {
+    TrialConfig c = llama7b_lora(8, 3);
+    c.method = Method::full;
+    c.precision = Precision::bf16_mixed;
+    c.model = *find_model("llama3-8b");
+    c.micro_batch = 2;
+    c.context = 8192;
+    c.checkpointing = Checkpointing::full;
+    const Hardware hw = *find_device("h100-80gb");
+    const StepMemory s = step_memory(c.model, c, hw, {});
+    const auto terms = torchtitan_terms(c, s);
+    REQUIRE(terms.size() == 1);
+    // 12 bytes per logit, 2 x 8192 tokens x 128256, less the chunk our engine holds.
+    const std::int64_t chunk = static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]);
+    CHECK(terms[0].bytes == std::int64_t{12} * 16384 * 128256 - chunk);
+    CHECK(terms[0].alive[static_cast<std::size_t>(Phase::head_backward)]);
+    CHECK_FALSE(terms[0].alive[static_cast<std::size_t>(Phase::layer_backward)]);
+    // Selective-op: 2 bytes x 16384 tokens x 4096 per layer, 32 layers.
+    c.checkpointing = Checkpointing::selective_op;
+    const auto op = torchtitan_terms(c, step_memory(c.model, c, hw, {}));
+    REQUIRE(op.size() == 2);
+    CHECK(op[1].bytes == std::int64_t{2} * 16384 * 4096 * 32);
+    // The profile's allocated view carries them: above our engine's own peak.
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::torchtitan, c, hw);
+    CHECK(e.views[MemoryView::allocated] >
+          framework_estimate(FrameworkProfile::tune, c, hw).views[MemoryView::allocated]);
+}
+
 TEST_CASE("LitGPT under FSDP counts the unsharded model its full-state-dict load leaves", "[frameworks]") {
     const Hardware hw = *find_device("a100-40gb");
     const FrameworkEstimate sharded = framework_estimate(FrameworkProfile::litgpt, llama7b_lora(2, 3), hw);
@@ -162,6 +193,15 @@ TEST_CASE("each stack refuses what it cannot run, with its reason, and our engin
     titan.optimizer = Optimizer::adamw;
     titan.method = Method::lora;
     CHECK_THAT(framework_problem(FrameworkProfile::torchtitan, titan).value_or(""), Catch::Contains("no adapters"));
+
+    // Op-level selective checkpointing: torchtitan's alone; the others checkpoint whole layers.
+    titan.method = Method::full;
+    titan.checkpointing = Checkpointing::selective_op;
+    CHECK_FALSE(framework_problem(FrameworkProfile::torchtitan, titan));
+    CHECK_FALSE(framework_problem(FrameworkProfile::tune, titan));
+    for (FrameworkProfile f : {FrameworkProfile::hf_trainer, FrameworkProfile::torchrun, FrameworkProfile::deepspeed,
+                               FrameworkProfile::accelerate_fsdp, FrameworkProfile::litgpt})
+        CHECK_THAT(framework_problem(f, titan).value_or(""), Catch::Contains("whole decoder layers"));
 }
 
 TEST_CASE("framework predictions carry every stack's views, fits against the limit, and the invalid ones' reasons",

@@ -61,7 +61,8 @@ TEST_CASE("measured memory agrees with the estimator over the grid", "[memory][e
                             }
                             ++runs;
                         }
-    CHECK(runs == 864);
+    // 16 shapes per optimizer, precision and mode; LOMO runs grad_accum 1 only (8).
+    CHECK(runs == (4 * 16 + 8) * 4 * static_cast<int>(kCheckpointings.size()));
     WARN(fmt::format("{} configurations; worst peak mismatch {:.4f}% ({}), worst component {:.4f}%", runs,
                      100 * worst_peak, worst, 100 * worst_component));
 }

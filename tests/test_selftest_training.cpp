@@ -5,7 +5,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
+#include <string>
 
+#include "core/config.h"
 #include "harness/comm/comm.h"
 #include "harness/selftest_training.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -14,16 +17,24 @@ using namespace tune::kernels;
 
 TEST_CASE("every optimizer and precision has a training case") {
     const auto cases = tune::harness::training_cases();
-    // 5 optimizers x 4 precisions, one with checkpointing/accumulation each, and three of tiny-variants.
-    CHECK(cases.size() == 28);
+    // 5 optimizers x 4 precisions, one with checkpointing/accumulation each, and four of tiny-variants.
+    CHECK(cases.size() == 29);
     int scheduled = 0, variants = 0;
+    std::set<std::string> modes;
     for (const auto& c : cases) {
         CHECK(c.op.rfind("train_3_steps/", 0) == 0);
-        if (c.shape.find("ckpt=") != std::string::npos) ++scheduled;
+        if (const auto at = c.shape.find("ckpt="); at != std::string::npos) {
+            ++scheduled;
+            modes.insert(c.shape.substr(at + 5, c.shape.find(' ', at) - at - 5));
+        }
         if (c.shape.find("tiny-variants") != std::string::npos) ++variants;
     }
-    CHECK(scheduled == 6);
-    CHECK(variants == 3);
+    CHECK(scheduled == 7);
+    CHECK(variants == 4);
+    // Every mode that recomputes runs on the device against the CPU.
+    for (tune::Checkpointing mode : tune::kCheckpointings) {
+        if (mode != tune::Checkpointing::none) CHECK(modes.count(std::string(tune::to_string(mode))) == 1);
+    }
 }
 
 TEST_CASE("training cases agree CPU against CPU and produce plausible losses") {

@@ -30,18 +30,23 @@ double max_value(const harness::HostParams& a) {
 
 }  // namespace
 
-TEST_CASE("checkpointing none, selective and full give the same gradients", "[trainer][checkpointing]") {
-    TrialConfig c = test::trainer_config(*find_model("tiny"));
-    c.context = 32;
-    const harness::HostParams none = gradients(c);
-    c.checkpointing = Checkpointing::selective;
-    const harness::HostParams selective = gradients(c);
-    c.checkpointing = Checkpointing::full;
-    const harness::HostParams full = gradients(c);
-    REQUIRE(max_value(none) > 1e-3);
-    // The recompute runs the same ops on the same inputs: identical results.
-    CHECK(max_diff(none, selective) == 0.0);
-    CHECK(max_diff(none, full) == 0.0);
+TEST_CASE("checkpointing none, selective, selective-op and full give the same gradients", "[trainer][checkpointing]") {
+    for (const char* model : {"tiny", "tiny-variants"}) {
+        for (Attention attention : kAttentions) {
+            TrialConfig c = test::trainer_config(*find_model(model));
+            c.context = 32;
+            c.attention = attention;
+            INFO(model << " " << to_string(attention));
+            const harness::HostParams none = gradients(c);
+            REQUIRE(max_value(none) > 1e-3);
+            // The recompute runs the same ops on the same inputs: identical results.
+            for (Checkpointing mode : kCheckpointings) {
+                c.checkpointing = mode;
+                INFO(to_string(mode));
+                CHECK(max_diff(none, gradients(c)) == 0.0);
+            }
+        }
+    }
 }
 
 TEST_CASE("grad_accum k x micro-batch b equals one micro-batch of k*b", "[trainer][accumulation]") {

@@ -60,6 +60,7 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         if (grads.bytes > 0) e.terms.push_back(grads);
     }
     if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c);
+    if (f == FrameworkProfile::torchtitan) e.terms = torchtitan_terms(c, s);
     // The runtime outside the allocator: the CUDA context, cuBLAS and NCCL.
     const std::uint64_t outside = s.at_peak()[Component::overhead];
     e.views[MemoryView::allocated] =

@@ -69,6 +69,7 @@ void apply_profile_options(FrameworkProfile f, EstimateOptions& o);
 std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
                                               const EstimateOptions& o, const StepMemory& engine);
 std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c);
+std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step (0 bytes below ZeRO-1).
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);
 

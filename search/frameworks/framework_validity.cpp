@@ -88,9 +88,24 @@ std::optional<std::string> litgpt_problem(const TrialConfig& c) {
     return fsdp_problem(FrameworkProfile::litgpt, c);
 }
 
+// Matmul outputs saved op by op is torchtitan's selective_ac_option = "op"
+// (_apply_ac_to_transformer_block); transformers' gradient_checkpointing_enable
+// (modeling_utils.py), DeepSpeed's and FSDP's wrappers and LitGPT's
+// activation_checkpointing_policy checkpoint whole decoder layers.
+std::optional<std::string> checkpointing_problem(FrameworkProfile f, const TrialConfig& c) {
+    if (c.checkpointing != Checkpointing::selective_op || f == FrameworkProfile::tune ||
+        f == FrameworkProfile::torchtitan)
+        return std::nullopt;
+    return fmt::format(
+        "selective-op checkpointing under {}: only torchtitan saves matmul outputs op by op, {} checkpoints "
+        "whole decoder layers; choose full (or none)",
+        to_string(f), to_string(f));
+}
+
 }  // namespace
 
 std::optional<std::string> framework_problem(FrameworkProfile f, const TrialConfig& c) {
+    if (auto p = checkpointing_problem(f, c)) return p;
     if (transformers_stack(f))
         if (auto p = transformers_lomo_problem(f, c)) return p;
     if (f == FrameworkProfile::accelerate_fsdp) return fsdp_problem(f, c);

@@ -1,0 +1,38 @@
+// What torchtitan (its own Llama under FSDP2, train.py's train_step) holds beyond our engine.
+#include <fmt/format.h>
+
+#include "search/frameworks/framework_profile.h"
+
+namespace tune {
+
+std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine) {
+    const ModelSpec& m = c.model;
+    const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
+    std::vector<FrameworkTerm> terms;
+
+    // components/loss.py cross_entropy_loss runs F.cross_entropy(pred.float(), labels)
+    // over the whole vocabulary; train_step deletes the 16-bit pred before backward. The
+    // log-softmax keeps its fp32 output, and its backward holds that output's gradient and
+    // the fp32 input's at once: 12 bytes per logit at the head's backward, where our
+    // engine holds one chunk.
+    FrameworkTerm head{fmt::format("full-vocabulary fp32 log-softmax and its gradients ({} x {})", tokens, m.vocab),
+                       static_cast<std::int64_t>(12 * tokens * m.vocab) -
+                           static_cast<std::int64_t>(engine.at(Phase::head_backward)[Component::logits]),
+                       {}};
+    head.alive[static_cast<std::size_t>(Phase::head_backward)] = true;
+    terms.push_back(head);
+
+    // The op policy saves the down projection's output too (the 7th matmul of the
+    // block); our engine adds it into the next layer's input, which that layer keeps.
+    if (c.checkpointing == Checkpointing::selective_op) {
+        FrameworkTerm down{"the down projection's output, saved by the op policy",
+                           static_cast<std::int64_t>(weight_bytes(c.precision) * tokens * m.hidden * m.layers),
+                           {}};
+        for (Phase p : {Phase::forward, Phase::head_backward, Phase::layer_backward})
+            down.alive[static_cast<std::size_t>(p)] = true;
+        terms.push_back(down);
+    }
+    return terms;
+}
+
+}  // namespace tune
