@@ -45,12 +45,15 @@ void print_presets(bool as_json) {
                         std::to_string(m.max_context)});
     }
     TextTable devices({"device", "backend", "memory", "bf16 TFLOP/s", "fp32 TFLOP/s", "HBM TB/s", "link GB/s",
-                       "overhead"});
+                       "overhead", "training"});
     for (const auto& p : device_presets()) {
         const auto& h = p.hardware;
-        devices.add_row({h.device, std::string(to_string(h.backend)), format_bytes(h.memory_bytes), fmt::format("{:.1f}", h.peak_flops_half / 1e12),
-                         fmt::format("{:.1f}", h.peak_flops_fp32 / 1e12), fmt::format("{:.2f}", h.hbm_bytes_per_s / 1e12),
-                         fmt::format("{:.0f}", h.intra_node_bytes_per_s / 1e9), format_bytes(h.runtime_overhead_bytes)});
+        devices.add_row({h.device, std::string(to_string(h.backend)), format_bytes(h.memory_bytes),
+                         fmt::format("{:.1f}", h.peak_flops_half / 1e12),
+                         fmt::format("{:.1f}", h.peak_flops_fp32 / 1e12),
+                         fmt::format("{:.2f}", h.hbm_bytes_per_s / 1e12),
+                         fmt::format("{:.0f}", h.intra_node_bytes_per_s / 1e9), format_bytes(h.runtime_overhead_bytes),
+                         h.training_efficiency > 0 ? fmt::format("{:.1f}%", 100 * h.training_efficiency) : "-"});
     }
     fmt::print("Models\n{}\nDevices\n{}\nSources:\n", models.render("  "), devices.render("  "));
     for (const auto& p : model_presets()) fmt::print("  {:<14} {}\n", p.spec.name, p.source);

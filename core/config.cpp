@@ -131,6 +131,7 @@ void to_json(json& j, const Hardware& h) {
              {"intra_node_bytes_per_s", h.intra_node_bytes_per_s},
              {"inter_node_bytes_per_s", h.inter_node_bytes_per_s},
              {"runtime_overhead_bytes", h.runtime_overhead_bytes},
+             {"training_efficiency", h.training_efficiency},
              {"gpus_per_node", h.gpus_per_node},
              {"nodes", h.nodes}};
 }
@@ -138,8 +139,8 @@ void to_json(json& j, const Hardware& h) {
 void from_json(const json& j, Hardware& h) {
     check_keys(j, "hardware",
                {"device", "backend", "memory_bytes", "peak_flops_half", "peak_flops_fp32", "hbm_bytes_per_s",
-                "intra_node_bytes_per_s", "inter_node_bytes_per_s", "runtime_overhead_bytes", "gpus_per_node",
-                "nodes"});
+                "intra_node_bytes_per_s", "inter_node_bytes_per_s", "runtime_overhead_bytes", "training_efficiency",
+                "gpus_per_node", "nodes"});
     read(j, "device", h.device);
     read_enum(j, "backend", h.backend, parse_backend);
     read(j, "memory_bytes", h.memory_bytes);
@@ -149,6 +150,7 @@ void from_json(const json& j, Hardware& h) {
     read(j, "intra_node_bytes_per_s", h.intra_node_bytes_per_s);
     read(j, "inter_node_bytes_per_s", h.inter_node_bytes_per_s);
     read(j, "runtime_overhead_bytes", h.runtime_overhead_bytes);
+    read(j, "training_efficiency", h.training_efficiency);
     read(j, "gpus_per_node", h.gpus_per_node);
     read(j, "nodes", h.nodes);
 }

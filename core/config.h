@@ -178,6 +178,9 @@ struct Hardware {
     double intra_node_bytes_per_s = 0;        // per-GPU link bandwidth inside a node (NVLink, PCIe)
     double inter_node_bytes_per_s = 0;        // per-GPU bandwidth across nodes
     std::uint64_t runtime_overhead_bytes = 0; // CUDA context + cuBLAS + NCCL, measured per device kind
+    // The fraction of peak_flops_half a 16-bit training step's FLOPs reach on this device, as
+    // published for its preset (core/presets.cpp names the source); 0 where none is.
+    double training_efficiency = 0;
     std::uint32_t gpus_per_node = 1;
     std::uint32_t nodes = 1;
     bool operator==(const Hardware&) const = default;

@@ -149,6 +149,15 @@ double link_bandwidth(const Hardware& hw, std::uint32_t ranks) {
 
 double safe_div(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+// The device's published training efficiency (Hardware::training_efficiency) in place of
+// EstimateOptions' nominal one, for 16-bit steps (fp32 runs off the tensor cores). Calibration
+// learns the measured step over this estimate, so its factor multiplies the prior, and probed
+// rates, which measured the device itself, leave it out (apply_probed_rates).
+double device_prior(const Hardware& hw, const TrialConfig& c) {
+    if (!(hw.training_efficiency > 0) || c.precision == Precision::fp32) return 1.0;
+    return hw.training_efficiency / EstimateOptions{}.compute_efficiency;
+}
+
 // What calibration learned of this configuration's dimensions (EstimateOptions):
 // the product of its precision's, optimizer's, checkpointing's and ZeRO stage's
 // factors, and its micro-batch size's.
@@ -305,7 +314,7 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.flops_per_token = flops.total;
     const std::vector<CollectiveCall> calls = collective_calls(m, c);
     t.comm_bytes = comm_bytes_per_step(calls, c);
-    const double efficiency = std::min(1.0, o.compute_efficiency * dimension_efficiency(c, o));
+    const double efficiency = std::min(1.0, o.compute_efficiency * dimension_efficiency(c, o) * device_prior(hw, c));
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
     t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);

@@ -74,7 +74,9 @@ TEST_CASE("step time: compute from FLOPs and efficiency, tokens/s and MFU follow
     CHECK(t.model_flops_per_token == Approx(6 * n + 12 * 32 * 4096.0 * 4096));
     CHECK(t.flops_per_token == t.model_flops_per_token);
     CHECK(t.comm_s == 0);  // one rank
-    CHECK(t.compute_s == Approx(t.flops_per_token * 4096 / (989e12 * 0.5)));
+    // The H100 preset's published training efficiency, 46.44% (llm-foundry's MPT-7B), in place of the nominal 50%.
+    CHECK(h100.training_efficiency == 0.4644);
+    CHECK(t.compute_s == Approx(t.flops_per_token * 4096 / (989e12 * 0.4644)));
     // Attention's (H, S, S) traffic: 32 layers x 32 heads x s per token, 16 + 7*2 bytes each (bf16-mixed).
     const double hbm = h100.hbm_bytes_per_s;
     CHECK(t.attention_s == Approx(32.0 * 32 * 4096 * (16 + 7 * weight_bytes(c.precision)) * 4096 / hbm));
@@ -86,6 +88,13 @@ TEST_CASE("step time: compute from FLOPs and efficiency, tokens/s and MFU follow
     // Twice the efficiency halves the compute time (the driver calibrates it).
     o.compute_efficiency = 1.0;
     CHECK(step_time(c.model, c, h100, o).compute_s == Approx(t.compute_s / 2));
+    // A device without a published efficiency takes the nominal one; fp32 runs off the tensor cores and too.
+    Hardware unmeasured = h100;
+    unmeasured.training_efficiency = 0;
+    CHECK(step_time(c.model, c, unmeasured, {}).compute_s == Approx(t.flops_per_token * 4096 / (989e12 * 0.5)));
+    TrialConfig fp32 = c;
+    fp32.precision = Precision::fp32;
+    CHECK(step_time(c.model, fp32, h100, {}).compute_s == Approx(step_time(c.model, fp32, unmeasured, {}).compute_s));
 
     // Full checkpointing recomputes the forward of every layer: more FLOPs, same MFU numerator.
     c.checkpointing = Checkpointing::full;
