@@ -192,6 +192,7 @@ struct SweepEstimates {
     std::uint64_t total = 0, fit = 0, not_fit = 0, invalid = 0;
     std::vector<const TrialConfig*> configs;  // the valid candidates, with their estimates beside them
     std::vector<Estimate> estimates;
+    std::vector<FrameworkPrediction> frameworks;  // under the sweep's [framework]: that stack's, by estimate
     std::vector<PredictedRow> rows;
     std::vector<std::size_t> front;  // indices into rows (reports/predicted_front: the sweep's rule too)
 };
@@ -205,8 +206,10 @@ void resolve_device(SweepSpec& spec) {
     resolve_auto_device(spec, detected);
 }
 
-SweepEstimates estimate_sweep(const SweepSpec& spec, const std::vector<Candidate>& candidates,
-                              const EstimateOptions& o) {
+// Under a framework (--framework, else the sweep's [framework]) a configuration fits, and the
+// front is drawn, by that stack's predicted device memory and tokens/s.
+SweepEstimates estimate_sweep(const SweepSpec& spec, const std::vector<Candidate>& candidates, const EstimateOptions& o,
+                              FrameworkProfile profile) {
     SweepEstimates out;
     out.total = candidates.size();
     out.estimates.reserve(candidates.size());
@@ -217,9 +220,19 @@ SweepEstimates estimate_sweep(const SweepSpec& spec, const std::vector<Candidate
         }
         out.configs.push_back(&cand.config);
         out.estimates.push_back(estimate(spec.model, cand.config, spec.hardware, o));
-        ++(out.estimates.back().fits ? out.fit : out.not_fit);
+        bool fits = out.estimates.back().fits;
+        if (profile != FrameworkProfile::tune) {
+            const FrameworkPredictions p =
+                framework_predictions(cand.config, spec.hardware, o, spec.usable_memory(), out.estimates.back());
+            out.frameworks.push_back(p.at(std::string(to_string(profile))));
+            fits = out.frameworks.back().invalid.empty() && out.frameworks.back().fits;
+        }
+        ++(fits ? out.fit : out.not_fit);
     }
-    for (std::size_t i = 0; i < out.configs.size(); ++i) out.rows.push_back({out.configs[i], &out.estimates[i], 0});
+    const std::string framework = profile == FrameworkProfile::tune ? "" : std::string(to_string(profile));
+    for (std::size_t i = 0; i < out.configs.size(); ++i)
+        out.rows.push_back(
+            {out.configs[i], &out.estimates[i], 0, framework.empty() ? nullptr : &out.frameworks[i], framework});
     out.front = predicted_front(out.rows);
     return out;
 }
@@ -234,11 +247,25 @@ void print_sweep_text(const SweepSpec& spec, const SweepEstimates& s, const Esti
 
 void print_sweep_json(const SweepSpec& spec, const SweepEstimates& s) {
     nlohmann::json front = nlohmann::json::array();
-    for (std::size_t i : s.front) front.push_back(estimate_json(*s.rows[i].config, *s.rows[i].estimate));
-    const nlohmann::json out{{"file", spec.path.string()},  {"device", spec.hardware.device},
-                             {"usable_memory", spec.usable_memory()}, {"combinations", s.total},
-                             {"fit", s.fit},                {"not_fit", s.not_fit},
-                             {"invalid", s.invalid},        {"basis", "predicted"}, {"front", front}};
+    std::string framework = "tune";
+    for (std::size_t i : s.front) {
+        nlohmann::json entry = estimate_json(*s.rows[i].config, *s.rows[i].estimate);
+        if (s.rows[i].framework) {
+            entry["framework"] = {{"name", s.rows[i].framework_name}, {"prediction", *s.rows[i].framework}};
+            framework = s.rows[i].framework_name;
+        }
+        front.push_back(std::move(entry));
+    }
+    const nlohmann::json out{{"file", spec.path.string()},
+                             {"device", spec.hardware.device},
+                             {"usable_memory", spec.usable_memory()},
+                             {"combinations", s.total},
+                             {"fit", s.fit},
+                             {"not_fit", s.not_fit},
+                             {"invalid", s.invalid},
+                             {"basis", "predicted"},
+                             {"framework", framework},
+                             {"front", front}};
     fmt::print("{}\n", out.dump(2));
 }
 
@@ -250,9 +277,9 @@ int run_sweep(const EstimateCliOptions& opts) {
     // The options the sweep itself estimates with, so both print the same front.
     EstimateOptions o = base_estimate_options(spec);
     if (opts.cpu_threads != 0) o.cpu_threads = opts.cpu_threads;
-    if (!opts.framework.empty()) apply_profile_options(profile_named(opts.framework), o);
+    const FrameworkProfile profile = opts.framework.empty() ? spec.framework : profile_named(opts.framework);
     const std::vector<Candidate> candidates = expand_space(spec);
-    const SweepEstimates s = estimate_sweep(spec, candidates, o);
+    const SweepEstimates s = estimate_sweep(spec, candidates, o, profile);
     if (opts.json) print_sweep_json(spec, s);
     else print_sweep_text(spec, s, o);
     return s.fit > 0 ? kExitOk : kExitNo;

@@ -74,6 +74,11 @@ std::optional<ParetoPoint> predicted_point(const Estimate& e) {
     return ParetoPoint{static_cast<double>(e.memory.peak), e.tokens_per_s};
 }
 
+std::optional<ParetoPoint> predicted_point(const FrameworkPrediction& p) {
+    if (!p.invalid.empty() || !p.fits || !std::isfinite(p.tokens_per_s)) return std::nullopt;
+    return ParetoPoint{static_cast<double>(p.device), p.tokens_per_s};
+}
+
 std::vector<std::size_t> front_of(std::span<const std::optional<ParetoPoint>> points) {
     std::vector<std::size_t> present;
     std::vector<ParetoPoint> dense;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/framework_prediction.h"
 
 namespace tune {
 
@@ -37,6 +38,9 @@ std::vector<std::uint32_t> pareto_ranks(std::span<const ParetoPoint> points);
 std::optional<ParetoPoint> measured_point(const TrialResult& r);
 std::optional<ParetoPoint> predicted_point(const TrialResult& r);
 std::optional<ParetoPoint> predicted_point(const Estimate& e);
+// A stack's prediction (core/framework_prediction.h): its device memory and tokens/s, when it
+// can run the configuration and that memory fits.
+std::optional<ParetoPoint> predicted_point(const FrameworkPrediction& p);
 
 // Indices of the entries that have a point and are on its front, memory ascending.
 std::vector<std::size_t> front_of(std::span<const std::optional<ParetoPoint>> points);

@@ -42,6 +42,12 @@ HtmlTable front_table(const SweepData& sweep) {
                                    {"noise", false, "coefficient of variation of the timed steps (n of them)"},
                                    {"tie", false, front_tie_legend()},
                                    risk_column()});
+    // Under the sweep's [framework]: the device memory that stack is predicted to use, where the user trains.
+    const std::string& framework = sweep.summary.record.framework;
+    if (framework != "tune")
+        columns.insert(columns.end() - 3,
+                       HtmlColumn{framework + " peak (pred.)", true,
+                                  "the device memory " + framework + " is predicted to use per GPU"});
     HtmlTable table(std::move(columns));
     const std::vector<std::string> ties = front_tie_marks(sweep), noise = front_noise_texts(sweep);
     for (std::size_t k = 0; k < sweep.front.size(); ++k) {
@@ -55,6 +61,15 @@ HtmlTable front_table(const SweepData& sweep) {
         const auto& e = t.result.estimate;
         row.push_back(e ? bytes_cell(e->memory.peak) : HtmlCell{});
         row.push_back(e ? throughput_cell(e->tokens_per_s) : HtmlCell{});
+        if (framework != "tune") {
+            const auto it = t.frameworks.find(framework);
+            if (it == t.frameworks.end())
+                row.push_back(HtmlCell{});
+            else if (!it->second.invalid.empty())
+                row.push_back({"cannot run", ""});
+            else
+                row.push_back(bytes_cell(it->second.device));
+        }
         row.push_back({noise[k], ""});
         row.push_back({ties[k], ""});
         row.push_back(risk_cell(t.result.config));

@@ -4,24 +4,34 @@
 // estimate-only sweep has only this one.
 #include <fmt/format.h>
 
+#include "core/convergence_risk.h"
 #include "reports/html_chart.h"
 #include "reports/html_sections.h"
 #include "reports/html_table.h"
+#include "reports/predicted_front.h"
 #include "reports/report_format.h"
-#include "core/convergence_risk.h"
 
 namespace tune {
 
 namespace {
 
+// Under the sweep's [framework] a point is that stack's predicted device memory and tokens/s,
+// the front it was chosen on (reports/predicted_front.h); our engine's estimate is in its note.
 nlohmann::json predicted_point_json(const TrialRecord& t, ByteUnit unit) {
     const Estimate& e = *t.result.estimate;
+    const PredictedRow row = predicted_row(t);
     nlohmann::json lines = nlohmann::json::array();
     lines.push_back(fmt::format("trial {} (predicted, not measured): {}", t.id, summary(t.result.config)));
-    lines.push_back(fmt::format("predicted peak {} ({}), {} tokens/s, MFU {:.1f}%", bytes_text(e.memory.peak),
+    if (row.framework)
+        lines.push_back(fmt::format("{}: predicted device memory {}, {} tokens/s", row.framework_name,
+                                    bytes_text(row.framework->device), throughput_text(row.framework->tokens_per_s)));
+    lines.push_back(fmt::format("{}peak {} ({}), {} tokens/s, MFU {:.1f}%",
+                                row.framework ? "tune's engine: " : "predicted ", bytes_text(e.memory.peak),
                                 e.memory.peak_phase, throughput_text(e.tokens_per_s), e.mfu * 100));
     if (const auto risk = convergence_risk(t.result.config)) lines.push_back(fmt::format("{}: {}", kConvergenceRiskLabel, *risk));
-    return {{"x", in_unit(e.memory.peak, unit)}, {"y", e.tokens_per_s}, {"z", t.result.config.zero_stage}, {"t", lines}};
+    const std::uint64_t x = row.framework ? row.framework->device : e.memory.peak;
+    const double y = row.framework ? row.framework->tokens_per_s : e.tokens_per_s;
+    return {{"x", in_unit(x, unit)}, {"y", y}, {"z", t.result.config.zero_stage}, {"t", lines}};
 }
 
 nlohmann::json predicted_spec(const SweepData& sweep) {
@@ -46,6 +56,11 @@ nlohmann::json predicted_spec(const SweepData& sweep) {
 HtmlTable predicted_table(const SweepData& sweep) {
     std::vector<HtmlColumn> columns{{"trial", true, ""}};
     for (auto& c : config_columns()) columns.push_back(std::move(c));
+    const std::string& framework = sweep.summary.record.framework;
+    if (framework != "tune")
+        columns.insert(columns.end(), {{framework + " memory", true,
+                                        "the device memory " + framework + " is predicted to use per GPU"},
+                                       {framework + " tokens/s", true, framework + "'s predicted throughput"}});
     columns.insert(columns.end(), {{"predicted peak", true, "the estimator's peak memory per GPU; not measured"},
                                    {"peak phase", false, "where in the step the predicted peak falls"},
                                    {"predicted tokens/s", true, "the estimator's throughput; not measured"},
@@ -57,6 +72,11 @@ HtmlTable predicted_table(const SweepData& sweep) {
         const Estimate& e = *t.result.estimate;
         std::vector<HtmlCell> row{{std::to_string(t.id), ""}};
         for (auto& c : config_cells(t.result.config)) row.push_back({std::move(c), ""});
+        if (framework != "tune") {
+            const PredictedRow p = predicted_row(t);
+            row.push_back(p.framework ? bytes_cell(p.framework->device) : HtmlCell{});
+            row.push_back(p.framework ? throughput_cell(p.framework->tokens_per_s) : HtmlCell{});
+        }
         row.push_back(bytes_cell(e.memory.peak));
         row.push_back({e.memory.peak_phase, ""});
         row.push_back(throughput_cell(e.tokens_per_s));

@@ -117,7 +117,7 @@ std::string predicted_text(const SweepData& sweep) {
     for (std::size_t i : sweep.predicted_front) {
         const TrialRecord& t = sweep.trials[i];
         front.push_back(rows.size());
-        rows.push_back({&t.result.config, &*t.result.estimate, t.id});
+        rows.push_back(predicted_row(t));
     }
     if (rows.empty()) return "Predicted Pareto front: no configuration left unmeasured is predicted to fit\n";
     return predicted_front_text(rows, front);

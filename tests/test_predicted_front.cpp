@@ -132,3 +132,47 @@ TEST_CASE("the predicted ranking keeps only unmeasured configurations predicted 
     CHECK(a.ranked[0].id == 2);
     CHECK(a.ranked[1].id == 1);
 }
+
+TEST_CASE("under the sweep's framework the predicted front is that stack's: its device memory and tokens/s",
+          "[cli][predicted][frameworks]") {
+    test::ScratchDir dir;
+    write_sweep(dir.file("s.toml"));
+    std::ofstream(dir.file("s.toml"), std::ios::app) << "[framework]\nname = \"deepspeed\"\n";
+    const auto est = run_tune("estimate --json " + dir.file("s.toml"));
+    REQUIRE(est.exit_code == 0);
+    const auto j = nlohmann::json::parse(est.output);
+    CHECK(j["framework"] == "deepspeed");
+    const auto usable = j["usable_memory"].get<std::uint64_t>();
+    REQUIRE(!j["front"].empty());
+    // Each entry fits as DeepSpeed is predicted to hold it, which is more than our engine's peak;
+    // along the front, more of that memory buys more of its tokens/s.
+    double previous = 0;
+    for (const auto& e : j["front"]) {
+        const auto& p = e["framework"]["prediction"];
+        CHECK(e["framework"]["name"] == "deepspeed");
+        CHECK(p["device"].get<std::uint64_t>() <= usable);
+        CHECK(p["device"].get<std::uint64_t>() > e["memory"]["peak"].get<std::uint64_t>());
+        CHECK(p["tokens_per_s"].get<double>() > previous);
+        previous = p["tokens_per_s"].get<double>();
+    }
+    // The engine's own front differs: configurations that fit our engine but not DeepSpeed.
+    const auto engine =
+        nlohmann::json::parse(run_tune("estimate --json --framework tune " + dir.file("s.toml")).output);
+    CHECK(engine["framework"] == "tune");
+    CHECK(engine["fit"].get<int>() > j["fit"].get<int>());
+
+    // The dry-run sweep keeps the same front, and every place that shows it says whose it is.
+    const std::string db = dir.file("r.db");
+    REQUIRE(run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    const Store store(db, Store::Mode::read_only);
+    const SweepData data = load_sweep_data(store, "p40");
+    std::multiset<std::string> swept;
+    for (std::size_t i : data.predicted_front) swept.insert(summary(data.trials[i].result.config));
+    CHECK(swept == summaries_of(j["front"]));
+    CHECK_THAT(run_tune("report --format text --db " + db).output,
+               Catch::Contains("deepspeed's predicted device memory per GPU") && Catch::Contains("deepspeed peak"));
+    REQUIRE(run_tune("report --db " + db + " -o " + dir.file("r.html")).exit_code == 0);
+    std::ifstream in(dir.file("r.html"));
+    const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK_THAT(html, Catch::Contains("deepspeed memory") && Catch::Contains("deepspeed tokens/s"));
+}

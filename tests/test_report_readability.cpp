@@ -190,6 +190,13 @@ TEST_CASE("the report opens with what to run: per budget and context, the fastes
         }
         CHECK(differs > 0);  // 1.5x the peak moves some answers to smaller configurations
         CHECK_THAT(render_text_report(std::vector<SweepData>{sweep}), Catch::Contains("hf-trainer peak (pred.)"));
+        // The page's measured front carries the stack's predicted device memory beside each trial.
+        const std::string html = render_html_report(std::vector<SweepData>{sweep});
+        const auto front = body_rows(table_html(html, "s0-front-table"));
+        REQUIRE(!front.empty());
+        CHECK(html.find("hf-trainer peak (pred.)") != std::string::npos);
+        const TrialRecord& first = sweep.trials[sweep.front.front()];
+        CHECK(html.find(bytes_text(first.frameworks.at("hf-trainer").device)) != std::string::npos);
     }
     SECTION("it is the first section of the page, one table per sweep") {
         const std::string html = html_report(db, std::vector<std::string>{"h100-demo", "a100-demo"});
