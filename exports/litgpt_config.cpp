@@ -109,10 +109,19 @@ FrameworkExport litgpt_export(const TrialConfig& c) {
     y.section("train");
     y.key("global_batch_size", static_cast<std::uint64_t>(c.micro_batch) * c.grad_accum * c.world_size);
     y.key("micro_batch_size", c.micro_batch);
-    y.key("lr_warmup_steps", 0);
+    // finetune/lora.py and full.py get_lr_scheduler divide by lr_warmup_steps (0 raises
+    // ZeroDivisionError), then anneal by a cosine to 0 over the run; validate_args refuses
+    // max_norm, and neither script clips.
+    y.key("lr_warmup_steps", 1);
     y.key("max_seq_length", c.context);
-    y.key("max_norm", c.clip > 0 ? nlohmann::json(c.clip) : nlohmann::json(nullptr));
     y.end_section();
+    e.cannot_express.push_back(
+        "a constant learning rate: LitGPT's fine-tuning scripts warm up for at least one step (lr_warmup_steps 1: "
+        "the first step's rate is 0) and then anneal by a cosine to 0 over the run (get_lr_scheduler); tune held "
+        "it constant");
+    if (c.clip > 0)
+        e.cannot_express.push_back(fmt::format(
+            "gradient clipping at {}: LitGPT's fine-tuning scripts do not clip and refuse train.max_norm", c.clip));
     optimizer_keys(c, y, e);
     strategy_notes(c, e);
     e.in_script.push_back("the data: `data:` (class_path litgpt.data.*) names yours; LitGPT's default is Alpaca");

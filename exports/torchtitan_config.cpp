@@ -82,7 +82,9 @@ FrameworkExport torchtitan_export(const TrialConfig& c) {
                                               {"eps", h.eps},
                                               {"weight_decay", h.weight_decay}}},
                     // tune measured a constant rate; torchtitan decays after its warmup.
-                    {"lr_scheduler", toml::table{{"warmup_steps", 0}}},
+                    // job_config.py LRScheduler: a decay to min_lr_factor x lr after the warmup;
+                    // 1.0 holds the rate constant, as tune ran it.
+                    {"lr_scheduler", toml::table{{"warmup_steps", 0}, {"min_lr_factor", 1.0}}},
                     {"training", training(c)},
                     {"parallelism", parallelism(c)},
                     {"activation_checkpoint", activation_checkpoint(c, e)}};

@@ -528,6 +528,9 @@ TEST_CASE("the torchtitan export writes its job TOML: the flavor, FSDP2's degree
     CHECK(t["model"]["flavor"] == "8B");
     CHECK(t["optimizer"]["name"] == "AdamW");
     CHECK(t["optimizer"]["lr"] == c.lr);
+    // No warmup, and the decay after it ends at the rate itself: constant, as tune ran it.
+    CHECK(t["lr_scheduler"]["warmup_steps"] == 0);
+    CHECK(t["lr_scheduler"]["min_lr_factor"] == 1.0);
     CHECK(t["training"]["local_batch_size"] == 2);
     CHECK(t["training"]["global_batch_size"] == 2 * 16 * 8);
     CHECK(t["training"]["seq_len"] == 2048);
@@ -588,6 +591,11 @@ TEST_CASE("the litgpt export writes its fine-tuning YAML: precision, quantizatio
     CHECK(y["train"]["micro_batch_size"] == 2);
     CHECK(y["train"]["global_batch_size"] == 2 * 16);
     CHECK(y["train"]["max_seq_length"] == 2048);
+    // Its scripts divide by the warmup (0 raises ZeroDivisionError) and refuse max_norm: neither
+    // a warmup of 0 nor a clip is written, and the schedule and the clip it cannot hold are said.
+    CHECK(y["train"]["lr_warmup_steps"] == 1);
+    CHECK_FALSE(y["train"].contains("max_norm"));
+    CHECK_THAT(joined(e.cannot_express), Catch::Contains("cosine to 0") && Catch::Contains("do not clip"));
     CHECK(y["optimizer"]["class_path"] == "torch.optim.AdamW");
     CHECK(y["optimizer"]["init_args"]["betas"] == nlohmann::json::array({0.9, 0.999}));
     // 1e-08 without a '.' would read as a string in PyYAML; the writer adds one.
