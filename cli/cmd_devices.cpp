@@ -5,10 +5,11 @@
 
 #include "cli/commands.h"
 #include "cli/device_query_child.h"
-#include "kernels/device_query.h"
-#include "reports/text_table.h"
 #include "core/presets.h"
 #include "core/units.h"
+#include "kernels/cuda/host/cudnn_library.h"
+#include "kernels/device_query.h"
+#include "reports/text_table.h"
 
 namespace tune::cli {
 namespace {
@@ -16,12 +17,20 @@ namespace {
 std::string cuda_version(int v) { return v ? fmt::format("{}.{}", v / 1000, (v % 1000) / 10) : "none"; }
 
 void print_devices(const DeviceQuery& q, bool as_json) {
+    const kernels::cuda::CudnnLoad cudnn = kernels::cuda::load_cudnn();
     if (as_json) {
-        fmt::print("{}\n", device_query_to_json(q).dump(2));
+        nlohmann::json j = device_query_to_json(q);
+        j["cudnn"] = {{"usable", cudnn.library.has_value()},
+                      {"version", cudnn.library ? kernels::cuda::cudnn_version_text(cudnn.library->version) : ""},
+                      {"path", cudnn.library ? cudnn.library->path : ""},
+                      {"why_not", cudnn.why_not},
+                      {"attention", "tune"}};
+        fmt::print("{}\n", j.dump(2));
         return;
     }
     fmt::print("CUDA backend compiled: {}; runtime {}; driver {}\n", q.cuda_compiled ? "yes" : "no",
                cuda_version(q.runtime_version), cuda_version(q.driver_version));
+    fmt::print("{}\n", kernels::cuda::cudnn_status_line(cudnn));
     if (const int branch = minimum_driver_branch(q.runtime_version); branch > 0)
         fmt::print("This build's CUDA {} runtime needs an NVIDIA driver of branch R{} or newer (build with "
                    "-DTUNE_CUDA_ROOT=<an older toolkit> for older drivers; see README).\n",
