@@ -211,7 +211,7 @@ TEST_CASE("tune selftest --candidate cpu runs the harness end to end") {
     const auto json = nlohmann::json::parse(r.output);
     CHECK(json["candidate"] == "cpu");
     CHECK(json["failed"] == 0);
-    CHECK(json["passed"].get<int>() == 6);  // forward and backward, three dtypes
+    CHECK(json["passed"].get<int>() == 12);  // forward and backward, three dtypes, fused and separate halves
 }
 
 TEST_CASE("tune selftest --gpus 2 without GPUs lists every ZeRO stage as skipped and exits 0") {

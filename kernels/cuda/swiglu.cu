@@ -1,5 +1,8 @@
 // SwiGLU (Llama MLP): out = silu(gate) * up and its backward, one thread per
-// element; gate/up rows have stride in_stride (halves of one fused GEMM).
+// element; gate/up rows have stride in_stride (halves of one fused GEMM). The
+// trainer's rows are contiguous (stride == F): then the input index is the
+// output's, with no 64-bit division per element (the branch is the same for
+// every thread of the launch).
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
@@ -9,12 +12,17 @@ namespace tune::kernels::cuda {
 
 namespace {
 
+// Where element `idx` of the contiguous (N, F) output reads its strided inputs.
+__device__ inline std::int64_t input_index(std::int64_t idx, std::int64_t f, std::int64_t stride) {
+    return stride == f ? idx : (idx / f) * stride + idx % f;
+}
+
 // out (N, F) contiguous; gate, up (N, F) with row stride `stride`.
 template <class T>
 __global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up, std::int64_t n, std::int64_t f,
                                       std::int64_t stride) {
     TUNE_GRID_STRIDE(idx, n * f) {
-        const std::int64_t in = (idx / f) * stride + idx % f;
+        const std::int64_t in = input_index(idx, f, stride);
         store(out, idx, math::swiglu(load(gate, in), load(up, in)));
     }
 }
@@ -24,7 +32,7 @@ template <class T>
 __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout, const T* gate, const T* up, std::int64_t n,
                                        std::int64_t f, std::int64_t stride) {
     TUNE_GRID_STRIDE(idx, n * f) {
-        const std::int64_t in = (idx / f) * stride + idx % f;
+        const std::int64_t in = input_index(idx, f, stride);
         float dg, du;
         math::swiglu_backward(load(gate, in), load(up, in), load(dout, idx), dg, du);
         store(dgate, in, dg);

@@ -88,19 +88,19 @@ void rope_cases(std::vector<Case>& out, DType t) {
     const std::int64_t b = 2, s = 16, h = 3, dim = 32, wide = h * dim + 40;
     for (const bool backward : {false, true}) {
         const char* op = backward ? "rope_backward" : "rope_forward";
-        out.push_back({op, name_of(t), fmt::format("B={} S={} H={} D={} stride={}", b, s, h, dim, wide),
-                       [=](std::uint64_t seed) {
-                           CaseBuilder cb(seed);
-                           const auto in = cb.normal("in", t, b * s * wide);
-                           const auto y = cb.zero_output("out", t, b * s * h * dim, OpClass::elementwise);
-                           return cb.build([=](Backend& be, DeviceTensors& d) {
-                               const math::RopeFrequencies f{10000.0f};
-                               if (backward)
-                                   be.rope_backward(d[y], h * dim, d[in], wide, b, s, h, dim, f, t);
-                               else
-                                   be.rope_forward(d[y], h * dim, d[in], wide, b, s, h, dim, f, t);
-                           });
-                       }});
+        out.push_back(
+            {op, name_of(t), fmt::format("B={} S={} H={} D={} stride={}", b, s, h, dim, wide), [=](std::uint64_t seed) {
+                 CaseBuilder cb(seed);
+                 const auto in = cb.normal("in", t, b * s * wide);
+                 const auto y = cb.zero_output("out", t, b * s * h * dim, OpClass::elementwise);
+                 return cb.build([=](Backend& be, DeviceTensors& d) {
+                     const math::RopeFrequencies f{10000.0f};
+                     if (backward)
+                         be.rope_backward(d[y], h * dim, d[in], wide, b, s, h, dim, f, t);
+                     else
+                         be.rope_forward(d[y], h * dim, d[in], wide, b, s, h, dim, f, t);
+                 });
+             }});
         // Llama 3.1's scaling: with theta 5e5 and D = 64 the pairs' wavelengths span all
         // three of its bands (kept, blended, divided by the factor).
         const math::RopeFrequencies llama3{5e5f, math::RopeScalingKind::llama3, 8.0f, 1.0f, 4.0f, 8192.0f};
@@ -120,26 +120,33 @@ void rope_cases(std::vector<Case>& out, DType t) {
     }
 }
 
+// Gate and up side by side (row stride 2F, the halves of one fused GEMM) and as separate
+// contiguous buffers (stride F, as the trainer calls it): the kernels index the two ways.
 void swiglu_cases(std::vector<Case>& out, DType t) {
-    const std::int64_t n = 32, f = 80;  // gate | up side by side: row stride 2F
-    const std::string label = fmt::format("N={} F={} stride={}", n, f, 2 * f);
-    out.push_back({"swiglu_forward", name_of(t), label, [=](std::uint64_t seed) {
-                       CaseBuilder cb(seed);
-                       const auto gu = cb.normal("gate|up", t, n * 2 * f, 2.0f);
-                       const auto y = cb.zero_output("out", t, n * f, OpClass::elementwise);
-                       return cb.build([=](Backend& be, DeviceTensors& d) {
-                           be.swiglu_forward(d[y], d[gu], at(d, gu, f, t), n, f, 2 * f, t);
-                       });
-                   }});
-    out.push_back({"swiglu_backward", name_of(t), label, [=](std::uint64_t seed) {
-                       CaseBuilder cb(seed);
-                       const auto gu = cb.normal("gate|up", t, n * 2 * f, 2.0f);
-                       const auto dy = cb.normal("dout", t, n * f);
-                       const auto dgu = cb.zero_output("dgate|dup", t, n * 2 * f, OpClass::elementwise);
-                       return cb.build([=](Backend& be, DeviceTensors& d) {
-                           be.swiglu_backward(d[dgu], at(d, dgu, f, t), d[dy], d[gu], at(d, gu, f, t), n, f, 2 * f, t);
-                       });
-                   }});
+    const std::int64_t n = 32, f = 80;
+    for (const std::int64_t stride : {2 * f, f}) {
+        const std::string label = fmt::format("N={} F={} stride={}", n, f, stride);
+        // gate at 0, up at f (fused) or at n * f (separate); either way rows `stride` apart.
+        const std::int64_t up_at = stride == f ? n * f : f;
+        out.push_back({"swiglu_forward", name_of(t), label, [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto gu = cb.normal("gate|up", t, n * 2 * f, 2.0f);
+                           const auto y = cb.zero_output("out", t, n * f, OpClass::elementwise);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               be.swiglu_forward(d[y], d[gu], at(d, gu, up_at, t), n, f, stride, t);
+                           });
+                       }});
+        out.push_back({"swiglu_backward", name_of(t), label, [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto gu = cb.normal("gate|up", t, n * 2 * f, 2.0f);
+                           const auto dy = cb.normal("dout", t, n * f);
+                           const auto dgu = cb.zero_output("dgate|dup", t, n * 2 * f, OpClass::elementwise);
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               be.swiglu_backward(d[dgu], at(d, dgu, up_at, t), d[dy], d[gu], at(d, gu, up_at, t), n, f,
+                                                  stride, t);
+                           });
+                       }});
+    }
 }
 
 void cross_entropy_cases(std::vector<Case>& out, DType t) {
