@@ -21,23 +21,17 @@
 
 #include "launch/host_name.h"
 #include "tests/fuzz/fuzzer.h"
+#include "tests/support/tiny_cpu_sweep.h"
 
 namespace fs = std::filesystem;
 using namespace tune::fuzz;
 
 namespace {
 
-const char* kSweep = R"(name = "fz"
-[model]
-preset = "tiny"
-[hardware]
-device = "cpu"
-[space]
-context = [64]
-[trial]
-steps = 2
-warmup = 1
-)";
+// Sweep "fz": the tiny model on the CPU (tests/support/tiny_cpu_sweep.toml), one configuration.
+std::string fz_sweep() {
+    return tune::test::tiny_cpu_sweep("fz", "[space]\ncontext = [64]\n[trial]\nsteps = 2\nwarmup = 1\n");
+}
 
 const fs::path kFakeTrial = kSource / "tests/support/fake_trial.py";
 
@@ -51,7 +45,7 @@ tune::ProcessOutcome run_plain(std::vector<std::string> argv, double timeout_s =
 // A results database holding sweep "fz" with one measured trial and this host's probe cache.
 fs::path measured_database(const Fuzzer& f) {
     const fs::path sweep = f.dir / "fz.toml", db = f.dir / "base.db";
-    spit(sweep, kSweep);
+    spit(sweep, fz_sweep());
     const auto out = run_plain({TUNE_BINARY, "sweep", "--no-report", "--db", db.string(), sweep.string()}, 120);
     INFO(out.stderr_tail);
     REQUIRE(out.exit_code == 0);
@@ -118,7 +112,7 @@ TEST_CASE("fuzz: hostile names, partitions, accounts and times through tune subm
                                               : fmt::format("sweep-{}", i);
         const nlohmann::json quoted = name;
         spit(sweep, "name = " + quoted.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-                        std::string(kSweep).substr(std::string(kSweep).find('\n')));
+                        fz_sweep().substr(fz_sweep().find('\n')));
         std::vector<std::string> args{"submit", sweep.string(), "--dry-run"}, plain = args;
         for (const char* flag : {"--partition", "--account", "--time"}) {
             if (m.below(2) == 0) continue;
@@ -144,7 +138,7 @@ TEST_CASE("fuzz: hostile names, partitions, accounts and times through tune subm
                                         "given:\n{}\n{}",
                                         fmt::join(args, " "), out.stdout_text, ran.stderr_tail));
         // The same flags with tame values give a script of as many lines: nothing hostile broke one.
-        spit(f.dir / "plain.toml", kSweep);
+        spit(f.dir / "plain.toml", fz_sweep());
         plain[1] = (f.dir / "plain.toml").string();
         const auto tame_flags = run_plain([&] {
             std::vector<std::string> argv{TUNE_BINARY};
