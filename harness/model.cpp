@@ -273,9 +273,9 @@ void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
         case Checkpointing::selective:
             if (!flash()) a.probs.reset();
             return;
-        // torchtitan's op policy (torchtitan/distributed/activation_checkpoint.py
-        // _apply_op_sac): the outputs of the layer's matmuls are saved but every
-        // second one (q, v, gate and down kept; k, o and up recomputed) and the
+        // torchtitan's op policy (_apply_ac_to_transformer_block's _custom_policy,
+        // models/llama3/parallelize_llama.py at the published runs' commits): the
+        // outputs of the layer's matmuls are saved but every second one (q, v, gate and down kept; k, o and up recomputed) and the
         // attention output and lse are saved; the norms, RoPE and SwiGLU are
         // recomputed. Our q and k are saved after RoPE (one buffer each); down's
         // output is the next layer's input, which that layer keeps. With q/k
