@@ -274,12 +274,12 @@ void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
             if (!flash()) a.probs.reset();
             return;
         // torchtitan's op policy (_apply_ac_to_transformer_block's _custom_policy,
-        // models/llama3/parallelize_llama.py at the published runs' commits): the
-        // outputs of the layer's matmuls are saved but every second one (q, v, gate and down kept; k, o and up recomputed) and the
-        // attention output and lse are saved; the norms, RoPE and SwiGLU are
-        // recomputed. Our q and k are saved after RoPE (one buffer each); down's
-        // output is the next layer's input, which that layer keeps. With q/k
-        // norms k stays: its norm runs with q's.
+        // models/llama3/parallelize_llama.py at the published runs' commits) saves
+        // the outputs of the layer's matmuls but every second one (q, v, gate and
+        // down kept; k, o and up recomputed) and the attention output and lse; the
+        // norms, RoPE and SwiGLU are recomputed. Our q and k are saved after RoPE
+        // (one buffer each); down's output is the next layer's input, which that
+        // layer keeps. With q/k norms k stays: its norm runs with q's.
         case Checkpointing::selective_op:
             a.rstd1.reset(), a.n1.reset(), a.x2.reset(), a.rstd2.reset(), a.n2.reset(), a.u.reset(), a.m.reset();
             if (!dims_.qk_norm) a.k.reset();
