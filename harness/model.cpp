@@ -228,40 +228,38 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
                              d.eps, dt_);
     void* qp = d.qk_norm ? a.qp.get() : a.q.get();  // the projections, normed into q, k after
     void* kp = d.qk_norm ? a.kp.get() : a.k.get();
-    gemm(a.n1.get(), false, weight(w, LayerTensor::q), true, qp, d.T, d.q, d.h, 0.0f);          // q (T, q)
-    gemm(a.n1.get(), false, weight(w, LayerTensor::k), true, kp, d.T, d.kv, d.h, 0.0f);         // k (T, kv)
-    gemm(a.n1.get(), false, weight(w, LayerTensor::v), true, a.v.get(), d.T, d.kv, d.h, 0.0f);  // v (T, kv)
-    add_bias(w, LayerTensor::q_bias, qp);
-    add_bias(w, LayerTensor::k_bias, kp);
-    add_bias(w, LayerTensor::v_bias, a.v.get());
-    lora_forward(a, LayerTensor::q, a.n1.get(), qp);
-    lora_forward(a, LayerTensor::k, a.n1.get(), kp);
-    lora_forward(a, LayerTensor::v, a.n1.get(), a.v.get());
+    project(w, a, LayerTensor::q, LayerTensor::q_bias, a.n1.get(), qp, d.q, d.h, 0.0f);          // q (T, q)
+    project(w, a, LayerTensor::k, LayerTensor::k_bias, a.n1.get(), kp, d.kv, d.h, 0.0f);         // k (T, kv)
+    project(w, a, LayerTensor::v, LayerTensor::v_bias, a.n1.get(), a.v.get(), d.kv, d.h, 0.0f);  // v (T, kv)
     if (d.qk_norm) qk_norm_forward(w, a);
     backend_.rope_forward(a.q.get(), d.q, a.q.get(), d.q, d.b, d.s, d.heads, d.d, d.rope, dt_);
     backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
     attention(a);
-    backend_.copy(a.x2.get(), a.x.get(), bytes_of(d.T * d.h, dt_));  // x2 = x + o Wo^T + bo
-    gemm(a.o.get(), false, weight(w, LayerTensor::o), true, a.x2.get(), d.T, d.h, d.q, 1.0f);
-    add_bias(w, LayerTensor::o_bias, a.x2.get());
-    lora_forward(a, LayerTensor::o, a.o.get(), a.x2.get());
+    attention_residual(w, a);
     backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), d.T,
                              d.h, d.eps, dt_);
-    gemm(a.n2.get(), false, weight(w, LayerTensor::gate), true, a.g.get(), d.T, d.f, d.h, 0.0f);  // g (T, f)
-    gemm(a.n2.get(), false, weight(w, LayerTensor::up), true, a.u.get(), d.T, d.f, d.h, 0.0f);    // u (T, f)
-    add_bias(w, LayerTensor::gate_bias, a.g.get());
-    add_bias(w, LayerTensor::up_bias, a.u.get());
-    lora_forward(a, LayerTensor::gate, a.n2.get(), a.g.get());
-    lora_forward(a, LayerTensor::up, a.n2.get(), a.u.get());
+    project(w, a, LayerTensor::gate, LayerTensor::gate_bias, a.n2.get(), a.g.get(), d.f, d.h, 0.0f);  // g (T, f)
+    project(w, a, LayerTensor::up, LayerTensor::up_bias, a.n2.get(), a.u.get(), d.f, d.h, 0.0f);      // u (T, f)
     backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
     if (out == nullptr) {
         lora_forward(a, LayerTensor::down, a.m.get(), nullptr);  // recompute: only m Ad^T, for dBd
         return;
     }
     backend_.copy(out, a.x2.get(), bytes_of(d.T * d.h, dt_));  // out = x2 + m Wdown^T + bdown
-    gemm(a.m.get(), false, weight(w, LayerTensor::down), true, out, d.T, d.h, d.f, 1.0f);
-    add_bias(w, LayerTensor::down_bias, out);
-    lora_forward(a, LayerTensor::down, a.m.get(), out);
+    project(w, a, LayerTensor::down, LayerTensor::down_bias, a.m.get(), out, d.h, d.f, 1.0f);
+}
+
+void LlamaLayer::project(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x, void* y,
+                         std::int64_t n, std::int64_t k, float beta) {
+    gemm(x, false, weight(w, t), true, y, dims_.T, n, k, beta);
+    add_bias(w, bias, y);
+    lora_forward(a, t, x, y);
+}
+
+void LlamaLayer::attention_residual(const void* w, LayerActivations& a) {
+    const Dims& d = dims_;
+    backend_.copy(a.x2.get(), a.x.get(), bytes_of(d.T * d.h, dt_));
+    project(w, a, LayerTensor::o, LayerTensor::o_bias, a.o.get(), a.x2.get(), d.h, d.q, 1.0f);
 }
 
 void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
@@ -318,20 +316,13 @@ void LlamaLayer::recompute_unsaved(const void* w, LayerActivations& a) {
     backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), d.T, d.h,
                              d.eps, dt_);
     if (!d.qk_norm) {
-        gemm(a.n1.get(), false, weight(w, LayerTensor::k), true, a.k.get(), d.T, d.kv, d.h, 0.0f);  // k (T, kv)
-        add_bias(w, LayerTensor::k_bias, a.k.get());
-        lora_forward(a, LayerTensor::k, a.n1.get(), a.k.get());
+        project(w, a, LayerTensor::k, LayerTensor::k_bias, a.n1.get(), a.k.get(), d.kv, d.h, 0.0f);
         backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
     }
-    backend_.copy(a.x2.get(), a.x.get(), bytes_of(d.T * d.h, dt_));  // x2 = x + o Wo^T + bo
-    gemm(a.o.get(), false, weight(w, LayerTensor::o), true, a.x2.get(), d.T, d.h, d.q, 1.0f);
-    add_bias(w, LayerTensor::o_bias, a.x2.get());
-    lora_forward(a, LayerTensor::o, a.o.get(), a.x2.get());
+    attention_residual(w, a);
     backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), d.T, d.h,
                              d.eps, dt_);
-    gemm(a.n2.get(), false, weight(w, LayerTensor::up), true, a.u.get(), d.T, d.f, d.h, 0.0f);  // u (T, f)
-    add_bias(w, LayerTensor::up_bias, a.u.get());
-    lora_forward(a, LayerTensor::up, a.n2.get(), a.u.get());
+    project(w, a, LayerTensor::up, LayerTensor::up_bias, a.n2.get(), a.u.get(), d.f, d.h, 0.0f);
     backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
 }
 

@@ -131,6 +131,11 @@ private:
     void* weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
     // y (T, n) += ones (T, 1) b (1, n), when the model has bias t.
     void add_bias(const void* w, LayerTensor t, void* y) const;
+    // One linear forward: y (T, n) = beta y + x W^T (x (T, k)), then its bias and adapter.
+    void project(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x, void* y,
+                 std::int64_t n, std::int64_t k, float beta);
+    // x2 = x + o Wo^T + bo: the attention block's residual, with its adapter.
+    void attention_residual(const void* w, LayerActivations& a);
     // db (n) += ones^T (1, T) dy (T, n) to the sink, when t exists and is trained.
     void bias_grad(const void* dy, LayerTensor t, GradSink& sink, std::size_t layer) const;
     // Qwen3: q, k (pre-norm in qp, kp) normed per head into a.q, a.k.
