@@ -12,6 +12,28 @@
 namespace tune {
 namespace {
 
+// What a checkpointing mode runs again before a layer's backward (harness/model.cpp
+// LlamaLayer::recompute), the one rule every time term below reads.
+struct Recomputed {
+    bool attention = false;    // the attention forward: selective and full (flash's selective: see flops_per_token)
+    bool linears = false;      // every linear's forward but the down projection's base GEMM: full
+    bool op_linears = false;   // the linears selective-op does not keep (Linear::op_recomputed)
+    bool elementwise = false;  // the layer's element-wise forward: full, and selective-op counted whole
+};
+Recomputed recomputed(Checkpointing mode) {
+    switch (mode) {
+        case Checkpointing::none:
+            return {};
+        case Checkpointing::selective:
+            return {.attention = true};
+        case Checkpointing::full:
+            return {.attention = true, .linears = true, .elementwise = true};
+        case Checkpointing::selective_op:
+            return {.op_linears = true, .elementwise = true};
+    }
+    return {};
+}
+
 struct Flops {
     double model = 0;  // per token, forward + backward
     double total = 0;  // per token, with recomputation
@@ -40,14 +62,14 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
 
     Flops out;
     out.model = model_flops_per_token(m, c);
+    const Recomputed again = recomputed(c.checkpointing);
     double recompute = 0;
-    if (c.checkpointing == Checkpointing::full) recompute = layers * (layer_recompute + attention);
-    // Selective-op recomputes the linears whose outputs it does not save, never attention.
-    if (c.checkpointing == Checkpointing::selective_op) recompute = layers * op_recompute;
+    if (again.linears) recompute += layers * layer_recompute;
+    if (again.op_linears) recompute += layers * op_recompute;
     // Selective recomputes the whole eager attention forward (scores, softmax
     // and P v: harness/model.cpp LlamaLayer::recompute), not only the scores;
     // with flash it keeps everything (the lse is O(s)) and recomputes nothing.
-    if (c.checkpointing == Checkpointing::selective && !flash) recompute = layers * attention;
+    if (again.attention && !(c.checkpointing == Checkpointing::selective && flash)) recompute += layers * attention;
     if (flash) recompute += layers * (hw.backend == BackendKind::cpu ? 3.0 : 1.0) * s * h;
     out.total = out.model + recompute;
     // LOMO finds the global norm (for clipping or fp16 overflow) in a first pass over the
@@ -105,8 +127,7 @@ double attention_bytes_per_token(const ModelSpec& m, const TrialConfig& c, bool 
     if (fused) return 0.0;
     const double ab = weight_bytes(c.precision);
     const double forward = 8 + 2 * ab, backward = 8 + 5 * ab;
-    const bool again = c.checkpointing == Checkpointing::selective || c.checkpointing == Checkpointing::full;
-    const double recompute = again ? forward : 0.0;
+    const double recompute = recomputed(c.checkpointing).attention ? forward : 0.0;
     return static_cast<double>(m.layers) * static_cast<double>(m.heads) * c.context * (forward + backward + recompute);
 }
 
@@ -132,9 +153,10 @@ LayerMatrices layer_matrices(const ModelSpec& m, const TrialConfig& c) {
 double dequantized_layers_per_micro_batch(const ModelSpec& m, const TrialConfig& c) {
     if (c.method != Method::qlora) return 0.0;
     const LayerMatrices w = layer_matrices(m, c);
+    const Recomputed again = recomputed(c.checkpointing);
     double recompute = 0.0;
-    if (c.checkpointing == Checkpointing::full) recompute = 1.0 - w.down / w.all;
-    if (c.checkpointing == Checkpointing::selective_op) recompute = w.op_recomputed / w.all;
+    if (again.linears) recompute += 1.0 - w.down / w.all;
+    if (again.op_linears) recompute += w.op_recomputed / w.all;
     return static_cast<double>(m.layers) * (2.0 + recompute) * lomo_backward_passes(c);
 }
 
@@ -214,11 +236,11 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
     if (missing || !a) return std::nullopt;
     const double layers = static_cast<double>(m.layers);
     const double step = layers * layer + head;
+    const Recomputed again = recomputed(c.checkpointing);
     double recompute = 0, attention_recompute = 0;
-    if (c.checkpointing == Checkpointing::full) recompute = layers * recompute_layer;
-    if (c.checkpointing == Checkpointing::selective_op) recompute = layers * op_recompute_layer;
-    if (c.checkpointing == Checkpointing::full || c.checkpointing == Checkpointing::selective)
-        attention_recompute = layers * a->forward_s;
+    if (again.linears) recompute += layers * recompute_layer;
+    if (again.op_linears) recompute += layers * op_recompute_layer;
+    if (again.attention) attention_recompute = layers * a->forward_s;
     ProbedMicroBatch out;
     out.gemm_s = step + recompute;
     out.attention_s = layers * (a->forward_s + a->backward_s) + attention_recompute;
@@ -226,8 +248,7 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
     // again; selective-op too, counted whole: it reruns both norms, SwiGLU and all the
     // RoPE but q's), the embedding's, final norm's and cross-entropy's once.
     if (e) {
-        const bool again = c.checkpointing == Checkpointing::full || c.checkpointing == Checkpointing::selective_op;
-        const double forward_passes = again ? 2.0 : 1.0;
+        const double forward_passes = again.elementwise ? 2.0 : 1.0;
         out.elementwise_s = layers * (forward_passes * e->layer_forward_s + e->layer_backward_s) + e->outer_s;
     }
     // LOMO's norm pass is a whole micro-batch of its own (harness/trainer.cpp lomo_step:
