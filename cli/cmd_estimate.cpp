@@ -192,7 +192,8 @@ struct SweepEstimates {
     std::uint64_t total = 0, fit = 0, not_fit = 0, invalid = 0;
     std::vector<const TrialConfig*> configs;  // the valid candidates, with their estimates beside them
     std::vector<Estimate> estimates;
-    std::vector<FrameworkPrediction> frameworks;  // under the sweep's [framework]: that stack's, by estimate
+    std::string framework = "tune";               // the stack the counts and the front answer for
+    std::vector<FrameworkPrediction> frameworks;  // under a framework: that stack's, by estimate
     std::vector<PredictedRow> rows;
     std::vector<std::size_t> front;  // indices into rows (reports/predicted_front: the sweep's rule too)
 };
@@ -229,10 +230,11 @@ SweepEstimates estimate_sweep(const SweepSpec& spec, const std::vector<Candidate
         }
         ++(fits ? out.fit : out.not_fit);
     }
-    const std::string framework = profile == FrameworkProfile::tune ? "" : std::string(to_string(profile));
+    out.framework = std::string(to_string(profile));
+    const bool engine = profile == FrameworkProfile::tune;
     for (std::size_t i = 0; i < out.configs.size(); ++i)
-        out.rows.push_back(
-            {out.configs[i], &out.estimates[i], 0, framework.empty() ? nullptr : &out.frameworks[i], framework});
+        out.rows.push_back({out.configs[i], &out.estimates[i], 0, engine ? nullptr : &out.frameworks[i],
+                            engine ? std::string() : out.framework});
     out.front = predicted_front(out.rows);
     return out;
 }
@@ -247,13 +249,10 @@ void print_sweep_text(const SweepSpec& spec, const SweepEstimates& s, const Esti
 
 void print_sweep_json(const SweepSpec& spec, const SweepEstimates& s) {
     nlohmann::json front = nlohmann::json::array();
-    std::string framework = "tune";
     for (std::size_t i : s.front) {
         nlohmann::json entry = estimate_json(*s.rows[i].config, *s.rows[i].estimate);
-        if (s.rows[i].framework) {
+        if (s.rows[i].framework)
             entry["framework"] = {{"name", s.rows[i].framework_name}, {"prediction", *s.rows[i].framework}};
-            framework = s.rows[i].framework_name;
-        }
         front.push_back(std::move(entry));
     }
     const nlohmann::json out{{"file", spec.path.string()},
@@ -264,7 +263,7 @@ void print_sweep_json(const SweepSpec& spec, const SweepEstimates& s) {
                              {"not_fit", s.not_fit},
                              {"invalid", s.invalid},
                              {"basis", "predicted"},
-                             {"framework", framework},
+                             {"framework", s.framework},
                              {"front", front}};
     fmt::print("{}\n", out.dump(2));
 }
