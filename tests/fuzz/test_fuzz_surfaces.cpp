@@ -104,6 +104,8 @@ TEST_CASE("fuzz: hostile names, partitions, accounts and times through tune subm
                                          "1e19s", "-1h", "0",  "h",      "1d2h"};
     Mutator m(4011);
     int scripts = 0;  // written and checked: the fuzz reaches past the refusals
+    const std::string tame_sweep = fz_sweep(), tables = tame_sweep.substr(tame_sweep.find('\n'));
+    spit(f.dir / "plain.toml", tame_sweep);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < 80; ++i) {
         const fs::path sweep = f.dir / fmt::format("s{}.toml", i);
@@ -111,9 +113,9 @@ TEST_CASE("fuzz: hostile names, partitions, accounts and times through tune subm
                                  : i % 3 == 1 ? m.mutate("llama-sweep")
                                               : fmt::format("sweep-{}", i);
         const nlohmann::json quoted = name;
-        spit(sweep, "name = " + quoted.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-                        fz_sweep().substr(fz_sweep().find('\n')));
-        std::vector<std::string> args{"submit", sweep.string(), "--dry-run"}, plain = args;
+        spit(sweep, "name = " + quoted.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + tables);
+        std::vector<std::string> args{"submit", sweep.string(), "--dry-run"};
+        std::vector<std::string> plain{TUNE_BINARY, "submit", (f.dir / "plain.toml").string(), "--dry-run"};
         for (const char* flag : {"--partition", "--account", "--time"}) {
             if (m.below(2) == 0) continue;
             const bool time = std::string(flag) == "--time";
@@ -138,13 +140,7 @@ TEST_CASE("fuzz: hostile names, partitions, accounts and times through tune subm
                                         "given:\n{}\n{}",
                                         fmt::join(args, " "), out.stdout_text, ran.stderr_tail));
         // The same flags with tame values give a script of as many lines: nothing hostile broke one.
-        spit(f.dir / "plain.toml", fz_sweep());
-        plain[1] = (f.dir / "plain.toml").string();
-        const auto tame_flags = run_plain([&] {
-            std::vector<std::string> argv{TUNE_BINARY};
-            argv.insert(argv.end(), plain.begin(), plain.end());
-            return argv;
-        }());
+        const auto tame_flags = run_plain(plain);
         if (tame_flags.exit_code == 0 && line_count(out.stdout_text) != line_count(tame_flags.stdout_text))
             f.reject(sweep,
                      fmt::format("tune {}: {} lines where tame values give {}:\n{}", fmt::join(args, " "),
