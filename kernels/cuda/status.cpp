@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "kernels/cuda/host/cudnn_enums.h"
+
 namespace tune::kernels::cuda {
 
 CallFailure cuda_failure(int code, CallSite site) {
@@ -42,6 +44,8 @@ bool is_out_of_memory(const CallFailure& f) {
         case Library::cuda: return f.code == cudaErrorMemoryAllocation;
         case Library::cublas: return f.code == CUBLAS_STATUS_ALLOC_FAILED;
         case Library::nccl: return false;  // NCCL folds allocation failures into ncclSystemError/ncclUnhandledCudaError
+        case Library::cudnn:
+            return f.code == cudnn::kStatusDeviceAllocationFailed;
     }
     return false;
 }

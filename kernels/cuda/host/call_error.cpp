@@ -10,6 +10,8 @@ std::string_view library_name(Library library) {
         case Library::cuda: return "cuda";
         case Library::cublas: return "cublas";
         case Library::nccl: return "nccl";
+        case Library::cudnn:
+            return "cudnn";
     }
     return "?";
 }

@@ -1,4 +1,4 @@
-// The typed error a failed CUDA, cuBLAS(Lt) or NCCL call becomes: which
+// The typed error a failed CUDA, cuBLAS(Lt), NCCL or cuDNN call becomes: which
 // library, its status code and name, the call as written, and the file and
 // line it was made from. Plain C++ (no CUDA headers), so the message format
 // is tested on machines without CUDA and caught by code that never sees CUDA.
@@ -11,7 +11,7 @@
 
 namespace tune::kernels::cuda {
 
-enum class Library { cuda, cublas, nccl };
+enum class Library { cuda, cublas, nccl, cudnn };
 
 std::string_view library_name(Library library);
 
