@@ -96,8 +96,8 @@ TEST_CASE("a graph no engine takes is an answer with the reason, and a fault is 
         REQUIRE(plan);
         CHECK(why.empty());
         CHECK(plan->workspace_bytes() == 4096);
-        const std::int64_t uids[] = {1, 2};
-        void* pointers[] = {handle, handle};
+        const std::vector<std::int64_t> uids{1, 2};
+        const std::vector<void*> pointers{handle, handle};
         plan->execute(handle, uids, pointers, nullptr);
     }
     SECTION("a graph pattern cuDNN does not take") {

@@ -6,18 +6,15 @@
 
 namespace tune::kernels::cuda::cudnn {
 
-void check(const CudnnApi& api, int status, const char* call, const std::string& detail, std::source_location where) {
+void check(const CudnnApi& api, int status, const char* call, const std::string& detail, SourceLine where) {
     if (status == kStatusSuccess) return;
     const char* name = api.get_error_string != nullptr ? api.get_error_string(status) : nullptr;
-    CallFailure failure{Library::cudnn,
-                        status,
-                        name != nullptr ? name : "CUDNN_STATUS_?",
-                        detail,
-                        {call, where.file_name(), static_cast<int>(where.line())}};
+    CallFailure failure{
+        Library::cudnn, status, name != nullptr ? name : "CUDNN_STATUS_?", detail, {call, where.file, where.line}};
     throw CallError(std::move(failure));
 }
 
-Descriptor::Descriptor(const CudnnApi& api, DescriptorType type, std::source_location where)
+Descriptor::Descriptor(const CudnnApi& api, DescriptorType type, SourceLine where)
     : api_(&api), type_(type), where_(where) {
     check(api, api.create_descriptor(static_cast<int>(type), &raw_), "cudnnBackendCreateDescriptor",
           fmt::format("descriptor type {}", static_cast<int>(type)), where);
@@ -54,7 +51,7 @@ Descriptor& Descriptor::set(Attribute name, std::int64_t value) {
     return set_raw(name, AttributeType::int64, 1, &value);
 }
 
-Descriptor& Descriptor::set(Attribute name, std::span<const std::int64_t> values) {
+Descriptor& Descriptor::set(Attribute name, const std::vector<std::int64_t>& values) {
     return set_raw(name, AttributeType::int64, static_cast<std::int64_t>(values.size()), values.data());
 }
 
@@ -87,7 +84,7 @@ Descriptor& Descriptor::set(Attribute name, const Descriptor& value) {
     return set_raw(name, AttributeType::backend_descriptor, 1, &raw);
 }
 
-Descriptor& Descriptor::set(Attribute name, std::span<void* const> descriptors) {
+Descriptor& Descriptor::set(Attribute name, const std::vector<void*>& descriptors) {
     return set_raw(name, AttributeType::backend_descriptor, static_cast<std::int64_t>(descriptors.size()),
                    descriptors.data());
 }
@@ -96,7 +93,7 @@ Descriptor& Descriptor::set_handle(Attribute name, void* handle) {
     return set_raw(name, AttributeType::handle, 1, &handle);
 }
 
-Descriptor& Descriptor::set_pointers(Attribute name, std::span<void* const> pointers) {
+Descriptor& Descriptor::set_pointers(Attribute name, const std::vector<void*>& pointers) {
     return set_raw(name, AttributeType::void_ptr, static_cast<std::int64_t>(pointers.size()), pointers.data());
 }
 
@@ -121,7 +118,7 @@ std::int64_t Descriptor::get_int64(Attribute name) const {
     return value;
 }
 
-std::int64_t Descriptor::get_descriptors(Attribute name, std::span<void*> out) const {
+std::int64_t Descriptor::get_descriptors(Attribute name, std::vector<void*>& out) const {
     std::int64_t count = 0;
     check(*api_,
           api_->get_attribute(raw_, static_cast<int>(name), static_cast<int>(AttributeType::backend_descriptor),

@@ -7,8 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <source_location>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -18,16 +16,24 @@
 
 namespace tune::kernels::cuda::cudnn {
 
+// A line of our source, for errors (C++17, which the emulated device's build
+// uses: GCC's and Clang's builtins stand in for std::source_location).
+struct SourceLine {
+    const char* file = "";
+    int line = 0;
+    static SourceLine here(const char* file = __builtin_FILE(), int line = __builtin_LINE()) { return {file, line}; }
+};
+
 // Throws CallError for a status other than success: `call` is the function
 // (a literal), `detail` what it was given (the descriptor type, the attribute).
 void check(const CudnnApi& api, int status, const char* call, const std::string& detail,
-           std::source_location where = std::source_location::current());
+           SourceLine where = SourceLine::here());
 
 // `where` defaults to the line that makes it; through emplace_back, pass
-// std::source_location::current() or the standard library's line is named.
+// SourceLine::here() or the standard library's line is named.
 class Descriptor {
 public:
-    Descriptor(const CudnnApi& api, DescriptorType type, std::source_location where = std::source_location::current());
+    Descriptor(const CudnnApi& api, DescriptorType type, SourceLine where = SourceLine::here());
     ~Descriptor();
     Descriptor(Descriptor&& other) noexcept;
     Descriptor& operator=(Descriptor&& other) noexcept;
@@ -39,7 +45,7 @@ public:
     DescriptorType type() const { return type_; }
 
     Descriptor& set(Attribute name, std::int64_t value);
-    Descriptor& set(Attribute name, std::span<const std::int64_t> values);
+    Descriptor& set(Attribute name, const std::vector<std::int64_t>& values);
     Descriptor& set(Attribute name, bool value);
     Descriptor& set(Attribute name, float value);
     Descriptor& set(Attribute name, DataType value);
@@ -47,9 +53,9 @@ public:
     Descriptor& set(Attribute name, ReductionOperator value);
     Descriptor& set(Attribute name, HeuristicMode value);
     Descriptor& set(Attribute name, const Descriptor& value);
-    Descriptor& set(Attribute name, std::span<void* const> descriptors);
+    Descriptor& set(Attribute name, const std::vector<void*>& descriptors);
     Descriptor& set_handle(Attribute name, void* handle);
-    Descriptor& set_pointers(Attribute name, std::span<void* const> pointers);
+    Descriptor& set_pointers(Attribute name, const std::vector<void*>& pointers);
     Descriptor& set_pointer(Attribute name, void* pointer);
 
     // The raw status of finalize, for callers that fall back on NOT_SUPPORTED.
@@ -60,7 +66,7 @@ public:
     std::int64_t get_int64(Attribute name) const;
     // Descriptors the library fills (a heuristic's engine configurations, made
     // by the caller): how many it filled.
-    std::int64_t get_descriptors(Attribute name, std::span<void*> out) const;
+    std::int64_t get_descriptors(Attribute name, std::vector<void*>& out) const;
 
 private:
     Descriptor& set_raw(Attribute name, AttributeType type, std::int64_t count, const void* elements);
@@ -68,7 +74,7 @@ private:
     const CudnnApi* api_ = nullptr;
     DescriptorType type_ = DescriptorType::tensor;
     void* raw_ = nullptr;
-    std::source_location where_;  // where the owner made it: failures name that line
+    SourceLine where_;  // where the owner made it: failures name that line
 };
 
 }  // namespace tune::kernels::cuda::cudnn

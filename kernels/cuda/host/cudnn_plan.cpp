@@ -14,8 +14,8 @@ constexpr std::size_t kConfigurations = 8;
 OperationPlan::OperationPlan(Descriptor graph, Descriptor plan, std::int64_t workspace)
     : graph_(std::move(graph)), plan_(std::move(plan)), workspace_(workspace) {}
 
-std::unique_ptr<OperationPlan> OperationPlan::make(const CudnnApi& api, void* handle, std::span<void* const> operations,
-                                                   std::string& why_not) {
+std::unique_ptr<OperationPlan> OperationPlan::make(const CudnnApi& api, void* handle,
+                                                   const std::vector<void*>& operations, std::string& why_not) {
     Descriptor graph(api, DescriptorType::operation_graph);
     graph.set_handle(Attribute::operation_graph_handle, handle).set(Attribute::operation_graph_ops, operations);
     const int graph_status = graph.try_finalize();
@@ -32,7 +32,7 @@ std::unique_ptr<OperationPlan> OperationPlan::make(const CudnnApi& api, void* ha
     std::vector<void*> raw;
     configs.reserve(kConfigurations);
     for (std::size_t i = 0; i < kConfigurations; ++i)
-        raw.push_back(configs.emplace_back(api, DescriptorType::engine_config, std::source_location::current()).get());
+        raw.push_back(configs.emplace_back(api, DescriptorType::engine_config, SourceLine::here()).get());
     const std::int64_t found = heuristics.get_descriptors(Attribute::heuristics_results, raw);
 
     std::string refusals;
@@ -52,7 +52,7 @@ std::unique_ptr<OperationPlan> OperationPlan::make(const CudnnApi& api, void* ha
     return nullptr;
 }
 
-void OperationPlan::execute(void* handle, std::span<const std::int64_t> uids, std::span<void* const> pointers,
+void OperationPlan::execute(void* handle, const std::vector<std::int64_t>& uids, const std::vector<void*>& pointers,
                             void* workspace) const {
     Descriptor pack(*plan_.api(), DescriptorType::variant_pack);
     pack.set(Attribute::variant_pack_unique_ids, uids)

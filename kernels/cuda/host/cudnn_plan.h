@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -19,14 +18,14 @@ class OperationPlan {
 public:
     // The plan, or null with `why_not` saying what refused it. Faults other
     // than NOT_SUPPORTED (a bad parameter, a failed allocation) throw CallError.
-    static std::unique_ptr<OperationPlan> make(const CudnnApi& api, void* handle, std::span<void* const> operations,
+    static std::unique_ptr<OperationPlan> make(const CudnnApi& api, void* handle, const std::vector<void*>& operations,
                                                std::string& why_not);
 
     // Device bytes the plan needs as workspace; known only once it is made.
     std::int64_t workspace_bytes() const { return workspace_; }
     // Runs it on the handle's stream: `pointers[i]` is the tensor with unique id
     // `uids[i]` (by-value tensors point to host memory).
-    void execute(void* handle, std::span<const std::int64_t> uids, std::span<void* const> pointers,
+    void execute(void* handle, const std::vector<std::int64_t>& uids, const std::vector<void*>& pointers,
                  void* workspace) const;
 
 private:

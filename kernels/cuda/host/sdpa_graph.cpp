@@ -33,11 +33,11 @@ std::string sdpa_layout_problem(const SdpaLayout& l) {
 const Descriptor& SdpaForwardGraph::tensor(DataType type, std::vector<std::int64_t> dims,
                                            std::vector<std::int64_t> strides, std::int64_t uid, bool by_value) {
     const bool is_virtual = uid == 0;
-    Descriptor& d = tensors_.emplace_back(*api_, DescriptorType::tensor, std::source_location::current());
+    Descriptor& d = tensors_.emplace_back(*api_, DescriptorType::tensor, SourceLine::here());
     d.set(Attribute::tensor_unique_id, is_virtual ? next_virtual_uid_++ : uid)
         .set(Attribute::tensor_data_type, type)
-        .set(Attribute::tensor_dimensions, std::span<const std::int64_t>(dims))
-        .set(Attribute::tensor_strides, std::span<const std::int64_t>(strides))
+        .set(Attribute::tensor_dimensions, dims)
+        .set(Attribute::tensor_strides, strides)
         .set(Attribute::tensor_byte_alignment, kAlignment)
         .set(Attribute::tensor_is_virtual, is_virtual);
     if (by_value) d.set(Attribute::tensor_is_by_value, true);
@@ -47,12 +47,11 @@ const Descriptor& SdpaForwardGraph::tensor(DataType type, std::vector<std::int64
 const Descriptor& SdpaForwardGraph::pointwise(PointwiseMode mode, DataType compute, const Descriptor& x,
                                               const Descriptor* b, const Descriptor& y, const Descriptor* t,
                                               std::int64_t axis) {
-    Descriptor& how = settings_.emplace_back(*api_, DescriptorType::pointwise, std::source_location::current());
+    Descriptor& how = settings_.emplace_back(*api_, DescriptorType::pointwise, SourceLine::here());
     how.set(Attribute::pointwise_mode, mode).set(Attribute::pointwise_math_precision, compute);
     if (axis >= 0) how.set(Attribute::pointwise_axis, axis);
     how.finalize();
-    Descriptor& op =
-        operations_.emplace_back(*api_, DescriptorType::operation_pointwise, std::source_location::current());
+    Descriptor& op = operations_.emplace_back(*api_, DescriptorType::operation_pointwise, SourceLine::here());
     op.set(Attribute::operation_pointwise_descriptor, how).set(Attribute::operation_pointwise_x, x);
     if (b != nullptr) op.set(Attribute::operation_pointwise_b, *b);
     if (t != nullptr) op.set(Attribute::operation_pointwise_t, *t);
@@ -61,9 +60,9 @@ const Descriptor& SdpaForwardGraph::pointwise(PointwiseMode mode, DataType compu
 }
 
 void SdpaForwardGraph::matmul(const Descriptor& a, const Descriptor& b, const Descriptor& c) {
-    Descriptor& how = settings_.emplace_back(*api_, DescriptorType::matmul, std::source_location::current());
+    Descriptor& how = settings_.emplace_back(*api_, DescriptorType::matmul, SourceLine::here());
     how.set(Attribute::matmul_compute_type, DataType::f32).finalize();
-    operations_.emplace_back(*api_, DescriptorType::operation_matmul, std::source_location::current())
+    operations_.emplace_back(*api_, DescriptorType::operation_matmul, SourceLine::here())
         .set(Attribute::operation_matmul_a, a)
         .set(Attribute::operation_matmul_b, b)
         .set(Attribute::operation_matmul_c, c)
@@ -72,9 +71,9 @@ void SdpaForwardGraph::matmul(const Descriptor& a, const Descriptor& b, const De
 }
 
 void SdpaForwardGraph::reduction(ReductionOperator op, const Descriptor& x, const Descriptor& y) {
-    Descriptor& how = settings_.emplace_back(*api_, DescriptorType::reduction, std::source_location::current());
+    Descriptor& how = settings_.emplace_back(*api_, DescriptorType::reduction, SourceLine::here());
     how.set(Attribute::reduction_operator, op).set(Attribute::reduction_compute_type, DataType::f32).finalize();
-    operations_.emplace_back(*api_, DescriptorType::operation_reduction, std::source_location::current())
+    operations_.emplace_back(*api_, DescriptorType::operation_reduction, SourceLine::here())
         .set(Attribute::operation_reduction_x, x)
         .set(Attribute::operation_reduction_y, y)
         .set(Attribute::operation_reduction_descriptor, how)
