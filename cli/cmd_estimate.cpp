@@ -43,6 +43,7 @@ struct EstimateCliOptions {
     std::optional<double> lora_alpha;
     bool json = false;
     std::string framework;  // a framework's memory profile on top of tune's engine
+    std::string bitsandbytes;  // its bitsandbytes version, where the profile's QLoRA rules depend on it
 };
 
 template <typename T>
@@ -87,6 +88,15 @@ std::vector<std::string> framework_choices() {
     return names;
 }
 
+// --bitsandbytes over the sweep's [framework] bitsandbytes.
+void apply_library_flags(const EstimateCliOptions& o, EstimateOptions& e) {
+    if (o.bitsandbytes.empty()) return;
+    e.libraries.bitsandbytes = parse_version(o.bitsandbytes);
+    if (!e.libraries.bitsandbytes)
+        throw ConfigError(fmt::format("--bitsandbytes \"{}\" is not a version; write it as pip shows it, e.g. 0.43.1",
+                                      o.bitsandbytes));
+}
+
 EstimateOptions options_from(const EstimateCliOptions& o) {
     EstimateOptions e;
     if (!o.memory_limit.empty())
@@ -94,6 +104,7 @@ EstimateOptions options_from(const EstimateCliOptions& o) {
     e.margin = o.margin;
     e.cpu_threads = std::max<std::uint32_t>(o.cpu_threads, 1);
     apply_profile_options(profile_named(o.framework), e);
+    apply_library_flags(o, e);
     return e;
 }
 
@@ -276,6 +287,7 @@ int run_sweep(const EstimateCliOptions& opts) {
     // The options the sweep itself estimates with, so both print the same front.
     EstimateOptions o = base_estimate_options(spec);
     if (opts.cpu_threads != 0) o.cpu_threads = opts.cpu_threads;
+    apply_library_flags(opts, o);
     const FrameworkProfile profile = opts.framework.empty() ? spec.framework : profile_named(opts.framework);
     const std::vector<Candidate> candidates = expand_space(spec);
     const SweepEstimates s = estimate_sweep(spec, candidates, o, profile);
@@ -320,6 +332,10 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
                     "(the full-state-dict load under FSDP); tune (default) is tune's engine. Adds memory.views: "
                     "allocated, reserved and device")
         ->check(CLI::IsMember(framework_choices()));
+    cmd->add_option("--bitsandbytes", opts->bitsandbytes,
+                    "The bitsandbytes version under the stack (default: a release after 0.43.1; a sweep's "
+                    "[framework] bitsandbytes): before 0.43.2 its 4-bit matmul keeps every QLoRA linear's input "
+                    "until backward, which hf-trainer, deepspeed, accelerate-fsdp and litgpt then hold");
     cmd->callback([opts, &exit_code] { exit_code = opts->file.empty() ? run_single(*opts) : run_sweep(*opts); });
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "search/library_versions.h"
 #include "search/probed_rates.h"
 
 namespace tune {
@@ -57,6 +58,8 @@ struct EstimateOptions {
     // ^ size_exponent; 0, no effect, until learned.
     double size_exponent = 0.0;
     double size_reference_tokens = 1.0;
+    // The libraries under the user's stack, where a framework profile's rules depend on them.
+    LibraryVersions libraries;
 };
 
 }  // namespace tune

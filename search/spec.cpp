@@ -44,7 +44,7 @@ constexpr std::array<std::string_view, 16> kTrialKeys{"steps", "warmup",        
                                                       "adam8bit_block", "beta1", "beta2",          "eps",
                                                       "lora_alpha", "max_cv", "max_steps"};
 constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
-constexpr std::array<std::string_view, 1> kFrameworkKeys{"name"};
+constexpr std::array<std::string_view, 2> kFrameworkKeys{"name", "bitsandbytes"};
 constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
 constexpr std::array<std::string_view, 4> kResourceKeys{"gpus_per_node", "nodes", "cpus", "max_concurrent"};
 constexpr std::array<std::string_view, 4> kLaunchers{"auto", "local", "mpirun", "srun"};
@@ -414,6 +414,14 @@ void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec&
         r.check_keys(*t, "framework", kFrameworkKeys);
         s.framework = *parse_framework_profile(
             r.choice(*t, "framework", "name", kFrameworkProfileNames, std::string(to_string(s.framework))));
+        if (const auto text = r.string(*t, "framework", "bitsandbytes")) {
+            s.libraries.bitsandbytes = parse_version(*text);
+            if (!s.libraries.bitsandbytes)
+                r.fail(t->get("bitsandbytes")->source(),
+                       fmt::format("[framework] bitsandbytes: \"{}\" is not a version; write it as pip shows it, "
+                                   "e.g. bitsandbytes = \"0.43.1\"",
+                                   *text));
+        }
     }
     if (const toml::table* t = r.section(root, "output")) {
         r.check_keys(*t, "output", kOutputKeys);

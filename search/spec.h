@@ -9,7 +9,7 @@
 //   [constraints] global_batch_tokens, max_world_size            (optional)
 //   [trial]       steps, warmup, timeout, launcher, seed, lr, ... (optional)
 //   [search]      strategy, budget                               (optional)
-//   [framework]   name: the stack the user trains with           (optional; search/frameworks)
+//   [framework]   name, bitsandbytes: the stack the user trains with (optional; search/frameworks)
 //   [resources]   gpus_per_node, nodes, cpus, max_concurrent     (optional: what the sweep may use at once)
 //   [output]      database, report                               (optional)
 #pragma once
@@ -27,6 +27,7 @@
 #include "core/dimensions.h"
 #include "core/noise_rule.h"
 #include "search/frameworks/framework_profile.h"
+#include "search/library_versions.h"
 #include "search/probed_rates.h"
 #include "search/strategy.h"
 
@@ -111,6 +112,8 @@ struct SweepSpec {
     // The stack the user trains with: pruning, `best` and the reports answer with its
     // prediction; trials and calibration still compare with our engine's (`tune`: that alone).
     FrameworkProfile framework = FrameworkProfile::tune;
+    // [framework] bitsandbytes = "0.42.0": the libraries under it, where its rules depend on them.
+    LibraryVersions libraries;
 
     ResourceSpec resources;
 

@@ -140,3 +140,22 @@ TEST_CASE("tune estimate --framework reads out allocated, reserved and device fo
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.output, Catch::Contains("litgpt"));
 }
+
+TEST_CASE("tune estimate --bitsandbytes counts what an older bitsandbytes keeps under QLoRA", "[cli][estimate]") {
+    const std::string qlora =
+        "estimate --model llama-7b --method qlora --precision bf16 --context 1304 --micro-batch 1 "
+        "--checkpointing none --device a100-40gb --framework litgpt --json";
+    const auto current = run_tune(qlora);
+    const auto old = run_tune(qlora + " --bitsandbytes 0.41.1");
+    REQUIRE(current.exit_code == 0);
+    REQUIRE(old.exit_code == 0);
+    const auto allocated = [](const std::string& out) {
+        return nlohmann::json::parse(out)["memory"]["views"]["allocated"].get<std::uint64_t>();
+    };
+    // 32 layers x 1304 tokens x 2 bytes x (3 x 4096 + 11008), held at once with the previous step's.
+    CHECK(allocated(old.output) - allocated(current.output) == 2ULL * 32 * 1304 * 2 * (3 * 4096 + 11008));
+    CHECK_THAT(old.output, Catch::Contains("bitsandbytes 0.41.1"));
+    const auto bad = run_tune(qlora + " --bitsandbytes latest");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, Catch::Contains("--bitsandbytes \"latest\" is not a version"));
+}

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/presets.h"
+#include "kernels/math/nf4.h"
 #include "search/estimate.h"
 #include "search/frameworks/framework_profile.h"
 #include "search/spec.h"
@@ -129,9 +130,107 @@ TEST_CASE(
 TEST_CASE("LitGPT under FSDP counts the unsharded model its full-state-dict load leaves", "[frameworks]") {
     const Hardware hw = *find_device("a100-40gb");
     const FrameworkEstimate sharded = framework_estimate(FrameworkProfile::litgpt, llama7b_lora(2, 3), hw);
-    REQUIRE(sharded.terms.size() == 1);
-    CHECK(sharded.terms[0].bytes == 2 * 6'738'415'616);  // bf16
-    CHECK(framework_estimate(FrameworkProfile::litgpt, llama7b_lora(1, 0), hw).terms.empty());
+    const FrameworkTerm* model = term(sharded, "the unsharded model");
+    REQUIRE(model);
+    CHECK(model->bytes == 2 * 6'738'415'616);  // bf16
+    const FrameworkEstimate single = framework_estimate(FrameworkProfile::litgpt, llama7b_lora(1, 0), hw);
+    CHECK_FALSE(term(single, "the unsharded model"));
+}
+
+TEST_CASE(
+    "LitGPT keeps the whole sequence's logits in fp32 through the step, and the previous step's into the next "
+    "forward",
+    "[frameworks]") {
+    const Hardware hw = *find_device("a100-40gb");
+    TrialConfig c = llama7b_lora(1, 0);
+    c.context = 1304;
+    const StepMemory s = step_memory(c.model, c, hw, {});
+    const std::int64_t engine_chunk = static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]);
+    const std::int64_t logits = 1304LL * 32000;
+    // End of forward: the previous step's fp32 list, this step's bf16 list and its fp32 copy (10 bytes a
+    // logit) beat the head's backward: the fp32 list, the fp32 log-softmax outputs and one 128-token
+    // chunk's fp32, fp32 and bf16 gradients (8 a logit + 10 x 128 x 32000).
+    CHECK(10 * logits > 8 * logits + 10 * 128 * 32000);
+    const FrameworkEstimate long_sequence = framework_estimate(FrameworkProfile::litgpt, c, hw);
+    const FrameworkTerm* lora = term(long_sequence, "fp32 logits");
+    REQUIRE(lora);
+    CHECK(lora->bytes == 10 * logits - engine_chunk);
+    CHECK_THAT(lora->what, Catch::Contains("end of forward"));
+    CHECK(lora->alive[static_cast<std::size_t>(Phase::head_backward)]);
+    // Two sequences of 128 tokens: the chunk is the whole batch, and the head's backward is the larger moment.
+    c.context = 128;
+    c.micro_batch = 2;
+    const StepMemory small = step_memory(c.model, c, hw, {});
+    const FrameworkEstimate short_sequences = framework_estimate(FrameworkProfile::litgpt, c, hw);
+    const FrameworkTerm* head = term(short_sequences, "fp32 logits");
+    REQUIRE(head);
+    CHECK(head->bytes ==
+          (8 + 10) * 256LL * 32000 - static_cast<std::int64_t>(small.at(Phase::head_backward)[Component::logits]));
+    CHECK_THAT(head->what, Catch::Contains("head's backward"));
+}
+
+TEST_CASE("bitsandbytes before 0.43.2 keeps each 4-bit linear's input, under LitGPT into the next step",
+          "[frameworks]") {
+    const Hardware hw = *find_device("a100-40gb");
+    TrialConfig c = llama7b_lora(1, 0);
+    c.method = Method::qlora;
+    c.context = 1304;
+    EstimateOptions o;
+    // Unset (a current release) and 0.43.2 keep nothing.
+    CHECK(bnb_kept_inputs(c, o.libraries, true).bytes == 0);
+    o.libraries.bitsandbytes = Version{0, 43, 2};
+    CHECK(bnb_kept_inputs(c, o.libraries, true).bytes == 0);
+    o.libraries.bitsandbytes = Version{0, 41, 1};
+    // Per layer the two normed inputs, the attention output and the gated product, in bf16: 32 x 1304 x 2 x (3 x 4096 +
+    // 11008).
+    const std::int64_t all_layers = 32LL * 1304 * 2 * (3 * 4096 + 11008);
+    const FrameworkTerm litgpt = bnb_kept_inputs(c, o.libraries, true);
+    CHECK(litgpt.bytes == all_layers);
+    CHECK_THAT(litgpt.what, Catch::Contains("bitsandbytes 0.41.1"));
+    CHECK(litgpt.alive == kWholeStep);
+    const FrameworkTerm trainer = bnb_kept_inputs(c, o.libraries, false);
+    CHECK_FALSE(trainer.alive[static_cast<std::size_t>(Phase::optimizer_step)]);
+    CHECK(trainer.alive[static_cast<std::size_t>(Phase::layer_backward)]);
+    c.checkpointing = Checkpointing::full;  // only the layer being recomputed holds them
+    CHECK(bnb_kept_inputs(c, o.libraries, false).bytes == all_layers / 32);
+    c.checkpointing = Checkpointing::none;
+    c.method = Method::lora;  // 16-bit frozen weights: PyTorch keeps no input for them
+    CHECK(bnb_kept_inputs(c, o.libraries, true).bytes == 0);
+
+    // LitGPT: the kept inputs, and the head quantized too: NF4 storage, and two 16-bit copies when dequantized.
+    c.method = Method::qlora;
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::litgpt, c, hw, o);
+    REQUIRE(term(e, "bitsandbytes 0.41.1"));
+    const FrameworkTerm* stored = term(e, "the LM head in NF4");
+    const FrameworkTerm* copies = term(e, "the LM head dequantized");
+    REQUIRE(stored);
+    REQUIRE(copies);
+    const std::int64_t head = 32000LL * 4096;
+    CHECK(stored->bytes == math::nf4_sizes(head).bytes - 2 * head);
+    CHECK(copies->bytes == 4 * head - 2 * 11008LL * 4096);
+    // The previous step's kept inputs join the end-of-forward moment.
+    const StepMemory s = step_memory(c.model, c, hw, o);
+    const FrameworkTerm* logits = term(e, "fp32 logits");
+    REQUIRE(logits);
+    CHECK(logits->bytes ==
+          10 * 1304LL * 32000 + all_layers - static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]));
+    // Hugging Face's stack quantizes no head and lets the graph go before the step.
+    const FrameworkEstimate hf = framework_estimate(FrameworkProfile::hf_trainer, c, hw, o);
+    REQUIRE(term(hf, "bitsandbytes 0.41.1"));
+    CHECK_FALSE(term(hf, "the LM head in NF4"));
+}
+
+TEST_CASE("library versions parse as pip writes them, and nothing else does", "[frameworks]") {
+    CHECK(parse_version("0.43.1") == Version{0, 43, 1});
+    CHECK(parse_version("0.42") == Version{0, 42, 0});
+    CHECK(parse_version("1") == Version{1, 0, 0});
+    CHECK(Version{0, 43, 1} < Version{0, 43, 2});
+    CHECK(Version{0, 9, 9} < Version{0, 43, 0});
+    for (const char* bad : {"", "0.43.1rc1", "0.43.", ".43", "a.b", "-1.0", "1.2.3.4", "0..1", " 0.43.1"}) {
+        INFO(bad);
+        CHECK_FALSE(parse_version(bad));
+    }
+    CHECK(to_string(Version{0, 43, 1}) == "0.43.1");
 }
 
 TEST_CASE("profile and view names parse, unknown ones do not", "[frameworks]") {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/presets.h"
+#include "driver/plan.h"
 #include "driver/trial_child.h"
 #include "search/spec.h"
 
@@ -169,4 +170,21 @@ TEST_CASE("[trial] max_cv and max_steps: more steps for a noisy trial, by defaul
     const auto argv = trial_argv(c, set, {"tune", "trial"});
     CHECK(std::find(argv.begin(), argv.end(), "--max-cv") != argv.end());
     CHECK(std::find(argv.begin(), argv.end(), "20") != argv.end());
+}
+
+TEST_CASE(
+    "the framework section's bitsandbytes names the version its QLoRA rules follow, and unset is a current "
+    "release",
+    "[spec]") {
+    const SweepSpec unset =
+        parse_sweep("[model]\npreset = \"tiny\"\n[space]\n[framework]\nname = \"litgpt\"\n", "a.toml");
+    CHECK_FALSE(unset.libraries.bitsandbytes);
+    CHECK_FALSE(unset.libraries.bnb_keeps_matmul_inputs());
+    const SweepSpec old = parse_sweep(
+        "[model]\npreset = \"tiny\"\n[space]\n[framework]\nname = \"litgpt\"\nbitsandbytes = \"0.42.0\"\n", "b.toml");
+    REQUIRE(old.libraries.bitsandbytes);
+    CHECK(*old.libraries.bitsandbytes == Version{0, 42, 0});
+    CHECK(old.libraries.bnb_keeps_matmul_inputs());
+    // The estimator the sweep plans with takes it.
+    CHECK(base_estimate_options(old).libraries.bitsandbytes == old.libraries.bitsandbytes);
 }

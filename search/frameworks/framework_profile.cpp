@@ -59,7 +59,7 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         const FrameworkTerm grads = deepspeed_gradient_term(c);
         if (grads.bytes > 0) e.terms.push_back(grads);
     }
-    if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c);
+    if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c, o, s);
     if (f == FrameworkProfile::torchtitan) e.terms = torchtitan_terms(c, s);
     // The runtime outside the allocator: the CUDA context, cuBLAS and NCCL.
     const std::uint64_t outside = s.at_peak()[Component::overhead];

@@ -68,7 +68,10 @@ void apply_profile_options(FrameworkProfile f, EstimateOptions& o);
 // The terms of each stack's rules file (search/frameworks/*.cpp), from our engine's step.
 std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
                                               const EstimateOptions& o, const StepMemory& engine);
-std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c);
+std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOptions& o, const StepMemory& engine);
+// bitsandbytes' 4-bit matmuls before 0.43.2 keep their inputs (0 bytes otherwise);
+// `held_to_next_step`: the loop keeps the step's graph until the next forward returns.
+FrameworkTerm bnb_kept_inputs(const TrialConfig& c, const LibraryVersions& v, bool held_to_next_step);
 std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step (0 bytes below ZeRO-1).
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);

@@ -1,9 +1,69 @@
-// What LitGPT (its own GPT model, fused qkv, finetune/lora.py) holds beyond our engine.
+// What LitGPT (its own GPT model, fused qkv, finetune/lora.py under Lightning
+// Fabric) holds beyond our engine.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kernels/math/nf4.h"
 #include "search/frameworks/framework_profile.h"
 
 namespace tune {
 
-std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c) {
+namespace {
+
+constexpr std::uint64_t kHeadChunkTokens = 128;  // finetune/lora.py: model(input_ids, lm_head_chunk_size=128)
+
+std::uint64_t tokens_of(const TrialConfig& c) { return std::uint64_t{c.micro_batch} * c.context; }
+
+// Lightning's _FabricModule.forward passes the output through the precision
+// plugin's convert_output, which casts floating tensors to the default dtype,
+// fp32, once the forward's dtype context has exited; the loop's `logits` holds
+// that list until the next step's forward returns. Two moments compete:
+//   end of forward: the previous step's fp32 list, this step's 16-bit list and
+//     its fp32 copy, and the previous step's kept 4-bit inputs (`held`);
+//   head backward: the fp32 list, chunked_cross_entropy's fp32 log-softmax
+//     outputs (F.cross_entropy saves them), and one chunk's gradients (fp32
+//     output and input, then 16 bits).
+FrameworkTerm logits_term(const TrialConfig& c, const StepMemory& engine, std::uint64_t held) {
+    const ModelSpec& m = c.model;
+    const std::uint64_t logits = tokens_of(c) * m.vocab;
+    const std::uint64_t chunk = std::uint64_t{c.micro_batch} * std::min<std::uint64_t>(kHeadChunkTokens, c.context);
+    const std::uint64_t wb = weight_bytes(c.precision);
+    const std::uint64_t forward_end = (4 + wb + 4) * logits + held;
+    const std::uint64_t head_backward = (4 + 4) * logits + (4 + 4 + wb) * chunk * m.vocab;
+    const bool at_forward_end = forward_end > head_backward;
+    FrameworkTerm t{fmt::format("fp32 logits of the whole sequence ({} x {}), at the {}", tokens_of(c), m.vocab,
+                                at_forward_end ? "end of forward, beside the previous step's" : "head's backward"),
+                    static_cast<std::int64_t>(std::max(forward_end, head_backward)) -
+                        static_cast<std::int64_t>(engine.at(Phase::head_backward)[Component::logits]),
+                    {}};
+    t.alive[static_cast<std::size_t>(Phase::head_backward)] = true;
+    return t;
+}
+
+// QLoRA's LM head. Lightning's BitsandbytesPrecision swaps every nn.Linear for
+// a 4-bit one, the head included (our engine keeps it in 16 bits), and
+// quantizes from fp16 (_NF4Linear.quantize_ casts with .half()), so each chunk
+// dequantizes the head to fp16 and casts that to the data's dtype: two 16-bit
+// copies at once, where our engine dequantizes its largest layer weight.
+std::vector<FrameworkTerm> quantized_head_terms(const TrialConfig& c) {
+    const ModelSpec& m = c.model;
+    const std::uint64_t head = m.vocab * m.hidden;
+    const std::uint64_t wb = weight_bytes(c.precision);
+    const std::uint64_t largest = std::max({m.q_dim() * m.hidden, m.kv_dim() * m.hidden, m.ffn * m.hidden});
+    const auto nf4 = static_cast<std::uint64_t>(math::nf4_sizes(static_cast<std::int64_t>(head)).bytes);
+    FrameworkTerm stored{"the LM head in NF4, not 16 bits",
+                         static_cast<std::int64_t>(nf4) - static_cast<std::int64_t>(wb * head), kWholeStep};
+    FrameworkTerm copies{"the LM head dequantized to fp16, then cast (two 16-bit copies)",
+                         static_cast<std::int64_t>(4 * head) - static_cast<std::int64_t>(wb * largest),
+                         {}};
+    copies.alive[static_cast<std::size_t>(Phase::head_backward)] = true;
+    return {stored, copies};
+}
+
+}  // namespace
+
+std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOptions& o, const StepMemory& engine) {
     std::vector<FrameworkTerm> terms;
     // Under FSDP, finetune/lora.py loads the checkpoint as a full state dict on
     // every rank (Lightning's FSDPStrategy, state_dict_type "full"), and the
@@ -12,6 +72,13 @@ std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c) {
     if (c.zero_stage == 3 && c.world_size > 1)
         terms.push_back({"the unsharded model of the full-state-dict load, beside the shard",
                          static_cast<std::int64_t>(c.model.param_count() * weight_bytes(c.precision)), kWholeStep});
+    // The loop's `logits` keeps the step's graph, and the 4-bit inputs on its
+    // ctx, until the next step's forward returns.
+    const FrameworkTerm kept = bnb_kept_inputs(c, o.libraries, true);
+    terms.push_back(logits_term(c, engine, static_cast<std::uint64_t>(kept.bytes)));
+    if (kept.bytes > 0) terms.push_back(kept);
+    if (c.method == Method::qlora && !c.model.tied_embeddings)
+        for (FrameworkTerm& t : quantized_head_terms(c)) terms.push_back(std::move(t));
     return terms;
 }
 

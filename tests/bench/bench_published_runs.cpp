@@ -63,7 +63,10 @@ void score(const json& point, const Paths& paths, bool engine_only, Errors& all,
     const std::string name = t["framework"].get<std::string>();
     const FrameworkProfile profile =
         engine_only ? FrameworkProfile::tune : parse_framework_profile(name).value_or(FrameworkProfile::tune);
-    const FrameworkEstimate e = framework_estimate(profile, c, hw);
+    EstimateOptions o;
+    // The bitsandbytes the run used, where its QLoRA rules depend on it.
+    if (t.contains("bitsandbytes")) o.libraries.bitsandbytes = parse_version(t["bitsandbytes"].get<std::string>());
+    const FrameworkEstimate e = framework_estimate(profile, c, hw, o);
     const json& measured = point["measured"];
     std::string mem = "-", tput = "-";
     if (measured["peak_memory"].is_object()) {
