@@ -23,7 +23,7 @@ SdpaLayout llama_layout(DType dtype, std::int64_t kv_heads, std::int64_t seq) {
     l.batch = 2, l.heads = 8, l.kv_heads = kv_heads, l.seq = seq, l.head_dim = 64, l.dtype = dtype;
     // q, k and v as column blocks of one fused QKV row, as the trainer lays them out.
     l.q_stride = l.k_stride = l.v_stride = (l.heads + 2 * kv_heads) * l.head_dim;
-    l.o_stride = l.heads * l.head_dim;
+    l.o_stride = l.dout_stride = l.heads * l.head_dim;
     return l;
 }
 
@@ -42,6 +42,7 @@ CudnnLibrary fake_library() {
 }
 
 constexpr std::size_t kForwardOperations = 14;
+constexpr std::size_t kBackwardOperations = 23;
 
 }  // namespace
 
@@ -60,11 +61,27 @@ TEST_CASE("the attention graph takes bf16 and f16 data with whole 16-byte rows a
     CHECK_THAT(sdpa_layout_problem(narrow), Catch::Contains("multiple of 8"));
 }
 
-TEST_CASE("against the cuDNN stand-in the forward graph is 14 finalized operations", "[cudnn]") {
+TEST_CASE("against the cuDNN stand-in the forward graph is 14 finalized operations and the backward 23", "[cudnn]") {
     const CudnnLibrary lib = fake_library();
     const SdpaForwardGraph graph(lib.api, llama_layout(DType::bf16, 2, 1000));
     CHECK(graph.operations().size() == kForwardOperations);
     CHECK_THROWS_AS(SdpaForwardGraph(lib.api, llama_layout(DType::f32, 2, 1000)), tune::BackendError);
+    const SdpaBackwardGraph backward(lib.api, llama_layout(DType::f16, 8, 1000));
+    CHECK(backward.operations().size() == kBackwardOperations);
+    CHECK(sdpa_dq_accumulator_bytes(llama_layout(DType::f16, 8, 1000)) == 2 * 8 * 1000 * 64 * 4);
+}
+
+TEST_CASE("the backward graph takes equal query and key/value heads only, and a whole output-gradient row", "[cudnn]") {
+    CHECK(sdpa_backward_problem(llama_layout(DType::bf16, 8, 512)).empty());
+    CHECK_THAT(sdpa_backward_problem(llama_layout(DType::bf16, 2, 512)),
+               Catch::Contains("no sum of dK and dV over a group") && Catch::Contains("8 heads, 2 key/value heads"));
+    SdpaLayout narrow = llama_layout(DType::bf16, 8, 512);
+    narrow.dout_stride = 8 * 64 - 8;
+    CHECK_THAT(sdpa_backward_problem(narrow), Catch::Contains("output gradient's row stride"));
+    CHECK_THAT(sdpa_backward_problem(llama_layout(DType::f32, 8, 512)), Catch::Contains("not f32"));
+    const CudnnLibrary lib = fake_library();
+    CHECK_THROWS_WITH(SdpaBackwardGraph(lib.api, llama_layout(DType::bf16, 2, 512)),
+                      Catch::Contains("no sum of dK and dV"));
 }
 
 TEST_CASE("a refused cuDNN call names the call, the attribute, cuDNN's status and our line", "[cudnn]") {

@@ -79,6 +79,11 @@ Descriptor& Descriptor::set(Attribute name, HeuristicMode value) {
     return set_raw(name, AttributeType::heuristic_mode, 1, &v);
 }
 
+Descriptor& Descriptor::set(Attribute name, TensorReordering value) {
+    const int v = static_cast<int>(value);
+    return set_raw(name, AttributeType::tensor_reordering_mode, 1, &v);
+}
+
 Descriptor& Descriptor::set(Attribute name, const Descriptor& value) {
     void* raw = value.get();
     return set_raw(name, AttributeType::backend_descriptor, 1, &raw);

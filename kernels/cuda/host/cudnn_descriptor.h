@@ -52,6 +52,7 @@ public:
     Descriptor& set(Attribute name, PointwiseMode value);
     Descriptor& set(Attribute name, ReductionOperator value);
     Descriptor& set(Attribute name, HeuristicMode value);
+    Descriptor& set(Attribute name, TensorReordering value);
     Descriptor& set(Attribute name, const Descriptor& value);
     Descriptor& set(Attribute name, const std::vector<void*>& descriptors);
     Descriptor& set_handle(Attribute name, void* handle);

@@ -28,6 +28,7 @@ enum class DescriptorType : int {
     operation_matmul = 19,
     reduction = 21,
     operation_reduction = 22,
+    operation_reshape = 31,
 };
 
 // cudnnBackendAttributeType_t: the C type of an attribute's elements.
@@ -43,6 +44,7 @@ enum class AttributeType : int {
     pointwise_mode = 14,
     backend_descriptor = 15,
     reduction_operator = 18,
+    tensor_reordering_mode = 20,
 };
 
 // cudnnBackendAttributeName_t
@@ -71,6 +73,7 @@ enum class Attribute : int {
     tensor_unique_id = 906,
     tensor_is_virtual = 907,
     tensor_is_by_value = 908,
+    tensor_reordering_mode = 909,
     variant_pack_unique_ids = 1000,
     variant_pack_data_pointers = 1001,
     variant_pack_workspace = 1003,
@@ -84,6 +87,8 @@ enum class Attribute : int {
     operation_reduction_x = 1610,
     operation_reduction_y = 1611,
     operation_reduction_descriptor = 1612,
+    operation_reshape_x = 2200,
+    operation_reshape_y = 2201,
 };
 
 // cudnnDataType_t
@@ -97,10 +102,14 @@ enum class PointwiseMode : int {
     sub = 9,
     exp = 13,
     log = 15,
+    identity = 21,
     cmp_ge = 303,
     gen_index = 501,
     binary_select = 601,
 };
+
+// cudnnBackendTensorReordering_t
+enum class TensorReordering : int { none = 0, f16x16 = 2 };
 
 // cudnnReduceTensorOp_t
 enum class ReductionOperator : int { add = 0, max = 3 };

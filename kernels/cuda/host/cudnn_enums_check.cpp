@@ -30,6 +30,7 @@ static_assert(same(DescriptorType::matmul, CUDNN_BACKEND_MATMUL_DESCRIPTOR));
 static_assert(same(DescriptorType::operation_matmul, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR));
 static_assert(same(DescriptorType::reduction, CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
 static_assert(same(DescriptorType::operation_reduction, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR));
+static_assert(same(DescriptorType::operation_reshape, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR));
 
 static_assert(same(AttributeType::handle, CUDNN_TYPE_HANDLE));
 static_assert(same(AttributeType::data_type, CUDNN_TYPE_DATA_TYPE));
@@ -42,6 +43,7 @@ static_assert(same(AttributeType::heuristic_mode, CUDNN_TYPE_HEUR_MODE));
 static_assert(same(AttributeType::pointwise_mode, CUDNN_TYPE_POINTWISE_MODE));
 static_assert(same(AttributeType::backend_descriptor, CUDNN_TYPE_BACKEND_DESCRIPTOR));
 static_assert(same(AttributeType::reduction_operator, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE));
+static_assert(same(AttributeType::tensor_reordering_mode, CUDNN_TYPE_TENSOR_REORDERING_MODE));
 
 static_assert(same(Attribute::pointwise_mode, CUDNN_ATTR_POINTWISE_MODE));
 static_assert(same(Attribute::pointwise_math_precision, CUDNN_ATTR_POINTWISE_MATH_PREC));
@@ -67,6 +69,7 @@ static_assert(same(Attribute::tensor_strides, CUDNN_ATTR_TENSOR_STRIDES));
 static_assert(same(Attribute::tensor_unique_id, CUDNN_ATTR_TENSOR_UNIQUE_ID));
 static_assert(same(Attribute::tensor_is_virtual, CUDNN_ATTR_TENSOR_IS_VIRTUAL));
 static_assert(same(Attribute::tensor_is_by_value, CUDNN_ATTR_TENSOR_IS_BY_VALUE));
+static_assert(same(Attribute::tensor_reordering_mode, CUDNN_ATTR_TENSOR_REORDERING_MODE));
 static_assert(same(Attribute::variant_pack_unique_ids, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS));
 static_assert(same(Attribute::variant_pack_data_pointers, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS));
 static_assert(same(Attribute::variant_pack_workspace, CUDNN_ATTR_VARIANT_PACK_WORKSPACE));
@@ -80,6 +83,8 @@ static_assert(same(Attribute::reduction_compute_type, CUDNN_ATTR_REDUCTION_COMP_
 static_assert(same(Attribute::operation_reduction_x, CUDNN_ATTR_OPERATION_REDUCTION_XDESC));
 static_assert(same(Attribute::operation_reduction_y, CUDNN_ATTR_OPERATION_REDUCTION_YDESC));
 static_assert(same(Attribute::operation_reduction_descriptor, CUDNN_ATTR_OPERATION_REDUCTION_DESC));
+static_assert(same(Attribute::operation_reshape_x, CUDNN_ATTR_OPERATION_RESHAPE_XDESC));
+static_assert(same(Attribute::operation_reshape_y, CUDNN_ATTR_OPERATION_RESHAPE_YDESC));
 
 static_assert(same(DataType::f32, CUDNN_DATA_FLOAT));
 static_assert(same(DataType::f16, CUDNN_DATA_HALF));
@@ -93,9 +98,13 @@ static_assert(same(PointwiseMode::div, CUDNN_POINTWISE_DIV));
 static_assert(same(PointwiseMode::sub, CUDNN_POINTWISE_SUB));
 static_assert(same(PointwiseMode::exp, CUDNN_POINTWISE_EXP));
 static_assert(same(PointwiseMode::log, CUDNN_POINTWISE_LOG));
+static_assert(same(PointwiseMode::identity, CUDNN_POINTWISE_IDENTITY));
 static_assert(same(PointwiseMode::cmp_ge, CUDNN_POINTWISE_CMP_GE));
 static_assert(same(PointwiseMode::gen_index, CUDNN_POINTWISE_GEN_INDEX));
 static_assert(same(PointwiseMode::binary_select, CUDNN_POINTWISE_BINARY_SELECT));
+
+static_assert(same(TensorReordering::none, CUDNN_TENSOR_REORDERING_NONE));
+static_assert(same(TensorReordering::f16x16, CUDNN_TENSOR_REORDERING_F16x16));
 
 static_assert(same(ReductionOperator::add, CUDNN_REDUCE_TENSOR_ADD));
 static_assert(same(ReductionOperator::max, CUDNN_REDUCE_TENSOR_MAX));

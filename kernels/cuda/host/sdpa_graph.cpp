@@ -8,9 +8,29 @@ namespace tune::kernels::cuda::cudnn {
 
 namespace {
 
-constexpr std::int64_t kAlignment = 16;  // bytes: the 16-byte vector loads cuDNN's attention engines use
-
 DataType cudnn_type(DType t) { return t == DType::f16 ? DataType::f16 : DataType::bf16; }
+std::int64_t uid(SdpaTensor t) { return static_cast<std::int64_t>(t); }
+
+// A (B, S, heads, D) buffer with row stride `row` as {B, heads, S, D}, or
+// transposed as {B, heads, D, S}.
+Shape rows_strides(std::int64_t seq, std::int64_t head_dim, std::int64_t row) { return {seq * row, head_dim, row, 1}; }
+Shape transposed_strides(std::int64_t seq, std::int64_t head_dim, std::int64_t row) {
+    return {seq * row, head_dim, 1, row};
+}
+
+// The scores' causal mask: keep ? s : masked (two index generators, a compare, a select).
+const Descriptor& causal_masked(GraphParts& g, const Descriptor& s, const Descriptor& masked, const Shape& square,
+                                const Shape& square_strides) {
+    const Descriptor& query_index = g.tensor(DataType::i32, square, square_strides);
+    const Descriptor& key_index = g.tensor(DataType::i32, square, square_strides);
+    g.pointwise(PointwiseMode::gen_index, DataType::i32, s, nullptr, query_index, nullptr, 2);
+    g.pointwise(PointwiseMode::gen_index, DataType::i32, s, nullptr, key_index, nullptr, 3);
+    const Descriptor& keep = g.tensor(DataType::boolean, square, square_strides);
+    g.pointwise(PointwiseMode::cmp_ge, DataType::boolean, query_index, &key_index, keep);
+    const Descriptor& out = g.tensor(DataType::f32, square, square_strides);
+    g.pointwise(PointwiseMode::binary_select, DataType::f32, s, &masked, out, &keep);
+    return out;
+}
 
 }  // namespace
 
@@ -30,110 +50,127 @@ std::string sdpa_layout_problem(const SdpaLayout& l) {
     return {};
 }
 
-const Descriptor& SdpaForwardGraph::tensor(DataType type, std::vector<std::int64_t> dims,
-                                           std::vector<std::int64_t> strides, std::int64_t uid, bool by_value) {
-    const bool is_virtual = uid == 0;
-    Descriptor& d = tensors_.emplace_back(*api_, DescriptorType::tensor, SourceLine::here());
-    d.set(Attribute::tensor_unique_id, is_virtual ? next_virtual_uid_++ : uid)
-        .set(Attribute::tensor_data_type, type)
-        .set(Attribute::tensor_dimensions, dims)
-        .set(Attribute::tensor_strides, strides)
-        .set(Attribute::tensor_byte_alignment, kAlignment)
-        .set(Attribute::tensor_is_virtual, is_virtual);
-    if (by_value) d.set(Attribute::tensor_is_by_value, true);
-    return d.finalize();
+std::string sdpa_backward_problem(const SdpaLayout& l) {
+    if (std::string problem = sdpa_layout_problem(l); !problem.empty()) return problem;
+    if (l.kv_heads != l.heads)
+        return fmt::format(
+            "the backward graph has no sum of dK and dV over a group of heads yet ({} heads, {} "
+            "key/value heads)",
+            l.heads, l.kv_heads);
+    if (l.dout_stride < l.heads * l.head_dim || l.dout_stride % 8 != 0)
+        return "the output gradient's row stride is below its row, or not a multiple of 8 elements";
+    return {};
 }
 
-const Descriptor& SdpaForwardGraph::pointwise(PointwiseMode mode, DataType compute, const Descriptor& x,
-                                              const Descriptor* b, const Descriptor& y, const Descriptor* t,
-                                              std::int64_t axis) {
-    Descriptor& how = settings_.emplace_back(*api_, DescriptorType::pointwise, SourceLine::here());
-    how.set(Attribute::pointwise_mode, mode).set(Attribute::pointwise_math_precision, compute);
-    if (axis >= 0) how.set(Attribute::pointwise_axis, axis);
-    how.finalize();
-    Descriptor& op = operations_.emplace_back(*api_, DescriptorType::operation_pointwise, SourceLine::here());
-    op.set(Attribute::operation_pointwise_descriptor, how).set(Attribute::operation_pointwise_x, x);
-    if (b != nullptr) op.set(Attribute::operation_pointwise_b, *b);
-    if (t != nullptr) op.set(Attribute::operation_pointwise_t, *t);
-    op.set(Attribute::operation_pointwise_y, y);
-    return op.finalize();
-}
+std::int64_t sdpa_dq_accumulator_bytes(const SdpaLayout& l) { return l.batch * l.heads * l.seq * l.head_dim * 4; }
 
-void SdpaForwardGraph::matmul(const Descriptor& a, const Descriptor& b, const Descriptor& c) {
-    Descriptor& how = settings_.emplace_back(*api_, DescriptorType::matmul, SourceLine::here());
-    how.set(Attribute::matmul_compute_type, DataType::f32).finalize();
-    operations_.emplace_back(*api_, DescriptorType::operation_matmul, SourceLine::here())
-        .set(Attribute::operation_matmul_a, a)
-        .set(Attribute::operation_matmul_b, b)
-        .set(Attribute::operation_matmul_c, c)
-        .set(Attribute::operation_matmul_descriptor, how)
-        .finalize();
-}
-
-void SdpaForwardGraph::reduction(ReductionOperator op, const Descriptor& x, const Descriptor& y) {
-    Descriptor& how = settings_.emplace_back(*api_, DescriptorType::reduction, SourceLine::here());
-    how.set(Attribute::reduction_operator, op).set(Attribute::reduction_compute_type, DataType::f32).finalize();
-    operations_.emplace_back(*api_, DescriptorType::operation_reduction, SourceLine::here())
-        .set(Attribute::operation_reduction_x, x)
-        .set(Attribute::operation_reduction_y, y)
-        .set(Attribute::operation_reduction_descriptor, how)
-        .finalize();
-}
-
-SdpaForwardGraph::SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& l) : api_(&api), layout_(l) {
+SdpaForwardGraph::SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& l) : parts_(api), layout_(l) {
     if (const std::string problem = sdpa_layout_problem(l); !problem.empty()) throw BackendError(problem);
+    GraphParts& g = parts_;
     const std::int64_t B = l.batch, H = l.heads, KVH = l.kv_heads, S = l.seq, D = l.head_dim;
     const DataType io = cudnn_type(l.dtype), f32 = DataType::f32;
-    const auto sid = [](SdpaTensor t) { return static_cast<std::int64_t>(t); };
 
-    const Descriptor& q = tensor(io, {B, H, S, D}, {S * l.q_stride, D, l.q_stride, 1}, sid(SdpaTensor::q));
-    const Descriptor& kt = tensor(io, {B, KVH, D, S}, {S * l.k_stride, D, 1, l.k_stride}, sid(SdpaTensor::k));
-    const Descriptor& v = tensor(io, {B, KVH, S, D}, {S * l.v_stride, D, l.v_stride, 1}, sid(SdpaTensor::v));
-    const Descriptor& o = tensor(io, {B, H, S, D}, {S * l.o_stride, D, l.o_stride, 1}, sid(SdpaTensor::o));
-    const Descriptor& stats = tensor(f32, {B, H, S, 1}, {H * S, S, 1, 1}, sid(SdpaTensor::stats));
-    const Descriptor& scale = tensor(f32, {1, 1, 1, 1}, {1, 1, 1, 1}, sid(SdpaTensor::scale), true);
-    const Descriptor& masked = tensor(f32, {1, 1, 1, 1}, {1, 1, 1, 1}, sid(SdpaTensor::masked_value), true);
+    const Descriptor& q = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.q_stride), uid(SdpaTensor::q));
+    const Descriptor& kt = g.tensor(io, {B, KVH, D, S}, transposed_strides(S, D, l.k_stride), uid(SdpaTensor::k));
+    const Descriptor& v = g.tensor(io, {B, KVH, S, D}, rows_strides(S, D, l.v_stride), uid(SdpaTensor::v));
+    const Descriptor& o = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.o_stride), uid(SdpaTensor::o));
+    const Descriptor& stats = g.tensor(f32, {B, H, S, 1}, {H * S, S, 1, 1}, uid(SdpaTensor::stats));
+    const Descriptor& scale = g.tensor(f32, {1, 1, 1, 1}, {1, 1, 1, 1}, uid(SdpaTensor::scale), true);
+    const Descriptor& masked = g.tensor(f32, {1, 1, 1, 1}, {1, 1, 1, 1}, uid(SdpaTensor::masked_value), true);
 
-    const std::vector<std::int64_t> square{B, H, S, S}, square_strides{H * S * S, S * S, S, 1};
-    const std::vector<std::int64_t> row{B, H, S, 1}, row_strides{H * S, S, 1, 1};
-    const auto scores = [&](DataType t = DataType::f32) -> const Descriptor& {
-        return tensor(t, square, square_strides);
-    };
-    const auto per_row = [&]() -> const Descriptor& { return tensor(f32, row, row_strides); };
+    const Shape square{B, H, S, S}, square_strides{H * S * S, S * S, S, 1};
+    const Shape row{B, H, S, 1}, row_strides{H * S, S, 1, 1};
 
-    const Descriptor& s = scores();
-    matmul(q, kt, s);
-    const Descriptor& scaled = scores();
-    pointwise(PointwiseMode::mul, f32, s, &scale, scaled);
-    const Descriptor &query_index = scores(), &key_index = scores();
-    pointwise(PointwiseMode::gen_index, f32, scaled, nullptr, query_index, nullptr, 2);
-    pointwise(PointwiseMode::gen_index, f32, scaled, nullptr, key_index, nullptr, 3);
-    const Descriptor& keep = scores(DataType::boolean);
-    pointwise(PointwiseMode::cmp_ge, DataType::boolean, query_index, &key_index, keep);
-    const Descriptor& causal = scores();
-    pointwise(PointwiseMode::binary_select, f32, scaled, &masked, causal, &keep);
+    const Descriptor& s = g.tensor(f32, square, square_strides);
+    g.matmul(q, kt, s);
+    const Descriptor& scaled = g.tensor(f32, square, square_strides);
+    g.pointwise(PointwiseMode::mul, f32, s, &scale, scaled);
+    const Descriptor& causal = causal_masked(g, scaled, masked, square, square_strides);
 
-    const Descriptor& m = per_row();
-    reduction(ReductionOperator::max, causal, m);
-    const Descriptor& shifted = scores();
-    pointwise(PointwiseMode::sub, f32, causal, &m, shifted);
-    const Descriptor& e = scores();
-    pointwise(PointwiseMode::exp, f32, shifted, nullptr, e);
-    const Descriptor& sum = per_row();
-    reduction(ReductionOperator::add, e, sum);
-    const Descriptor& log_sum = per_row();
-    pointwise(PointwiseMode::log, f32, sum, nullptr, log_sum);
-    pointwise(PointwiseMode::add, f32, m, &log_sum, stats);
-    const Descriptor& p = scores(io);  // P in 16 bits: the second product's A type is the data's
-    pointwise(PointwiseMode::div, f32, e, &sum, p);
-    matmul(p, v, o);
+    const Descriptor& m = g.tensor(f32, row, row_strides);
+    g.reduction(ReductionOperator::max, causal, m);
+    const Descriptor& shifted = g.tensor(f32, square, square_strides);
+    g.pointwise(PointwiseMode::sub, f32, causal, &m, shifted);
+    const Descriptor& e = g.tensor(f32, square, square_strides);
+    g.pointwise(PointwiseMode::exp, f32, shifted, nullptr, e);
+    const Descriptor& sum = g.tensor(f32, row, row_strides);
+    g.reduction(ReductionOperator::add, e, sum);
+    const Descriptor& log_sum = g.tensor(f32, row, row_strides);
+    g.pointwise(PointwiseMode::log, f32, sum, nullptr, log_sum);
+    g.pointwise(PointwiseMode::add, f32, m, &log_sum, stats);
+    const Descriptor& p = g.tensor(io, square, square_strides);  // the second product's A type is the data's
+    g.pointwise(PointwiseMode::div, f32, e, &sum, p);
+    g.matmul(p, v, o);
 }
 
-std::vector<void*> SdpaForwardGraph::operations() const {
-    std::vector<void*> out;
-    out.reserve(operations_.size());
-    for (const Descriptor& d : operations_) out.push_back(d.get());
-    return out;
+SdpaBackwardGraph::SdpaBackwardGraph(const CudnnApi& api, const SdpaLayout& l) : parts_(api), layout_(l) {
+    if (const std::string problem = sdpa_backward_problem(l); !problem.empty()) throw BackendError(problem);
+    GraphParts& g = parts_;
+    const std::int64_t B = l.batch, H = l.heads, S = l.seq, D = l.head_dim;
+    const DataType io = cudnn_type(l.dtype), f32 = DataType::f32;
+    const Shape one_element{1, 1, 1, 1};
+
+    const Descriptor& q = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.q_stride), uid(SdpaTensor::q));
+    const Descriptor& kt = g.tensor(io, {B, H, D, S}, transposed_strides(S, D, l.k_stride), uid(SdpaTensor::k));
+    const Descriptor& vt = g.tensor(io, {B, H, D, S}, transposed_strides(S, D, l.v_stride), uid(SdpaTensor::v));
+    const Descriptor& o = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.o_stride), uid(SdpaTensor::o));
+    const Descriptor& dout = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.dout_stride), uid(SdpaTensor::dout));
+    const Descriptor& stats = g.tensor(f32, {B, H, S, 1}, {H * S, S, 1, 1}, uid(SdpaTensor::stats));
+    const Descriptor& dq = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.q_stride), uid(SdpaTensor::dq));
+    const Descriptor& dk = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.k_stride), uid(SdpaTensor::dk));
+    const Descriptor& dv = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.v_stride), uid(SdpaTensor::dv));
+    const Descriptor& scale = g.tensor(f32, one_element, one_element, uid(SdpaTensor::scale), true);
+    const Descriptor& masked = g.tensor(f32, one_element, one_element, uid(SdpaTensor::masked_value), true);
+    const Descriptor& one = g.tensor(f32, one_element, one_element, uid(SdpaTensor::one), true);
+    const Descriptor& dq_sum = g.tensor(f32, {B, H, S, D}, {H * S * D, S * D, D, 1}, uid(SdpaTensor::dq_accumulator),
+                                        false, TensorReordering::f16x16);
+
+    const Shape square{B, H, S, S}, square_strides{H * S * S, S * S, S, 1};
+    const Shape swapped{B, H, S, S}, swapped_strides{H * S * S, S * S, 1, S};  // the same elements, transposed
+    const Shape row{B, H, S, 1}, row_strides{H * S, S, 1, 1};
+
+    // D = rowsum(dO · O), through a multiply by one as cuDNN's pattern expects.
+    const Descriptor& product = g.tensor(f32, {B, H, S, D}, {H * S * D, S * D, D, 1});
+    g.pointwise(PointwiseMode::mul, f32, dout, &o, product);
+    const Descriptor& row_sum = g.tensor(f32, row, row_strides);
+    g.reduction(ReductionOperator::add, product, row_sum);
+    const Descriptor& d = g.tensor(f32, row, row_strides);
+    g.pointwise(PointwiseMode::mul, f32, row_sum, &one, d);
+
+    // P = exp(S' - stats), recomputed; dV = Pᵀ dO.
+    const Descriptor& s = g.tensor(f32, square, square_strides);
+    g.matmul(q, kt, s);
+    const Descriptor& scaled = g.tensor(f32, square, square_strides);
+    g.pointwise(PointwiseMode::mul, f32, s, &scale, scaled);
+    const Descriptor& causal = causal_masked(g, scaled, masked, square, square_strides);
+    const Descriptor& shifted = g.tensor(f32, square, square_strides);
+    g.pointwise(PointwiseMode::sub, f32, causal, &stats, shifted);
+    const Descriptor& p = g.tensor(io, square, square_strides);
+    g.pointwise(PointwiseMode::exp, f32, shifted, nullptr, p);
+    const Descriptor& pt = g.tensor(io, swapped, swapped_strides);
+    g.reshape(p, pt);
+    g.matmul(pt, dout, dv);
+
+    // dS = P · (dO Vᵀ - D) · scale; dK = dSᵀ Q.
+    const Descriptor& dp = g.tensor(f32, square, square_strides);
+    g.matmul(dout, vt, dp);
+    const Descriptor& dp_kept = g.tensor(f32, square, square_strides);
+    g.pointwise(PointwiseMode::mul, f32, dp, &one, dp_kept);
+    const Descriptor& centred = g.tensor(f32, square, square_strides);
+    g.pointwise(PointwiseMode::sub, f32, dp_kept, &d, centred);
+    const Descriptor& weighted = g.tensor(f32, square, square_strides);
+    g.pointwise(PointwiseMode::mul, f32, centred, &p, weighted);
+    const Descriptor& ds = g.tensor(f32, square, square_strides);
+    g.pointwise(PointwiseMode::mul, f32, weighted, &scale, ds);
+    const Descriptor& dst = g.tensor(f32, swapped, swapped_strides);
+    g.reshape(ds, dst);
+    g.matmul(dst, q, dk);
+
+    // dQ = dS K, accumulated in fp32, then stored in the data's type.
+    const Descriptor& k = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.k_stride));
+    g.reshape(kt, k);
+    g.matmul(ds, k, dq_sum);
+    g.pointwise(PointwiseMode::identity, f32, dq_sum, nullptr, dq);
 }
 
 }  // namespace tune::kernels::cuda::cudnn

@@ -1,7 +1,7 @@
-// Causal attention as one cuDNN operation graph (the backend API through the
-// loaded library), which cuDNN's runtime fusion runs as one flash-attention
-// kernel. cuDNN 9's dedicated SDPA nodes take no causal mask, so the graph
-// spells the computation out; its shapes are tune's (kernels/backend.h):
+// Causal attention as cuDNN operation graphs (the backend API through the
+// loaded library), which cuDNN's runtime fusion runs as flash-attention
+// kernels. cuDNN 9's dedicated SDPA nodes take no causal mask, so the graphs
+// spell the computation out in tune's shapes (kernels/backend.h). Forward:
 //
 //   S     = Q Kᵀ · scale                            (B, H, S, S)  virtual, fp32
 //   keep  = row index >= column index               (B, H, S, S)  virtual, bool
@@ -11,60 +11,81 @@
 //   stats = m + log l                               (B, H, S, 1)  fp32: tune's log-sum-exp
 //   O     = (E / l) V                               (B, S, H, D)  16-bit, P in 16 bits
 //
-// Q, K, V and O keep their (B, S, heads, D) layouts with row strides (K is read
-// transposed through its strides); query head h reads key/value head
-// h / (H / KVH) by broadcasting, so grouped heads need no copy.
+// Backward recomputes P = exp(S' - stats) and, with D = rowsum(dO · O),
+//   dV = Pᵀ dO,   dS = P · (dO Vᵀ - D) · scale,   dK = dSᵀ Q,   dQ = dS K,
+// dQ through an fp32 accumulator the caller zeroes (B·H·S·D·4 bytes of its workspace).
+//
+// Q, K, V, O and their gradients keep their (B, S, heads, D) layouts with row
+// strides (K and V read transposed through their strides). Forward serves
+// grouped KV heads by broadcasting; backward takes H = KVH only (summing dK
+// and dV over a group is not built yet), and a grouped layout is refused.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/host/cudnn_descriptor.h"
+#include "kernels/cuda/host/cudnn_graph_parts.h"
 #include "kernels/dtype.h"
 
 namespace tune::kernels::cuda::cudnn {
 
 struct SdpaLayout {
     std::int64_t batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
-    // Elements from one token's row to the next (>= heads * head_dim, as in AttentionForwardArgs).
-    std::int64_t q_stride = 0, k_stride = 0, v_stride = 0, o_stride = 0;
+    // Elements from one token's row to the next (>= heads * head_dim, as in
+    // AttentionForwardArgs); the gradients of q, k and v share their strides.
+    std::int64_t q_stride = 0, k_stride = 0, v_stride = 0, o_stride = 0, dout_stride = 0;
     DType dtype = DType::bf16;  // bf16 or f16
 };
 
-// Why cuDNN's graph cannot take the layout (f32 data, a stride below its
+// Why cuDNN's graphs cannot take the layout (f32 data, a stride below its
 // row, heads not a multiple of KV heads, an odd or unaligned head size), or empty.
 std::string sdpa_layout_problem(const SdpaLayout& l);
+// The same for the backward graph, which also refuses grouped KV heads.
+std::string sdpa_backward_problem(const SdpaLayout& l);
 
 // The unique ids the caller binds pointers to at execution.
-enum class SdpaTensor : std::int64_t { q = 1, k, v, o, stats, scale, masked_value };
+enum class SdpaTensor : std::int64_t {
+    q = 1,
+    k,
+    v,
+    o,
+    stats,
+    scale,         // by value: 1/sqrt(D)
+    masked_value,  // by value: the lowest float
+    dout,
+    dq,
+    dk,
+    dv,
+    one,             // by value: 1.0
+    dq_accumulator,  // fp32 (B, H, S, D), zeroed before each backward
+};
 
-// The forward graph's tensors and operations, each finalized (no device
-// needed); the operation graph, its engine and plan need a handle (SdpaPlan).
+// Bytes of the backward's fp32 dQ accumulator, which the caller provides zeroed.
+std::int64_t sdpa_dq_accumulator_bytes(const SdpaLayout& l);
+
+// The forward graph: tensors and operations, each finalized (no device needed);
+// the operation graph, its engine and plan need a handle (OperationPlan).
 class SdpaForwardGraph {
 public:
     SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& layout);
-
-    // The operation descriptors in graph order, for CUDNN_ATTR_OPERATIONGRAPH_OPS.
-    std::vector<void*> operations() const;
+    std::vector<void*> operations() const { return parts_.operations(); }
     const SdpaLayout& layout() const { return layout_; }
 
 private:
-    const Descriptor& tensor(DataType type, std::vector<std::int64_t> dims, std::vector<std::int64_t> strides,
-                             std::int64_t uid = 0, bool by_value = false);
-    const Descriptor& pointwise(PointwiseMode mode, DataType compute, const Descriptor& x, const Descriptor* b,
-                                const Descriptor& y, const Descriptor* t = nullptr, std::int64_t axis = -1);
-    void matmul(const Descriptor& a, const Descriptor& b, const Descriptor& c);
-    void reduction(ReductionOperator op, const Descriptor& x, const Descriptor& y);
-
-    const CudnnApi* api_;
+    GraphParts parts_;
     SdpaLayout layout_;
-    std::int64_t next_virtual_uid_ = 100;
-    // Deques: an operation holds its tensors' addresses, which must stay put as more are made.
-    std::deque<Descriptor> tensors_;
-    std::deque<Descriptor> settings_;  // the pointwise, matmul and reduction descriptors operations name
-    std::deque<Descriptor> operations_;
+};
+
+class SdpaBackwardGraph {
+public:
+    SdpaBackwardGraph(const CudnnApi& api, const SdpaLayout& layout);
+    std::vector<void*> operations() const { return parts_.operations(); }
+    const SdpaLayout& layout() const { return layout_; }
+
+private:
+    GraphParts parts_;
+    SdpaLayout layout_;
 };
 
 }  // namespace tune::kernels::cuda::cudnn
