@@ -1,20 +1,27 @@
-// The cuDNN attention graph (kernels/cuda/host/sdpa_graph.h) and the code that
+// The cuDNN attention graphs (kernels/cuda/host/sdpa_graph.h) and the code that
 // makes a graph runnable (cudnn_plan.h): against the toolkit's real library,
-// every tensor and operation of the forward graph finalizes, which needs no
-// device; against a stand-in (tests/support/fake_cudnn.c), every refusal and
-// fault takes its path, and an error names the call, the status and our line.
+// every tensor and operation of both graphs finalizes, which needs no device;
+// on the stand-in (tests/cudnn_standin), both graphs compute what the CPU
+// backend's flash attention does from the pointers bound to their ids, every
+// refusal and fault takes its path, and an error names the call, the status
+// and our line.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <string>
 
+#include "kernels/compare.h"
 #include "kernels/cuda/host/cudnn_plan.h"
 #include "kernels/cuda/host/sdpa_graph.h"
+#include "kernels/cuda/host/sdpa_workspace.h"
 #include "kernels/error.h"
+#include "tests/support/sdpa_reference.h"
 
 using namespace tune::kernels::cuda;
 using namespace tune::kernels::cuda::cudnn;
+using tune::kernels::compare_buffers;
 using tune::kernels::DType;
+using tune::kernels::within;
 
 namespace {
 
@@ -34,8 +41,8 @@ struct ScopedEnv {
     const char* name_;
 };
 
-CudnnLibrary fake_library() {
-    const CudnnLoad load = load_cudnn({TUNE_FAKE_CUDNN});
+CudnnLibrary standin() {
+    const CudnnLoad load = load_cudnn({TUNE_CUDNN_STANDIN});
     INFO(load.why_not);
     REQUIRE(load.library);
     return *load.library;
@@ -62,7 +69,7 @@ TEST_CASE("the attention graph takes bf16 and f16 data with whole 16-byte rows a
 }
 
 TEST_CASE("against the cuDNN stand-in the forward graph is 14 finalized operations and the backward 23", "[cudnn]") {
-    const CudnnLibrary lib = fake_library();
+    const CudnnLibrary lib = standin();
     const SdpaForwardGraph graph(lib.api, llama_layout(DType::bf16, 2, 1000));
     CHECK(graph.operations().size() == kForwardOperations);
     CHECK_THROWS_AS(SdpaForwardGraph(lib.api, llama_layout(DType::f32, 2, 1000)), tune::BackendError);
@@ -79,13 +86,13 @@ TEST_CASE("the backward graph takes equal query and key/value heads only, and a 
     narrow.dout_stride = 8 * 64 - 8;
     CHECK_THAT(sdpa_backward_problem(narrow), Catch::Contains("output gradient's row stride"));
     CHECK_THAT(sdpa_backward_problem(llama_layout(DType::f32, 8, 512)), Catch::Contains("not f32"));
-    const CudnnLibrary lib = fake_library();
+    const CudnnLibrary lib = standin();
     CHECK_THROWS_WITH(SdpaBackwardGraph(lib.api, llama_layout(DType::bf16, 2, 512)),
                       Catch::Contains("no sum of dK and dV"));
 }
 
 TEST_CASE("a refused cuDNN call names the call, the attribute, cuDNN's status and our line", "[cudnn]") {
-    const CudnnLibrary lib = fake_library();
+    const CudnnLibrary lib = standin();
     const ScopedEnv fail("FAKE_CUDNN_SET_FAIL", "902:2000");  // CUDNN_ATTR_TENSOR_DIMENSIONS
     try {
         SdpaForwardGraph graph(lib.api, llama_layout(DType::bf16, 8, 256));
@@ -100,7 +107,7 @@ TEST_CASE("a refused cuDNN call names the call, the attribute, cuDNN's status an
 }
 
 TEST_CASE("a graph no engine takes is an answer with the reason, and a fault is an error", "[cudnn]") {
-    const CudnnLibrary lib = fake_library();
+    const CudnnLibrary lib = standin();
     const SdpaForwardGraph graph(lib.api, llama_layout(DType::f16, 8, 512));
     const std::vector<void*> ops = graph.operations();
     void* handle = nullptr;
@@ -112,10 +119,10 @@ TEST_CASE("a graph no engine takes is an answer with the reason, and a fault is 
         const auto plan = OperationPlan::make(lib.api, handle, ops, why);
         REQUIRE(plan);
         CHECK(why.empty());
-        CHECK(plan->workspace_bytes() == 4096);
-        const std::vector<std::int64_t> uids{1, 2};
-        const std::vector<void*> pointers{handle, handle};
-        plan->execute(handle, uids, pointers, nullptr);
+        CHECK(plan->workspace_bytes() == sdpa_plan_workspace_bound(2, 8, 512, false));
+        // A tensor of the graph left unbound is refused at execution, naming the call.
+        CHECK_THROWS_WITH(plan->execute(handle, {1, 2}, {handle, handle}, handle),
+                          Catch::Contains("cudnnBackendExecute") && Catch::Contains("NULL_POINTER"));
     }
     SECTION("a graph pattern cuDNN does not take") {
         const ScopedEnv fail("FAKE_CUDNN_FINALIZE_FAIL", "15:3001");  // the operation graph
@@ -156,3 +163,58 @@ TEST_CASE("the toolkit's cuDNN finalizes every tensor and operation of the forwa
             }
 }
 #endif
+
+TEST_CASE("on the cuDNN stand-in both graphs compute what the CPU backend's flash attention does", "[cudnn]") {
+    using namespace tune::testing;
+    const CudnnLibrary lib = standin();
+    void* handle = nullptr;
+    REQUIRE(lib.api.create(&handle) == 0);
+    std::string why;
+    // Grouped heads forward at 100 tokens in bf16, then equal heads forward and backward at 70 in f16.
+    const SdpaLayout grouped = sdpa_layout(DType::bf16, 4, 2, 100);
+    const SdpaBuffers want =
+        sdpa_cpu_forward(grouped, random_16bit(grouped.batch * grouped.seq * grouped.q_stride, grouped.dtype, 3));
+    SdpaBuffers got{want.qkv, std::vector<std::uint16_t>(want.out.size()), std::vector<float>(want.lse.size())};
+    SdpaScalars scalars(grouped);
+    const SdpaForwardGraph forward(lib.api, grouped);
+    const auto forward_plan = OperationPlan::make(lib.api, handle, forward.operations(), why);
+    REQUIRE(forward_plan);
+    std::vector<std::uint8_t> workspace(static_cast<std::size_t>(forward_plan->workspace_bytes()));
+    const SdpaBinding fb = sdpa_forward_binding(grouped, got.qkv.data(), got.out.data(), got.lse.data(), scalars);
+    forward_plan->execute(handle, fb.uids, fb.pointers, workspace.data());
+    const auto out = compare_buffers(want.out.data(), grouped.dtype, got.out.data(), grouped.dtype,
+                                     static_cast<std::int64_t>(want.out.size()));
+    const auto lse = compare_buffers(want.lse.data(), got.lse.data(), static_cast<std::int64_t>(want.lse.size()));
+    INFO("out nmse " << out.nmse << " max " << out.max_abs << ", lse max " << lse.max_abs);
+    CHECK(within(out, 1e-5, 0.02));
+    CHECK(within(lse, 1e-10, 1e-4));
+
+    const SdpaLayout equal = sdpa_layout(DType::f16, 4, 4, 70);
+    const SdpaBuffers fwd =
+        sdpa_cpu_forward(equal, random_16bit(equal.batch * equal.seq * equal.q_stride, equal.dtype, 5));
+    const auto dout = random_16bit(equal.batch * equal.seq * equal.dout_stride, equal.dtype, 6);
+    const auto want_grads = sdpa_cpu_backward(equal, fwd, dout);
+    std::vector<std::uint16_t> grads(fwd.qkv.size());
+    std::vector<float> accumulator(static_cast<std::size_t>(sdpa_dq_accumulator_bytes(equal) / 4), 0.0f);
+    SdpaBuffers inputs = fwd;
+    SdpaScalars equal_scalars(equal);
+    const SdpaBackwardGraph backward(lib.api, equal);
+    const auto backward_plan = OperationPlan::make(lib.api, handle, backward.operations(), why);
+    REQUIRE(backward_plan);
+    CHECK(backward_plan->workspace_bytes() == sdpa_plan_workspace_bound(2, 4, 70, true));
+    workspace.assign(static_cast<std::size_t>(backward_plan->workspace_bytes()), 0);
+    auto dout_copy = dout;
+    const SdpaBinding bb = sdpa_backward_binding(equal, inputs.qkv.data(), inputs.out.data(), inputs.lse.data(),
+                                                 dout_copy.data(), grads.data(), accumulator.data(), equal_scalars);
+    backward_plan->execute(handle, bb.uids, bb.pointers, workspace.data());
+    const auto g = compare_buffers(want_grads.data(), equal.dtype, grads.data(), equal.dtype,
+                                   static_cast<std::int64_t>(grads.size()));
+    INFO("dq, dk, dv nmse " << g.nmse << " max " << g.max_abs);
+    CHECK(within(g, 1e-5, 0.05));
+
+    // The dQ accumulator must arrive zeroed, as cuDNN's accumulates into it.
+    accumulator[0] = 1.0f;
+    CHECK_THROWS_WITH(backward_plan->execute(handle, bb.uids, bb.pointers, workspace.data()),
+                      Catch::Contains("EXECUTION_FAILED"));
+    lib.api.destroy(handle);
+}
