@@ -53,9 +53,28 @@ constexpr std::uint64_t cpu_flash_attention_bytes(std::uint64_t threads, std::ui
     return 4 * threads * cpu_flash_attention_floats(seq, head_dim);
 }
 
-// CUDA flash attention (kernels/cuda/flash_attention.cu) works in shared
-// memory and registers: no workspace.
-constexpr std::uint64_t cuda_flash_attention_bytes() { return 0; }
+// CUDA fused attention. tune's flash kernels (kernels/cuda/flash_attention.cu)
+// need none; cuDNN's graphs (kernels/cuda/host/sdpa_graph.h), which run it in
+// 16 bits where cuDNN is loaded, take the backward's fp32 dQ accumulator
+// (B, H, S, D) and their plan's scratch. A plan's own size is known only on the
+// device: the backend uses a plan only within this bound (one MiB, plus two
+// fp32 values per query row in backward), else runs its kernels. The same
+// bytes whichever runs, so the estimate need not know which does.
+constexpr std::uint64_t kCudnnPlanSlackBytes = 1ull << 20;
+constexpr std::uint64_t cudnn_attention_plan_bytes(std::uint64_t batch, std::uint64_t heads, std::uint64_t seq,
+                                                   bool backward) {
+    return kCudnnPlanSlackBytes + (backward ? 2 * batch * heads * seq * 4 : 0);
+}
+constexpr std::uint64_t cudnn_dq_accumulator_bytes(std::uint64_t batch, std::uint64_t heads, std::uint64_t seq,
+                                                   std::uint64_t head_dim) {
+    return 4 * batch * heads * seq * head_dim;
+}
+constexpr std::uint64_t cuda_flash_attention_bytes(std::uint64_t batch, std::uint64_t heads, std::uint64_t seq,
+                                                   std::uint64_t head_dim, std::uint64_t element_bytes) {
+    if (element_bytes != 2) return 0;  // cuDNN's graphs take bf16 and f16 only
+    return aligned(cudnn_dq_accumulator_bytes(batch, heads, seq, head_dim)) +
+           aligned(cudnn_attention_plan_bytes(batch, heads, seq, true));
+}
 
 // Embedding backward on every backend: a list head per vocabulary row and a
 // link per token (int32 each), so each token's rows are summed in fp32 and

@@ -160,11 +160,13 @@ std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Ha
     // The embedding backward's token lists, on every backend.
     const std::uint64_t embedding = kernels::workspace::embedding_backward_bytes(t, m.vocab);
     if (!cpu_backend(hw)) {
-        // Attention's scratch for one batch element (with its GEMM workspace),
-        // which every layer GEMM's cuBLASLt workspace fits inside.
-        const std::uint64_t attention = c.attention == Attention::flash
-                                            ? kernels::workspace::cuda_flash_attention_bytes()
-                                            : kernels::workspace::cuda_attention_bytes(m.heads, s, ab);
+        // Eager attention's scratch for one batch element (with its GEMM
+        // workspace, which every layer GEMM's cuBLASLt workspace fits inside);
+        // fused attention's for cuDNN's graphs over the micro-batch.
+        const std::uint64_t attention =
+            c.attention == Attention::flash
+                ? kernels::workspace::cuda_flash_attention_bytes(c.micro_batch, m.heads, s, d, ab)
+                : kernels::workspace::cuda_attention_bytes(m.heads, s, ab);
         return std::max({attention, kernels::workspace::kCudaGemmBytes, embedding});
     }
     // Attention, per thread: eager two (s, s) and eight (s, d) fp32 blocks

@@ -7,14 +7,17 @@
 // and our line.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "kernels/compare.h"
+#include "kernels/cuda/host/cudnn_attention.h"
 #include "kernels/cuda/host/cudnn_plan.h"
 #include "kernels/cuda/host/sdpa_graph.h"
-#include "kernels/cuda/host/sdpa_workspace.h"
 #include "kernels/error.h"
+#include "kernels/workspace_bytes.h"
 #include "tests/support/sdpa_reference.h"
 
 using namespace tune::kernels::cuda;
@@ -119,7 +122,8 @@ TEST_CASE("a graph no engine takes is an answer with the reason, and a fault is 
         const auto plan = OperationPlan::make(lib.api, handle, ops, why);
         REQUIRE(plan);
         CHECK(why.empty());
-        CHECK(plan->workspace_bytes() == sdpa_plan_workspace_bound(2, 8, 512, false));
+        CHECK(plan->workspace_bytes() ==
+              static_cast<std::int64_t>(tune::kernels::workspace::cudnn_attention_plan_bytes(2, 8, 512, false)));
         // A tensor of the graph left unbound is refused at execution, naming the call.
         CHECK_THROWS_WITH(plan->execute(handle, {1, 2}, {handle, handle}, handle),
                           Catch::Contains("cudnnBackendExecute") && Catch::Contains("NULL_POINTER"));
@@ -150,7 +154,7 @@ TEST_CASE("a graph no engine takes is an answer with the reason, and a fault is 
 }
 
 #ifdef TUNE_HAVE_CUDA
-TEST_CASE("the toolkit's cuDNN finalizes every tensor and operation of the forward graph without a device", "[cudnn]") {
+TEST_CASE("the toolkit's cuDNN finalizes every tensor and operation of both graphs without a device", "[cudnn]") {
     const CudnnLoad load = load_cudnn();
     INFO(load.why_not);
     REQUIRE(load.library);
@@ -160,6 +164,9 @@ TEST_CASE("the toolkit's cuDNN finalizes every tensor and operation of the forwa
                 INFO("dtype " << tune::kernels::dtype_name(dtype) << ", kv heads " << kv_heads << ", seq " << seq);
                 const SdpaForwardGraph graph(load.library->api, llama_layout(dtype, kv_heads, seq));
                 CHECK(graph.operations().size() == kForwardOperations);
+                if (kv_heads != 8) continue;  // the backward takes equal heads only
+                const SdpaBackwardGraph backward(load.library->api, llama_layout(dtype, kv_heads, seq));
+                CHECK(backward.operations().size() == kBackwardOperations);
             }
 }
 #endif
@@ -201,7 +208,8 @@ TEST_CASE("on the cuDNN stand-in both graphs compute what the CPU backend's flas
     const SdpaBackwardGraph backward(lib.api, equal);
     const auto backward_plan = OperationPlan::make(lib.api, handle, backward.operations(), why);
     REQUIRE(backward_plan);
-    CHECK(backward_plan->workspace_bytes() == sdpa_plan_workspace_bound(2, 4, 70, true));
+    CHECK(backward_plan->workspace_bytes() ==
+          static_cast<std::int64_t>(tune::kernels::workspace::cudnn_attention_plan_bytes(2, 4, 70, true)));
     workspace.assign(static_cast<std::size_t>(backward_plan->workspace_bytes()), 0);
     auto dout_copy = dout;
     const SdpaBinding bb = sdpa_backward_binding(equal, inputs.qkv.data(), inputs.out.data(), inputs.lse.data(),
@@ -217,4 +225,87 @@ TEST_CASE("on the cuDNN stand-in both graphs compute what the CPU backend's flas
     CHECK_THROWS_WITH(backward_plan->execute(handle, bb.uids, bb.pointers, workspace.data()),
                       Catch::Contains("EXECUTION_FAILED"));
     lib.api.destroy(handle);
+}
+
+TEST_CASE("cuDNN attention for a backend runs what the stand-in takes, falls back on the rest, and says which",
+          "[cudnn]") {
+    using namespace tune::testing;
+    using tune::kernels::AttentionBackwardArgs;
+    using tune::kernels::AttentionForwardArgs;
+    using tune::kernels::AttentionKind;
+    using tune::kernels::Workspace;
+    const CudnnLoad load = load_cudnn({TUNE_CUDNN_STANDIN});
+    std::string why;
+    const auto zero = [](void* p, std::uint64_t n) { std::memset(p, 0, n); };
+    auto attention = CudnnAttention::open(load, nullptr, zero, why);
+    REQUIRE(attention);
+
+    const SdpaLayout l = sdpa_layout(DType::bf16, 4, 4, 40);
+    const SdpaBuffers want = sdpa_cpu_forward(l, random_16bit(l.batch * l.seq * l.q_stride, l.dtype, 11));
+    SdpaBuffers got{want.qkv, std::vector<std::uint16_t>(want.out.size()), std::vector<float>(want.lse.size())};
+    std::vector<std::uint8_t> ws(tune::kernels::workspace::cuda_flash_attention_bytes(2, 4, 40, 64, 2));
+    AttentionForwardArgs f{.shape = {l.batch, l.seq, l.heads, l.kv_heads, l.head_dim},
+                           .kind = AttentionKind::fused,
+                           .dtype = l.dtype,
+                           .q = got.qkv.data(),
+                           .k = got.qkv.data() + k_column(l),
+                           .v = got.qkv.data() + v_column(l),
+                           .q_stride = l.q_stride,
+                           .k_stride = l.k_stride,
+                           .v_stride = l.v_stride,
+                           .out = got.out.data(),
+                           .out_stride = l.o_stride,
+                           .lse = got.lse.data()};
+    REQUIRE(attention->forward(f, Workspace{ws.data(), ws.size()}));
+    CHECK(within(
+        compare_buffers(want.out.data(), l.dtype, got.out.data(), l.dtype, static_cast<std::int64_t>(want.out.size())),
+        1e-5, 0.02));
+
+    const auto dout = random_16bit(l.batch * l.seq * l.dout_stride, l.dtype, 12);
+    std::vector<std::uint16_t> grads(want.qkv.size());
+    AttentionBackwardArgs b{.shape = f.shape,
+                            .kind = AttentionKind::fused,
+                            .dtype = l.dtype,
+                            .q = f.q,
+                            .k = f.k,
+                            .v = f.v,
+                            .q_stride = l.q_stride,
+                            .k_stride = l.k_stride,
+                            .v_stride = l.v_stride,
+                            .out = want.out.data(),
+                            .lse = want.lse.data(),
+                            .out_stride = l.o_stride,
+                            .dout = dout.data(),
+                            .dout_stride = l.dout_stride,
+                            .dq = grads.data(),
+                            .dk = grads.data() + k_column(l),
+                            .dv = grads.data() + v_column(l)};
+    std::fill(ws.begin(), ws.end(), 0xff);  // the accumulator is zeroed by the call, whatever was there
+    REQUIRE(attention->backward(b, Workspace{ws.data(), ws.size()}));
+    const auto want_grads = sdpa_cpu_backward(l, want, dout);
+    CHECK(within(
+        compare_buffers(want_grads.data(), l.dtype, grads.data(), l.dtype, static_cast<std::int64_t>(grads.size())),
+        1e-5, 0.05));
+    CHECK_THAT(attention->path(), Catch::Equals("cuDNN 9.19.0: 1 forward and 1 backward calls"));
+
+    // Each refusal leaves the call to tune's kernels, and the path names the last reason.
+    AttentionBackwardArgs aliased = b;
+    aliased.dq = const_cast<void*>(aliased.dout);
+    CHECK_FALSE(attention->backward(aliased, Workspace{ws.data(), ws.size()}));
+    CHECK_THAT(attention->path(), Catch::Contains("tune's kernels for 1") && Catch::Contains("dQ shares dO"));
+    CHECK_FALSE(attention->forward(f, Workspace{ws.data(), 16}));
+    CHECK_THAT(attention->path(), Catch::Contains("workspace below"));
+    AttentionForwardArgs wide = f;
+    wide.dtype = DType::f32;
+    CHECK_FALSE(attention->forward(wide, Workspace{ws.data(), ws.size()}));
+    CHECK_THAT(attention->path(), Catch::Contains("tune's kernels for 3") && Catch::Contains("not f32"));
+    AttentionBackwardArgs grouped = b;
+    grouped.shape.kv_heads = 2;
+    CHECK_FALSE(attention->backward(grouped, Workspace{ws.data(), ws.size()}));
+    CHECK_THAT(attention->path(), Catch::Contains("no sum of dK and dV"));
+
+    ::setenv("TUNE_CUDNN_LIBRARY", "off", 1);
+    CHECK_FALSE(CudnnAttention::open(load_cudnn(), nullptr, zero, why));
+    ::unsetenv("TUNE_CUDNN_LIBRARY");
+    CHECK(why == "turned off by TUNE_CUDNN_LIBRARY=off");
 }

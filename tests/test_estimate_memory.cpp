@@ -326,9 +326,13 @@ TEST_CASE("hand-derived: flash keeps the lse instead of P and needs a scratch li
     // 4*128*(64 + 128 + 32 + 176) + 2048 = 206848; it frees n1, x2, n2, k, u, m and both rstd.
     c.checkpointing = Checkpointing::selective_op;
     CHECK(activation_sizes(c.model, c, *find_device("cpu"), o).kept == 206848);
-    // On CUDA, flash needs no attention workspace: cuBLASLt's 32 MiB is the largest piece.
+    // On CUDA, flash's workspace is cuDNN's in 16 bits: the backward's fp32 dQ accumulator
+    // (4 x 32 heads x 8192 x 128) and the plan's bound (1 MiB + 8 bytes a query row), above cuBLASLt's 32 MiB.
     TrialConfig big = config_for("llama-7b", Attention::flash);
     big.precision = Precision::bf16_mixed;
     big.context = 8192;
+    CHECK(step_memory(big.model, big, *find_device("h100-80gb"), {}).at_peak()[Component::workspace] ==
+          4ull * 32 * 8192 * 128 + (1ull << 20) + 8ull * 32 * 8192);
+    big.precision = Precision::fp32;  // cuDNN's graphs take 16 bits only: cuBLASLt's 32 MiB is the largest piece
     CHECK(step_memory(big.model, big, *find_device("h100-80gb"), {}).at_peak()[Component::workspace] == (32ull << 20));
 }

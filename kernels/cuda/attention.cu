@@ -158,7 +158,10 @@ void sum_over_group(GemmLt& gemm, cudaStream_t stream, const AttentionShape& sh,
 
 std::uint64_t CudaBackend::attention_workspace_bytes(const AttentionShape& shape, AttentionKind kind,
                                                      DType dtype) const {
-    if (kind == AttentionKind::fused) return workspace::cuda_flash_attention_bytes();
+    if (kind == AttentionKind::fused)
+        return workspace::cuda_flash_attention_bytes(
+            static_cast<std::uint64_t>(shape.batch), static_cast<std::uint64_t>(shape.heads),
+            static_cast<std::uint64_t>(shape.seq), static_cast<std::uint64_t>(shape.head_dim), dtype_bytes(dtype));
     static_assert(GemmLt::kWorkspaceBytes == workspace::kCudaGemmBytes, "carve() puts the GEMM workspace first");
     return workspace::cuda_attention_bytes(static_cast<std::uint64_t>(shape.heads),
                                            static_cast<std::uint64_t>(shape.seq), dtype_bytes(dtype));
@@ -169,7 +172,10 @@ void CudaBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws)
     const AttentionShape& sh = a.shape;
     check_attention(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
     check_attention_args(a, "cuda");
-    if (a.kind == AttentionKind::fused) return flash_attention_forward(a);
+    if (a.kind == AttentionKind::fused) {
+        if (cudnn_ && cudnn_->forward(a, ws)) return;
+        return flash_attention_forward(a);
+    }
     require(ws.ptr != nullptr && ws.bytes >= attention_workspace_bytes(sh, a.kind, a.dtype), op,
             "workspace smaller than attention_workspace_bytes()");
     const std::int64_t S = sh.seq, D = sh.head_dim, H = sh.heads, group = sh.heads / sh.kv_heads;
@@ -211,7 +217,10 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
     const AttentionShape& sh = a.shape;
     check_attention(sh, a.kind, a.q_stride, a.k_stride, a.v_stride, op);
     check_attention_args(a, "cuda");
-    if (a.kind == AttentionKind::fused) return flash_attention_backward(a);
+    if (a.kind == AttentionKind::fused) {
+        if (cudnn_ && cudnn_->backward(a, ws)) return;
+        return flash_attention_backward(a);
+    }
     require(ws.ptr != nullptr && ws.bytes >= attention_workspace_bytes(sh, a.kind, a.dtype), op,
             "workspace smaller than attention_workspace_bytes()");
     const std::int64_t S = sh.seq, D = sh.head_dim, H = sh.heads, group = sh.heads / sh.kv_heads;

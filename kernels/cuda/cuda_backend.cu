@@ -53,6 +53,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
         stream_, *pool_,
         GemmOptions{options.time_gemm_candidates, options.gemm_candidates, options.gemm_cache_entries,
                     options.gemm_tuning_scratch_limit});
+    // cuDNN's fused attention where the library loads; its handle's memory counts with cuBLASLt's.
+    cudnn_ = cudnn::CudnnAttention::open(
+        load_cudnn(), stream_, [this](void* p, std::uint64_t n) { fill_zero(p, n); }, cudnn_why_not_);
     const std::uint64_t after_cublas = device_used_now();
     init_stats_.cublas_bytes = after_cublas > before_cublas ? after_cublas - before_cublas : 0;
 
@@ -67,6 +70,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
 
 CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_);
+    cudnn_.reset();
     gemm_.reset();
     pool_.reset();
     pages_.reset();
@@ -221,6 +225,11 @@ int cuda_device(const Backend& backend) {
     if (cuda == nullptr)
         throw BackendError(fmt::format("cuda_device: backend {} is not a CUDA backend", backend.name()));
     return cuda->device();
+}
+
+std::string cuda_attention_path(const Backend& backend) {
+    const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+    return cuda != nullptr ? cuda->attention_path() : std::string("tune's kernels");
 }
 
 void* cuda_stream(Backend& backend) {

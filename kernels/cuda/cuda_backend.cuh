@@ -15,6 +15,7 @@
 #include "kernels/cuda/device_errors.cuh"
 #include "kernels/cuda/device_pages.cuh"
 #include "kernels/cuda/gemm_lt.cuh"
+#include "kernels/cuda/host/cudnn_attention.h"
 #include "kernels/cuda/memory_pool.cuh"
 
 namespace tune::kernels::cuda {
@@ -41,6 +42,10 @@ public:
     CudaMemoryStats memory_stats() const;
     void reset_memory_high_marks();
     PageMapper* page_mapper() override { return pages_.get(); }
+    // Which attention ran: cuDNN's graphs (with their calls) or tune's kernels, and why.
+    std::string attention_path() const {
+        return cudnn_ ? cudnn_->path() : "tune's kernels (cuDNN: " + cudnn_why_not_ + ")";
+    }
 
     void* allocate(std::uint64_t bytes) override;
     void deallocate(void* ptr, std::uint64_t bytes) noexcept override;
@@ -67,6 +72,8 @@ private:
     std::unique_ptr<MemoryPool> pool_;
     std::unique_ptr<DevicePages> pages_;  // nullptr: large buffers come from pool_ too
     std::unique_ptr<GemmLt> gemm_;
+    std::unique_ptr<cudnn::CudnnAttention> cudnn_;  // null: cuDNN is not usable here (cudnn_why_not_)
+    std::string cudnn_why_not_;
     BackendScratch scratch_;
     void* scratch_block_ = nullptr;
 };

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "kernels/backend.h"
 
@@ -87,6 +88,10 @@ public:
 
 // A timer on `backend`'s stream; raises BackendError when it is not a CUDA backend.
 std::unique_ptr<DeviceTimer> make_cuda_timer(Backend& backend);
+
+// Which attention a CUDA backend ran: cuDNN's fused graphs, with their calls
+// and any fallback's reason, or tune's kernels and why cuDNN was not used.
+std::string cuda_attention_path(const Backend& backend);
 
 // The cudaStream_t `backend` runs its ops on (untyped, so this header needs
 // no CUDA headers): NCCL collectives (harness/comm/comm_nccl) are enqueued on it,

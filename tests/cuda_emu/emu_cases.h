@@ -33,8 +33,9 @@ inline double margin(const st::CaseResult& r) {
 // Runs every case whose op starts with one of `prefixes`; each must pass,
 // and sit within `budget` of its tolerance (the embedding backward excepted:
 // its CPU reference rounds once per token, the GPU's sums differ in order).
-inline void run_cases(const std::vector<st::Case>& all, const std::vector<std::string>& prefixes,
-                      double budget = 0.25) {
+// Answers which attention the backend ran (kernels/cuda/cuda_backend.h).
+inline std::string run_cases(const std::vector<st::Case>& all, const std::vector<std::string>& prefixes,
+                             double budget = 0.25) {
     tune::kernels::CpuBackend reference;
     auto cuda = tune::kernels::make_cuda_backend(0);
     int ran = 0;
@@ -53,6 +54,7 @@ inline void run_cases(const std::vector<st::Case>& all, const std::vector<std::s
     }
     CHECK(ran > 0);
     CHECK(cuda->live_bytes() == 0);
+    return tune::kernels::cuda_attention_path(*cuda);
 }
 
 }  // namespace tune_emu_test

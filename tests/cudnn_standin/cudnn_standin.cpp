@@ -9,7 +9,8 @@
 //     pattern, else NOT_SUPPORTED_GRAPH_PATTERN;
 //   - at execution, every bound tensor's id and pointer, the workspace, and
 //     that the dQ accumulator arrives zeroed.
-// One engine configuration; its workspace is sdpa_plan_workspace_bound.
+// One engine configuration; its workspace is the bound the estimate counts
+// (kernels/workspace_bytes.h cudnn_attention_plan_bytes).
 // For fault tests: FAKE_CUDNN_SET_FAIL=ATTRIBUTE:STATUS, FAKE_CUDNN_FINALIZE_FAIL=
 // TYPE:STATUS, FAKE_CUDNN_ENGINES=N (configurations offered, default 1).
 #include <cmath>
@@ -22,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/host/sdpa_workspace.h"
 #include "kernels/math/half.h"
+#include "kernels/workspace_bytes.h"
 
 namespace {
 
@@ -433,8 +434,9 @@ int run(const Desc& plan, const Desc& pack) {
 
 std::int64_t workspace_of(const Desc& plan) {
     const View q{nullptr, int64s(*plan.tensors.at(1), 902), {}, 0};
-    return tune::kernels::cuda::cudnn::sdpa_plan_workspace_bound(q.dims[0], q.dims[1], q.dims[2],
-                                                                 plan.graph == Graph::backward);
+    return static_cast<std::int64_t>(tune::kernels::workspace::cudnn_attention_plan_bytes(
+        static_cast<std::uint64_t>(q.dims[0]), static_cast<std::uint64_t>(q.dims[1]),
+        static_cast<std::uint64_t>(q.dims[2]), plan.graph == Graph::backward));
 }
 
 }  // namespace

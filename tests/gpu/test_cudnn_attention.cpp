@@ -14,7 +14,7 @@
 #include "kernels/compare.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/host/cudnn_plan.h"
-#include "kernels/cuda/host/sdpa_workspace.h"
+#include "kernels/workspace_bytes.h"
 #include "tests/support/sdpa_reference.h"
 
 using namespace tune::kernels;
@@ -55,7 +55,8 @@ struct DevicePlan {
                     std::string(dtype_name(l.dtype)).c_str(), static_cast<long long>(l.batch),
                     static_cast<long long>(l.heads), static_cast<long long>(l.kv_heads), static_cast<long long>(l.seq),
                     static_cast<long long>(l.head_dim), static_cast<long long>(plan->workspace_bytes()),
-                    static_cast<long long>(cudnn::sdpa_plan_workspace_bound(l.batch, l.heads, l.seq, backward)));
+                    static_cast<long long>(
+                        tune::kernels::workspace::cudnn_attention_plan_bytes(l.batch, l.heads, l.seq, backward)));
     }
     ~DevicePlan() { api.destroy(handle); }
 };

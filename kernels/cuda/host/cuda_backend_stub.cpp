@@ -29,6 +29,8 @@ void release_cuda_device(int) {}
 
 std::unique_ptr<DeviceTimer> make_cuda_timer(Backend&) { throw BackendError(kNoCuda); }
 
+std::string cuda_attention_path(const Backend&) { return "tune's kernels (no CUDA backend)"; }
+
 void* cuda_stream(Backend&) { throw BackendError(kNoCuda); }
 
 int cuda_device(const Backend&) { throw BackendError(kNoCuda); }

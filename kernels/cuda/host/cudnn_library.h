@@ -4,8 +4,9 @@
 // descriptors as void*): no cuDNN header or link dependency.
 //
 // Where the library is found: $TUNE_CUDNN_LIBRARY (a path, e.g. the torch
-// wheel's site-packages/nvidia/cudnn/lib/libcudnn.so.9), then the loader's
-// search path, then the CUDA toolkit this build used. A library older than
+// wheel's site-packages/nvidia/cudnn/lib/libcudnn.so.9, or `off` for tune's
+// own attention kernels), then the loader's search path, then the CUDA
+// toolkit this build used. A library older than
 // 9.15.1 is refused: earlier versions mishandle sequence lengths that are not
 // a multiple of 128, and tune's own attention kernels run instead.
 #pragma once

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "kernels/workspace_bytes.h"
 
 namespace tune::kernels::cuda::cudnn {
 
@@ -62,7 +63,11 @@ std::string sdpa_backward_problem(const SdpaLayout& l) {
     return {};
 }
 
-std::int64_t sdpa_dq_accumulator_bytes(const SdpaLayout& l) { return l.batch * l.heads * l.seq * l.head_dim * 4; }
+std::int64_t sdpa_dq_accumulator_bytes(const SdpaLayout& l) {
+    return static_cast<std::int64_t>(workspace::cudnn_dq_accumulator_bytes(
+        static_cast<std::uint64_t>(l.batch), static_cast<std::uint64_t>(l.heads), static_cast<std::uint64_t>(l.seq),
+        static_cast<std::uint64_t>(l.head_dim)));
+}
 
 SdpaForwardGraph::SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& l) : parts_(api), layout_(l) {
     if (const std::string problem = sdpa_layout_problem(l); !problem.empty()) throw BackendError(problem);
