@@ -7,11 +7,15 @@
 #   2. tune selftest --require-gpu on one GPU (every op and training case
 #      against the CPU), and --gpus N when N > 1 GPUs are visible;
 #   3. ctest -L gpu with TUNE_REQUIRE_GPU=1 (no GPU is a failure, not a skip);
-#   4. a 2-minute sweep each of `tiny` and `small` on GPU 0;
-#   5. where torch, transformers, peft and accelerate are installed,
+#   4. where torch and transformers are installed, scripts/gpu-peer.sh: tune
+#      beside PyTorch on the same Llama configurations (PEER_BUDGET_S, default 240 s);
+#   5. where peft is installed too, scripts/hf-memory-check.py: the hf-trainer
+#      profile against HF Trainer's measured peaks (HF_CHECK_BUDGET_S, default 180 s);
+#   6. a 2-minute sweep each of `tiny` and `small` on GPU 0;
+#   7. where torch, transformers, peft and accelerate are installed,
 #      scripts/framework-check.py: every export loaded by the frameworks'
 #      classes, and two HF Trainer steps with some;
-#   6. the calibration of `overhead`: a one-rank trial of `small` on the GPU,
+#   8. the calibration of `overhead`: a one-rank trial of `small` on the GPU,
 #      whose memory breakdown carries the measured CUDA context, cuBLASLt and
 #      NCCL bytes (device_overhead_bytes);
 # and appends a dated section with the outcomes to docs/gpu-validation.md.
@@ -57,6 +61,18 @@ if [[ -n "${TUNE_GPU_TESTS:-}" ]]; then
   step "GPU tests" env TUNE_REQUIRE_GPU=1 "$TUNE_GPU_TESTS"
 else
   step "ctest -L gpu" env TUNE_REQUIRE_GPU=1 ctest --test-dir "$build" -L gpu --output-on-failure
+fi
+
+# The peer run: tune beside PyTorch on the same configurations (scripts/gpu-peer.sh,
+# issue 37's goal), where torch and transformers are installed; its own table goes to the document.
+if python3 -c 'import torch, transformers' 2>/dev/null; then
+  step "peer benchmark" env TUNE_BIN="$tune" PEER_BUDGET_S="${PEER_BUDGET_S:-240}" "$repo/scripts/gpu-peer.sh"
+fi
+
+# Issue 36's check: the hf-trainer profile against HF Trainer's measured peaks (scripts/hf-memory-check.py).
+if python3 -c 'import torch, transformers, peft' 2>/dev/null; then
+  step "hf-trainer memory check" python3 "$repo/scripts/hf-memory-check.py" --tune "$tune" \
+    --budget-s "${HF_CHECK_BUDGET_S:-180}"
 fi
 
 for model in tiny small; do

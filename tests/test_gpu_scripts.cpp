@@ -39,8 +39,8 @@ TEST_CASE("the GPU machine's scripts parse", "[scripts]") {
 }
 
 TEST_CASE("the hf-trainer memory check's dry run predicts its six configurations with tune", "[scripts]") {
-    const auto r = run_command(
-        fmt::format("python3 '{}' --tune '{}' --dry-run 2>&1", script("hf-memory-check.py"), TUNE_BINARY));
+    const auto r =
+        run_command(fmt::format("python3 '{}' --tune '{}' --dry-run 2>&1", script("hf-memory-check.py"), TUNE_BINARY));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     int lines = 0;
@@ -56,7 +56,8 @@ TEST_CASE("the hf-trainer memory check's dry run predicts its six configurations
 }
 
 TEST_CASE("the peer benchmark's dry run lists PyTorch, tune, PyTorch for each configuration", "[scripts]") {
-    const auto r = run_command(fmt::format("TUNE_BIN='{}' bash '{}' --dry-run 2>&1", TUNE_BINARY, script("gpu-peer.sh")));
+    const auto r =
+        run_command(fmt::format("TUNE_BIN='{}' bash '{}' --dry-run 2>&1", TUNE_BINARY, script("gpu-peer.sh")));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     CHECK(count_of(r.output, "would run: ") == 15);
@@ -78,10 +79,11 @@ TEST_CASE("the peer benchmark's dry run lists PyTorch, tune, PyTorch for each co
     const auto j = nlohmann::json::parse(dry.output);
     CHECK(j["config"]["num_hidden_layers"] == 32);
     CHECK(j["config"]["attn_implementation"] == "sdpa");
-    const auto bad = run_command(fmt::format("python3 '{}' --model llama-7b --precision bf16 --micro-batch 1 "
-                                             "--context 64 --checkpointing none --sdpa flash --steps 2 --warmup 2 "
-                                             "--dry-run 2>&1",
-                                             script("gpu_peer.py")));
+    const auto bad =
+        run_command(fmt::format("python3 '{}' --model llama-7b --precision bf16 --micro-batch 1 "
+                                "--context 64 --checkpointing none --sdpa flash --steps 2 --warmup 2 "
+                                "--dry-run 2>&1",
+                                script("gpu_peer.py")));
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.output, Catch::Contains("--steps must exceed --warmup"));
 }
