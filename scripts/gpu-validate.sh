@@ -35,6 +35,12 @@ if [[ -z "${TUNE_BIN:-}" && ! -x "$build/tune" ]]; then
 fi
 tune="${TUNE_BIN:-$build/tune}"
 
+# cuDNN for tune's fused attention: torch's wheel carries libcudnn.so.9 where no toolkit does.
+if [[ -z "${TUNE_CUDNN_LIBRARY:-}" ]]; then
+  wheel=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
+  [[ -n "$wheel" && -e "$wheel" ]] && export TUNE_CUDNN_LIBRARY="$wheel"
+fi
+
 failed=0
 results=()
 # step NAME COMMAND...: runs it, keeps its output, records pass/fail and seconds.
