@@ -298,14 +298,23 @@ void to_json(json& j, const TrialResult& r) {
     }
     if (r.step_stats.count > 0) j["step_stats"] = r.step_stats;
     if (r.speed_reference_s > 0) j["speed_reference_s"] = r.speed_reference_s;
+    if (!r.attention.empty()) j["attention"] = r.attention;
     j.update(machine_memory_json(r));
 }
 
 void from_json(const json& j, TrialResult& r) {
-    check_keys(j, "result",
-               {"status", "reason", "config", "memory", "rank_peaks", "estimate", "step_ms", "losses",
-                "tokens_per_s", "mfu", "comm_bytes", "comm_s", "oom_requested", "oom_live", "real_peak", "baseline",
-                "untracked", "rank_real_peaks", "rank_baselines", "rank_untracked", "step_stats", "speed_reference_s"});
+    check_keys(j, "result", {"status",         "reason",
+                             "config",         "memory",
+                             "rank_peaks",     "estimate",
+                             "step_ms",        "losses",
+                             "tokens_per_s",   "mfu",
+                             "comm_bytes",     "comm_s",
+                             "oom_requested",  "oom_live",
+                             "real_peak",      "baseline",
+                             "untracked",      "rank_real_peaks",
+                             "rank_baselines", "rank_untracked",
+                             "step_stats",     "speed_reference_s",
+                             "attention"});
     read_enum(j, "status", r.status, parse_status);
     read(j, "reason", r.reason);
     if (auto it = j.find("config"); it != j.end()) r.config = it->get<TrialConfig>();
@@ -328,6 +337,7 @@ void from_json(const json& j, TrialResult& r) {
     read(j, "rank_untracked", r.rank_untracked);
     read(j, "step_stats", r.step_stats);
     read(j, "speed_reference_s", r.speed_reference_s);
+    read(j, "attention", r.attention);
 }
 
 json machine_memory_json(const TrialResult& r) {

@@ -287,6 +287,9 @@ struct TrialResult {
     // Seconds of the speed reference run before each timed step: the median
     // over steps, the slowest rank's (it sets the pace); 0: not measured.
     double speed_reference_s = 0;
+    // Which attention ran on a GPU: cuDNN's graphs with their calls, or tune's
+    // kernels and why (kernels/cuda/cuda_backend.h cuda_attention_path); empty on the CPU.
+    std::string attention;
     bool operator==(const TrialResult&) const = default;
 };
 

@@ -176,8 +176,10 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, Comm& comm, const Tr
     r.speed_reference_s = step_statistics(d.speed_reference_ms, c.warmup).median_ms / 1e3;
     log_noise(o.log, r.step_stats);
     // Which attention ran on a GPU: cuDNN's graphs or tune's kernels, and why.
-    if (o.log != nullptr && kernels::cuda_memory_stats(backend))
-        fmt::print(o.log, "attention: {}\n", kernels::cuda_attention_path(backend));
+    if (kernels::cuda_memory_stats(backend)) {
+        r.attention = kernels::cuda_attention_path(backend);
+        if (o.log != nullptr) fmt::print(o.log, "attention: {}\n", r.attention);
+    }
     const std::size_t timed = r.step_stats.count;
     if (timed > 0 && timed_ms > 0) {
         r.tokens_per_s = tokens_per_step(c) * static_cast<double>(timed) / (timed_ms / 1e3);

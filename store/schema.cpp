@@ -225,8 +225,15 @@ ALTER TABLE sweeps ADD COLUMN framework TEXT NOT NULL DEFAULT 'tune';
 ALTER TABLE trials ADD COLUMN est_frameworks_json TEXT;
 )sql";
 
-constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2, kVersion3, kVersion4, kVersion5,
-                                                              kVersion6, kVersion7, kVersion8, kVersion9, kVersion10};
+// Version 11: which attention a GPU trial ran (cuDNN's graphs or tune's kernels, and why);
+// NULL for trials before, and on the CPU.
+constexpr const char* kVersion11 = R"sql(
+ALTER TABLE trials ADD COLUMN attention TEXT;
+)sql";
+
+constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2,  kVersion3, kVersion4,
+                                                              kVersion5, kVersion6,  kVersion7, kVersion8,
+                                                              kVersion9, kVersion10, kVersion11};
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};

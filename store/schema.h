@@ -9,7 +9,7 @@ class Connection;
 
 namespace tune {
 
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 // Reads PRAGMA user_version.
 int schema_version(sql::Connection& db);

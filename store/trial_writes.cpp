@@ -88,6 +88,7 @@ UPDATE trials SET real_peak = ?2, baseline = ?3, untracked = ?4, rank_real_json 
 constexpr sql::Sql kRecordSpeedReference{"record_speed_reference", R"sql(
 UPDATE trials SET speed_reference_s = ?2, est_speed_reference_s = coalesce(?3, est_speed_reference_s),
     est_pace_exponent = coalesce(?4, est_pace_exponent) WHERE id = ?1)sql"};
+constexpr sql::Sql kRecordAttention{"record_attention", "UPDATE trials SET attention = ?2 WHERE id = ?1"};
 constexpr sql::Sql kDeleteSteps{"record_result_steps", "DELETE FROM trial_steps WHERE trial_id = ?1"};
 // Steps go in chunks of up to kStepsPerInsert rows per statement: one statement per row
 // was a quarter of the time of recording a trial.
@@ -269,6 +270,7 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
         sql::bind_estimate_pace(q, 3, r.estimate);
         q.run();
     }
+    if (!r.attention.empty()) db_->query(kRecordAttention).bind(1, trial).bind(2, r.attention).run();
     sql::write_memory(*db_, trial, r.estimate ? &r.estimate->memory : nullptr, &r.memory);
     insert_steps(*db_, trial, r);
     tx.commit();

@@ -97,6 +97,7 @@ inline TrialResult sample_result(const TrialConfig& c, int i) {
     r.mfu = 0.4375;
     r.comm_bytes = 1ull << 33;
     r.comm_s = 0.0125;
+    r.attention = "cuDNN 9.19.0: 24 forward and 24 backward calls";  // a GPU trial's
     return r;
 }
 

@@ -55,6 +55,8 @@ TEST_CASE("emulated device: a short trial per optimizer and precision runs ok on
             INFO(to_string(o) << " " << to_string(p) << " zero " << c.zero_stage << ": " << r.reason);
             REQUIRE(r.status == TrialStatus::ok);
             CHECK(r.losses.size() == c.steps);
+            // A GPU trial's result names the attention it ran (here tune's kernels: no cuDNN is set).
+            CHECK_THAT(r.attention, Catch::StartsWith("tune's kernels") || Catch::StartsWith("cuDNN"));
             const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
             INFO("workspace: measured " << r.memory[Component::workspace] << ", estimated "
                                         << e.memory[Component::workspace]);
