@@ -232,7 +232,6 @@ TEST_CASE("cuDNN attention for a backend runs what the stand-in takes, falls bac
     using namespace tune::testing;
     using tune::kernels::AttentionBackwardArgs;
     using tune::kernels::AttentionForwardArgs;
-    using tune::kernels::AttentionKind;
     using tune::kernels::Workspace;
     const CudnnLoad load = load_cudnn({TUNE_CUDNN_STANDIN});
     std::string why;
@@ -244,18 +243,7 @@ TEST_CASE("cuDNN attention for a backend runs what the stand-in takes, falls bac
     const SdpaBuffers want = sdpa_cpu_forward(l, random_16bit(l.batch * l.seq * l.q_stride, l.dtype, 11));
     SdpaBuffers got{want.qkv, std::vector<std::uint16_t>(want.out.size()), std::vector<float>(want.lse.size())};
     std::vector<std::uint8_t> ws(tune::kernels::workspace::cuda_flash_attention_bytes(2, 4, 40, 64, 2));
-    AttentionForwardArgs f{.shape = {l.batch, l.seq, l.heads, l.kv_heads, l.head_dim},
-                           .kind = AttentionKind::fused,
-                           .dtype = l.dtype,
-                           .q = got.qkv.data(),
-                           .k = got.qkv.data() + k_column(l),
-                           .v = got.qkv.data() + v_column(l),
-                           .q_stride = l.q_stride,
-                           .k_stride = l.k_stride,
-                           .v_stride = l.v_stride,
-                           .out = got.out.data(),
-                           .out_stride = l.o_stride,
-                           .lse = got.lse.data()};
+    const AttentionForwardArgs f = sdpa_forward_args(l, got.qkv.data(), got.out.data(), got.lse.data());
     REQUIRE(attention->forward(f, Workspace{ws.data(), ws.size()}));
     CHECK(within(
         compare_buffers(want.out.data(), l.dtype, got.out.data(), l.dtype, static_cast<std::int64_t>(want.out.size())),
@@ -263,23 +251,7 @@ TEST_CASE("cuDNN attention for a backend runs what the stand-in takes, falls bac
 
     const auto dout = random_16bit(l.batch * l.seq * l.dout_stride, l.dtype, 12);
     std::vector<std::uint16_t> grads(want.qkv.size());
-    AttentionBackwardArgs b{.shape = f.shape,
-                            .kind = AttentionKind::fused,
-                            .dtype = l.dtype,
-                            .q = f.q,
-                            .k = f.k,
-                            .v = f.v,
-                            .q_stride = l.q_stride,
-                            .k_stride = l.k_stride,
-                            .v_stride = l.v_stride,
-                            .out = want.out.data(),
-                            .lse = want.lse.data(),
-                            .out_stride = l.o_stride,
-                            .dout = dout.data(),
-                            .dout_stride = l.dout_stride,
-                            .dq = grads.data(),
-                            .dk = grads.data() + k_column(l),
-                            .dv = grads.data() + v_column(l)};
+    const AttentionBackwardArgs b = sdpa_backward_args(l, want, dout.data(), grads.data());
     std::fill(ws.begin(), ws.end(), 0xff);  // the accumulator is zeroed by the call, whatever was there
     REQUIRE(attention->backward(b, Workspace{ws.data(), ws.size()}));
     const auto want_grads = sdpa_cpu_backward(l, want, dout);

@@ -44,55 +44,57 @@ struct SdpaBuffers {
     std::vector<float> lse;               // (B, H, S)
 };
 
-inline SdpaBuffers sdpa_cpu_forward(const kernels::cuda::cudnn::SdpaLayout& l, std::vector<std::uint16_t> qkv) {
+// The backend's arguments for fused attention over a fused qkv buffer.
+inline kernels::AttentionForwardArgs sdpa_forward_args(const kernels::cuda::cudnn::SdpaLayout& l,
+                                                       const std::uint16_t* qkv, void* out, float* lse) {
     using namespace kernels;
-    CpuBackend cpu;
+    return AttentionForwardArgs{.shape = {l.batch, l.seq, l.heads, l.kv_heads, l.head_dim},
+                                .kind = AttentionKind::fused,
+                                .dtype = l.dtype,
+                                .q = qkv,
+                                .k = qkv + k_column(l),
+                                .v = qkv + v_column(l),
+                                .q_stride = l.q_stride,
+                                .k_stride = l.k_stride,
+                                .v_stride = l.v_stride,
+                                .out = out,
+                                .out_stride = l.o_stride,
+                                .lse = lse};
+}
+
+// Its backward from `fwd`'s output and log-sum-exp, dQ, dK and dV into `grads` shaped like qkv.
+inline kernels::AttentionBackwardArgs sdpa_backward_args(const kernels::cuda::cudnn::SdpaLayout& l,
+                                                         const SdpaBuffers& fwd, const std::uint16_t* dout,
+                                                         std::uint16_t* grads) {
+    using namespace kernels;
+    const AttentionForwardArgs f = sdpa_forward_args(l, fwd.qkv.data(), nullptr, nullptr);
+    AttentionBackwardArgs b;
+    b.shape = f.shape, b.kind = f.kind, b.dtype = f.dtype, b.q = f.q, b.k = f.k, b.v = f.v;
+    b.q_stride = l.q_stride, b.k_stride = l.k_stride, b.v_stride = l.v_stride;
+    b.out = fwd.out.data(), b.lse = fwd.lse.data(), b.out_stride = l.o_stride;
+    b.dout = dout, b.dout_stride = l.dout_stride;
+    b.dq = grads, b.dk = grads + k_column(l), b.dv = grads + v_column(l);
+    return b;
+}
+
+inline SdpaBuffers sdpa_cpu_forward(const kernels::cuda::cudnn::SdpaLayout& l, std::vector<std::uint16_t> qkv) {
+    kernels::CpuBackend cpu;
     SdpaBuffers b{std::move(qkv), std::vector<std::uint16_t>(l.batch * l.seq * l.o_stride),
                   std::vector<float>(l.batch * l.heads * l.seq)};
-    const std::uint16_t* base = b.qkv.data();
-    AttentionForwardArgs a{.shape = {l.batch, l.seq, l.heads, l.kv_heads, l.head_dim},
-                           .kind = AttentionKind::fused,
-                           .dtype = l.dtype,
-                           .q = base,
-                           .k = base + k_column(l),
-                           .v = base + v_column(l),
-                           .q_stride = l.q_stride,
-                           .k_stride = l.k_stride,
-                           .v_stride = l.v_stride,
-                           .out = b.out.data(),
-                           .out_stride = l.o_stride,
-                           .lse = b.lse.data()};
+    const kernels::AttentionForwardArgs a = sdpa_forward_args(l, b.qkv.data(), b.out.data(), b.lse.data());
     std::vector<float> ws(cpu.attention_workspace_bytes(a.shape, a.kind, a.dtype) / 4 + 1);
-    cpu.attention_forward(a, Workspace{ws.data(), ws.size() * 4});
+    cpu.attention_forward(a, kernels::Workspace{ws.data(), ws.size() * 4});
     return b;
 }
 
 // dQ, dK and dV for `dout`, into one buffer shaped like qkv.
 inline std::vector<std::uint16_t> sdpa_cpu_backward(const kernels::cuda::cudnn::SdpaLayout& l, const SdpaBuffers& fwd,
                                                     const std::vector<std::uint16_t>& dout) {
-    using namespace kernels;
-    CpuBackend cpu;
+    kernels::CpuBackend cpu;
     std::vector<std::uint16_t> grads(fwd.qkv.size());
-    const std::uint16_t* base = fwd.qkv.data();
-    AttentionBackwardArgs b{.shape = {l.batch, l.seq, l.heads, l.kv_heads, l.head_dim},
-                            .kind = AttentionKind::fused,
-                            .dtype = l.dtype,
-                            .q = base,
-                            .k = base + k_column(l),
-                            .v = base + v_column(l),
-                            .q_stride = l.q_stride,
-                            .k_stride = l.k_stride,
-                            .v_stride = l.v_stride,
-                            .out = fwd.out.data(),
-                            .lse = fwd.lse.data(),
-                            .out_stride = l.o_stride,
-                            .dout = dout.data(),
-                            .dout_stride = l.dout_stride,
-                            .dq = grads.data(),
-                            .dk = grads.data() + k_column(l),
-                            .dv = grads.data() + v_column(l)};
+    const kernels::AttentionBackwardArgs b = sdpa_backward_args(l, fwd, dout.data(), grads.data());
     std::vector<float> ws(cpu.attention_workspace_bytes(b.shape, b.kind, b.dtype) / 4 + 1);
-    cpu.attention_backward(b, Workspace{ws.data(), ws.size() * 4});
+    cpu.attention_backward(b, kernels::Workspace{ws.data(), ws.size() * 4});
     return grads;
 }
 

@@ -34,6 +34,19 @@ struct Binding {
     }
 };
 
+// What both graphs bind: q, k, v, the output, its log-sum-exp and the scalars.
+Binding common(const void* q, const void* k, const void* v, const void* out, const float* lse, const Scalars& s) {
+    Binding b;
+    b.bind(SdpaTensor::q, q);
+    b.bind(SdpaTensor::k, k);
+    b.bind(SdpaTensor::v, v);
+    b.bind(SdpaTensor::o, out);
+    b.bind(SdpaTensor::stats, lse);
+    b.bind(SdpaTensor::scale, &s.scale);
+    b.bind(SdpaTensor::masked_value, &s.masked);
+    return b;
+}
+
 }  // namespace
 
 std::unique_ptr<CudnnAttention> CudnnAttention::open(const CudnnLoad& load, void* stream, Zero zero,
@@ -120,16 +133,8 @@ bool CudnnAttention::forward(const AttentionForwardArgs& a, Workspace ws) {
     Plan& p = plan_for(l, false);
     if (!p.plan) return refused(p.why_not);
     if (!workspace_fits(a.shape, a.dtype, ws)) return refused("a workspace below attention_workspace_bytes()");
-    Scalars s(l.head_dim);
-    Binding b;
-    for (auto [t, at] : {std::pair<SdpaTensor, const void*>{SdpaTensor::q, a.q},
-                         {SdpaTensor::k, a.k},
-                         {SdpaTensor::v, a.v},
-                         {SdpaTensor::o, a.out},
-                         {SdpaTensor::stats, a.lse},
-                         {SdpaTensor::scale, &s.scale},
-                         {SdpaTensor::masked_value, &s.masked}})
-        b.bind(t, at);
+    const Scalars s(l.head_dim);
+    const Binding b = common(a.q, a.k, a.v, a.out, a.lse, s);
     p.plan->execute(handle_, b.uids, b.pointers, ws.ptr);
     ++forward_calls_;
     return true;
@@ -145,22 +150,14 @@ bool CudnnAttention::backward(const AttentionBackwardArgs& a, Workspace ws) {
     // The workspace: the fp32 dQ accumulator, zeroed, then the plan's scratch.
     const std::uint64_t accumulator = workspace::aligned(static_cast<std::uint64_t>(sdpa_dq_accumulator_bytes(l)));
     zero_(ws.ptr, accumulator);
-    Scalars s(l.head_dim);
-    Binding b;
-    for (auto [t, at] : {std::pair<SdpaTensor, const void*>{SdpaTensor::q, a.q},
-                         {SdpaTensor::k, a.k},
-                         {SdpaTensor::v, a.v},
-                         {SdpaTensor::o, a.out},
-                         {SdpaTensor::stats, a.lse},
-                         {SdpaTensor::dout, a.dout},
-                         {SdpaTensor::dq, a.dq},
-                         {SdpaTensor::dk, a.dk},
-                         {SdpaTensor::dv, a.dv},
-                         {SdpaTensor::scale, &s.scale},
-                         {SdpaTensor::masked_value, &s.masked},
-                         {SdpaTensor::one, &s.one},
-                         {SdpaTensor::dq_accumulator, ws.ptr}})
-        b.bind(t, at);
+    const Scalars s(l.head_dim);
+    Binding b = common(a.q, a.k, a.v, a.out, a.lse, s);
+    b.bind(SdpaTensor::dout, a.dout);
+    b.bind(SdpaTensor::dq, a.dq);
+    b.bind(SdpaTensor::dk, a.dk);
+    b.bind(SdpaTensor::dv, a.dv);
+    b.bind(SdpaTensor::one, &s.one);
+    b.bind(SdpaTensor::dq_accumulator, ws.ptr);
     p.plan->execute(handle_, b.uids, b.pointers, static_cast<std::uint8_t*>(ws.ptr) + accumulator);
     ++backward_calls_;
     return true;
