@@ -28,13 +28,9 @@ using tune::kernels::within;
 
 namespace {
 
+// Eight query heads, q, k and v as column blocks of one fused row, as the trainer lays them out.
 SdpaLayout llama_layout(DType dtype, std::int64_t kv_heads, std::int64_t seq) {
-    SdpaLayout l;
-    l.batch = 2, l.heads = 8, l.kv_heads = kv_heads, l.seq = seq, l.head_dim = 64, l.dtype = dtype;
-    // q, k and v as column blocks of one fused QKV row, as the trainer lays them out.
-    l.q_stride = l.k_stride = l.v_stride = (l.heads + 2 * kv_heads) * l.head_dim;
-    l.o_stride = l.dout_stride = l.heads * l.head_dim;
-    return l;
+    return tune::testing::sdpa_layout(dtype, 8, kv_heads, seq);
 }
 
 // Sets an environment variable for one scope.

@@ -47,6 +47,11 @@ Descriptor& Descriptor::set_raw(Attribute name, AttributeType type, std::int64_t
     return *this;
 }
 
+// cuDNN's enumerations are C enums: int elements.
+Descriptor& Descriptor::set_enum(Attribute name, AttributeType type, int value) {
+    return set_raw(name, type, 1, &value);
+}
+
 Descriptor& Descriptor::set(Attribute name, std::int64_t value) {
     return set_raw(name, AttributeType::int64, 1, &value);
 }
@@ -57,31 +62,24 @@ Descriptor& Descriptor::set(Attribute name, const std::vector<std::int64_t>& val
 
 Descriptor& Descriptor::set(Attribute name, bool value) { return set_raw(name, AttributeType::boolean, 1, &value); }
 
-Descriptor& Descriptor::set(Attribute name, float value) { return set_raw(name, AttributeType::float32, 1, &value); }
-
 Descriptor& Descriptor::set(Attribute name, DataType value) {
-    const int v = static_cast<int>(value);
-    return set_raw(name, AttributeType::data_type, 1, &v);
+    return set_enum(name, AttributeType::data_type, static_cast<int>(value));
 }
 
 Descriptor& Descriptor::set(Attribute name, PointwiseMode value) {
-    const int v = static_cast<int>(value);
-    return set_raw(name, AttributeType::pointwise_mode, 1, &v);
+    return set_enum(name, AttributeType::pointwise_mode, static_cast<int>(value));
 }
 
 Descriptor& Descriptor::set(Attribute name, ReductionOperator value) {
-    const int v = static_cast<int>(value);
-    return set_raw(name, AttributeType::reduction_operator, 1, &v);
+    return set_enum(name, AttributeType::reduction_operator, static_cast<int>(value));
 }
 
 Descriptor& Descriptor::set(Attribute name, HeuristicMode value) {
-    const int v = static_cast<int>(value);
-    return set_raw(name, AttributeType::heuristic_mode, 1, &v);
+    return set_enum(name, AttributeType::heuristic_mode, static_cast<int>(value));
 }
 
 Descriptor& Descriptor::set(Attribute name, TensorReordering value) {
-    const int v = static_cast<int>(value);
-    return set_raw(name, AttributeType::tensor_reordering_mode, 1, &v);
+    return set_enum(name, AttributeType::tensor_reordering_mode, static_cast<int>(value));
 }
 
 Descriptor& Descriptor::set(Attribute name, const Descriptor& value) {

@@ -42,12 +42,10 @@ public:
 
     void* get() const { return raw_; }
     const CudnnApi* api() const { return api_; }
-    DescriptorType type() const { return type_; }
 
     Descriptor& set(Attribute name, std::int64_t value);
     Descriptor& set(Attribute name, const std::vector<std::int64_t>& values);
     Descriptor& set(Attribute name, bool value);
-    Descriptor& set(Attribute name, float value);
     Descriptor& set(Attribute name, DataType value);
     Descriptor& set(Attribute name, PointwiseMode value);
     Descriptor& set(Attribute name, ReductionOperator value);
@@ -71,6 +69,7 @@ public:
 
 private:
     Descriptor& set_raw(Attribute name, AttributeType type, std::int64_t count, const void* elements);
+    Descriptor& set_enum(Attribute name, AttributeType type, int value);
 
     const CudnnApi* api_ = nullptr;
     DescriptorType type_ = DescriptorType::tensor;

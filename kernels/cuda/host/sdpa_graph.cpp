@@ -19,17 +19,22 @@ Shape transposed_strides(std::int64_t seq, std::int64_t head_dim, std::int64_t r
     return {seq * row, head_dim, 1, row};
 }
 
-// The scores' causal mask: keep ? s : masked (two index generators, a compare, a select).
-const Descriptor& causal_masked(GraphParts& g, const Descriptor& s, const Descriptor& masked, const Shape& square,
-                                const Shape& square_strides) {
+// S' = causal(Q Kᵀ · scale): the scores both graphs start from; the mask is two
+// index generators, a compare and a select of the masked value.
+const Descriptor& causal_scores(GraphParts& g, const Descriptor& q, const Descriptor& kt, const Descriptor& scale,
+                                const Descriptor& masked, const Shape& square, const Shape& square_strides) {
+    const Descriptor& s = g.tensor(DataType::f32, square, square_strides);
+    g.matmul(q, kt, s);
+    const Descriptor& scaled = g.tensor(DataType::f32, square, square_strides);
+    g.pointwise(PointwiseMode::mul, DataType::f32, s, &scale, scaled);
     const Descriptor& query_index = g.tensor(DataType::i32, square, square_strides);
     const Descriptor& key_index = g.tensor(DataType::i32, square, square_strides);
-    g.pointwise(PointwiseMode::gen_index, DataType::i32, s, nullptr, query_index, nullptr, 2);
-    g.pointwise(PointwiseMode::gen_index, DataType::i32, s, nullptr, key_index, nullptr, 3);
+    g.pointwise(PointwiseMode::gen_index, DataType::i32, scaled, nullptr, query_index, nullptr, 2);
+    g.pointwise(PointwiseMode::gen_index, DataType::i32, scaled, nullptr, key_index, nullptr, 3);
     const Descriptor& keep = g.tensor(DataType::boolean, square, square_strides);
     g.pointwise(PointwiseMode::cmp_ge, DataType::boolean, query_index, &key_index, keep);
     const Descriptor& out = g.tensor(DataType::f32, square, square_strides);
-    g.pointwise(PointwiseMode::binary_select, DataType::f32, s, &masked, out, &keep);
+    g.pointwise(PointwiseMode::binary_select, DataType::f32, scaled, &masked, out, &keep);
     return out;
 }
 
@@ -69,7 +74,7 @@ std::int64_t sdpa_dq_accumulator_bytes(const SdpaLayout& l) {
         static_cast<std::uint64_t>(l.head_dim)));
 }
 
-SdpaForwardGraph::SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& l) : parts_(api), layout_(l) {
+SdpaForwardGraph::SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& l) : parts_(api) {
     if (const std::string problem = sdpa_layout_problem(l); !problem.empty()) throw BackendError(problem);
     GraphParts& g = parts_;
     const std::int64_t B = l.batch, H = l.heads, KVH = l.kv_heads, S = l.seq, D = l.head_dim;
@@ -86,11 +91,7 @@ SdpaForwardGraph::SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& l) : p
     const Shape square{B, H, S, S}, square_strides{H * S * S, S * S, S, 1};
     const Shape row{B, H, S, 1}, row_strides{H * S, S, 1, 1};
 
-    const Descriptor& s = g.tensor(f32, square, square_strides);
-    g.matmul(q, kt, s);
-    const Descriptor& scaled = g.tensor(f32, square, square_strides);
-    g.pointwise(PointwiseMode::mul, f32, s, &scale, scaled);
-    const Descriptor& causal = causal_masked(g, scaled, masked, square, square_strides);
+    const Descriptor& causal = causal_scores(g, q, kt, scale, masked, square, square_strides);
 
     const Descriptor& m = g.tensor(f32, row, row_strides);
     g.reduction(ReductionOperator::max, causal, m);
@@ -108,7 +109,7 @@ SdpaForwardGraph::SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& l) : p
     g.matmul(p, v, o);
 }
 
-SdpaBackwardGraph::SdpaBackwardGraph(const CudnnApi& api, const SdpaLayout& l) : parts_(api), layout_(l) {
+SdpaBackwardGraph::SdpaBackwardGraph(const CudnnApi& api, const SdpaLayout& l) : parts_(api) {
     if (const std::string problem = sdpa_backward_problem(l); !problem.empty()) throw BackendError(problem);
     GraphParts& g = parts_;
     const std::int64_t B = l.batch, H = l.heads, S = l.seq, D = l.head_dim;
@@ -143,11 +144,7 @@ SdpaBackwardGraph::SdpaBackwardGraph(const CudnnApi& api, const SdpaLayout& l) :
     g.pointwise(PointwiseMode::mul, f32, row_sum, &one, d);
 
     // P = exp(S' - stats), recomputed; dV = Pᵀ dO.
-    const Descriptor& s = g.tensor(f32, square, square_strides);
-    g.matmul(q, kt, s);
-    const Descriptor& scaled = g.tensor(f32, square, square_strides);
-    g.pointwise(PointwiseMode::mul, f32, s, &scale, scaled);
-    const Descriptor& causal = causal_masked(g, scaled, masked, square, square_strides);
+    const Descriptor& causal = causal_scores(g, q, kt, scale, masked, square, square_strides);
     const Descriptor& shifted = g.tensor(f32, square, square_strides);
     g.pointwise(PointwiseMode::sub, f32, causal, &stats, shifted);
     const Descriptor& p = g.tensor(io, square, square_strides);

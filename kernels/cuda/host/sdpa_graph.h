@@ -70,22 +70,18 @@ class SdpaForwardGraph {
 public:
     SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& layout);
     std::vector<void*> operations() const { return parts_.operations(); }
-    const SdpaLayout& layout() const { return layout_; }
 
 private:
     GraphParts parts_;
-    SdpaLayout layout_;
 };
 
 class SdpaBackwardGraph {
 public:
     SdpaBackwardGraph(const CudnnApi& api, const SdpaLayout& layout);
     std::vector<void*> operations() const { return parts_.operations(); }
-    const SdpaLayout& layout() const { return layout_; }
 
 private:
     GraphParts parts_;
-    SdpaLayout layout_;
 };
 
 }  // namespace tune::kernels::cuda::cudnn
