@@ -33,6 +33,7 @@ struct BestOptions {
     DatabaseFlags db;
     std::string sweep;
     std::string max_memory;
+    std::string max_host_memory;
     std::uint32_t min_context = 0;
     std::uint32_t gpus = 0;
     DimensionFlags dims;
@@ -48,6 +49,7 @@ BestQuery to_query(const BestOptions& o) {
     BestQuery q;
     if (!o.sweep.empty()) q.sweep = o.sweep;
     if (!o.max_memory.empty()) q.max_memory = require_bytes(o.max_memory, "--max-memory");
+    if (!o.max_host_memory.empty()) q.max_host_memory = require_bytes(o.max_host_memory, "--max-host-memory");
     if (o.min_context) q.min_context = o.min_context;
     if (o.gpus) q.gpus = o.gpus;
     q.equal = o.dims.given();
@@ -248,6 +250,9 @@ void add_best_command(CLI::App& app, int& exit_code) {
     add_database_flags(cmd, o->db);
     cmd->add_option("--sweep", o->sweep, "Only this sweep (default: every sweep)");
     cmd->add_option("--max-memory", o->max_memory, "Peak per GPU (measured, or predicted) at most this, e.g. 40GiB (a unit is required)");
+    cmd->add_option("--max-host-memory", o->max_host_memory,
+                    "Host memory per node that --offload keeps there (measured, or predicted) at most this, e.g. "
+                    "256GiB");
     cmd->add_option("--min-context", o->min_context, "Context length at least this");
     cmd->add_option("--gpus", o->gpus, "Exactly this many GPUs (ranks)");
     add_dimension_flags(cmd, o->dims, nullptr, "Only this value: ");

@@ -17,6 +17,7 @@
 #include "core/validity.h"
 #include "driver/plan.h"
 #include "exports/framework.h"
+#include "harness/memory/host_memory.h"
 #include "kernels/device_query.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
@@ -39,6 +40,8 @@ struct EstimateCliOptions {
     std::string device = "h100-80gb";
     std::string memory_limit;
     double margin = 0.05;
+    std::string host_memory;  // per node, for what offload keeps there; empty: unbounded
+    double host_margin = 0.10;
     std::uint32_t cpu_threads = 0;  // 0: one (single form), the sweep's own share of the cores (file form)
     std::optional<double> lora_alpha;
     bool json = false;
@@ -102,6 +105,8 @@ EstimateOptions options_from(const EstimateCliOptions& o) {
     if (!o.memory_limit.empty())
         e.memory_limit = require_bytes(o.memory_limit, "--memory-limit");
     e.margin = o.margin;
+    if (!o.host_memory.empty()) e.host_memory = require_bytes(o.host_memory, "--host-memory");
+    e.host_margin = o.host_margin;
     e.cpu_threads = std::max<std::uint32_t>(o.cpu_threads, 1);
     apply_profile_options(profile_named(o.framework), e);
     apply_library_flags(o, e);
@@ -132,7 +137,26 @@ nlohmann::json estimate_json(const TrialConfig& c, const Estimate& e) {
     return {{"config", c},
             {"memory", memory_json(e.memory)},
             {"time", {{"step_s", e.step_s}, {"tokens_per_s", e.tokens_per_s}, {"mfu", e.mfu}}},
-            {"fits", e.fits}};
+            {"fits", e.fits},
+            {"limit", e.limit},
+            {"host_memory", memory_json(e.host_memory)},
+            {"host_node_bytes", e.host_node_bytes}};
+}
+
+// Offload's ledger: the components on the host, per rank and per node, against the node's host memory.
+void print_host_text(const TrialConfig& c, const Estimate& e, const EstimateOptions& o) {
+    if (e.host_memory.peak == 0) return;
+    fmt::print("  host memory (offload {}):", to_string(c.offload));
+    for (Component comp : kComponents)
+        if (e.host_memory[comp] > 0) fmt::print(" {} {}", to_string(comp), format_bytes(e.host_memory[comp]));
+    const std::uint32_t ranks = ranks_per_node(c, o);
+    fmt::print("\n  host         {} per rank, {} per node ({} rank{})", format_bytes(e.host_memory.peak),
+               format_bytes(e.host_node_bytes), ranks, ranks == 1 ? "" : "s");
+    if (const auto usable = usable_host_bytes(o))
+        fmt::print(" {} usable {} (host memory less {:.0f}% margin)\n", e.host_node_bytes <= *usable ? "<=" : ">",
+                   format_bytes(*usable), o.host_margin * 100);
+    else
+        fmt::print(", host memory unbounded (--host-memory sets it)\n");
 }
 
 void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate& e, std::uint64_t usable,
@@ -149,8 +173,11 @@ void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate&
     fmt::print("  peak phase   {}\n", e.memory.peak_phase);
     fmt::print("  step time    {:.4g} s    tokens/s {} (all ranks)    MFU {}\n", e.step_s, throughput_text(e.tokens_per_s),
                percent(e.mfu));
-    fmt::print("  fits         {} (peak {} {} usable {}: limit less {:.0f}% margin)\n", e.fits ? "yes" : "no",
-               format_bytes(e.memory.peak), e.fits ? "<=" : ">", format_bytes(usable), o.margin * 100);
+    print_host_text(c, e, o);
+    const bool device_fits = e.limit.find("device") == std::string::npos;
+    fmt::print("  fits         {}{} (peak {} {} usable {}: limit less {:.0f}% margin)\n", e.fits ? "yes" : "no",
+               e.fits ? "" : fmt::format(": {} memory", e.limit), format_bytes(e.memory.peak), device_fits ? "<=" : ">",
+               format_bytes(usable), o.margin * 100);
 }
 
 // A combination the engine cannot run is answered "invalid" (exit 1, like
@@ -215,7 +242,7 @@ void resolve_device(SweepSpec& spec) {
     const DeviceQuery q = query_devices();
     std::optional<Hardware> detected;
     if (!q.devices.empty()) detected = match_device(q.devices.front().name, q.devices.front().total_memory);
-    resolve_auto_device(spec, detected);
+    resolve_auto_device(spec, detected, harness::host_total_bytes());
 }
 
 // Under a framework (--framework, else the sweep's [framework]) a configuration fits, and the
@@ -321,6 +348,11 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--device", opts->device, "Device preset (tune presets)")->capture_default_str();
     cmd->add_option("--memory-limit", opts->memory_limit, "Bytes per rank, e.g. 40GiB (default: the device's memory)");
     cmd->add_option("--margin", opts->margin, "Fraction of the limit kept free")->capture_default_str()->check(CLI::Range(0.0, 0.99));
+    cmd->add_option("--host-memory", opts->host_memory,
+                    "Host memory per node for what --offload keeps there, e.g. 256GiB (default: unbounded)");
+    cmd->add_option("--host-margin", opts->host_margin, "Fraction of --host-memory kept free")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 0.9));
     cmd->add_option("--cpu-threads", opts->cpu_threads,
                     "OpenMP threads per rank on the CPU backend (default: 1; for a sweep file, what the sweep uses)")
         ->check(CLI::PositiveNumber);

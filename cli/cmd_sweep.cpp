@@ -20,6 +20,7 @@
 #include "core/units.h"
 #include "driver/makespan.h"
 #include "driver/sweep.h"
+#include "harness/memory/host_memory.h"
 #include "launch/host_name.h"
 #include "reports/html_report.h"
 #include "reports/measured_front_text.h"
@@ -62,7 +63,7 @@ SweepEnvironment detect(SweepSpec& spec) {
         env.device_name = q.devices.front().name;
         detected = match_device(q.devices.front().name, q.devices.front().total_memory);
     }
-    resolve_auto_device(spec, detected);
+    resolve_auto_device(spec, detected, harness::host_total_bytes());
     if (env.device_name.empty() || spec.device != "auto") env.device_name = spec.hardware.device;
     return env;
 }
@@ -131,6 +132,7 @@ int run(SweepCliOptions& o) {
     SweepEnvironment env = detect(spec);
     if (spec.memory_limit_setting)
         if (auto w = limit_above_device(*spec.memory_limit_setting, spec.hardware)) fmt::print(stderr, "warning: {}\n", *w);
+    if (auto note = host_memory_note(spec)) fmt::print("note: {}\n", *note);
     if (o.plan_only) return print_plan(spec, env, o.nodes);
     SweepOptions options;
     options.database = sweep_database(spec, o.database);

@@ -42,6 +42,11 @@ void print_text(const SweepSpec& spec, const SpaceCounts& counts) {
                spec.world_size(), spec.gpus, spec.nodes, spec.device,
                spec.device == "auto" ? " (resolved when the sweep runs)" : "", format_bytes(spec.memory_limit()),
                limit_source, spec.margin * 100, format_bytes(spec.usable_memory()));
+    if (spec.host_memory)
+        out += fmt::format("  host      {} per node for offloaded states, margin {:.0f}%\n",
+                           format_bytes(*spec.host_memory), spec.host_margin * 100);
+    else if (auto note = host_memory_note(spec))
+        out += fmt::format("  host      {}\n", *note);
     out += fmt::format("  space     {} = {} combinations\n", dimension_product(spec.space), counts.total);
     const auto collapsed = counts.invalid.find(kCollapsedKind);
     const std::uint64_t n_collapsed = collapsed == counts.invalid.end() ? 0 : collapsed->second.count;

@@ -134,13 +134,15 @@ void to_json(json& j, const Hardware& h) {
              {"training_efficiency", h.training_efficiency},
              {"gpus_per_node", h.gpus_per_node},
              {"nodes", h.nodes}};
+    if (h.host_link_bytes_per_s > 0) j["host_link_bytes_per_s"] = h.host_link_bytes_per_s;
+    if (h.host_memory_bytes_per_s > 0) j["host_memory_bytes_per_s"] = h.host_memory_bytes_per_s;
 }
 
 void from_json(const json& j, Hardware& h) {
     check_keys(j, "hardware",
                {"device", "backend", "memory_bytes", "peak_flops_half", "peak_flops_fp32", "hbm_bytes_per_s",
                 "intra_node_bytes_per_s", "inter_node_bytes_per_s", "runtime_overhead_bytes", "training_efficiency",
-                "gpus_per_node", "nodes"});
+                "gpus_per_node", "nodes", "host_link_bytes_per_s", "host_memory_bytes_per_s"});
     read(j, "device", h.device);
     read_enum(j, "backend", h.backend, parse_backend);
     read(j, "memory_bytes", h.memory_bytes);
@@ -153,6 +155,8 @@ void from_json(const json& j, Hardware& h) {
     read(j, "training_efficiency", h.training_efficiency);
     read(j, "gpus_per_node", h.gpus_per_node);
     read(j, "nodes", h.nodes);
+    read(j, "host_link_bytes_per_s", h.host_link_bytes_per_s);
+    read(j, "host_memory_bytes_per_s", h.host_memory_bytes_per_s);
 }
 
 namespace {
@@ -263,11 +267,19 @@ void to_json(json& j, const Estimate& e) {
              {"fits", e.fits}};
     if (e.speed_reference_s > 0) j["time"]["speed_reference_s"] = e.speed_reference_s;
     if (e.pace_exponent != 1) j["time"]["pace_exponent"] = e.pace_exponent;
+    if (e.host_memory.peak > 0) {
+        j["host_memory"] = e.host_memory;
+        j["host_node_bytes"] = e.host_node_bytes;
+    }
+    if (!e.limit.empty()) j["limit"] = e.limit;
 }
 
 void from_json(const json& j, Estimate& e) {
-    check_keys(j, "estimate", {"memory", "time", "fits", "config"});
+    check_keys(j, "estimate", {"memory", "time", "fits", "config", "host_memory", "host_node_bytes", "limit"});
     if (auto it = j.find("memory"); it != j.end()) e.memory = it->get<MemoryBreakdown>();
+    if (auto it = j.find("host_memory"); it != j.end()) e.host_memory = it->get<MemoryBreakdown>();
+    read(j, "host_node_bytes", e.host_node_bytes);
+    read(j, "limit", e.limit);
     if (auto it = j.find("time"); it != j.end()) {
         check_keys(*it, "estimate.time", {"step_s", "tokens_per_s", "mfu", "speed_reference_s", "pace_exponent"});
         read(*it, "step_s", e.step_s);
@@ -299,6 +311,10 @@ void to_json(json& j, const TrialResult& r) {
     if (r.step_stats.count > 0) j["step_stats"] = r.step_stats;
     if (r.speed_reference_s > 0) j["speed_reference_s"] = r.speed_reference_s;
     if (!r.attention.empty()) j["attention"] = r.attention;
+    if (!r.rank_host_peaks.empty()) {
+        j["host_memory"] = r.host_memory;
+        j["rank_host_peaks"] = r.rank_host_peaks;
+    }
     j.update(machine_memory_json(r));
 }
 
@@ -314,7 +330,8 @@ void from_json(const json& j, TrialResult& r) {
                              "untracked",      "rank_real_peaks",
                              "rank_baselines", "rank_untracked",
                              "step_stats",     "speed_reference_s",
-                             "attention"});
+                             "attention",      "host_memory",
+                             "rank_host_peaks"});
     read_enum(j, "status", r.status, parse_status);
     read(j, "reason", r.reason);
     if (auto it = j.find("config"); it != j.end()) r.config = it->get<TrialConfig>();
@@ -338,6 +355,8 @@ void from_json(const json& j, TrialResult& r) {
     read(j, "step_stats", r.step_stats);
     read(j, "speed_reference_s", r.speed_reference_s);
     read(j, "attention", r.attention);
+    if (auto it = j.find("host_memory"); it != j.end()) r.host_memory = it->get<MemoryBreakdown>();
+    read(j, "rank_host_peaks", r.rank_host_peaks);
 }
 
 json machine_memory_json(const TrialResult& r) {

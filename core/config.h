@@ -43,6 +43,8 @@ enum class BackendKind : std::uint8_t { cpu, cuda, automatic };
 enum class Method : std::uint8_t { full, lora, qlora };
 // Which linear layers get adapters: q, k, v, o; or those plus gate, up, down.
 enum class LoraTargets : std::uint8_t { attention, all_linear, qv };
+// Which training states live in host memory (core/offload_plan.h says what each moves).
+enum class Offload : std::uint8_t { none, optimizer, optimizer_params };
 
 inline constexpr std::array<Optimizer, 5> kOptimizers{Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit,
                                                       Optimizer::adafactor, Optimizer::lomo};
@@ -58,6 +60,7 @@ inline constexpr std::array<BackendKind, 3> kBackendKinds{BackendKind::cpu, Back
 inline constexpr std::array<Method, 3> kMethods{Method::full, Method::lora, Method::qlora};
 inline constexpr std::array<LoraTargets, 3> kLoraTargets{LoraTargets::attention, LoraTargets::all_linear,
                                                          LoraTargets::qv};
+inline constexpr std::array<Offload, 3> kOffloads{Offload::none, Offload::optimizer, Offload::optimizer_params};
 
 // The names users write, indexed by the enum's value (the dimension table's choices too).
 inline constexpr std::array<std::string_view, 5> kOptimizerNames{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
@@ -66,6 +69,7 @@ inline constexpr std::array<std::string_view, 4> kCheckpointingNames{"none", "se
 inline constexpr std::array<std::string_view, 2> kAttentionNames{"flash", "eager"};
 inline constexpr std::array<std::string_view, 3> kMethodNames{"full", "lora", "qlora"};
 inline constexpr std::array<std::string_view, 3> kLoraTargetNames{"attention", "all-linear", "qv"};
+inline constexpr std::array<std::string_view, 3> kOffloadNames{"none", "optimizer", "optimizer+params"};
 
 inline std::string_view to_string(Optimizer o) { return kOptimizerNames[static_cast<std::size_t>(o)]; }
 inline std::string_view to_string(Precision p) { return kPrecisionNames[static_cast<std::size_t>(p)]; }
@@ -73,6 +77,7 @@ inline std::string_view to_string(Checkpointing c) { return kCheckpointingNames[
 inline std::string_view to_string(Attention a) { return kAttentionNames[static_cast<std::size_t>(a)]; }
 inline std::string_view to_string(Method m) { return kMethodNames[static_cast<std::size_t>(m)]; }
 inline std::string_view to_string(LoraTargets t) { return kLoraTargetNames[static_cast<std::size_t>(t)]; }
+inline std::string_view to_string(Offload o) { return kOffloadNames[static_cast<std::size_t>(o)]; }
 inline std::string_view to_string(TrialStatus s) {
     constexpr std::array<std::string_view, 8> names{"pending", "running", "ok",      "oom",
                                                     "failed",  "timeout", "invalid", "pruned"};
@@ -178,6 +183,10 @@ struct Hardware {
     double intra_node_bytes_per_s = 0;        // per-GPU link bandwidth inside a node (NVLink, PCIe)
     double inter_node_bytes_per_s = 0;        // per-GPU bandwidth across nodes
     std::uint64_t runtime_overhead_bytes = 0; // CUDA context + cuBLAS + NCCL, measured per device kind
+    // Offload's paths: pinned copies between host and one GPU (PCIe, per direction), and the host
+    // memory bandwidth the CPU optimizer's update streams through, shared by the node's ranks.
+    double host_link_bytes_per_s = 0;
+    double host_memory_bytes_per_s = 0;
     // The fraction of peak_flops_half a 16-bit training step's FLOPs reach on this device, as
     // published for its preset (core/presets.cpp names the source); 0 where none is.
     double training_efficiency = 0;
@@ -223,6 +232,7 @@ struct TrialConfig {
     std::uint32_t lora_rank = 16;
     LoraTargets lora_targets = LoraTargets::all_linear;
     std::optional<double> lora_alpha;  // unset: 2 x rank
+    Offload offload = Offload::none;
     bool adapters() const { return method != Method::full; }
     double lora_scale() const { return lora_alpha.value_or(2.0 * lora_rank) / lora_rank; }
 
@@ -243,11 +253,15 @@ struct MemoryBreakdown : ComponentBytes {
 
 // What the analytic estimator predicts for one configuration.
 struct Estimate {
-    MemoryBreakdown memory;
+    MemoryBreakdown memory;             // per rank, on the device
+    MemoryBreakdown host_memory;        // per rank, in host memory (offload); zero without
+    std::uint64_t host_node_bytes = 0;  // host_memory.peak times the trial's ranks on one node
     double step_s = 0;
     double tokens_per_s = 0;
     double mfu = 0;
     bool fits = false;
+    // Which limit a configuration that does not fit passes: "device", "host" or "device+host"; "" when it fits.
+    std::string limit;
     // Seconds of the speed reference (kernels/speed_reference.h) taken with the
     // probes whose rates priced step_s; 0 for a nominal estimate.
     double speed_reference_s = 0;
@@ -266,6 +280,8 @@ struct TrialResult {
     TrialConfig config;
     MemoryBreakdown memory;             // measured, at the peak (max over ranks)
     std::vector<std::uint64_t> rank_peaks;
+    MemoryBreakdown host_memory;                 // the host ledger (offload), the rank with the most; zero without
+    std::vector<std::uint64_t> rank_host_peaks;  // empty without offload
     std::optional<Estimate> estimate;
     std::vector<double> step_ms;        // every optimizer step, warmup included
     std::vector<double> losses;         // mean loss over the step's micro-batches, before the update

@@ -159,6 +159,19 @@ constexpr std::array<Dimension, kDimensionCount> kTable{{
      .get = [](const TrialConfig& c) { return index_of(c.lora_targets); },
      .set = [](TrialConfig& c, DimValue v) { c.lora_targets = kLoraTargets[v]; },
      .applies = [](const TrialConfig& c) { return c.adapters(); }},
+    {.name = "offload",
+     .flag = "--offload",
+     .header = "offload",
+     .prefix = "offload=",
+     .help = "what lives in host memory: none; optimizer (fp32 master, optimizer states and gradients, updated on "
+             "the CPU, as DeepSpeed's ZeRO-Offload); optimizer+params (also the parameter shards, ZeRO-3 only)",
+     .kind = DimKind::enumeration,
+     .choices = kOffloadNames,
+     .grid_rank = 11,
+     .legacy = index_of(Offload::none),
+     .fallback = [](const ModelSpec&) { return index_of(Offload::none); },
+     .get = [](const TrialConfig& c) { return index_of(c.offload); },
+     .set = [](TrialConfig& c, DimValue v) { c.offload = kOffloads[v]; }},
 }};
 
 constexpr std::array<std::size_t, kDimensionCount> make_grid_order() {

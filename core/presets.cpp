@@ -88,6 +88,10 @@ Hardware gpu(std::string name, std::uint64_t memory_mib, double half_tflops, dou
     // CUDA context, cuBLAS(Lt) workspace and NCCL buffers before the first tensor;
     // a starting point the sweep driver recalibrates from measurements.
     h.runtime_overhead_bytes = 1 * GiB;
+    // PCIe 4.0 x16's 32 GB/s at the 80% pinned copies reach; a server's host memory as the CPU optimizer
+    // streams it (DeepSpeed's CPU Adam is bandwidth-bound; a two-socket DDR4 server's STREAM triad).
+    h.host_link_bytes_per_s = 25e9;
+    h.host_memory_bytes_per_s = 200e9;
     h.gpus_per_node = gpus_per_node;
     h.nodes = 1;
     return h;
@@ -112,6 +116,19 @@ Hardware cpu_device() {
     return h;
 }
 
+// A PCIe 5.0 x16 host link (H100, H200): 64 GB/s at 80%, beside DDR5 servers' bandwidth.
+Hardware pcie5(Hardware h) {
+    h.host_link_bytes_per_s = 50e9;
+    h.host_memory_bytes_per_s = 300e9;
+    return h;
+}
+
+// A desktop's host: two DDR5 channels' bandwidth.
+Hardware workstation(Hardware h) {
+    h.host_memory_bytes_per_s = 60e9;
+    return h;
+}
+
 // A preset with the fraction of its 16-bit peak a training step reaches, as published.
 Hardware trained_at(Hardware h, double efficiency) {
     h.training_efficiency = efficiency;
@@ -128,11 +145,11 @@ Hardware trained_at(Hardware h, double efficiency) {
 
 const std::array<DevicePreset, 8>& devices() {
     static const std::array<DevicePreset, 8> table{{
-        {trained_at(gpu("h100-80gb", 81559, 989, 67, 3.35, 450, 8), 0.4644),
+        {trained_at(pcie5(gpu("h100-80gb", 81559, 989, 67, 3.35, 450, 8)), 0.4644),
          "H100 SXM5 data sheet: 989 TFLOP/s bf16 dense, 67 fp32, 3.35 TB/s; NVLink 4 900 GB/s bidirectional; "
          "training at 46.4% of the bf16 peak: " TUNE_MPT7B ", no checkpointing, MFU 46.44%",
          "h100"},
-        {trained_at(gpu("h200", 143771, 989, 67, 4.8, 450, 8), 0.4644),
+        {trained_at(pcie5(gpu("h200", 143771, 989, 67, 4.8, 450, 8)), 0.4644),
          "H200 SXM data sheet: 141 GB HBM3e at 4.8 TB/s; same compute as H100, and the H100's training efficiency "
          "(no published H200 run)",
          "h200"},
@@ -146,7 +163,7 @@ const std::array<DevicePreset, 8>& devices() {
          "a100-sxm4-40gb"},
         {gpu("l40s", 46068, 362, 91.6, 0.864, 32, 8),
          "L40S data sheet: 362 TFLOP/s bf16 dense, 91.6 fp32, 864 GB/s; PCIe Gen4 x16", "l40s"},
-        {gpu("rtx4090", 24564, 165, 82.6, 1.0, 32, 1),
+        {workstation(gpu("rtx4090", 24564, 165, 82.6, 1.0, 32, 1)),
          "RTX 4090: 165 TFLOP/s bf16 dense (fp32 accumulate), 82.6 fp32, 1.0 TB/s; PCIe Gen4, no NVLink", "4090"},
         {gpu("a10g", 23028, 125, 31.2, 0.6, 32, 8),
          "A10 data sheet (the A10G of AWS g5 is its variant): 125 TFLOP/s bf16 dense, 31.2 fp32, 600 GB/s; PCIe Gen4",

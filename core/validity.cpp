@@ -1,7 +1,5 @@
 #include "core/validity.h"
 
-#include "core/peft_modules.h"
-
 #include <algorithm>
 #include <array>
 #include <tuple>
@@ -107,6 +105,33 @@ std::optional<Invalidity> lora_problem(const TrialConfig& c) {
     return std::nullopt;
 }
 
+// Offload (core/offload_plan.h) runs the update on the host, where DeepSpeed
+// has CPU implementations of Adam/AdamW, Adagrad and Lion only
+// (deepspeed/ops/adam/cpu_adam.py, adagrad/cpu_adagrad.py, lion/cpu_lion.py).
+std::optional<Invalidity> offload_problem(const TrialConfig& c) {
+    if (c.offload == Offload::none) return std::nullopt;
+    if (c.optimizer == Optimizer::lomo)
+        return Invalidity{"offload-optimizer",
+                          "lomo keeps no optimizer states and updates on the device as backward "
+                          "runs: there is nothing to offload; use offload none"};
+    if (c.optimizer != Optimizer::adamw && c.optimizer != Optimizer::lion)
+        return Invalidity{"offload-optimizer",
+                          fmt::format("{} has no host implementation to offload to (DeepSpeed's CPU optimizers are "
+                                      "Adam/AdamW, Adagrad and Lion): offload adamw or lion, or use offload none",
+                                      to_string(c.optimizer))};
+    if (c.zero_stage < 2)
+        return Invalidity{"offload-zero-stage",
+                          fmt::format("offload streams each gradient bucket to the host as ZeRO-2 does; ZeRO stage {} "
+                                      "keeps a whole gradient buffer on the device: use zero_stage 2 or 3 (DeepSpeed "
+                                      "runs stage-1 offload the same way as stage 2)",
+                                      c.zero_stage)};
+    if (c.offload == Offload::optimizer_params && c.zero_stage != 3)
+        return Invalidity{"offload-zero-stage",
+                          "optimizer+params keeps parameter shards on the host, which needs "
+                          "ZeRO stage 3 (DeepSpeed's offload_param); use zero_stage 3"};
+    return std::nullopt;
+}
+
 // transformers' modeling_rope_utils (_validate_linear_scaling_rope_parameters,
 // _validate_llama3_parameters) asks the same of these fields.
 std::optional<Invalidity> rope_scaling_problem(const RopeScaling& r) {
@@ -170,6 +195,7 @@ std::optional<Invalidity> invalid_reason(const TrialConfig& c) {
                                                  c.model.max_context)};
     if (auto bad = size_problem(c)) return bad;
     if (auto bad = lora_problem(c)) return bad;
+    if (auto bad = offload_problem(c)) return bad;
     return hyper_problem(c);
 }
 

@@ -28,6 +28,9 @@ EstimateOptions base_estimate_options(const SweepSpec& spec) {
     if (spec.hardware.backend == BackendKind::cpu) o.cpu_threads = cpu_threads_per_rank(spec);
     o.memory_limit = spec.memory_limit();
     o.margin = spec.margin;
+    o.host_memory = spec.host_memory;
+    o.host_margin = spec.host_margin;
+    o.ranks_per_node = spec.resources.gpus_per_node.value_or(spec.gpus);
     o.probed = spec.probed;
     o.pace_exponent = prior_pace_exponent(spec.hardware.backend);
     o.libraries = spec.libraries;
@@ -49,9 +52,21 @@ std::string prune_reason(const Estimate& e, const FrameworkPredictions& framewor
             if (static_cast<double>(it->second.device) > usable * (1.0 + tolerance))
                 return fmt::format("{} is predicted to use {} of device memory, more than {}",
                                    to_string(spec.framework), format_bytes(it->second.device), limit);
-    if (static_cast<double>(limited_bytes(e.memory, spec.hardware)) <= usable * (1.0 + tolerance)) return {};
-    return fmt::format("predicted peak {} exceeds {} by more than the estimator's known error ({:.1f}%)",
-                       format_bytes(limited_bytes(e.memory, spec.hardware)), limit, tolerance * 100);
+    if (static_cast<double>(limited_bytes(e.memory, spec.hardware)) > usable * (1.0 + tolerance))
+        return fmt::format("predicted peak {} exceeds {} by more than the estimator's known error ({:.1f}%)",
+                           format_bytes(limited_bytes(e.memory, spec.hardware)), limit, tolerance * 100);
+    // Offload's host ledger against the node's host memory ([hardware] host_memory).
+    EstimateOptions host_limit;
+    host_limit.host_memory = spec.host_memory, host_limit.host_margin = spec.host_margin;
+    if (const auto host = usable_host_bytes(host_limit); host && e.host_node_bytes > 0) {
+        if (static_cast<double>(e.host_node_bytes) > static_cast<double>(*host) * (1.0 + tolerance))
+            return fmt::format(
+                "host memory: offload keeps {} per node, more than the usable {} ([hardware] "
+                "host_memory {} less {:.0f}% margin)",
+                format_bytes(e.host_node_bytes), format_bytes(*host), format_bytes(*spec.host_memory),
+                spec.host_margin * 100);
+    }
+    return {};
 }
 
 std::string framework_invalid_reason(const FrameworkPredictions& frameworks, const SweepSpec& spec) {

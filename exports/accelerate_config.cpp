@@ -68,7 +68,9 @@ void fsdp_config(const TrialConfig& c, int fsdp_version, YamlText& y, FrameworkE
     y.key("fsdp_transformer_layer_cls_to_wrap", decoder_layer_class(c.model));
     y.key("fsdp_state_dict_type", "SHARDED_STATE_DICT");
     y.key("fsdp_cpu_ram_efficient_loading", true);
-    y.key("fsdp_offload_params", false);
+    // FSDP's CPUOffload(offload_params=True): parameters, gradients and optimizer states on the host
+    // (search/frameworks/framework_validity refuses optimizer-only offload under FSDP).
+    y.key("fsdp_offload_params", c.offload == Offload::optimizer_params);
     const FrameworkCheckpointing ckpt = framework_checkpointing(c);
     y.key("fsdp_activation_checkpointing", ckpt.whole_layers);
     y.end_section();

@@ -102,6 +102,17 @@ void checkpointing(const TrialConfig& c, json& ds, FrameworkExport& e) {
         "layer); the block above only configures it");
 }
 
+// runtime/zero/offload_config.py: offload_optimizer (stages 1-3) and offload_param (stage 3), pinned.
+void offload(const TrialConfig& c, json& ds, FrameworkExport& e) {
+    if (c.offload == Offload::none) return;
+    const json cpu{{"device", "cpu"}, {"pin_memory", true}};
+    ds["zero_optimization"]["offload_optimizer"] = cpu;
+    if (c.offload == Offload::optimizer_params) ds["zero_optimization"]["offload_param"] = cpu;
+    e.memory_added.push_back(
+        "offload: DeepSpeed keeps the gradient partition on the host in fp32 (4 bytes per parameter over the "
+        "shard), where tune's engine keeps it in the weights' dtype; host memory, not the device's");
+}
+
 void memory_notes(const TrialConfig& c, FrameworkExport& e) {
     const FrameworkTerm grads = deepspeed_gradient_term(c);
     if (grads.bytes > 0)
@@ -131,6 +142,7 @@ FrameworkExport deepspeed_export(const TrialConfig& c) {
     else
         client_optimizer(c, ds, e);
     checkpointing(c, ds, e);
+    offload(c, ds, e);
     if (c.neftune_alpha > 0)
         e.cannot_express.push_back("NEFTune: not a DeepSpeed setting (HF Trainer: neftune_noise_alpha)");
     memory_notes(c, e);

@@ -60,13 +60,17 @@ toml::table activation_checkpoint(const TrialConfig& c, FrameworkExport& e) {
 constexpr double kNeverClips = 1e9;
 
 toml::table training(const TrialConfig& c) {
-    return toml::table{{"local_batch_size", c.micro_batch},
-                       {"global_batch_size", static_cast<std::int64_t>(c.micro_batch) * c.grad_accum * c.world_size},
-                       {"seq_len", c.context},
-                       {"max_norm", c.clip > 0 ? c.clip : kNeverClips},
-                       {"mixed_precision_param", c.precision == Precision::fp32 ? "float32" : "bfloat16"},
-                       {"mixed_precision_reduce", "float32"},
-                       {"seed", static_cast<std::int64_t>(c.seed)}};
+    toml::table t{{"local_batch_size", c.micro_batch},
+                  {"global_batch_size", static_cast<std::int64_t>(c.micro_batch) * c.grad_accum * c.world_size},
+                  {"seq_len", c.context},
+                  {"max_norm", c.clip > 0 ? c.clip : kNeverClips},
+                  {"mixed_precision_param", c.precision == Precision::fp32 ? "float32" : "bfloat16"},
+                  {"mixed_precision_reduce", "float32"},
+                  {"seed", static_cast<std::int64_t>(c.seed)}};
+    // job_config.py Training.enable_cpu_offload: FSDP2's CPUOffloadPolicy, parameters, gradients and
+    // optimizer states on the host (the only offload FSDP has: search/frameworks/framework_validity).
+    if (c.offload == Offload::optimizer_params) t.insert("enable_cpu_offload", true);
+    return t;
 }
 
 }  // namespace

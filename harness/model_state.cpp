@@ -59,14 +59,18 @@ PrecisionPlan precision_plan(Precision p) {
 }
 
 ModelState::ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-                       bool with_grads, ZeroPlan zero, Comm& comm)
+                       bool with_grads, ZeroPlan zero, Comm& comm, Allocator* host, OffloadPlan offload)
     : backend_(backend), layout_(layout), plan_(plan), zero_(zero), comm_(comm) {
+    if (offload.any() && host == nullptr) throw std::invalid_argument("ModelState: offload without a host allocator");
     const std::uint64_t wb = kernels::dtype_bytes(plan.weights);
     auto count = [](std::int64_t n) { return static_cast<std::uint64_t>(n); };
+    auto zeros = [&](Component tag, std::uint64_t bytes) {
+        return (offload.on_host(tag) ? *host : memory).zeros(tag, bytes);
+    };
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
-        params_.push_back(memory.zeros(Component::params, count(weights_length(i)) * wb));
-        if (plan.master) master_.push_back(memory.zeros(Component::master, count(master_length(i)) * 4));
-        if (with_grads) grads_.push_back(memory.zeros(Component::grads, count(grads_length(i)) * wb));
+        params_.push_back(zeros(Component::params, count(weights_length(i)) * wb));
+        if (plan.master) master_.push_back(zeros(Component::master, count(master_length(i)) * 4));
+        if (with_grads) grads_.push_back(zeros(Component::grads, count(grads_length(i)) * wb));
     }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/offload_plan.h"
 #include "core/zero_plan.h"
 #include "harness/comm/comm.h"
 #include "harness/memory/memory.h"
@@ -34,8 +35,9 @@ public:
     // with_grads: false for LOMO, which keeps no gradient buffer. `zero`
     // says which of master weights, gradients and weights are sharded: rank
     // comm.rank() keeps the layout.flat(i).shard elements from owned_begin(i).
+    // host: where the buffers `offload` places in host memory come from (core/offload_plan.h); null: none are.
     ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-               bool with_grads, ZeroPlan zero, Comm& comm);
+               bool with_grads, ZeroPlan zero, Comm& comm, Allocator* host = nullptr, OffloadPlan offload = {});
 
     const ParamLayout& layout() const { return layout_; }
     const PrecisionPlan& plan() const { return plan_; }

@@ -38,17 +38,18 @@ void copy_part(kernels::Backend& backend, void* to, const void* from, std::int64
 }  // namespace
 
 QuantizedBase::QuantizedBase(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, DType dtype,
-                             const ZeroPlan& zero, Comm& comm)
+                             const ZeroPlan& zero, Comm& comm, Allocator* host, OffloadPlan offload)
     : backend_(backend), memory_(memory), layout_(layout), dt_(dtype), zero_(zero), comm_(comm) {
+    Allocator& storage = offload.on_host(Component::params) && host != nullptr ? *host : memory;
     const std::int64_t vectors = layout.vector_numel();
     kept_ = sharded() ? math::nf4_shard(layout.layer.padded, comm.world_size()).shard : layout.layer.padded;
     for (std::int64_t i = 0; i < layout.layers; ++i) {
-        nf4_.push_back(memory.zeros(Component::params, static_cast<std::uint64_t>(math::nf4_sizes(kept_).bytes)));
-        vectors_.push_back(memory.zeros(Component::params, bytes_of(vectors, dtype)));
+        nf4_.push_back(storage.zeros(Component::params, static_cast<std::uint64_t>(math::nf4_sizes(kept_).bytes)));
+        vectors_.push_back(storage.zeros(Component::params, bytes_of(vectors, dtype)));
         layers_.push_back({nf4_.back().get(), vectors_.back().get(), kept_});
     }
     const std::int64_t outer = sharded() ? layout.outer.shard : layout.outer.padded;
-    outer_ = memory.zeros(Component::params, bytes_of(outer, dtype));
+    outer_ = storage.zeros(Component::params, bytes_of(outer, dtype));
 }
 
 // This rank's shard of a layer quantized whole (NF4 of the padded layer) at `whole`.

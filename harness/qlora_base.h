@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/offload_plan.h"
 #include "core/zero_plan.h"
 #include "harness/comm/comm.h"
 #include "harness/memory/memory.h"
@@ -29,8 +30,9 @@ struct QuantizedLayer {
 
 class QuantizedBase {
 public:
+    // host: where the storage comes from when `offload` keeps parameters on the host (core/offload_plan.h).
     QuantizedBase(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, kernels::DType dtype,
-                  const ZeroPlan& zero, Comm& comm);
+                  const ZeroPlan& zero, Comm& comm, Allocator* host = nullptr, OffloadPlan offload = {});
     // Quantizes the layers of `host` (fp32, laid out by the layout) on the
     // device and keeps the outer buffer and the vectors in the weights' dtype
     // (at stage 3 only this rank's shards).

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "core/validity.h"
 #include "kernels/lm_head_loss.h"
 #include "kernels/math/grad_clip.h"
@@ -146,12 +148,19 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
       dims_(make_dims(config.model, config.micro_batch, config.context, config.attention)),
       plan_(precision_plan(config.precision)),
       memory_(backend, config.memory_limit),
+      host_memory_(backend, 0),
+      offload_(offload_plan(config.offload)),
       layer_(backend, memory_, dims_, layout_, plan_.weights),
-      scaler_(math::LossScalerConfig{static_cast<float>(plan_.loss_scaling ? config.loss_scale_init : 1.0),
-                                     2.0f, static_cast<int>(config.loss_scale_window), 1.0f}) {
+      scaler_(math::LossScalerConfig{static_cast<float>(plan_.loss_scaling ? config.loss_scale_init : 1.0), 2.0f,
+                                     static_cast<int>(config.loss_scale_window), 1.0f}) {
     if (auto bad = invalid_reason(config)) throw std::invalid_argument(bad->reason);
     if (comm.world_size() != static_cast<int>(config.world_size))
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
+    if (offload_.any() && backend.name() != "cpu")
+        throw std::invalid_argument(
+            fmt::format("offload {} runs on the CPU backend only: on {} the optimizer's host "
+                        "copies and update are not built yet",
+                        to_string(config.offload), backend.name()));
     const bool with_grads = config.optimizer != Optimizer::lomo;
     if (config.adapters()) {
         // §9: the base frozen in the weights' dtype (no master, no gradients), the adapters trained.
@@ -160,18 +169,19 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
         frozen.master = false;
         if (config.method == Method::qlora)
             qbase_ = std::make_unique<QuantizedBase>(backend, memory_, layout_, plan_.weights,
-                                                     zero_plan(config.zero_stage), comm);
+                                                     zero_plan(config.zero_stage), comm, &host_memory_, offload_);
         else
-            base_ = std::make_unique<ModelState>(backend, memory_, layout_, frozen, false,
-                                                 zero_plan(config.zero_stage), comm);
+            base_ = std::make_unique<ModelState>(backend, memory_, layout_, frozen, false, zero_plan(config.zero_stage),
+                                                 comm, &host_memory_, offload_);
         model_ = std::make_unique<ModelState>(backend, memory_, lora_->layout, plan_, with_grads,
-                                              zero_plan(config.zero_stage), comm);
+                                              zero_plan(config.zero_stage), comm, &host_memory_, offload_);
         layer_.set_lora(&*lora_);
     } else {
         model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, with_grads,
-                                              zero_plan(config.zero_stage), comm);
+                                              zero_plan(config.zero_stage), comm, &host_memory_, offload_);
     }
-    optimizer_ = std::make_unique<OptimizerState>(backend, memory_, comm, config, *model_);
+    optimizer_ = std::make_unique<OptimizerState>(backend, offload_.on_host(Component::optim) ? host_memory_ : memory_,
+                                                  comm, config, *model_);
     // One buffer for every op of the step that takes a workspace (§6): the
     // layers' GEMMs and attention, and the embedding backward.
     const std::uint64_t embedding_ws =

@@ -2,7 +2,9 @@
 // (H), layer backward (B) and embedding backward (E), then the optimizer step
 // (O), allocating exactly what docs/memory-model.md §4 lists, phase by phase.
 // Precision, optimizer, accumulation, activation recompute, loss scaling, clipping,
-// NEFTune and LOMO are run-time settings of the TrialConfig.
+// NEFTune and LOMO are run-time settings of the TrialConfig. Offload keeps its
+// states in a second ledger, host memory, which only the CPU backend shares
+// with its ops: a GPU backend refuses it (the host copies are not built yet).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +52,8 @@ public:
 
     Allocator& memory() { return memory_; }
     const Allocator& memory() const { return memory_; }
+    // The host's ledger: what offload keeps in host memory (core/offload_plan.h); empty without.
+    const Allocator& host_memory() const { return host_memory_; }
     // The trained state: every weight, or (lora, qlora) the adapters only.
     ModelState& model() { return *model_; }
     // The weights compute reads: the same as model(), or the frozen base.
@@ -89,6 +93,8 @@ private:
     Dims dims_;
     PrecisionPlan plan_;
     Allocator memory_;
+    Allocator host_memory_;
+    OffloadPlan offload_;
     std::optional<LoraSpec> lora_;
     std::unique_ptr<ModelState> base_;  // frozen, with LoRA
     std::unique_ptr<QuantizedBase> qbase_;  // frozen NF4, with QLoRA

@@ -87,14 +87,16 @@ TrialBackend make_backend(const TrialOptions& o, int local_rank) {
 }
 
 void log_step(std::FILE* log, const TrialConfig& c, std::size_t i, const StepStats& s, double ms,
-              const Allocator& memory, double mfu) {
+              const Allocator& memory, const Allocator& host, double mfu) {
     if (log == nullptr) return;
     const MemoryBreakdown& peak = memory.peak_breakdown();
+    const std::string host_peak = host.peak() > 0 ? fmt::format(" | host {}", format_bytes(host.peak())) : "";
     // A step past the configured ones (more for noise) shows as "7/6+".
-    fmt::print(log, "step {:>3}/{}{} | loss {:.6f} | norm {:.4f} | {:8.1f} ms | {:8.0f} tok/s | MFU {:5.2f}% | "
-                    "peak {} ({}){}{}\n",
-               i + 1, c.steps, i >= c.steps ? "+" : "", s.loss, s.grad_norm, ms, tokens_per_step(c) / (ms / 1e3), 100 * mfu,
-               format_bytes(peak.peak), peak.peak_phase,
+    fmt::print(log,
+               "step {:>3}/{}{} | loss {:.6f} | norm {:.4f} | {:8.1f} ms | {:8.0f} tok/s | MFU {:5.2f}% | "
+               "peak {} ({}){}{}{}\n",
+               i + 1, c.steps, i >= c.steps ? "+" : "", s.loss, s.grad_norm, ms, tokens_per_step(c) / (ms / 1e3),
+               100 * mfu, format_bytes(peak.peak), peak.peak_phase, host_peak,
                uses_loss_scaling(c.precision) ? fmt::format(" | scale {:g}", s.loss_scale) : std::string(),
                s.skipped ? " | SKIPPED (fp16 overflow)" : "");
     std::fflush(log);
@@ -163,7 +165,7 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, Comm& comm, const Tr
         if (o.fault_nan && i == 0) s.loss = std::nan("");
         if (o.fault_kill) std::raise(SIGKILL);  // a rank dying mid-trial, as the OOM killer would
         const double mfu = mfu_of(step_flops(c), ms / 1e3, c, hw);
-        log_step(o.log, c, i, s, ms, trainer.memory(), mfu);
+        log_step(o.log, c, i, s, ms, trainer.memory(), trainer.host_memory(), mfu);
         r.step_ms.push_back(ms);
         r.losses.push_back(s.loss);
         d.skipped.push_back(s.skipped);
@@ -276,6 +278,25 @@ void combine_over_ranks(Comm& comm, TrialResult& r) {
     std::vector<float> losses(r.losses.begin(), r.losses.end());
     comm.all_reduce(losses.data(), static_cast<std::int64_t>(losses.size()), kernels::DType::f32, ReduceOp::average);
     r.losses.assign(losses.begin(), losses.end());
+}
+
+// Every rank's host ledger in rank_host_peaks, and the breakdown of the rank with the most.
+void combine_host_memory(Comm& comm, TrialResult& r) {
+    const auto n = static_cast<std::size_t>(comm.world_size());
+    const auto me = static_cast<std::size_t>(comm.rank());
+    constexpr std::size_t row = kComponentCount + 1;
+    std::vector<std::uint64_t> all(n * row, 0);
+    all[me * row] = r.host_memory.peak;
+    std::copy(r.host_memory.bytes.begin(), r.host_memory.bytes.end(),
+              all.begin() + static_cast<std::ptrdiff_t>(me * row + 1));
+    if (n > 1)
+        comm.all_gather(all.data(), static_cast<std::int64_t>(all.size() * sizeof(std::uint64_t)), kernels::DType::u8);
+    r.rank_host_peaks.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) r.rank_host_peaks[i] = all[i * row];
+    const auto top = static_cast<std::size_t>(std::max_element(r.rank_host_peaks.begin(), r.rank_host_peaks.end()) -
+                                              r.rank_host_peaks.begin());
+    r.host_memory.peak = r.rank_host_peaks[top];
+    std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(top * row + 1), kComponentCount, r.host_memory.bytes.begin());
 }
 
 // On a GPU, the device memory outside the allocator joins the breakdown and
@@ -431,6 +452,11 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
     TrialDetails& d = details != nullptr ? *details : local;
     try {
         check_runnable(config);
+        if (config.offload != Offload::none && device.backend->name() != "cpu")
+            throw InvalidTrial(
+                fmt::format("offload {} runs on the CPU backend only (--backend cpu): tune's GPU engine "
+                            "has no host copies of the optimizer yet; its estimate still holds",
+                            to_string(config.offload)));
         if (comm.world_size() != static_cast<int>(config.world_size))
             throw InvalidTrial(fmt::format("world_size {} but the communicator has {} ranks", config.world_size,
                                            comm.world_size()));
@@ -465,10 +491,13 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
             const HostParams trained = trainer.model().download_weights();  // collective when sharded
             if (comm.rank() == 0) save_peft_adapter(*options.save_adapter_dir, c, adapter_layout, trained);
         }
-        const RealMemory real = watch.finish(trainer.memory().peak());
+        // The process holds both ledgers: on the CPU backend, offloaded states are its memory too.
+        const RealMemory real = watch.finish(trainer.memory().peak() + trainer.host_memory().peak());
         r.memory = with_baseline(with_device_overhead(trainer.memory().peak_breakdown(), backend, comm), baseline);
+        if (c.offload != Offload::none) r.host_memory = trainer.host_memory().peak_breakdown();
         r.comm_bytes = (comm.bytes_moved() - control_bytes) / r.step_ms.size();
         combine_over_ranks(comm, r);
+        if (c.offload != Offload::none) combine_host_memory(comm, r);
         combine_real_memory(comm, real, r);
         combine_speed_reference(comm, r);
         r.status = TrialStatus::ok;

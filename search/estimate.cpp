@@ -12,6 +12,11 @@ std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const Estim
     return static_cast<std::uint64_t>(static_cast<double>(limit) * (1.0 - o.margin));
 }
 
+std::optional<std::uint64_t> usable_host_bytes(const EstimateOptions& o) {
+    if (!o.host_memory) return std::nullopt;
+    return static_cast<std::uint64_t>(static_cast<double>(*o.host_memory) * (1.0 - o.host_margin));
+}
+
 std::uint64_t limited_bytes(const MemoryBreakdown& m, const Hardware& hw) {
     const std::uint64_t outside = hw.backend == BackendKind::cpu ? m[Component::overhead] : 0;
     return m.peak > outside ? m.peak - outside : 0;
@@ -28,6 +33,8 @@ Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& 
     const StepTime time = step_time(model, c, hw, o);
     Estimate e;
     e.memory = breakdown_at_peak(memory);
+    e.host_memory = host_breakdown(memory);
+    e.host_node_bytes = e.host_memory.peak * ranks_per_node(c, o);
     e.step_s = time.step_s;
     e.tokens_per_s = time.tokens_per_s;
     e.mfu = time.mfu;
@@ -35,7 +42,11 @@ Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& 
         e.speed_reference_s = o.probed->speed_reference_s;  // the machine speed step_s holds for
         e.pace_exponent = o.pace_exponent;                  // and how the step follows another one
     }
-    e.fits = limited_bytes(e.memory, hw) <= usable_bytes(c, hw, o);
+    const bool device_fits = limited_bytes(e.memory, hw) <= usable_bytes(c, hw, o);
+    const std::optional<std::uint64_t> host = usable_host_bytes(o);
+    const bool host_fits = !host || e.host_node_bytes <= *host;
+    e.fits = device_fits && host_fits;
+    e.limit = device_fits ? (host_fits ? "" : "host") : (host_fits ? "device" : "device+host");
     return e;
 }
 

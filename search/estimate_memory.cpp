@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+
+#include "core/offload_plan.h"
 
 #include "core/peft_modules.h"
 #include "kernels/workspace_bytes.h"
@@ -191,6 +194,19 @@ std::uint64_t qlora_workspace(std::uint64_t ops, const ModelSpec& m, const Trial
     return round_up(ops, 256) + weight_bytes(c.precision) * largest;
 }
 
+// The persistent buffers offload keeps on the host leave the device's base for the host's ledger.
+ComponentBytes take_offloaded(ComponentBytes& base, const OffloadPlan& plan) {
+    ComponentBytes host{};
+    for (Component k : kComponents)
+        if (plan.on_host(k)) host[k] = std::exchange(base[k], 0);
+    return host;
+}
+
+StepMemory with_host(StepMemory s, const ComponentBytes& host) {
+    s.host = host;
+    return s;
+}
+
 }  // namespace
 
 std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {
@@ -222,9 +238,10 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     if (m.layer_bias_params() > 0)
         base[Component::workspace] += weight_bytes(c.precision) * std::uint64_t{c.micro_batch} * c.context;
     base[Component::overhead] = overhead_bytes(hw, o);
+    const ComponentBytes host = take_offloaded(base, offload_plan(c.offload));
 
     const PhaseBytes phase{base, c};
-    if (c.adapters()) return adapter_step(m, c, layout, base, a, o.overhead_per_activation_byte);
+    if (c.adapters()) return with_host(adapter_step(m, c, layout, base, a, o.overhead_per_activation_byte), host);
     const std::uint64_t layer_comm = comm_bytes(layout.layer.numel, settings, lomo);
     const std::uint64_t outer_comm = comm_bytes(layout.outer.numel, settings, lomo);
     const std::uint64_t gathered_layer = comm_bytes(layout.layer.numel, settings, true);
@@ -247,7 +264,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     const bool sums = c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && c.world_size > 1;
     s.phases[4] = phase(0, 0, sums ? 4 * std::max(layout.layer.sums, layout.outer.sums) : 0, 0);
 
-    return with_peak(s, o.overhead_per_activation_byte);
+    return with_host(with_peak(s, o.overhead_per_activation_byte), host);
 }
 
 MemoryBreakdown breakdown_at_peak(const StepMemory& s) {
@@ -255,6 +272,14 @@ MemoryBreakdown breakdown_at_peak(const StepMemory& s) {
     static_cast<ComponentBytes&>(b) = s.at_peak();
     b.peak = s.peak;
     b.peak_phase = to_string(s.peak_phase);
+    return b;
+}
+
+MemoryBreakdown host_breakdown(const StepMemory& s) {
+    MemoryBreakdown b;
+    static_cast<ComponentBytes&>(b) = s.host;
+    b.peak = s.host.total();
+    if (b.peak > 0) b.peak_phase = "init";
     return b;
 }
 

@@ -47,7 +47,10 @@ std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Ha
 std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o);
 
 struct StepMemory {
-    std::array<ComponentBytes, kPhaseCount> phases{};  // indexed by Phase
+    std::array<ComponentBytes, kPhaseCount> phases{};  // indexed by Phase: the device's ledger
+    // The host's ledger: the persistent buffers offload places there (core/offload_plan.h), the
+    // same in every phase; all zero without offload.
+    ComponentBytes host{};
     Phase peak_phase = Phase::forward;
     std::uint64_t peak = 0;
 
@@ -60,5 +63,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
 
 // The components at the peak, as recorded beside measurements.
 MemoryBreakdown breakdown_at_peak(const StepMemory& s);
+// The host ledger as a breakdown: its peak is its total, reached when the trainer allocates it ("init").
+MemoryBreakdown host_breakdown(const StepMemory& s);
 
 }  // namespace tune

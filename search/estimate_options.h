@@ -2,11 +2,13 @@
 // the compute efficiency from measured trials, so they are settings here.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 
+#include "core/config.h"
 #include "search/library_versions.h"
 #include "search/probed_rates.h"
 
@@ -16,6 +18,11 @@ struct EstimateOptions {
     // Bytes a rank may use; unset: TrialConfig::memory_limit when nonzero, else the device's memory.
     std::optional<std::uint64_t> memory_limit;
     double margin = 0.05;  // keep this fraction of the limit free
+    // Host memory per node for what offload keeps there ([hardware] host_memory); unset: unbounded.
+    std::optional<std::uint64_t> host_memory;
+    double host_margin = 0.10;  // keep this fraction of host_memory free (the OS, the data loader, the page cache)
+    // The ranks one node holds ([resources] gpus_per_node); unset: all of the trial's.
+    std::optional<std::uint32_t> ranks_per_node;
 
     // Device memory outside our allocator (CUDA context, cuBLAS, NCCL); unset:
     // Hardware::runtime_overhead_bytes. On the CPU backend: the process's
@@ -61,5 +68,11 @@ struct EstimateOptions {
     // The libraries under the user's stack, where a framework profile's rules depend on them.
     LibraryVersions libraries;
 };
+
+// The trial's ranks on one node, which share its host memory and its host's bandwidth.
+inline std::uint32_t ranks_per_node(const TrialConfig& c, const EstimateOptions& o) {
+    const std::uint32_t world = std::max<std::uint32_t>(c.world_size, 1);
+    return std::min(world, std::max<std::uint32_t>(o.ranks_per_node.value_or(world), 1));
+}
 
 }  // namespace tune

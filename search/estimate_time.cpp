@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/offload_plan.h"
 #include "core/zero_plan.h"
 #include "search/collective_calls.h"
 #include "search/flat_layout.h"
@@ -315,6 +316,34 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const std::vec
             t.comm_s = (1 - o.comm_overlap) * *seconds / speed;
 }
 
+// Offload on a GPU (core/offload_plan.h), as DeepSpeed's ZeRO-Offload schedules it
+// (stage_1_and_2.py): each micro-batch's gradient shard goes device to host while
+// backward runs (overlap_comm), so only what outlasts backward shows; the CPU's
+// update and the updated 16-bit shard's copy back run tile by tile together
+// (cpu_adam's ds_adam_step_plus_copy), so the slower one shows; parameter shards
+// kept on the host cross the link before every use, behind the compute they precede.
+// The update streams optimizer_traffic_per_element through host memory, whose
+// bandwidth the node's ranks share. On the CPU backend host and device are one
+// memory: nothing crosses a link and the update costs what it costs on the device.
+void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
+                   StepTime& t) {
+    const OffloadPlan plan = offload_plan(c.offload);
+    if (!plan.any() || hw.backend == BackendKind::cpu) return;
+    const double shard_bytes = owned_elements(m, c) * weight_bytes(c.precision);
+    const double backward_s = t.compute_s * 2.0 / 3.0;  // backward's FLOPs are twice forward's
+    const double d2h_s = safe_div(c.grad_accum * shard_bytes, hw.host_link_bytes_per_s);
+    const double update_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c) * ranks_per_node(c, o),
+                                     hw.host_memory_bytes_per_s);
+    const double h2d_s = safe_div(shard_bytes, hw.host_link_bytes_per_s);
+    double params_s = 0;
+    if (plan.params_on_host) {
+        const double uses = 2.0 + (c.checkpointing == Checkpointing::none ? 0.0 : 1.0);  // forward, backward, recompute
+        params_s = std::max(0.0, safe_div(uses * c.grad_accum * shard_bytes, hw.host_link_bytes_per_s) - t.compute_s);
+    }
+    t.optimizer_s = 0;  // the device updates nothing
+    t.offload_s = std::max(0.0, d2h_s - backward_s) + std::max(update_s, h2d_s) + params_s;
+}
+
 }  // namespace
 
 double collective_message_bytes(const ModelSpec& m, const TrialConfig& c) {
@@ -343,8 +372,9 @@ StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     t.dequantize_s = safe_div(dequantized_layers_per_micro_batch(m, c) * dequantize_bytes_per_layer(m, c) * c.grad_accum,
                               hw.hbm_bytes_per_s);
     if (o.probed) apply_probed_rates(m, c, calls, o, t);
+    apply_offload(m, c, hw, o, t);
     // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
-    t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s;
+    t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s + t.offload_s;
     t.tokens_per_s = safe_div(tokens_per_rank * ranks, t.step_s);
     t.mfu = safe_div(flops.model * t.tokens_per_s, peak * ranks);
     return t;

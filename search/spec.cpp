@@ -1,5 +1,6 @@
 #include "search/spec.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -31,7 +32,8 @@ constexpr std::array<std::string_view, 10> kSections{"name",  "model",  "hardwar
 constexpr std::array<std::string_view, 12> kModelKeys{"preset", "hf_config", "name",        "vocab",
                                                       "hidden", "layers",    "heads",       "kv_heads",
                                                       "ffn",    "max_context", "rms_norm_eps", "rope_theta"};
-constexpr std::array<std::string_view, 5> kHardwareKeys{"gpus", "nodes", "device", "memory_limit", "margin"};
+constexpr std::array<std::string_view, 7> kHardwareKeys{"gpus",   "nodes",       "device",     "memory_limit",
+                                                        "margin", "host_memory", "host_margin"};
 // [space] takes exactly the dimension table's names.
 std::array<std::string_view, kDimensionCount> space_keys() {
     std::array<std::string_view, kDimensionCount> keys{};
@@ -299,6 +301,21 @@ ModelSpec read_model(const Reader& r, const toml::table& root, const std::filesy
     return m;
 }
 
+// host_memory per node for offloaded states: a size, or "auto" (this machine's MemTotal, which is the
+// node's only where the device is detected here too); left out: unbounded.
+void read_host_memory(const Reader& r, const toml::table& t, SweepSpec& s) {
+    s.host_margin = r.number(t, "hardware", "host_margin", 0.0, 0.9).value_or(s.host_margin);
+    const toml::node* node = t.get("host_memory");
+    if (node == nullptr) return;
+    s.host_memory_auto = node->is_string() && node->as_string()->get() == "auto";
+    if (s.host_memory_auto && s.device != "auto")
+        r.fail(node->source(), fmt::format("[hardware] host_memory = \"auto\" reads this machine's memory, which is a "
+                                           "node's only where device = \"auto\"; for device \"{}\" give the node's "
+                                           "size, e.g. host_memory = \"512GiB\"",
+                                           s.device));
+    s.host_memory = r.size(t, "hardware", "host_memory");
+}
+
 void read_hardware(const Reader& r, const toml::table& root, SweepSpec& s) {
     const toml::table* t = r.section(root, "hardware");
     if (!t) {
@@ -320,6 +337,7 @@ void read_hardware(const Reader& r, const toml::table& root, SweepSpec& s) {
     s.hardware.nodes = s.nodes;
     s.memory_limit_setting = r.size(*t, "hardware", "memory_limit");
     s.margin = r.number(*t, "hardware", "margin", 0.0, 0.5).value_or(s.margin);
+    read_host_memory(r, *t, s);
 }
 
 void read_space(const Reader& r, const toml::table& root, SweepSpec& s) {
@@ -505,10 +523,22 @@ SweepSpec load_sweep(const std::filesystem::path& path) {
     return parse_sweep(read_input_file(path, kMaxSweepFileBytes, "sweep file"), path);
 }
 
-void resolve_auto_device(SweepSpec& spec, const std::optional<Hardware>& detected) {
+std::optional<std::string> host_memory_note(const SweepSpec& spec) {
+    const std::vector<DimValue>& offloads = spec.space.of("offload");
+    const bool offloads_any =
+        std::any_of(offloads.begin(), offloads.end(), [](DimValue v) { return kOffloads[v] != Offload::none; });
+    if (!offloads_any || spec.host_memory) return std::nullopt;
+    return std::string(
+        "host memory is taken as unbounded: [hardware] host_memory is not given (e.g. host_memory = "
+        "\"512GiB\" per node, or \"auto\" with device = \"auto\"), so only the device limits offload");
+}
+
+void resolve_auto_device(SweepSpec& spec, const std::optional<Hardware>& detected,
+                         std::optional<std::uint64_t> machine_memory) {
     if (spec.device != "auto") return;
     spec.hardware = detected.value_or(*find_device("cpu"));
     spec.hardware.nodes = spec.nodes;
+    if (spec.host_memory_auto) spec.host_memory = machine_memory;
 }
 
 }  // namespace tune

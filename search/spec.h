@@ -4,7 +4,8 @@
 //
 //   name = "llama7b-h100x8"
 //   [model]       preset = "llama-7b" | dims (vocab, hidden, ...) | hf_config = "config.json"
-//   [hardware]    gpus, nodes, device ("auto", a preset, "cpu"), memory_limit ("auto", "80GiB"), margin
+//   [hardware]    gpus, nodes, device ("auto", a preset, "cpu"), memory_limit ("auto", "80GiB"), margin,
+//                 host_memory per node ("auto", "512GiB"; offload's limit), host_margin
 //   [space]       one list per search dimension (core/dimensions.cpp: optimizer, precision, ...)
 //   [constraints] global_batch_tokens, max_world_size            (optional)
 //   [trial]       steps, warmup, timeout, launcher, seed, lr, ... (optional)
@@ -98,6 +99,10 @@ struct SweepSpec {
     std::uint32_t nodes = 1;
     std::optional<std::uint64_t> memory_limit_setting;  // nullopt means "auto": the device's memory
     double margin = 0.05;          // keep this fraction of the limit free
+    // Host memory per node for offloaded states; nullopt: unbounded (or "auto" before it is resolved).
+    std::optional<std::uint64_t> host_memory;
+    bool host_memory_auto = false;  // written "auto": this machine's MemTotal, once resolved
+    double host_margin = 0.10;      // keep this fraction of host_memory free
 
     SpaceSpec space;
 
@@ -138,7 +143,13 @@ SweepSpec parse_sweep(std::string_view text, const std::filesystem::path& path);
 
 // Replaces an "auto" device with what was detected (nullopt: no GPU, so the
 // cpu preset stays). Explicit devices are left alone.
-void resolve_auto_device(SweepSpec& spec, const std::optional<Hardware>& detected);
+// When the space offloads but the node's host memory is unknown: that the host side is taken as
+// unbounded, and how to bound it; nullopt otherwise.
+std::optional<std::string> host_memory_note(const SweepSpec& spec);
+
+// host_memory = "auto" becomes machine_memory (this machine's MemTotal; nullopt: unbounded).
+void resolve_auto_device(SweepSpec& spec, const std::optional<Hardware>& detected,
+                         std::optional<std::uint64_t> machine_memory = std::nullopt);
 
 // Reads a Hugging Face LlamaConfig config.json into a ModelSpec.
 ModelSpec load_hf_config(const std::filesystem::path& path);

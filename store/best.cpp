@@ -27,6 +27,16 @@ double rate_of(const TrialRecord& t, Basis b) {
     return t.answered_for ? t.answered_for->tokens_per_s : t.result.estimate->tokens_per_s;
 }
 
+// Offload's host bytes per node: the estimate's, or the measured host peak over as many ranks as
+// the estimate put on one node (the trial's, when it has no estimate); 0 without offload.
+std::uint64_t host_node_of(const TrialRecord& t, Basis b) {
+    const std::optional<Estimate>& e = t.result.estimate;
+    if (b == Basis::predicted) return e ? e->host_node_bytes : 0;
+    const std::uint64_t rank_peak = t.result.host_memory.peak;
+    if (e && e->host_memory.peak > 0) return rank_peak * (e->host_node_bytes / e->host_memory.peak);
+    return rank_peak * t.result.config.world_size;
+}
+
 struct FrameworkScope {
     std::string framework = "tune";
     std::size_t cannot_run = 0, does_not_fit = 0, unpredicted = 0;
@@ -87,6 +97,20 @@ std::vector<Constraint> constraints_of(const BestQuery& q, Basis b) {
                            return fmt::format("none fits in {}: the smallest {} peak is {} ({}, trial {})",
                                               format_bytes(limit), word, format_bytes(peak_of(*smallest, b)),
                                               summary(smallest->result.config), smallest->id);
+                       }});
+    }
+    if (q.max_host_memory) {
+        const std::uint64_t limit = *q.max_host_memory;
+        out.push_back({[limit, b](const TrialRecord& t) { return host_node_of(t, b) <= limit; },
+                       [limit, b, word](const std::vector<const TrialRecord*>& set) {
+                           auto smallest = *std::min_element(set.begin(), set.end(), [b](auto* a, auto* c) {
+                               return host_node_of(*a, b) < host_node_of(*c, b);
+                           });
+                           return fmt::format(
+                               "none fits in {} of host memory per node: the smallest {} is {} ({}, "
+                               "trial {})",
+                               format_bytes(limit), word, format_bytes(host_node_of(*smallest, b)),
+                               summary(smallest->result.config), smallest->id);
                        }});
     }
     if (q.min_context) {

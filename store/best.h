@@ -27,6 +27,7 @@ inline std::string_view to_string(Basis b) { return b == Basis::measured ? "meas
 struct BestQuery {
     std::optional<std::string> sweep;          // every sweep when unset
     std::optional<std::uint64_t> max_memory;   // measured peak bytes per rank
+    std::optional<std::uint64_t> max_host_memory;  // host bytes per node offload keeps there (none: 0)
     std::optional<std::uint32_t> min_context;
     std::optional<std::uint32_t> gpus;         // world size, exactly
     // Search dimensions that must equal a value: (index into dimensions(), value).

@@ -231,9 +231,17 @@ constexpr const char* kVersion11 = R"sql(
 ALTER TABLE trials ADD COLUMN attention TEXT;
 )sql";
 
-constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2,  kVersion3, kVersion4,
-                                                              kVersion5, kVersion6,  kVersion7, kVersion8,
-                                                              kVersion9, kVersion10, kVersion11};
+// Version 12: offload's host ledger (core/offload_plan.h). est_host_json: the estimate's host
+// memory per rank by component, per node, and the limit a configuration that does not fit
+// passes; host_json: the measured host ledger and every rank's host peak. NULL without offload.
+constexpr const char* kVersion12 = R"sql(
+ALTER TABLE trials ADD COLUMN est_host_json TEXT;
+ALTER TABLE trials ADD COLUMN host_json TEXT;
+)sql";
+
+constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersion2,  kVersion3,  kVersion4,
+                                                              kVersion5, kVersion6,  kVersion7,  kVersion8,
+                                                              kVersion9, kVersion10, kVersion11, kVersion12};
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};

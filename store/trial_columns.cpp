@@ -1,5 +1,10 @@
 #include "store/trial_columns.h"
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "store/row_checks.h"
+
 namespace tune::sql {
 namespace {
 
@@ -51,6 +56,45 @@ void read_estimate_pace(const Query& q, int first, std::optional<Estimate>& e) {
     if (!e) return;
     if (!q.is_null(first)) e->speed_reference_s = q.real(first);
     if (!q.is_null(first + 1)) e->pace_exponent = q.real(first + 1);
+}
+
+namespace {
+
+constexpr Sql kWriteHostEstimate{"write_host_estimate", "UPDATE trials SET est_host_json = ?2 WHERE id = ?1"};
+constexpr Sql kWriteHostMeasured{"write_host_measured", "UPDATE trials SET host_json = ?2 WHERE id = ?1"};
+
+}  // namespace
+
+void write_host_estimate(Connection& db, TrialId trial, const std::optional<Estimate>& e) {
+    if (!e || (e->host_memory.peak == 0 && e->limit.empty())) return;
+    const nlohmann::json j{{"memory", e->host_memory}, {"node_bytes", e->host_node_bytes}, {"limit", e->limit}};
+    db.query(kWriteHostEstimate).bind(1, trial).bind(2, j.dump()).run();
+}
+
+void write_host_measured(Connection& db, TrialId trial, const TrialResult& r) {
+    if (r.rank_host_peaks.empty()) return;
+    const nlohmann::json j{{"memory", r.host_memory}, {"rank_peaks", r.rank_host_peaks}};
+    db.query(kWriteHostMeasured).bind(1, trial).bind(2, j.dump()).run();
+}
+
+void read_host(const Query& q, int first, TrialRecord& rec) {
+    try {
+        if (!q.is_null(first) && rec.result.estimate) {
+            const nlohmann::json j = json_column(q, first, rec.id, "est_host_json");
+            rec.result.estimate->host_memory = j.at("memory").get<MemoryBreakdown>();
+            rec.result.estimate->host_node_bytes = j.at("node_bytes").get<std::uint64_t>();
+            rec.result.estimate->limit = j.at("limit").get<std::string>();
+        }
+        if (!q.is_null(first + 1)) {
+            const nlohmann::json j = json_column(q, first + 1, rec.id, "host_json");
+            rec.result.host_memory = j.at("memory").get<MemoryBreakdown>();
+            rec.result.rank_host_peaks = j.at("rank_peaks").get<std::vector<std::uint64_t>>();
+        }
+    } catch (const DamagedRow&) {
+        throw;
+    } catch (const std::exception& e) {
+        damaged_row(rec.id, "est_host_json or host_json", fmt::format("is not a host ledger ({})", e.what()));
+    }
 }
 
 void write_memory(Connection& db, TrialId trial, const MemoryBreakdown* estimated, const MemoryBreakdown* measured) {

@@ -23,6 +23,12 @@ std::optional<Estimate> read_estimate(const Query& q, int first);
 void bind_estimate_pace(Query& q, int first, const std::optional<Estimate>& e);
 void read_estimate_pace(const Query& q, int first, std::optional<Estimate>& e);
 
+// Offload's host ledger (schema 12): the estimate's as est_host_json, the measured one as host_json,
+// each written only when there is one; reading fills what the row has.
+void write_host_estimate(Connection& db, TrialId trial, const std::optional<Estimate>& e);
+void write_host_measured(Connection& db, TrialId trial, const TrialResult& r);
+void read_host(const Query& q, int first, TrialRecord& rec);
+
 // Upserts one trial_memory row per component; a null side leaves that side as it is.
 void write_memory(Connection& db, TrialId trial, const MemoryBreakdown* estimated, const MemoryBreakdown* measured);
 

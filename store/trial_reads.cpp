@@ -26,7 +26,7 @@ namespace {
     "t.real_peak, t.baseline, t.untracked, t.rank_real_json, "                                                      \
     "t.median_step_s, t.mean_step_s, t.stddev_step_s, t.step_cv, t.timed_steps, t.est_base_step_s, "                \
     "t.est_speed_reference_s, t.est_pace_exponent, t.speed_reference_s, t.est_frameworks_json, s.framework, "       \
-    "t.attention "
+    "t.attention, t.est_host_json, t.host_json "
 // ?1 sweep, ?2 status, ?3 trial id; NULL matches all.
 #define TUNE_TRIAL_FILTER "WHERE (?1 IS NULL OR t.sweep_id = ?1) AND (?2 IS NULL OR t.status = ?2) AND (?3 IS NULL OR t.id = ?3)"
 
@@ -138,6 +138,7 @@ TrialRecord read_trial(const sql::Query& q) {
     if (!q.is_null(43)) rec.frameworks = parse_framework_predictions(q.text(43)).value_or(FrameworkPredictions{});
     rec.sweep_framework = q.text(44);
     if (!q.is_null(45)) rec.result.attention = q.text(45);
+    sql::read_host(q, 46, rec);
     sql::check_plausible(rec);
     return rec;
 }

@@ -174,6 +174,7 @@ std::size_t Store::add_trials(SweepId sweep, std::span<const NewTrial> trials) {
         if (db_->changes() == 0) continue;  // already enumerated: keep what it has
         ++added;
         if (t.estimate) sql::write_memory(*db_, db_->last_insert_rowid(), &t.estimate->memory, nullptr);
+        sql::write_host_estimate(*db_, db_->last_insert_rowid(), t.estimate);
     }
     tx.commit();
     return added;
@@ -190,7 +191,9 @@ void Store::update_pending(std::span<const PendingUpdate> updates) {
         sql::bind_estimate_pace(q, 11, u.estimate);
         q.bind(13, frameworks_text(u.frameworks));
         q.run();
-        if (db_->changes() != 0) sql::write_memory(*db_, u.id, &u.estimate.memory, nullptr);
+        if (db_->changes() == 0) continue;
+        sql::write_memory(*db_, u.id, &u.estimate.memory, nullptr);
+        sql::write_host_estimate(*db_, u.id, u.estimate);
     }
     tx.commit();
 }
@@ -272,6 +275,8 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
     }
     if (!r.attention.empty()) db_->query(kRecordAttention).bind(1, trial).bind(2, r.attention).run();
     sql::write_memory(*db_, trial, r.estimate ? &r.estimate->memory : nullptr, &r.memory);
+    sql::write_host_estimate(*db_, trial, r.estimate);
+    sql::write_host_measured(*db_, trial, r);
     insert_steps(*db_, trial, r);
     tx.commit();
 }

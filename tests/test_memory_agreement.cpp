@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/presets.h"
+#include "core/validity.h"
 #include "harness/trial.h"
 #include "search/estimate.h"
 #include "support/memory_agreement.h"
@@ -123,4 +124,27 @@ TEST_CASE("measured memory agrees with the estimator for LoRA on q and v only", 
                 ++runs;
             }
     CHECK(runs == 8);
+}
+
+TEST_CASE("measured memory agrees with the estimator under offload, on the device and the host",
+          "[memory][estimate][offload]") {
+    // Every optimizer the host can update, every precision, both offloads where they run, full
+    // fine-tuning, LoRA and QLoRA (whose frozen base joins the host at optimizer+params).
+    int runs = 0;
+    for (Offload off : {Offload::optimizer, Offload::optimizer_params})
+        for (std::uint32_t stage : {2u, 3u})
+            for (Optimizer o : {Optimizer::adamw, Optimizer::lion})
+                for (Precision p : kPrecisions)
+                    for (Method method : kMethods) {
+                        TrialConfig c;
+                        c.model = *find_model("tiny");
+                        c.offload = off, c.zero_stage = stage, c.optimizer = o, c.precision = p, c.method = method;
+                        c.lora_rank = 4;
+                        if (invalid_reason(c)) continue;
+                        check_exact_agreement(c);
+                        ++runs;
+                    }
+    // Full and LoRA: optimizer at stages 2 and 3, optimizer+params at 3 only (3 x 2 x 4 x 2); QLoRA
+    // the same at its three 16-bit precisions (3 x 2 x 3).
+    CHECK(runs == 66);
 }

@@ -665,3 +665,56 @@ TEST_CASE(
     REQUIRE(none.why_none.size() == 1);
     CHECK_THAT(none.why_none[0], Catch::Contains("answering for hf-trainer: left out 1 it cannot run (trial 3: LOMO"));
 }
+
+TEST_CASE("offload's host ledger round-trips, and best keeps what fits a node's host memory",
+          "[store][best][offload]") {
+    ScratchDir dir;
+    Store db(dir.file("t.db"), kRw);
+    const SweepId sweep = db.open_sweep(sample_sweep("s"), false).id;
+    auto offloaded = [](int i, std::uint64_t host_rank) {
+        TrialConfig c = sample_config(i);
+        c.offload = Offload::optimizer, c.zero_stage = 2, c.world_size = 4;
+        Estimate e = sample_estimate(i);
+        e.host_memory[Component::master] = host_rank / 2;
+        e.host_memory[Component::optim] = host_rank - host_rank / 2;
+        e.host_memory.peak = host_rank;
+        e.host_memory.peak_phase = "init";
+        e.host_node_bytes = 4 * host_rank;
+        return NewTrial{c, TrialStatus::pending, "", e, 0, {}};
+    };
+    const std::vector<NewTrial> enumerated{offloaded(2, 10 * GiB), offloaded(4, 40 * GiB)};  // even: predicted to fit
+    REQUIRE(db.add_trials(sweep, enumerated) == 2);
+    const auto all = db.trials({sweep, std::nullopt, true, true});
+    REQUIRE(all.size() == 2);
+    CHECK(all[0].result.estimate == enumerated[0].estimate);  // the host's ledger with the rest
+
+    // Predicted: 40 GiB a node fits the first (4 x 10 GiB), not the second (4 x 40 GiB).
+    BestQuery q;
+    q.max_host_memory = 40 * GiB;
+    BestAnswer predicted = find_best_predicted(db, q);
+    REQUIRE(predicted.ranked.size() == 1);
+    CHECK(predicted.ranked[0].id == all[0].id);
+
+    // Measured: the host ledger of the rank with the most, and every rank's, come back as recorded.
+    auto claimed = db.claim_next_pending(sweep);
+    REQUIRE(claimed);
+    TrialResult r = sample_result(claimed->config, 3);
+    r.host_memory[Component::master] = 6 * GiB;
+    r.host_memory[Component::optim] = 6 * GiB;
+    r.host_memory.peak = 12 * GiB;
+    r.host_memory.peak_phase = "init";
+    r.rank_host_peaks = {12 * GiB, 12 * GiB, 12 * GiB, 12 * GiB};
+    r.estimate = enumerated[0].estimate;
+    db.record_result(claimed->id, r, "", at(1000), at(2000));
+    const auto back = db.trial(claimed->id);
+    REQUIRE(back);
+    CHECK(back->result.host_memory == r.host_memory);
+    CHECK(back->result.rank_host_peaks == r.rank_host_peaks);
+    // 12 GiB on each of the estimate's four ranks a node: 48 GiB, over a 40 GiB limit.
+    const BestAnswer none = find_best(db, q);
+    CHECK(none.ranked.empty());
+    REQUIRE(none.why_none.size() == 1);
+    CHECK_THAT(none.why_none[0], Catch::Contains("of host memory per node") && Catch::Contains("48.00 GiB"));
+    q.max_host_memory = 48 * GiB;
+    CHECK(find_best(db, q).ranked.size() == 1);
+}

@@ -47,6 +47,11 @@ std::optional<std::uint64_t> host_available_bytes() {
     return text ? mem_available_bytes(*text) : std::nullopt;
 }
 
+std::optional<std::uint64_t> host_total_bytes() {
+    const std::optional<std::string> text = read_proc("/proc/meminfo");
+    return text ? proc_kib_field(*text, "MemTotal") : std::nullopt;
+}
+
 std::optional<ProcessMemory> process_memory(std::string_view status) {
     const std::optional<std::uint64_t> rss = proc_kib_field(status, "VmRSS");
     const std::optional<std::uint64_t> hwm = proc_kib_field(status, "VmHWM");

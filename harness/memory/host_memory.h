@@ -15,6 +15,8 @@ namespace tune::harness {
 std::optional<std::uint64_t> mem_available_bytes(std::string_view meminfo);
 // The same for this machine now.
 std::optional<std::uint64_t> host_available_bytes();
+// MemTotal: this machine's memory, in bytes; nullopt where /proc is not readable.
+std::optional<std::uint64_t> host_total_bytes();
 
 // A "Key:   12345 kB" line of a /proc file (meminfo, status), in bytes.
 std::optional<std::uint64_t> proc_kib_field(std::string_view text, std::string_view key);

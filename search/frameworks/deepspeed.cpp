@@ -19,7 +19,9 @@ constexpr std::uint64_t kSubGroupElements = 1'000'000'000;
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c) {
     FrameworkTerm t;
     t.alive[static_cast<std::size_t>(Phase::optimizer_step)] = true;
-    if (c.zero_stage == 0) return t;
+    // Offloaded, the reduced gradients go straight into the host's fp32 partition
+    // (stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu): no copy on the device.
+    if (c.zero_stage == 0 || c.offload != Offload::none) return t;
     // At the optimizer step stage_1_and_2.py step() flattens the rank's averaged
     // gradients (a 16-bit copy) and casts them to fp32 for the fp32 master
     // partition; stage3.py _prepare_fp32_grad_for_sub_group does the same per

@@ -102,10 +102,32 @@ std::optional<std::string> checkpointing_problem(FrameworkProfile f, const Trial
         to_string(f), to_string(f));
 }
 
+// Offload (core/offload_plan.h) where each stack has it: DeepSpeed's offload_optimizer and
+// offload_param (runtime/zero/offload_config.py), which HF Trainer and torchrun reach through
+// its config; FSDP's CPUOffload(offload_params=True) (torch.distributed.fsdp, accelerate's
+// fsdp_offload_params, torchtitan's FSDP2 CPUOffloadPolicy), which moves the parameters with
+// their gradients and optimizer states, never the optimizer alone. LitGPT's scripts build
+// FSDPStrategy without cpu_offload.
+std::optional<std::string> offload_problem(FrameworkProfile f, const TrialConfig& c) {
+    if (c.offload == Offload::none) return std::nullopt;
+    const bool fsdp = f == FrameworkProfile::accelerate_fsdp || f == FrameworkProfile::torchtitan;
+    if (fsdp && c.offload == Offload::optimizer)
+        return fmt::format(
+            "offload optimizer under {}: FSDP's CPU offload moves parameters, gradients and optimizer states "
+            "together (CPUOffload(offload_params=True)), never the optimizer alone; choose optimizer+params",
+            to_string(f));
+    if (f == FrameworkProfile::litgpt)
+        return std::string(
+            "offload under LitGPT: its fine-tuning scripts build FSDPStrategy without cpu_offload; choose offload "
+            "none, or DeepSpeed");
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> framework_problem(FrameworkProfile f, const TrialConfig& c) {
     if (auto p = checkpointing_problem(f, c)) return p;
+    if (auto p = offload_problem(f, c)) return p;
     if (transformers_stack(f))
         if (auto p = transformers_lomo_problem(f, c)) return p;
     if (f == FrameworkProfile::accelerate_fsdp) return fsdp_problem(f, c);

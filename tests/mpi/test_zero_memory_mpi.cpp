@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/presets.h"
+#include "core/validity.h"
 #include "harness/comm/comm_mpi.h"
 #include "harness/param_layout.h"
 #include "harness/trial.h"
@@ -120,4 +121,38 @@ TEST_CASE("model states per rank shrink with N as the ZeRO stages say", "[mpi][z
             check(Component::params, stage >= 3);
             if (stage >= 1) CHECK(model_state_bytes(rn.memory) < model_state_bytes(r1.memory));
         }
+}
+
+TEST_CASE("under offload every rank's device and host ledgers equal the estimate", "[mpi][zero][memory][offload]") {
+    harness::MpiComm comm(test::mpi_runtime());
+    const int n = comm.world_size();
+    int runs = 0;
+    for (Offload off : {Offload::optimizer, Offload::optimizer_params})
+        for (std::uint32_t stage : {2u, 3u})
+            for (Optimizer o : {Optimizer::adamw, Optimizer::lion})
+                for (Precision p : kPrecisions) {
+                    TrialConfig c = tiny_config(o, p, stage, n);
+                    c.offload = off;
+                    if (invalid_reason(c)) continue;
+                    const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
+                    INFO(summary(c) << " on " << n << " ranks: " << r.reason);
+                    REQUIRE(r.status == TrialStatus::ok);
+                    const Estimate e = estimate_for(c, r.memory[Component::overhead]);
+                    for (Component k : kComponents) {
+                        INFO(to_string(k) << ": device " << r.memory[k] << " vs " << e.memory[k] << ", host "
+                                          << r.host_memory[k] << " vs " << e.host_memory[k]);
+                        CHECK(r.memory[k] == e.memory[k]);
+                        CHECK(r.host_memory[k] == e.host_memory[k]);
+                    }
+                    // Every rank holds its shard's states on the host: the same bytes on each.
+                    REQUIRE(r.rank_host_peaks.size() == static_cast<std::size_t>(n));
+                    for (std::uint64_t host : r.rank_host_peaks) CHECK(host == e.host_memory.peak);
+                    // The device keeps none of what moved: the estimate without offload holds it there.
+                    TrialConfig kept = c;
+                    kept.offload = Offload::none;
+                    const Estimate on_device = estimate_for(kept, r.memory[Component::overhead]);
+                    CHECK(e.memory.peak + e.host_memory.peak == on_device.memory.peak);
+                    ++runs;
+                }
+    CHECK(runs == 24);  // optimizer at stages 2 and 3, optimizer+params at 3: 3 x 2 x 4
 }

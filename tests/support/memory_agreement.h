@@ -1,5 +1,6 @@
 // One single-rank trial against the estimate the trial itself makes: the
-// peak, every component and the phase of the peak are the same bytes.
+// peak, every component and the phase of the peak are the same bytes, on the
+// device's ledger and on the host's.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -38,6 +39,13 @@ inline void check_exact_agreement(const TrialConfig& c) {
         CHECK(r.memory[k] == e.memory[k]);
     }
     CHECK(r.memory.peak_phase == e.memory.peak_phase);
+    // The host's ledger (offload): the same bytes too, and nothing without offload.
+    CHECK(r.host_memory.peak == e.host_memory.peak);
+    for (Component k : kComponents) {
+        INFO("host " << to_string(k) << ": measured " << r.host_memory[k] << ", estimated " << e.host_memory[k]);
+        CHECK(r.host_memory[k] == e.host_memory[k]);
+    }
+    CHECK(r.host_memory.peak_phase == e.host_memory.peak_phase);
 }
 
 }  // namespace tune::test
