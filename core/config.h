@@ -325,6 +325,13 @@ void to_json(nlohmann::json& j, const Estimate& e);
 void from_json(const nlohmann::json& j, Estimate& e);
 void to_json(nlohmann::json& j, const TrialResult& r);
 void from_json(const nlohmann::json& j, TrialResult& r);
+// The real peak of what the device ledger holds: the process's real peak less the host ledger,
+// which offload keeps in the same process (it runs on the CPU backend only, whose device is the
+// host); the real peak itself without offload.
+inline std::uint64_t real_device_peak(const TrialResult& r) {
+    return r.real_peak > r.host_memory.peak ? r.real_peak - r.host_memory.peak : 0;
+}
+
 // The machine's view of a trial's memory (real peak, baseline, untracked: the
 // largest over ranks, then per rank), as the result line and the store's
 // records write it; an empty object when the trial measured none.

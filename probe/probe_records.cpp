@@ -249,6 +249,7 @@ OptimizerRate optimizer_of(const json& key) {
     r.precision = enum_at(key, "precision", kPrecisions);
     r.block = size_at(key, "block");
     r.tensors = tensors_at(key);
+    r.host = key.value("where", std::string()) == "host";
     return r;
 }
 
@@ -374,18 +375,20 @@ std::string optimizer_record_name(const OptimizerRate& r) {
     std::string tensors;
     for (const TensorShape& t : r.tensors)
         tensors += fmt::format("{}{}x{}", tensors.empty() ? "" : ",", t.rows, t.cols);
-    return fmt::format("optimizer {} {} block={} tensors={}", to_string(r.optimizer), to_string(r.precision), r.block,
-                       tensors);
+    return fmt::format("optimizer {} {} block={} tensors={}{}", to_string(r.optimizer), to_string(r.precision), r.block,
+                       tensors, r.host ? " on the host" : "");
 }
 
 json probe_key(const OptimizerRate& r) {
     json tensors = json::array();
     for (const TensorShape& t : r.tensors) tensors.push_back(json::array({t.rows, t.cols}));
-    return {{"probe", kOptimizer},
-            {"optimizer", std::string(to_string(r.optimizer))},
-            {"precision", std::string(to_string(r.precision))},
-            {"block", r.block},
-            {"tensors", std::move(tensors)}};
+    json key{{"probe", kOptimizer},
+             {"optimizer", std::string(to_string(r.optimizer))},
+             {"precision", std::string(to_string(r.precision))},
+             {"block", r.block},
+             {"tensors", std::move(tensors)}};
+    if (r.host) key["where"] = "host";  // the device's keys stay as they were: cached probes still match
+    return key;
 }
 
 std::optional<OptimizerRate> optimizer_from_key(const json& key) {

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
-#include <cmath>
+#include <memory>
 #include <set>
 #include <tuple>
 
 #include "core/step_statistics.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/speed_reference.h"
 #include "probe/bucket_probe.h"
@@ -155,11 +157,25 @@ void plan_buckets(const ModelSpec& model, const std::vector<TrialConfig>& config
 void plan_optimizers(const ModelSpec& model, const std::vector<TrialConfig>& configs, std::int64_t elements,
                      ProbedRates& plan) {
     for (const TrialConfig& c : configs) {
-        OptimizerRate r{c.optimizer, c.precision, 256, optimizer_probe_tensors(model, c, elements), 0};
+        OptimizerRate r{c.optimizer, c.precision, 256, optimizer_probe_tensors(model, c, elements), 0, false};
         if (c.optimizer == Optimizer::adam8bit) r.block = c.adam8bit_block;
         const bool seen = std::any_of(plan.optimizers.begin(), plan.optimizers.end(), [&](const OptimizerRate& o) {
             return o.optimizer == r.optimizer && o.precision == r.precision && o.block == r.block &&
                    o.tensors == r.tensors;
+        });
+        if (!seen) plan.optimizers.push_back(std::move(r));
+    }
+    // Offload updates on the host's cores whatever the device: its own probe, at the CPU's size.
+    for (const TrialConfig& c : configs) {
+        if (c.offload == Offload::none) continue;
+        OptimizerRate r{.optimizer = c.optimizer,
+                        .precision = c.precision,
+                        .block = 256,
+                        .tensors = optimizer_probe_tensors(model, c, kOptimizerProbeElements),
+                        .seconds = 0,
+                        .host = true};
+        const bool seen = std::any_of(plan.optimizers.begin(), plan.optimizers.end(), [&](const OptimizerRate& o) {
+            return o.host && o.optimizer == r.optimizer && o.precision == r.precision && o.tensors == r.tensors;
         });
         if (!seen) plan.optimizers.push_back(std::move(r));
     }
@@ -242,9 +258,13 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     for (std::size_t i = 0; i < out.elementwise.size(); ++i)
         probe_elementwise(backend, out.elementwise[i], after_gemm, &spent_elementwise[i]);
     std::vector<double> spent_optimizer(out.optimizers.size());
+    // The host's update runs on the CPU backend with every core, as offload's does; on the CPU that is `backend`.
+    std::unique_ptr<kernels::CpuBackend> host;
     for (std::size_t i = 0; i < out.optimizers.size(); ++i) {
         OptimizerRate& r = out.optimizers[i];
-        r.seconds = probe_optimizer(backend, r, after_gemm, &spent_optimizer[i]);
+        if (r.host && backend.name() != "cpu" && !host) host = std::make_unique<kernels::CpuBackend>();
+        kernels::Backend& where = r.host && host ? *host : backend;
+        r.seconds = probe_optimizer(where, r, r.host && host ? settings : after_gemm, &spent_optimizer[i]);
     }
     std::vector<double> spent_bucket(out.buckets.size());
     for (std::size_t i = 0; i < out.buckets.size(); ++i)

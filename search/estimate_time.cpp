@@ -322,9 +322,11 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const std::vec
 // update and the updated 16-bit shard's copy back run tile by tile together
 // (cpu_adam's ds_adam_step_plus_copy), so the slower one shows; parameter shards
 // kept on the host cross the link before every use, behind the compute they precede.
-// The update streams optimizer_traffic_per_element through host memory, whose
-// bandwidth the node's ranks share. On the CPU backend host and device are one
-// memory: nothing crosses a link and the update costs what it costs on the device.
+// The update takes the host's probed time per element (the CPU backend's kernels
+// on every core), else streams optimizer_traffic_per_element through the
+// preset's host memory bandwidth; either way the node's ranks share it. On the
+// CPU backend host and device are one memory: nothing crosses a link and the
+// update costs what it costs on the device.
 void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
                    StepTime& t) {
     const OffloadPlan plan = offload_plan(c.offload);
@@ -332,8 +334,10 @@ void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     const double shard_bytes = owned_elements(m, c) * weight_bytes(c.precision);
     const double backward_s = t.compute_s * 2.0 / 3.0;  // backward's FLOPs are twice forward's
     const double d2h_s = safe_div(c.grad_accum * shard_bytes, hw.host_link_bytes_per_s);
-    const double update_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c) * ranks_per_node(c, o),
-                                     hw.host_memory_bytes_per_s);
+    const double per_element = o.probed && o.probed->host_optimizer_seconds_per_element(m, c)
+                                   ? *o.probed->host_optimizer_seconds_per_element(m, c)
+                                   : safe_div(optimizer_traffic_per_element(c), hw.host_memory_bytes_per_s);
+    const double update_s = per_element * owned_elements(m, c) * ranks_per_node(c, o);
     const double h2d_s = safe_div(shard_bytes, hw.host_link_bytes_per_s);
     double params_s = 0;
     if (plan.params_on_host) {

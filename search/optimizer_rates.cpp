@@ -57,9 +57,14 @@ std::int64_t OptimizerRate::elements() const {
     return n;
 }
 
-std::optional<double> ProbedRates::optimizer_seconds_per_element(const ModelSpec& m, const TrialConfig& c) const {
+namespace {
+
+// Seconds per element of the probe of c's optimizer and precision among `rates` on the host or not.
+std::optional<double> seconds_per_element(const std::vector<OptimizerRate>& rates, const ModelSpec& m,
+                                          const TrialConfig& c, bool host) {
     const OptimizerRate* best = nullptr;
-    for (const OptimizerRate& r : optimizers) {
+    for (const OptimizerRate& r : rates) {
+        if (r.host != host) continue;
         const bool block = c.optimizer != Optimizer::adam8bit || r.block == static_cast<std::int64_t>(c.adam8bit_block);
         const bool same = r.optimizer == c.optimizer && r.precision == c.precision && block && r.seconds > 0 &&
                           r.elements() > 0;
@@ -70,6 +75,16 @@ std::optional<double> ProbedRates::optimizer_seconds_per_element(const ModelSpec
     }
     if (best == nullptr) return std::nullopt;
     return best->seconds / static_cast<double>(best->elements());
+}
+
+}  // namespace
+
+std::optional<double> ProbedRates::optimizer_seconds_per_element(const ModelSpec& m, const TrialConfig& c) const {
+    return seconds_per_element(optimizers, m, c, false);
+}
+
+std::optional<double> ProbedRates::host_optimizer_seconds_per_element(const ModelSpec& m, const TrialConfig& c) const {
+    return seconds_per_element(optimizers, m, c, true);
 }
 
 }  // namespace tune

@@ -170,6 +170,9 @@ struct OptimizerRate {
     std::int64_t block = 256;  // 8-bit Adam's quantization block
     std::vector<TensorShape> tensors;
     double seconds = 0;
+    // On the host's cores through the CPU backend, as offload updates (core/offload_plan.h), wherever
+    // the sweep's device is; false: on the sweep's backend.
+    bool host = false;
     std::int64_t elements() const;
 };
 
@@ -200,6 +203,8 @@ struct ProbedRates {
     // c's own tensors (optimizer_probe_tensors, at whatever size the probe was cut),
     // else over any of the same optimizer, precision and block; nullopt when none was probed.
     std::optional<double> optimizer_seconds_per_element(const ModelSpec& m, const TrialConfig& c) const;
+    // The same for the host's update under offload (OptimizerRate::host), with all of the host's cores.
+    std::optional<double> host_optimizer_seconds_per_element(const ModelSpec& m, const TrialConfig& c) const;
     // The element-wise times at this many tokens per micro-batch, scaled linearly in
     // tokens from the nearest probed count of the same dtype; nullopt when none.
     std::optional<ElementwiseRate> elementwise_at(std::int64_t tokens, ProbeDtype dtype) const;

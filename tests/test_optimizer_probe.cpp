@@ -108,8 +108,8 @@ TEST_CASE("plan_probes asks for exactly the sweep's optimizers in its precisions
 TEST_CASE("optimizer records round-trip by key, under their names", "[probe][optimizer]") {
     ProbedRates rates;
     rates.optimizers.push_back(
-        {Optimizer::adam8bit, Precision::bf16_mixed, 128, {{1, 64}, {64, 64}, {176, 64}}, 2.5e-3});
-    rates.optimizers.push_back({Optimizer::adafactor, Precision::bf16, 256, {{8, 64}}, 1e-4});
+        {Optimizer::adam8bit, Precision::bf16_mixed, 128, {{1, 64}, {64, 64}, {176, 64}}, 2.5e-3, false});
+    rates.optimizers.push_back({Optimizer::adafactor, Precision::bf16, 256, {{8, 64}}, 1e-4, false});
     const std::vector<probe::ProbeRecord> records = probe::records_of(rates);
     REQUIRE(records.size() == 2);
     CHECK(records[0].name == "optimizer adam8bit bf16-mixed block=128 tensors=1x64,64x64,176x64");
@@ -169,7 +169,7 @@ TEST_CASE("each optimizer's probe runs its own update on the CPU backend in ever
     for (Optimizer opt : kOptimizers)
         for (Precision p : kPrecisions) {
             const TrialConfig c = tiny(opt, p);
-            const OptimizerRate r{opt, p, 256, optimizer_probe_tensors(m, c), 0};
+            const OptimizerRate r{opt, p, 256, optimizer_probe_tensors(m, c), 0, false};
             double spent = 0;
             probe::ProbeSettings settings;
             settings.min_seconds = 0.001;
@@ -179,4 +179,49 @@ TEST_CASE("each optimizer's probe runs its own update on the CPU backend in ever
             CHECK(spent >= seconds);
         }
     CHECK(backend.live_bytes() == 0);
+}
+
+TEST_CASE("offload's host update has its own probe on the CPU backend, and the time model takes it on a GPU",
+          "[probe][optimizer][offload]") {
+    TrialConfig c = tiny(Optimizer::adamw, Precision::bf16_mixed);
+    c.zero_stage = 2;
+    TrialConfig offloaded = c;
+    offloaded.offload = Offload::optimizer;
+    // A GPU sweep: the device's update at its size, the host's at the CPU's.
+    ProbedRates plan = probe::plan_probes(c.model, {c, offloaded}, kDeviceOptimizerProbeElements);
+    REQUIRE(plan.optimizers.size() == 2);
+    CHECK_FALSE(plan.optimizers[0].host);
+    CHECK(plan.optimizers[1].host);
+    CHECK(plan.optimizers[1].tensors == optimizer_probe_tensors(c.model, offloaded, kOptimizerProbeElements));
+    // Its record says where, and reads back so; the device's key is the one it always was.
+    ProbedRates optimizers_only;
+    optimizers_only.optimizers = plan.optimizers;
+    const std::vector<probe::ProbeRecord> records = probe::records_of(optimizers_only);
+    REQUIRE(records.size() == 2);
+    CHECK_THAT(records[1].name, Catch::EndsWith(" on the host"));
+    CHECK_FALSE(nlohmann::json::parse(records[0].key).contains("where"));
+    const ProbedRates back = probe::rates_of(records);
+    REQUIRE(back.optimizers.size() == 2);
+    CHECK(back.optimizers[1].host);
+    // It runs on the CPU backend.
+    kernels::CpuBackend backend({1, 0});
+    probe::ProbeSettings settings;
+    settings.min_seconds = 0.001;
+    double spent = 0;
+    CHECK(probe::probe_optimizer(backend, plan.optimizers[1], settings, &spent) > 0);
+    // The GPU's step prices the host update at the host's probe: ten times slower, ten times the term.
+    const Hardware h100 = *find_device("h100-80gb");
+    plan.optimizers[0].seconds = 1e-3;
+    plan.optimizers[1].seconds = 1e-3;
+    EstimateOptions o;
+    o.probed = std::make_shared<const ProbedRates>(plan);
+    REQUIRE(plan.host_optimizer_seconds_per_element(c.model, offloaded));
+    CHECK_FALSE(plan.host_optimizer_seconds_per_element(c.model, c) == std::nullopt);  // the same optimizer's
+    const double fast = step_time(c.model, offloaded, h100, o).offload_s;
+    plan.optimizers[1].seconds = 1e-2;
+    o.probed = std::make_shared<const ProbedRates>(plan);
+    const double slow = step_time(c.model, offloaded, h100, o).offload_s;
+    CHECK(slow > 5 * fast);
+    // Without offload the host probe prices nothing.
+    CHECK(step_time(c.model, c, h100, o).offload_s == 0);
 }
