@@ -54,7 +54,8 @@ Accuracy estimator_accuracy(const SweepData& sweep) {
                     add_sample(a.step_before_calibration_at_trial_speed, i, *t.base_step_s * slowdown, *step);
             }
         }
-        add_sample(a.real_memory, i, static_cast<double>(est->memory.peak), static_cast<double>(real_device_peak(t.result)));
+        add_sample(a.real_memory, i, static_cast<double>(est->memory.peak),
+                   static_cast<double>(real_device_peak(t.result)));
     }
     a.real_memory_summary = summarize(a.real_memory);
     a.memory_summary = summarize(a.memory);
