@@ -50,8 +50,10 @@ void Calibration::observe(const TrialResult& r, const Estimate& uncalibrated) {
         const double slowdown = machine_slowdown(r.speed_reference_s, uncalibrated.speed_reference_s);
         const TrialConfig& c = r.config;
         ratios_.push_back({{static_cast<std::size_t>(c.optimizer), static_cast<std::size_t>(c.precision),
-                            static_cast<std::size_t>(c.checkpointing), std::min<std::size_t>(c.zero_stage, 3)},
-                           std::log(ratio), std::log(slowdown),
+                            static_cast<std::size_t>(c.checkpointing), std::min<std::size_t>(c.zero_stage, 3),
+                            static_cast<std::size_t>(c.offload)},
+                           std::log(ratio),
+                           std::log(slowdown),
                            std::log(static_cast<double>(c.micro_batch) * static_cast<double>(c.context))});
         fit_ = fit(ratios_, fit_, base_.pace_exponent);
     }
@@ -194,6 +196,7 @@ EstimateOptions Calibration::options() const {
     apply(o.optimizer_efficiency, base_.optimizer_efficiency, kOptimizerDim);
     apply(o.checkpointing_efficiency, base_.checkpointing_efficiency, kCheckpointingDim);
     apply(o.zero_efficiency, base_.zero_efficiency, kZeroDim);
+    apply(o.offload_efficiency, base_.offload_efficiency, kOffloadDim);
     o.pace_exponent = fit_.pace_exponent;
     o.size_exponent = fit_.size_exponent;
     o.size_reference_tokens = std::exp(fit_.log_size_reference);

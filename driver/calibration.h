@@ -61,6 +61,7 @@ public:
     double optimizer_factor(Optimizer o) const { return factor(kOptimizerDim, static_cast<std::size_t>(o)); }
     double checkpointing_factor(Checkpointing c) const { return factor(kCheckpointingDim, static_cast<std::size_t>(c)); }
     double zero_factor(std::uint32_t stage) const { return factor(kZeroDim, stage); }
+    double offload_factor(Offload o) const { return factor(kOffloadDim, static_cast<std::size_t>(o)); }
     // The step's time as a power of the speed reference's (Estimate::pace_exponent):
     // fitted once kMinSlopeTrials trials ran at paces at least kMinSlopeSpread apart
     // (standard deviation of the log slowdown), the base options' (the prior) until then.
@@ -90,9 +91,9 @@ public:
 
 private:
     // The dimensions whose effects are fitted, and how many values each has.
-    enum Dim : std::size_t { kOptimizerDim, kPrecisionDim, kCheckpointingDim, kZeroDim, kDims };
+    enum Dim : std::size_t { kOptimizerDim, kPrecisionDim, kCheckpointingDim, kZeroDim, kOffloadDim, kDims };
     static constexpr std::array<std::size_t, kDims> kLevels{kOptimizers.size(), kPrecisions.size(),
-                                                            kCheckpointings.size(), 4};
+                                                            kCheckpointings.size(), 4, kOffloads.size()};
     struct Ratio {
         std::array<std::size_t, kDims> level;  // the configuration's value in each dimension
         double log_ratio;     // log(measured / uncalibrated estimated speed), at the trial's machine speed

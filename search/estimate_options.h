@@ -49,6 +49,8 @@ struct EstimateOptions {
     // activation, or syncs its ranks per layer, runs at its own pace too.
     std::array<double, kCheckpointings.size()> checkpointing_efficiency{1.0, 1.0, 1.0, 1.0};
     std::array<double, 4> zero_efficiency{1.0, 1.0, 1.0, 1.0};
+    // And per offload setting: a step that updates on the host runs at its own pace too.
+    std::array<double, kOffloads.size()> offload_efficiency{1.0, 1.0, 1.0};
     // Achieved fraction of the link bandwidth by collectives.
     double comm_efficiency = 0.8;
     // Fraction of communication hidden behind compute (our engine: none yet).

@@ -182,8 +182,8 @@ double device_prior(const Hardware& hw, const TrialConfig& c) {
 }
 
 // What calibration learned of this configuration's dimensions (EstimateOptions):
-// the product of its precision's, optimizer's, checkpointing's and ZeRO stage's
-// factors, and its micro-batch size's.
+// the product of its precision's, optimizer's, checkpointing's, ZeRO stage's and
+// offload's factors, and its micro-batch size's.
 double dimension_efficiency(const TrialConfig& c, const EstimateOptions& o) {
     const double tokens = static_cast<double>(c.micro_batch) * static_cast<double>(c.context);
     const double size = o.size_exponent == 0 || !(o.size_reference_tokens > 0)
@@ -192,7 +192,8 @@ double dimension_efficiency(const TrialConfig& c, const EstimateOptions& o) {
     return size * o.precision_efficiency[static_cast<std::size_t>(c.precision)] *
            o.optimizer_efficiency[static_cast<std::size_t>(c.optimizer)] *
            o.checkpointing_efficiency[static_cast<std::size_t>(c.checkpointing)] *
-           o.zero_efficiency[std::min<std::size_t>(c.zero_stage, o.zero_efficiency.size() - 1)];
+           o.zero_efficiency[std::min<std::size_t>(c.zero_stage, o.zero_efficiency.size() - 1)] *
+           o.offload_efficiency[static_cast<std::size_t>(c.offload)];
 }
 
 // With probed rates (search/probed_rates.h): one micro-batch's GEMMs each at
@@ -346,6 +347,8 @@ void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     }
     t.optimizer_s = 0;  // the device updates nothing
     t.offload_s = std::max(0.0, d2h_s - backward_s) + std::max(update_s, h2d_s) + params_s;
+    // What calibration learned of the configuration's dimensions scales this term as it does the probed ones.
+    if (const double speed = dimension_efficiency(c, o); speed > 0) t.offload_s /= speed;
 }
 
 }  // namespace

@@ -340,3 +340,28 @@ TEST_CASE("pending estimates are made again once calibration moved by 1%", "[dri
     trials_at(8, 0.5 * 1.02);
     CHECK(cal.moved_since(before));  // 2%: at 5% the trials would run with a stale estimate
 }
+
+TEST_CASE("offload's effect is learned and reaches the estimate, the host update's term with it",
+          "[driver][calibration][offload]") {
+    const Hardware cpu = *find_device("cpu");
+    Calibration cal(EstimateOptions{});
+    // Offloaded steps ran at 0.6 of the rest's pace, which ran at 0.5 of the estimate's.
+    for (Offload off : {Offload::none, Offload::optimizer})
+        for (Optimizer o : {Optimizer::adamw, Optimizer::lion}) {
+            TrialConfig c = config(Precision::bf16_mixed);
+            c.zero_stage = 2, c.offload = off, c.optimizer = o;
+            const Estimate e = estimate(c, cpu);
+            cal.observe(measured(c, e, 0.5 * (off == Offload::none ? 1.0 : 0.6)), e);
+        }
+    CHECK(cal.offload_factor(Offload::optimizer) / cal.offload_factor(Offload::none) == Approx(0.6));
+    CHECK(cal.offload_factor(Offload::optimizer_params) == 1.0);  // never measured
+    // On a GPU the host's update is a term of its own: the learned pace slows it too.
+    TrialConfig gpu = config(Precision::bf16_mixed);
+    gpu.zero_stage = 2, gpu.offload = Offload::optimizer;
+    const Hardware h100 = *find_device("h100-80gb");
+    EstimateOptions learned;
+    learned.offload_efficiency[static_cast<std::size_t>(Offload::optimizer)] = 0.5;
+    // (Twice, but for the gradient copies backward hides, which the slower compute hides more of.)
+    CHECK(step_time(gpu.model, gpu, h100, learned).offload_s ==
+          Approx(2 * step_time(gpu.model, gpu, h100, {}).offload_s).epsilon(0.05));
+}
