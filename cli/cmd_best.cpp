@@ -2,6 +2,7 @@
 // runners-up, and the `tune trial` command that reproduces it; then the best
 // predicted among the configurations not measured (an estimate-only sweep has
 // only these); exit 1 and the reasons when nothing qualifies.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,14 +66,17 @@ BestQuery to_query(const BestOptions& o) {
 }
 
 // The answer's own columns first, then the configuration, then its GPU count.
-std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_front, Basis basis, bool notes) {
+// host: some ranked configuration offloads, so each row shows its host ledger per rank.
+std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_front, Basis basis, bool notes,
+                                bool host) {
     const bool measured = basis == Basis::measured;
     const Estimate* e = t.result.estimate ? &*t.result.estimate : nullptr;
 
+    // A measured trial recorded without an estimate (`tune trial` records) reads only what it measured.
     const std::uint64_t peak = t.answered_for ? t.answered_for->device
                                : measured     ? t.result.memory.peak
                                               : e->memory.peak;
-    const double predicted_rate = t.answered_for ? t.answered_for->tokens_per_s : e->tokens_per_s;
+    const double predicted_rate = t.answered_for ? t.answered_for->tokens_per_s : e ? e->tokens_per_s : 0.0;
     const std::optional<double> step = measured ? t.median_step_s : std::optional<double>(e->step_s);
     std::vector<std::string> row{std::to_string(rank),
                                  on_front ? "yes" : "",
@@ -84,6 +88,10 @@ std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_
                                  fmt::format("{:.1f}%", (measured ? t.result.mfu : e->mfu) * 100)};
     for (auto& cell : config_row(t.result.config, {std::to_string(t.result.config.world_size)}))
         row.push_back(std::move(cell));
+    if (host) {
+        const std::uint64_t bytes = measured ? t.result.host_memory.peak : e ? e->host_memory.peak : 0;
+        row.push_back(bytes > 0 ? bytes_text(bytes) : "-");
+    }
     if (notes) row.push_back(risk_cell_text(t.result.config));
     return row;
 }
@@ -143,10 +151,13 @@ void print_answer(const BestAnswer& a, BestBy by) {
     std::vector<const TrialConfig*> configs;
     for (const TrialRecord& t : a.ranked) configs.push_back(&t.result.config);
     const bool notes = any_risk(configs);
+    const bool host =
+        std::any_of(configs.begin(), configs.end(), [](const TrialConfig* c) { return c->offload != Offload::none; });
+    if (host) header.push_back(measured ? "host" : "est. host");
     if (notes) header.emplace_back("note");
     TextTable table(header);
     for (std::size_t i = 0; i < a.ranked.size(); ++i)
-        table.add_row(row_of(i + 1, a.ranked[i], a.on_front[i], a.basis, notes));
+        table.add_row(row_of(i + 1, a.ranked[i], a.on_front[i], a.basis, notes, host));
     if (measured)
         fmt::print("Best of {} qualifying configurations ({} measured ok; front: on the Pareto front of peak memory\n"
                    "against tokens/s among those that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));

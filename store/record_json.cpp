@@ -22,6 +22,12 @@ nlohmann::json estimate_json(const std::optional<Estimate>& e) {
     // The machine speed step_s holds for (the probes' speed reference); absent without probes.
     if (e->speed_reference_s > 0) j["speed_reference_s"] = e->speed_reference_s;
     if (e->pace_exponent != 1) j["pace_exponent"] = e->pace_exponent;  // what calibration had learned (core/machine_speed.h)
+    // Offload's host ledger per rank, per node, and the limit a configuration that does not fit passes.
+    if (e->host_memory.peak > 0) {
+        j["host_memory"] = {{"peak", e->host_memory.peak}, {"memory", components_json(e->host_memory)}};
+        j["host_node_bytes"] = e->host_node_bytes;
+    }
+    if (!e->limit.empty()) j["limit"] = e->limit;
     return j;
 }
 
@@ -42,6 +48,10 @@ nlohmann::json measured_json(const TrialRecord& t) {
     j["timed_steps"] = t.timed_steps > 0 ? nlohmann::json(t.timed_steps) : nlohmann::json();
     if (r.speed_reference_s > 0) j["speed_reference_s"] = r.speed_reference_s;  // the machine's pace during the steps
     j.update(machine_memory_json(r));
+    if (!r.rank_host_peaks.empty())  // offload's host ledger: the rank with the most, and every rank's peak
+        j["host_memory"] = {{"peak", r.host_memory.peak},
+                            {"memory", components_json(r.host_memory)},
+                            {"rank_peaks", r.rank_host_peaks}};
     nlohmann::json steps = nlohmann::json::array();
     const std::size_t n = std::max(r.step_ms.size(), r.losses.size());
     for (std::size_t i = 0; i < n; ++i)

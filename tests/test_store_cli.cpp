@@ -134,3 +134,36 @@ TEST_CASE("tune export --format csv defuses cells a spreadsheet would run as for
     CHECK_THAT(csv.output, Catch::Contains("\n\"'=HYPERLINK(\"\"x\"\")\",") && Catch::Contains(",'@SUM(1+1),") &&
                                Catch::Contains("'+cmd|' /C calc'!A0") && Catch::Contains(",-5,"));
 }
+
+TEST_CASE("tune best --max-host-memory keeps what a node's host memory holds and shows each host ledger",
+          "[store][cli][offload]") {
+    test::ScratchDir dir;
+    {
+        Store db(dir.file("o.db"), Store::Mode::read_write);
+        const SweepId sweep = db.open_sweep(test::sample_sweep("off"), false).id;
+        for (int i = 0; i < 2; ++i) {
+            TrialConfig c = test::sample_config(i);
+            c.offload = Offload::optimizer, c.zero_stage = 2, c.world_size = 2;
+            db.add_trials(sweep, std::vector<NewTrial>{{c, TrialStatus::pending, "", std::nullopt, 0, {}}});
+            auto claimed = db.claim_next_pending(sweep);
+            REQUIRE(claimed);
+            TrialResult r = test::sample_result(claimed->config, i);
+            r.tokens_per_s = 1000.0 * (i + 1);
+            r.host_memory[Component::optim] = (4 + 4 * static_cast<std::uint64_t>(i)) * GiB;  // 4 and 8 GiB a rank
+            r.host_memory.peak = r.host_memory[Component::optim];
+            r.rank_host_peaks = {r.host_memory.peak, r.host_memory.peak};
+            r.estimate.reset();  // two ranks a node: the trial's own
+            db.record_result(claimed->id, r, "", now_timestamp(), now_timestamp());
+        }
+    }
+    auto out = run_tune("best --max-host-memory 10GiB --db " + dir.file("o.db"));
+    REQUIRE(out.exit_code == 0);
+    CHECK_THAT(out.output, Catch::Contains("host") && Catch::Contains("4.00 GiB") && !Catch::Contains("8.00 GiB"));
+    auto json = run_tune("best --json --max-host-memory 10GiB --db " + dir.file("o.db"));
+    REQUIRE(json.exit_code == 0);
+    CHECK(nlohmann::json::parse(json.output)["best"]["measured"]["host_memory"]["peak"] == 4 * GiB);
+    auto none = run_tune("best --max-host-memory 4GiB --db " + dir.file("o.db"));
+    CHECK(none.exit_code == 1);
+    CHECK_THAT(none.output, Catch::Contains("of host memory per node") && Catch::Contains("8.00 GiB"));
+    CHECK(run_tune("best --max-host-memory lots --db " + dir.file("o.db")).exit_code == 2);
+}

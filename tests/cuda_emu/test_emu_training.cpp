@@ -85,3 +85,18 @@ TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at sta
         CHECK(r.memory[Component::params] == e.memory[Component::params]);
     }
 }
+
+TEST_CASE("emulated device: offload is refused on the CUDA backend, saying where it runs") {
+    // The GPU engine has no host copies of the optimizer yet (harness/trainer.h): the trial is
+    // invalid, not failed, and names the backend that runs it; the estimate still holds.
+    harness::TrialOptions options;
+    options.backend = BackendKind::cuda;
+    options.log = nullptr;
+    TrialConfig c = short_trial(Optimizer::adamw, Precision::bf16_mixed);
+    c.zero_stage = 2, c.offload = Offload::optimizer;
+    const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
+    const TrialResult r = harness::run_trial(c, options, *nccl);
+    CHECK(r.status == TrialStatus::invalid);
+    CHECK_THAT(r.reason, Catch::Contains("CPU backend only"));
+    CHECK(estimate(c, *find_device("h100-80gb"), EstimateOptions{}).host_memory.peak > 0);
+}
