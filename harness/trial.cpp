@@ -253,50 +253,33 @@ MemoryBreakdown with_baseline(MemoryBreakdown m, std::uint64_t baseline) {
     return m;
 }
 
+// Every rank's peak of one ledger; `m` becomes the breakdown of the rank with the highest, so
+// that it still sums to its peak (ranks differ by their process baselines, and by shards).
+std::vector<std::uint64_t> gather_highest(Comm& comm, MemoryBreakdown& m) {
+    const auto n = static_cast<std::size_t>(comm.world_size());
+    const auto me = static_cast<std::size_t>(comm.rank());
+    if (n == 1) return {m.peak};
+    constexpr std::size_t row = kComponentCount + 1;
+    std::vector<std::uint64_t> all(n * row, 0);
+    all[me * row] = m.peak;
+    std::copy(m.bytes.begin(), m.bytes.end(), all.begin() + static_cast<std::ptrdiff_t>(me * row + 1));
+    comm.all_gather(all.data(), static_cast<std::int64_t>(all.size() * sizeof(std::uint64_t)), kernels::DType::u8);
+    std::vector<std::uint64_t> peaks(n, 0);
+    for (std::size_t i = 0; i < n; ++i) peaks[i] = all[i * row];
+    const auto top = static_cast<std::size_t>(std::max_element(peaks.begin(), peaks.end()) - peaks.begin());
+    m.peak = peaks[top];
+    std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(top * row + 1), kComponentCount, m.bytes.begin());
+    return peaks;
+}
+
 // Every rank's peak in rank_peaks, the largest as the result's peak, and the
 // losses averaged over ranks (each rank saw only its rows of the global batch).
 void combine_over_ranks(Comm& comm, TrialResult& r) {
-    const auto n = static_cast<std::size_t>(comm.world_size());
-    const auto me = static_cast<std::size_t>(comm.rank());
-    if (n == 1) {
-        r.rank_peaks = {r.memory.peak};
-        return;
-    }
-    // Each rank's peak and breakdown; the result reports the rank with the highest peak, so that
-    // its breakdown still sums to its peak (ranks differ by their process baselines, and by shards).
-    constexpr std::size_t row = kComponentCount + 1;
-    std::vector<std::uint64_t> all(n * row, 0);
-    all[me * row] = r.memory.peak;
-    std::copy(r.memory.bytes.begin(), r.memory.bytes.end(), all.begin() + static_cast<std::ptrdiff_t>(me * row + 1));
-    comm.all_gather(all.data(), static_cast<std::int64_t>(all.size() * sizeof(std::uint64_t)), kernels::DType::u8);
-    r.rank_peaks.assign(n, 0);
-    for (std::size_t i = 0; i < n; ++i) r.rank_peaks[i] = all[i * row];
-    const auto top = static_cast<std::size_t>(std::max_element(r.rank_peaks.begin(), r.rank_peaks.end()) -
-                                              r.rank_peaks.begin());
-    r.memory.peak = r.rank_peaks[top];
-    std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(top * row + 1), kComponentCount, r.memory.bytes.begin());
+    r.rank_peaks = gather_highest(comm, r.memory);
+    if (comm.world_size() == 1) return;
     std::vector<float> losses(r.losses.begin(), r.losses.end());
     comm.all_reduce(losses.data(), static_cast<std::int64_t>(losses.size()), kernels::DType::f32, ReduceOp::average);
     r.losses.assign(losses.begin(), losses.end());
-}
-
-// Every rank's host ledger in rank_host_peaks, and the breakdown of the rank with the most.
-void combine_host_memory(Comm& comm, TrialResult& r) {
-    const auto n = static_cast<std::size_t>(comm.world_size());
-    const auto me = static_cast<std::size_t>(comm.rank());
-    constexpr std::size_t row = kComponentCount + 1;
-    std::vector<std::uint64_t> all(n * row, 0);
-    all[me * row] = r.host_memory.peak;
-    std::copy(r.host_memory.bytes.begin(), r.host_memory.bytes.end(),
-              all.begin() + static_cast<std::ptrdiff_t>(me * row + 1));
-    if (n > 1)
-        comm.all_gather(all.data(), static_cast<std::int64_t>(all.size() * sizeof(std::uint64_t)), kernels::DType::u8);
-    r.rank_host_peaks.assign(n, 0);
-    for (std::size_t i = 0; i < n; ++i) r.rank_host_peaks[i] = all[i * row];
-    const auto top = static_cast<std::size_t>(std::max_element(r.rank_host_peaks.begin(), r.rank_host_peaks.end()) -
-                                              r.rank_host_peaks.begin());
-    r.host_memory.peak = r.rank_host_peaks[top];
-    std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(top * row + 1), kComponentCount, r.host_memory.bytes.begin());
 }
 
 // On a GPU, the device memory outside the allocator joins the breakdown and
@@ -498,7 +481,7 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         if (c.offload != Offload::none) r.host_memory = trainer.host_memory().peak_breakdown();
         r.comm_bytes = (comm.bytes_moved() - control_bytes) / r.step_ms.size();
         combine_over_ranks(comm, r);
-        if (c.offload != Offload::none) combine_host_memory(comm, r);
+        if (c.offload != Offload::none) r.rank_host_peaks = gather_highest(comm, r.host_memory);
         combine_real_memory(comm, real, r);
         combine_speed_reference(comm, r);
         r.status = TrialStatus::ok;

@@ -84,35 +84,29 @@ struct Constraint {
     std::function<std::string(const std::vector<const TrialRecord*>&)> why_none;
 };
 
+// At most `limit` bytes of one number of a trial; the smallest says why none qualifies:
+// "none fits in 40.00 GiB<where>: the smallest <noun> is 52.10 GiB (config, trial 7)".
+Constraint byte_limit(std::uint64_t limit, std::string where, std::string noun,
+                      std::function<std::uint64_t(const TrialRecord&)> bytes) {
+    return {[limit, bytes](const TrialRecord& t) { return bytes(t) <= limit; },
+            [limit, where, noun, bytes](const std::vector<const TrialRecord*>& set) {
+                auto smallest =
+                    *std::min_element(set.begin(), set.end(), [&](auto* a, auto* c) { return bytes(*a) < bytes(*c); });
+                return fmt::format("none fits in {}{}: the smallest {} is {} ({}, trial {})", format_bytes(limit),
+                                   where, noun, format_bytes(bytes(*smallest)), summary(smallest->result.config),
+                                   smallest->id);
+            }};
+}
+
 std::vector<Constraint> constraints_of(const BestQuery& q, Basis b) {
     std::vector<Constraint> out;
     const std::string_view word = to_string(b);
-    if (q.max_memory) {
-        const std::uint64_t limit = *q.max_memory;
-        out.push_back({[limit, b](const TrialRecord& t) { return peak_of(t, b) <= limit; },
-                       [limit, b, word](const std::vector<const TrialRecord*>& set) {
-                           auto smallest = *std::min_element(set.begin(), set.end(), [b](auto* a, auto* c) {
-                               return peak_of(*a, b) < peak_of(*c, b);
-                           });
-                           return fmt::format("none fits in {}: the smallest {} peak is {} ({}, trial {})",
-                                              format_bytes(limit), word, format_bytes(peak_of(*smallest, b)),
-                                              summary(smallest->result.config), smallest->id);
-                       }});
-    }
-    if (q.max_host_memory) {
-        const std::uint64_t limit = *q.max_host_memory;
-        out.push_back({[limit, b](const TrialRecord& t) { return host_node_of(t, b) <= limit; },
-                       [limit, b, word](const std::vector<const TrialRecord*>& set) {
-                           auto smallest = *std::min_element(set.begin(), set.end(), [b](auto* a, auto* c) {
-                               return host_node_of(*a, b) < host_node_of(*c, b);
-                           });
-                           return fmt::format(
-                               "none fits in {} of host memory per node: the smallest {} is {} ({}, "
-                               "trial {})",
-                               format_bytes(limit), word, format_bytes(host_node_of(*smallest, b)),
-                               summary(smallest->result.config), smallest->id);
-                       }});
-    }
+    if (q.max_memory)
+        out.push_back(byte_limit(*q.max_memory, "", fmt::format("{} peak", word),
+                                 [b](const TrialRecord& t) { return peak_of(t, b); }));
+    if (q.max_host_memory)
+        out.push_back(byte_limit(*q.max_host_memory, " of host memory per node", std::string(word),
+                                 [b](const TrialRecord& t) { return host_node_of(t, b); }));
     if (q.min_context) {
         const std::uint32_t want = *q.min_context;
         out.push_back({[want](const TrialRecord& t) { return t.result.config.context >= want; },
