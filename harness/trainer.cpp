@@ -138,6 +138,14 @@ private:
     float* ptr_;
 };
 
+std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config) {
+    if (config.offload == Offload::none || backend.name() == "cpu") return std::nullopt;
+    return fmt::format(
+        "offload {} runs on the CPU backend only (--backend cpu): on {} tune's engine has no host "
+        "copies of the optimizer yet; its estimate still holds",
+        to_string(config.offload), backend.name());
+}
+
 Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& config, const TokenSource& tokens,
                  const HostParams* init, const HostParams* adapters)
     : backend_(backend),
@@ -156,11 +164,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     if (auto bad = invalid_reason(config)) throw std::invalid_argument(bad->reason);
     if (comm.world_size() != static_cast<int>(config.world_size))
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
-    if (offload_.any() && backend.name() != "cpu")
-        throw std::invalid_argument(
-            fmt::format("offload {} runs on the CPU backend only: on {} the optimizer's host "
-                        "copies and update are not built yet",
-                        to_string(config.offload), backend.name()));
+    if (auto why = offload_unsupported(backend, config)) throw std::invalid_argument(*why);
     const bool with_grads = config.optimizer != Optimizer::lomo;
     if (config.adapters()) {
         // §9: the base frozen in the weights' dtype (no master, no gradients), the adapters trained.

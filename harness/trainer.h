@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/config.h"
@@ -32,6 +33,10 @@ struct StepStats {
     float loss_scale = 1;    // the scale this step ran with (fp16), else 1
     bool skipped = false;    // fp16 overflow: no update
 };
+
+// Why this backend cannot run the configuration's offload: only the CPU backend, whose device
+// memory is the host's, runs it (the GPU engine has no host copies of the optimizer yet).
+std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config);
 
 class Trainer {
 public:

@@ -435,11 +435,7 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
     TrialDetails& d = details != nullptr ? *details : local;
     try {
         check_runnable(config);
-        if (config.offload != Offload::none && device.backend->name() != "cpu")
-            throw InvalidTrial(
-                fmt::format("offload {} runs on the CPU backend only (--backend cpu): tune's GPU engine "
-                            "has no host copies of the optimizer yet; its estimate still holds",
-                            to_string(config.offload)));
+        if (auto why = offload_unsupported(*device.backend, config)) throw InvalidTrial(*why);
         if (comm.world_size() != static_cast<int>(config.world_size))
             throw InvalidTrial(fmt::format("world_size {} but the communicator has {} ranks", config.world_size,
                                            comm.world_size()));

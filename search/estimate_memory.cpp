@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "core/offload_plan.h"
-
 #include "core/peft_modules.h"
 #include "kernels/workspace_bytes.h"
 #include "search/flat_layout.h"
