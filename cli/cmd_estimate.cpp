@@ -152,7 +152,7 @@ void print_host_text(const TrialConfig& c, const Estimate& e, const EstimateOpti
     const std::uint32_t ranks = ranks_per_node(c, o);
     fmt::print("\n  host         {} per rank, {} per node ({} rank{})", format_bytes(e.host_memory.peak),
                format_bytes(e.host_node_bytes), ranks, ranks == 1 ? "" : "s");
-    if (const auto usable = usable_host_bytes(o))
+    if (const auto usable = usable_host_bytes(o.host_memory, o.host_margin))
         fmt::print(" {} usable {} (host memory less {:.0f}% margin)\n", e.host_node_bytes <= *usable ? "<=" : ">",
                    format_bytes(*usable), o.host_margin * 100);
     else

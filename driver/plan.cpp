@@ -56,9 +56,7 @@ std::string prune_reason(const Estimate& e, const FrameworkPredictions& framewor
         return fmt::format("predicted peak {} exceeds {} by more than the estimator's known error ({:.1f}%)",
                            format_bytes(limited_bytes(e.memory, spec.hardware)), limit, tolerance * 100);
     // Offload's host ledger against the node's host memory ([hardware] host_memory).
-    EstimateOptions host_limit;
-    host_limit.host_memory = spec.host_memory, host_limit.host_margin = spec.host_margin;
-    if (const auto host = usable_host_bytes(host_limit); host && e.host_node_bytes > 0) {
+    if (const auto host = usable_host_bytes(spec.host_memory, spec.host_margin); host && e.host_node_bytes > 0) {
         if (static_cast<double>(e.host_node_bytes) > static_cast<double>(*host) * (1.0 + tolerance))
             return fmt::format(
                 "host memory: offload keeps {} per node, more than the usable {} ([hardware] "

@@ -67,7 +67,7 @@ toml::table training(const TrialConfig& c) {
                   {"mixed_precision_param", c.precision == Precision::fp32 ? "float32" : "bfloat16"},
                   {"mixed_precision_reduce", "float32"},
                   {"seed", static_cast<std::int64_t>(c.seed)}};
-    // job_config.py Training.enable_cpu_offload: FSDP2's CPUOffloadPolicy, parameters, gradients and
+    // torchtitan/config/configs.py Training.enable_cpu_offload: FSDP2's CPUOffloadPolicy, parameters, gradients and
     // optimizer states on the host (the only offload FSDP has: search/frameworks/framework_validity).
     if (c.offload == Offload::optimizer_params) t.insert("enable_cpu_offload", true);
     return t;

@@ -12,9 +12,9 @@ std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const Estim
     return static_cast<std::uint64_t>(static_cast<double>(limit) * (1.0 - o.margin));
 }
 
-std::optional<std::uint64_t> usable_host_bytes(const EstimateOptions& o) {
-    if (!o.host_memory) return std::nullopt;
-    return static_cast<std::uint64_t>(static_cast<double>(*o.host_memory) * (1.0 - o.host_margin));
+std::optional<std::uint64_t> usable_host_bytes(std::optional<std::uint64_t> host_memory, double margin) {
+    if (!host_memory) return std::nullopt;
+    return static_cast<std::uint64_t>(static_cast<double>(*host_memory) * (1.0 - margin));
 }
 
 std::uint64_t limited_bytes(const MemoryBreakdown& m, const Hardware& hw) {
@@ -43,7 +43,7 @@ Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& 
         e.pace_exponent = o.pace_exponent;                  // and how the step follows another one
     }
     const bool device_fits = limited_bytes(e.memory, hw) <= usable_bytes(c, hw, o);
-    const std::optional<std::uint64_t> host = usable_host_bytes(o);
+    const std::optional<std::uint64_t> host = usable_host_bytes(o.host_memory, o.host_margin);
     const bool host_fits = !host || e.host_node_bytes <= *host;
     e.fits = device_fits && host_fits;
     e.limit = device_fits ? (host_fits ? "" : "host") : (host_fits ? "device" : "device+host");

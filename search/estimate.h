@@ -13,8 +13,8 @@ namespace tune {
 // The bytes a rank may fill: the limit less the margin.
 std::uint64_t usable_bytes(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o);
 
-// The host bytes a node may fill for offloaded states: host_memory less host_margin; unset: unbounded.
-std::optional<std::uint64_t> usable_host_bytes(const EstimateOptions& o);
+// The host bytes a node may fill for offloaded states: host_memory less the margin; unset: unbounded.
+std::optional<std::uint64_t> usable_host_bytes(std::optional<std::uint64_t> host_memory, double margin);
 
 // The bytes a memory limit applies to. On a GPU, everything on the device. On
 // the CPU backend the tagged allocator enforces the limit, so the process's

@@ -332,13 +332,13 @@ void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
                    StepTime& t) {
     const OffloadPlan plan = offload_plan(c.offload);
     if (!plan.any() || hw.backend == BackendKind::cpu) return;
-    const double shard_bytes = owned_elements(m, c) * weight_bytes(c.precision);
+    const double owned = owned_elements(m, c);
+    const double shard_bytes = owned * weight_bytes(c.precision);
     const double backward_s = t.compute_s * 2.0 / 3.0;  // backward's FLOPs are twice forward's
     const double d2h_s = safe_div(c.grad_accum * shard_bytes, hw.host_link_bytes_per_s);
-    const double per_element = o.probed && o.probed->host_optimizer_seconds_per_element(m, c)
-                                   ? *o.probed->host_optimizer_seconds_per_element(m, c)
-                                   : safe_div(optimizer_traffic_per_element(c), hw.host_memory_bytes_per_s);
-    const double update_s = per_element * owned_elements(m, c) * ranks_per_node(c, o);
+    const std::optional<double> probed = o.probed ? o.probed->host_optimizer_seconds_per_element(m, c) : std::nullopt;
+    const double per_element = probed.value_or(safe_div(optimizer_traffic_per_element(c), hw.host_memory_bytes_per_s));
+    const double update_s = per_element * owned * ranks_per_node(c, o);
     const double h2d_s = safe_div(shard_bytes, hw.host_link_bytes_per_s);
     double params_s = 0;
     if (plan.params_on_host) {
