@@ -293,7 +293,7 @@ struct TrialResult {
     std::uint64_t oom_live = 0;
     // What the machine saw (harness/memory/real_memory.h): the process's resident
     // set on a CPU, the device's used bytes on a GPU. Largest over ranks, then per rank.
-    std::uint64_t real_peak = 0;        // 0: not measured
+    std::uint64_t real_peak = 0;        // 0: not measured; on the CPU, less the host ledger
     std::uint64_t baseline = 0;         // before the model's first allocation
     std::int64_t untracked = 0;         // real_peak - baseline - tagged peak
     std::vector<std::uint64_t> rank_real_peaks;
@@ -325,13 +325,6 @@ void to_json(nlohmann::json& j, const Estimate& e);
 void from_json(const nlohmann::json& j, Estimate& e);
 void to_json(nlohmann::json& j, const TrialResult& r);
 void from_json(const nlohmann::json& j, TrialResult& r);
-// The real peak of what the device ledger holds: the process's real peak less the host ledger,
-// which offload keeps in the same process (it runs on the CPU backend only, whose device is the
-// host); the real peak itself without offload.
-inline std::uint64_t real_device_peak(const TrialResult& r) {
-    return r.real_peak > r.host_memory.peak ? r.real_peak - r.host_memory.peak : 0;
-}
-
 // The machine's view of a trial's memory (real peak, baseline, untracked: the
 // largest over ranks, then per rank), as the result line and the store's
 // records write it; an empty object when the trial measured none.

@@ -28,7 +28,7 @@ double measured_over_predicted(const TrialResult& r, const Estimate& predicted) 
 // at the baseline); on a GPU the device overhead already holds all of it.
 std::uint64_t machine_overhead(const TrialResult& r) {
     const std::uint64_t tagged = r.memory.peak - std::min(r.memory.peak, r.memory[Component::overhead]);
-    if (real_device_peak(r) > tagged) return real_device_peak(r) - tagged;
+    if (r.real_peak > tagged) return r.real_peak - tagged;
     return r.memory[Component::overhead];
 }
 

@@ -59,13 +59,14 @@ PrecisionPlan precision_plan(Precision p) {
 }
 
 ModelState::ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-                       bool with_grads, ZeroPlan zero, Comm& comm, Allocator* host, OffloadPlan offload)
-    : backend_(backend), layout_(layout), plan_(plan), zero_(zero), comm_(comm) {
-    if (offload.any() && host == nullptr) throw std::invalid_argument("ModelState: offload without a host allocator");
+                       bool with_grads, ZeroPlan zero, Comm& comm, HostPlacement host)
+    : backend_(backend), layout_(layout), plan_(plan), zero_(zero), comm_(comm), host_(host) {
+    if (host.plan.any() && (host.memory == nullptr || host.backend == nullptr))
+        throw std::invalid_argument("ModelState: offload without host memory and a host backend");
     const std::uint64_t wb = kernels::dtype_bytes(plan.weights);
     auto count = [](std::int64_t n) { return static_cast<std::uint64_t>(n); };
     auto zeros = [&](Component tag, std::uint64_t bytes) {
-        return (offload.on_host(tag) ? *host : memory).zeros(tag, bytes);
+        return (host.holds(tag) ? *host.memory : memory).zeros(tag, bytes);
     };
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         params_.push_back(zeros(Component::params, count(weights_length(i)) * wb));
@@ -132,7 +133,7 @@ void* ModelState::grad_tensor(std::size_t buffer, std::size_t t) const {
 }
 
 void ModelState::zero_grads() {
-    for (Buffer& g : grads_) backend_.fill_zero(g.get(), g.bytes());
+    for (Buffer& g : grads_) backend_of(Component::grads).fill_zero(g.get(), g.bytes());
 }
 
 namespace {
@@ -178,19 +179,22 @@ void random_values(const FlatLayout& f, std::uint64_t stream, double stddev, std
 struct Destination {
     void* dst;
     DType dtype;
+    kernels::Backend* backend;  // which copies to it: the device's, or the host's under offload
 };
 
 // The n elements this rank holds from `first` on, drawn and uploaded chunk by chunk.
-void upload_random_range(kernels::Backend& backend, const std::vector<Destination>& to, const FlatLayout& f,
-                         std::uint64_t stream, double stddev, std::int64_t first, std::int64_t n) {
+void upload_random_range(const std::vector<Destination>& to, const FlatLayout& f, std::uint64_t stream, double stddev,
+                         std::int64_t first, std::int64_t n) {
     constexpr std::int64_t kChunk = 1 << 22;  // elements: 16 MiB of fp32
     std::vector<float> values;
     for (std::int64_t done = 0; done < n; done += kChunk) {
         values.resize(static_cast<std::size_t>(std::min(kChunk, n - done)));
         random_values(f, stream, stddev, first + done, values);
         for (const Destination& d : to)
-            upload_range(backend, static_cast<unsigned char*>(d.dst) + done * static_cast<std::int64_t>(kernels::dtype_bytes(d.dtype)),
-                         values, 0, static_cast<std::int64_t>(values.size()), d.dtype);
+            upload_range(
+                *d.backend,
+                static_cast<unsigned char*>(d.dst) + done * static_cast<std::int64_t>(kernels::dtype_bytes(d.dtype)),
+                values, 0, static_cast<std::int64_t>(values.size()), d.dtype);
     }
 }
 
@@ -200,14 +204,16 @@ void ModelState::upload_random(std::uint64_t seed, double stddev) {
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
         const std::uint64_t stream = random_stream(seed, i);
         const std::int64_t n = weights_length(i), first = first_held(i, n);
-        std::vector<Destination> to{{params_[i].get(), plan_.weights}};
+        std::vector<Destination> to{{params_[i].get(), plan_.weights, &backend_of(Component::params)}};
         if (!master_.empty()) {
             const std::int64_t master_n = master_length(i), master_first = first_held(i, master_n);
-            if (master_n == n && master_first == first) to.push_back({master_[i].get(), DType::f32});
-            else upload_random_range(backend_, {{master_[i].get(), DType::f32}}, layout_.flat(i), stream, stddev,
-                                     master_first, master_n);
+            const Destination master{master_[i].get(), DType::f32, &backend_of(Component::master)};
+            if (master_n == n && master_first == first)
+                to.push_back(master);
+            else
+                upload_random_range({master}, layout_.flat(i), stream, stddev, master_first, master_n);
         }
-        upload_random_range(backend_, to, layout_.flat(i), stream, stddev, first, n);
+        upload_random_range(to, layout_.flat(i), stream, stddev, first, n);
     }
 }
 
@@ -218,10 +224,10 @@ void ModelState::upload(const HostParams& host) {
             throw std::invalid_argument("upload: a host buffer does not have the layout's padded length");
         if (!master_.empty()) {
             const std::int64_t n = master_length(i);
-            upload_range(backend_, master_[i].get(), host[i], first_held(i, n), n, DType::f32);
+            upload_range(backend_of(Component::master), master_[i].get(), host[i], first_held(i, n), n, DType::f32);
         }
         const std::int64_t n = weights_length(i);
-        upload_range(backend_, params_[i].get(), host[i], first_held(i, n), n, plan_.weights);
+        upload_range(backend_of(Component::params), params_[i].get(), host[i], first_held(i, n), n, plan_.weights);
     }
 }
 
@@ -241,11 +247,12 @@ std::vector<float> to_host_f32(kernels::Backend& backend, const void* src, DType
 
 }  // namespace
 
-std::vector<float> ModelState::whole_on_host(std::size_t buffer, const void* src, DType dt, bool sharded) {
+std::vector<float> ModelState::whole_on_host(std::size_t buffer, const void* src, Component c, DType dt, bool sharded) {
     const FlatLayout& f = layout_.flat(buffer);
-    if (!sharded || comm_.world_size() == 1) return to_host_f32(backend_, src, dt, f.padded);
+    if (!sharded || comm_.world_size() == 1) return to_host_f32(backend_of(c), src, dt, f.padded);
     // Gather the shards on the device, outside the tagged allocator: this is
-    // inspection after the fact, not part of a step's memory.
+    // inspection after the fact, not part of a step's memory. copy() takes a
+    // host shard too (kernels/backend.h); the collective runs on the device.
     const std::uint64_t bytes = static_cast<std::uint64_t>(f.padded) * kernels::dtype_bytes(dt);
     void* whole = backend_.allocate(bytes);
     try {
@@ -266,8 +273,11 @@ HostParams ModelState::download_weights() {
     HostParams out;
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
         if (!master_.empty())
-            out.push_back(whole_on_host(i, master_[i].get(), DType::f32, zero_.shards_master_weights));
-        else out.push_back(whole_on_host(i, params_[i].get(), plan_.weights, zero_.shards_parameters));
+            out.push_back(
+                whole_on_host(i, master_[i].get(), Component::master, DType::f32, zero_.shards_master_weights));
+        else
+            out.push_back(
+                whole_on_host(i, params_[i].get(), Component::params, plan_.weights, zero_.shards_parameters));
     }
     return out;
 }
@@ -277,7 +287,7 @@ HostParams ModelState::download_grads() {
     for (std::size_t i = 0; i < grads_.size(); ++i) {
         // Stage 1 keeps the whole buffer, but only the rank's shard holds the averaged gradient.
         const void* own = zero_.updates_own_shard_only() ? grad_at(i, owned_begin(i)) : grads_[i].get();
-        out.push_back(whole_on_host(i, own, plan_.weights, zero_.updates_own_shard_only()));
+        out.push_back(whole_on_host(i, own, Component::grads, plan_.weights, zero_.updates_own_shard_only()));
     }
     return out;
 }

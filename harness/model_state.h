@@ -26,6 +26,16 @@ struct PrecisionPlan {
 };
 PrecisionPlan precision_plan(Precision p);
 
+// Where offload keeps its buffers (core/offload_plan.h): host memory from
+// `memory`, which the CPU reads and writes through `backend` (the trainer's
+// host backend: the CPU backend, also beside a GPU). Without a plan, none.
+struct HostPlacement {
+    Allocator* memory = nullptr;
+    kernels::Backend* backend = nullptr;
+    OffloadPlan plan;
+    bool holds(Component c) const { return plan.on_host(c); }
+};
+
 // Host copies of every flat buffer in fp32 (padding included, zero), used to
 // initialise, load and inspect the model.
 using HostParams = std::vector<std::vector<float>>;
@@ -35,9 +45,9 @@ public:
     // with_grads: false for LOMO, which keeps no gradient buffer. `zero`
     // says which of master weights, gradients and weights are sharded: rank
     // comm.rank() keeps the layout.flat(i).shard elements from owned_begin(i).
-    // host: where the buffers `offload` places in host memory come from (core/offload_plan.h); null: none are.
+    // host: where offload's buffers live and who touches them on the CPU.
     ModelState(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, PrecisionPlan plan,
-               bool with_grads, ZeroPlan zero, Comm& comm, Allocator* host = nullptr, OffloadPlan offload = {});
+               bool with_grads, ZeroPlan zero, Comm& comm, HostPlacement host = {});
 
     const ParamLayout& layout() const { return layout_; }
     const PrecisionPlan& plan() const { return plan_; }
@@ -45,6 +55,10 @@ public:
     void* master(std::size_t buffer) const { return master_.empty() ? nullptr : master_[buffer].get(); }
     void* grads(std::size_t buffer) const { return grads_.empty() ? nullptr : grads_[buffer].get(); }
     bool has_grads() const { return !grads_.empty(); }
+    // The backend that reaches a component's buffers from the CPU side: the
+    // host backend for what offload keeps on the host, else the device's.
+    kernels::Backend& backend_of(Component c) const { return host_.holds(c) ? *host_.backend : backend_; }
+    const HostPlacement& host() const { return host_; }
     const ZeroPlan& zero() const { return zero_; }
     // Elements each kind of buffer `buffer` holds on this rank.
     std::int64_t weights_length(std::size_t buffer) const;
@@ -82,13 +96,14 @@ private:
     std::int64_t first_held(std::size_t buffer, std::int64_t n) const;
     // n elements of `src` (fp32 or 16-bit dt), this rank's shard of the
     // buffer when `sharded`, as the whole buffer's fp32 host values.
-    std::vector<float> whole_on_host(std::size_t buffer, const void* src, kernels::DType dt, bool sharded);
+    std::vector<float> whole_on_host(std::size_t buffer, const void* src, Component c, kernels::DType dt, bool sharded);
 
     kernels::Backend& backend_;
     const ParamLayout& layout_;
     PrecisionPlan plan_;
     ZeroPlan zero_;
     Comm& comm_;
+    HostPlacement host_;
     std::vector<Buffer> params_, master_, grads_;
 };
 

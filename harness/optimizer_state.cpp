@@ -26,8 +26,16 @@ OptimizerHyper optimizer_hyper(const TrialConfig& c) {
 
 OptimizerState::OptimizerState(kernels::Backend& backend, Allocator& memory, Comm& comm, const TrialConfig& config,
                                ModelState& model)
-    : backend_(backend), memory_(memory), comm_(comm), model_(model), kind_(config.optimizer),
-      hyper_(optimizer_hyper(config)), sharded_(model.zero().updates_own_shard_only() && comm.world_size() > 1) {
+    : backend_(model.backend_of(Component::optim)),
+      device_(backend),
+      memory_(memory),
+      comm_(comm),
+      model_(model),
+      weights_apart_(model.host().holds(Component::optim) && !model.host().holds(Component::params) &&
+                     model.plan().master),
+      kind_(config.optimizer),
+      hyper_(optimizer_hyper(config)),
+      sharded_(model.zero().updates_own_shard_only() && comm.world_size() > 1) {
     const ParamLayout& layout = model.layout();
     const std::uint64_t sb = kernels::dtype_bytes(model.plan().state);
     auto state = [&](std::uint64_t bytes) { return memory.zeros(Component::optim, bytes); };
@@ -92,7 +100,7 @@ kernels::ParamTensor OptimizerState::param_tensor(std::size_t buffer, std::size_
     if (plan.master) {
         p.param = model_.master_at(buffer, piece.element);
         p.param_dtype = DType::f32;
-        p.param_copy = model_.weight_at(buffer, piece.element);
+        p.param_copy = weights_apart_ ? nullptr : model_.weight_at(buffer, piece.element);
         p.copy_dtype = plan.weights;
     } else {
         p.param = model_.weight_at(buffer, piece.element);
@@ -209,6 +217,11 @@ void OptimizerState::step(float grad_scale, std::int64_t step) {
         for (std::size_t t = 0; t < layout.flat(i).tensors.size(); ++t) {
             const Piece pc = piece(i, t);
             if (pc.n > 0) update(i, t, pc, param_tensor(i, t, pc, model_.grad_at(i, pc.element), grad_scale), step);
+        }
+        if (weights_apart_) {  // the owned region whole: padding is zero in both
+            const std::int64_t first = model_.owned_begin(i);
+            device_.cast(model_.weight_at(i, first), model_.plan().weights, model_.master_at(i, first), DType::f32,
+                         model_.owned_length(i));
         }
     }
 }

@@ -27,8 +27,14 @@ struct OptimizerHyper {
 };
 OptimizerHyper optimizer_hyper(const TrialConfig& c);
 
+// Under offload the states live in host memory and the update runs there,
+// on the model's host backend (ZeRO-Offload's CPU Adam): it updates the fp32
+// master in place, and the device casts each owned region to its weights,
+// reading the master through the unified address space (DeepSpeed's
+// stage_1_and_2.py copies the updated partition back the same way).
 class OptimizerState {
 public:
+    // backend: the device's. memory: where the states live (the host's under offload).
     OptimizerState(kernels::Backend& backend, Allocator& memory, Comm& comm, const TrialConfig& config,
                    ModelState& model);
 
@@ -61,10 +67,12 @@ private:
     std::size_t slot(std::size_t buffer, std::size_t tensor) const;
     void* state_at(const Buffer& b, std::int64_t element, std::uint64_t element_bytes) const;
 
-    kernels::Backend& backend_;
+    kernels::Backend& backend_;  // runs the update: the host backend under offload
+    kernels::Backend& device_;
     Allocator& memory_;
     Comm& comm_;
     ModelState& model_;
+    bool weights_apart_ = false;  // the update writes the master; the device then casts it to the weights
     Optimizer kind_;
     OptimizerHyper hyper_;
     bool sharded_ = false;  // stage 1+ over more than one rank

@@ -1,6 +1,7 @@
 #include "harness/qlora_base.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "kernels/math/nf4.h"
 
@@ -38,9 +39,17 @@ void copy_part(kernels::Backend& backend, void* to, const void* from, std::int64
 }  // namespace
 
 QuantizedBase::QuantizedBase(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, DType dtype,
-                             const ZeroPlan& zero, Comm& comm, Allocator* host, OffloadPlan offload)
-    : backend_(backend), memory_(memory), layout_(layout), dt_(dtype), zero_(zero), comm_(comm) {
-    Allocator& storage = offload.on_host(Component::params) && host != nullptr ? *host : memory;
+                             const ZeroPlan& zero, Comm& comm, HostPlacement host)
+    : backend_(backend),
+      storage_backend_(host.holds(Component::params) ? *host.backend : backend),
+      memory_(memory),
+      layout_(layout),
+      dt_(dtype),
+      zero_(zero),
+      comm_(comm) {
+    if (host.holds(Component::params) && (host.memory == nullptr || host.backend == nullptr))
+        throw std::invalid_argument("QuantizedBase: offload without host memory and a host backend");
+    Allocator& storage = host.holds(Component::params) ? *host.memory : memory;
     const std::int64_t vectors = layout.vector_numel();
     kept_ = sharded() ? math::nf4_shard(layout.layer.padded, comm.world_size()).shard : layout.layer.padded;
     for (std::int64_t i = 0; i < layout.layers; ++i) {
@@ -86,7 +95,7 @@ void QuantizedBase::upload(const HostParams& host) {
             for (const TensorView& v : layout_.layer.tensors)
                 if (!v.matrix())
                     vectors.insert(vectors.end(), host[i].begin() + v.offset, host[i].begin() + v.offset + v.numel());
-            upload_values(backend_, vectors_[i].get(), vectors, dt_);
+            upload_values(storage_backend_, vectors_[i].get(), vectors, dt_);
         }
     } catch (...) {
         backend_.deallocate(x, staging);
@@ -95,11 +104,11 @@ void QuantizedBase::upload(const HostParams& host) {
     backend_.deallocate(x, staging);
     const std::vector<float>& outer = host[layout_.outer_index()];
     if (!sharded()) {
-        upload_values(backend_, outer_.get(), outer, dt_);
+        upload_values(storage_backend_, outer_.get(), outer, dt_);
         return;
     }
     const auto first = outer.begin() + comm_.rank() * layout_.outer.shard;
-    upload_values(backend_, outer_.get(), std::vector<float>(first, first + layout_.outer.shard), dt_);
+    upload_values(storage_backend_, outer_.get(), std::vector<float>(first, first + layout_.outer.shard), dt_);
 }
 
 QuantizedBase::Gathered QuantizedBase::gather_layer(std::size_t i) {

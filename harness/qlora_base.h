@@ -30,9 +30,10 @@ struct QuantizedLayer {
 
 class QuantizedBase {
 public:
-    // host: where the storage comes from when `offload` keeps parameters on the host (core/offload_plan.h).
+    // host: where the storage lives when offload keeps parameters on the host
+    // (core/offload_plan.h); the device's kernels read its vectors there.
     QuantizedBase(kernels::Backend& backend, Allocator& memory, const ParamLayout& layout, kernels::DType dtype,
-                  const ZeroPlan& zero, Comm& comm, Allocator* host = nullptr, OffloadPlan offload = {});
+                  const ZeroPlan& zero, Comm& comm, HostPlacement host = {});
     // Quantizes the layers of `host` (fp32, laid out by the layout) on the
     // device and keeps the outer buffer and the vectors in the weights' dtype
     // (at stage 3 only this rank's shards).
@@ -57,6 +58,7 @@ private:
     void upload_layer_shard(std::size_t i, const void* whole);
 
     kernels::Backend& backend_;
+    kernels::Backend& storage_backend_;  // the host's where the storage is on the host
     Allocator& memory_;
     const ParamLayout& layout_;
     kernels::DType dt_;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/validity.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/lm_head_loss.h"
 #include "kernels/math/grad_clip.h"
 #include "kernels/math/neftune.h"
@@ -131,6 +132,7 @@ public:
         backend_.copy_to_host(&value, ptr_, sizeof value);
         return value;
     }
+    void write(float value) { backend_.copy_to_device(ptr_, &value, sizeof value); }
 
 private:
     static constexpr std::uint64_t kBytes = 256;
@@ -139,16 +141,29 @@ private:
 };
 
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config) {
-    if (config.offload == Offload::none || backend.name() == "cpu") return std::nullopt;
+    if (config.offload == Offload::none || backend.name() == "cpu" || precision_plan(config.precision).master)
+        return std::nullopt;
     return fmt::format(
-        "offload {} runs on the CPU backend only (--backend cpu): on {} tune's engine has no host "
-        "copies of the optimizer yet; its estimate still holds",
-        to_string(config.offload), backend.name());
+        "offload {} with precision {} runs on the CPU backend only (--backend cpu): on {} the host update "
+        "writes an fp32 master, which {} has none of; use bf16-mixed or fp16-mixed. Its estimate still holds",
+        to_string(config.offload), to_string(config.precision), backend.name(), to_string(config.precision));
 }
+
+namespace {
+
+// The host side of offload: the backend itself where its memory is the host's, else a CPU backend.
+std::unique_ptr<kernels::Backend> host_backend_for(const kernels::Backend& backend, const TrialConfig& config) {
+    if (config.offload == Offload::none || backend.name() == "cpu") return nullptr;
+    return std::make_unique<kernels::CpuBackend>();
+}
+
+}  // namespace
 
 Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& config, const TokenSource& tokens,
                  const HostParams* init, const HostParams* adapters)
     : backend_(backend),
+      own_host_backend_(host_backend_for(backend, config)),
+      host_backend_(own_host_backend_ ? *own_host_backend_ : backend),
       comm_(comm),
       config_(config),
       tokens_(tokens),
@@ -156,7 +171,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
       dims_(make_dims(config.model, config.micro_batch, config.context, config.attention)),
       plan_(precision_plan(config.precision)),
       memory_(backend, config.memory_limit),
-      host_memory_(backend, 0),
+      host_memory_(backend, 0, Placement::host),
       offload_(offload_plan(config.offload)),
       layer_(backend, memory_, dims_, layout_, plan_.weights),
       scaler_(math::LossScalerConfig{static_cast<float>(plan_.loss_scaling ? config.loss_scale_init : 1.0), 2.0f,
@@ -166,6 +181,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
     if (auto why = offload_unsupported(backend, config)) throw std::invalid_argument(*why);
     const bool with_grads = config.optimizer != Optimizer::lomo;
+    const HostPlacement host{&host_memory_, &host_backend_, offload_};
     if (config.adapters()) {
         // §9: the base frozen in the weights' dtype (no master, no gradients), the adapters trained.
         lora_ = make_lora_spec(config);
@@ -173,16 +189,16 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
         frozen.master = false;
         if (config.method == Method::qlora)
             qbase_ = std::make_unique<QuantizedBase>(backend, memory_, layout_, plan_.weights,
-                                                     zero_plan(config.zero_stage), comm, &host_memory_, offload_);
+                                                     zero_plan(config.zero_stage), comm, host);
         else
             base_ = std::make_unique<ModelState>(backend, memory_, layout_, frozen, false, zero_plan(config.zero_stage),
-                                                 comm, &host_memory_, offload_);
+                                                 comm, host);
         model_ = std::make_unique<ModelState>(backend, memory_, lora_->layout, plan_, with_grads,
-                                              zero_plan(config.zero_stage), comm, &host_memory_, offload_);
+                                              zero_plan(config.zero_stage), comm, host);
         layer_.set_lora(&*lora_);
     } else {
         model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, with_grads,
-                                              zero_plan(config.zero_stage), comm, &host_memory_, offload_);
+                                              zero_plan(config.zero_stage), comm, host);
     }
     optimizer_ = std::make_unique<OptimizerState>(backend, offload_.on_host(Component::optim) ? host_memory_ : memory_,
                                                   comm, config, *model_);
@@ -208,6 +224,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
         layer_.set_ones(ones_.get());
     }
     scalars_ = std::make_unique<Scalars>(backend);
+    if (offload_.any()) host_scalars_ = std::make_unique<Scalars>(host_backend_);
     // Random weights are drawn and uploaded in chunks (ModelState::upload_random), so no
     // host copy of the whole model sits beside the device copy at the real peak.
     if (qbase_) qbase_->upload(init != nullptr ? *init : random_init(layout_, config.seed));
@@ -370,19 +387,24 @@ double Trainer::mean_loss(const Buffer& losses, std::int64_t tokens) {
     return sum / static_cast<double>(tokens);
 }
 
-// Over the gradients this rank owns, completed by one scalar all-reduce when sharded.
+// Over the gradients this rank owns, summed where they live (the host's
+// under offload), completed by one scalar all-reduce on the device when sharded.
 double Trainer::gradient_sum_squares() {
-    scalars_->zero();
+    const bool on_host = offload_.on_host(Component::grads);
+    Scalars& sum = on_host ? *host_scalars_ : *scalars_;
+    kernels::Backend& where = model_->backend_of(Component::grads);
+    sum.zero();
     const ZeroPlan& zero = model_->zero();
     for (std::size_t i = 0; i < model_->layout().buffers(); ++i) {
         const FlatLayout& f = model_->layout().flat(i);
         const void* owned = model_->grads(i);
         if (zero.owned_gradients_inside_whole_buffer())
             owned = static_cast<const unsigned char*>(owned) + bytes_of(comm_.rank() * f.shard, plan_.weights);
-        backend_.sum_squares(scalars_->get(), owned, zero.updates_own_shard_only() ? f.shard : f.padded,
-                             plan_.weights);
+        where.sum_squares(sum.get(), owned, zero.updates_own_shard_only() ? f.shard : f.padded, plan_.weights);
     }
-    if (zero.updates_own_shard_only()) comm_.all_reduce(scalars_->get(), 1, DType::f32, ReduceOp::sum);
+    if (!zero.updates_own_shard_only()) return sum.read();
+    if (on_host) scalars_->write(sum.read());  // the collective runs on the device's copy
+    comm_.all_reduce(scalars_->get(), 1, DType::f32, ReduceOp::sum);
     return scalars_->read();
 }
 
@@ -414,6 +436,8 @@ StepStats Trainer::optimizer_step(double loss) {
     s.loss = loss;
     s.loss_scale = scaler_.scale();
     memory_.set_phase("optimizer-step");
+    // The host reads what the device's kernels added into its gradient shards.
+    if (offload_.any()) backend_.synchronize();
     const double sum = gradient_sum_squares();
     s.grad_norm = std::sqrt(sum) / s.loss_scale;
     const bool overflow = !std::isfinite(sum);

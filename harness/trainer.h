@@ -3,8 +3,9 @@
 // (O), allocating exactly what docs/memory-model.md §4 lists, phase by phase.
 // Precision, optimizer, accumulation, activation recompute, loss scaling, clipping,
 // NEFTune and LOMO are run-time settings of the TrialConfig. Offload keeps its
-// states in a second ledger, host memory, which only the CPU backend shares
-// with its ops: a GPU backend refuses it (the host copies are not built yet).
+// states in a second ledger, host memory (pinned beside a GPU), where a host
+// backend (the CPU backend) zeroes, sums and updates them; the device's
+// kernels add gradient shards into it and read the master from it.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +35,8 @@ struct StepStats {
     bool skipped = false;    // fp16 overflow: no update
 };
 
-// Why this backend cannot run the configuration's offload: only the CPU backend, whose device
-// memory is the host's, runs it (the GPU engine has no host copies of the optimizer yet).
+// Why this backend cannot run the configuration's offload: beside a GPU the host update writes
+// the fp32 master only, so a precision without one (fp32, bf16) offloads on the CPU backend only.
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config);
 
 class Trainer {
@@ -91,6 +92,8 @@ private:
     const void* outer_tensor(const Weights& outer, OuterTensor t) const;
 
     kernels::Backend& backend_;
+    std::unique_ptr<kernels::Backend> own_host_backend_;  // beside a GPU, under offload
+    kernels::Backend& host_backend_;                      // the CPU side of offload: backend_ itself on the CPU
     Comm& comm_;
     TrialConfig config_;
     const TokenSource& tokens_;
@@ -109,6 +112,7 @@ private:
     Buffer workspace_;
     Buffer ones_;  // biases: (T) ones, the left factor of the bias GEMMs
     std::unique_ptr<Scalars> scalars_;
+    std::unique_ptr<Scalars> host_scalars_;  // on host_backend_
     math::LossScaler scaler_;
     std::uint64_t next_micro_ = 0;  // micro-batches read so far
     std::int64_t applied_ = 0;      // updates applied (bias-correction step)

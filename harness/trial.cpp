@@ -470,9 +470,12 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
             const HostParams trained = trainer.model().download_weights();  // collective when sharded
             if (comm.rank() == 0) save_peft_adapter(*options.save_adapter_dir, c, adapter_layout, trained);
         }
-        // On the CPU the process holds both ledgers (core/config.h real_device_peak); a device only its own.
+        // On the CPU the process holds both ledgers, and its host ledger is
+        // not the device's: the real peak reported is the process's less it.
+        // A GPU's real peak (cudaMemGetInfo) never sees pinned host memory.
         const std::uint64_t host_in_view = device.cpu_threads > 0 ? trainer.host_memory().peak() : 0;
-        const RealMemory real = watch.finish(trainer.memory().peak() + host_in_view);
+        RealMemory real = watch.finish(trainer.memory().peak() + host_in_view);
+        real.real_peak = real.real_peak > host_in_view ? real.real_peak - host_in_view : 0;
         r.memory = with_baseline(with_device_overhead(trainer.memory().peak_breakdown(), backend, comm), baseline);
         if (c.offload != Offload::none) r.host_memory = trainer.host_memory().peak_breakdown();
         r.comm_bytes = (comm.bytes_moved() - control_bytes) / r.step_ms.size();

@@ -212,9 +212,16 @@ public:
     // caller that keeps them by its own rule (harness/memory/page_pool); nullptr:
     // allocate() only. The backend keeps ownership.
     virtual PageMapper* page_mapper() { return nullptr; }
+    // Host memory for offload's states (core/offload_plan.h): the CPU and
+    // copy() reach it, and so do this backend's kernels (pinned and mapped
+    // into the device's address space on a GPU; plain memory where device
+    // memory is the host's). Raises OutOfMemoryError when none is left.
+    virtual void* allocate_host(std::uint64_t bytes) { return allocate(bytes); }
+    virtual void deallocate_host(void* ptr, std::uint64_t bytes) noexcept { deallocate(ptr, bytes); }
     virtual void copy_to_device(void* dst, const void* host_src, std::uint64_t bytes) = 0;
     virtual void copy_to_host(void* host_dst, const void* src, std::uint64_t bytes) = 0;
-    virtual void copy(void* dst, const void* src, std::uint64_t bytes) = 0;  // device to device
+    // Device to device; either side may also be allocate_host() memory.
+    virtual void copy(void* dst, const void* src, std::uint64_t bytes) = 0;
     virtual void fill_zero(void* dst, std::uint64_t bytes) = 0;
     virtual void synchronize() = 0;
     // Bytes of the largest cache one worker keeps for itself (a CPU core's

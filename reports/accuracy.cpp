@@ -54,8 +54,7 @@ Accuracy estimator_accuracy(const SweepData& sweep) {
                     add_sample(a.step_before_calibration_at_trial_speed, i, *t.base_step_s * slowdown, *step);
             }
         }
-        add_sample(a.real_memory, i, static_cast<double>(est->memory.peak),
-                   static_cast<double>(real_device_peak(t.result)));
+        add_sample(a.real_memory, i, static_cast<double>(est->memory.peak), static_cast<double>(t.result.real_peak));
     }
     a.real_memory_summary = summarize(a.real_memory);
     a.memory_summary = summarize(a.memory);
@@ -67,7 +66,7 @@ Accuracy estimator_accuracy(const SweepData& sweep) {
 }
 
 double real_peak_error(const Estimate& e, const TrialResult& r) {
-    return error_percent(static_cast<double>(e.memory.peak), static_cast<double>(real_device_peak(r)));
+    return error_percent(static_cast<double>(e.memory.peak), static_cast<double>(r.real_peak));
 }
 
 std::optional<double> peak_error(const TrialResult& r) {

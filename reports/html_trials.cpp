@@ -60,7 +60,7 @@ std::vector<HtmlCell> trial_row(const TrialRecord& t, bool host) {
                               reason_cell(r.reason)};
     for (auto& c : config_cells(r.config)) row.push_back({std::move(c), ""});
     row.push_back(t.measured && r.memory.peak ? bytes_cell(r.memory.peak) : HtmlCell{});
-    row.push_back(t.measured && r.real_peak ? bytes_cell(real_device_peak(r)) : HtmlCell{});
+    row.push_back(t.measured && r.real_peak ? bytes_cell(r.real_peak) : HtmlCell{});
     row.push_back(ok ? throughput_cell(r.tokens_per_s) : HtmlCell{});
     row.push_back({ok ? fmt::format("{:.1f}", r.mfu * 100) : "", ""});
     row.push_back(r.estimate ? bytes_cell(r.estimate->memory.peak) : HtmlCell{});

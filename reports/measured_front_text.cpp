@@ -56,7 +56,7 @@ std::string measured_front_text(std::span<const TrialRecord> front) {
         const std::uint64_t est = r.estimate ? r.estimate->memory.peak : 0;
         std::vector<std::string> cells{std::to_string(front[k].id),
                                        bytes_text(r.memory.peak),
-                                       r.real_peak > 0 ? bytes_text(real_device_peak(r)) : "-",
+                                       r.real_peak > 0 ? bytes_text(r.real_peak) : "-",
                                        est ? bytes_text(est) : "-",
                                        peak_error_text(r),
                                        throughput_text(r.tokens_per_s),

@@ -18,6 +18,8 @@
 #   8. the calibration of `overhead`: a one-rank trial of `small` on the GPU,
 #      whose memory breakdown carries the measured CUDA context, cuBLASLt and
 #      NCCL bytes (device_overhead_bytes);
+#   9. an offload trial of `small` (optimizer and fp32 master in pinned host
+#      memory, the update on the CPU): its median step against its estimate;
 # and appends a dated section with the outcomes to docs/gpu-validation.md.
 # Exit status: 0 when every step passed, 1 otherwise (the section says which).
 set -u -o pipefail
@@ -121,11 +123,25 @@ overhead_json="$work/overhead.json"
 step "overhead calibration" sh -c "\"$tune\" trial --model small --backend cuda --steps 4 --warmup 1 | tail -n 1 > \"$overhead_json\""
 overhead=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["memory"]["overhead"])' "$overhead_json" 2>/dev/null || echo "?")
 
+offload_json="$work/offload.json"
+step "offload trial" sh -c "\"$tune\" trial --model small --backend cuda --zero 2 --offload optimizer --precision bf16-mixed --steps 6 --warmup 2 | tail -n 1 > \"$offload_json\""
+offload=$(python3 -c '
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))
+measured = statistics.median(r["step_ms"][2:]) / 1e3
+estimated = r["estimate"]["time"]["step_s"]
+host = r["host_memory"]["peak"]
+error = 100 * (estimated - measured) / measured
+print(f"median step {measured:.4f} s, estimate {estimated:.4f} s, error {error:+.1f}%, host ledger {host} bytes")
+' "$offload_json" 2>/dev/null || echo "?")
+
 {
   echo
   echo "## $(date -u +%Y-%m-%d) on $(hostname): $("$tune" devices 2>/dev/null | head -n 3 | tr '\n' ' ')"
   echo
   echo "Commit $(git -C "$repo" rev-parse --short=12 HEAD). Measured device overhead (context, cuBLASLt, NCCL): $overhead bytes."
+  echo
+  echo "Offload trial (small, ZeRO-2, optimizer on the host, bf16-mixed): $offload."
   echo
   echo "| step | result | time |"
   echo "|---|---|---|"

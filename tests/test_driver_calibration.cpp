@@ -250,14 +250,6 @@ TEST_CASE("the overhead learned is what the machine held beyond the tagged compo
     Calibration from_tags(EstimateOptions{}, 0.02);
     from_tags.observe(old, e);
     CHECK(from_tags.options().overhead_bytes == kBaseline);
-    // Offload keeps its host ledger in the same process on the CPU: it is the host's, not overhead.
-    TrialResult offloaded = r;
-    offloaded.host_memory.peak = 700u << 20;
-    offloaded.real_peak += offloaded.host_memory.peak;
-    CHECK(real_device_peak(offloaded) == r.real_peak);
-    Calibration with_host(EstimateOptions{}, 0.02);
-    with_host.observe(offloaded, e);
-    CHECK(with_host.options().overhead_bytes == kBaseline + kUntracked);
 }
 
 TEST_CASE("the overhead is learned as a line in the activations: the pool's slack grows with them",

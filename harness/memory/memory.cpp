@@ -1,6 +1,7 @@
 #include "harness/memory/memory.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -18,16 +19,22 @@ void Buffer::reset() noexcept {
 namespace {
 
 // The backend's own pages, else this process's where its buffers are host
-// memory (it names itself "cpu", kernels/backend.h).
-kernels::PageMapper* page_mapper_for(kernels::Backend& backend, HostPageMapper& host) {
+// memory (it names itself "cpu", kernels/backend.h). A GPU's host memory is
+// pinned by the backend, page by page through allocate_host: no mapper.
+kernels::PageMapper* page_mapper_for(kernels::Backend& backend, Placement where, HostPageMapper& host) {
+    const bool host_memory = backend.name() == "cpu";
+    if (where == Placement::host) return host_memory ? &host : nullptr;
     if (kernels::PageMapper* own = backend.page_mapper()) return own;
-    return backend.name() == "cpu" ? &host : nullptr;
+    return host_memory ? &host : nullptr;
 }
 
 }  // namespace
 
-Allocator::Allocator(kernels::Backend& backend, std::uint64_t limit)
-    : backend_(backend), limit_(limit), mapper_(page_mapper_for(backend, host_pages_)),
+Allocator::Allocator(kernels::Backend& backend, std::uint64_t limit, Placement where)
+    : backend_(backend),
+      limit_(limit),
+      where_(where),
+      mapper_(page_mapper_for(backend, where, host_pages_)),
       pages_(mapper_ != nullptr ? *mapper_ : host_pages_) {}  // without a mapper the pool is never asked
 
 Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
@@ -43,7 +50,7 @@ Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
     } else {
         // Not trimmed for: the heap keeps its own pages, and a kept page handed back here faulted
         // in again at the next peak (on the demo 50 a step, the LM head's logits, 2026-11-26).
-        ptr = backend_.allocate(bytes);
+        ptr = where_ == Placement::host ? backend_.allocate_host(bytes) : backend_.allocate(bytes);
     }
     live_ += bytes;
     auto& slot = by_tag_[static_cast<std::size_t>(tag)];
@@ -60,13 +67,19 @@ Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
 
 Buffer Allocator::zeros(Component tag, std::uint64_t bytes) {
     Buffer b = allocate(tag, bytes);
-    if (b) backend_.fill_zero(b.get(), bytes);
+    if (!b) return b;
+    if (where_ == Placement::host)
+        std::memset(b.get(), 0, bytes);
+    else
+        backend_.fill_zero(b.get(), bytes);
     return b;
 }
 
 void Allocator::release(void* ptr, std::uint64_t bytes, Component tag) noexcept {
     if (maps_pages(bytes))
         pages_.give(ptr, bytes);
+    else if (where_ == Placement::host)
+        backend_.deallocate_host(ptr, bytes);
     else
         backend_.deallocate(ptr, bytes);
     live_ -= bytes;

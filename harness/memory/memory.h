@@ -76,10 +76,15 @@ private:
     Component tag_ = Component::overhead;
 };
 
+// Where an allocator's buffers live: the backend's device memory, or the
+// host memory it reaches (Backend::allocate_host), where offload keeps its
+// states. The CPU backend's are both this process's pages.
+enum class Placement { device, host };
+
 class Allocator {
 public:
     // limit: live bytes beyond which allocate() raises OutOfMemoryError; 0 = none.
-    Allocator(kernels::Backend& backend, std::uint64_t limit);
+    Allocator(kernels::Backend& backend, std::uint64_t limit, Placement where = Placement::device);
     Allocator(const Allocator&) = delete;
     Allocator& operator=(const Allocator&) = delete;
 
@@ -101,6 +106,7 @@ public:
     std::uint64_t tag_peak(Component tag) const { return tag_peak_[static_cast<std::size_t>(tag)]; }
     std::uint64_t limit() const { return limit_; }
     kernels::Backend& backend() { return backend_; }
+    Placement placement() const { return where_; }
 
     // Freed page-mapped buffers kept for reuse (0 without a page mapper).
     std::uint64_t kept() const { return pages_.kept(); }
@@ -121,6 +127,7 @@ private:
 
     kernels::Backend& backend_;
     std::uint64_t limit_;
+    Placement where_;
     std::uint64_t live_ = 0;
     std::array<std::uint64_t, kComponentCount> by_tag_{};
     std::array<std::uint64_t, kComponentCount> tag_peak_{};

@@ -100,6 +100,17 @@ void* CudaBackend::allocate(std::uint64_t bytes) { return pool_->allocate(bytes)
 
 void CudaBackend::deallocate(void* ptr, std::uint64_t bytes) noexcept { pool_->deallocate(ptr, bytes); }
 
+void* CudaBackend::allocate_host(std::uint64_t bytes) {
+    void* ptr = nullptr;
+    if (cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
+        cudaGetLastError();  // not sticky: the trial reports an out-of-memory, not a broken device
+        throw OutOfMemoryError(bytes, 0, "pinned host memory (cudaHostAlloc)");
+    }
+    return ptr;
+}
+
+void CudaBackend::deallocate_host(void* ptr, std::uint64_t) noexcept { cudaFreeHost(ptr); }
+
 std::uint64_t CudaBackend::live_bytes() const { return pool_->live_bytes(); }
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, std::uint64_t bytes) {
@@ -115,7 +126,8 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, std::uint64_t by
 }
 
 void CudaBackend::copy(void* dst, const void* src, std::uint64_t bytes) {
-    if (bytes > 0) TUNE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    // Default: either side may be pinned host memory (allocate_host), told apart by its address.
+    if (bytes > 0) TUNE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
 }
 
 void CudaBackend::fill_zero(void* dst, std::uint64_t bytes) {

@@ -49,6 +49,11 @@ public:
 
     void* allocate(std::uint64_t bytes) override;
     void deallocate(void* ptr, std::uint64_t bytes) noexcept override;
+    // Pinned, portable and mapped (cudaHostAlloc): copies from it run at the
+    // link's pinned rate, and kernels read and write it through the unified
+    // address space (offload's gradient shards and master weights).
+    void* allocate_host(std::uint64_t bytes) override;
+    void deallocate_host(void* ptr, std::uint64_t bytes) noexcept override;
     std::uint64_t live_bytes() const override;
     void copy_to_device(void* dst, const void* host_src, std::uint64_t bytes) override;
     void copy_to_host(void* host_dst, const void* src, std::uint64_t bytes) override;

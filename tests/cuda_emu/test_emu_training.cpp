@@ -5,14 +5,20 @@
 #include "emu_cases.h"
 #include "short_trial.h"
 
+#include <cmath>
+
+#include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include "core/presets.h"
 #include "harness/comm/comm.h"
 #include "harness/comm/comm_nccl.h"
 #include "harness/selftest_training.h"
+#include "harness/trainer.h"
 #include "harness/trial.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "search/estimate.h"
+#include "tests/support/trainer_fixture.h"
 
 using namespace tune;
 
@@ -86,17 +92,88 @@ TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at sta
     }
 }
 
-TEST_CASE("emulated device: offload is refused on the CUDA backend, saying where it runs") {
-    // The GPU engine has no host copies of the optimizer yet (harness/trainer.h): the trial is
-    // invalid, not failed, and names the backend that runs it; the estimate still holds.
+// The host update (a CPU backend beside the device) writes the fp32 master; the
+// device adds gradient shards into pinned host memory and casts the master to
+// its weights. Each result against the same trial on the CPU backend, and
+// both ledgers against the estimate, byte for byte.
+TEST_CASE("emulated device: offload trials run on the CUDA backend, host and device ledgers as estimated") {
+    struct Combo {
+        Optimizer optimizer;
+        Precision precision;
+        std::uint32_t stage;
+        Offload offload;
+        Method method;
+    };
+    const Combo combos[] = {{Optimizer::adamw, Precision::bf16_mixed, 2, Offload::optimizer, Method::full},
+                            {Optimizer::lion, Precision::fp16_mixed, 3, Offload::optimizer, Method::full},
+                            {Optimizer::adamw, Precision::bf16_mixed, 3, Offload::optimizer_params, Method::full},
+                            {Optimizer::adamw, Precision::fp16_mixed, 3, Offload::optimizer_params, Method::qlora},
+                            {Optimizer::lion, Precision::bf16_mixed, 2, Offload::optimizer, Method::lora}};
+    harness::TrialOptions on_gpu, on_cpu;
+    on_gpu.backend = BackendKind::cuda;
+    on_cpu.backend = BackendKind::cpu;
+    on_gpu.log = on_cpu.log = nullptr;
+    for (const Combo& k : combos) {
+        TrialConfig c = short_trial(k.optimizer, k.precision);
+        c.zero_stage = k.stage, c.offload = k.offload, c.method = k.method, c.lora_rank = 8;
+        const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
+        const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
+        const TrialResult cpu = harness::run_trial(c, on_cpu);
+        INFO(summary(c) << ": " << gpu.reason << cpu.reason);
+        REQUIRE(gpu.status == TrialStatus::ok);
+        REQUIRE(cpu.status == TrialStatus::ok);
+        REQUIRE(gpu.losses.size() == cpu.losses.size());
+        for (std::size_t s = 0; s < gpu.losses.size(); ++s) {
+            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
+            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= 5e-2);  // the self-test's 16-bit tolerance
+        }
+        const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
+        for (Component m : kComponents) {
+            INFO(to_string(m) << ": device " << gpu.memory[m] << " vs " << e.memory[m] << ", host "
+                              << gpu.host_memory[m] << " vs " << e.host_memory[m]);
+            if (m != Component::overhead) CHECK(gpu.memory[m] == e.memory[m]);
+            CHECK(gpu.host_memory[m] == e.host_memory[m]);
+        }
+        CHECK(gpu.host_memory.peak == e.host_memory.peak);
+        CHECK(gpu.host_memory.peak > 0);
+        CHECK(gpu.memory[Component::master] == 0);
+        CHECK(gpu.memory[Component::optim] == 0);
+    }
+}
+
+TEST_CASE("emulated device: offload's host ledger is pinned host memory, none of it on the device") {
+    // What the host ledger holds is exactly what cudaHostAlloc holds: the device's
+    // memory keeps only the device ledger (plus the backend's own scratch).
+    auto backend = kernels::make_cuda_backend(0);
+    const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
+    TrialConfig c = short_trial(Optimizer::adamw, Precision::bf16_mixed);
+    c.zero_stage = 3, c.offload = Offload::optimizer_params;
+    const std::uint64_t pinned_before = tune_emu::pinned_host_bytes();
+    test::FixedTokens tokens(c.model.vocab);
+    {
+        harness::Trainer trainer(*backend, *nccl, c, tokens);
+        CHECK(trainer.host_memory().live() > 0);
+        CHECK(tune_emu::pinned_host_bytes() - pinned_before == trainer.host_memory().live());
+        const harness::StepStats s = trainer.step();
+        CHECK(std::isfinite(s.loss));
+        CHECK(tune_emu::pinned_host_bytes() - pinned_before == trainer.host_memory().live());
+        CHECK(trainer.memory().live(Component::params) == 0);  // every weight shard is on the host
+    }
+    CHECK(tune_emu::pinned_host_bytes() == pinned_before);
+}
+
+TEST_CASE("emulated device: offload without an fp32 master is refused on the CUDA backend, saying where it runs") {
+    // The host update writes the fp32 master (harness/optimizer_state.h): with fp32 or bf16
+    // weights it would have to write device memory, so the trial is invalid, not failed.
     harness::TrialOptions options;
     options.backend = BackendKind::cuda;
     options.log = nullptr;
-    TrialConfig c = short_trial(Optimizer::adamw, Precision::bf16_mixed);
-    c.zero_stage = 2, c.offload = Offload::optimizer;
-    const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
-    const TrialResult r = harness::run_trial(c, options, *nccl);
-    CHECK(r.status == TrialStatus::invalid);
-    CHECK_THAT(r.reason, Catch::Contains("CPU backend only"));
-    CHECK(estimate(c, *find_device("h100-80gb"), EstimateOptions{}).host_memory.peak > 0);
+    for (Precision p : {Precision::fp32, Precision::bf16}) {
+        TrialConfig c = short_trial(Optimizer::adamw, p);
+        c.zero_stage = 2, c.offload = Offload::optimizer;
+        const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
+        const TrialResult r = harness::run_trial(c, options, *nccl);
+        CHECK(r.status == TrialStatus::invalid);
+        CHECK_THAT(r.reason, Catch::Contains("CPU backend only") && Catch::Contains("bf16-mixed"));
+    }
 }

@@ -150,3 +150,45 @@ TEST_CASE("emulated NCCL on 2 ranks: short trials per optimizer, precision and Z
         CHECK(gpu.memory[Component::workspace] == e.memory[Component::workspace]);
     }
 }
+
+TEST_CASE("emulated NCCL on 2 ranks: offload trials match CPU ranks, each rank's ledgers as estimated") {
+    // Each rank's gradient shard reduced on the device into its pinned host
+    // shard, updated there, cast back and (stage 2) all-gathered over NCCL.
+    struct Combo {
+        Optimizer optimizer;
+        Precision precision;
+        std::uint32_t stage;
+        Offload offload;
+    };
+    const Combo combos[] = {{Optimizer::adamw, Precision::bf16_mixed, 2, Offload::optimizer},
+                            {Optimizer::lion, Precision::fp16_mixed, 3, Offload::optimizer_params}};
+    harness::TrialOptions on_gpu, on_cpu;
+    on_gpu.backend = BackendKind::cuda;
+    on_cpu.backend = BackendKind::cpu;
+    on_gpu.log = on_cpu.log = nullptr;
+    for (const Combo& k : combos) {
+        TrialConfig c = two_rank_trial(k.optimizer, k.precision, k.stage);
+        c.offload = k.offload;
+        auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
+        const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
+        harness::MpiComm mpi(test::mpi_runtime());
+        const TrialResult cpu = harness::run_trial(c, on_cpu, mpi);
+        INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
+        REQUIRE(gpu.status == TrialStatus::ok);
+        REQUIRE(cpu.status == TrialStatus::ok);
+        REQUIRE(gpu.losses.size() == cpu.losses.size());
+        for (std::size_t s = 0; s < gpu.losses.size(); ++s) {
+            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
+            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= 5e-2);
+        }
+        const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
+        for (Component m : kComponents) {
+            INFO(to_string(m) << ": device " << gpu.memory[m] << " vs " << e.memory[m] << ", host "
+                              << gpu.host_memory[m] << " vs " << e.host_memory[m]);
+            if (m != Component::overhead) CHECK(gpu.memory[m] == e.memory[m]);
+            CHECK(gpu.host_memory[m] == e.host_memory[m]);
+        }
+        REQUIRE(gpu.rank_host_peaks.size() == 2);
+        for (std::uint64_t peak : gpu.rank_host_peaks) CHECK(peak == e.host_memory.peak);
+    }
+}

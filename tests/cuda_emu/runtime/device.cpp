@@ -135,6 +135,50 @@ bool Device::is_device(const void* p, std::uint64_t bytes) const {
     return virtual_memory().accessible(address, bytes);  // outside memory_mutex_: it charges pages under its own
 }
 
+cudaError_t Device::allocate_pinned(void** ptr, std::uint64_t bytes) {
+    context = true;
+    if (ptr == nullptr) return record(cudaErrorInvalidValue, "cudaHostAlloc into a null pointer");
+    *ptr = nullptr;
+    if (bytes == 0) return cudaSuccess;
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, bytes) != 0) return record(cudaErrorMemoryAllocation, "host memory exhausted");
+    std::lock_guard lock(memory_mutex_);
+    pinned_[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+    pinned_bytes_ += bytes;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t Device::release_pinned(void* ptr) {
+    if (ptr == nullptr) return cudaSuccess;
+    std::lock_guard lock(memory_mutex_);
+    const auto it = pinned_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == pinned_.end()) {
+        std::lock_guard elock(error_mutex_);
+        last_error_ = cudaErrorInvalidValue;
+        detail_ = "cudaFreeHost of a pointer that is not the start of a cudaHostAlloc allocation";
+        return cudaErrorInvalidValue;
+    }
+    pinned_bytes_ -= it->second;
+    std::free(ptr);
+    pinned_.erase(it);
+    return cudaSuccess;
+}
+
+bool Device::is_pinned(const void* p, std::uint64_t bytes) const {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    std::lock_guard lock(memory_mutex_);
+    auto it = pinned_.upper_bound(address);
+    if (it == pinned_.begin()) return false;
+    --it;
+    return address + bytes <= it->first + it->second;
+}
+
+std::uint64_t Device::pinned_bytes() const {
+    std::lock_guard lock(memory_mutex_);
+    return pinned_bytes_;
+}
+
 bool Device::charge_pages(std::uint64_t bytes) {
     std::lock_guard lock(memory_mutex_);
     const std::uint64_t used = allocated_ + static_cast<std::uint64_t>(std::max<std::int64_t>(hidden_, 0));
@@ -251,6 +295,8 @@ void launch(const KernelLaunch& l) { device().run(l); }
 void set_device_memory(std::uint64_t total_bytes) { device().set_total(total_bytes); }
 std::uint64_t device_memory_total() { return device().total_bytes(); }
 std::uint64_t device_memory_used() { return device().used_bytes(); }
+
+std::uint64_t pinned_host_bytes() { return device().pinned_bytes(); }
 std::uint64_t device_pages_bytes() { return device().pages_bytes(); }
 std::uint64_t device_page_bytes() { return virtual_memory().granularity(); }
 bool context_created() { return device().context.load(); }

@@ -45,6 +45,13 @@ public:
     // Whether [p, p + bytes) lies inside one live allocation, or inside one
     // reserved range whose pages are mapped and accessible (virtual_memory.h).
     bool is_device(const void* p, std::uint64_t bytes = 1) const;
+
+    // Pinned host memory (cudaHostAlloc): plain host memory, kept apart from
+    // the device's total, which copies with cudaMemcpyDefault may name.
+    cudaError_t allocate_pinned(void** ptr, std::uint64_t bytes);
+    cudaError_t release_pinned(void* ptr);
+    bool is_pinned(const void* p, std::uint64_t bytes = 1) const;
+    std::uint64_t pinned_bytes() const;
     // Counts `bytes` of driver pages against the total; false when they do not fit.
     bool charge_pages(std::uint64_t bytes);
     void refund_pages(std::uint64_t bytes);
@@ -80,6 +87,8 @@ private:
     std::map<std::uintptr_t, Allocation> allocations_;  // by start address
     std::uint64_t allocated_ = 0;
     std::uint64_t pages_ = 0;  // driver pages (cuMemCreate), also in allocated_
+    std::map<std::uintptr_t, std::uint64_t> pinned_;  // host start address: bytes
+    std::uint64_t pinned_bytes_ = 0;
     std::int64_t hidden_ = 0;
 
     std::mutex error_mutex_;

@@ -41,10 +41,25 @@ cudaError_t check_device_range(const void* p, std::size_t bytes, const char* wha
     return cudaSuccess;
 }
 
+// cudaMemcpyDefault tells the sides apart by address; here each must be
+// device memory or pinned host memory (what tune's backend promises), so a
+// pageable pointer passed as "either side" fails here as it would be slow there.
+cudaError_t check_default_side(const void* p, std::size_t bytes, const char* what) {
+    if (device().is_device(p, bytes) || device().is_pinned(p, bytes)) return cudaSuccess;
+    return fail(cudaErrorInvalidValue,
+                std::string(what) + ": cudaMemcpyDefault on memory that is neither device nor pinned host memory");
+}
+
 // Copies with the direction checked: the device side must be device memory.
 cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: destroyed stream");
     if (bytes == 0) return cudaSuccess;
+    if (kind == cudaMemcpyDefault) {
+        if (cudaError_t e = check_default_side(dst, bytes, "cudaMemcpy destination"); e != cudaSuccess) return e;
+        if (cudaError_t e = check_default_side(src, bytes, "cudaMemcpy source"); e != cudaSuccess) return e;
+        std::memmove(dst, src, bytes);
+        return cudaSuccess;
+    }
     const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     if (dst_device) {
@@ -175,11 +190,21 @@ cudaError_t cudaFree(void* ptr) {
     return device().release(ptr);
 }
 
+cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned) { return device().allocate_pinned(ptr, bytes); }
+
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) { return device().allocate_pinned(ptr, bytes); }
+
+cudaError_t cudaFreeHost(void* ptr) { return device().release_pinned(ptr); }
+
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
     *attributes = cudaPointerAttributes{};
     if (device().is_device(ptr)) {
         attributes->type = cudaMemoryTypeDevice;
         attributes->devicePointer = const_cast<void*>(ptr);
+    } else if (device().is_pinned(ptr)) {  // mapped: the same address on both sides (unified addressing)
+        attributes->type = cudaMemoryTypeHost;
+        attributes->devicePointer = const_cast<void*>(ptr);
+        attributes->hostPointer = const_cast<void*>(ptr);
     }
     return cudaSuccess;
 }

@@ -114,6 +114,11 @@ cudaError_t cudaMalloc(T** ptr, std::size_t bytes) {
     return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
 }
 cudaError_t cudaFree(void* ptr);
+// Pinned host memory: host memory apart from the device's, which cudaMemcpyDefault may name.
+constexpr unsigned cudaHostAllocDefault = 0, cudaHostAllocPortable = 1, cudaHostAllocMapped = 2;
+cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned flags);
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes);
+cudaError_t cudaFreeHost(void* ptr);
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr);
 
 cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props);
@@ -160,6 +165,8 @@ void set_device_memory(std::uint64_t total_bytes);
 std::uint64_t device_memory_total();
 // Bytes held now (cudaMemGetInfo's total - free), and of them the driver pages (cuMemCreate) alive.
 std::uint64_t device_memory_used();
+// Bytes of pinned host memory (cudaHostAlloc) live now: none of it counts in device_memory_used().
+std::uint64_t pinned_host_bytes();
 std::uint64_t device_pages_bytes();
 // cuMemGetAllocationGranularity's answer: TUNE_EMU_PAGE_BYTES, default 64 KiB (a real
 // GPU's is 2 MiB; smaller here so the small models of the tests take device pages too).
