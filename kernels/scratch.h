@@ -9,9 +9,13 @@
 
 namespace tune::kernels {
 
+// Where a scratch buffer lives: the backend's device memory, or its host memory (Backend::allocate_host).
+enum class ScratchPlace { device, host };
+
 class Scratch {
 public:
-    Scratch(Backend& b, std::uint64_t bytes);  // no allocation for 0 bytes (ptr stays null)
+    // No allocation for 0 bytes (ptr stays null).
+    Scratch(Backend& b, std::uint64_t bytes, ScratchPlace where = ScratchPlace::device);
     ~Scratch();
     Scratch(const Scratch&) = delete;
     Scratch& operator=(const Scratch&) = delete;
@@ -21,6 +25,7 @@ public:
 
 private:
     std::uint64_t bytes_;
+    ScratchPlace where_;
 };
 
 }  // namespace tune::kernels

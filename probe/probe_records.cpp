@@ -92,6 +92,13 @@ json probe_key(const ElementwiseRate& e) {
             {"kv_heads", e.kv_heads}, {"head_dim", e.head_dim}};
 }
 
+// A probe whose work ran on the host's side (offload) says so in its key,
+// "where": "host"; the device's keys carry nothing, so cached probes still match.
+void put_where(json& key, bool host) {
+    if (host) key["where"] = "host";
+}
+bool host_at(const json& key) { return key.value("where", std::string()) == "host"; }
+
 json probe_key(const DequantizeRate& d) {
     return {{"probe", kDequantize},
             {"dtype", probe_dtype_name(d.dtype)},
@@ -101,7 +108,9 @@ json probe_key(const DequantizeRate& d) {
 }
 
 json probe_key(const BucketRate& b) {
-    return {{"probe", kBucket}, {"dtype", probe_dtype_name(b.dtype)}, {"ranks", b.ranks}, {"bytes", b.bytes}};
+    json key{{"probe", kBucket}, {"dtype", probe_dtype_name(b.dtype)}, {"ranks", b.ranks}, {"bytes", b.bytes}};
+    put_where(key, b.host);
+    return key;
 }
 
 // The reference's size and count: another reference measures another pace.
@@ -138,7 +147,8 @@ std::string name_of(const DequantizeRate& d) {
 }
 
 std::string name_of(const BucketRate& b) {
-    return fmt::format("bucket {} n={} bytes={}", probe_dtype_name(b.dtype), b.ranks, b.bytes);
+    return fmt::format("bucket {} n={} bytes={}{}", probe_dtype_name(b.dtype), b.ranks, b.bytes,
+                       b.host ? " shard on the host" : "");
 }
 
 std::string speed_reference_name() {
@@ -249,7 +259,7 @@ OptimizerRate optimizer_of(const json& key) {
     r.precision = enum_at(key, "precision", kPrecisions);
     r.block = size_at(key, "block");
     r.tensors = tensors_at(key);
-    r.host = key.value("where", std::string()) == "host";
+    r.host = host_at(key);
     return r;
 }
 
@@ -300,8 +310,8 @@ void read_dequantize(const json& key, double value, ProbedRates& out) {
 }
 
 void read_bucket(const json& key, double value, ProbedRates& out) {
-    const BucketRate b{dtype_at(key), size_at<std::uint32_t>(key, "ranks"), size_at<std::uint64_t>(key, "bytes"),
-                       value};
+    BucketRate b{dtype_at(key), size_at<std::uint32_t>(key, "ranks"), size_at<std::uint64_t>(key, "bytes"), value};
+    b.host = host_at(key);
     out.buckets.push_back(b);
 }
 
@@ -387,7 +397,7 @@ json probe_key(const OptimizerRate& r) {
              {"precision", std::string(to_string(r.precision))},
              {"block", r.block},
              {"tensors", std::move(tensors)}};
-    if (r.host) key["where"] = "host";  // the device's keys stay as they were: cached probes still match
+    put_where(key, r.host);
     return key;
 }
 

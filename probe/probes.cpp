@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/offload_plan.h"
 #include "core/step_statistics.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -142,14 +143,17 @@ void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& co
 }
 
 // Each gradient bucket a ZeRO-2/3 configuration fills (search/collective_calls.h), per
-// rank count, dtype and size: the layers' and the outer buffer's (LoRA: the adapters').
+// rank count, dtype and size: the layers' and the outer buffer's (LoRA: the adapters'),
+// and where the shard it adds into lives (the host's under offload).
 void plan_buckets(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
-    std::set<std::tuple<std::uint32_t, ProbeDtype, std::uint64_t>> buckets;
-    for (const TrialConfig& c : configs)
+    std::set<std::tuple<std::uint32_t, ProbeDtype, std::uint64_t, bool>> buckets;
+    for (const TrialConfig& c : configs) {
+        const bool host = offload_plan(c.offload).on_host(Component::grads);
         for (const CollectiveCall& call : collective_calls(model, c))
             if (call.bucket)
-                buckets.insert({c.world_size, probe_dtype(c.precision), static_cast<std::uint64_t>(call.bytes)});
-    for (const auto& [ranks, dtype, bytes] : buckets) plan.buckets.push_back({dtype, ranks, bytes, 0});
+                buckets.insert({c.world_size, probe_dtype(c.precision), static_cast<std::uint64_t>(call.bytes), host});
+    }
+    for (const auto& [ranks, dtype, bytes, host] : buckets) plan.buckets.push_back({dtype, ranks, bytes, 0, host});
 }
 
 // Each optimizer in each precision the sweep runs, over the tensors its step updates

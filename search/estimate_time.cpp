@@ -283,10 +283,12 @@ std::optional<double> probed_collective_seconds(const std::vector<CollectiveCall
 // Stages 2-3: each gradient bucket's zeroing and the add of its slice into the
 // rank's shard, around its reduce-scatter (CollectiveCall::bucket); 0 when not probed.
 double probed_bucket_seconds(const std::vector<CollectiveCall>& calls, const TrialConfig& c, const ProbedRates& p) {
+    const bool host = offload_plan(c.offload).on_host(Component::grads);
     double total = 0;
     for (const CollectiveCall& call : calls)
         if (call.bucket)
-            total += call.count * p.bucket_seconds(c.world_size, call.bytes, probe_dtype(c.precision)).value_or(0.0);
+            total +=
+                call.count * p.bucket_seconds(c.world_size, call.bytes, probe_dtype(c.precision), host).value_or(0.0);
     return total;
 }
 
@@ -304,7 +306,8 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const std::vec
     if (const auto micro = probed_micro_batch(m, c, p, c.attention == Attention::flash)) {
         t.compute_s = micro->gemm_s * c.grad_accum / speed;
         t.attention_s = micro->attention_s * c.grad_accum / speed;
-        t.elementwise_s = (micro->elementwise_s * c.grad_accum + probed_bucket_seconds(calls, c, p)) / speed;
+        t.bucket_s = probed_bucket_seconds(calls, c, p) / speed;
+        t.elementwise_s = micro->elementwise_s * c.grad_accum / speed + t.bucket_s;
     }
     // The rank's owned elements (its shard at ZeRO 1-3) at its optimizer's probed time per element.
     if (const auto per_element = p.optimizer_seconds_per_element(m, c))
@@ -327,7 +330,9 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const std::vec
 // on every core), else streams optimizer_traffic_per_element through the
 // preset's host memory bandwidth; either way the node's ranks share it. On the
 // CPU backend host and device are one memory: nothing crosses a link and the
-// update costs what it costs on the device.
+// update costs what it costs on the device. Where the buckets were probed with
+// their shard in host memory (BucketRate::host), the element-wise term already
+// holds the transfer as tune's engine makes it, on its own stream, exposed.
 void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
                    StepTime& t) {
     const OffloadPlan plan = offload_plan(c.offload);
@@ -335,7 +340,7 @@ void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     const double owned = owned_elements(m, c);
     const double shard_bytes = owned * weight_bytes(c.precision);
     const double backward_s = t.compute_s * 2.0 / 3.0;  // backward's FLOPs are twice forward's
-    const double d2h_s = safe_div(c.grad_accum * shard_bytes, hw.host_link_bytes_per_s);
+    const double d2h_s = t.bucket_s > 0 ? 0.0 : safe_div(c.grad_accum * shard_bytes, hw.host_link_bytes_per_s);
     const std::optional<double> probed = o.probed ? o.probed->host_optimizer_seconds_per_element(m, c) : std::nullopt;
     const double per_element = probed.value_or(safe_div(optimizer_traffic_per_element(c), hw.host_memory_bytes_per_s));
     const double update_s = per_element * owned * ranks_per_node(c, o);

@@ -20,6 +20,7 @@ struct StepTime {
     double attention_s = 0;            // materialized attention's (B, H, S, S) traffic through HBM
     double dequantize_s = 0;           // qlora: each GEMM's NF4 weight dequantized (probed, else through HBM)
     double elementwise_s = 0;          // with probes: norms, RoPE, SwiGLU, embedding, cross-entropy
+    double bucket_s = 0;               // of elementwise_s: ZeRO-2/3's gradient buckets (probed)
     double offload_s = 0;              // offload on a GPU: exposed host copies and the CPU's update
     double step_s = 0;
     double tokens_per_s = 0;           // all ranks together

@@ -155,11 +155,13 @@ std::optional<double> ProbedRates::dequantize_layer_seconds(const ModelSpec& m, 
     return std::nullopt;
 }
 
-std::optional<double> ProbedRates::bucket_seconds(std::uint32_t ranks, double bytes, ProbeDtype dtype) const {
+std::optional<double> ProbedRates::bucket_seconds(std::uint32_t ranks, double bytes, ProbeDtype dtype,
+                                                  bool host) const {
     const BucketRate* best = nullptr;
     double distance = std::numeric_limits<double>::infinity();
     for (const BucketRate& b : buckets) {
-        if (b.ranks != ranks || b.dtype != dtype || b.bytes == 0 || !(b.seconds > 0) || !(bytes > 0)) continue;
+        if (b.ranks != ranks || b.dtype != dtype || b.host != host || b.bytes == 0 || !(b.seconds > 0) || !(bytes > 0))
+            continue;
         const double d = std::fabs(std::log(static_cast<double>(b.bytes) / bytes));
         if (d < distance) distance = d, best = &b;
     }

@@ -95,11 +95,14 @@ struct DequantizeRate {
 // (search/collective_calls.h CollectiveCall::bucket): the bucket of `bytes`
 // zeroed, then the rank's slice of it (bytes / ranks) added into its gradient
 // shard. On the demo's 2-rank bf16 steps 76 us a step that no probe priced.
+// Under offload the shard is in the host's pinned memory and the add crosses
+// the host link (harness/trainer.cpp BucketSink): probed so, keyed where = host.
 struct BucketRate {
     ProbeDtype dtype = ProbeDtype::f32;
     std::uint32_t ranks = 2;
     std::uint64_t bytes = 0;
     double seconds = 0;  // per bucket
+    bool host = false;   // the shard in host memory (offload)
 };
 
 // The collectives ZeRO uses, probed over MPI (CPU) or NCCL (GPU) at the sweep's world sizes.
@@ -210,7 +213,7 @@ struct ProbedRates {
     std::optional<ElementwiseRate> elementwise_at(std::int64_t tokens, ProbeDtype dtype) const;
     // Seconds of one gradient bucket of `bytes` at this rank count and dtype: the probed
     // size nearest in bytes (log scale), scaled linearly in bytes; nullopt when none.
-    std::optional<double> bucket_seconds(std::uint32_t ranks, double bytes, ProbeDtype dtype) const;
+    std::optional<double> bucket_seconds(std::uint32_t ranks, double bytes, ProbeDtype dtype, bool host = false) const;
     // Seconds to dequantize one layer of `m` from NF4 into `dtype`; nullopt when not probed.
     std::optional<double> dequantize_layer_seconds(const ModelSpec& m, ProbeDtype dtype) const;
     // The bus bandwidth of `op` at this rank count, from the probed message size

@@ -362,6 +362,57 @@ TEST_CASE("ZeRO-2/3 gradient buckets: zeroed and added into the shard, probed pe
     CHECK(elementwise(z1, priced) == Approx(elementwise(z1, without)));
 }
 
+TEST_CASE("offload's buckets add into a shard in host memory: probed apart, keyed where = host, priced on a GPU",
+          "[probe][estimate][offload]") {
+    const ModelSpec m = *find_model("tiny");
+    TrialConfig off = tiny_config(2, 64, Precision::bf16_mixed);
+    off.world_size = 2, off.zero_stage = 2, off.offload = Offload::optimizer;
+    TrialConfig on_device = off;
+    on_device.offload = Offload::none;
+    const ProbedRates plan = probe::plan_probes(m, {off, on_device});
+    REQUIRE(plan.buckets.size() == 4);  // a layer's and the outer buffer's, each with its shard on either side
+    CHECK(std::count_if(plan.buckets.begin(), plan.buckets.end(), [](const BucketRate& b) { return b.host; }) == 2);
+
+    const auto [rates, back] = measure_and_read_back(plan);
+    REQUIRE(back.buckets.size() == 4);
+    for (std::size_t i = 0; i < back.buckets.size(); ++i) {
+        CHECK(rates.buckets[i].seconds > 0);  // the host's shard from Backend::allocate_host
+        CHECK(back.buckets[i].host == rates.buckets[i].host);
+    }
+    int keyed_host = 0;
+    for (const probe::ProbeRecord& r : probe::records_of(rates))
+        if (const auto key = nlohmann::json::parse(r.key); key["probe"] == "bucket" && key.contains("where")) {
+            CHECK(key["where"] == "host");
+            CHECK_THAT(r.name, Catch::EndsWith("shard on the host"));
+            ++keyed_host;
+        }
+    CHECK(keyed_host == 2);
+
+    // Each configuration is priced with the buckets where its shard is.
+    ProbedRates priced = back;
+    for (BucketRate& b : priced.buckets) b.seconds = b.host ? 5e-3 : 1e-3;
+    EstimateOptions o;
+    o.probed = std::make_shared<const ProbedRates>(priced);
+    ProbedRates without = priced;
+    without.buckets.clear();
+    EstimateOptions none;
+    none.probed = std::make_shared<const ProbedRates>(without);
+    const double layers = static_cast<double>(m.layers);
+    const Hardware cpu = *find_device("cpu");
+    CHECK(step_time(m, off, cpu, o).elementwise_s - step_time(m, off, cpu, none).elementwise_s ==
+          Approx((layers + 2) * 5e-3));
+    CHECK(step_time(m, on_device, cpu, o).elementwise_s - step_time(m, on_device, cpu, none).elementwise_s ==
+          Approx((layers + 2) * 1e-3));
+    // On a GPU the probed transfer replaces the link's nominal rate in the offload term (over
+    // a link so slow that backward hides none of the gradients' trip there).
+    Hardware gpu = *find_device("h100-80gb");
+    gpu.host_link_bytes_per_s = 1e6;
+    const StepTime probed = step_time(m, off, gpu, o), nominal = step_time(m, off, gpu, none);
+    CHECK(probed.bucket_s == Approx((layers + 2) * 5e-3));
+    CHECK(nominal.bucket_s == 0);
+    CHECK(probed.offload_s < nominal.offload_s);
+}
+
 TEST_CASE("QLoRA's NF4 dequantization is probed per compute dtype and priced per pass over the layers",
           "[probe][estimate][qlora]") {
     const ModelSpec m = *find_model("tiny");
