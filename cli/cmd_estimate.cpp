@@ -130,6 +130,12 @@ nlohmann::json views_json(const FrameworkEstimate& f, FrameworkProfile profile) 
     nlohmann::json terms = nlohmann::json::array();
     for (const FrameworkTerm& t : f.terms) terms.push_back({{"what", t.what}, {"bytes", t.bytes}});
     views["terms"] = terms;
+    if (f.engine.host_memory.peak > 0) {  // offload: the stack's host memory per rank, and what it adds to ours
+        nlohmann::json host_terms = nlohmann::json::array();
+        for (const FrameworkTerm& t : f.host_terms) host_terms.push_back({{"what", t.what}, {"bytes", t.bytes}});
+        views["host"] = f.host;
+        views["host_terms"] = host_terms;
+    }
     return views;
 }
 
@@ -217,9 +223,16 @@ int run_single(const EstimateCliOptions& opts) {
             "max_memory_reserved, nvidia-smi)\n",
             to_string(profile), format_bytes(views.views[MemoryView::allocated]),
             format_bytes(views.views[MemoryView::reserved]), format_bytes(views.views[MemoryView::device]));
-        for (const FrameworkTerm& t : views.terms)
-            fmt::print("               {}{} {}\n", t.bytes < 0 ? "-" : "+",
-                       bytes_text(static_cast<std::uint64_t>(t.bytes < 0 ? -t.bytes : t.bytes)), t.what);
+        const auto print_terms = [](const std::vector<FrameworkTerm>& terms) {
+            for (const FrameworkTerm& t : terms)
+                fmt::print("               {}{} {}\n", t.bytes < 0 ? "-" : "+",
+                           bytes_text(static_cast<std::uint64_t>(t.bytes < 0 ? -t.bytes : t.bytes)), t.what);
+        };
+        print_terms(views.terms);
+        if (e.host_memory.peak > 0) {
+            fmt::print("  as {:<10} host {} per rank\n", to_string(profile), format_bytes(views.host));
+            print_terms(views.host_terms);
+        }
     }
     return e.fits ? kExitOk : kExitNo;
 }

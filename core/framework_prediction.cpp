@@ -9,6 +9,7 @@ void to_json(nlohmann::json& j, const FrameworkPrediction& p) {
     }
     j = {{"allocated", p.allocated}, {"reserved", p.reserved},         {"device", p.device},
          {"step_s", p.step_s},       {"tokens_per_s", p.tokens_per_s}, {"fits", p.fits}};
+    if (p.host > 0) j["host"] = p.host;  // offload only: rows without it read as 0
 }
 
 void from_json(const nlohmann::json& j, FrameworkPrediction& p) {
@@ -23,6 +24,7 @@ void from_json(const nlohmann::json& j, FrameworkPrediction& p) {
     p.step_s = j.at("step_s").get<double>();
     p.tokens_per_s = j.at("tokens_per_s").get<double>();
     p.fits = j.at("fits").get<bool>();
+    p.host = j.value("host", std::uint64_t{0});
 }
 
 std::optional<FrameworkPredictions> parse_framework_predictions(const std::string& text) {

@@ -19,9 +19,10 @@ struct FrameworkPrediction {
     std::uint64_t allocated = 0;  // torch.cuda.max_memory_allocated()
     std::uint64_t reserved = 0;   // torch.cuda.max_memory_reserved()
     std::uint64_t device = 0;     // the device's used memory (nvidia-smi)
+    std::uint64_t host = 0;       // host memory per rank under offload (0 without)
     double step_s = 0;
     double tokens_per_s = 0;
-    bool fits = false;    // device <= the sweep's usable memory
+    bool fits = false;    // device <= the sweep's usable memory, and the node's ranks' host within its host memory
     std::string invalid;  // non-empty: the stack cannot run it, and why
     bool operator==(const FrameworkPrediction&) const = default;
 };

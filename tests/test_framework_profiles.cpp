@@ -346,7 +346,7 @@ TEST_CASE("framework predictions carry every stack's views, fits against the lim
 TEST_CASE("framework predictions round-trip through their stored JSON, and a damaged column reads as none",
           "[frameworks]") {
     FrameworkPredictions p;
-    p["hf-trainer"] = {1, 2, 3, 0.5, 1000.0, true, ""};
+    p["hf-trainer"] = {1, 2, 3, 0, 0.5, 1000.0, true, ""};
     p["deepspeed"].invalid = "LOMO at ZeRO-2";
     const std::string text = nlohmann::json(p).dump();
     CHECK(parse_framework_predictions(text) == p);

@@ -5,6 +5,8 @@
 // in test_memory_agreement.cpp (one rank) and tests/mpi (two and four).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/dimensions.h"
@@ -237,4 +239,57 @@ TEST_CASE("offloaded, DeepSpeed's fp32 gradient partition is on the host, not th
     CHECK(deepspeed_gradient_term(c).bytes > 0);
     c.offload = Offload::optimizer;
     CHECK(deepspeed_gradient_term(c).bytes == 0);
+}
+
+TEST_CASE("DeepSpeed's offload keeps more on the host than our engine: fp32 gradients, a 16-bit copy, staging",
+          "[offload][frameworks]") {
+    TrialConfig c = llama7b_offload(Offload::optimizer);
+    c.world_size = 8;
+    const Hardware hw = *find_device("a100-80gb");
+    const std::uint64_t n = (trained_parameters(c.model, c) + 7) / 8;
+    const std::uint64_t largest = 2ull * 32000 * 4096;  // the embedding's gradient in bf16
+    // ZeRO-2 (stage_1_and_2.py): fp32 gradients (4 bytes, ours 2), the 16-bit partition, the pinned largest gradient.
+    FrameworkEstimate ds = framework_estimate(FrameworkProfile::deepspeed, c, hw);
+    CHECK(ds.host == ds.engine.host_memory.peak + 2 * n + 2 * n + largest);
+    // The device stages the largest gradient too.
+    const FrameworkEstimate none = framework_estimate(FrameworkProfile::deepspeed, llama7b_offload(Offload::none), hw);
+    CHECK(std::any_of(ds.terms.begin(), ds.terms.end(), [&](const FrameworkTerm& t) {
+        return t.bytes == static_cast<std::int64_t>(largest) && t.alive == kWholeStep;
+    }));
+    CHECK(none.host == 0);
+    // Accumulating, each partition parameter's gradient waits on the host between micro-batches.
+    c.grad_accum = 4;
+    CHECK(framework_estimate(FrameworkProfile::deepspeed, c, hw).host == ds.host + 2 * n);
+    // ZeRO-3 (stage3.py): only the gradient partition is wider than ours.
+    c.grad_accum = 1, c.zero_stage = 3;
+    ds = framework_estimate(FrameworkProfile::deepspeed, c, hw);
+    CHECK(ds.host == ds.engine.host_memory.peak + 2 * n);
+    CHECK(deepspeed_offload_device_term(c).bytes == 0);
+    // FSDP's CPU offload holds what ours does, in other dtypes (fp32 parameters and gradients).
+    c.offload = Offload::optimizer_params;
+    const FrameworkEstimate fsdp = framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw);
+    CHECK(fsdp.host == fsdp.engine.host_memory.peak);
+    // Each stack's prediction carries its host memory, and so does the stored JSON.
+    const FrameworkPredictions p = framework_predictions(c, hw, EstimateOptions{}, 1ull << 40);
+    CHECK(p.at("deepspeed").host == framework_estimate(FrameworkProfile::deepspeed, c, hw).host);
+    const nlohmann::json j = p.at("deepspeed");
+    CHECK(j.at("host").get<std::uint64_t>() == p.at("deepspeed").host);
+    CHECK(j.get<FrameworkPrediction>() == p.at("deepspeed"));
+}
+
+TEST_CASE("a stack fits only where the node's host memory holds what that stack keeps there", "[offload][frameworks]") {
+    // Llama-2-7B on one 24 GB GPU with 128 GB of host memory: our engine's 88 GiB host ledger fits
+    // the 107 GiB left after the margin; DeepSpeed's 113 GiB (fp32 gradients, its 16-bit copy) does not.
+    const TrialConfig c = llama7b_offload(Offload::optimizer);
+    const Hardware hw = *find_device("rtx4090");
+    EstimateOptions o;
+    o.host_memory = 128'000'000'000ull;
+    const Estimate e = estimate(c, hw, o);
+    REQUIRE(e.fits);
+    const FrameworkPredictions p = framework_predictions(c, hw, o, usable_bytes(c, hw, o), e);
+    CHECK(p.at("deepspeed").device < usable_bytes(c, hw, o));
+    CHECK(p.at("deepspeed").host > *usable_host_bytes(o.host_memory, o.host_margin));
+    CHECK_FALSE(p.at("deepspeed").fits);
+    o.host_memory = 160'000'000'000ull;
+    CHECK(framework_predictions(c, hw, o, usable_bytes(c, hw, o)).at("deepspeed").fits);
 }

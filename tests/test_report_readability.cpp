@@ -174,7 +174,7 @@ TEST_CASE("the report opens with what to run: per budget and context, the fastes
         for (TrialRecord& t : sweep.trials) {
             t.sweep_framework = "hf-trainer";
             const std::uint64_t peak = t.measured ? t.result.memory.peak : t.result.estimate->memory.peak;
-            t.frameworks["hf-trainer"] = {peak, peak, peak * 3 / 2, 1.0, t.result.tokens_per_s, true, ""};
+            t.frameworks["hf-trainer"] = {peak, peak, peak * 3 / 2, 0, 1.0, t.result.tokens_per_s, true, ""};
         }
         const auto engine = what_to_run(load_sweep_data(db, "h100-demo"));
         const auto rows = what_to_run(sweep);

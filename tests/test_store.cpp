@@ -637,8 +637,8 @@ TEST_CASE(
         return t;
     };
     std::vector<TrialRecord> trials{pending(1, 100), pending(2, 200), pending(3, 300), pending(4, 400)};
-    trials[0].frameworks["hf-trainer"] = {0, 0, 1000, 1.0, 10.0, true, ""};
-    trials[1].frameworks["hf-trainer"] = {0, 0, 5000, 1.0, 20.0, false, ""};  // does not fit under hf-trainer
+    trials[0].frameworks["hf-trainer"] = {0, 0, 1000, 0, 1.0, 10.0, true, ""};
+    trials[1].frameworks["hf-trainer"] = {0, 0, 5000, 0, 1.0, 20.0, false, ""};  // does not fit under hf-trainer
     trials[2].frameworks["hf-trainer"].invalid = "LOMO with fp16-mixed";
     // trials[3]: recorded before predictions were kept.
     BestQuery q;

@@ -257,7 +257,7 @@ TEST_CASE(
     test::ScratchDir dir;
     const std::string path = dir.file("fw.db");
     FrameworkPredictions p;
-    p["hf-trainer"] = {10, 20, 30, 1.5, 2000.0, true, ""};
+    p["hf-trainer"] = {10, 20, 30, 0, 1.5, 2000.0, true, ""};
     p["deepspeed"].invalid = "LOMO at ZeRO-2";
     SweepRecord record = test::sample_sweep("fw");
     record.framework = "hf-trainer";

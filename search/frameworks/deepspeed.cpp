@@ -14,7 +14,60 @@ namespace {
 // partition in sub-groups of at most this many elements.
 constexpr std::uint64_t kSubGroupElements = 1'000'000'000;
 
+// The rank's partition of the trained parameters, in elements.
+std::uint64_t partition_elements(const TrialConfig& c) {
+    const std::uint64_t ranks = std::max<std::uint32_t>(c.world_size, 1);
+    return (trained_parameters(c.model, c) + ranks - 1) / ranks;
+}
+
+// The most elements of one trained tensor: the embedding or LM head for a full
+// fine-tune, an adapter's larger factor under LoRA.
+std::uint64_t largest_trained_tensor(const TrialConfig& c) {
+    const ModelSpec& m = c.model;
+    const std::uint64_t h = m.hidden, widest = std::max<std::uint64_t>({h, m.ffn, m.kv_dim()});
+    if (c.adapters()) return static_cast<std::uint64_t>(c.lora_rank) * widest;
+    return std::max(static_cast<std::uint64_t>(m.vocab) * h, widest * h);
+}
+
+FrameworkTerm whole_step(std::string what, std::uint64_t bytes) {
+    return FrameworkTerm{std::move(what), static_cast<std::int64_t>(bytes), kWholeStep};
+}
+
 }  // namespace
+
+std::vector<FrameworkTerm> deepspeed_host_terms(const TrialConfig& c) {
+    if (c.offload == Offload::none) return {};
+    const std::uint64_t n = partition_elements(c), half = weight_bytes(c.precision);
+    // Our engine's host gradient shard is in the weights' dtype; DeepSpeed's fp32
+    // (stage_1_and_2.py initialize_optimizer_states: single_partition_of_fp32_groups
+    // .grad; stage3.py: grad_partitions_flat_buffer in gradient_accumulation_dtype).
+    std::vector<FrameworkTerm> t{whole_step(
+        fmt::format("the fp32 gradient partition ({} bytes x {} elements, ours {})", 4, n, half), (4 - half) * n)};
+    if (c.zero_stage == 3) return t;
+    // stage_1_and_2.py __init__ (cpu_offload): a 16-bit copy of the partition the
+    // update writes before it goes to the device, and a pinned buffer of the
+    // largest parameter's gradient; async_accumulate_grad_in_cpu_via_gpu keeps
+    // each partition parameter's gradient on the host between micro-batches.
+    t.push_back(whole_step(fmt::format("the 16-bit parameter partition the update writes ({} x {} elements)", half, n),
+                           half * n));
+    const std::uint64_t largest = largest_trained_tensor(c);
+    t.push_back(whole_step(fmt::format("the largest parameter's gradient, pinned ({} x {} elements)", half, largest),
+                           half * largest));
+    if (c.grad_accum > 1)
+        t.push_back(whole_step(
+            fmt::format("each partition parameter's gradient between micro-batches ({} x {} elements)", half, n),
+            half * n));
+    return t;
+}
+
+FrameworkTerm deepspeed_offload_device_term(const TrialConfig& c) {
+    if (c.offload == Offload::none || c.zero_stage == 3) return {};
+    // stage_1_and_2.py temp_grad_buffer_for_gpu_offload: the largest parameter's gradient on the device.
+    const std::uint64_t largest = largest_trained_tensor(c), half = weight_bytes(c.precision);
+    return whole_step(
+        fmt::format("ZeRO-Offload's device staging of the largest gradient ({} x {} elements)", half, largest),
+        half * largest);
+}
 
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c) {
     FrameworkTerm t;
@@ -26,8 +79,7 @@ FrameworkTerm deepspeed_gradient_term(const TrialConfig& c) {
     // gradients (a 16-bit copy) and casts them to fp32 for the fp32 master
     // partition; stage3.py _prepare_fp32_grad_for_sub_group does the same per
     // sub-group. Both copies live at the cast, only during the step, at ZeRO-1 too.
-    const std::uint64_t ranks = std::max<std::uint32_t>(c.world_size, 1);
-    std::uint64_t elements = (trained_parameters(c.model, c) + ranks - 1) / ranks;
+    std::uint64_t elements = partition_elements(c);
     if (c.zero_stage == 3) elements = std::min(elements, kSubGroupElements);
     const std::uint64_t flat = weight_bytes(c.precision), cast = c.precision == Precision::fp32 ? 0 : 4;
     t.bytes = static_cast<std::int64_t>(elements * (flat + cast));

@@ -56,8 +56,9 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
     e.engine = std::move(engine);
     if (uses_transformers(f)) e.terms = transformers_terms(f, c, hw, o, s);
     if (f == FrameworkProfile::deepspeed) {
-        const FrameworkTerm grads = deepspeed_gradient_term(c);
-        if (grads.bytes > 0) e.terms.push_back(grads);
+        for (const FrameworkTerm& t : {deepspeed_gradient_term(c), deepspeed_offload_device_term(c)})
+            if (t.bytes > 0) e.terms.push_back(t);
+        e.host_terms = deepspeed_host_terms(c);
     }
     if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c, o, s);
     if (f == FrameworkProfile::torchtitan) e.terms = torchtitan_terms(c, s);
@@ -67,6 +68,9 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         f == FrameworkProfile::tune ? e.engine.memory.peak - outside : allocated_peak(s, e.terms);
     e.views[MemoryView::reserved] = e.views[MemoryView::allocated];
     e.views[MemoryView::device] = e.views[MemoryView::reserved] + outside;
+    std::int64_t host = static_cast<std::int64_t>(e.engine.host_memory.peak);
+    for (const FrameworkTerm& t : e.host_terms) host += t.bytes;
+    e.host = static_cast<std::uint64_t>(std::max<std::int64_t>(host, 0));
     return e;
 }
 
@@ -104,9 +108,12 @@ FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware&
         p.allocated = e.views[MemoryView::allocated];
         p.reserved = e.views[MemoryView::reserved];
         p.device = e.views[MemoryView::device];
+        p.host = e.host;
         p.step_s = e.engine.step_s;
         p.tokens_per_s = e.engine.tokens_per_s;
-        p.fits = p.device <= usable;
+        // The node's host memory holds each of its ranks' host memory, as our engine's does.
+        const std::optional<std::uint64_t> host = usable_host_bytes(o.host_memory, o.host_margin);
+        p.fits = p.device <= usable && (!host || p.host * ranks_per_node(c, o) <= *host);
     }
     return out;
 }

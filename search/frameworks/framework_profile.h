@@ -59,6 +59,10 @@ struct FrameworkEstimate {
     Estimate engine;  // our engine's estimate of the configuration
     std::vector<FrameworkTerm> terms;
     MemoryViews views;
+    // Under offload: what the stack keeps in host memory beyond our engine's
+    // host ledger (whole step), and the total per rank.
+    std::vector<FrameworkTerm> host_terms;
+    std::uint64_t host = 0;
 };
 
 // The estimator settings a profile changes (torchtitan's overlapped
@@ -75,6 +79,10 @@ FrameworkTerm bnb_kept_inputs(const TrialConfig& c, const LibraryVersions& v, bo
 std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step (0 bytes below ZeRO-1).
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);
+// Under offload: DeepSpeed's host buffers beyond our engine's host ledger, and
+// its device staging for the largest parameter's gradient (0 bytes without).
+std::vector<FrameworkTerm> deepspeed_host_terms(const TrialConfig& c);
+FrameworkTerm deepspeed_offload_device_term(const TrialConfig& c);
 
 FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
                                      const EstimateOptions& o = {});
