@@ -55,6 +55,11 @@ struct EstimateOptions {
     double comm_efficiency = 0.8;
     // Fraction of communication hidden behind compute (our engine: none yet).
     double comm_overlap = 0.0;
+    // Whether offload's host copies hide behind compute and the CPU update
+    // behind the copy back, as DeepSpeed's ZeRO-Offload and FSDP's CPU offload
+    // schedule them (search/estimate_time.cpp apply_offload); tune's engine
+    // runs them in order on its stream (false).
+    bool offload_overlap = false;
     // Rates measured on this machine (`tune probe`); when set, compute,
     // attention and the optimizer's traffic take them instead of the nominal
     // peaks, and the efficiencies above scale relative to their defaults.

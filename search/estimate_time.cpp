@@ -320,12 +320,15 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const std::vec
             t.comm_s = (1 - o.comm_overlap) * *seconds / speed;
 }
 
-// Offload on a GPU (core/offload_plan.h), as DeepSpeed's ZeRO-Offload schedules it
-// (stage_1_and_2.py): each micro-batch's gradient shard goes device to host while
-// backward runs (overlap_comm), so only what outlasts backward shows; the CPU's
-// update and the updated 16-bit shard's copy back run tile by tile together
-// (cpu_adam's ds_adam_step_plus_copy), so the slower one shows; parameter shards
-// kept on the host cross the link before every use, behind the compute they precede.
+// Offload on a GPU (core/offload_plan.h). tune's engine runs its parts in order on
+// its stream: each micro-batch's gradient shards device to host, the CPU's
+// update, the master's copy back, and each use's parameter shards host to
+// device. With offload_overlap, as DeepSpeed's ZeRO-Offload schedules it
+// (stage_1_and_2.py): the gradient shards go while backward runs
+// (overlap_comm), so only what outlasts backward shows; the CPU's update and
+// the updated 16-bit shard's copy back run tile by tile together (cpu_adam's
+// ds_adam_step_plus_copy), so the slower one shows; parameter shards cross the
+// link behind the compute they precede.
 // The update takes the host's probed time per element (the CPU backend's kernels
 // on every core), else streams optimizer_traffic_per_element through the
 // preset's host memory bandwidth; either way the node's ranks share it. On the
@@ -348,10 +351,15 @@ void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     double params_s = 0;
     if (plan.params_on_host) {
         const double uses = 2.0 + (c.checkpointing == Checkpointing::none ? 0.0 : 1.0);  // forward, backward, recompute
-        params_s = std::max(0.0, safe_div(uses * c.grad_accum * shard_bytes, hw.host_link_bytes_per_s) - t.compute_s);
+        params_s = safe_div(uses * c.grad_accum * shard_bytes, hw.host_link_bytes_per_s);
     }
     t.optimizer_s = 0;  // the device updates nothing
-    t.offload_s = std::max(0.0, d2h_s - backward_s) + std::max(update_s, h2d_s) + params_s;
+    if (o.offload_overlap)
+        t.offload_s =
+            std::max(0.0, d2h_s - backward_s) + std::max(update_s, h2d_s) + std::max(0.0, params_s - t.compute_s);
+    else  // the device casts the fp32 master it reads across the link (none with the weights on the host)
+        t.offload_s =
+            d2h_s + update_s + (plan.params_on_host ? 0.0 : safe_div(owned * 4.0, hw.host_link_bytes_per_s)) + params_s;
     // What calibration learned of the configuration's dimensions scales this term as it does the probed ones.
     if (const double speed = dimension_efficiency(c, o); speed > 0) t.offload_s /= speed;
 }

@@ -178,6 +178,31 @@ TEST_CASE("a node's host memory is a limit of its own, and the estimate names th
     CHECK(estimate(c, hw, o).limit == "device+host");
 }
 
+TEST_CASE("tune's engine runs offload's parts in order; the frameworks overlap them", "[offload][estimate]") {
+    // Llama-2-7B, ZeRO-2 over 8 ranks of one node, 4 micro-batches: the terms by hand.
+    TrialConfig c = llama7b_offload(Offload::optimizer);
+    c.world_size = 8, c.grad_accum = 4;
+    Hardware hw = *find_device("h100-80gb");
+    EstimateOptions o;
+    const double owned = static_cast<double>((trained_parameters(c.model, c) + 7) / 8);
+    const double link = hw.host_link_bytes_per_s;
+    const double d2h = 4 * owned * 2 / link;  // each micro-batch's bf16 gradient shard
+    const double cast = owned * 4 / link;     // the fp32 master the device reads back
+    const StepTime t = step_time(c.model, c, hw, o);
+    const double update = t.offload_s - d2h - cast;  // the host's update: the rest
+    CHECK(update > 0);
+    o.offload_overlap = true;
+    const StepTime overlapped = step_time(c.model, c, hw, o);
+    const double backward = overlapped.compute_s * 2 / 3;
+    CHECK(overlapped.offload_s == Approx(std::max(0.0, d2h - backward) + std::max(update, owned * 2 / link)));
+    CHECK(overlapped.offload_s < t.offload_s);
+    // The stacks that offload price their step with the overlap; our engine's estimate does not.
+    const FrameworkEstimate ds = framework_estimate(FrameworkProfile::deepspeed, c, hw);
+    CHECK(ds.engine.step_s < estimate(c, hw, {}).step_s);
+    const FrameworkPredictions p = framework_predictions(c, hw, {}, 1ull << 40);
+    CHECK(p.at("deepspeed").step_s == Approx(ds.engine.step_s));
+}
+
 TEST_CASE("parameter shards on the host cross the link before their uses", "[offload][estimate]") {
     const Hardware hw = *find_device("h100-80gb");
     TrialConfig c = llama7b_offload(Offload::optimizer);

@@ -45,9 +45,17 @@ void apply_profile_options(FrameworkProfile f, EstimateOptions& o) {
     // torchtitan's FSDP2 (fully_shard) prefetches the next all-gather and
     // overlaps reduce-scatters with the backward: its collectives hide behind compute.
     if (f == FrameworkProfile::torchtitan) o.comm_overlap = 1.0;
+    // Every stack that offloads (DeepSpeed's, FSDP's; framework_validity) overlaps its copies.
+    if (f != FrameworkProfile::tune) o.offload_overlap = true;
 }
 
 namespace {
+
+// Whether a profile's options price `c`'s step as the sweep's do (its base estimate serves).
+bool same_time_model(const EstimateOptions& profile, const EstimateOptions& sweep, const TrialConfig& c) {
+    return profile.comm_overlap == sweep.comm_overlap &&
+           (c.offload == Offload::none || profile.offload_overlap == sweep.offload_overlap);
+}
 
 // The profile's estimate from our engine's, already made with the profile's options.
 FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
@@ -104,7 +112,7 @@ FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware&
         EstimateOptions o = options;
         apply_profile_options(f, o);
         const FrameworkEstimate e =
-            estimate_from(f, c, hw, o, o.comm_overlap == options.comm_overlap ? base : estimate(c, hw, o), s);
+            estimate_from(f, c, hw, o, same_time_model(o, options, c) ? base : estimate(c, hw, o), s);
         p.allocated = e.views[MemoryView::allocated];
         p.reserved = e.views[MemoryView::reserved];
         p.device = e.views[MemoryView::device];

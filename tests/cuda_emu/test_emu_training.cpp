@@ -6,11 +6,13 @@
 #include "short_trial.h"
 
 #include <cmath>
+#include <utility>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include "core/presets.h"
+#include "core/validity.h"
 #include "harness/comm/comm.h"
 #include "harness/comm/comm_nccl.h"
 #include "harness/selftest_training.h"
@@ -97,48 +99,49 @@ TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at sta
 // its weights. Each result against the same trial on the CPU backend, and
 // both ledgers against the estimate, byte for byte.
 TEST_CASE("emulated device: offload trials run on the CUDA backend, host and device ledgers as estimated") {
-    struct Combo {
-        Optimizer optimizer;
-        Precision precision;
-        std::uint32_t stage;
-        Offload offload;
-        Method method;
-    };
-    const Combo combos[] = {{Optimizer::adamw, Precision::bf16_mixed, 2, Offload::optimizer, Method::full},
-                            {Optimizer::lion, Precision::fp16_mixed, 3, Offload::optimizer, Method::full},
-                            {Optimizer::adamw, Precision::bf16_mixed, 3, Offload::optimizer_params, Method::full},
-                            {Optimizer::adamw, Precision::fp16_mixed, 3, Offload::optimizer_params, Method::qlora},
-                            {Optimizer::lion, Precision::bf16_mixed, 2, Offload::optimizer, Method::lora}};
+    // Every optimizer and precision the GPU engine offloads (AdamW and Lion; the
+    // precisions with an fp32 master), both offloads at the stages they run,
+    // full fine-tuning, LoRA and QLoRA.
     harness::TrialOptions on_gpu, on_cpu;
     on_gpu.backend = BackendKind::cuda;
     on_cpu.backend = BackendKind::cpu;
     on_gpu.log = on_cpu.log = nullptr;
-    for (const Combo& k : combos) {
-        TrialConfig c = short_trial(k.optimizer, k.precision);
-        c.zero_stage = k.stage, c.offload = k.offload, c.method = k.method, c.lora_rank = 8;
-        const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
-        const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
-        const TrialResult cpu = harness::run_trial(c, on_cpu);
-        INFO(summary(c) << ": " << gpu.reason << cpu.reason);
-        REQUIRE(gpu.status == TrialStatus::ok);
-        REQUIRE(cpu.status == TrialStatus::ok);
-        REQUIRE(gpu.losses.size() == cpu.losses.size());
-        for (std::size_t s = 0; s < gpu.losses.size(); ++s) {
-            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
-            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= 5e-2);  // the self-test's 16-bit tolerance
-        }
-        const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
-        for (Component m : kComponents) {
-            INFO(to_string(m) << ": device " << gpu.memory[m] << " vs " << e.memory[m] << ", host "
-                              << gpu.host_memory[m] << " vs " << e.host_memory[m]);
-            if (m != Component::overhead) CHECK(gpu.memory[m] == e.memory[m]);
-            CHECK(gpu.host_memory[m] == e.host_memory[m]);
-        }
-        CHECK(gpu.host_memory.peak == e.host_memory.peak);
-        CHECK(gpu.host_memory.peak > 0);
-        CHECK(gpu.memory[Component::master] == 0);
-        CHECK(gpu.memory[Component::optim] == 0);
-    }
+    int runs = 0;
+    for (Optimizer o : {Optimizer::adamw, Optimizer::lion})
+        for (Precision p : {Precision::bf16_mixed, Precision::fp16_mixed})
+            for (auto [off, stage] : {std::pair{Offload::optimizer, 2u}, std::pair{Offload::optimizer, 3u},
+                                      std::pair{Offload::optimizer_params, 3u}})
+                for (Method method : {Method::full, Method::lora, Method::qlora}) {
+                    TrialConfig c = short_trial(o, p);
+                    c.zero_stage = stage, c.offload = off, c.method = method, c.lora_rank = 8;
+                    if (invalid_reason(c)) continue;
+                    const auto nccl =
+                        harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
+                    const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
+                    const TrialResult cpu = harness::run_trial(c, on_cpu);
+                    INFO(summary(c) << ": " << gpu.reason << cpu.reason);
+                    REQUIRE(gpu.status == TrialStatus::ok);
+                    REQUIRE(cpu.status == TrialStatus::ok);
+                    REQUIRE(gpu.losses.size() == cpu.losses.size());
+                    for (std::size_t s = 0; s < gpu.losses.size(); ++s) {
+                        INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
+                        CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= 5e-2);  // the self-test's 16-bit tolerance
+                    }
+                    const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
+                    for (Component m : kComponents) {
+                        INFO(to_string(m) << ": device " << gpu.memory[m] << " vs " << e.memory[m] << ", host "
+                                          << gpu.host_memory[m] << " vs " << e.host_memory[m]);
+                        if (m != Component::overhead) CHECK(gpu.memory[m] == e.memory[m]);
+                        CHECK(gpu.host_memory[m] == e.host_memory[m]);
+                    }
+                    CHECK(gpu.host_memory.peak == e.host_memory.peak);
+                    CHECK(gpu.host_memory.peak > 0);
+                    CHECK(gpu.memory[Component::master] == 0);
+                    CHECK(gpu.memory[Component::optim] == 0);
+                    ++runs;
+                }
+    // 2 optimizers x 2 precisions x 3 placements x 3 methods.
+    CHECK(runs == 36);
 }
 
 TEST_CASE("emulated device: offload's host ledger is pinned host memory, none of it on the device") {
