@@ -24,6 +24,7 @@ constexpr const char* kElementwise = "elementwise";
 constexpr const char* kOptimizer = "optimizer";
 constexpr const char* kDequantize = "nf4-dequantize";
 constexpr const char* kBucket = "bucket";
+constexpr const char* kHostLink = "host-link";
 constexpr const char* kCollective = "collective";
 constexpr const char* kSpeedReference = "speed-reference";
 constexpr const char* kDeviceBaseline = "device-baseline";
@@ -107,6 +108,8 @@ json probe_key(const DequantizeRate& d) {
             {"ffn", d.ffn}};
 }
 
+json probe_key(const HostLinkRate& l) { return {{"probe", kHostLink}, {"bytes", l.bytes}}; }
+
 json probe_key(const BucketRate& b) {
     json key{{"probe", kBucket}, {"dtype", probe_dtype_name(b.dtype)}, {"ranks", b.ranks}, {"bytes", b.bytes}};
     put_where(key, b.host);
@@ -145,6 +148,8 @@ std::string name_of(const ElementwiseRate& e) {
 std::string name_of(const DequantizeRate& d) {
     return fmt::format("nf4-dequantize {} h={} kv={} f={}", probe_dtype_name(d.dtype), d.hidden, d.kv_dim, d.ffn);
 }
+
+std::string name_of(const HostLinkRate& l) { return fmt::format("host link bytes={}, pinned host to device", l.bytes); }
 
 std::string name_of(const BucketRate& b) {
     return fmt::format("bucket {} n={} bytes={}{}", probe_dtype_name(b.dtype), b.ranks, b.bytes,
@@ -315,6 +320,10 @@ void read_bucket(const json& key, double value, ProbedRates& out) {
     out.buckets.push_back(b);
 }
 
+void read_host_link(const json& key, double value, ProbedRates& out) {
+    out.host_links.push_back({size_at<std::uint64_t>(key, "bytes"), value});
+}
+
 void read_collective(const json& key, double value, ProbedRates& out) {
     CollectiveRate c = collective_of(key);
     c.bus_bytes_per_s = value;
@@ -332,15 +341,16 @@ void read_device_baseline(const json&, double value, ProbedRates& out) {
 }
 
 using Reader = void (*)(const json& key, double value, ProbedRates& out);
-constexpr std::array<std::pair<const char*, Reader>, 9> kReaders{{{kGemm, read_gemm},
-                                                                  {kAttention, read_attention},
-                                                                  {kElementwise, read_elementwise},
-                                                                  {kOptimizer, read_optimizer},
-                                                                  {kDequantize, read_dequantize},
-                                                                  {kBucket, read_bucket},
-                                                                  {kCollective, read_collective},
-                                                                  {kSpeedReference, read_speed_reference},
-                                                                  {kDeviceBaseline, read_device_baseline}}};
+constexpr std::array<std::pair<const char*, Reader>, 10> kReaders{{{kGemm, read_gemm},
+                                                                   {kAttention, read_attention},
+                                                                   {kElementwise, read_elementwise},
+                                                                   {kOptimizer, read_optimizer},
+                                                                   {kDequantize, read_dequantize},
+                                                                   {kBucket, read_bucket},
+                                                                   {kHostLink, read_host_link},
+                                                                   {kCollective, read_collective},
+                                                                   {kSpeedReference, read_speed_reference},
+                                                                   {kDeviceBaseline, read_device_baseline}}};
 
 // A kind this build has no reader for (a probe it does not run) is passed over.
 void read_record(const json& key, double value, ProbedRates& out) {
@@ -418,6 +428,8 @@ std::vector<ProbeRecord> records_of(const ProbedRates& rates) {
         out.push_back(record(optimizer_record_name(o), probe_key(o), o.seconds, "s"));
     for (const DequantizeRate& d : rates.dequantize) out.push_back(record(name_of(d), probe_key(d), d.layer_s, "s"));
     for (const BucketRate& b : rates.buckets) out.push_back(record(name_of(b), probe_key(b), b.seconds, "s"));
+    for (const HostLinkRate& l : rates.host_links)
+        out.push_back(record(name_of(l), probe_key(l), l.bytes_per_s, "B/s"));
     if (rates.speed_reference_s > 0)
         out.push_back(record(speed_reference_name(), speed_reference_key(), rates.speed_reference_s, "s"));
     if (rates.device_baseline_bytes)

@@ -17,6 +17,7 @@
 #include "probe/bucket_probe.h"
 #include "probe/dequantize_probe.h"
 #include "probe/elementwise_probe.h"
+#include "probe/host_link_probe.h"
 #include "probe/optimizer_probe.h"
 #include "probe/probe_timing.h"
 #include "search/collective_calls.h"
@@ -156,6 +157,18 @@ void plan_buckets(const ModelSpec& model, const std::vector<TrialConfig>& config
     for (const auto& [ranks, dtype, bytes, host] : buckets) plan.buckets.push_back({dtype, ranks, bytes, 0, host});
 }
 
+// Offload's host-to-device copies, at one layer's parameter shard (the adapters' under LoRA) in the weights' dtype.
+void plan_host_links(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
+    std::set<std::uint64_t> sizes;
+    for (TrialConfig c : configs) {
+        if (c.offload == Offload::none) continue;
+        c.model = model;
+        sizes.insert(static_cast<std::uint64_t>(offload_shard_bytes(model, c)));
+    }
+    for (std::uint64_t bytes : sizes)
+        if (bytes > 0) plan.host_links.push_back({bytes, 0});
+}
+
 // Each optimizer in each precision the sweep runs, over the tensors its step updates
 // (8-bit Adam per block size; full fine-tuning and each adapter shape apart).
 void plan_optimizers(const ModelSpec& model, const std::vector<TrialConfig>& configs, std::int64_t elements,
@@ -238,6 +251,7 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
         if (c.method == Method::qlora) dequantized.insert(probe_dtype(c.precision));
     for (ProbeDtype dtype : dequantized) plan.dequantize.push_back({dtype, h, kv, f, 0});
     plan_buckets(model, configs, plan);
+    plan_host_links(model, configs, plan);
     plan_collectives(model, configs, plan);
     return plan;
 }
@@ -273,6 +287,9 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     std::vector<double> spent_bucket(out.buckets.size());
     for (std::size_t i = 0; i < out.buckets.size(); ++i)
         out.buckets[i].seconds = probe_bucket(backend, out.buckets[i], after_gemm, &spent_bucket[i]);
+    std::vector<double> spent_host_link(out.host_links.size());
+    for (std::size_t i = 0; i < out.host_links.size(); ++i)
+        out.host_links[i].bytes_per_s = probe_host_link(backend, out.host_links[i], after_gemm, &spent_host_link[i]);
     std::vector<double> spent_dequantize(out.dequantize.size());
     for (std::size_t i = 0; i < out.dequantize.size(); ++i)
         out.dequantize[i].layer_s = probe_dequantize(backend, out.dequantize[i], after_gemm, &spent_dequantize[i]);
@@ -282,7 +299,8 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
     if (records) {
         *records = records_of(out);
         // records_of lists gemm, then attention (forward, backward), element-wise (three
-        // parts), the optimizers, the NF4 dequantizations, the gradient buckets, then the speed reference (and a GPU's device baseline,
+        // parts), the optimizers, the NF4 dequantizations, the gradient buckets, offload's host links, then the speed
+        // reference (and a GPU's device baseline,
         // measured for free: its seconds stay 0).
         std::size_t r = 0;
         for (double s : spent_gemm) (*records)[r++].seconds = s;
@@ -295,6 +313,7 @@ ProbedRates run_probes(kernels::Backend& backend, const ProbedRates& plan, const
         for (double s : spent_optimizer) (*records)[r++].seconds = s;
         for (double s : spent_dequantize) (*records)[r++].seconds = s;
         for (double s : spent_bucket) (*records)[r++].seconds = s;
+        for (double s : spent_host_link) (*records)[r++].seconds = s;
         if (r < records->size() && plan.speed_reference_s > 0) (*records)[r].seconds = spent_reference;
     }
     return out;

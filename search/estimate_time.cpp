@@ -335,7 +335,8 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const std::vec
 // CPU backend host and device are one memory: nothing crosses a link and the
 // update costs what it costs on the device. Where the buckets were probed with
 // their shard in host memory (BucketRate::host), the element-wise term already
-// holds the transfer as tune's engine makes it, on its own stream, exposed.
+// holds the transfer as tune's engine makes it, on its own stream, exposed. The
+// link's rate is the probed one (HostLinkRate) where there is one, else the preset's.
 void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
                    StepTime& t) {
     const OffloadPlan plan = offload_plan(c.offload);
@@ -343,28 +344,33 @@ void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
     const double owned = owned_elements(m, c);
     const double shard_bytes = owned * weight_bytes(c.precision);
     const double backward_s = t.compute_s * 2.0 / 3.0;  // backward's FLOPs are twice forward's
-    const double d2h_s = t.bucket_s > 0 ? 0.0 : safe_div(c.grad_accum * shard_bytes, hw.host_link_bytes_per_s);
+    const double link = (o.probed ? o.probed->host_link_bytes_per_s(offload_shard_bytes(m, c)) : std::nullopt)
+                            .value_or(hw.host_link_bytes_per_s);
+    const double d2h_s = t.bucket_s > 0 ? 0.0 : safe_div(c.grad_accum * shard_bytes, link);
     const std::optional<double> probed = o.probed ? o.probed->host_optimizer_seconds_per_element(m, c) : std::nullopt;
     const double per_element = probed.value_or(safe_div(optimizer_traffic_per_element(c), hw.host_memory_bytes_per_s));
     const double update_s = per_element * owned * ranks_per_node(c, o);
-    const double h2d_s = safe_div(shard_bytes, hw.host_link_bytes_per_s);
+    const double h2d_s = safe_div(shard_bytes, link);
     double params_s = 0;
     if (plan.params_on_host) {
         const double uses = 2.0 + (c.checkpointing == Checkpointing::none ? 0.0 : 1.0);  // forward, backward, recompute
-        params_s = safe_div(uses * c.grad_accum * shard_bytes, hw.host_link_bytes_per_s);
+        params_s = safe_div(uses * c.grad_accum * shard_bytes, link);
     }
     t.optimizer_s = 0;  // the device updates nothing
     if (o.offload_overlap)
         t.offload_s =
             std::max(0.0, d2h_s - backward_s) + std::max(update_s, h2d_s) + std::max(0.0, params_s - t.compute_s);
     else  // the device casts the fp32 master it reads across the link (none with the weights on the host)
-        t.offload_s =
-            d2h_s + update_s + (plan.params_on_host ? 0.0 : safe_div(owned * 4.0, hw.host_link_bytes_per_s)) + params_s;
+        t.offload_s = d2h_s + update_s + (plan.params_on_host ? 0.0 : safe_div(owned * 4.0, link)) + params_s;
     // What calibration learned of the configuration's dimensions scales this term as it does the probed ones.
     if (const double speed = dimension_efficiency(c, o); speed > 0) t.offload_s /= speed;
 }
 
 }  // namespace
+
+double offload_shard_bytes(const ModelSpec& m, const TrialConfig& c) {
+    return collective_message_bytes(m, c) / std::max<std::uint32_t>(c.world_size, 1);
+}
 
 double collective_message_bytes(const ModelSpec& m, const TrialConfig& c) {
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);

@@ -32,6 +32,10 @@ struct StepTime {
 // at which the probes measure bus bandwidth.
 double collective_message_bytes(const ModelSpec& m, const TrialConfig& c);
 
+// Bytes of one layer's parameter shard (the adapters' under LoRA) in the weights' dtype: what
+// offload moves between host and device per buffer, at which the host link is probed.
+double offload_shard_bytes(const ModelSpec& m, const TrialConfig& c);
+
 StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o);
 
 }  // namespace tune

@@ -169,4 +169,16 @@ std::optional<double> ProbedRates::bucket_seconds(std::uint32_t ranks, double by
     return best->seconds * bytes / static_cast<double>(best->bytes);
 }
 
+std::optional<double> ProbedRates::host_link_bytes_per_s(double bytes) const {
+    const HostLinkRate* best = nullptr;
+    double distance = std::numeric_limits<double>::infinity();
+    for (const HostLinkRate& l : host_links) {
+        if (l.bytes == 0 || !(l.bytes_per_s > 0) || !(bytes > 0)) continue;
+        const double d = std::fabs(std::log(static_cast<double>(l.bytes) / bytes));
+        if (d < distance) distance = d, best = &l;
+    }
+    if (best == nullptr) return std::nullopt;
+    return best->bytes_per_s;
+}
+
 }  // namespace tune

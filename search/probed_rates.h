@@ -105,6 +105,16 @@ struct BucketRate {
     bool host = false;   // the shard in host memory (offload)
 };
 
+// Offload's copies from the host's pinned memory to the device (Backend::copy),
+// at the bytes of one layer's parameter shard in the weights' dtype: what a
+// gather of host-kept parameters moves, and half of what the device reads of
+// the fp32 master after the host's update. Prices those terms over the
+// preset's host link rate.
+struct HostLinkRate {
+    std::uint64_t bytes = 0;
+    double bytes_per_s = 0;
+};
+
 // The collectives ZeRO uses, probed over MPI (CPU) or NCCL (GPU) at the sweep's world sizes.
 enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather };
 
@@ -187,6 +197,7 @@ struct ProbedRates {
     std::vector<OptimizerRate> optimizers;
     std::vector<DequantizeRate> dequantize;
     std::vector<BucketRate> buckets;
+    std::vector<HostLinkRate> host_links;
     // Seconds of the speed reference (kernels/speed_reference.h) the rates were
     // taken beside (the machine's pace then); 0: unknown (a cache from before it).
     double speed_reference_s = 0;
@@ -200,7 +211,7 @@ struct ProbedRates {
 
     bool empty() const {
         return gemm.empty() && attention.empty() && collectives.empty() && elementwise.empty() && optimizers.empty() &&
-               dequantize.empty() && buckets.empty();
+               dequantize.empty() && buckets.empty() && host_links.empty();
     }
     // Seconds per updated element of `c`'s optimizer in its precision: the probe over
     // c's own tensors (optimizer_probe_tensors, at whatever size the probe was cut),
@@ -214,6 +225,8 @@ struct ProbedRates {
     // Seconds of one gradient bucket of `bytes` at this rank count and dtype: the probed
     // size nearest in bytes (log scale), scaled linearly in bytes; nullopt when none.
     std::optional<double> bucket_seconds(std::uint32_t ranks, double bytes, ProbeDtype dtype, bool host = false) const;
+    // Host-to-device bytes per second at the probed size nearest `bytes`; nullopt when none was probed.
+    std::optional<double> host_link_bytes_per_s(double bytes) const;
     // Seconds to dequantize one layer of `m` from NF4 into `dtype`; nullopt when not probed.
     std::optional<double> dequantize_layer_seconds(const ModelSpec& m, ProbeDtype dtype) const;
     // The bus bandwidth of `op` at this rank count, from the probed message size

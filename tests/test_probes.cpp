@@ -413,6 +413,36 @@ TEST_CASE("offload's buckets add into a shard in host memory: probed apart, keye
     CHECK(probed.offload_s < nominal.offload_s);
 }
 
+TEST_CASE("offload's host link is probed at a layer's shard and prices its copies over the preset's rate",
+          "[probe][estimate][offload]") {
+    const ModelSpec m = *find_model("tiny");
+    TrialConfig off = tiny_config(2, 64, Precision::bf16_mixed);
+    off.world_size = 2, off.zero_stage = 3, off.offload = Offload::optimizer_params;
+    TrialConfig kept = off;
+    kept.offload = Offload::none;
+    CHECK(probe::plan_probes(m, {kept}).host_links.empty());
+    const ProbedRates plan = probe::plan_probes(m, {off, kept});
+    REQUIRE(plan.host_links.size() == 1);
+    CHECK(plan.host_links[0].bytes == static_cast<std::uint64_t>(offload_shard_bytes(m, off)));
+
+    const auto [rates, back] = measure_and_read_back(plan);
+    REQUIRE(back.host_links.size() == 1);
+    CHECK(rates.host_links[0].bytes_per_s > 0);
+    CHECK(back.host_links[0].bytes == rates.host_links[0].bytes);
+    CHECK(back.host_links[0].bytes_per_s == rates.host_links[0].bytes_per_s);
+
+    // A probed link a thousand times slower than the preset's: every copy of the step takes longer.
+    const Hardware gpu = *find_device("h100-80gb");
+    ProbedRates slow;
+    slow.host_links.push_back({plan.host_links[0].bytes, gpu.host_link_bytes_per_s / 1000});
+    EstimateOptions o;
+    o.probed = std::make_shared<const ProbedRates>(slow);
+    EstimateOptions none;
+    none.probed = std::make_shared<const ProbedRates>(ProbedRates{});
+    CHECK(step_time(m, off, gpu, o).offload_s > step_time(m, off, gpu, none).offload_s);
+    CHECK(back.host_link_bytes_per_s(1e9) == back.host_links[0].bytes_per_s);  // the nearest probed size serves
+}
+
 TEST_CASE("QLoRA's NF4 dequantization is probed per compute dtype and priced per pass over the layers",
           "[probe][estimate][qlora]") {
     const ModelSpec m = *find_model("tiny");
