@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -362,13 +363,23 @@ TEST_CASE("ZeRO-2/3 gradient buckets: zeroed and added into the shard, probed pe
     CHECK(elementwise(z1, priced) == Approx(elementwise(z1, without)));
 }
 
+namespace {
+
+// The tiny model on 2 ranks in bf16-mixed, offloaded at `stage`, and the same kept on the device.
+std::pair<TrialConfig, TrialConfig> offloaded_and_kept(std::uint32_t stage, Offload o) {
+    TrialConfig off = tiny_config(2, 64, Precision::bf16_mixed);
+    off.world_size = 2, off.zero_stage = stage, off.offload = o;
+    TrialConfig kept = off;
+    kept.offload = Offload::none;
+    return {off, kept};
+}
+
+}  // namespace
+
 TEST_CASE("offload's buckets add into a shard in host memory: probed apart, keyed where = host, priced on a GPU",
           "[probe][estimate][offload]") {
     const ModelSpec m = *find_model("tiny");
-    TrialConfig off = tiny_config(2, 64, Precision::bf16_mixed);
-    off.world_size = 2, off.zero_stage = 2, off.offload = Offload::optimizer;
-    TrialConfig on_device = off;
-    on_device.offload = Offload::none;
+    const auto [off, on_device] = offloaded_and_kept(2, Offload::optimizer);
     const ProbedRates plan = probe::plan_probes(m, {off, on_device});
     REQUIRE(plan.buckets.size() == 4);  // a layer's and the outer buffer's, each with its shard on either side
     CHECK(std::count_if(plan.buckets.begin(), plan.buckets.end(), [](const BucketRate& b) { return b.host; }) == 2);
@@ -416,10 +427,7 @@ TEST_CASE("offload's buckets add into a shard in host memory: probed apart, keye
 TEST_CASE("offload's host link is probed at a layer's shard and prices its copies over the preset's rate",
           "[probe][estimate][offload]") {
     const ModelSpec m = *find_model("tiny");
-    TrialConfig off = tiny_config(2, 64, Precision::bf16_mixed);
-    off.world_size = 2, off.zero_stage = 3, off.offload = Offload::optimizer_params;
-    TrialConfig kept = off;
-    kept.offload = Offload::none;
+    const auto [off, kept] = offloaded_and_kept(3, Offload::optimizer_params);
     CHECK(probe::plan_probes(m, {kept}).host_links.empty());
     const ProbedRates plan = probe::plan_probes(m, {off, kept});
     REQUIRE(plan.host_links.size() == 1);

@@ -3,6 +3,7 @@
 // optimizer and precision through run_trial on the CUDA backend (the path a
 // sweep's trial takes: memory statistics, estimate, timing).
 #include "emu_cases.h"
+#include "offload_checks.h"
 #include "short_trial.h"
 
 #include <cmath>
@@ -117,27 +118,8 @@ TEST_CASE("emulated device: offload trials run on the CUDA backend, host and dev
                     if (invalid_reason(c)) continue;
                     const auto nccl =
                         harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
-                    const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
-                    const TrialResult cpu = harness::run_trial(c, on_cpu);
-                    INFO(summary(c) << ": " << gpu.reason << cpu.reason);
-                    REQUIRE(gpu.status == TrialStatus::ok);
-                    REQUIRE(cpu.status == TrialStatus::ok);
-                    REQUIRE(gpu.losses.size() == cpu.losses.size());
-                    for (std::size_t s = 0; s < gpu.losses.size(); ++s) {
-                        INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
-                        CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= 5e-2);  // the self-test's 16-bit tolerance
-                    }
-                    const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
-                    for (Component m : kComponents) {
-                        INFO(to_string(m) << ": device " << gpu.memory[m] << " vs " << e.memory[m] << ", host "
-                                          << gpu.host_memory[m] << " vs " << e.host_memory[m]);
-                        if (m != Component::overhead) CHECK(gpu.memory[m] == e.memory[m]);
-                        CHECK(gpu.host_memory[m] == e.host_memory[m]);
-                    }
-                    CHECK(gpu.host_memory.peak == e.host_memory.peak);
-                    CHECK(gpu.host_memory.peak > 0);
-                    CHECK(gpu.memory[Component::master] == 0);
-                    CHECK(gpu.memory[Component::optim] == 0);
+                    tune_emu_test::check_offload_trial(c, harness::run_trial(c, on_gpu, *nccl),
+                                                       harness::run_trial(c, on_cpu));
                     ++runs;
                 }
     // 2 optimizers x 2 precisions x 3 placements x 3 methods.

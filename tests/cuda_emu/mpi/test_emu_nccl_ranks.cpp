@@ -19,6 +19,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/math/half.h"
 #include "search/estimate.h"
+#include "tests/cuda_emu/offload_checks.h"
 #include "tests/cuda_emu/short_trial.h"
 #include "tests/mpi/mpi_session.h"
 
@@ -172,22 +173,8 @@ TEST_CASE("emulated NCCL on 2 ranks: offload trials match CPU ranks, each rank's
         auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
         const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
         harness::MpiComm mpi(test::mpi_runtime());
-        const TrialResult cpu = harness::run_trial(c, on_cpu, mpi);
-        INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
-        REQUIRE(gpu.status == TrialStatus::ok);
-        REQUIRE(cpu.status == TrialStatus::ok);
-        REQUIRE(gpu.losses.size() == cpu.losses.size());
-        for (std::size_t s = 0; s < gpu.losses.size(); ++s) {
-            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
-            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= 5e-2);
-        }
-        const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
-        for (Component m : kComponents) {
-            INFO(to_string(m) << ": device " << gpu.memory[m] << " vs " << e.memory[m] << ", host "
-                              << gpu.host_memory[m] << " vs " << e.host_memory[m]);
-            if (m != Component::overhead) CHECK(gpu.memory[m] == e.memory[m]);
-            CHECK(gpu.host_memory[m] == e.host_memory[m]);
-        }
+        INFO("rank " << nccl->rank());
+        const Estimate e = tune_emu_test::check_offload_trial(c, gpu, harness::run_trial(c, on_cpu, mpi));
         REQUIRE(gpu.rank_host_peaks.size() == 2);
         for (std::uint64_t peak : gpu.rank_host_peaks) CHECK(peak == e.host_memory.peak);
     }
