@@ -87,7 +87,8 @@ TEST_CASE("a configuration stored before a row existed reads back with the value
     CHECK_FALSE(nlohmann::json(eager).contains("attention"));
 }
 
-TEST_CASE("[space] takes each dimension by its table name, an omitted one holds its fallback", "[dimensions]") {
+TEST_CASE("a sweep file's [space] takes each dimension by its table name, an omitted one holds its fallback",
+          "[dimensions]") {
     const ModelSpec tiny = *find_model("tiny");
     for (const Dimension& d : dimensions()) {
         INFO(d.name);

@@ -178,7 +178,7 @@ TEST_CASE("a node's host memory is a limit of its own, and the estimate names th
     CHECK(estimate(c, hw, o).limit == "device+host");
 }
 
-TEST_CASE("tune's engine runs offload's parts in order; the frameworks overlap them", "[offload][estimate]") {
+TEST_CASE("tune's engine runs offload's parts in order, the frameworks overlap them", "[offload][estimate]") {
     // Llama-2-7B, ZeRO-2 over 8 ranks of one node, 4 micro-batches: the terms by hand.
     TrialConfig c = llama7b_offload(Offload::optimizer);
     c.world_size = 8, c.grad_accum = 4;

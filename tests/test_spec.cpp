@@ -153,7 +153,7 @@ TEST_CASE("an auto device resolves to what was detected, an explicit one stays",
     CHECK(u.hardware.device == "cpu");
 }
 
-TEST_CASE("[trial] max_cv and max_steps: more steps for a noisy trial, by default up to twice its steps",
+TEST_CASE("a sweep file's [trial] max_cv and max_steps: more steps for a noisy trial, by default up to twice its steps",
           "[spec][noise]") {
     const SweepSpec none = parse_sweep("[model]\npreset = \"tiny\"\n[space]\noptimizer = \"adamw\"\n", "inline.toml");
     CHECK(none.trial.noise.max_cv == 0.05);
