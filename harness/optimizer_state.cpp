@@ -28,7 +28,7 @@ OptimizerState::OptimizerState(kernels::Backend& backend, Allocator& memory, Com
                                ModelState& model)
     : backend_(model.backend_of(Component::optim)),
       device_(backend),
-      memory_(memory),
+      memory_(model.host().holds(Component::optim) ? *model.host().memory : memory),
       comm_(comm),
       model_(model),
       weights_apart_(model.host().holds(Component::optim) && !model.host().holds(Component::params) &&
@@ -38,7 +38,7 @@ OptimizerState::OptimizerState(kernels::Backend& backend, Allocator& memory, Com
       sharded_(model.zero().updates_own_shard_only() && comm.world_size() > 1) {
     const ParamLayout& layout = model.layout();
     const std::uint64_t sb = kernels::dtype_bytes(model.plan().state);
-    auto state = [&](std::uint64_t bytes) { return memory.zeros(Component::optim, bytes); };
+    auto state = [&](std::uint64_t bytes) { return memory_.zeros(Component::optim, bytes); };
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         const FlatLayout& f = layout.flat(i);
         // The region this rank updates: the whole buffer at stage 0, its shard from stage 1.

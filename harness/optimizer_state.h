@@ -34,7 +34,7 @@ OptimizerHyper optimizer_hyper(const TrialConfig& c);
 // stage_1_and_2.py copies the updated partition back the same way).
 class OptimizerState {
 public:
-    // backend: the device's. memory: where the states live (the host's under offload).
+    // backend and memory: the device's; the model's HostPlacement says where offload moves them.
     OptimizerState(kernels::Backend& backend, Allocator& memory, Comm& comm, const TrialConfig& config,
                    ModelState& model);
 

@@ -200,8 +200,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
         model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, with_grads,
                                               zero_plan(config.zero_stage), comm, host);
     }
-    optimizer_ = std::make_unique<OptimizerState>(backend, offload_.on_host(Component::optim) ? host_memory_ : memory_,
-                                                  comm, config, *model_);
+    optimizer_ = std::make_unique<OptimizerState>(backend, memory_, comm, config, *model_);
     // One buffer for every op of the step that takes a workspace (§6): the
     // layers' GEMMs and attention, and the embedding backward.
     const std::uint64_t embedding_ws =

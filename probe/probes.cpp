@@ -160,11 +160,8 @@ void plan_buckets(const ModelSpec& model, const std::vector<TrialConfig>& config
 // Offload's host-to-device copies, at one layer's parameter shard (the adapters' under LoRA) in the weights' dtype.
 void plan_host_links(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
     std::set<std::uint64_t> sizes;
-    for (TrialConfig c : configs) {
-        if (c.offload == Offload::none) continue;
-        c.model = model;
-        sizes.insert(static_cast<std::uint64_t>(offload_shard_bytes(model, c)));
-    }
+    for (const TrialConfig& c : configs)
+        if (c.offload != Offload::none) sizes.insert(static_cast<std::uint64_t>(offload_shard_bytes(model, c)));
     for (std::uint64_t bytes : sizes)
         if (bytes > 0) plan.host_links.push_back({bytes, 0});
 }

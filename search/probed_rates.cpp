@@ -8,6 +8,26 @@
 
 namespace tune {
 
+namespace {
+
+// The rate nearest `want` in log distance of its size (size_of), among those
+// `usable` lets serve; a size that is not positive never serves. nullptr: none.
+template <class Rate, class SizeOf, class Usable>
+const Rate* nearest_size(const std::vector<Rate>& rates, double want, SizeOf size_of, Usable usable) {
+    if (!(want > 0)) return nullptr;
+    const Rate* best = nullptr;
+    double distance = std::numeric_limits<double>::infinity();
+    for (const Rate& r : rates) {
+        const double have = size_of(r);
+        if (!(have > 0) || !usable(r)) continue;
+        const double d = std::fabs(std::log(have / want));
+        if (d < distance) distance = d, best = &r;
+    }
+    return best;
+}
+
+}  // namespace
+
 ProbeDtype probe_dtype(Precision p) {
     if (p == Precision::fp32) return ProbeDtype::f32;
     return p == Precision::fp16_mixed ? ProbeDtype::f16 : ProbeDtype::bf16;
@@ -58,16 +78,14 @@ std::optional<AttentionRate> ProbedRates::attention_at(std::int64_t batch, std::
     const auto work = [](double b, double s, double h, double d) { return b * h * s * s * d; };
     const double want = work(static_cast<double>(batch), static_cast<double>(seq), static_cast<double>(heads),
                              static_cast<double>(head_dim));
-    const AttentionRate* best = nullptr;
-    double distance = std::numeric_limits<double>::infinity();
-    for (const AttentionRate& a : attention) {
-        if (a.dtype != dtype || a.fused != fused) continue;
-        const double have = work(static_cast<double>(a.batch), static_cast<double>(a.seq),
-                                 static_cast<double>(a.heads), static_cast<double>(a.head_dim));
-        const double d = std::fabs(std::log(have / want));
-        if (d < distance) distance = d, best = &a;
-    }
-    if (best == nullptr || want <= 0) return std::nullopt;
+    const AttentionRate* best = nearest_size(
+        attention, want,
+        [&](const AttentionRate& a) {
+            return work(static_cast<double>(a.batch), static_cast<double>(a.seq), static_cast<double>(a.heads),
+                        static_cast<double>(a.head_dim));
+        },
+        [&](const AttentionRate& a) { return a.dtype == dtype && a.fused == fused; });
+    if (best == nullptr) return std::nullopt;
     AttentionRate out = *best;
     const double scale = want / work(static_cast<double>(best->batch), static_cast<double>(best->seq),
                                      static_cast<double>(best->heads), static_cast<double>(best->head_dim));
@@ -93,13 +111,9 @@ double bus_bandwidth(Collective op, std::uint32_t ranks, double bytes, double se
 }
 
 std::optional<double> ProbedRates::bus_bytes_per_s(Collective op, std::uint32_t ranks, double bytes) const {
-    const CollectiveRate* best = nullptr;
-    double distance = std::numeric_limits<double>::infinity();
-    for (const CollectiveRate& r : collectives) {
-        if (r.op != op || r.ranks != ranks || r.bus_bytes_per_s <= 0 || r.bytes == 0) continue;
-        const double d = std::fabs(std::log(static_cast<double>(r.bytes) / std::max(bytes, 1.0)));
-        if (d < distance) distance = d, best = &r;
-    }
+    const CollectiveRate* best = nearest_size(
+        collectives, std::max(bytes, 1.0), [](const CollectiveRate& r) { return static_cast<double>(r.bytes); },
+        [&](const CollectiveRate& r) { return r.op == op && r.ranks == ranks && r.bus_bytes_per_s > 0; });
     if (best == nullptr) return std::nullopt;
     return best->bus_bytes_per_s;
 }
@@ -129,13 +143,10 @@ std::optional<double> ProbedRates::collective_seconds(Collective op, std::uint32
 }
 
 std::optional<ElementwiseRate> ProbedRates::elementwise_at(std::int64_t tokens, ProbeDtype dtype) const {
-    const ElementwiseRate* best = nullptr;
-    double distance = std::numeric_limits<double>::infinity();
-    for (const ElementwiseRate& e : elementwise) {
-        if (e.dtype != dtype || e.tokens <= 0 || tokens <= 0) continue;
-        const double d = std::fabs(std::log(static_cast<double>(e.tokens) / static_cast<double>(tokens)));
-        if (d < distance) distance = d, best = &e;
-    }
+    const ElementwiseRate* best = nearest_size(
+        elementwise, static_cast<double>(tokens),
+        [](const ElementwiseRate& e) { return static_cast<double>(e.tokens); },
+        [&](const ElementwiseRate& e) { return e.dtype == dtype; });
     if (best == nullptr) return std::nullopt;
     ElementwiseRate out = *best;
     const double scale = static_cast<double>(tokens) / static_cast<double>(best->tokens);
@@ -157,26 +168,17 @@ std::optional<double> ProbedRates::dequantize_layer_seconds(const ModelSpec& m, 
 
 std::optional<double> ProbedRates::bucket_seconds(std::uint32_t ranks, double bytes, ProbeDtype dtype,
                                                   bool host) const {
-    const BucketRate* best = nullptr;
-    double distance = std::numeric_limits<double>::infinity();
-    for (const BucketRate& b : buckets) {
-        if (b.ranks != ranks || b.dtype != dtype || b.host != host || b.bytes == 0 || !(b.seconds > 0) || !(bytes > 0))
-            continue;
-        const double d = std::fabs(std::log(static_cast<double>(b.bytes) / bytes));
-        if (d < distance) distance = d, best = &b;
-    }
+    const BucketRate* best = nearest_size(
+        buckets, bytes, [](const BucketRate& b) { return static_cast<double>(b.bytes); },
+        [&](const BucketRate& b) { return b.ranks == ranks && b.dtype == dtype && b.host == host && b.seconds > 0; });
     if (best == nullptr) return std::nullopt;
     return best->seconds * bytes / static_cast<double>(best->bytes);
 }
 
 std::optional<double> ProbedRates::host_link_bytes_per_s(double bytes) const {
-    const HostLinkRate* best = nullptr;
-    double distance = std::numeric_limits<double>::infinity();
-    for (const HostLinkRate& l : host_links) {
-        if (l.bytes == 0 || !(l.bytes_per_s > 0) || !(bytes > 0)) continue;
-        const double d = std::fabs(std::log(static_cast<double>(l.bytes) / bytes));
-        if (d < distance) distance = d, best = &l;
-    }
+    const HostLinkRate* best = nearest_size(
+        host_links, bytes, [](const HostLinkRate& l) { return static_cast<double>(l.bytes); },
+        [](const HostLinkRate& l) { return l.bytes_per_s > 0; });
     if (best == nullptr) return std::nullopt;
     return best->bytes_per_s;
 }

@@ -106,7 +106,6 @@ public:
     std::uint64_t tag_peak(Component tag) const { return tag_peak_[static_cast<std::size_t>(tag)]; }
     std::uint64_t limit() const { return limit_; }
     kernels::Backend& backend() { return backend_; }
-    Placement placement() const { return where_; }
 
     // Freed page-mapped buffers kept for reuse (0 without a page mapper).
     std::uint64_t kept() const { return pages_.kept(); }
