@@ -126,6 +126,19 @@ TEST_CASE("measured memory agrees with the estimator for LoRA on q and v only", 
     CHECK(runs == 8);
 }
 
+TEST_CASE("an offloaded CPU trial's real peak is the device's: the process's less the host ledger",
+          "[memory][offload]") {
+    // The process holds both ledgers; the real peak a trial reports (and calibration, the accuracy
+    // and the reports compare with the device estimate) is what is left beside the host ledger, so
+    // it is the device's tagged peak plus what no tag explains, as without offload.
+    TrialConfig c;
+    c.model = *find_model("tiny");
+    c.offload = Offload::optimizer, c.zero_stage = 2, c.precision = Precision::bf16_mixed;
+    const TrialResult r = test::run_and_estimate(c).trial;
+    REQUIRE(r.host_memory.peak > 0);
+    CHECK(static_cast<std::int64_t>(r.real_peak) == static_cast<std::int64_t>(r.memory.peak) + r.untracked);
+}
+
 TEST_CASE("measured memory agrees with the estimator under offload, on the device and the host",
           "[memory][estimate][offload]") {
     // Every optimizer the host can update, every precision, both offloads where they run, full
