@@ -14,7 +14,8 @@ CLI::Option* add_emit_flag(CLI::App* cmd, std::string& target) {
                      "accelerate-fsdp (accelerate config YAML, FSDP2, DDP for ZeRO-0, with its "
                      "TrainingArguments), accelerate-fsdp1 (the same with FSDP1), torchrun (a command line), "
                      "hf-trainer (TrainingArguments JSON), torchtitan (job-config TOML), litgpt (fine-tuning config "
-                     "YAML); with what it cannot express, what your script sets "
+                     "YAML), megatron (a Megatron-LM pretrain_gpt.py command line, tensor parallelism included); with "
+                     "what it cannot express, what your script sets "
                      "and the memory it adds. A configuration the framework cannot run is refused (exit 2) "
                      "with the reason")
         ->check(CLI::IsMember(std::vector<std::string>(kFrameworkNames.begin(), kFrameworkNames.end())));

@@ -70,6 +70,7 @@ inline constexpr std::array<std::string_view, 2> kAttentionNames{"flash", "eager
 inline constexpr std::array<std::string_view, 3> kMethodNames{"full", "lora", "qlora"};
 inline constexpr std::array<std::string_view, 3> kLoraTargetNames{"attention", "all-linear", "qv"};
 inline constexpr std::array<std::string_view, 3> kOffloadNames{"none", "optimizer", "optimizer+params"};
+inline constexpr std::array<std::string_view, 2> kSwitchNames{"off", "on"};
 
 inline std::string_view to_string(Optimizer o) { return kOptimizerNames[static_cast<std::size_t>(o)]; }
 inline std::string_view to_string(Precision p) { return kPrecisionNames[static_cast<std::size_t>(p)]; }
@@ -233,6 +234,9 @@ struct TrialConfig {
     LoraTargets lora_targets = LoraTargets::all_linear;
     std::optional<double> lora_alpha;  // unset: 2 x rank
     Offload offload = Offload::none;
+    // Megatron-style tensor parallelism (core/tensor_parallel.h): world_size is data-parallel replicas times this.
+    std::uint32_t tensor_parallel = 1;
+    bool sequence_parallel = false;  // split the residual and norm tensors along the sequence over the tp ranks
     bool adapters() const { return method != Method::full; }
     double lora_scale() const { return lora_alpha.value_or(2.0 * lora_rank) / lora_rank; }
 

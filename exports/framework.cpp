@@ -6,6 +6,7 @@
 #include "exports/accelerate_config.h"
 #include "exports/deepspeed_config.h"
 #include "exports/litgpt_config.h"
+#include "exports/megatron_args.h"
 #include "exports/model_setup.h"
 #include "exports/torchtitan_config.h"
 #include "exports/trainer_export.h"
@@ -39,6 +40,8 @@ FrameworkExport export_for(Framework f, const TrialConfig& c) {
             return torchtitan_export(c);
         case Framework::litgpt:
             return litgpt_export(c);
+        case Framework::megatron:
+            return megatron_export(c);
     }
     return deepspeed_export(c);
 }
@@ -55,8 +58,8 @@ FrameworkExport export_config(Framework f, const TrialConfig& c) {
     if (auto problem = framework_problem(profile_of(f), c)) throw ExportRefused(*problem);
     FrameworkExport e = export_for(f, c);
     if (const auto risk = convergence_risk(c)) e.risks.emplace_back(*risk);
-    // torchtitan and LitGPT build their own models: transformers' loading code does not apply.
-    if (f == Framework::torchtitan || f == Framework::litgpt) return e;
+    // torchtitan, LitGPT and Megatron-LM build their own models: transformers' loading code does not apply.
+    if (f == Framework::torchtitan || f == Framework::litgpt || f == Framework::megatron) return e;
     // FSDP flattens parameters under every strategy (FSDP2 runs ZeRO-0 as DDP); ZeRO-3 shards them.
     const bool fsdp = f == Framework::accelerate_fsdp1 || (f == Framework::accelerate_fsdp && c.zero_stage > 0);
     ModelSetup setup = model_setup(c, fsdp                ? FrameworkSharding::fsdp
@@ -88,6 +91,8 @@ FrameworkProfile profile_of(Framework f) {
             return FrameworkProfile::torchtitan;
         case Framework::litgpt:
             return FrameworkProfile::litgpt;
+        case Framework::megatron:
+            return FrameworkProfile::tune;
     }
     return FrameworkProfile::tune;
 }

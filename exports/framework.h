@@ -1,7 +1,8 @@
 // A chosen configuration written for the framework the user trains with:
 // a DeepSpeed JSON, an accelerate config (FSDP2, or FSDP1, with its
 // TrainingArguments), a torchrun command line, Hugging Face
-// TrainingArguments, torchtitan's job TOML or LitGPT's fine-tuning YAML. Each export also says what that framework
+// TrainingArguments, torchtitan's job TOML, LitGPT's fine-tuning YAML or a
+// Megatron-LM command line. Each export also says what that framework
 // cannot express of the configuration, and the memory the framework is known to add over tune's engine; a configuration
 // the framework cannot run at all is refused (ExportRefused) with the reason.
 #pragma once
@@ -20,7 +21,9 @@
 
 namespace tune {
 
-// Every profile of search/frameworks but our engine's has a target here, and every target a profile.
+// Every profile of search/frameworks but our engine's has a target here, and every target but
+// Megatron-LM's a profile: Megatron-LM runs the tensor-parallel scheme our engine does, and is
+// estimated as it (exports/megatron_args.h).
 enum class Framework : std::uint8_t {
     deepspeed,
     accelerate_fsdp,
@@ -28,10 +31,11 @@ enum class Framework : std::uint8_t {
     hf_trainer,
     accelerate_fsdp1,
     torchtitan,
-    litgpt
+    litgpt,
+    megatron
 };
-inline constexpr std::array<std::string_view, 7> kFrameworkNames{
-    "deepspeed", "accelerate-fsdp", "torchrun", "hf-trainer", "accelerate-fsdp1", "torchtitan", "litgpt"};
+inline constexpr std::array<std::string_view, 8> kFrameworkNames{
+    "deepspeed", "accelerate-fsdp", "torchrun", "hf-trainer", "accelerate-fsdp1", "torchtitan", "litgpt", "megatron"};
 inline std::string_view to_string(Framework f) { return kFrameworkNames[static_cast<std::size_t>(f)]; }
 std::optional<Framework> parse_framework(std::string_view text);
 

@@ -140,6 +140,14 @@ private:
     float* ptr_;
 };
 
+std::optional<std::string> tensor_parallel_unsupported(const TrialConfig& config) {
+    if (config.tensor_parallel <= 1) return std::nullopt;
+    return fmt::format(
+        "tensor_parallel {}: tune's engine does not split layers across ranks yet, so it cannot train this "
+        "configuration; its estimate (tune estimate) holds, and the exports (--emit megatron, torchtitan) run it",
+        config.tensor_parallel);
+}
+
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config) {
     if (config.offload == Offload::none || backend.name() == "cpu" || precision_plan(config.precision).master)
         return std::nullopt;
@@ -180,6 +188,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     if (comm.world_size() != static_cast<int>(config.world_size))
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
     if (auto why = offload_unsupported(backend, config)) throw std::invalid_argument(*why);
+    if (auto why = tensor_parallel_unsupported(config)) throw std::invalid_argument(*why);
     const bool with_grads = config.optimizer != Optimizer::lomo;
     const HostPlacement host{&host_memory_, &host_backend_, offload_};
     if (config.adapters()) {

@@ -39,6 +39,10 @@ struct StepStats {
 // the fp32 master only, so a precision without one (fp32, bf16) offloads on the CPU backend only.
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config);
 
+// Why the engine cannot run the configuration's tensor parallelism: it splits no layer across
+// ranks yet, so a tensor_parallel above 1 is estimated (search/) but not trained.
+std::optional<std::string> tensor_parallel_unsupported(const TrialConfig& config);
+
 class Trainer {
 public:
     // init: the weights (fp32, laid out by layout()); random_init(config.seed) when null.

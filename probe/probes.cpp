@@ -11,6 +11,7 @@
 
 #include "core/offload_plan.h"
 #include "core/step_statistics.h"
+#include "core/tensor_parallel.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/speed_reference.h"
@@ -126,9 +127,10 @@ std::vector<std::uint64_t> probed_sizes(const std::set<std::uint64_t>& sizes) {
 
 void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
     std::map<std::pair<std::uint32_t, ProbeDtype>, std::set<std::uint64_t>> sizes;  // ranks, dtype -> message bytes
+    // ZeRO's collectives run over the data-parallel replicas (core/tensor_parallel.h).
     for (const TrialConfig& c : configs)
-        if (c.world_size > 1)
-            sizes[{c.world_size, probe_dtype(c.precision)}].insert(
+        if (data_parallel_size(c) > 1)
+            sizes[{data_parallel_size(c), probe_dtype(c.precision)}].insert(
                 static_cast<std::uint64_t>(collective_message_bytes(model, c)));
     for (const auto& [key, bytes] : sizes) {
         const auto [ranks, dtype] = key;
@@ -152,7 +154,8 @@ void plan_buckets(const ModelSpec& model, const std::vector<TrialConfig>& config
         const bool host = offload_plan(c.offload).on_host(Component::grads);
         for (const CollectiveCall& call : collective_calls(model, c))
             if (call.bucket)
-                buckets.insert({c.world_size, probe_dtype(c.precision), static_cast<std::uint64_t>(call.bytes), host});
+                buckets.insert(
+                    {data_parallel_size(c), probe_dtype(c.precision), static_cast<std::uint64_t>(call.bytes), host});
     }
     for (const auto& [ranks, dtype, bytes, host] : buckets) plan.buckets.push_back({dtype, ranks, bytes, 0, host});
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/tensor_parallel.h"
 #include "core/zero_plan.h"
 #include "kernels/math/nf4.h"
 #include "search/flat_layout.h"
@@ -90,9 +91,10 @@ std::vector<CollectiveCall> lomo_calls(const Buffers& b, const ZeroPlan& zero, c
 
 }  // namespace
 
-std::vector<CollectiveCall> collective_calls(const ModelSpec& m, const TrialConfig& c) {
-    const std::uint64_t n = std::max<std::uint32_t>(c.world_size, 1);
+std::vector<CollectiveCall> collective_calls(const ModelSpec& model, const TrialConfig& c) {
+    const std::uint64_t n = data_parallel_size(c);
     if (n == 1) return {};
+    const ModelSpec m = tensor_parallel_plan(c).local(model);
     const ZeroPlan zero = zero_plan(c.zero_stage);
     const Buffers b = buffers_of(m, c, n);
     if (c.optimizer == Optimizer::lomo) return lomo_calls(b, zero, c);

@@ -28,8 +28,10 @@ struct CollectiveCall {
 // clips or fp16 may overflow, then the applying one.
 double lomo_backward_passes(const TrialConfig& c);
 
-// Empty on one rank. Sum of count * bytes * bus_factor(op) over the calls is
-// the bytes each rank sends per step (StepTime::comm_bytes).
+// The data-parallel group's calls: ZeRO's over the dp replicas, of one
+// tensor-parallel rank's shard (`m` is the whole model). Empty with one
+// replica. Sum of count * bytes * bus_factor(op, dp) over the calls is the
+// bytes each rank sends to its replicas per step.
 std::vector<CollectiveCall> collective_calls(const ModelSpec& m, const TrialConfig& c);
 
 }  // namespace tune

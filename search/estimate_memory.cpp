@@ -6,6 +6,7 @@
 
 #include "core/offload_plan.h"
 #include "core/peft_modules.h"
+#include "core/tensor_parallel.h"
 #include "kernels/workspace_bytes.h"
 #include "search/flat_layout.h"
 #include "search/model_states.h"
@@ -108,54 +109,96 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
     const std::uint64_t outer_gathered = comm_bytes(layout.outer.numel, settings, true);
 
     StepMemory s;
-    s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer, 0);
+    s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer + a.gathered, 0);
     const std::uint64_t head = a.io + m.layers * a.kept + 3 * a.hidden + a.rstd;
-    const ComponentBytes chunks = phase(head, a.logits, outer_gathered, 0);
-    const ComponentBytes norm = phase(head + a.hidden + gb * m.hidden, 0, outer_gathered, 0);  // + the norm's sink
+    const ComponentBytes chunks = phase(head, a.logits, outer_gathered + a.gathered, 0);
+    // + the norm's sink
+    const ComponentBytes norm = phase(head + a.hidden + gb * m.hidden, 0, outer_gathered + a.gathered, 0);
     s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
-    s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm, adapters.max_tensor);
+    s.phases[2] =
+        phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm + a.gathered, adapters.max_tensor);
     s.phases[3] = phase(0, 0, 0, 0);  // no embedding backward: the phase holds the persistent buffers only
-    const bool sums = c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && c.world_size > 1;
+    const bool sums =
+        c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.world_size > 1;
     s.phases[4] = phase(0, 0, sums ? 4 * adapters.sums : 0, 0);
     return with_peak(s, overhead_per_activation_byte);
 }
 
 }  // namespace
 
-ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
+std::uint64_t logit_chunk_rows(std::uint64_t tokens, std::uint64_t vocab) {
+    return std::min(tokens, std::max<std::uint64_t>(1, kLogitsPerChunk / std::max<std::uint64_t>(vocab, 1)));
+}
+
+LayerSavedTensors layer_saved_tensors(const ModelSpec& model, const TrialConfig& c) {
+    const TensorParallelPlan tp = tensor_parallel_plan(c);
+    const ModelSpec m = tp.local(model);
+    const std::uint64_t b = c.micro_batch, s = c.context, t = b * s, ts = tp.sequence_tokens(t);
+    const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, heads = m.heads;
+    const std::uint64_t ab = weight_bytes(c.precision);  // activations share the weights' dtype
+    const bool flash = c.attention == Attention::flash;
+    LayerSavedTensors out;
+    const auto keep = [&](std::string_view name, std::uint64_t bytes, TensorSplit split) {
+        out.tensors[out.count++] = SavedTensor{name, bytes, split};
+    };
+    keep("x", ab * ts * h, TensorSplit::sequence);  // the layer's input
+    keep("rstd1", 4 * ts, TensorSplit::sequence);
+    keep("n1", ab * ts * h, TensorSplit::sequence);  // attention's input, the first norm's output
+    keep("q", ab * t * q, TensorSplit::heads);
+    keep("k", ab * t * kv, TensorSplit::heads);
+    keep("v", ab * t * kv, TensorSplit::heads);
+    // Eager: the probabilities (b, heads, s, s); flash: the log-sum-exp (b, heads, s) in fp32.
+    keep("attention", flash ? 4 * b * heads * s : ab * b * heads * s * s, TensorSplit::heads);
+    keep("o", ab * t * q, TensorSplit::heads);  // the output projection's input
+    keep("x2", ab * ts * h, TensorSplit::sequence);
+    keep("rstd2", 4 * ts, TensorSplit::sequence);
+    keep("n2", ab * ts * h, TensorSplit::sequence);  // the MLP's input
+    keep("g", ab * t * f, TensorSplit::heads);
+    keep("u", ab * t * f, TensorSplit::heads);
+    keep("m", ab * t * f, TensorSplit::heads);  // silu(g) u, the down projection's input
+    // q/k norms: the projections before the norm (T, q), (T, kv) and an fp32 rstd per head and token.
+    if (m.qk_norm) keep("qk-norm", ab * t * (q + kv) + 4 * t * (heads + m.kv_heads), TensorSplit::heads);
+    // §9: x A^T (T, r) of each adapted linear, kept for dB; A is whole on every rank.
+    if (c.adapters()) keep("lora-xa", ab * t * c.lora_rank * lora_target_count(c.lora_targets), TensorSplit::whole);
+    return out;
+}
+
+ActivationSizes activation_sizes(const ModelSpec& model, const TrialConfig& c, const Hardware& hw,
                                  const EstimateOptions&) {
-    const std::uint64_t b = c.micro_batch, s = c.context, t = b * s;
+    const TensorParallelPlan tp = tensor_parallel_plan(c);
+    const ModelSpec m = tp.local(model);
+    const std::uint64_t b = c.micro_batch, s = c.context, t = b * s, ts = tp.sequence_tokens(t);
     const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, heads = m.heads;
     const std::uint64_t ab = weight_bytes(c.precision);  // activations share the weights' dtype
 
     ActivationSizes a;
     a.io = 12 * t;
-    a.hidden = ab * t * h;
-    a.rstd = 4 * t;
+    a.hidden = ab * ts * h;
+    a.rstd = 4 * ts;
+    // Sequence parallelism gathers a tensor-parallel region's input whole while the region runs.
+    a.gathered = tp.sequence_parallel ? ab * t * h : 0;
     const bool flash = c.attention == Attention::flash;
     a.probs = flash ? 4 * b * heads * s : ab * b * heads * s * s;
-    // x, n1, x2, n2 (T, h); q, o (T, heads * head_dim); k, v (T, kv); g, u, m (T, f); two rstd; P.
-    a.kept_none = ab * t * (4 * h + 2 * q + 2 * kv + 3 * f) + 2 * a.rstd + a.probs;
-    // q/k norms: the projections before the norm (T, q), (T, kv) and a fp32 rstd per head and token.
-    if (m.qk_norm) a.kept_none += ab * t * (q + kv) + 4 * t * (heads + m.kv_heads);
-    // selective-op frees n1, x2, n2 (T, h), u, m (T, f), both rstd and, without q/k norms, k
+    for (const SavedTensor& saved : layer_saved_tensors(model, c).view()) a.kept_none += saved.bytes;
+    // selective-op frees n1, x2, n2, u, m, both rstd and, without q/k norms, k
     // (harness/model.cpp LlamaLayer::drop).
-    a.op_dropped = ab * t * (3 * h + 2 * f + (m.qk_norm ? 0 : kv)) + 2 * a.rstd;
+    a.op_dropped = 3 * a.hidden + ab * t * (2 * f + (m.qk_norm ? 0 : kv)) + 2 * a.rstd;
+    // The whole (T, h) input gradient of a tensor-parallel region, before its all-reduce (or reduce-scatter).
     a.scratch = ab * t * (h + std::max(3 * f, 2 * q + 2 * kv));
-    if (c.adapters()) {
-        // §9: x A^T (T, r) of each adapted linear, kept for dB; in backward dy B
-        // (T, r) of one linear and the frozen norms' throwaway gradient (h).
-        const std::uint64_t targets = lora_target_count(c.lora_targets);
-        a.kept_none += ab * t * c.lora_rank * targets;
-        a.scratch += ab * (t * c.lora_rank + h);
-    }
+    // §9: in backward dy B (T, r) of one linear and the frozen norms' throwaway gradient (h).
+    if (c.adapters()) a.scratch += ab * (t * c.lora_rank + h);
     a.kept = kept_bytes(a, c.checkpointing, flash);
-    a.chunk_rows = std::min(t, std::max<std::uint64_t>(1, kLogitsPerChunk / std::max<std::uint64_t>(m.vocab, 1)));
+    a.chunk_rows = logit_chunk_rows(t, m.vocab);
     a.logits = lm_head_bytes(a.chunk_rows, m.vocab, h, ab, cpu_backend(hw));
+    // The parallel cross-entropy's per-row statistics over the vocabulary's ranks: max, sum of exponentials, target
+    // logit.
+    if (tp.tp > 1) a.logits += 3 * aligned(4 * a.chunk_rows);
     return a;
 }
 
-std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+std::uint64_t workspace_bytes(const ModelSpec& model, const TrialConfig& c, const Hardware& hw,
+                              const EstimateOptions& o) {
+    const ModelSpec m = tensor_parallel_plan(c).local(model);
     const std::uint64_t s = c.context, t = std::uint64_t{c.micro_batch} * s;
     const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, d = m.head_dim();
     const std::uint64_t ab = weight_bytes(c.precision);
@@ -217,11 +260,12 @@ std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {
     return hw.runtime_overhead_bytes;
 }
 
-StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+StepMemory step_memory(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+    const ModelSpec m = tensor_parallel_plan(c).local(model);  // the rank's shard of every matrix
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const StateSettings settings = StateSettings::of(c);
-    const ModelStateBytes states = trial_states(m, c);
-    const ActivationSizes a = activation_sizes(m, c, hw, o);
+    const ModelStateBytes states = trial_states(model, c);
+    const ActivationSizes a = activation_sizes(model, c, hw, o);
     const bool lomo = c.optimizer == Optimizer::lomo;
     const std::uint64_t below = m.layers > 0 ? m.layers - 1 : 0;  // kept layers under the last one
     const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;     // the last layer, whole
@@ -231,7 +275,7 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     base[Component::master] = states.master;
     base[Component::grads] = states.grads;
     base[Component::optim] = states.optim;
-    base[Component::workspace] = workspace_bytes(m, c, hw, o);
+    base[Component::workspace] = workspace_bytes(model, c, hw, o);
     if (c.method == Method::qlora) base[Component::workspace] = qlora_workspace(base[Component::workspace], m, c);
     // Biases: the (T) ones the bias GEMMs multiply by (harness/trainer.cpp).
     if (m.layer_bias_params() > 0)
@@ -247,20 +291,21 @@ StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware&
     const std::uint64_t outer_bucket = outer_comm - comm_bytes(layout.outer.numel, settings, true);
 
     StepMemory s;
-    s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer, 0);
+    s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer + a.gathered, 0);
     // Head: during the chunk loop (logits alive) or at the final-norm backward (dX alive).
     const std::uint64_t head = a.io + m.layers * a.kept + 3 * a.hidden + a.rstd;  // + xL, nf, dnf, rstd_f
     // LOMO with tied embeddings: the head begins the embedding's gradient and
     // the embedding backward ends it, so it is held through the layers.
     const std::uint64_t tied = lomo && m.tied_embeddings ? m.vocab * m.hidden : 0;
-    const ComponentBytes chunks = phase(head, a.logits, outer_comm, layout.outer.max_tensor);
-    const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm, m.hidden + tied);
+    const ComponentBytes chunks = phase(head, a.logits, outer_comm + a.gathered, layout.outer.max_tensor);
+    const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm + a.gathered, m.hidden + tied);
     s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
-    s.phases[2] =
-        phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm, layout.layer.max_tensor + tied);
+    s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm + a.gathered,
+                        layout.layer.max_tensor + tied);
     s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket, layout.outer.max_tensor);
     // Adafactor over shards completes its sums over ranks one buffer at a time.
-    const bool sums = c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && c.world_size > 1;
+    const bool sums =
+        c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.world_size > 1;
     s.phases[4] = phase(0, 0, sums ? 4 * std::max(layout.layer.sums, layout.outer.sums) : 0, 0);
 
     return with_host(with_peak(s, o.overhead_per_activation_byte), host);

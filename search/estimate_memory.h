@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "core/config.h"
@@ -26,7 +27,8 @@ inline std::string_view to_string(Phase p) {
 // The transient sizes the schedule is built from, in bytes per rank.
 struct ActivationSizes {
     std::uint64_t io = 0;        // inputs, targets (int32) and per-token losses (fp32)
-    std::uint64_t hidden = 0;    // one (T, h) activation: x, xL, nf, dnf, dX
+    std::uint64_t hidden = 0;    // one (T, h) activation: x, xL, nf, dnf, dX (T / tp tokens with sequence parallelism)
+    std::uint64_t gathered = 0;  // sequence parallelism: a tensor-parallel region's input gathered whole (T, h); else 0
     std::uint64_t rstd = 0;      // one (T) fp32 RMSNorm statistic
     std::uint64_t probs = 0;     // attention probabilities (b, a, s, s), or the fused kernel's lse
     std::uint64_t kept_none = 0; // K_none: everything one layer keeps with no recompute
@@ -37,8 +39,28 @@ struct ActivationSizes {
     std::uint64_t chunk_rows = 0;
 };
 
+// The rows of one LM-head chunk (kernels/lm_head_loss.cpp): as many as keep its fp32 logits under 2^24 cells.
+std::uint64_t logit_chunk_rows(std::uint64_t tokens, std::uint64_t vocab);
+
+// `m` is the whole model; the sizes are one tensor-parallel rank's (core/tensor_parallel.h).
 ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
                                  const EstimateOptions& o);
+
+// How a saved tensor splits over the tensor-parallel ranks: by heads (or ffn columns) whenever tp > 1,
+// along the sequence only with sequence parallelism, or never.
+enum class TensorSplit : std::uint8_t { heads, sequence, whole };
+struct SavedTensor {
+    std::string_view name{};  // "x", "n1", "q", ..., as harness/model.cpp LlamaLayer names them
+    std::uint64_t bytes = 0;  // on one rank
+    TensorSplit split = TensorSplit::whole;
+};
+// What one layer keeps with no recompute, tensor by tensor, on one rank; the sum is ActivationSizes::kept_none.
+struct LayerSavedTensors {
+    std::array<SavedTensor, 16> tensors{};
+    std::size_t count = 0;
+    std::span<const SavedTensor> view() const { return {tensors.data(), count}; }
+};
+LayerSavedTensors layer_saved_tensors(const ModelSpec& m, const TrialConfig& c);
 
 // The persistent backend scratch (§6): the largest workspace any op of the step asks for.
 std::uint64_t workspace_bytes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o);

@@ -4,36 +4,17 @@
 #include <cmath>
 
 #include "core/offload_plan.h"
+#include "core/tensor_parallel.h"
 #include "core/zero_plan.h"
 #include "search/collective_calls.h"
 #include "search/flat_layout.h"
 #include "search/gemm_calls.h"
 #include "search/model_flops.h"
+#include "search/recompute.h"
+#include "search/tensor_parallel_calls.h"
 
 namespace tune {
 namespace {
-
-// What a checkpointing mode runs again before a layer's backward (harness/model.cpp
-// LlamaLayer::recompute), the one rule every time term below reads.
-struct Recomputed {
-    bool attention = false;    // the attention forward: selective and full (flash's selective: see flops_per_token)
-    bool linears = false;      // every linear's forward but the down projection's base GEMM: full
-    bool op_linears = false;   // the linears selective-op does not keep (Linear::op_recomputed)
-    bool elementwise = false;  // the layer's element-wise forward: full, and selective-op counted whole
-};
-Recomputed recomputed(Checkpointing mode) {
-    switch (mode) {
-        case Checkpointing::none:
-            return {};
-        case Checkpointing::selective:
-            return {.attention = true};
-        case Checkpointing::full:
-            return {.attention = true, .linears = true, .elementwise = true};
-        case Checkpointing::selective_op:
-            return {.op_linears = true, .elementwise = true};
-    }
-    return {};
-}
 
 struct Flops {
     double model = 0;  // per token, forward + backward
@@ -51,7 +32,7 @@ struct Flops {
 // recomputes dP (kernels/cpu/cpu_flash_attention.cpp).
 Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& hw) {
     const bool flash = c.attention == Attention::flash;
-    const double h = static_cast<double>(m.hidden);
+    const double q = static_cast<double>(m.q_dim());  // the scores' inner dimension: heads x head_dim
     const double layers = static_cast<double>(m.layers), s = static_cast<double>(c.context);
     const double attention = attention_forward_flops(m, c);
     double layer_recompute = 0, op_recompute = 0;
@@ -71,7 +52,7 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
     // and P v: harness/model.cpp LlamaLayer::recompute), not only the scores;
     // with flash it keeps everything (the lse is O(s)) and recomputes nothing.
     if (again.attention && !(c.checkpointing == Checkpointing::selective && flash)) recompute += layers * attention;
-    if (flash) recompute += layers * (hw.backend == BackendKind::cpu ? 3.0 : 1.0) * s * h;
+    if (flash) recompute += layers * (hw.backend == BackendKind::cpu ? 3.0 : 1.0) * s * q;
     out.total = out.model + recompute;
     // LOMO finds the global norm (for clipping or fp16 overflow) in a first pass over the
     // micro-batch: forward, recompute and backward all run twice (harness/trainer.cpp).
@@ -86,7 +67,7 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
 double comm_bytes_per_step(const std::vector<CollectiveCall>& calls, const TrialConfig& c) {
     double bytes = 0;
     for (const CollectiveCall& call : calls)
-        bytes += call.count * call.bytes * bus_factor(call.op, c.world_size);
+        bytes += call.count * call.bytes * bus_factor(call.op, data_parallel_size(c));
     return bytes;
 }
 
@@ -105,7 +86,7 @@ double optimizer_traffic_per_element(const TrialConfig& c) {
 }
 
 double owned_elements(const ModelSpec& m, const TrialConfig& c) {
-    const std::uint64_t n = std::max<std::uint32_t>(c.world_size, 1);
+    const std::uint64_t n = data_parallel_size(c);
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const bool sharded = zero_plan(c.zero_stage).updates_own_shard_only();
     auto part = [&](std::uint64_t numel) {
@@ -273,7 +254,8 @@ std::optional<double> probed_collective_seconds(const std::vector<CollectiveCall
                                                 const ProbedRates& p) {
     double total = 0;
     for (const CollectiveCall& call : calls) {
-        const std::optional<double> s = p.collective_seconds(call.op, c.world_size, call.bytes, probe_dtype(c.precision));
+        const std::optional<double> s =
+            p.collective_seconds(call.op, data_parallel_size(c), call.bytes, probe_dtype(c.precision));
         if (!s) return std::nullopt;
         total += call.count * *s;
     }
@@ -287,8 +269,8 @@ double probed_bucket_seconds(const std::vector<CollectiveCall>& calls, const Tri
     double total = 0;
     for (const CollectiveCall& call : calls)
         if (call.bucket)
-            total +=
-                call.count * p.bucket_seconds(c.world_size, call.bytes, probe_dtype(c.precision), host).value_or(0.0);
+            total += call.count *
+                     p.bucket_seconds(data_parallel_size(c), call.bytes, probe_dtype(c.precision), host).value_or(0.0);
     return total;
 }
 
@@ -337,14 +319,14 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const std::vec
 // their shard in host memory (BucketRate::host), the element-wise term already
 // holds the transfer as tune's engine makes it, on its own stream, exposed. The
 // link's rate is the probed one (HostLinkRate) where there is one, else the preset's.
-void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
-                   StepTime& t) {
+void apply_offload(const ModelSpec& model, const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
+                   const EstimateOptions& o, StepTime& t) {
     const OffloadPlan plan = offload_plan(c.offload);
     if (!plan.any() || hw.backend == BackendKind::cpu) return;
     const double owned = owned_elements(m, c);
     const double shard_bytes = owned * weight_bytes(c.precision);
     const double backward_s = t.compute_s * 2.0 / 3.0;  // backward's FLOPs are twice forward's
-    const double link = (o.probed ? o.probed->host_link_bytes_per_s(offload_shard_bytes(m, c)) : std::nullopt)
+    const double link = (o.probed ? o.probed->host_link_bytes_per_s(offload_shard_bytes(model, c)) : std::nullopt)
                             .value_or(hw.host_link_bytes_per_s);
     const double d2h_s = t.bucket_s > 0 ? 0.0 : safe_div(c.grad_accum * shard_bytes, link);
     const std::optional<double> probed = o.probed ? o.probed->host_optimizer_seconds_per_element(m, c) : std::nullopt;
@@ -369,40 +351,64 @@ void apply_offload(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
 }  // namespace
 
 double offload_shard_bytes(const ModelSpec& m, const TrialConfig& c) {
-    return collective_message_bytes(m, c) / std::max<std::uint32_t>(c.world_size, 1);
+    return collective_message_bytes(m, c) / data_parallel_size(c);
 }
 
-double collective_message_bytes(const ModelSpec& m, const TrialConfig& c) {
+double collective_message_bytes(const ModelSpec& model, const TrialConfig& c) {
+    const ModelSpec m = tensor_parallel_plan(c).local(model);
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const BufferKind buffer = c.adapters() ? adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block) : layout.layer;
-    const std::uint64_t n = std::max<std::uint32_t>(c.world_size, 1);
+    const std::uint64_t n = data_parallel_size(c);
     return static_cast<double>(full_numel(buffer.numel, n, layout.align)) * weight_bytes(c.precision);
 }
 
-StepTime step_time(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+// The tensor-parallel group's collectives (search/tensor_parallel_calls.h), on the step's critical
+// path: each at its probed time where the group's size was probed, else its bytes over the node's link.
+double tensor_parallel_seconds(const std::vector<TensorParallelCall>& calls, const TrialConfig& c, const Hardware& hw,
+                               const EstimateOptions& o) {
+    double nominal = 0, probed = 0;
+    bool all_probed = o.probed != nullptr;
+    for (const TensorParallelCall& call : calls) {
+        nominal += call.count * call.bytes * bus_factor(call.op, call.ranks);
+        if (!all_probed) continue;
+        const std::optional<double> s =
+            o.probed->collective_seconds(call.op, call.ranks, call.bytes, probe_dtype(c.precision));
+        all_probed = s.has_value();
+        probed += s ? call.count * *s : 0.0;
+    }
+    return all_probed ? probed : safe_div(nominal, hw.intra_node_bytes_per_s * o.comm_efficiency);
+}
+
+StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+    const ModelSpec m = tensor_parallel_plan(c).local(model);  // what one rank computes
     const Flops flops = flops_per_token(m, c, hw);
     const double peak = c.precision == Precision::fp32 ? hw.peak_flops_fp32 : hw.peak_flops_half;
-    const double ranks = std::max<std::uint32_t>(c.world_size, 1);
+    const double replicas = data_parallel_size(c), ranks = std::max<std::uint32_t>(c.world_size, 1);
     const double tokens_per_rank = static_cast<double>(c.micro_batch) * c.context * c.grad_accum;
 
     StepTime t;
-    t.model_flops_per_token = flops.model;
+    t.model_flops_per_token = model_flops_per_token(model, c);  // MFU counts the whole model's
     t.flops_per_token = flops.total;
-    const std::vector<CollectiveCall> calls = collective_calls(m, c);
-    t.comm_bytes = comm_bytes_per_step(calls, c);
+    const std::vector<CollectiveCall> calls = collective_calls(model, c);
+    const std::vector<TensorParallelCall> tensor_calls = tensor_parallel_calls(model, c);
+    t.comm_bytes = comm_bytes_per_step(calls, c) + tensor_parallel_bytes(tensor_calls);
     const double efficiency = std::min(1.0, o.compute_efficiency * dimension_efficiency(c, o) * device_prior(hw, c));
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
-    t.comm_s = (1 - o.comm_overlap) * safe_div(t.comm_bytes, link_bandwidth(hw, c.world_size) * o.comm_efficiency);
+    t.comm_s = (1 - o.comm_overlap) *
+               safe_div(comm_bytes_per_step(calls, c), link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
     t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank, hw.hbm_bytes_per_s);
     t.dequantize_s = safe_div(dequantized_layers_per_micro_batch(m, c) * dequantize_bytes_per_layer(m, c) * c.grad_accum,
                               hw.hbm_bytes_per_s);
     if (o.probed) apply_probed_rates(m, c, calls, o, t);
-    apply_offload(m, c, hw, o, t);
+    apply_offload(model, m, c, hw, o, t);
+    t.tensor_comm_s = tensor_parallel_seconds(tensor_calls, c, hw, o);
     // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
-    t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s + t.offload_s;
-    t.tokens_per_s = safe_div(tokens_per_rank * ranks, t.step_s);
-    t.mfu = safe_div(flops.model * t.tokens_per_s, peak * ranks);
+    t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s + t.offload_s +
+               t.tensor_comm_s;
+    // Tokens: each replica's; the tensor-parallel ranks of a replica share them.
+    t.tokens_per_s = safe_div(tokens_per_rank * replicas, t.step_s);
+    t.mfu = safe_div(t.model_flops_per_token * t.tokens_per_s, peak * ranks);
     return t;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/tensor_parallel.h"
 #include "kernels/math/nf4.h"
 
 namespace tune {
@@ -25,8 +26,13 @@ std::uint64_t optimizer_bytes(const BufferKind& kind, std::uint64_t region, cons
 }  // namespace
 
 StateSettings StateSettings::of(const TrialConfig& c) {
-    return StateSettings{c.optimizer,          c.precision, zero_plan(c.zero_stage), std::max<std::uint64_t>(c.world_size, 1),
-                         flat_alignment(c.adam8bit_block), std::max<std::uint64_t>(c.adam8bit_block, 1)};
+    // ZeRO shards over the data-parallel replicas; each tensor-parallel rank holds its own shard of the model.
+    return StateSettings{c.optimizer,
+                         c.precision,
+                         zero_plan(c.zero_stage),
+                         data_parallel_size(c),
+                         flat_alignment(c.adam8bit_block),
+                         std::max<std::uint64_t>(c.adam8bit_block, 1)};
 }
 
 ModelStateBytes model_states(const BufferKind& kind, const StateSettings& s) {
@@ -75,7 +81,8 @@ std::uint64_t nf4_gathered_layer_bytes(const FlatLayout& layout, const StateSett
     return static_cast<std::uint64_t>(math::nf4_sizes(shard.padded).bytes);
 }
 
-ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c) {
+ModelStateBytes trial_states(const ModelSpec& model, const TrialConfig& c) {
+    const ModelSpec m = tensor_parallel_plan(c).local(model);
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const StateSettings s = StateSettings::of(c);
     if (!c.adapters()) return model_states(layout, s);

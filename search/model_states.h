@@ -16,7 +16,7 @@ struct StateSettings {
     Optimizer optimizer = Optimizer::adamw;
     Precision precision = Precision::fp32;
     ZeroPlan zero = zero_plan(0);
-    std::uint64_t world_size = 1;
+    std::uint64_t world_size = 1;      // the data-parallel ranks ZeRO shards over (world / tensor_parallel)
     std::uint64_t align = 256;         // flat_alignment(adam8bit_block)
     std::uint64_t adam8bit_block = 256;
 
@@ -50,7 +50,8 @@ std::uint64_t nf4_gathered_layer_bytes(const FlatLayout& layout, const StateSett
 // What a configuration trains and keeps (§2, §9): with method full the
 // layout's states; with lora the frozen base's weights alone (sharded at
 // stage 3) plus the adapters' states, weights, master, gradients and optimizer;
-// with qlora the base as NF4 layers (sharded at stage 3 too).
+// with qlora the base as NF4 layers (sharded at stage 3 too). `m` is the whole
+// model; the bytes are one tensor-parallel rank's, sharded over the dp group.
 ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c);
 
 }  // namespace tune

@@ -171,6 +171,7 @@ TEST_CASE("every command that takes a configuration has every dimension's flag",
     c.method = Method::lora;  // so that every row means something
     c.attention = Attention::eager;  // and differs from the default, which the line leaves out
     c.offload = Offload::optimizer;
+    c.tensor_parallel = 2, c.sequence_parallel = true, c.world_size = 2;
     const std::string line = trial_command(c);
     for (const Dimension& d : dimensions()) CHECK_THAT(line, Catch::Contains(std::string(d.flag) + " " + d.text(c)));
     const auto bad = test::run_tune("estimate --optimizer adamx");
@@ -196,15 +197,27 @@ TEST_CASE("summary and table cells follow the table's order", "[dimensions]") {
     const auto cells = dimension_cells(c);
     CHECK(std::vector<std::string>(cells.begin(), cells.end()) ==
           std::vector<std::string>{"lion", "bf16-mixed", "3", "4", "1", "4096", "full", "eager", "full", "-", "-",
-                                   "none"});
+                                   "none", "1", "-"});
     // The method rows: full and its meaningless rank stay out of the summary; lora shows both.
     c.method = Method::lora;
     c.lora_rank = 8;
     CHECK(summary(c) == "lion bf16-mixed z3 ga4 mb1 ctx4096 ckpt=full eager lora r8 all-linear x8");
-    CHECK(dimension_cells(c)[kDimensionCount - 3] == "8");
-    CHECK(dimension_cells(c)[kDimensionCount - 2] == "all-linear");
+    const auto cell = [&](std::string_view name) {
+        return dimension_cells(c)[static_cast<std::size_t>(find_dimension(name) - dimensions().data())];
+    };
+    CHECK(cell("lora_rank") == "8");
+    CHECK(cell("lora_targets") == "all-linear");
     // Offload, the last row, shows in the summary once it is not none.
     c.offload = Offload::optimizer;
     CHECK(summary(c) == "lion bf16-mixed z3 ga4 mb1 ctx4096 ckpt=full eager lora r8 all-linear offload=optimizer x8");
-    CHECK(dimension_cells(c)[kDimensionCount - 1] == "optimizer");
+    CHECK(cell("offload") == "optimizer");
+    // Tensor parallelism shows once above 1, and sequence parallelism only beside it.
+    c.tensor_parallel = 2;
+    c.sequence_parallel = true;
+    CHECK(summary(c) ==
+          "lion bf16-mixed z3 ga4 mb1 ctx4096 ckpt=full eager lora r8 all-linear offload=optimizer tp2 sp=on x8");
+    CHECK(cell("tensor_parallel") == "2");
+    CHECK(cell("sequence_parallel") == "on");
+    c.tensor_parallel = 1;
+    CHECK(cell("sequence_parallel") == "-");
 }

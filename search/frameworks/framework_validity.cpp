@@ -123,9 +123,31 @@ std::optional<std::string> offload_problem(FrameworkProfile f, const TrialConfig
     return std::nullopt;
 }
 
+// Tensor parallelism (core/tensor_parallel.h) for training: torchtitan's
+// parallelism.tensor_parallel_degree (with enable_sequence_parallel, on by
+// default: torchtitan/config/configs.py ParallelismConfig), and Megatron-LM,
+// which tune exports to without a profile of its own. HF Trainer and DeepSpeed
+// (outside Megatron-DeepSpeed) have none; accelerate's ParallelismConfig(tp_size)
+// runs transformers' tp_plan, which this profile's FSDP model does not cover;
+// LitGPT's scripts build FSDPStrategy alone.
+std::optional<std::string> tensor_parallel_problem(FrameworkProfile f, const TrialConfig& c) {
+    if (c.tensor_parallel <= 1 || f == FrameworkProfile::tune || f == FrameworkProfile::torchtitan) return std::nullopt;
+    if (f == FrameworkProfile::accelerate_fsdp)
+        return fmt::format(
+            "tensor_parallel {} under accelerate-fsdp: accelerate's ParallelismConfig(tp_size) runs transformers' "
+            "tp_plan, which this profile does not model; choose tensor_parallel 1, or torchtitan",
+            c.tensor_parallel);
+    return fmt::format(
+        "tensor_parallel {} under {}: it has no tensor parallelism for training (DeepSpeed only inside "
+        "Megatron-DeepSpeed); choose tensor_parallel 1, or train with torchtitan or Megatron-LM (tune export "
+        "--format megatron)",
+        c.tensor_parallel, to_string(f));
+}
+
 }  // namespace
 
 std::optional<std::string> framework_problem(FrameworkProfile f, const TrialConfig& c) {
+    if (auto p = tensor_parallel_problem(f, c)) return p;
     if (auto p = checkpointing_problem(f, c)) return p;
     if (auto p = offload_problem(f, c)) return p;
     if (transformers_stack(f))

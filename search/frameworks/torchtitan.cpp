@@ -1,12 +1,15 @@
 // What torchtitan (its own Llama under FSDP2, train.py's train_step) holds beyond our engine.
 #include <fmt/format.h>
 
+#include "core/tensor_parallel.h"
 #include "search/frameworks/framework_profile.h"
 
 namespace tune {
 
 std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine) {
     const ModelSpec& m = c.model;
+    // With tensor parallelism, loss_parallel keeps each rank's vocabulary shard of the logits.
+    const std::uint64_t vocab = tensor_parallel_plan(c).local(m).vocab;
     const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
     std::vector<FrameworkTerm> terms;
 
@@ -15,8 +18,8 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
     // log-softmax keeps its fp32 output, and its backward holds that output's gradient and
     // the fp32 input's at once: 12 bytes per logit at the head's backward, where our
     // engine holds one chunk.
-    FrameworkTerm head{fmt::format("full-vocabulary fp32 log-softmax and its gradients ({} x {})", tokens, m.vocab),
-                       static_cast<std::int64_t>(12 * tokens * m.vocab) -
+    FrameworkTerm head{fmt::format("full-vocabulary fp32 log-softmax and its gradients ({} x {})", tokens, vocab),
+                       static_cast<std::int64_t>(12 * tokens * vocab) -
                            static_cast<std::int64_t>(engine.at(Phase::head_backward)[Component::logits]),
                        {}};
     head.alive[static_cast<std::size_t>(Phase::head_backward)] = true;

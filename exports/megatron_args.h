@@ -1,0 +1,17 @@
+// A configuration as Megatron-LM's pretrain_gpt.py command line
+// (megatron/training/arguments.py, whose TransformerConfig and
+// DistributedDataParallelConfig fields become flags): the model's shape, tensor
+// and sequence parallelism, ZeRO as the distributed optimizer or Megatron-FSDP's
+// sharding strategy, recompute, precision and AdamW. Megatron-LM has no profile
+// of its own in search/frameworks: it runs the tensor-parallel scheme tune's
+// engine runs (core/tensor_parallel.h), and its own buffers are not modelled.
+#pragma once
+
+#include "core/config.h"
+#include "exports/framework_export.h"
+
+namespace tune {
+
+FrameworkExport megatron_export(const TrialConfig& c);
+
+}  // namespace tune
