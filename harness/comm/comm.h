@@ -28,6 +28,11 @@ public:
     virtual void all_gather(void* buf, std::int64_t count, kernels::DType dtype) = 0;
     virtual void broadcast(void* buf, std::int64_t count, kernels::DType dtype, int root) = 0;
     virtual void barrier() = 0;
+    // A communicator of the ranks that pass the same `color`, ranked by `key`
+    // (ties by rank): the tensor- and data-parallel groups of a dp x tp grid.
+    // Collective: every rank calls it. The new communicator counts its own
+    // bytes; this one must outlive it.
+    virtual std::unique_ptr<Comm> split(int color, int key) = 0;
 
     // Bytes this rank sent through collectives since construction.
     virtual std::uint64_t bytes_moved() const = 0;
@@ -46,6 +51,7 @@ public:
     void all_gather(void*, std::int64_t, kernels::DType) override {}
     void broadcast(void*, std::int64_t, kernels::DType, int) override {}
     void barrier() override {}
+    std::unique_ptr<Comm> split(int, int) override { return std::make_unique<SingleRankComm>(); }
     std::uint64_t bytes_moved() const override { return 0; }
 };
 

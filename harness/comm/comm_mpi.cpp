@@ -68,6 +68,19 @@ MpiComm::MpiComm(const MpiRuntime& runtime) : rank_(runtime.rank()), world_size_
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
 }
 
+MpiComm::MpiComm(MPI_Comm owned) : comm_(owned) {
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &world_size_), "MPI_Comm_size");
+}
+
+std::unique_ptr<Comm> MpiComm::split(int color, int key) {
+    if (color < 0) throw CommError("split: color " + std::to_string(color) + " must not be negative");
+    MPI_Comm part = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
+    return std::unique_ptr<Comm>(new MpiComm(part));
+}
+
 MpiComm::~MpiComm() {
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }

@@ -46,6 +46,8 @@ public:
     void all_gather(void* buf, std::int64_t count, kernels::DType dtype) override;
     void broadcast(void* buf, std::int64_t count, kernels::DType dtype, int root) override;
     void barrier() override;
+    // MPI_Comm_split of this communicator.
+    std::unique_ptr<Comm> split(int color, int key) override;
     std::uint64_t bytes_moved() const override { return bytes_moved_; }
 
     // Elements a reduction stages at once: 1 MiB of fp32 sums (a reduce-scatter's
@@ -53,6 +55,7 @@ public:
     static constexpr std::int64_t kStagingElements = std::int64_t{1} << 18;
 
 private:
+    explicit MpiComm(MPI_Comm owned);  // takes a communicator MPI_Comm_split made
     std::int64_t shard_count(std::int64_t count, const char* what) const;
     void count_ring_bytes(std::int64_t count, kernels::DType dtype, std::uint64_t factor_numerator);
 

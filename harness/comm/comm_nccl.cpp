@@ -129,7 +129,8 @@ NcclId new_nccl_id() {
 struct NcclComm::State {
     ncclComm_t comm = nullptr;
     cudaStream_t stream = nullptr;
-    bool own_stream = false;  // no backend: every collective is synchronous (see NcclPlacement)
+    bool own_stream = false;   // made here (no backend), destroyed here
+    bool synchronous = false;  // no backend: every collective is synchronous (see NcclPlacement)
     int* scratch = nullptr;   // the barrier's one element
 };
 
@@ -146,7 +147,7 @@ NcclComm::NcclComm(const NcclId& id, int rank, int world_size, const NcclPlaceme
     } else {
         device_ = bind_local_device(where.local_rank);
         TUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
-        state_->own_stream = true;
+        state_->own_stream = state_->synchronous = true;
     }
     try {
         // The barrier's element, and room for one element per rank (connect()).
@@ -168,6 +169,39 @@ NcclComm::NcclComm(const NcclId& id, int rank, int world_size, const NcclPlaceme
         if (state_->own_stream) cudaStreamDestroy(state_->stream);
         throw;
     }
+}
+
+// A split shares its parent's device and stream (so its collectives keep the
+// backend's order) and polls its creation with the same deadline as an init.
+NcclComm::NcclComm(const NcclComm& parent, int color, int key)
+    : state_(std::make_unique<State>()), device_(parent.device_) {
+    if (color < 0) throw CommError(fmt::format("nccl: split color {} must not be negative", color));
+    if (parent.state_->comm == nullptr) throw CommError("nccl: split of an aborted communicator");
+    state_->stream = parent.state_->stream;
+    state_->synchronous = parent.state_->synchronous;
+    TUNE_CUDA_CHECK(cudaSetDevice(device_));
+    try {
+        used_before_ = kernels::cuda_device_used_bytes(device_);
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        const ncclResult_t started = ncclCommSplit(parent.state_->comm, color, key, &state_->comm, &config);
+        if (started != ncclInProgress)
+            TUNE_NCCL_COMM_CHECK_ON(state_->comm != nullptr ? state_->comm : parent.state_->comm, started);
+        await("split");
+        TUNE_NCCL_COMM_CHECK_ON(state_->comm, ncclCommCount(state_->comm, &world_size_));
+        TUNE_NCCL_COMM_CHECK_ON(state_->comm, ncclCommUserRank(state_->comm, &rank_));
+        TUNE_CUDA_CHECK(cudaMalloc(&state_->scratch, sizeof(int) * static_cast<std::size_t>(world_size_)));
+        connect();
+    } catch (...) {
+        if (state_->comm != nullptr) ncclCommAbort(state_->comm);
+        if (state_->scratch != nullptr) cudaFree(state_->scratch);
+        throw;
+    }
+}
+
+std::unique_ptr<Comm> NcclComm::split(int color, int key) {
+    synchronize();  // what the parent enqueued finishes before the group forms
+    return std::unique_ptr<Comm>(new NcclComm(*this, color, key));
 }
 
 NcclComm::~NcclComm() {
@@ -241,11 +275,11 @@ template <class Enqueue>
 void NcclComm::run(void* buf, std::uint64_t bytes, Enqueue&& enqueue) {
     if (state_->comm == nullptr) throw CommError("nccl: collective on an aborted communicator");
     TUNE_CUDA_CHECK(cudaSetDevice(device_));
-    if (state_->own_stream) TUNE_CUDA_CHECK(cudaDeviceSynchronize());
+    if (state_->synchronous) TUNE_CUDA_CHECK(cudaDeviceSynchronize());
     if (on_device(buf)) {
         enqueue(buf);
         await("collective");
-        if (state_->own_stream) synchronize();
+        if (state_->synchronous) synchronize();
         return;
     }
     void* staged = nullptr;

@@ -64,6 +64,8 @@ public:
     void broadcast(void* buf, std::int64_t count, kernels::DType dtype, int root) override;
     // NCCL has none: a one-element all-reduce that the host waits for.
     void barrier() override;
+    // ncclCommSplit (non-blocking, polled as init is), on this communicator's device and stream.
+    std::unique_ptr<Comm> split(int color, int key) override;
     std::uint64_t bytes_moved() const override { return bytes_moved_; }
     // Device memory NCCL took for this communicator (init and connections).
     std::uint64_t device_bytes() const override { return device_bytes_; }
@@ -74,6 +76,7 @@ public:
 
 private:
     struct State;
+    NcclComm(const NcclComm& parent, int color, int key);
     // Polls the communicator until its pending init or call is done; on an
     // asynchronous error or at the deadline it aborts it and raises CommError.
     void await(const char* what);

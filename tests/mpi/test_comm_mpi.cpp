@@ -245,3 +245,32 @@ TEST_CASE("mpi comm: shard collectives refuse counts that do not split evenly", 
     CHECK_THROWS_AS(comm.all_gather(v.data(), count, DType::f32), CommError);
     CHECK(comm.bytes_moved() == 0);
 }
+
+TEST_CASE("mpi comm: split makes the groups of a dp x tp grid, each reducing over its own ranks", "[mpi][comm]") {
+    MpiComm world(tune::test::mpi_runtime());
+    const int n = world.world_size(), r = world.rank();
+    const int tp = n >= 4 ? 2 : 1;
+    // Tensor-parallel groups are consecutive ranks; data-parallel groups stride by tp.
+    const std::unique_ptr<tune::harness::Comm> tensor = world.split(r / tp, r);
+    const std::unique_ptr<tune::harness::Comm> data = world.split(r % tp, r);
+    CHECK(tensor->world_size() == tp);
+    CHECK(tensor->rank() == r % tp);
+    CHECK(data->world_size() == n / tp);
+    CHECK(data->rank() == r / tp);
+    std::vector<float> v{static_cast<float>(r + 1), 1.0f};
+    tensor->all_reduce(v.data(), 2, DType::f32, ReduceOp::sum);
+    const int first = r / tp * tp;
+    float expected = 0;
+    for (int q = first; q < first + tp; ++q) expected += static_cast<float>(q + 1);
+    CHECK(v[0] == expected);
+    CHECK(v[1] == static_cast<float>(tp));
+    std::vector<float> w{static_cast<float>(r + 1)};
+    data->all_reduce(w.data(), 1, DType::f32, ReduceOp::sum);
+    float across = 0;
+    for (int q = r % tp; q < n; q += tp) across += static_cast<float>(q + 1);
+    CHECK(w[0] == across);
+    // Each group counts its own bytes, at its own ring factor.
+    CHECK(tensor->bytes_moved() == ring_bytes(2, tp, 8));
+    CHECK(data->bytes_moved() == ring_bytes(2, n / tp, 4));
+    CHECK_THROWS_AS(world.split(-1, r), CommError);
+}

@@ -60,6 +60,33 @@ std::vector<float> through(DType t, std::vector<float> v, Op&& op) {
     return decode(half, t);
 }
 
+}  // namespace
+
+TEST_CASE("emulated nccl: ncclCommSplit makes one-rank and two-rank groups on the backend's stream",
+          "[cuda-emu][mpi]") {
+    auto backend = kernels::make_cuda_backend(0);
+    const std::unique_ptr<harness::Comm> world = nccl_on(*backend);
+    const int r = world->rank();
+    // Alone: each rank its own group, where a sum is the rank's own value.
+    const std::unique_ptr<harness::Comm> alone = world->split(r, 0);
+    CHECK(alone->world_size() == 1);
+    CHECK(alone->rank() == 0);
+    // Together, ranked in reverse by the key.
+    const std::unique_ptr<harness::Comm> both = world->split(7, -r);
+    CHECK(both->world_size() == 2);
+    CHECK(both->rank() == 1 - r);
+    const auto sum_in = [&](harness::Comm& comm) {
+        return through(DType::f32, {static_cast<float>(r + 1)},
+                       [&](void* p) { comm.all_reduce(p, 1, DType::f32, harness::ReduceOp::sum); })[0];
+    };
+    CHECK(sum_in(*alone) == static_cast<float>(r + 1));
+    CHECK(sum_in(*both) == 3.0f);
+    CHECK(alone->bytes_moved() == 0);
+    CHECK_THROWS(world->split(-1, 0));
+}
+
+namespace {
+
 // Two steps of the tiny model on 2 ranks.
 TrialConfig two_rank_trial(Optimizer o, Precision p, std::uint32_t stage) {
     TrialConfig c = tune_emu_test::tiny_short_trial(o, p);

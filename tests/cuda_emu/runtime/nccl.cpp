@@ -130,6 +130,35 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     return ncclCommInitRankConfig(comm, nranks, id, rank, nullptr);
 }
 
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+    if (comm == nullptr || newcomm == nullptr) return ncclInvalidArgument;
+    *newcomm = nullptr;
+    if (comm->aborted) return refuse(comm, ncclInvalidUsage, "ncclCommSplit on an aborted communicator");
+    if (color < 0) return refuse(comm, ncclInvalidArgument, "ncclCommSplit: the emulator has no NCCL_SPLIT_NOCOLOR");
+    auto made = std::make_unique<ncclComm>();
+    if (comm->nranks > 1) {
+        std::string why;
+        if (const ncclResult_t r = tune_emu::nccl_mpi::split(*comm, color, key, *made, why); r != ncclSuccess)
+            return refuse(comm, r, why);
+    }
+    *newcomm = made.release();
+    tune_emu::device().reserve_hidden(static_cast<std::int64_t>(tune_emu::kNcclCommBytes));
+    if (config != nullptr && config->blocking == 0) (*newcomm)->async = ncclInProgress;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+    if (comm == nullptr || count == nullptr) return ncclInvalidArgument;
+    *count = comm->nranks;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+    if (comm == nullptr || rank == nullptr) return ncclInvalidArgument;
+    *rank = comm->rank;
+    return ncclSuccess;
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (comm == nullptr) return ncclSuccess;
     tune_emu::device().reserve_hidden(-static_cast<std::int64_t>(tune_emu::kNcclCommBytes));

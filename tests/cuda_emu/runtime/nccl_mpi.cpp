@@ -120,6 +120,19 @@ ncclResult_t join(ncclComm& comm, const ncclUniqueId& id, int nranks, int rank, 
     return ncclSuccess;
 }
 
+ncclResult_t split(const ncclComm& parent, int color, int key, ncclComm& out, std::string& why) {
+    MPI_Comm part = MPI_COMM_NULL;
+    if (MPI_Comm_split(parent.mpi, color, key, &part) != MPI_SUCCESS) {
+        why = "MPI_Comm_split failed";
+        return ncclSystemError;
+    }
+    MPI_Comm_size(part, &out.nranks);
+    MPI_Comm_rank(part, &out.rank);
+    if (out.nranks == 1) MPI_Comm_free(&part);  // alone, every collective is a copy
+    out.mpi = part;
+    return ncclSuccess;
+}
+
 void leave(ncclComm& comm) {
     int finalized = 0;
     MPI_Finalized(&finalized);

@@ -18,6 +18,8 @@ namespace tune_emu::nccl_mpi {
 // are). Fails with a reason when MPI is not running or the ranks disagree.
 ncclResult_t join(ncclComm& comm, const ncclUniqueId& id, int nranks, int rank, std::string& why);
 void leave(ncclComm& comm);
+// `out` becomes the part of `parent` (several ranks) whose ranks passed `color`, ranked by `key`.
+ncclResult_t split(const ncclComm& parent, int color, int key, ncclComm& out, std::string& why);
 
 ncclResult_t all_reduce(const ncclComm& comm, const void* send, void* recv, std::size_t count, ncclDataType_t type,
                         ncclRedOp_t op);
