@@ -25,6 +25,7 @@
 #include "search/estimate_time.h"
 #include "search/gemm_calls.h"
 #include "search/model_flops.h"
+#include "search/tensor_parallel_calls.h"
 
 namespace tune::probe {
 namespace {
@@ -127,11 +128,15 @@ std::vector<std::uint64_t> probed_sizes(const std::set<std::uint64_t>& sizes) {
 
 void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
     std::map<std::pair<std::uint32_t, ProbeDtype>, std::set<std::uint64_t>> sizes;  // ranks, dtype -> message bytes
-    // ZeRO's collectives run over the data-parallel replicas (core/tensor_parallel.h).
-    for (const TrialConfig& c : configs)
+    // ZeRO's collectives run over the data-parallel replicas (core/tensor_parallel.h); the
+    // tensor-parallel group's at its own size, at the sizes its calls move (search/tensor_parallel_calls.h).
+    for (const TrialConfig& c : configs) {
         if (data_parallel_size(c) > 1)
             sizes[{data_parallel_size(c), probe_dtype(c.precision)}].insert(
                 static_cast<std::uint64_t>(collective_message_bytes(model, c)));
+        for (const TensorParallelCall& call : tensor_parallel_calls(model, c))
+            sizes[{call.ranks, probe_dtype(c.precision)}].insert(static_cast<std::uint64_t>(call.bytes));
+    }
     for (const auto& [key, bytes] : sizes) {
         const auto [ranks, dtype] = key;
         // One element per rank: the latency floor of every op (the scalar norm's

@@ -16,6 +16,7 @@
 #include "core/validity.h"
 #include "exports/framework.h"
 #include "harness/trainer.h"
+#include "probe/probes.h"
 #include "search/estimate.h"
 #include "search/model_states.h"
 #include "search/tensor_parallel_calls.h"
@@ -316,4 +317,29 @@ TEST_CASE("a Llama-2-70B sweep on 8 x A100-80GB offers dp x tp, and tensor paral
     const auto bad = run_tune("estimate --model llama-70b --device a100-80gb --gpus 8 --tensor-parallel 3");
     CHECK(bad.exit_code != 0);
     CHECK_THAT(bad.output, Catch::Contains("tensor_parallel 3"));
+}
+
+TEST_CASE("a tensor-parallel sweep probes its group's collectives, and the step prices them at the probed rates",
+          "[tensor-parallel][probe][estimate]") {
+    TrialConfig c;
+    c.model = *find_model("small");  // 8 heads, 4 KV heads
+    c.precision = Precision::bf16_mixed, c.context = 128, c.micro_batch = 2;
+    c.world_size = 2, c.tensor_parallel = 2;
+    const ProbedRates plan = probe::plan_probes(c.model, {c});
+    // dp = 1: nothing of ZeRO's; the tp group's at 2 ranks, the activation among the sizes.
+    const double activation = 2.0 * 2 * 128 * c.model.hidden;
+    bool found = false;
+    for (const CollectiveRate& r : plan.collectives) {
+        CHECK(r.ranks == 2);
+        found = found || (r.op == Collective::all_reduce && static_cast<double>(r.bytes) == activation);
+    }
+    CHECK(found);
+    // Priced at the plan's rates once measured: every probe here moves a byte per nanosecond of bus.
+    ProbedRates measured = plan;
+    for (CollectiveRate& r : measured.collectives) r.bus_bytes_per_s = 1e9;
+    EstimateOptions o;
+    o.probed = std::make_shared<const ProbedRates>(measured);
+    const StepTime t = step_time(c.model, c, *find_device("h100-80gb"), o);
+    const double bus = tensor_parallel_bytes(tensor_parallel_calls(c.model, c));
+    CHECK(t.tensor_comm_s == Approx(bus / 1e9));
 }
