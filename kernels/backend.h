@@ -119,15 +119,33 @@ struct AttentionBackwardArgs {
 // grad_scale = loss_scale / (tokens in the optimizer step) the gradient is
 // that of the mean loss. Chunk over rows by calling it on row ranges
 // (see kernels/lm_head_loss.h for the LM head + loss in chunks).
+//
+// A vocabulary-parallel shard (its logits the columns [vocab_begin, vocab_begin
+// + V) of a vocabulary of vocab_total) runs in three stages, the shards
+// combining `stats` (3, N) fp32 between them (kernels/lm_head_loss.cpp):
+//   max       stats[0] = the row's max over the shard  -> the max over shards
+//   sum       stats[1] = sum exp(logits - stats[0]),
+//             stats[2] = the target's logit where the shard holds it, else 0
+//                                                      -> each summed over shards
+//   finish    losses = log(stats[1]) + stats[0] - stats[2];
+//             dlogits = grad_scale * (exp(logits - stats[0]) / stats[1] - onehot)
+// Targets are ids of the whole vocabulary; one >= vocab_total is reported.
+enum class CrossEntropyStage : std::uint8_t { whole, max, sum, finish };
+
 struct CrossEntropyArgs {
     std::int64_t rows = 0;                 // N
-    std::int64_t vocab = 0;                // V
+    std::int64_t vocab = 0;                // V: the columns of `logits`
     const float* logits = nullptr;         // (N, V) fp32
     const std::int32_t* targets = nullptr; // (N)
     float* losses = nullptr;               // (N) per-row loss in nats
     void* dlogits = nullptr;               // (N, V) in dlogits_dtype; may alias logits when f32; nullptr: forward only
     DType dlogits_dtype = DType::f32;
     float grad_scale = 1.0f;
+    CrossEntropyStage stage = CrossEntropyStage::whole;
+    std::int64_t vocab_begin = 0;  // a shard's first column in the whole vocabulary
+    std::int64_t vocab_total = 0;  // the whole vocabulary; 0: vocab
+    float* stats = nullptr;        // (3, N) the stages' row statistics
+    std::int64_t total_vocab() const { return vocab_total > 0 ? vocab_total : vocab; }
 };
 
 // ---------------------------------------------------------- optimizers ----

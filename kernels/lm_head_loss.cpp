@@ -53,8 +53,29 @@ std::uint64_t lm_head_loss_workspace_bytes(const Backend& backend, const LmHeadL
     std::uint64_t gemm = backend.gemm_workspace_bytes(g.logits);
     if (a.dx != nullptr)
         gemm = std::max({gemm, backend.gemm_workspace_bytes(g.dx), backend.gemm_workspace_bytes(g.dweight)});
-    return aligned(cells * 4) + dlogits + aligned(gemm);
+    const std::uint64_t stats = a.combine != nullptr ? 3 * aligned(4 * static_cast<std::uint64_t>(r)) : 0;
+    return aligned(cells * 4) + dlogits + aligned(gemm) + stats;
 }
+
+namespace {
+
+// The loss and dlogits of one chunk: one fused call, or a shard's three stages with the rows' statistics
+// combined over the shards in between.
+void chunk_loss(Backend& backend, const LmHeadLossArgs& a, CrossEntropyArgs ce, float* stats, std::int64_t r) {
+    if (a.combine == nullptr) return backend.cross_entropy(ce);
+    ce.vocab_begin = a.vocab_begin, ce.vocab_total = a.vocab_total;
+    ce.stats = stats;
+    ce.stage = CrossEntropyStage::max;
+    backend.cross_entropy(ce);
+    a.combine->max(stats, r);
+    ce.stage = CrossEntropyStage::sum;
+    backend.cross_entropy(ce);
+    a.combine->sum(stats + r, 2 * r);
+    ce.stage = CrossEntropyStage::finish;
+    backend.cross_entropy(ce);
+}
+
+}  // namespace
 
 void lm_head_loss(Backend& backend, const LmHeadLossArgs& a, Workspace ws) {
     const std::uint64_t need = lm_head_loss_workspace_bytes(backend, a);
@@ -71,15 +92,24 @@ void lm_head_loss(Backend& backend, const LmHeadLossArgs& a, Workspace ws) {
     const std::uint64_t logits_bytes = aligned(cells * 4);
     void* dlogits = separate ? static_cast<void*>(base + logits_bytes) : static_cast<void*>(logits);
     const std::uint64_t used = logits_bytes + (separate ? aligned(cells * dtype_bytes(a.dtype)) : 0);
-    const Workspace gemm_ws{base + used, ws.bytes - used};
+    // The statistics sit at the end, (3, R) over three aligned parts: compact for the chunk's rows.
+    const std::uint64_t stats_bytes = a.combine != nullptr ? 3 * aligned(4 * static_cast<std::uint64_t>(chunk)) : 0;
+    auto* stats = reinterpret_cast<float*>(base + need - stats_bytes);
+    const Workspace gemm_ws{base + used, need - stats_bytes - used};
     for (std::int64_t r0 = 0; r0 < a.rows; r0 += chunk) {
         const std::int64_t r = std::min(chunk, a.rows - r0);
         const ChunkGemms g = chunk_gemms(a, r0, r, logits, dlogits, a.dtype);
         backend.gemm(g.logits, gemm_ws);
-        backend.cross_entropy(CrossEntropyArgs{.rows = r, .vocab = a.vocab, .logits = logits,
-                                               .targets = a.targets + r0, .losses = a.losses + r0,
-                                               .dlogits = a.dx == nullptr ? nullptr : dlogits,
-                                               .dlogits_dtype = a.dtype, .grad_scale = a.grad_scale});
+        chunk_loss(backend, a,
+                   CrossEntropyArgs{.rows = r,
+                                    .vocab = a.vocab,
+                                    .logits = logits,
+                                    .targets = a.targets + r0,
+                                    .losses = a.losses + r0,
+                                    .dlogits = a.dx == nullptr ? nullptr : dlogits,
+                                    .dlogits_dtype = a.dtype,
+                                    .grad_scale = a.grad_scale},
+                   stats, r);
         if (a.dx == nullptr) continue;
         if (a.dweight != nullptr) backend.gemm(g.dweight, gemm_ws);  // null: a frozen head (LoRA)
         backend.gemm(g.dx, gemm_ws);

@@ -10,6 +10,16 @@
 
 namespace tune::kernels {
 
+// A vocabulary-parallel head's shards combine their rows' statistics between
+// the cross-entropy's stages (kernels/backend.h CrossEntropyStage): in place,
+// each value becomes the max, or the sum, of that value over the shards.
+class RowCombine {
+public:
+    virtual ~RowCombine() = default;
+    virtual void max(float* values, std::int64_t n) const = 0;
+    virtual void sum(float* values, std::int64_t n) const = 0;
+};
+
 struct LmHeadLossArgs {
     std::int64_t rows = 0;        // N tokens
     std::int64_t hidden = 0;      // C
@@ -23,13 +33,20 @@ struct LmHeadLossArgs {
     void* dx = nullptr;                     // (N, C) overwritten; nullptr: forward only
     void* dweight = nullptr;                // (V, C) accumulates; null for a frozen head
     float grad_scale = 1.0f;                // loss_scale / tokens in the optimizer step
+    // Vocabulary-parallel (with `combine`): `weight` holds rows [vocab_begin, vocab_begin + vocab) of a
+    // vocabulary of vocab_total, targets are ids of the whole vocabulary, and dx is this shard's part of
+    // a sum over the shards, which the caller completes.
+    const RowCombine* combine = nullptr;
+    std::int64_t vocab_begin = 0;
+    std::int64_t vocab_total = 0;
 };
 
 // Rows per chunk actually used (chunk_rows clamped to [1, N]).
 std::int64_t lm_head_chunk_rows(const LmHeadLossArgs& args);
 
-// fp32 logits (R, V), 16-bit dlogits (R, V) when dtype is not f32, and the
-// largest GEMM workspace of the chunk, each part 256-byte aligned.
+// fp32 logits (R, V), 16-bit dlogits (R, V) when dtype is not f32, the
+// largest GEMM workspace of the chunk and, vocabulary-parallel, the three
+// fp32 row statistics (R each), each part 256-byte aligned.
 std::uint64_t lm_head_loss_workspace_bytes(const Backend& backend, const LmHeadLossArgs& args);
 
 void lm_head_loss(Backend& backend, const LmHeadLossArgs& args, Workspace ws);

@@ -3,8 +3,11 @@
 // equals the unchunked one and the composition of its parts.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -140,4 +143,86 @@ TEST_CASE("cpu lm head loss: bf16 follows fp32 and sizes its workspace", "[cpu][
     auto al = [](std::uint64_t b) { return (b + 255) / 256 * 256; };
     // fp32 logits + bf16 dlogits of the chunk + staging of its largest GEMM (docs/memory-model.md, H).
     CHECK(lm_head_loss_workspace_bytes(backend, a) == al(4 * 3 * V) + al(2 * 3 * V) + al(4 * (3 * V + V * C + 3 * C)));
+}
+
+namespace {
+
+// Shards on threads, each combining through shared arrays at a barrier, as ranks would over a collective.
+class ThreadCombine final : public RowCombine {
+public:
+    ThreadCombine(std::barrier<>& sync, std::vector<std::vector<float>>& slots, std::size_t me)
+        : sync_(sync), slots_(slots), me_(me) {}
+    void max(float* v, std::int64_t n) const override { combine(v, n, true); }
+    void sum(float* v, std::int64_t n) const override { combine(v, n, false); }
+
+private:
+    void combine(float* v, std::int64_t n, bool max) const {
+        slots_[me_].assign(v, v + n);
+        sync_.arrive_and_wait();
+        for (std::int64_t i = 0; i < n; ++i) {
+            float r = slots_[0][i];
+            for (std::size_t k = 1; k < slots_.size(); ++k) r = max ? std::max(r, slots_[k][i]) : r + slots_[k][i];
+            v[i] = r;
+        }
+        sync_.arrive_and_wait();  // every shard has read the slots before the next stage writes them
+    }
+    std::barrier<>& sync_;
+    std::vector<std::vector<float>>& slots_;
+    std::size_t me_;
+};
+
+}  // namespace
+
+TEST_CASE("cpu lm head loss over vocabulary shards equals the whole vocabulary's", "[cpu][loss]") {
+    // Megatron's parallel cross-entropy: each shard holds rows of the head, combines the rows'
+    // max, sum of exponentials and target logit, and its dx is its part of a sum over shards.
+    const std::int64_t N = 10, C = 6, V = 13, chunk = 4;
+    const auto x = random_floats(N * C, 1), w = random_floats(V * C, 2);
+    std::vector<std::int32_t> targets(N);
+    for (std::int64_t i = 0; i < N; ++i) targets[i] = static_cast<std::int32_t>((i * 5) % V);
+    targets[4] = -1;
+    const HeadRun whole = run_head(chunk, DType::f32, x, w, targets, N, C, V);
+    for (const std::vector<std::int64_t>& bounds :
+         {std::vector<std::int64_t>{0, 7, 13}, std::vector<std::int64_t>{0, 4, 8, 13}}) {
+        const std::size_t shards = bounds.size() - 1;
+        INFO(shards << " shards");
+        std::barrier<> sync(static_cast<std::ptrdiff_t>(shards));
+        std::vector<std::vector<float>> slots(shards);
+        std::vector<HeadRun> parts(shards);
+        std::vector<std::thread> threads;
+        for (std::size_t k = 0; k < shards; ++k)
+            threads.emplace_back([&, k] {
+                CpuBackend backend;
+                const std::int64_t begin = bounds[k], rows = bounds[k + 1] - bounds[k];
+                HeadRun& r = parts[k];
+                r = {std::vector<float>(N), std::vector<float>(N * C), std::vector<float>(rows * C, 0.25f)};
+                const ThreadCombine combine(sync, slots, k);
+                LmHeadLossArgs a{.rows = N,
+                                 .hidden = C,
+                                 .vocab = rows,
+                                 .chunk_rows = chunk,
+                                 .dtype = DType::f32,
+                                 .x = x.data(),
+                                 .weight = w.data() + begin * C,
+                                 .targets = targets.data(),
+                                 .losses = r.losses.data(),
+                                 .dx = r.dx.data(),
+                                 .dweight = r.dw.data(),
+                                 .grad_scale = 1.0f / static_cast<float>(N),
+                                 .combine = &combine,
+                                 .vocab_begin = begin,
+                                 .vocab_total = V};
+                std::vector<float> ws(lm_head_loss_workspace_bytes(backend, a) / 4);
+                lm_head_loss(backend, a, Workspace{ws.data(), ws.size() * 4});
+            });
+        for (std::thread& t : threads) t.join();
+        std::vector<float> dx(N * C, 0.0f);
+        for (std::size_t k = 0; k < shards; ++k) {
+            CHECK(rel_error(parts[k].losses, widen(whole.losses)) < 1e-6);
+            for (std::int64_t i = 0; i < N * C; ++i) dx[i] += parts[k].dx[i];
+            const std::vector<float> rows(whole.dw.begin() + bounds[k] * C, whole.dw.begin() + bounds[k + 1] * C);
+            CHECK(rel_error(parts[k].dw, widen(rows)) < 1e-6);
+        }
+        CHECK(rel_error(dx, widen(whole.dx)) < 1e-6);
+    }
 }

@@ -1,7 +1,10 @@
 // Layer op cases: embedding (with repeated tokens), RMSNorm, RoPE (strided
 // and in place), SwiGLU (halves of one fused buffer), cross-entropy (ignored
 // rows, a GPT-2-sized vocabulary, dlogits aliasing the logits).
+#include <algorithm>
+#include <array>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -194,6 +197,55 @@ void cross_entropy_cases(std::vector<Case>& out, DType t) {
     }
 }
 
+// A vocabulary split in two shards (columns [0, V0) and [V0, V)) through the three stages, the
+// rows' statistics combined on the host between them as the shards' collectives would.
+void cross_entropy_shard_cases(std::vector<Case>& out, DType t) {
+    constexpr std::int64_t N = 12, V = 1000, V0 = 384;
+    out.push_back(
+        {"cross_entropy", name_of(t), "N=12 V=1000 two shards", [=](std::uint64_t seed) {
+             CaseBuilder cb(seed);
+             const std::array<std::int64_t, 2> cols{V0, V - V0}, begin{0, V0};
+             std::array<std::size_t, 2> logits{}, dl{}, losses{}, stats{};
+             for (std::size_t k = 0; k < 2; ++k) {
+                 logits[k] = cb.normal(fmt::format("logits{}", k), DType::f32, N * cols[k], 3.0f);
+                 dl[k] = cb.zero_output(fmt::format("dlogits{}", k), t, N * cols[k], OpClass::reduction);
+                 losses[k] = cb.zero_output(fmt::format("losses{}", k), DType::f32, N, OpClass::reduction);
+                 stats[k] = cb.zero_output(fmt::format("stats{}", k), DType::f32, 3 * N, OpClass::reduction);
+             }
+             const auto targets = cb.tokens("targets", N, V);
+             cb.set(targets, 2, -1.0f);  // an ignored row
+             return cb.build([=](Backend& be, DeviceTensors& d) {
+                 const auto run = [&](std::size_t k, CrossEntropyStage stage) {
+                     be.cross_entropy({.rows = N,
+                                       .vocab = cols[k],
+                                       .logits = d.as<float>(logits[k]),
+                                       .targets = d.as<std::int32_t>(targets),
+                                       .losses = d.as<float>(losses[k]),
+                                       .dlogits = d[dl[k]],
+                                       .dlogits_dtype = t,
+                                       .grad_scale = 0.5f,
+                                       .stage = stage,
+                                       .vocab_begin = begin[k],
+                                       .vocab_total = V,
+                                       .stats = d.as<float>(stats[k])});
+                 };
+                 // Combine parts [from, from + n) of both shards' stats: max, or sum.
+                 const auto combine = [&](std::int64_t from, std::int64_t n, bool max) {
+                     std::array<std::vector<float>, 2> h{std::vector<float>(3 * N), std::vector<float>(3 * N)};
+                     for (std::size_t k = 0; k < 2; ++k) be.copy_to_host(h[k].data(), d[stats[k]], 4 * 3 * N);
+                     for (std::int64_t i = from; i < from + n; ++i)
+                         h[0][i] = h[1][i] = max ? std::max(h[0][i], h[1][i]) : h[0][i] + h[1][i];
+                     for (std::size_t k = 0; k < 2; ++k) be.copy_to_device(d[stats[k]], h[k].data(), 4 * 3 * N);
+                 };
+                 for (std::size_t k = 0; k < 2; ++k) run(k, CrossEntropyStage::max);
+                 combine(0, N, true);
+                 for (std::size_t k = 0; k < 2; ++k) run(k, CrossEntropyStage::sum);
+                 combine(N, 2 * N, false);
+                 for (std::size_t k = 0; k < 2; ++k) run(k, CrossEntropyStage::finish);
+             });
+         }});
+}
+
 }  // namespace
 
 void add_layer_cases(std::vector<Case>& out) {
@@ -203,6 +255,7 @@ void add_layer_cases(std::vector<Case>& out) {
         rope_cases(out, t);
         swiglu_cases(out, t);
         cross_entropy_cases(out, t);
+        cross_entropy_shard_cases(out, t);
     }
 }
 
