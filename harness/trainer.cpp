@@ -289,7 +289,7 @@ std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64
         const Weights outer = gather(layout_.outer_index());
         acts[0].x = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
         backend_.embedding_forward(acts[0].x.get(), inputs.as<std::int32_t>(),
-                                   outer_tensor(outer, OuterTensor::embedding), d.T, d.h, d.V, plan_.weights);
+                                   outer_tensor(outer, OuterTensor::embedding), d.T, d.h, d.V, plan_.weights, {});
     }
     if (config_.neftune_alpha > 0)
         backend_.neftune_noise(acts[0].x.get(), d.T * d.h,
@@ -380,8 +380,8 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
     memory_.set_phase("embed-backward");
     const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
     sink.open(layout_.outer_index());
-    backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx.get(),
-                                d.T, d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()});
+    backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx.get(), d.T,
+                                d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()}, {});
     sink.end(layout_.outer_index(), embedding);
     sink.close(layout_.outer_index());
     return mean_loss(losses, d.T);

@@ -110,6 +110,16 @@ struct AttentionBackwardArgs {
     void* dv = nullptr;          // (B, S, KVH, D) overwritten, row stride v_stride
 };
 
+// ----------------------------------------------------------- embedding ----
+
+// The tokens an embedding table holds: [begin, begin + its rows) of a vocabulary of `total`
+// (0: the table is the whole vocabulary).
+struct VocabRange {
+    std::int64_t begin = 0;
+    std::int64_t total = 0;
+    std::int64_t total_or(std::int64_t rows) const { return total > 0 ? total : rows; }
+};
+
 // ------------------------------------------------------- cross-entropy ----
 
 // Fused forward and backward over N rows of fp32 logits:
@@ -252,14 +262,17 @@ public:
     virtual void gemm(const GemmArgs& args, Workspace ws) = 0;
 
     // ---- embedding
-    // out (N, C) = table (V, C) rows at tokens (N); tokens outside [0, V) are an error.
+    // out (N, C) = table (V, C) rows at tokens (N); tokens outside [0, range.total()) are an error. A
+    // vocabulary-parallel shard's table holds tokens [range.begin, range.begin + V): another shard's
+    // token gives a zero row (forward) and no gradient (backward).
     virtual void embedding_forward(void* out, const std::int32_t* tokens, const void* table, std::int64_t n,
-                                   std::int64_t c, std::int64_t vocab, DType dtype) = 0;
+                                   std::int64_t c, std::int64_t vocab, DType dtype, VocabRange range) = 0;
     virtual std::uint64_t embedding_backward_workspace_bytes(std::int64_t n, std::int64_t c, std::int64_t vocab,
                                                              DType dtype) const = 0;
     // dtable (V, C) accumulates dout (N, C) rows at tokens (N).
     virtual void embedding_backward(void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n,
-                                    std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws) = 0;
+                                    std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws,
+                                    VocabRange range) = 0;
 
     // ---- RMSNorm (Llama: x * rsqrt(mean(x^2) + eps) * weight)
     // out (N, C), rstd (N) fp32 kept for backward, x (N, C), weight (C).
@@ -377,9 +390,9 @@ public:
 #define TUNE_BACKEND_OPS(X)                                                                                            \
     X(gemm, (const GemmArgs& args, Workspace ws))                                                                      \
     X(embedding_forward, (void* out, const std::int32_t* tokens, const void* table, std::int64_t n, std::int64_t c,    \
-                          std::int64_t vocab, DType dtype))                                                            \
+                          std::int64_t vocab, DType dtype, VocabRange range))                                          \
     X(embedding_backward, (void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n, std::int64_t c, \
-                           std::int64_t vocab, DType dtype, Workspace ws))                                             \
+                           std::int64_t vocab, DType dtype, Workspace ws, VocabRange range))                           \
     X(rmsnorm_forward, (void* out, float* rstd, const void* x, const void* weight, std::int64_t n, std::int64_t c,     \
                         float eps, DType dtype))                                                                       \
     X(rmsnorm_backward, (void* dx, void* dweight, const void* dout, const void* x, const void* weight,                 \

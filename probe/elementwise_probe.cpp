@@ -80,7 +80,7 @@ void ElementwiseOps::layer_backward() {
 void ElementwiseOps::outer() {
     const std::int64_t h = shape.hidden, v = shape.vocab, rows = shape.tokens;
     const auto* ids = static_cast<const std::int32_t*>(tokens.ptr);
-    backend.embedding_forward(x.ptr, ids, table.ptr, rows, h, v, dtype);
+    backend.embedding_forward(x.ptr, ids, table.ptr, rows, h, v, dtype, {});
     backend.rmsnorm_forward(n.ptr, static_cast<float*>(rstd.ptr), x.ptr, w.ptr, rows, h, kNormEps, dtype);
     kernels::CrossEntropyArgs ce;
     ce.rows = rows, ce.vocab = v;
@@ -90,7 +90,7 @@ void ElementwiseOps::outer() {
     backend.rmsnorm_backward(dx.ptr, dw.ptr, dn.ptr, x.ptr, w.ptr, static_cast<const float*>(rstd.ptr), rows, h, true,
                              dtype);
     backend.embedding_backward(dtable.ptr, ids, dx.ptr, rows, h, v, dtype,
-                               {embedding_workspace.ptr, embedding_workspace_bytes});
+                               {embedding_workspace.ptr, embedding_workspace_bytes}, {});
 }
 
 void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const ProbeSettings& s, double* spent) {

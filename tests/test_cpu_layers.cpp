@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -68,7 +69,7 @@ TEST_CASE("cpu embedding: lookup and scatter-add with repeated tokens", "[cpu][e
     const std::vector<std::int32_t> tokens{3, 0, 3, 6, 3, 1};
     const auto table = random_floats(V * C, 1);
     std::vector<float> out(N * C);
-    backend.embedding_forward(out.data(), tokens.data(), table.data(), N, C, V, DType::f32);
+    backend.embedding_forward(out.data(), tokens.data(), table.data(), N, C, V, DType::f32, {});
     for (std::int64_t i = 0; i < N; ++i)
         for (std::int64_t j = 0; j < C; ++j) REQUIRE(out[i * C + j] == table[tokens[i] * C + j]);
 
@@ -77,15 +78,15 @@ TEST_CASE("cpu embedding: lookup and scatter-add with repeated tokens", "[cpu][e
     std::vector<double> ref = widen(dtable);
     for (std::int64_t i = 0; i < N; ++i)
         for (std::int64_t j = 0; j < C; ++j) ref[tokens[i] * C + j] += dout[i * C + j];
-    CHECK_THROWS_AS(backend.embedding_backward(dtable.data(), tokens.data(), dout.data(), N, C, V, DType::f32, {}),
+    CHECK_THROWS_AS(backend.embedding_backward(dtable.data(), tokens.data(), dout.data(), N, C, V, DType::f32, {}, {}),
                     tune::BackendError);  // the token lists need their workspace
     std::vector<unsigned char> ws(backend.embedding_backward_workspace_bytes(N, C, V, DType::f32));
     backend.embedding_backward(dtable.data(), tokens.data(), dout.data(), N, C, V, DType::f32,
-                               Workspace{ws.data(), ws.size()});
+                               Workspace{ws.data(), ws.size()}, {});
     CHECK(rel_error(dtable, ref) < 1e-6);
 
     const std::vector<std::int32_t> bad{0, 7};
-    CHECK_THROWS_AS(backend.embedding_forward(out.data(), bad.data(), table.data(), 2, C, V, DType::f32),
+    CHECK_THROWS_AS(backend.embedding_forward(out.data(), bad.data(), table.data(), 2, C, V, DType::f32, {}),
                     tune::BackendError);
 }
 
@@ -107,7 +108,7 @@ TEST_CASE("cpu embedding backward: a token's rows are summed in fp32 and rounded
         for (std::int64_t j = 0; j < C; ++j) exact[tokens[i] * C + j] += tune::math::to_float(dout[i * C + j]);
     std::vector<unsigned char> ws(backend.embedding_backward_workspace_bytes(N, C, V, DType::bf16));
     backend.embedding_backward(dtable.data(), tokens.data(), dout.data(), N, C, V, DType::bf16,
-                               Workspace{ws.data(), ws.size()});
+                               Workspace{ws.data(), ws.size()}, {});
     for (std::size_t i = 0; i < exact.size(); ++i) {
         const double ulp = std::ldexp(1.0, std::ilogb(exact[i]) - 7);  // bf16 keeps 8 significant bits
         INFO("element " << i << ": exact " << exact[i] << ", got " << tune::math::to_float(dtable[i]));
@@ -214,4 +215,32 @@ TEST_CASE("cpu swiglu: dup may overwrite dout in place", "[cpu][swiglu]") {
     backend.swiglu_backward(dg2.data(), inplace.data(), inplace.data(), g.data(), u.data(), N, F, F, DType::f32);
     CHECK(dg2 == dg);
     CHECK(inplace == du);
+}
+
+TEST_CASE("cpu embedding over a vocabulary shard: other shards' tokens give zero rows and no gradient",
+          "[cpu][embedding]") {
+    // Megatron's vocabulary-parallel embedding: the shards' rows summed over the shards are the whole table's.
+    CpuBackend backend;
+    const std::int64_t V = 10, C = 5, N = 7;
+    const std::vector<std::int32_t> tokens{9, 0, 4, 5, 4, 2, 7};
+    const auto table = random_floats(V * C, 1), dout = random_floats(N * C, 2);
+    std::vector<float> whole(N * C), summed(N * C, 0.0f), dwhole(V * C, 0.0f);
+    backend.embedding_forward(whole.data(), tokens.data(), table.data(), N, C, V, DType::f32, {});
+    std::vector<unsigned char> ws(backend.embedding_backward_workspace_bytes(N, C, V, DType::f32));
+    backend.embedding_backward(dwhole.data(), tokens.data(), dout.data(), N, C, V, DType::f32,
+                               Workspace{ws.data(), ws.size()}, {});
+    for (const auto& [begin, rows] : {std::pair<std::int64_t, std::int64_t>{0, 4}, {4, 4}, {8, 2}}) {
+        std::vector<float> part(N * C, 7.0f), dpart(rows * C, 0.0f);
+        backend.embedding_forward(part.data(), tokens.data(), table.data() + begin * C, N, C, rows, DType::f32,
+                                  {begin, V});
+        for (std::int64_t i = 0; i < N * C; ++i) summed[i] += part[i];
+        backend.embedding_backward(dpart.data(), tokens.data(), dout.data(), N, C, rows, DType::f32,
+                                   Workspace{ws.data(), ws.size()}, {begin, V});
+        for (std::int64_t i = 0; i < rows * C; ++i) CHECK(dpart[i] == dwhole[begin * C + i]);
+    }
+    CHECK(summed == whole);
+    const std::vector<std::int32_t> bad{0, 10};
+    std::vector<float> out(2 * C);
+    CHECK_THROWS_AS(backend.embedding_forward(out.data(), bad.data(), table.data(), 2, C, 4, DType::f32, {0, V}),
+                    tune::BackendError);
 }

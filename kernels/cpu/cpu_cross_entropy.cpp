@@ -9,7 +9,7 @@
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/typed.h"
 #include "kernels/cpu/vectorize.h"
-#include "kernels/math/cross_entropy_shard.h"
+#include "kernels/math/vocab_shard.h"
 
 namespace tune::kernels {
 

@@ -9,7 +9,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
-#include "kernels/math/cross_entropy_shard.h"
+#include "kernels/math/vocab_shard.h"
 
 namespace tune::kernels::cuda {
 

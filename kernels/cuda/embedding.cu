@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/math/vocab_shard.h"
 #include "kernels/workspace_bytes.h"
 
 namespace tune::kernels::cuda {
@@ -13,29 +14,36 @@ namespace tune::kernels::cuda {
 namespace {
 
 // out (N, C) = table (V, C) rows at tokens (N); one block per token.
+// Another shard's token gives a zero row.
 template <class T>
 __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, const T* table, std::int64_t c,
-                                         std::int64_t vocab, DeviceErrorRecord* errors) {
+                                         std::int64_t vocab, std::int64_t begin, std::int64_t total,
+                                         DeviceErrorRecord* errors) {
     const std::int64_t i = blockIdx.x;
     const std::int32_t token = tokens[i];
-    if (token < 0 || token >= vocab) {
-        if (threadIdx.x == 0) report_device_error(errors, DeviceErrorCode::token_out_of_range, token, i, vocab);
+    if (token < 0 || token >= total) {
+        if (threadIdx.x == 0) report_device_error(errors, DeviceErrorCode::token_out_of_range, token, i, total);
         return;
     }
-    for (std::int64_t j = threadIdx.x; j < c; j += blockDim.x) out[i * c + j] = table[token * c + j];
+    const std::int64_t row = math::vocab_row(token, begin, vocab);
+    for (std::int64_t j = threadIdx.x; j < c; j += blockDim.x)
+        out[i * c + j] = row < 0 ? T{} : table[row * c + j];
 }
 
 // next[i] = the previous list head of token[i]; head[token] = i. Heads start at -1.
+// Another shard's token joins no list.
 __global__ void embedding_link_kernel(std::int32_t* head, std::int32_t* next, const std::int32_t* tokens,
-                                      std::int64_t n, std::int64_t vocab, DeviceErrorRecord* errors) {
+                                      std::int64_t n, std::int64_t vocab, std::int64_t begin, std::int64_t total,
+                                      DeviceErrorRecord* errors) {
     TUNE_GRID_STRIDE(i, n) {
         const std::int32_t token = tokens[i];
-        if (token < 0 || token >= vocab) {
-            report_device_error(errors, DeviceErrorCode::token_out_of_range, token, i, vocab);
-            next[i] = -1;
+        next[i] = -1;
+        if (token < 0 || token >= total) {
+            report_device_error(errors, DeviceErrorCode::token_out_of_range, token, i, total);
             continue;
         }
-        next[i] = atomicExch(&head[token], static_cast<std::int32_t>(i));
+        const std::int64_t row = math::vocab_row(token, begin, vocab);
+        if (row >= 0) next[i] = atomicExch(&head[row], static_cast<std::int32_t>(i));
     }
 }
 
@@ -53,10 +61,10 @@ constexpr std::int64_t kEmbeddingTileColumns = std::int64_t{kThreads} * kEmbeddi
 template <class T>
 __global__ void embedding_accumulate_kernel(T* dtable, const std::int32_t* tokens, const T* dout,
                                             const std::int32_t* head, const std::int32_t* next, std::int64_t c,
-                                            std::int64_t vocab) {
+                                            std::int64_t vocab, std::int64_t begin) {
     const std::int64_t i = blockIdx.x;
-    const std::int32_t token = tokens[i];
-    if (token < 0 || token >= vocab || head[token] != i) return;
+    const std::int64_t token = math::vocab_row(tokens[i], begin, vocab);  // the table's row
+    if (token < 0 || head[token] != i) return;
     const std::int64_t first = blockIdx.y * kEmbeddingTileColumns + threadIdx.x;
     float acc[kEmbeddingColumnsPerThread] = {};
     for (std::int32_t r = static_cast<std::int32_t>(i); r >= 0; r = next[r])
@@ -73,13 +81,14 @@ __global__ void embedding_accumulate_kernel(T* dtable, const std::int32_t* token
 }  // namespace
 
 void CudaBackend::embedding_forward(void* out, const std::int32_t* tokens, const void* table, std::int64_t n,
-                                    std::int64_t c, std::int64_t vocab, DType dtype) {
+                                    std::int64_t c, std::int64_t vocab, DType dtype, VocabRange range) {
     require(n >= 0 && c > 0 && vocab > 0 && n <= 0x7fffffff, "embedding_forward", "bad shape");
     if (n == 0) return;
     with_float_type(dtype, "embedding_forward", [&](auto t) {
         using T = decltype(t);
         TUNE_LAUNCH(embedding_forward_kernel, static_cast<unsigned>(n), kThreads, 0, stream_)(
-            static_cast<T*>(out), tokens, static_cast<const T*>(table), c, vocab, scratch_.errors);
+            static_cast<T*>(out), tokens, static_cast<const T*>(table), c, vocab, range.begin, range.total_or(vocab),
+            scratch_.errors);
     });
     TUNE_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
@@ -90,7 +99,8 @@ std::uint64_t CudaBackend::embedding_backward_workspace_bytes(std::int64_t n, st
 }
 
 void CudaBackend::embedding_backward(void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n,
-                                     std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws) {
+                                     std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws,
+                                     VocabRange range) {
     require(n >= 0 && c > 0 && vocab > 0 && n <= 0x7fffffff && vocab <= 0x7fffffff, "embedding_backward",
             "bad shape");
     if (n == 0) return;
@@ -100,14 +110,15 @@ void CudaBackend::embedding_backward(void* dtable, const std::int32_t* tokens, c
     auto* next = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws.ptr) +
                                                  workspace::aligned(4 * static_cast<std::uint64_t>(vocab)));
     TUNE_CUDA_CHECK(cudaMemsetAsync(head, 0xff, 4 * static_cast<std::uint64_t>(vocab), stream_));  // all -1
-    TUNE_LAUNCH(embedding_link_kernel, grid_for(n), kThreads, 0, stream_)(head, next, tokens, n, vocab, scratch_.errors);
+    TUNE_LAUNCH(embedding_link_kernel, grid_for(n), kThreads, 0, stream_)(head, next, tokens, n, vocab, range.begin,
+                                                                          range.total_or(vocab), scratch_.errors);
     TUNE_CUDA_CHECK_LAUNCH("embedding_link_kernel");
     with_float_type(dtype, "embedding_backward", [&](auto t) {
         using T = decltype(t);
         const dim3 grid(static_cast<unsigned>(n),
                         static_cast<unsigned>((c + kEmbeddingTileColumns - 1) / kEmbeddingTileColumns));
         TUNE_LAUNCH(embedding_accumulate_kernel, grid, kThreads, 0, stream_)(
-            static_cast<T*>(dtable), tokens, static_cast<const T*>(dout), head, next, c, vocab);
+            static_cast<T*>(dtable), tokens, static_cast<const T*>(dout), head, next, c, vocab, range.begin);
     });
     TUNE_CUDA_CHECK_LAUNCH("embedding_accumulate_kernel");
 }

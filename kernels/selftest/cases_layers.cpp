@@ -33,7 +33,8 @@ void embedding_cases(std::vector<Case>& out, DType t) {
                            const auto tokens = cb.tokens("tokens", s.n, s.vocab);
                            const auto y = cb.zero_output("out", t, s.n * s.c, OpClass::exact);
                            return cb.build([=](Backend& be, DeviceTensors& d) {
-                               be.embedding_forward(d[y], d.as<std::int32_t>(tokens), d[table], s.n, s.c, s.vocab, t);
+                               be.embedding_forward(d[y], d.as<std::int32_t>(tokens), d[table], s.n, s.c, s.vocab, t,
+                                                    {});
                            });
                        }});
         out.push_back({"embedding_backward", name_of(t), label, [=](std::uint64_t seed) {
@@ -44,10 +45,33 @@ void embedding_cases(std::vector<Case>& out, DType t) {
                            return cb.build([=](Backend& be, DeviceTensors& d) {
                                const auto ws = d.workspace(be.embedding_backward_workspace_bytes(s.n, s.c, s.vocab, t));
                                be.embedding_backward(d[dtable], d.as<std::int32_t>(tokens), d[dy], s.n, s.c, s.vocab, t,
-                                                     ws);
+                                                     ws, {});
                            });
                        }});
     }
+    // A vocabulary-parallel shard: rows [20, 35) of a vocabulary of 50; other tokens give zero rows, no gradient.
+    constexpr std::int64_t n = 64, c = 96, rows = 15, begin = 20, total = 50;
+    out.push_back(
+        {"embedding_forward", name_of(t), "N=64 C=96 rows 20-34 of V=50", [=](std::uint64_t seed) {
+             CaseBuilder cb(seed);
+             const auto table = cb.normal("table", t, rows * c);
+             const auto tokens = cb.tokens("tokens", n, total);
+             const auto y = cb.normal_output("out", t, n * c, OpClass::exact);
+             return cb.build([=](Backend& be, DeviceTensors& d) {
+                 be.embedding_forward(d[y], d.as<std::int32_t>(tokens), d[table], n, c, rows, t, {begin, total});
+             });
+         }});
+    out.push_back(
+        {"embedding_backward", name_of(t), "N=64 C=96 rows 20-34 of V=50", [=](std::uint64_t seed) {
+             CaseBuilder cb(seed);
+             const auto dtable = cb.normal_output("dtable", t, rows * c, OpClass::reduction);
+             const auto tokens = cb.tokens("tokens", n, total);
+             const auto dy = cb.normal("dout", t, n * c);
+             return cb.build([=](Backend& be, DeviceTensors& d) {
+                 const auto ws = d.workspace(be.embedding_backward_workspace_bytes(n, c, rows, t));
+                 be.embedding_backward(d[dtable], d.as<std::int32_t>(tokens), d[dy], n, c, rows, t, ws, {begin, total});
+             });
+         }});
 }
 
 void rmsnorm_cases(std::vector<Case>& out, DType t) {

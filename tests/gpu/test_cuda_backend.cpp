@@ -46,7 +46,7 @@ TEST_CASE("a token outside the vocabulary is reported at the next synchronisatio
     void* table = cuda->allocate(4 * 4 * 8);
     void* out = cuda->allocate(2 * 8 * 4);
     cuda->copy_to_device(t, tokens, sizeof tokens);
-    cuda->embedding_forward(out, t, table, 2, 8, 4, DType::f32);
+    cuda->embedding_forward(out, t, table, 2, 8, 4, DType::f32, {});
     CHECK_THROWS_WITH(cuda->synchronize(), Catch::Contains("token 99 at 1"));
     cuda->synchronize();  // reported once; the backend goes on
     cuda->deallocate(t, sizeof tokens);

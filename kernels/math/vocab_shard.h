@@ -1,9 +1,10 @@
 #pragma once
-// The vocabulary-parallel cross-entropy's rules (Megatron's parallel
+// A vocabulary shard's rules (Megatron's vocabulary-parallel embedding and
 // cross-entropy), shared by the CPU and CUDA backends: each shard holds the
-// logits of columns [begin, begin + V) of the whole vocabulary, and the rows'
-// max, sum of exponentials and target logit are combined over the shards
-// (kernels/backend.h CrossEntropyStage) before the loss and the gradient.
+// embedding rows, and the logits, of tokens [begin, begin + V) of the whole
+// vocabulary. The rows' max, sum of exponentials and target logit are
+// combined over the shards (kernels/backend.h CrossEntropyStage) before the
+// loss and the gradient.
 #include <math.h>
 #include <stdint.h>
 
@@ -15,6 +16,12 @@ namespace tune::math {
 TUNE_HD inline int64_t shard_column(int32_t target, int64_t begin, int64_t vocab) {
     const int64_t j = static_cast<int64_t>(target) - begin;
     return target >= 0 && j >= 0 && j < vocab ? j : -1;
+}
+
+// A token's row in a vocabulary shard's embedding table of `vocab` rows from `begin`, or -1 where another shard
+// holds it.
+TUNE_HD inline int64_t vocab_row(int32_t token, int64_t begin, int64_t vocab) {
+    return shard_column(token, begin, vocab);
 }
 
 // The loss of a row from the combined statistics: log(sum) + max - target logit.
