@@ -245,8 +245,21 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
         lora_forward(a, LayerTensor::down, a.m.get(), nullptr);  // recompute: only m Ad^T, for dBd
         return;
     }
-    backend_.copy(out, a.x2.get(), bytes_of(d.T * d.h, dt_));  // out = x2 + m Wdown^T + bdown
+    start_residual(out, a.x2.get());  // out = x2 + m Wdown^T + bdown
     project(w, a, LayerTensor::down, LayerTensor::down_bias, a.m.get(), out, d.h, d.f, 1.0f);
+    sum_over_group(out);
+}
+
+void LlamaLayer::start_residual(void* y, const void* x) const {
+    const std::uint64_t bytes = bytes_of(dims_.T * dims_.h, dt_);
+    if (tensor_group_ != nullptr && tensor_group_->rank() != 0)
+        backend_.fill_zero(y, bytes);
+    else
+        backend_.copy(y, x, bytes);
+}
+
+void LlamaLayer::sum_over_group(void* y) const {
+    if (tensor_group_ != nullptr) tensor_group_->all_reduce(y, dims_.T * dims_.h, dt_, ReduceOp::sum);
 }
 
 void LlamaLayer::project(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x, void* y,
@@ -258,8 +271,9 @@ void LlamaLayer::project(const void* w, LayerActivations& a, LayerTensor t, Laye
 
 void LlamaLayer::attention_residual(const void* w, LayerActivations& a) {
     const Dims& d = dims_;
-    backend_.copy(a.x2.get(), a.x.get(), bytes_of(d.T * d.h, dt_));
+    start_residual(a.x2.get(), a.x.get());
     project(w, a, LayerTensor::o, LayerTensor::o_bias, a.o.get(), a.x2.get(), d.h, d.q, 1.0f);
+    sum_over_group(a.x2.get());
 }
 
 void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
@@ -354,6 +368,7 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
         gemm(du, true, a.n2.get(), false, weight_grad(sink, layer, LayerTensor::up), d.f, d.h, d.T, 1.0f);  // dWu += du^T n2
         done(LayerTensor::up);
     }
+    sum_over_group(dn);  // dn is this rank's part of the MLP's input gradient
     void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::mlp_norm);
     backend_.rmsnorm_backward(dx, dnorm, dn, a.x2.get(), weight(w, LayerTensor::mlp_norm), a.rstd2.as<float>(), d.T,
                               d.h, true, dt_);
@@ -415,6 +430,7 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
         gemm(dv, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::v), d.kv, d.h, d.T, 1.0f);
         done(LayerTensor::v);
     }
+    sum_over_group(dn);  // dn is this rank's part of attention's input gradient
     void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::attn_norm);
     backend_.rmsnorm_backward(dx, dnorm, dn, a.x.get(), weight(w, LayerTensor::attn_norm), a.rstd1.as<float>(), d.T,
                               d.h, true, dt_);

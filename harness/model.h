@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/config.h"
+#include "harness/comm/comm.h"
 #include "harness/lora.h"
 #include "harness/memory/memory.h"
 #include "harness/param_layout.h"
@@ -96,6 +97,10 @@ public:
     std::int64_t largest_matrix() const;
     // Biases: (T) ones in the layer dtype, the left factor of every bias GEMM.
     void set_ones(const void* ones) { ones_ = ones; }
+    // Tensor parallelism (core/tensor_parallel.h): the weights are this rank's shards, and the row-parallel
+    // outputs (x2, the layer output) and the column-parallel regions' input gradients (dn) are summed over
+    // `group`; the residual enters the sum on its rank 0 only.
+    void set_tensor_parallel(Comm* group) { tensor_group_ = group; }
 
     // Allocates every §3 buffer but x (which holds the input), computes the
     // layer, and writes x + attention + MLP into `out` (T, h) when not null.
@@ -147,6 +152,10 @@ private:
     bool flash() const;
     Buffer attention_keep() const;  // what attention keeps for backward: lse (flash) or probs (eager)
     void recompute_unsaved(const void* weights, LayerActivations& a);  // selective_op's dropped tensors
+    // y (T, h) = the residual x where it enters the sum: every rank alone, tensor-parallel rank 0; else 0.
+    void start_residual(void* y, const void* x) const;
+    // y (T, h) summed over the tensor-parallel group, when there is one.
+    void sum_over_group(void* y) const;
 
     kernels::Backend& backend_;
     Allocator& memory_;
@@ -160,6 +169,7 @@ private:
     void* norm_sink_ = nullptr;       // (h) during a LoRA backward
     void* dequantized_ = nullptr;     // QLoRA: the dequantized weight of the current GEMM
     const void* ones_ = nullptr;      // biases: (T) ones
+    Comm* tensor_group_ = nullptr;    // tensor parallelism's group, or none
 };
 
 }  // namespace tune::harness

@@ -159,18 +159,27 @@ namespace {
 // Each value is its own counter draw, so the threads' split leaves them unchanged;
 // one thread drew about 12 M values per second, and a 333M-parameter model took
 // 36 s to start on an H100's host before its first step.
-void random_values(const FlatLayout& f, std::uint64_t stream, double stddev, std::int64_t first,
-                   std::vector<float>& out) {
+// With `source`, the draw of element j is the whole model's at the element the shard holds there
+// (TensorSource), and a row past the whole tensor's (the vocabulary's padding) is zero.
+void random_values(const FlatLayout& f, const std::vector<TensorSource>* source, std::uint64_t stream, double stddev,
+                   std::int64_t first, std::vector<float>& out) {
     std::fill(out.begin(), out.end(), 0.0f);
     const std::int64_t last = first + static_cast<std::int64_t>(out.size());
-    for (const TensorView& t : f.tensors) {
+    for (std::size_t k = 0; k < f.tensors.size(); ++k) {
+        const TensorView& t = f.tensors[k];
         const std::int64_t lo = std::max(first, t.offset), hi = std::min(last, t.offset + t.numel());
         const bool matrix = t.matrix();
         const float vector_value = t.initial_vector_value();
+        const TensorSource s = source != nullptr ? (*source)[k] : TensorSource{t.offset, t.rows, t.cols};
 #pragma omp parallel for schedule(static)
-        for (std::int64_t j = lo; j < hi; ++j)
-            out[static_cast<std::size_t>(j - first)] =
-                matrix ? static_cast<float>(stddev * normal(stream, static_cast<std::uint64_t>(j))) : vector_value;
+        for (std::int64_t j = lo; j < hi; ++j) {
+            const std::int64_t row = s.row_begin + (j - t.offset) / t.cols, col = s.col_begin + (j - t.offset) % t.cols;
+            const auto draw = static_cast<std::uint64_t>(s.offset + row * s.cols + col);
+            out[static_cast<std::size_t>(j - first)] = !matrix ? vector_value
+                                                       : row < s.rows
+                                                           ? static_cast<float>(stddev * normal(stream, draw))
+                                                           : 0.0f;
+        }
     }
 }
 
@@ -183,13 +192,14 @@ struct Destination {
 };
 
 // The n elements this rank holds from `first` on, drawn and uploaded chunk by chunk.
-void upload_random_range(const std::vector<Destination>& to, const FlatLayout& f, std::uint64_t stream, double stddev,
+void upload_random_range(const std::vector<Destination>& to, const FlatLayout& f,
+                         const std::vector<TensorSource>* source, std::uint64_t stream, double stddev,
                          std::int64_t first, std::int64_t n) {
     constexpr std::int64_t kChunk = 1 << 22;  // elements: 16 MiB of fp32
     std::vector<float> values;
     for (std::int64_t done = 0; done < n; done += kChunk) {
         values.resize(static_cast<std::size_t>(std::min(kChunk, n - done)));
-        random_values(f, stream, stddev, first + done, values);
+        random_values(f, source, stream, stddev, first + done, values);
         for (const Destination& d : to)
             upload_range(
                 *d.backend,
@@ -200,8 +210,9 @@ void upload_random_range(const std::vector<Destination>& to, const FlatLayout& f
 
 }  // namespace
 
-void ModelState::upload_random(std::uint64_t seed, double stddev) {
+void ModelState::upload_random(std::uint64_t seed, const LayoutSource* source, double stddev) {
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
+        const std::vector<TensorSource>* from = source != nullptr ? &(*source)[i] : nullptr;
         const std::uint64_t stream = random_stream(seed, i);
         const std::int64_t n = weights_length(i), first = first_held(i, n);
         std::vector<Destination> to{{params_[i].get(), plan_.weights, &backend_of(Component::params)}};
@@ -211,9 +222,9 @@ void ModelState::upload_random(std::uint64_t seed, double stddev) {
             if (master_n == n && master_first == first)
                 to.push_back(master);
             else
-                upload_random_range({master}, layout_.flat(i), stream, stddev, master_first, master_n);
+                upload_random_range({master}, layout_.flat(i), from, stream, stddev, master_first, master_n);
         }
-        upload_random_range(to, layout_.flat(i), stream, stddev, first, n);
+        upload_random_range(to, layout_.flat(i), from, stream, stddev, first, n);
     }
 }
 

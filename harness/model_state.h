@@ -84,7 +84,9 @@ public:
     // The same as upload(random_init(layout, seed, stddev)), drawn and uploaded
     // in chunks of a few MiB: the whole model never sits on the host beside
     // its device copy (on a CPU that doubled the process's peak at init).
-    void upload_random(std::uint64_t seed, double stddev = 0.02);
+    // With `source` (tensor parallelism), each tensor takes the whole model's draws at the elements
+    // its shard holds, so every split starts from the same model.
+    void upload_random(std::uint64_t seed, const LayoutSource* source = nullptr, double stddev = 0.02);
     // Whole buffers as fp32: master when there is one, else the weights; the
     // averaged gradients. Collective when sharded: every rank must call it.
     HostParams download_weights();

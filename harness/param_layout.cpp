@@ -90,3 +90,59 @@ std::string tensor_name(const ParamLayout& layout, std::size_t buffer, std::size
 }
 
 }  // namespace tune::harness
+
+namespace tune::harness {
+namespace {
+
+enum class Split : std::uint8_t { none, rows, columns };
+
+Split split_of(LayerTensor t) {
+    switch (t) {
+        case LayerTensor::q:
+        case LayerTensor::k:
+        case LayerTensor::v:
+        case LayerTensor::gate:
+        case LayerTensor::up:
+            return Split::rows;
+        case LayerTensor::o:
+        case LayerTensor::down:
+        case LayerTensor::q_bias:  // a bias is one row: a column-parallel linear's splits its columns
+        case LayerTensor::k_bias:
+        case LayerTensor::v_bias:
+        case LayerTensor::gate_bias:
+        case LayerTensor::up_bias:
+            return Split::columns;
+        default:
+            return Split::none;
+    }
+}
+
+TensorSource source_of(const TensorView& whole, const TensorView& mine, Split split, std::uint32_t rank) {
+    TensorSource s{whole.offset, whole.rows, whole.cols, 0, 0, split == Split::none};
+    if (split == Split::rows) s.row_begin = rank * mine.rows;
+    if (split == Split::columns) s.col_begin = rank * mine.cols;
+    return s;
+}
+
+}  // namespace
+
+LayoutSource tensor_parallel_source(const ModelSpec& whole, const ParamLayout& local, std::uint32_t rank,
+                                    std::uint32_t adam8bit_block) {
+    const ParamLayout all = make_param_layout(whole, 1, adam8bit_block);
+    LayoutSource out(local.buffers());
+    for (std::size_t i = 0; i < local.buffers(); ++i) {
+        const FlatLayout& f = local.flat(i);
+        const bool outer = i == local.outer_index();
+        for (std::size_t t = 0; t < f.tensors.size(); ++t) {
+            // The outer buffer: the embedding and LM head split by vocabulary rows, the final norm whole.
+            const Split split =
+                outer ? (t == static_cast<std::size_t>(OuterTensor::final_norm) ? Split::none : Split::rows)
+                      : split_of(static_cast<LayerTensor>(
+                            std::find(local.slot.begin(), local.slot.end(), static_cast<int>(t)) - local.slot.begin()));
+            out[i].push_back(source_of(all.flat(i).tensors[t], f.tensors[t], split, rank));
+        }
+    }
+    return out;
+}
+
+}  // namespace tune::harness

@@ -98,6 +98,22 @@ FlatLayout place_tensors(std::vector<TensorView> tensors, std::int64_t world, st
 
 ParamLayout make_param_layout(const ModelSpec& model, std::uint32_t world_size, std::uint32_t adam8bit_block);
 
+// Where a tensor-parallel rank's tensor comes from in the whole model (core/tensor_parallel.h):
+// element (r, c) of the rank's tensor is element (row_begin + r, col_begin + c) of the whole
+// tensor at `offset` of the whole model's layout, which has `rows` x `cols`; rows past `rows`
+// (the vocabulary's padding) have none. A tensor every rank holds whole is `replicated`.
+struct TensorSource {
+    std::int64_t offset = 0, rows = 0, cols = 0;
+    std::int64_t row_begin = 0, col_begin = 0;
+    bool replicated = true;
+};
+// Per buffer, per tensor of `local` (make_param_layout of TensorParallelPlan::local), for tensor-parallel
+// rank `rank`: column-parallel q, k, v, gate, up (and their biases) by rows, row-parallel o and down by
+// columns, the embedding and LM head by vocabulary rows; norms and o's and down's biases whole.
+using LayoutSource = std::vector<std::vector<TensorSource>>;
+LayoutSource tensor_parallel_source(const ModelSpec& whole, const ParamLayout& local, std::uint32_t rank,
+                                    std::uint32_t adam8bit_block);
+
 // The full Hugging Face name of tensor `t` of buffer `buffer`:
 // "model.layers.3.self_attn.q_proj.weight", "lm_head.weight".
 std::string tensor_name(const ParamLayout& layout, std::size_t buffer, std::size_t t);

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "core/tensor_parallel.h"
 #include "core/validity.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/lm_head_loss.h"
@@ -76,10 +79,16 @@ private:
 // and the embedding backward ends.
 class LomoSink final : public GradSink {
 public:
+    // counted_elsewhere: tensors whose norm another tensor-parallel rank sums (null: none).
     LomoSink(Allocator& memory, ModelState& model, Comm& comm, OptimizerState* apply, float grad_scale,
-             float* sum_squares)
-        : memory_(memory), model_(model), comm_(comm), apply_(apply), grad_scale_(grad_scale),
-          sum_squares_(sum_squares) {}
+             float* sum_squares, std::function<bool(std::size_t, std::size_t)> counted_elsewhere = {})
+        : memory_(memory),
+          model_(model),
+          comm_(comm),
+          apply_(apply),
+          grad_scale_(grad_scale),
+          sum_squares_(sum_squares),
+          counted_elsewhere_(std::move(counted_elsewhere)) {}
     void* begin(std::size_t buffer, std::size_t tensor) override {
         Buffer& grad = open_[{buffer, tensor}];
         const std::int64_t n = model_.layout().flat(buffer).tensors[tensor].numel();
@@ -92,7 +101,7 @@ public:
         comm_.all_reduce(it->second.get(), n, model_.plan().weights, ReduceOp::average);
         if (apply_ != nullptr)
             apply_->apply_sgd(buffer, tensor, it->second.get(), grad_scale_);
-        else
+        else if (!counted_elsewhere_ || !counted_elsewhere_(buffer, tensor))
             memory_.backend().sum_squares(sum_squares_, it->second.get(), n, model_.plan().weights);
         open_.erase(it);
     }
@@ -111,8 +120,31 @@ private:
     OptimizerState* apply_;
     float grad_scale_;
     float* sum_squares_;
+    std::function<bool(std::size_t, std::size_t)> counted_elsewhere_;
     std::map<std::pair<std::size_t, std::size_t>, Buffer> open_;  // (buffer, tensor) begun and not ended
 };
+
+// The vocabulary-parallel head's rows' statistics, combined over the tensor-parallel group.
+class GroupCombine final : public kernels::RowCombine {
+public:
+    explicit GroupCombine(Comm& group) : group_(group) {}
+    void max(float* v, std::int64_t n) const override { group_.all_reduce(v, n, DType::f32, ReduceOp::max); }
+    void sum(float* v, std::int64_t n) const override { group_.all_reduce(v, n, DType::f32, ReduceOp::sum); }
+
+private:
+    Comm& group_;
+};
+
+// Consecutive ranks split one replica's layers (tensor parallelism, within a node); the ranks at the
+// same place in every replica form a data-parallel group. None without tensor parallelism.
+std::unique_ptr<Comm> tensor_group_of(Comm& world, const TrialConfig& c) {
+    const int tp = static_cast<int>(std::max<std::uint32_t>(c.tensor_parallel, 1));
+    return tp == 1 ? nullptr : world.split(world.rank() / tp, world.rank());
+}
+std::unique_ptr<Comm> data_group_of(Comm& world, const TrialConfig& c) {
+    const int tp = static_cast<int>(std::max<std::uint32_t>(c.tensor_parallel, 1));
+    return tp == 1 ? nullptr : world.split(world.rank() % tp, world.rank());
+}
 
 }  // namespace
 
@@ -127,9 +159,9 @@ public:
     Scalars& operator=(const Scalars&) = delete;
     float* get() const { return ptr_; }
     void zero() { backend_.fill_zero(ptr_, kBytes); }
-    float read() {
+    float read(std::size_t index = 0) {
         float value = 0;
-        backend_.copy_to_host(&value, ptr_, sizeof value);
+        backend_.copy_to_host(&value, ptr_ + index, sizeof value);
         return value;
     }
     void write(float value) { backend_.copy_to_device(ptr_, &value, sizeof value); }
@@ -142,10 +174,18 @@ private:
 
 std::optional<std::string> tensor_parallel_unsupported(const TrialConfig& config) {
     if (config.tensor_parallel <= 1) return std::nullopt;
+    const ModelSpec& m = config.model;
+    const char* part = config.sequence_parallel              ? "sequence parallelism"
+                       : config.adapters()                   ? "LoRA and QLoRA adapters"
+                       : config.offload != Offload::none     ? "offload"
+                       : m.o_bias || m.mlp_bias              ? "the row-parallel linears' biases"
+                       : config.tensor_parallel > m.kv_heads ? "KV heads replicated over more ranks than they are"
+                                                             : nullptr;
+    if (part == nullptr) return std::nullopt;
     return fmt::format(
-        "tensor_parallel {}: tune's engine does not split layers across ranks yet, so it cannot train this "
+        "tensor_parallel {}: tune's engine does not split {} across ranks yet, so it cannot train this "
         "configuration; its estimate (tune estimate) holds, and the exports (--emit megatron, torchtitan) run it",
-        config.tensor_parallel);
+        config.tensor_parallel, part);
 }
 
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config) {
@@ -172,11 +212,16 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     : backend_(backend),
       own_host_backend_(host_backend_for(backend, config)),
       host_backend_(own_host_backend_ ? *own_host_backend_ : backend),
-      comm_(comm),
+      tensor_group_(tensor_group_of(comm, config)),
+      data_group_(data_group_of(comm, config)),
+      comm_(data_group_ ? *data_group_ : comm),
       config_(config),
       tokens_(tokens),
-      layout_(make_param_layout(config.model, config.world_size, config.adam8bit_block)),
-      dims_(make_dims(config.model, config.micro_batch, config.context, config.attention)),
+      // The rank's shard of the model (core/tensor_parallel.h), laid out for ZeRO over the replicas.
+      layout_(make_param_layout(tensor_parallel_plan(config).local(config.model), data_parallel_size(config),
+                                config.adam8bit_block)),
+      dims_(make_dims(tensor_parallel_plan(config).local(config.model), config.micro_batch, config.context,
+                      config.attention)),
       plan_(precision_plan(config.precision)),
       memory_(backend, config.memory_limit),
       host_memory_(backend, 0, Placement::host),
@@ -198,18 +243,18 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
         frozen.master = false;
         if (config.method == Method::qlora)
             qbase_ = std::make_unique<QuantizedBase>(backend, memory_, layout_, plan_.weights,
-                                                     zero_plan(config.zero_stage), comm, host);
+                                                     zero_plan(config.zero_stage), comm_, host);
         else
             base_ = std::make_unique<ModelState>(backend, memory_, layout_, frozen, false, zero_plan(config.zero_stage),
-                                                 comm, host);
+                                                 comm_, host);
         model_ = std::make_unique<ModelState>(backend, memory_, lora_->layout, plan_, with_grads,
-                                              zero_plan(config.zero_stage), comm, host);
+                                              zero_plan(config.zero_stage), comm_, host);
         layer_.set_lora(&*lora_);
     } else {
         model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, with_grads,
-                                              zero_plan(config.zero_stage), comm, host);
+                                              zero_plan(config.zero_stage), comm_, host);
     }
-    optimizer_ = std::make_unique<OptimizerState>(backend, memory_, comm, config, *model_);
+    optimizer_ = std::make_unique<OptimizerState>(backend, memory_, comm_, config, *model_);
     // One buffer for every op of the step that takes a workspace (§6): the
     // layers' GEMMs and attention, and the embedding backward.
     const std::uint64_t embedding_ws =
@@ -231,13 +276,20 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
             backend.copy_to_device(ones_.get(), round_16(ones, plan_.weights).data(), ones_.bytes());
         layer_.set_ones(ones_.get());
     }
+    if (tensor_group_) {
+        if (init != nullptr)
+            throw std::invalid_argument("tensor parallelism starts from random weights: an initial model is whole");
+        layer_.set_tensor_parallel(tensor_group_.get());
+        tp_source_ = tensor_parallel_source(config.model, layout_, tensor_rank(), config.adam8bit_block);
+    }
     scalars_ = std::make_unique<Scalars>(backend);
     if (offload_.any()) host_scalars_ = std::make_unique<Scalars>(host_backend_);
     // Random weights are drawn and uploaded in chunks (ModelState::upload_random), so no
     // host copy of the whole model sits beside the device copy at the real peak.
     if (qbase_) qbase_->upload(init != nullptr ? *init : random_init(layout_, config.seed));
     else if (init != nullptr) base().upload(*init);
-    else base().upload_random(config.seed);
+    else
+        base().upload_random(config.seed, tensor_group_ ? &tp_source_ : nullptr);
     if (lora_) model_->upload(adapters != nullptr ? *adapters : lora_init(lora_->layout, config.seed));
 }
 
@@ -289,7 +341,10 @@ std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64
         const Weights outer = gather(layout_.outer_index());
         acts[0].x = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
         backend_.embedding_forward(acts[0].x.get(), inputs.as<std::int32_t>(),
-                                   outer_tensor(outer, OuterTensor::embedding), d.T, d.h, d.V, plan_.weights, {});
+                                   outer_tensor(outer, OuterTensor::embedding), d.T, d.h, d.V, plan_.weights,
+                                   vocab_range());
+        // Vocabulary-parallel: each rank looked up its tokens, the others' rows are zero.
+        if (tensor_group_) tensor_group_->all_reduce(acts[0].x.get(), d.T * d.h, plan_.weights, ReduceOp::sum);
     }
     if (config_.neftune_alpha > 0)
         backend_.neftune_noise(acts[0].x.get(), d.T * d.h,
@@ -328,6 +383,12 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     args.targets = targets.as<std::int32_t>(), args.losses = losses.as<float>();
     args.dx = dnf.get();
     args.grad_scale = loss_scale / static_cast<float>(d.T * config_.grad_accum);
+    const std::optional<GroupCombine> combine =
+        tensor_group_ ? std::optional<GroupCombine>(*tensor_group_) : std::nullopt;
+    if (combine) {
+        const kernels::VocabRange range = vocab_range();
+        args.combine = &*combine, args.vocab_begin = range.begin, args.vocab_total = range.total;
+    }
     Buffer logits = memory_.allocate(Component::logits, kernels::lm_head_loss_workspace_bytes(backend_, args));
     // Tied: the head's gradient goes to the embedding's, which the embedding backward completes.
     const bool tied = layout_.head() == OuterTensor::embedding;
@@ -335,6 +396,8 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     kernels::lm_head_loss(backend_, args, {logits.get(), logits.bytes()});
     logits.reset();
     if (!frozen && !tied) sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
+    // Each vocabulary shard's part of the final norm's output gradient.
+    if (tensor_group_) tensor_group_->all_reduce(dnf.get(), d.T * d.h, plan_.weights, ReduceOp::sum);
 
     Buffer dx = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
     // A frozen norm's gradient goes to a throwaway (h): the kernels always accumulate one.
@@ -381,7 +444,7 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
     const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
     sink.open(layout_.outer_index());
     backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx.get(), d.T,
-                                d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()}, {});
+                                d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()}, vocab_range());
     sink.end(layout_.outer_index(), embedding);
     sink.close(layout_.outer_index());
     return mean_loss(losses, d.T);
@@ -395,8 +458,39 @@ double Trainer::mean_loss(const Buffer& losses, std::int64_t tokens) {
     return sum / static_cast<double>(tokens);
 }
 
+kernels::VocabRange Trainer::vocab_range() const {
+    if (!tensor_group_) return {};
+    return {tensor_rank() * dims_.V, tensor_group_->world_size() * dims_.V};
+}
+
+bool Trainer::counted_elsewhere(std::size_t buffer, std::size_t tensor) const {
+    return tensor_group_ && tensor_rank() != 0 && tp_source_[buffer][tensor].replicated;
+}
+
+void Trainer::replicated_sum_squares(float* sum) {
+    const ZeroPlan& zero = model_->zero();
+    for (std::size_t i = 0; i < layout_.buffers(); ++i) {
+        const FlatLayout& f = layout_.flat(i);
+        // The buffer's elements this rank owns, and where the first of them is in grads(i).
+        const bool sharded = zero.updates_own_shard_only();
+        const std::int64_t lo = sharded ? comm_.rank() * f.shard : 0, hi = sharded ? lo + f.shard : f.padded;
+        const std::int64_t at = zero.shards_gradients ? lo : 0;
+        for (std::size_t t = 0; t < f.tensors.size(); ++t) {
+            if (!tp_source_[i][t].replicated) continue;
+            const TensorView& v = f.tensors[t];
+            const std::int64_t a = std::max(lo, v.offset), b = std::min(hi, v.offset + v.numel());
+            if (a < b)
+                backend_.sum_squares(
+                    sum, static_cast<const unsigned char*>(model_->grads(i)) + bytes_of(a - at, plan_.weights), b - a,
+                    plan_.weights);
+        }
+    }
+}
+
 // Over the gradients this rank owns, summed where they live (the host's
 // under offload), completed by one scalar all-reduce on the device when sharded.
+// Tensor parallelism sums over its group too, where each replicated tensor
+// (norms) is counted by every rank: its tp copies are taken back out.
 double Trainer::gradient_sum_squares() {
     const bool on_host = offload_.on_host(Component::grads);
     Scalars& sum = on_host ? *host_scalars_ : *scalars_;
@@ -409,6 +503,13 @@ double Trainer::gradient_sum_squares() {
         if (zero.owned_gradients_inside_whole_buffer())
             owned = static_cast<const unsigned char*>(owned) + bytes_of(comm_.rank() * f.shard, plan_.weights);
         where.sum_squares(sum.get(), owned, zero.updates_own_shard_only() ? f.shard : f.padded, plan_.weights);
+    }
+    if (tensor_group_) {
+        replicated_sum_squares(scalars_->get() + 1);
+        if (zero.updates_own_shard_only()) comm_.all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
+        tensor_group_->all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
+        const double tp = tensor_group_->world_size();
+        return scalars_->read(0) - (tp - 1) / tp * scalars_->read(1);
     }
     if (!zero.updates_own_shard_only()) return sum.read();
     if (on_host) scalars_->write(sum.read());  // the collective runs on the device's copy
@@ -464,8 +565,10 @@ StepStats Trainer::lomo_step() {
     // A first backward finds the global norm when clipping needs it or fp16 may overflow.
     if (config_.clip > 0 || plan_.loss_scaling) {
         scalars_->zero();
-        LomoSink measure(memory_, *model_, comm_, nullptr, 1.0f, scalars_->get());
+        LomoSink measure(memory_, *model_, comm_, nullptr, 1.0f, scalars_->get(),
+                         [this](std::size_t b, std::size_t t) { return counted_elsewhere(b, t); });
         s.loss = micro_batch(k, measure, s.loss_scale);
+        if (tensor_group_) tensor_group_->all_reduce(scalars_->get(), 1, DType::f32, ReduceOp::sum);
         const double sum = scalars_->read();
         s.grad_norm = std::sqrt(sum) / s.loss_scale;
         const bool overflow = !std::isfinite(sum);

@@ -39,8 +39,8 @@ struct StepStats {
 // the fp32 master only, so a precision without one (fp32, bf16) offloads on the CPU backend only.
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config);
 
-// Why the engine cannot run the configuration's tensor parallelism: it splits no layer across
-// ranks yet, so a tensor_parallel above 1 is estimated (search/) but not trained.
+// Why the engine cannot run the configuration's tensor parallelism (what it does not split yet:
+// sequence parallelism, adapters, offload, row-parallel biases, replicated KV heads), or nullopt.
 std::optional<std::string> tensor_parallel_unsupported(const TrialConfig& config);
 
 class Trainer {
@@ -90,6 +90,13 @@ private:
     std::vector<LayerActivations> forward(const Buffer& inputs, std::uint64_t k);
     Buffer head(LayerActivations& last_out, const Buffer& targets, Buffer& losses, GradSink& sink, float loss_scale);
     double gradient_sum_squares();
+    // Tensor parallelism: the sum of squares of the replicated tensors' gradients this rank owns, into `sum`.
+    void replicated_sum_squares(float* sum);
+    // Whether the tensor's gradient is counted by another tensor-parallel rank (a replicated tensor off rank 0).
+    bool counted_elsewhere(std::size_t buffer, std::size_t tensor) const;
+    // The vocabulary this rank's embedding and head rows hold: its shard of the padded vocabulary.
+    kernels::VocabRange vocab_range() const;
+    std::uint32_t tensor_rank() const { return tensor_group_ ? static_cast<std::uint32_t>(tensor_group_->rank()) : 0; }
     StepStats optimizer_step(double loss);
     StepStats lomo_step();
     float grad_scale(double norm, float loss_scale) const;
@@ -98,7 +105,11 @@ private:
     kernels::Backend& backend_;
     std::unique_ptr<kernels::Backend> own_host_backend_;  // beside a GPU, under offload
     kernels::Backend& host_backend_;                      // the CPU side of offload: backend_ itself on the CPU
-    Comm& comm_;
+    // Tensor parallelism (core/tensor_parallel.h): the ranks that split one replica's layers, and the
+    // replicas' data-parallel group, which ZeRO, the data and the gradients' reduction use; none at tp 1.
+    std::unique_ptr<Comm> tensor_group_;
+    std::unique_ptr<Comm> data_group_;
+    Comm& comm_;  // the data-parallel group: the world without tensor parallelism
     TrialConfig config_;
     const TokenSource& tokens_;
     ParamLayout layout_;
@@ -114,7 +125,8 @@ private:
     std::unique_ptr<OptimizerState> optimizer_;
     LlamaLayer layer_;
     Buffer workspace_;
-    Buffer ones_;  // biases: (T) ones, the left factor of the bias GEMMs
+    Buffer ones_;             // biases: (T) ones, the left factor of the bias GEMMs
+    LayoutSource tp_source_;  // where each tensor's shard comes from in the whole model; empty at tp 1
     std::unique_ptr<Scalars> scalars_;
     std::unique_ptr<Scalars> host_scalars_;  // on host_backend_
     math::LossScaler scaler_;

@@ -288,11 +288,24 @@ TEST_CASE("Megatron-LM and torchtitan exports carry the split, and the stacks wi
     CHECK_THROWS_WITH(export_config(Framework::megatron, c), Catch::Contains("adam (AdamW) or sgd"));
 }
 
-TEST_CASE("tune's engine refuses tensor parallelism it cannot train, naming what still holds", "[tensor-parallel]") {
+TEST_CASE("tune's engine refuses the parts of tensor parallelism it cannot train, naming what still holds",
+          "[tensor-parallel]") {
     CHECK_FALSE(harness::tensor_parallel_unsupported(llama70b(1, 8)));
-    const auto why = harness::tensor_parallel_unsupported(llama70b(2, 8));
-    REQUIRE(why);
-    CHECK_THAT(*why, Catch::Contains("estimate") && Catch::Contains("megatron"));
+    CHECK_FALSE(harness::tensor_parallel_unsupported(llama70b(8, 8)));
+    const auto refused = [](TrialConfig c, std::string_view part) {
+        const auto why = harness::tensor_parallel_unsupported(c);
+        REQUIRE(why);
+        CHECK_THAT(*why,
+                   Catch::Contains(std::string(part)) && Catch::Contains("estimate") && Catch::Contains("megatron"));
+    };
+    refused(llama70b(2, 8, true), "sequence parallelism");
+    TrialConfig lora = llama70b(2, 8);
+    lora.method = Method::lora;
+    refused(lora, "adapters");
+    refused(llama70b(16, 16), "KV heads");
+    TrialConfig biased = llama70b(2, 8);
+    biased.model.o_bias = true;
+    refused(biased, "biases");
 }
 
 TEST_CASE("a Llama-2-70B sweep on 8 x A100-80GB offers dp x tp, and tensor parallelism leads its front",

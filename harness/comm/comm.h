@@ -12,7 +12,8 @@
 
 namespace tune::harness {
 
-enum class ReduceOp : std::uint8_t { sum, average };
+// max: the vocabulary-parallel cross-entropy's row maxima (kernels/lm_head_loss.h RowCombine).
+enum class ReduceOp : std::uint8_t { sum, average, max };
 
 class Comm {
 public:

@@ -55,6 +55,8 @@ void scale_f32(float* data, std::int64_t count, float scale) {
 
 MPI_Datatype sum_type(DType t) { return t == DType::i32 ? MPI_INT : MPI_FLOAT; }
 
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
+
 // `buffer` grown to at least `elements` (it never shrinks: the next call reuses it).
 float* staging(std::vector<float>& buffer, std::int64_t elements) {
     if (buffer.size() < static_cast<std::size_t>(elements)) buffer.resize(static_cast<std::size_t>(elements));
@@ -106,10 +108,11 @@ void MpiComm::all_reduce(void* buf, std::int64_t count, DType dtype, ReduceOp op
         if (wide) {
             float* sums = staging(send_, n);
             widen(at, n, dtype, sums);
-            check(MPI_Allreduce(MPI_IN_PLACE, sums, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
+            check(MPI_Allreduce(MPI_IN_PLACE, sums, static_cast<int>(n), MPI_FLOAT, mpi_op(op), comm_),
+                  "MPI_Allreduce");
             narrow(sums, n, dtype, scale, at);
         } else {
-            check(MPI_Allreduce(MPI_IN_PLACE, at, static_cast<int>(n), sum_type(dtype), MPI_SUM, comm_),
+            check(MPI_Allreduce(MPI_IN_PLACE, at, static_cast<int>(n), sum_type(dtype), mpi_op(op), comm_),
                   "MPI_Allreduce");
         }
     }
@@ -141,7 +144,7 @@ void MpiComm::reduce_scatter(void* buf, std::int64_t count, DType dtype, ReduceO
             else std::memcpy(to, from, static_cast<std::size_t>(n) * elem);
         }
         void* mine = staging(receive_, n);
-        check(MPI_Reduce_scatter_block(send, mine, static_cast<int>(n), wide ? MPI_FLOAT : sum_type(dtype), MPI_SUM,
+        check(MPI_Reduce_scatter_block(send, mine, static_cast<int>(n), wide ? MPI_FLOAT : sum_type(dtype), mpi_op(op),
                                        comm_),
               "MPI_Reduce_scatter_block");
         unsigned char* at = owned + static_cast<std::size_t>(first) * elem;

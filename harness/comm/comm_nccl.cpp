@@ -64,7 +64,7 @@ ncclDataType_t nccl_type(DType t) {
     throw CommError(fmt::format("nccl: no NCCL type for dtype {}", static_cast<int>(t)));
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::average ? ncclAvg : ncclSum; }
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::average ? ncclAvg : op == ReduceOp::max ? ncclMax : ncclSum; }
 
 std::uint64_t bytes_of(std::int64_t count, DType t) {
     return static_cast<std::uint64_t>(count) * kernels::dtype_bytes(t);

@@ -246,7 +246,8 @@ TEST_CASE("mpi comm: shard collectives refuse counts that do not split evenly", 
     CHECK(comm.bytes_moved() == 0);
 }
 
-TEST_CASE("mpi comm: split makes the groups of a dp x tp grid, each reducing over its own ranks", "[mpi][comm]") {
+TEST_CASE("mpi comm: split makes the groups of a dp x tp grid, each reducing over its own ranks, max included",
+          "[mpi][comm]") {
     MpiComm world(tune::test::mpi_runtime());
     const int n = world.world_size(), r = world.rank();
     const int tp = n >= 4 ? 2 : 1;
@@ -273,4 +274,12 @@ TEST_CASE("mpi comm: split makes the groups of a dp x tp grid, each reducing ove
     CHECK(tensor->bytes_moved() == ring_bytes(2, tp, 8));
     CHECK(data->bytes_moved() == ring_bytes(2, n / tp, 4));
     CHECK_THROWS_AS(world.split(-1, r), CommError);
+    // The max over the group, in fp32 and through bf16's fp32 staging.
+    std::vector<float> m{static_cast<float>(r), -static_cast<float>(r)};
+    world.all_reduce(m.data(), 2, DType::f32, ReduceOp::max);
+    CHECK(m[0] == static_cast<float>(n - 1));
+    CHECK(m[1] == 0.0f);
+    std::vector<std::uint16_t> mb = to_16bit({static_cast<float>(r) + 0.5f}, DType::bf16);
+    world.all_reduce(mb.data(), 1, DType::bf16, ReduceOp::max);
+    CHECK(from_16bit(mb[0], DType::bf16) == static_cast<float>(n) - 0.5f);
 }

@@ -179,6 +179,39 @@ TEST_CASE("emulated NCCL on 2 ranks: short trials per optimizer, precision and Z
     }
 }
 
+TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, memory as estimated") {
+    // Each rank holds half of every layer's matrices and of the vocabulary; the row-parallel outputs, the
+    // regions' input gradients, the embedding and the head's statistics are summed over NCCL.
+    const std::pair<Optimizer, Precision> combos[] = {{Optimizer::adamw, Precision::bf16_mixed},
+                                                      {Optimizer::lomo, Precision::fp32}};
+    harness::TrialOptions on_gpu, on_cpu;
+    on_gpu.backend = BackendKind::cuda;
+    on_cpu.backend = BackendKind::cpu;
+    on_gpu.log = on_cpu.log = nullptr;
+    for (const auto& [optimizer, precision] : combos) {
+        TrialConfig c = two_rank_trial(optimizer, precision, 0);
+        c.tensor_parallel = 2;
+        auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
+        const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
+        harness::MpiComm mpi(test::mpi_runtime());
+        const TrialResult cpu = harness::run_trial(c, on_cpu, mpi);
+        INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
+        REQUIRE(gpu.status == TrialStatus::ok);
+        REQUIRE(cpu.status == TrialStatus::ok);
+        const double tolerance = precision == Precision::fp32 ? 1e-4 : 5e-2;
+        for (std::size_t s = 0; s < c.steps; ++s) {
+            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
+            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= tolerance);
+        }
+        const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
+        for (Component k : kComponents) {
+            if (k == Component::overhead) continue;
+            INFO(to_string(k) << ": measured " << gpu.memory[k] << ", estimated " << e.memory[k]);
+            CHECK(gpu.memory[k] == e.memory[k]);
+        }
+    }
+}
+
 TEST_CASE("emulated NCCL on 2 ranks: offload trials match CPU ranks, each rank's ledgers as estimated") {
     // Each rank's gradient shard reduced on the device into its pinned host
     // shard, updated there, cast back and (stage 2) all-gathered over NCCL.
