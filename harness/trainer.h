@@ -72,6 +72,10 @@ public:
     const Dims& dims() const { return dims_; }
     float loss_scale() const { return scaler_.scale(); }
     std::int64_t applied_steps() const { return applied_; }
+    // Bytes the tensor- and data-parallel groups' collectives sent (the world's own count has none of them).
+    std::uint64_t group_bytes_moved() const {
+        return (tensor_group_ ? tensor_group_->bytes_moved() : 0) + (data_group_ ? data_group_->bytes_moved() : 0);
+    }
 
 private:
     class Scalars;

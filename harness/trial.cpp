@@ -479,7 +479,7 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         real.real_peak = real.real_peak > host_in_view ? real.real_peak - host_in_view : 0;
         r.memory = with_baseline(with_device_overhead(trainer.memory().peak_breakdown(), backend, comm), baseline);
         if (c.offload != Offload::none) r.host_memory = trainer.host_memory().peak_breakdown();
-        r.comm_bytes = (comm.bytes_moved() - control_bytes) / r.step_ms.size();
+        r.comm_bytes = (comm.bytes_moved() + trainer.group_bytes_moved() - control_bytes) / r.step_ms.size();
         combine_over_ranks(comm, r);
         if (c.offload != Offload::none) r.rank_host_peaks = gather_highest(comm, r.host_memory);
         combine_real_memory(comm, real, r);

@@ -121,7 +121,8 @@ std::vector<CollectiveCall> collective_calls(const ModelSpec& model, const Trial
     // Sharded updates complete the global norm with one scalar all-reduce; Adafactor
     // over shards its partial sums with two per buffer (§4 O).
     if (zero.updates_own_shard_only()) {
-        out.push_back({Collective::all_reduce, 4, 1});
+        // With tensor parallelism the replicated tensors' sum goes beside it (harness/trainer.cpp).
+        out.push_back({Collective::all_reduce, c.tensor_parallel > 1 ? 8.0 : 4.0, 1});
         if (c.optimizer == Optimizer::adafactor) {
             const FlatLayout layout = flat_layout(m, c.adam8bit_block);
             const auto sums = [](const BufferKind& k) { return static_cast<double>(k.sums - k.tensors); };

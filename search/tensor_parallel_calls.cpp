@@ -55,7 +55,12 @@ std::vector<TensorParallelCall> tensor_parallel_calls(const ModelSpec& model, co
                        static_cast<std::uint32_t>(replicas)});
     if (tp.sequence_parallel && !c.adapters())
         out.push_back({Collective::all_reduce, static_cast<double>((2 * m.layers + 1) * m.hidden) * wb, 1, tp.tp});
-    out.push_back({Collective::all_reduce, 4.0, 1, tp.tp});  // the global norm's sum of squares
+    // The global norm: its sum of squares and the replicated tensors' (counted once over the group), or
+    // LOMO's one sum where its norm pass runs.
+    if (c.optimizer != Optimizer::lomo)
+        out.push_back({Collective::all_reduce, 8.0, 1, tp.tp});
+    else if (lomo_backward_passes(c) > 1)
+        out.push_back({Collective::all_reduce, 4.0, 1, tp.tp});
     return out;
 }
 

@@ -16,7 +16,8 @@
 //     LM-head chunk (max, sum of exponentials, target logit);
 //   per step: KV weight gradients summed over the ranks that replicate a KV
 //     head, the norms' gradients over tp with sequence parallelism (each rank
-//     saw part of the sequence), and the global norm's scalar.
+//     saw part of the sequence), and the global norm's two sums (all, and the
+//     replicated tensors', which every rank counts).
 #pragma once
 
 #include <cstdint>

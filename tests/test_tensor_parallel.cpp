@@ -208,7 +208,7 @@ TEST_CASE("the tensor-parallel collectives move the bytes of Megatron's schedule
         const double all_reduce = 2 * (n - 1) / n, gather = (n - 1) / n;
         const double rows = static_cast<double>(logit_chunk_rows(4096, 32000 / t));
         const double chunks = std::ceil(4096 / rows);
-        const double loss = 3 * chunks * 4 * rows * all_reduce, norm = 4 * all_reduce;
+        const double loss = 3 * chunks * 4 * rows * all_reduce, norm = 8 * all_reduce;
         // Per layer two all-reduces forward (after o and down) and two backward (the regions' input
         // gradients); the embedding's forward and the head's dX once each.
         CHECK(tensor_parallel_bytes(tensor_parallel_calls(c.model, c)) ==

@@ -16,6 +16,7 @@
 #include "harness/trainer.h"
 #include "harness/trial.h"
 #include "search/estimate.h"
+#include "search/tensor_parallel_calls.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 
@@ -109,6 +110,21 @@ TEST_CASE("tensor x data parallel 2 x 2 with ZeRO 0-3 gives one rank's losses", 
         const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
         INFO(summary(c) << ": last loss " << split[2] << " against " << whole[2]);
         CHECK(worst(split, whole) < 1e-5);
+    }
+}
+
+TEST_CASE("the bytes the tensor-parallel collectives move equal the schedule's", "[mpi][tensor-parallel]") {
+    harness::MpiComm comm(test::mpi_runtime());
+    const auto n = static_cast<std::uint32_t>(comm.world_size());
+    for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
+        TrialConfig c = tp_config(Optimizer::adamw, n, n, 0);  // one replica: no data-parallel traffic
+        c.checkpointing = ck, c.grad_accum = 2;
+        harness::MpiComm fresh(test::mpi_runtime());  // counts from zero
+        const TrialResult r = harness::run_trial(c, test::quiet_trial(), fresh);
+        INFO(summary(c) << ": " << r.reason);
+        REQUIRE(r.status == TrialStatus::ok);
+        CHECK(static_cast<double>(r.comm_bytes) ==
+              Approx(tensor_parallel_bytes(tensor_parallel_calls(c.model, c))).epsilon(1e-9));
     }
 }
 
