@@ -73,6 +73,9 @@ public:
     float loss_scale() const { return scaler_.scale(); }
     std::int64_t applied_steps() const { return applied_; }
     // Bytes the tensor- and data-parallel groups' collectives sent (the world's own count has none of them).
+    std::uint64_t group_device_bytes() const {  // the groups' NCCL buffers on the device
+        return (tensor_group_ ? tensor_group_->device_bytes() : 0) + (data_group_ ? data_group_->device_bytes() : 0);
+    }
     std::uint64_t group_bytes_moved() const {
         return (tensor_group_ ? tensor_group_->bytes_moved() : 0) + (data_group_ ? data_group_->bytes_moved() : 0);
     }

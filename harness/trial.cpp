@@ -284,10 +284,11 @@ void combine_over_ranks(Comm& comm, TrialResult& r) {
 
 // On a GPU, the device memory outside the allocator joins the breakdown and
 // the peak as the `overhead` component (the estimator predicts it there too).
-MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& backend, const Comm& comm) {
+// `comm_bytes`: the device memory the trial's communicators hold (NCCL's buffers, the split groups' too).
+MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& backend, std::uint64_t comm_bytes) {
     const std::optional<kernels::CudaMemoryStats> stats = kernels::cuda_memory_stats(backend);
     if (!stats) return m;
-    const std::uint64_t overhead = device_overhead_bytes(*stats, m.peak) + comm.device_bytes();
+    const std::uint64_t overhead = device_overhead_bytes(*stats, m.peak) + comm_bytes;
     m.bytes[static_cast<std::size_t>(Component::overhead)] += overhead;
     m.peak += overhead;
     return m;
@@ -477,7 +478,9 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         const std::uint64_t host_in_view = device.cpu_threads > 0 ? trainer.host_memory().peak() : 0;
         RealMemory real = watch.finish(trainer.memory().peak() + host_in_view);
         real.real_peak = real.real_peak > host_in_view ? real.real_peak - host_in_view : 0;
-        r.memory = with_baseline(with_device_overhead(trainer.memory().peak_breakdown(), backend, comm), baseline);
+        r.memory = with_baseline(with_device_overhead(trainer.memory().peak_breakdown(), backend,
+                                                      comm.device_bytes() + trainer.group_device_bytes()),
+                                 baseline);
         if (c.offload != Offload::none) r.host_memory = trainer.host_memory().peak_breakdown();
         r.comm_bytes = (comm.bytes_moved() + trainer.group_bytes_moved() - control_bytes) / r.step_ms.size();
         combine_over_ranks(comm, r);

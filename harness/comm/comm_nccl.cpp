@@ -181,6 +181,9 @@ NcclComm::NcclComm(const NcclComm& parent, int color, int key)
     state_->synchronous = parent.state_->synchronous;
     TUNE_CUDA_CHECK(cudaSetDevice(device_));
     try {
+        // The barrier's element and one per rank, as many as the parent's (a group has no more), before
+        // the measurement: device_bytes() is NCCL's alone, as after an init.
+        TUNE_CUDA_CHECK(cudaMalloc(&state_->scratch, sizeof(int) * static_cast<std::size_t>(parent.world_size_)));
         used_before_ = kernels::cuda_device_used_bytes(device_);
         ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
         config.blocking = 0;
@@ -190,7 +193,6 @@ NcclComm::NcclComm(const NcclComm& parent, int color, int key)
         await("split");
         TUNE_NCCL_COMM_CHECK_ON(state_->comm, ncclCommCount(state_->comm, &world_size_));
         TUNE_NCCL_COMM_CHECK_ON(state_->comm, ncclCommUserRank(state_->comm, &rank_));
-        TUNE_CUDA_CHECK(cudaMalloc(&state_->scratch, sizeof(int) * static_cast<std::size_t>(world_size_)));
         connect();
     } catch (...) {
         if (state_->comm != nullptr) ncclCommAbort(state_->comm);

@@ -4,6 +4,7 @@
 // --gpus 2`'s ZeRO comparison with the CPU, and short trials per optimizer,
 // precision and ZeRO stage against the same trials on CPU ranks over MPI.
 // Collectives run in the same order on every rank whatever the checks say.
+#include <nccl.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -82,6 +83,8 @@ TEST_CASE("emulated nccl: ncclCommSplit makes one-rank and two-rank groups on th
     CHECK(sum_in(*alone) == static_cast<float>(r + 1));
     CHECK(sum_in(*both) == 3.0f);
     CHECK(alone->bytes_moved() == 0);
+    // A split's NCCL buffers are its own, measured as an init's are (the trial adds the groups' to its overhead).
+    CHECK(both->device_bytes() == tune_emu::kNcclCommBytes);
     CHECK_THROWS(world->split(-1, 0));
 }
 
