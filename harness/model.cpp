@@ -212,42 +212,85 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
     const Dims& d = dims_;
     adapters_ = adapters;
     if (lora_ != nullptr) a.xa = act(static_cast<std::int64_t>(lora_targets(lora_->targets)) * d.T * lora_->rank);
-    a.rstd1 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
-    a.n1 = act(d.T * d.h);
+    const std::int64_t r = rows();  // the residual stream's rows on this rank
+    a.rstd1 = memory_.allocate(Component::activations, bytes_of(r, DType::f32));
+    a.n1 = act(r * d.h);
     if (d.qk_norm) {
         a.qp = act(d.T * d.q), a.kp = act(d.T * d.kv);
         a.rstd_q = memory_.allocate(Component::activations, bytes_of(d.T * d.heads, DType::f32));
         a.rstd_k = memory_.allocate(Component::activations, bytes_of(d.T * d.kv_heads, DType::f32));
     }
     a.q = act(d.T * d.q), a.k = act(d.T * d.kv), a.v = act(d.T * d.kv);
-    a.probs = attention_keep(), a.o = act(d.T * d.q), a.x2 = act(d.T * d.h);
-    a.rstd2 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
-    a.n2 = act(d.T * d.h), a.g = act(d.T * d.f), a.u = act(d.T * d.f), a.m = act(d.T * d.f);
+    a.probs = attention_keep(), a.o = act(d.T * d.q), a.x2 = act(r * d.h);
+    a.rstd2 = memory_.allocate(Component::activations, bytes_of(r, DType::f32));
+    a.n2 = act(r * d.h), a.g = act(d.T * d.f), a.u = act(d.T * d.f), a.m = act(d.T * d.f);
 
-    backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), d.T, d.h,
+    backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), r, d.h,
                              d.eps, dt_);
     void* qp = d.qk_norm ? a.qp.get() : a.q.get();  // the projections, normed into q, k after
     void* kp = d.qk_norm ? a.kp.get() : a.k.get();
-    project(w, a, LayerTensor::q, LayerTensor::q_bias, a.n1.get(), qp, d.q, d.h, 0.0f);          // q (T, q)
-    project(w, a, LayerTensor::k, LayerTensor::k_bias, a.n1.get(), kp, d.kv, d.h, 0.0f);         // k (T, kv)
-    project(w, a, LayerTensor::v, LayerTensor::v_bias, a.n1.get(), a.v.get(), d.kv, d.h, 0.0f);  // v (T, kv)
+    {
+        const Buffer whole = gather_rows(a.n1.get());
+        const void* n1 = whole ? whole.get() : a.n1.get();
+        project(w, a, LayerTensor::q, LayerTensor::q_bias, n1, qp, d.q, d.h, 0.0f);          // q (T, q)
+        project(w, a, LayerTensor::k, LayerTensor::k_bias, n1, kp, d.kv, d.h, 0.0f);         // k (T, kv)
+        project(w, a, LayerTensor::v, LayerTensor::v_bias, n1, a.v.get(), d.kv, d.h, 0.0f);  // v (T, kv)
+    }
     if (d.qk_norm) qk_norm_forward(w, a);
     backend_.rope_forward(a.q.get(), d.q, a.q.get(), d.q, d.b, d.s, d.heads, d.d, d.rope, dt_);
     backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
     attention(a);
     attention_residual(w, a);
-    backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), d.T,
-                             d.h, d.eps, dt_);
-    project(w, a, LayerTensor::gate, LayerTensor::gate_bias, a.n2.get(), a.g.get(), d.f, d.h, 0.0f);  // g (T, f)
-    project(w, a, LayerTensor::up, LayerTensor::up_bias, a.n2.get(), a.u.get(), d.f, d.h, 0.0f);      // u (T, f)
+    backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), r, d.h,
+                             d.eps, dt_);
+    {
+        const Buffer whole = gather_rows(a.n2.get());
+        const void* n2 = whole ? whole.get() : a.n2.get();
+        project(w, a, LayerTensor::gate, LayerTensor::gate_bias, n2, a.g.get(), d.f, d.h, 0.0f);  // g (T, f)
+        project(w, a, LayerTensor::up, LayerTensor::up_bias, n2, a.u.get(), d.f, d.h, 0.0f);      // u (T, f)
+    }
     backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
     if (out == nullptr) {
         lora_forward(a, LayerTensor::down, a.m.get(), nullptr);  // recompute: only m Ad^T, for dBd
         return;
     }
-    start_residual(out, a.x2.get());  // out = x2 + m Wdown^T + bdown
-    project(w, a, LayerTensor::down, LayerTensor::down_bias, a.m.get(), out, d.h, d.f, 1.0f);
-    sum_over_group(out);
+    row_parallel(w, a, LayerTensor::down, LayerTensor::down_bias, a.m.get(), d.f, a.x2.get(),
+                 out);  // out = x2 + m Wd^T
+}
+
+void LlamaLayer::row_parallel(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x,
+                              std::int64_t k, const void* residual, void* out) {
+    const Dims& d = dims_;
+    if (!sequence_parallel_) {
+        start_residual(out, residual);
+        project(w, a, t, bias, x, out, d.h, k, 1.0f);
+        reduce_over_group(out);
+        return;
+    }
+    // This rank's part of the whole (T, h) product, reduce-scattered, added to its rows of the residual.
+    Buffer y = memory_.allocate(Component::comm, bytes_of(d.T * d.h, dt_));
+    project(w, a, t, bias, x, y.get(), d.h, k, 0.0f);
+    backend_.add(out, residual, reduce_over_group(y.get()), rows() * d.h, dt_);
+}
+
+Buffer LlamaLayer::gather_rows(const void* part) const {
+    if (!sequence_parallel_) return {};
+    const std::int64_t r = rows() * dims_.h;
+    Buffer whole = memory_.allocate(Component::comm, bytes_of(dims_.T * dims_.h, dt_));
+    backend_.copy(whole.at(bytes_of(tensor_group_->rank() * r, dt_)), part, bytes_of(r, dt_));
+    tensor_group_->all_gather(whole.get(), dims_.T * dims_.h, dt_);
+    return whole;
+}
+
+void* LlamaLayer::reduce_over_group(void* y) const {
+    if (tensor_group_ == nullptr) return y;
+    const std::int64_t n = dims_.T * dims_.h;
+    if (!sequence_parallel_) {
+        tensor_group_->all_reduce(y, n, dt_, ReduceOp::sum);
+        return y;
+    }
+    tensor_group_->reduce_scatter(y, n, dt_, ReduceOp::sum);
+    return offset(y, tensor_group_->rank() * rows() * dims_.h, dt_);
 }
 
 void LlamaLayer::start_residual(void* y, const void* x) const {
@@ -258,10 +301,6 @@ void LlamaLayer::start_residual(void* y, const void* x) const {
         backend_.copy(y, x, bytes);
 }
 
-void LlamaLayer::sum_over_group(void* y) const {
-    if (tensor_group_ != nullptr) tensor_group_->all_reduce(y, dims_.T * dims_.h, dt_, ReduceOp::sum);
-}
-
 void LlamaLayer::project(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x, void* y,
                          std::int64_t n, std::int64_t k, float beta) {
     gemm(x, false, weight(w, t), true, y, dims_.T, n, k, beta);
@@ -270,10 +309,7 @@ void LlamaLayer::project(const void* w, LayerActivations& a, LayerTensor t, Laye
 }
 
 void LlamaLayer::attention_residual(const void* w, LayerActivations& a) {
-    const Dims& d = dims_;
-    start_residual(a.x2.get(), a.x.get());
-    project(w, a, LayerTensor::o, LayerTensor::o_bias, a.o.get(), a.x2.get(), d.h, d.q, 1.0f);
-    sum_over_group(a.x2.get());
+    row_parallel(w, a, LayerTensor::o, LayerTensor::o_bias, a.o.get(), dims_.q, a.x.get(), a.x2.get());
 }
 
 void LlamaLayer::drop(LayerActivations& a, Checkpointing mode) const {
@@ -348,12 +384,17 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
     void* du = offset(scratch, 2 * d.T * d.f, dt_);
     auto done = [&](LayerTensor t) { end_grad(sink, layer, t); };
 
-    bias_grad(dx, LayerTensor::down_bias, sink, layer);
-    gemm(dx, false, weight(w, LayerTensor::down), false, dm, d.T, d.f, d.h, 0.0f);  // dm = dX Wd
-    lora_backward(a, LayerTensor::down, a.m.get(), dx, dm, lora_tmp_, sink, layer);
-    if (lora_ == nullptr) {
-        gemm(dx, true, a.m.get(), false, weight_grad(sink, layer, LayerTensor::down), d.h, d.f, d.T, 1.0f);  // dWd += dX^T m
-        done(LayerTensor::down);
+    {
+        const Buffer whole = gather_rows(dx);  // sequence parallelism: the output gradient of every token
+        const void* dy = whole ? whole.get() : dx;
+        bias_grad(dy, LayerTensor::down_bias, sink, layer);
+        gemm(dy, false, weight(w, LayerTensor::down), false, dm, d.T, d.f, d.h, 0.0f);  // dm = dX Wd
+        lora_backward(a, LayerTensor::down, a.m.get(), dy, dm, lora_tmp_, sink, layer);
+        if (lora_ == nullptr) {
+            gemm(dy, true, a.m.get(), false, weight_grad(sink, layer, LayerTensor::down), d.h, d.f, d.T,
+                 1.0f);  // dWd += dX^T m
+            done(LayerTensor::down);
+        }
     }
     backend_.swiglu_backward(dg, du, dm, a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
     bias_grad(dg, LayerTensor::gate_bias, sink, layer);
@@ -363,15 +404,17 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
     lora_backward(a, LayerTensor::gate, a.n2.get(), dg, dn, lora_tmp_, sink, layer);
     lora_backward(a, LayerTensor::up, a.n2.get(), du, dn, lora_tmp_, sink, layer);
     if (lora_ == nullptr) {
-        gemm(dg, true, a.n2.get(), false, weight_grad(sink, layer, LayerTensor::gate), d.f, d.h, d.T, 1.0f);  // dWg += dg^T n2
+        const Buffer whole = gather_rows(a.n2.get());
+        const void* n2 = whole ? whole.get() : a.n2.get();
+        gemm(dg, true, n2, false, weight_grad(sink, layer, LayerTensor::gate), d.f, d.h, d.T, 1.0f);  // dWg += dg^T n2
         done(LayerTensor::gate);
-        gemm(du, true, a.n2.get(), false, weight_grad(sink, layer, LayerTensor::up), d.f, d.h, d.T, 1.0f);  // dWu += du^T n2
+        gemm(du, true, n2, false, weight_grad(sink, layer, LayerTensor::up), d.f, d.h, d.T, 1.0f);  // dWu += du^T n2
         done(LayerTensor::up);
     }
-    sum_over_group(dn);  // dn is this rank's part of the MLP's input gradient
+    const void* dn_rows = reduce_over_group(dn);  // dn was this rank's part of the MLP's input gradient
     void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::mlp_norm);
-    backend_.rmsnorm_backward(dx, dnorm, dn, a.x2.get(), weight(w, LayerTensor::mlp_norm), a.rstd2.as<float>(), d.T,
-                              d.h, true, dt_);
+    backend_.rmsnorm_backward(dx, dnorm, dn_rows, a.x2.get(), weight(w, LayerTensor::mlp_norm), a.rstd2.as<float>(),
+                              rows(), d.h, true, dt_);
     done(LayerTensor::mlp_norm);
 }
 
@@ -384,13 +427,17 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     void* dv = offset(scratch, 2 * d.T * d.q + d.T * d.kv, dt_);  // (T, kv)
     auto done = [&](LayerTensor t) { end_grad(sink, layer, t); };
 
-    bias_grad(dx, LayerTensor::o_bias, sink, layer);
-    gemm(dx, false, weight(w, LayerTensor::o), false, dout, d.T, d.q, d.h, 0.0f);  // do = dX Wo
-    lora_backward(a, LayerTensor::o, a.o.get(), dx, dout, lora_tmp_, sink, layer);
-    if (lora_ == nullptr) {
-        gemm(dx, true, a.o.get(), false, weight_grad(sink, layer, LayerTensor::o), d.h, d.q, d.T,
-             1.0f);  // dWo += dX^T o
-        done(LayerTensor::o);
+    {
+        const Buffer whole = gather_rows(dx);  // sequence parallelism: the output gradient of every token
+        const void* dy = whole ? whole.get() : dx;
+        bias_grad(dy, LayerTensor::o_bias, sink, layer);
+        gemm(dy, false, weight(w, LayerTensor::o), false, dout, d.T, d.q, d.h, 0.0f);  // do = dX Wo
+        lora_backward(a, LayerTensor::o, a.o.get(), dy, dout, lora_tmp_, sink, layer);
+        if (lora_ == nullptr) {
+            gemm(dy, true, a.o.get(), false, weight_grad(sink, layer, LayerTensor::o), d.h, d.q, d.T,
+                 1.0f);  // dWo += dX^T o
+            done(LayerTensor::o);
+        }
     }
     kernels::AttentionBackwardArgs args;
     args.shape = attention_shape();
@@ -422,18 +469,19 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     lora_backward(a, LayerTensor::k, a.n1.get(), dk, dn, lora_tmp_, sink, layer);
     lora_backward(a, LayerTensor::v, a.n1.get(), dv, dn, lora_tmp_, sink, layer);
     if (lora_ == nullptr) {
-        gemm(dq, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::q), d.q, d.h, d.T,
-             1.0f);  // dWq += dq^T n1
+        const Buffer whole = gather_rows(a.n1.get());
+        const void* n1 = whole ? whole.get() : a.n1.get();
+        gemm(dq, true, n1, false, weight_grad(sink, layer, LayerTensor::q), d.q, d.h, d.T, 1.0f);  // dWq += dq^T n1
         done(LayerTensor::q);
-        gemm(dk, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::k), d.kv, d.h, d.T, 1.0f);
+        gemm(dk, true, n1, false, weight_grad(sink, layer, LayerTensor::k), d.kv, d.h, d.T, 1.0f);
         done(LayerTensor::k);
-        gemm(dv, true, a.n1.get(), false, weight_grad(sink, layer, LayerTensor::v), d.kv, d.h, d.T, 1.0f);
+        gemm(dv, true, n1, false, weight_grad(sink, layer, LayerTensor::v), d.kv, d.h, d.T, 1.0f);
         done(LayerTensor::v);
     }
-    sum_over_group(dn);  // dn is this rank's part of attention's input gradient
+    const void* dn_rows = reduce_over_group(dn);  // dn was this rank's part of attention's input gradient
     void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::attn_norm);
-    backend_.rmsnorm_backward(dx, dnorm, dn, a.x.get(), weight(w, LayerTensor::attn_norm), a.rstd1.as<float>(), d.T,
-                              d.h, true, dt_);
+    backend_.rmsnorm_backward(dx, dnorm, dn_rows, a.x.get(), weight(w, LayerTensor::attn_norm), a.rstd1.as<float>(),
+                              rows(), d.h, true, dt_);
     done(LayerTensor::attn_norm);
 }
 

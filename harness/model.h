@@ -99,8 +99,20 @@ public:
     void set_ones(const void* ones) { ones_ = ones; }
     // Tensor parallelism (core/tensor_parallel.h): the weights are this rank's shards, and the row-parallel
     // outputs (x2, the layer output) and the column-parallel regions' input gradients (dn) are summed over
-    // `group`; the residual enters the sum on its rank 0 only.
-    void set_tensor_parallel(Comm* group) { tensor_group_ = group; }
+    // `group`; the residual enters the sum on its rank 0 only. With sequence parallelism the residual
+    // stream (x, n1, x2, n2, their rstd, the output and its gradient) holds this rank's rows() of the
+    // tokens: each region gathers its input whole (tag comm) and reduce-scatters its output.
+    void set_tensor_parallel(Comm* group, bool sequence_parallel) {
+        tensor_group_ = group;
+        sequence_parallel_ = group != nullptr && sequence_parallel;
+    }
+    // Rows of the residual stream on this rank: T, or T / tp with sequence parallelism.
+    std::int64_t rows() const { return sequence_parallel_ ? dims_.T / tensor_group_->world_size() : dims_.T; }
+    // Sequence parallelism: `part` (rows(), h) gathered into a whole (T, h) buffer (tag comm); empty without.
+    Buffer gather_rows(const void* part) const;
+    // y (T, h) summed over the group: in place, or with sequence parallelism reduce-scattered; returns this
+    // rank's rows of the sum (y itself without sequence parallelism).
+    void* reduce_over_group(void* y) const;
 
     // Allocates every §3 buffer but x (which holds the input), computes the
     // layer, and writes x + attention + MLP into `out` (T, h) when not null.
@@ -154,8 +166,9 @@ private:
     void recompute_unsaved(const void* weights, LayerActivations& a);  // selective_op's dropped tensors
     // y (T, h) = the residual x where it enters the sum: every rank alone, tensor-parallel rank 0; else 0.
     void start_residual(void* y, const void* x) const;
-    // y (T, h) summed over the tensor-parallel group, when there is one.
-    void sum_over_group(void* y) const;
+    // out (rows(), h) = residual + y W^T over the group: the row-parallel linear `t` of input x (T, k).
+    void row_parallel(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x,
+                      std::int64_t k, const void* residual, void* out);
 
     kernels::Backend& backend_;
     Allocator& memory_;
@@ -170,6 +183,7 @@ private:
     void* dequantized_ = nullptr;     // QLoRA: the dequantized weight of the current GEMM
     const void* ones_ = nullptr;      // biases: (T) ones
     Comm* tensor_group_ = nullptr;    // tensor parallelism's group, or none
+    bool sequence_parallel_ = false;
 };
 
 }  // namespace tune::harness

@@ -172,15 +172,28 @@ private:
     float* ptr_;
 };
 
+namespace {
+
+// What of a tensor-parallel configuration the engine does not split yet, or null.
+const char* unsplit_part(const TrialConfig& c) {
+    const ModelSpec& m = c.model;
+    if (c.adapters()) return "LoRA and QLoRA adapters";
+    if (c.offload != Offload::none) return "offload";
+    if (m.o_bias || m.mlp_bias) return "the row-parallel linears' biases";
+    if (m.qk_norm) return "the q/k norms' weights over its heads";
+    if (c.tensor_parallel > m.kv_heads) return "KV heads replicated over more ranks than they are";
+    if (!c.sequence_parallel) return nullptr;
+    if (c.checkpointing == Checkpointing::selective_op) return "sequence parallelism with selective-op checkpointing";
+    if (c.optimizer == Optimizer::lomo) return "sequence parallelism with LOMO's fused update";
+    if (c.neftune_alpha > 0) return "sequence parallelism with NEFTune's noise";
+    return nullptr;
+}
+
+}  // namespace
+
 std::optional<std::string> tensor_parallel_unsupported(const TrialConfig& config) {
     if (config.tensor_parallel <= 1) return std::nullopt;
-    const ModelSpec& m = config.model;
-    const char* part = config.sequence_parallel              ? "sequence parallelism"
-                       : config.adapters()                   ? "LoRA and QLoRA adapters"
-                       : config.offload != Offload::none     ? "offload"
-                       : m.o_bias || m.mlp_bias              ? "the row-parallel linears' biases"
-                       : config.tensor_parallel > m.kv_heads ? "KV heads replicated over more ranks than they are"
-                                                             : nullptr;
+    const char* part = unsplit_part(config);
     if (part == nullptr) return std::nullopt;
     return fmt::format(
         "tensor_parallel {}: tune's engine does not split {} across ranks yet, so it cannot train this "
@@ -279,7 +292,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     if (tensor_group_) {
         if (init != nullptr)
             throw std::invalid_argument("tensor parallelism starts from random weights: an initial model is whole");
-        layer_.set_tensor_parallel(tensor_group_.get());
+        layer_.set_tensor_parallel(tensor_group_.get(), config.sequence_parallel);
         tp_source_ = tensor_parallel_source(config.model, layout_, tensor_rank(), config.adam8bit_block);
     }
     scalars_ = std::make_unique<Scalars>(backend);
@@ -339,12 +352,17 @@ std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64
     std::vector<LayerActivations> acts(static_cast<std::size_t>(d.L) + 1);  // the last holds xL only
     {
         const Weights outer = gather(layout_.outer_index());
-        acts[0].x = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
-        backend_.embedding_forward(acts[0].x.get(), inputs.as<std::int32_t>(),
-                                   outer_tensor(outer, OuterTensor::embedding), d.T, d.h, d.V, plan_.weights,
-                                   vocab_range());
-        // Vocabulary-parallel: each rank looked up its tokens, the others' rows are zero.
-        if (tensor_group_) tensor_group_->all_reduce(acts[0].x.get(), d.T * d.h, plan_.weights, ReduceOp::sum);
+        const std::uint64_t rows_bytes = bytes_of(layer_.rows() * d.h, plan_.weights);
+        acts[0].x = memory_.allocate(Component::activations, rows_bytes);
+        // Vocabulary-parallel: each rank looks up its tokens, the others' rows are zero, and the sum over
+        // the group is every token's (with sequence parallelism this rank keeps its rows of it).
+        Buffer whole =
+            layer_.rows() < d.T ? memory_.allocate(Component::comm, bytes_of(d.T * d.h, plan_.weights)) : Buffer{};
+        void* lookup = whole ? whole.get() : acts[0].x.get();
+        backend_.embedding_forward(lookup, inputs.as<std::int32_t>(), outer_tensor(outer, OuterTensor::embedding), d.T,
+                                   d.h, d.V, plan_.weights, vocab_range());
+        const void* mine = layer_.reduce_over_group(lookup);
+        if (whole) backend_.copy(acts[0].x.get(), mine, rows_bytes);
     }
     if (config_.neftune_alpha > 0)
         backend_.neftune_noise(acts[0].x.get(), d.T * d.h,
@@ -354,7 +372,7 @@ std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64
     for (std::size_t i = 0; i < static_cast<std::size_t>(d.L); ++i) {
         const Weights w = gather(i);
         const Weights adapters = gather_adapters(i);
-        Buffer out = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
+        Buffer out = memory_.allocate(Component::activations, bytes_of(layer_.rows() * d.h, plan_.weights));
         layer_.forward(w.ptr, acts[i], out.get(), adapters.ptr);
         layer_.drop(acts[i], config_.checkpointing);
         acts[i + 1].x = std::move(out);
@@ -371,17 +389,21 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     const Weights w = gather(outer);
     const bool frozen = lora_.has_value();  // the head and final norm get no gradients (§9)
     if (!frozen) sink.open(outer);
-    Buffer nf = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
-    Buffer rstd = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
-    backend_.rmsnorm_forward(nf.get(), rstd.as<float>(), last.x.get(), outer_tensor(w, OuterTensor::final_norm), d.T,
-                             d.h, d.eps, plan_.weights);
-    Buffer dnf = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
+    const std::int64_t r = layer_.rows();  // the residual stream's rows on this rank
+    Buffer nf = memory_.allocate(Component::activations, bytes_of(r * d.h, plan_.weights));
+    Buffer rstd = memory_.allocate(Component::activations, bytes_of(r, DType::f32));
+    backend_.rmsnorm_forward(nf.get(), rstd.as<float>(), last.x.get(), outer_tensor(w, OuterTensor::final_norm), r, d.h,
+                             d.eps, plan_.weights);
+    Buffer dnf = memory_.allocate(Component::activations, bytes_of(r * d.h, plan_.weights));
+    // Sequence parallelism: the head reads every token's nf and writes every token's dnf (tag comm).
+    Buffer nf_whole = layer_.gather_rows(nf.get());
+    Buffer dnf_whole = nf_whole ? memory_.allocate(Component::comm, bytes_of(d.T * d.h, plan_.weights)) : Buffer{};
     kernels::LmHeadLossArgs args;
     args.rows = d.T, args.hidden = d.h, args.vocab = d.V, args.chunk_rows = head_chunk_rows(d);
     args.dtype = plan_.weights;
-    args.x = nf.get(), args.weight = outer_tensor(w, layout_.head());
+    args.x = nf_whole ? nf_whole.get() : nf.get(), args.weight = outer_tensor(w, layout_.head());
     args.targets = targets.as<std::int32_t>(), args.losses = losses.as<float>();
-    args.dx = dnf.get();
+    args.dx = dnf_whole ? dnf_whole.get() : dnf.get();
     args.grad_scale = loss_scale / static_cast<float>(d.T * config_.grad_accum);
     const std::optional<GroupCombine> combine =
         tensor_group_ ? std::optional<GroupCombine>(*tensor_group_) : std::nullopt;
@@ -396,17 +418,19 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     kernels::lm_head_loss(backend_, args, {logits.get(), logits.bytes()});
     logits.reset();
     if (!frozen && !tied) sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
-    // Each vocabulary shard's part of the final norm's output gradient.
-    if (tensor_group_) tensor_group_->all_reduce(dnf.get(), d.T * d.h, plan_.weights, ReduceOp::sum);
+    // Each vocabulary shard's part of the final norm's output gradient, summed (this rank's rows of it).
+    nf_whole.reset();
+    const void* dnf_rows = layer_.reduce_over_group(args.dx);
+    if (dnf_whole) backend_.copy(dnf.get(), dnf_rows, dnf.bytes());
+    dnf_whole.reset();
 
-    Buffer dx = memory_.allocate(Component::activations, bytes_of(d.T * d.h, plan_.weights));
+    Buffer dx = memory_.allocate(Component::activations, bytes_of(r * d.h, plan_.weights));
     // A frozen norm's gradient goes to a throwaway (h): the kernels always accumulate one.
     Buffer norm_sink = frozen ? memory_.allocate(Component::activations, bytes_of(d.h, plan_.weights)) : Buffer{};
-    backend_.rmsnorm_backward(dx.get(),
-                              frozen ? norm_sink.get()
-                                     : sink.begin(outer, static_cast<std::size_t>(OuterTensor::final_norm)),
-                              dnf.get(), last.x.get(), outer_tensor(w, OuterTensor::final_norm), rstd.as<float>(), d.T,
-                              d.h, false, plan_.weights);
+    backend_.rmsnorm_backward(
+        dx.get(), frozen ? norm_sink.get() : sink.begin(outer, static_cast<std::size_t>(OuterTensor::final_norm)),
+        dnf.get(), last.x.get(), outer_tensor(w, OuterTensor::final_norm), rstd.as<float>(), r, d.h, false,
+        plan_.weights);
     norm_sink.reset();
     if (!frozen) sink.end(outer, static_cast<std::size_t>(OuterTensor::final_norm));
     dnf.reset(), nf.reset(), rstd.reset(), last.x.reset();
@@ -443,8 +467,10 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
     memory_.set_phase("embed-backward");
     const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
     sink.open(layout_.outer_index());
-    backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx.get(), d.T,
-                                d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()}, vocab_range());
+    const Buffer dx_whole = layer_.gather_rows(dx.get());  // sequence parallelism: every token's gradient
+    backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(),
+                                dx_whole ? dx_whole.get() : dx.get(), d.T, d.h, d.V, plan_.weights,
+                                {workspace_.get(), workspace_.bytes()}, vocab_range());
     sink.end(layout_.outer_index(), embedding);
     sink.close(layout_.outer_index());
     return mean_loss(losses, d.T);
@@ -467,24 +493,25 @@ bool Trainer::counted_elsewhere(std::size_t buffer, std::size_t tensor) const {
     return tensor_group_ && tensor_rank() != 0 && tp_source_[buffer][tensor].replicated;
 }
 
-void Trainer::replicated_sum_squares(float* sum) {
+void Trainer::for_each_owned_replicated(const std::function<void(void*, std::int64_t)>& f) {
     const ZeroPlan& zero = model_->zero();
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
-        const FlatLayout& f = layout_.flat(i);
+        const FlatLayout& flat = layout_.flat(i);
         // The buffer's elements this rank owns, and where the first of them is in grads(i).
         const bool sharded = zero.updates_own_shard_only();
-        const std::int64_t lo = sharded ? comm_.rank() * f.shard : 0, hi = sharded ? lo + f.shard : f.padded;
+        const std::int64_t lo = sharded ? comm_.rank() * flat.shard : 0, hi = sharded ? lo + flat.shard : flat.padded;
         const std::int64_t at = zero.shards_gradients ? lo : 0;
-        for (std::size_t t = 0; t < f.tensors.size(); ++t) {
+        for (std::size_t t = 0; t < flat.tensors.size(); ++t) {
             if (!tp_source_[i][t].replicated) continue;
-            const TensorView& v = f.tensors[t];
+            const TensorView& v = flat.tensors[t];
             const std::int64_t a = std::max(lo, v.offset), b = std::min(hi, v.offset + v.numel());
-            if (a < b)
-                backend_.sum_squares(
-                    sum, static_cast<const unsigned char*>(model_->grads(i)) + bytes_of(a - at, plan_.weights), b - a,
-                    plan_.weights);
+            if (a < b) f(static_cast<unsigned char*>(model_->grads(i)) + bytes_of(a - at, plan_.weights), b - a);
         }
     }
+}
+
+void Trainer::replicated_sum_squares(float* sum) {
+    for_each_owned_replicated([&](void* g, std::int64_t n) { backend_.sum_squares(sum, g, n, plan_.weights); });
 }
 
 // Over the gradients this rank owns, summed where they live (the host's
@@ -537,6 +564,10 @@ double Trainer::compute_gradients() {
         if (zero.all_reduces_gradients()) comm_.all_reduce(grads, n, plan_.weights, ReduceOp::average);
         else comm_.reduce_scatter(grads, n, plan_.weights, ReduceOp::average);
     }
+    // Sequence parallelism: each rank's norms saw its rows of the sequence; their gradients sum over the group.
+    if (config_.sequence_parallel && tensor_group_)
+        for_each_owned_replicated(
+            [&](void* g, std::int64_t n) { tensor_group_->all_reduce(g, n, plan_.weights, ReduceOp::sum); });
     return loss / config_.grad_accum;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,6 +100,8 @@ private:
     double gradient_sum_squares();
     // Tensor parallelism: the sum of squares of the replicated tensors' gradients this rank owns, into `sum`.
     void replicated_sum_squares(float* sum);
+    // f(gradient, elements) over each piece of a replicated tensor's gradient this rank owns.
+    void for_each_owned_replicated(const std::function<void(void*, std::int64_t)>& f);
     // Whether the tensor's gradient is counted by another tensor-parallel rank (a replicated tensor off rank 0).
     bool counted_elsewhere(std::size_t buffer, std::size_t tensor) const;
     // The vocabulary this rank's embedding and head rows hold: its shard of the padded vocabulary.

@@ -111,9 +111,9 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
     StepMemory s;
     s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer + a.gathered, 0);
     const std::uint64_t head = a.io + m.layers * a.kept + 3 * a.hidden + a.rstd;
-    const ComponentBytes chunks = phase(head, a.logits, outer_gathered + a.gathered, 0);
+    const ComponentBytes chunks = phase(head, a.logits, outer_gathered + 2 * a.gathered, 0);
     // + the norm's sink
-    const ComponentBytes norm = phase(head + a.hidden + gb * m.hidden, 0, outer_gathered + a.gathered, 0);
+    const ComponentBytes norm = phase(head + a.hidden + gb * m.hidden, 0, outer_gathered, 0);
     s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
     s.phases[2] =
         phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm + a.gathered, adapters.max_tensor);
@@ -297,12 +297,13 @@ StepMemory step_memory(const ModelSpec& model, const TrialConfig& c, const Hardw
     // LOMO with tied embeddings: the head begins the embedding's gradient and
     // the embedding backward ends it, so it is held through the layers.
     const std::uint64_t tied = lomo && m.tied_embeddings ? m.vocab * m.hidden : 0;
-    const ComponentBytes chunks = phase(head, a.logits, outer_comm + a.gathered, layout.outer.max_tensor);
-    const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm + a.gathered, m.hidden + tied);
+    // Sequence parallelism: the chunks read every token's nf and write every token's dnf (two gathered).
+    const ComponentBytes chunks = phase(head, a.logits, outer_comm + 2 * a.gathered, layout.outer.max_tensor);
+    const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm, m.hidden + tied);
     s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
     s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm + a.gathered,
                         layout.layer.max_tensor + tied);
-    s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket, layout.outer.max_tensor);
+    s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket + a.gathered, layout.outer.max_tensor);  // + every token's dx
     // Adafactor over shards completes its sums over ranks one buffer at a time.
     const bool sums =
         c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.world_size > 1;

@@ -17,8 +17,11 @@ void add_activation_calls(std::vector<TensorParallelCall>& out, const ModelSpec&
     const double layers = static_cast<double>(m.layers);
     const Recomputed again = recomputed(c.checkpointing);
     double rerun_rows = 0;  // row-parallel linears whose forward runs again (o under full and selective-op)
-    for (const Linear& l : layer_linears(m, c))
+    bool reruns = false;    // any linear: the recompute gathers both regions' inputs (sequence parallelism)
+    for (const Linear& l : layer_linears(m, c)) {
         if (l.adds_to_residual && again.reruns(l)) rerun_rows += 1;
+        reruns = reruns || again.reruns(l);
+    }
     const auto add = [&](Collective op, double per_micro_batch) {
         if (per_micro_batch > 0) out.push_back({op, activation, per_micro_batch * micro_batches, tp.tp});
     };
@@ -30,7 +33,7 @@ void add_activation_calls(std::vector<TensorParallelCall>& out, const ModelSpec&
     // Forward: the embedding's reduce-scatter, each region's gather and reduce-scatter, the head's gather.
     // Backward: per region the output gradient gathered, the input gradient reduce-scattered and the
     // input gathered again; the head's dX reduce-scattered, the embedding's output gradient gathered.
-    add(Collective::all_gather, layers * (2 + rerun_rows + 4) + 1 + 1);
+    add(Collective::all_gather, layers * (2 + (reruns ? 2 : 0) + 4) + 1 + 1);
     add(Collective::reduce_scatter, 1 + layers * (2 + rerun_rows + 2) + 1);
 }
 

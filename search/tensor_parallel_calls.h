@@ -12,6 +12,7 @@
 //     of its input and a reduce-scatter of its output; backward gathers the
 //     output gradient, reduce-scatters the input gradient and gathers the
 //     input again for the weight gradients (Korthikanti et al. 2022, §4.2.2);
+//     a recompute gathers both regions' inputs again;
 //   the parallel cross-entropy: three all-reduces of one fp32 per row and
 //     LM-head chunk (max, sum of exponentials, target logit);
 //   per step: KV weight gradients summed over the ranks that replicate a KV

@@ -298,7 +298,10 @@ TEST_CASE("tune's engine refuses the parts of tensor parallelism it cannot train
         CHECK_THAT(*why,
                    Catch::Contains(std::string(part)) && Catch::Contains("estimate") && Catch::Contains("megatron"));
     };
-    refused(llama70b(2, 8, true), "sequence parallelism");
+    TrialConfig fused = llama70b(2, 8, true);
+    fused.optimizer = Optimizer::lomo;
+    refused(fused, "LOMO");
+    CHECK_FALSE(harness::tensor_parallel_unsupported(llama70b(2, 8, true)));
     TrialConfig lora = llama70b(2, 8);
     lora.method = Method::lora;
     refused(lora, "adapters");

@@ -2,8 +2,10 @@
 // that split every layer train the model one rank trains whole, so after
 // three steps in fp32 their losses are the single rank's within 1e-5, alone
 // (tp = the world) and beside data parallelism with ZeRO 0-3 (2 x 2 on four
-// ranks, against one rank with both replicas' rows). Every rank's tagged peak
-// equals the estimate, component by component. Runs under 2 and 4 ranks.
+// ranks, against one rank with both replicas' rows), with and without
+// sequence parallelism. Every rank's tagged peak equals the estimate,
+// component by component, and the bytes the group moves equal the schedule's.
+// Runs under 2 and 4 ranks.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -25,8 +27,9 @@ namespace {
 using namespace tune;
 
 // `small`: 8 heads, 4 KV heads, ffn 688, vocabulary 2048: tp 2 and 4 split all of them.
-TrialConfig tp_config(Optimizer o, std::uint32_t tp, std::uint32_t world, std::uint32_t stage) {
+TrialConfig tp_config(Optimizer o, std::uint32_t tp, std::uint32_t world, std::uint32_t stage, bool sp = false) {
     TrialConfig c;
+    c.sequence_parallel = sp;
     c.model = *find_model("small");
     c.optimizer = o, c.precision = Precision::fp32, c.zero_stage = stage;
     c.world_size = world, c.tensor_parallel = tp;
@@ -53,7 +56,7 @@ std::vector<double> losses(harness::Comm& comm, const TrialConfig& c) {
 // The same configuration on one rank, with every replica's rows in its micro-batch.
 std::vector<double> single_rank_losses(TrialConfig c) {
     c.micro_batch *= data_parallel_size(c);
-    c.world_size = 1, c.tensor_parallel = 1;
+    c.world_size = 1, c.tensor_parallel = 1, c.sequence_parallel = false;
     harness::SingleRankComm one;
     return losses(one, c);
 }
@@ -70,8 +73,12 @@ TEST_CASE("tensor-parallel ranks give one rank's losses after three steps, AdamW
           "[mpi][tensor-parallel]") {
     harness::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
-    for (Optimizer o : {Optimizer::adamw, Optimizer::lion, Optimizer::lomo}) {
-        const TrialConfig c = tp_config(o, n, n, 0);
+    for (const auto& [o, sp] : {std::pair{Optimizer::adamw, false},
+                                {Optimizer::lion, false},
+                                {Optimizer::lomo, false},
+                                {Optimizer::adamw, true},
+                                {Optimizer::lion, true}}) {
+        const TrialConfig c = tp_config(o, n, n, 0, sp);
         const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
         INFO(summary(c) << ": step losses " << split[0] << ", " << split[1] << ", " << split[2] << " against "
                         << whole[0] << ", " << whole[1] << ", " << whole[2]);
@@ -106,7 +113,7 @@ TEST_CASE("tensor x data parallel 2 x 2 with ZeRO 0-3 gives one rank's losses", 
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     if (n != 4) return;  // the grid needs four ranks (ctest mpi_ranks_4)
     for (std::uint32_t stage = 0; stage <= 3; ++stage) {
-        const TrialConfig c = tp_config(Optimizer::adamw, 2, 4, stage);
+        const TrialConfig c = tp_config(Optimizer::adamw, 2, 4, stage, stage % 2 == 1);  // 1 and 3 with sp
         const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
         INFO(summary(c) << ": last loss " << split[2] << " against " << whole[2]);
         CHECK(worst(split, whole) < 1e-5);
@@ -116,8 +123,11 @@ TEST_CASE("tensor x data parallel 2 x 2 with ZeRO 0-3 gives one rank's losses", 
 TEST_CASE("the bytes the tensor-parallel collectives move equal the schedule's", "[mpi][tensor-parallel]") {
     harness::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
-    for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
-        TrialConfig c = tp_config(Optimizer::adamw, n, n, 0);  // one replica: no data-parallel traffic
+    for (const auto& [ck, sp] : {std::pair{Checkpointing::none, false},
+                                 {Checkpointing::full, false},
+                                 {Checkpointing::none, true},
+                                 {Checkpointing::full, true}}) {
+        TrialConfig c = tp_config(Optimizer::adamw, n, n, 0, sp);  // one replica: no data-parallel traffic
         c.checkpointing = ck, c.grad_accum = 2;
         harness::MpiComm fresh(test::mpi_runtime());  // counts from zero
         const TrialResult r = harness::run_trial(c, test::quiet_trial(), fresh);
@@ -133,8 +143,12 @@ TEST_CASE("every tensor-parallel rank's measured peak equals the estimate, compo
     harness::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (std::uint32_t stage : {0u, 3u})
-        for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
-            TrialConfig c = tp_config(Optimizer::adamw, 2, n, stage);
+        for (const auto& [ck, sp] : {std::pair{Checkpointing::none, false},
+                                     {Checkpointing::full, false},
+                                     {Checkpointing::none, true},
+                                     {Checkpointing::full, true},
+                                     {Checkpointing::selective, true}}) {
+            TrialConfig c = tp_config(Optimizer::adamw, 2, n, stage, sp);
             c.precision = Precision::bf16_mixed, c.checkpointing = ck, c.steps = 2;
             const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
             INFO(summary(c) << " on " << n << " ranks: " << r.reason);

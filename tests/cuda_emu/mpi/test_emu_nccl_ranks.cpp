@@ -185,15 +185,21 @@ TEST_CASE("emulated NCCL on 2 ranks: short trials per optimizer, precision and Z
 TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, memory as estimated") {
     // Each rank holds half of every layer's matrices and of the vocabulary; the row-parallel outputs, the
     // regions' input gradients, the embedding and the head's statistics are summed over NCCL.
-    const std::pair<Optimizer, Precision> combos[] = {{Optimizer::adamw, Precision::bf16_mixed},
-                                                      {Optimizer::lomo, Precision::fp32}};
+    struct Combo {
+        Optimizer optimizer;
+        Precision precision;
+        bool sequence_parallel;
+    };
+    const Combo combos[] = {{Optimizer::adamw, Precision::bf16_mixed, false},
+                            {Optimizer::lomo, Precision::fp32, false},
+                            {Optimizer::lion, Precision::bf16_mixed, true}};
     harness::TrialOptions on_gpu, on_cpu;
     on_gpu.backend = BackendKind::cuda;
     on_cpu.backend = BackendKind::cpu;
     on_gpu.log = on_cpu.log = nullptr;
-    for (const auto& [optimizer, precision] : combos) {
+    for (const auto& [optimizer, precision, sp] : combos) {
         TrialConfig c = two_rank_trial(optimizer, precision, 0);
-        c.tensor_parallel = 2;
+        c.tensor_parallel = 2, c.sequence_parallel = sp;
         auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
         const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
         harness::MpiComm mpi(test::mpi_runtime());
