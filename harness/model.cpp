@@ -376,6 +376,20 @@ void LlamaLayer::recompute_unsaved(const void* w, LayerActivations& a) {
     backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
 }
 
+void LlamaLayer::row_parallel_backward(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias,
+                                       const void* x, const void* dx, void* din, std::int64_t k, GradSink& sink,
+                                       std::size_t layer) const {
+    const Dims& d = dims_;
+    const Buffer whole = gather_rows(dx);  // sequence parallelism: the output gradient of every token
+    const void* dy = whole ? whole.get() : dx;
+    bias_grad(dy, bias, sink, layer);
+    gemm(dy, false, weight(w, t), false, din, d.T, k, d.h, 0.0f);  // din = dY W
+    lora_backward(a, t, x, dy, din, lora_tmp_, sink, layer);
+    if (lora_ != nullptr) return;
+    gemm(dy, true, x, false, weight_grad(sink, layer, t), d.h, k, d.T, 1.0f);  // dW += dY^T x
+    end_grad(sink, layer, t);
+}
+
 void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
                               std::size_t layer) const {
     const Dims& d = dims_;
@@ -384,18 +398,7 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
     void* du = offset(scratch, 2 * d.T * d.f, dt_);
     auto done = [&](LayerTensor t) { end_grad(sink, layer, t); };
 
-    {
-        const Buffer whole = gather_rows(dx);  // sequence parallelism: the output gradient of every token
-        const void* dy = whole ? whole.get() : dx;
-        bias_grad(dy, LayerTensor::down_bias, sink, layer);
-        gemm(dy, false, weight(w, LayerTensor::down), false, dm, d.T, d.f, d.h, 0.0f);  // dm = dX Wd
-        lora_backward(a, LayerTensor::down, a.m.get(), dy, dm, lora_tmp_, sink, layer);
-        if (lora_ == nullptr) {
-            gemm(dy, true, a.m.get(), false, weight_grad(sink, layer, LayerTensor::down), d.h, d.f, d.T,
-                 1.0f);  // dWd += dX^T m
-            done(LayerTensor::down);
-        }
-    }
+    row_parallel_backward(w, a, LayerTensor::down, LayerTensor::down_bias, a.m.get(), dx, dm, d.f, sink, layer);
     backend_.swiglu_backward(dg, du, dm, a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
     bias_grad(dg, LayerTensor::gate_bias, sink, layer);
     bias_grad(du, LayerTensor::up_bias, sink, layer);
@@ -427,18 +430,7 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     void* dv = offset(scratch, 2 * d.T * d.q + d.T * d.kv, dt_);  // (T, kv)
     auto done = [&](LayerTensor t) { end_grad(sink, layer, t); };
 
-    {
-        const Buffer whole = gather_rows(dx);  // sequence parallelism: the output gradient of every token
-        const void* dy = whole ? whole.get() : dx;
-        bias_grad(dy, LayerTensor::o_bias, sink, layer);
-        gemm(dy, false, weight(w, LayerTensor::o), false, dout, d.T, d.q, d.h, 0.0f);  // do = dX Wo
-        lora_backward(a, LayerTensor::o, a.o.get(), dy, dout, lora_tmp_, sink, layer);
-        if (lora_ == nullptr) {
-            gemm(dy, true, a.o.get(), false, weight_grad(sink, layer, LayerTensor::o), d.h, d.q, d.T,
-                 1.0f);  // dWo += dX^T o
-            done(LayerTensor::o);
-        }
-    }
+    row_parallel_backward(w, a, LayerTensor::o, LayerTensor::o_bias, a.o.get(), dx, dout, d.q, sink, layer);
     kernels::AttentionBackwardArgs args;
     args.shape = attention_shape();
     args.dtype = dt_;

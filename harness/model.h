@@ -166,6 +166,10 @@ private:
     void recompute_unsaved(const void* weights, LayerActivations& a);  // selective_op's dropped tensors
     // y (T, h) = the residual x where it enters the sum: every rank alone, tensor-parallel rank 0; else 0.
     void start_residual(void* y, const void* x) const;
+    // The backward of row-parallel linear t (o, down) of input x (T, k): din (T, k) = dY W and dW += dY^T x, with
+    // dY every token's output gradient (dx gathered with sequence parallelism).
+    void row_parallel_backward(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x,
+                               const void* dx, void* din, std::int64_t k, GradSink& sink, std::size_t layer) const;
     // out (rows(), h) = residual + y W^T over the group: the row-parallel linear `t` of input x (T, k).
     void row_parallel(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x,
                       std::int64_t k, const void* residual, void* out);

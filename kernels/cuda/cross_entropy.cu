@@ -34,6 +34,13 @@ __device__ float row_log_sum_exp(const float* x, std::int64_t vocab, float* shar
     return row_max + logf(block_sum(scaled, shared));
 }
 
+// A target past the vocabulary, reported once for its row: the row stops there.
+__device__ bool target_past(std::int32_t target, std::int64_t row, std::int64_t vocab, DeviceErrorRecord* errors) {
+    if (target < vocab) return false;
+    if (threadIdx.x == 0) report_device_error(errors, DeviceErrorCode::target_out_of_range, target, row, vocab);
+    return true;
+}
+
 // losses (N), dlogits (N, V) in T (may alias logits when T is float).
 template <class T>
 __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* targets, float* losses, T* dlogits,
@@ -42,10 +49,7 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* ta
     const std::int64_t row = blockIdx.x;
     const float* x = logits + row * vocab;
     const std::int32_t target = targets[row];
-    if (target >= vocab) {
-        if (threadIdx.x == 0) report_device_error(errors, DeviceErrorCode::target_out_of_range, target, row, vocab);
-        return;
-    }
+    if (target_past(target, row, vocab, errors)) return;
     const bool ignored = target < 0;
     const float lse = ignored ? 0.0f : row_log_sum_exp(x, vocab, shared);
     if (threadIdx.x == 0) losses[row] = ignored ? 0.0f : lse - x[target];
@@ -68,10 +72,7 @@ __global__ void cross_entropy_shard_kernel(const float* logits, const std::int32
     const std::int64_t row = blockIdx.x;
     const float* x = logits + row * vocab;
     const std::int32_t target = targets[row];
-    if (target >= total) {
-        if (threadIdx.x == 0) report_device_error(errors, DeviceErrorCode::target_out_of_range, target, row, total);
-        return;
-    }
+    if (target_past(target, row, total, errors)) return;
     const std::int64_t column = math::shard_column(target, begin, vocab);
     float* row_max = stats + row;
     float* sum_exp = stats + rows + row;
