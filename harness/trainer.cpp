@@ -180,7 +180,7 @@ const char* unsplit_part(const TrialConfig& c) {
     if (c.adapters()) return "LoRA and QLoRA adapters";
     if (c.offload != Offload::none) return "offload";
     if (m.o_bias || m.mlp_bias) return "the row-parallel linears' biases";
-    if (m.qk_norm) return "the q/k norms' weights over its heads";
+    if (m.qk_norm && c.optimizer == Optimizer::lomo) return "LOMO's fused update of the q/k norms' weights";
     if (c.tensor_parallel > m.kv_heads) return "KV heads replicated over more ranks than they are";
     if (!c.sequence_parallel) return nullptr;
     if (c.checkpointing == Checkpointing::selective_op) return "sequence parallelism with selective-op checkpointing";
@@ -493,7 +493,17 @@ bool Trainer::counted_elsewhere(std::size_t buffer, std::size_t tensor) const {
     return tensor_group_ && tensor_rank() != 0 && tp_source_[buffer][tensor].replicated;
 }
 
-void Trainer::for_each_owned_replicated(const std::function<void(void*, std::int64_t)>& f) {
+// A replicated tensor's gradient is each rank's part of a sum over the group where the rank saw part of
+// what it applies to: its rows of the sequence (sequence parallelism: every norm), or its heads (Qwen3's
+// q/k norms, one head_dim weight for every head).
+bool Trainer::partial_over_group(std::size_t buffer, std::size_t tensor) const {
+    if (config_.sequence_parallel) return true;
+    return buffer != layout_.outer_index() &&
+           ((layout_.has(LayerTensor::q_norm) && tensor == layout_.index(LayerTensor::q_norm)) ||
+            (layout_.has(LayerTensor::k_norm) && tensor == layout_.index(LayerTensor::k_norm)));
+}
+
+void Trainer::for_each_owned_replicated(const std::function<void(void*, std::int64_t)>& f, bool partial_only) {
     const ZeroPlan& zero = model_->zero();
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
         const FlatLayout& flat = layout_.flat(i);
@@ -502,7 +512,7 @@ void Trainer::for_each_owned_replicated(const std::function<void(void*, std::int
         const std::int64_t lo = sharded ? comm_.rank() * flat.shard : 0, hi = sharded ? lo + flat.shard : flat.padded;
         const std::int64_t at = zero.shards_gradients ? lo : 0;
         for (std::size_t t = 0; t < flat.tensors.size(); ++t) {
-            if (!tp_source_[i][t].replicated) continue;
+            if (!tp_source_[i][t].replicated || (partial_only && !partial_over_group(i, t))) continue;
             const TensorView& v = flat.tensors[t];
             const std::int64_t a = std::max(lo, v.offset), b = std::min(hi, v.offset + v.numel());
             if (a < b) f(static_cast<unsigned char*>(model_->grads(i)) + bytes_of(a - at, plan_.weights), b - a);
@@ -564,10 +574,10 @@ double Trainer::compute_gradients() {
         if (zero.all_reduces_gradients()) comm_.all_reduce(grads, n, plan_.weights, ReduceOp::average);
         else comm_.reduce_scatter(grads, n, plan_.weights, ReduceOp::average);
     }
-    // Sequence parallelism: each rank's norms saw its rows of the sequence; their gradients sum over the group.
-    if (config_.sequence_parallel && tensor_group_)
+    // The replicated tensors whose gradients each rank computed in part (partial_over_group) sum over the group.
+    if (tensor_group_)
         for_each_owned_replicated(
-            [&](void* g, std::int64_t n) { tensor_group_->all_reduce(g, n, plan_.weights, ReduceOp::sum); });
+            [&](void* g, std::int64_t n) { tensor_group_->all_reduce(g, n, plan_.weights, ReduceOp::sum); }, true);
     return loss / config_.grad_accum;
 }
 

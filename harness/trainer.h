@@ -101,7 +101,9 @@ private:
     // Tensor parallelism: the sum of squares of the replicated tensors' gradients this rank owns, into `sum`.
     void replicated_sum_squares(float* sum);
     // f(gradient, elements) over each piece of a replicated tensor's gradient this rank owns.
-    void for_each_owned_replicated(const std::function<void(void*, std::int64_t)>& f);
+    // partial_only: just those each rank computed in part (partial_over_group).
+    void for_each_owned_replicated(const std::function<void(void*, std::int64_t)>& f, bool partial_only = false);
+    bool partial_over_group(std::size_t buffer, std::size_t tensor) const;
     // Whether the tensor's gradient is counted by another tensor-parallel rank (a replicated tensor off rank 0).
     bool counted_elsewhere(std::size_t buffer, std::size_t tensor) const;
     // The vocabulary this rank's embedding and head rows hold: its shard of the padded vocabulary.

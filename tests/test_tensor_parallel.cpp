@@ -306,6 +306,11 @@ TEST_CASE("tune's engine refuses the parts of tensor parallelism it cannot train
     lora.method = Method::lora;
     refused(lora, "adapters");
     refused(llama70b(16, 16), "KV heads");
+    TrialConfig normed = llama70b(2, 8);
+    normed.model.qk_norm = true;
+    CHECK_FALSE(harness::tensor_parallel_unsupported(normed));
+    normed.optimizer = Optimizer::lomo;
+    refused(normed, "q/k norms");
     TrialConfig biased = llama70b(2, 8);
     biased.model.o_bias = true;
     refused(biased, "biases");

@@ -109,6 +109,43 @@ TEST_CASE("Adafactor and 8-bit Adam under tensor parallelism: statistics over ea
     CHECK(worst(losses(comm, blocks), single_rank_losses(blocks)) < 1e-4);
 }
 
+TEST_CASE("Qwen3's q/k norms under tensor parallelism: their weights' gradients sum over the heads' ranks",
+          "[mpi][tensor-parallel]") {
+    harness::MpiComm comm(test::mpi_runtime());
+    const auto n = static_cast<std::uint32_t>(comm.world_size());
+    for (bool sp : {false, true}) {
+        TrialConfig c = tp_config(Optimizer::adamw, n, n, 0, sp);
+        c.model.qk_norm = true;
+        const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
+        INFO(summary(c) << " with q/k norms: last loss " << split[2] << " against " << whole[2]
+                        << "; largest difference " << worst(split, whole));
+        CHECK(worst(split, whole) < 1e-5);
+        // Adam's first steps hardly see a gradient's scale: compare the norms' gradients themselves.
+        kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
+        const auto tokens = harness::synthetic_tokens(c.seed, c.model.vocab);
+        harness::Trainer split_trainer(backend, comm, c, *tokens);
+        split_trainer.compute_gradients();
+        TrialConfig one = c;
+        one.world_size = 1, one.tensor_parallel = 1, one.sequence_parallel = false;
+        test::TrainerRig single(one, harness::synthetic_tokens(one.seed, one.model.vocab));
+        single.trainer->compute_gradients();
+        const harness::HostParams g = split_trainer.model().download_grads(),
+                                  ref = single.trainer->model().download_grads();
+        for (harness::LayerTensor t : {harness::LayerTensor::q_norm, harness::LayerTensor::k_norm,
+                                       harness::LayerTensor::attn_norm, harness::LayerTensor::mlp_norm}) {
+            const harness::TensorView& mine = split_trainer.layout().at(t);
+            const harness::TensorView& theirs = single.trainer->layout().at(t);
+            double most = 0, scale = 0;
+            for (std::int64_t e = 0; e < mine.numel(); ++e) {
+                most = std::max(most, std::abs(static_cast<double>(g[0][mine.offset + e]) - ref[0][theirs.offset + e]));
+                scale = std::max(scale, std::abs(static_cast<double>(ref[0][theirs.offset + e])));
+            }
+            INFO(mine.name << ": largest difference " << most << " of " << scale);
+            CHECK(most <= 1e-5 * scale);
+        }
+    }
+}
+
 TEST_CASE("tensor x data parallel 2 x 2 with ZeRO 0-3 gives one rank's losses", "[mpi][tensor-parallel][zero]") {
     harness::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
