@@ -2,9 +2,11 @@
 
 #include <array>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include "core/peft_modules.h"
+#include "core/tensor_parallel.h"
 #include "kernels/math/neftune.h"
 
 namespace tune::harness {
@@ -69,11 +71,40 @@ LoraSpec make_lora_spec(const TrialConfig& c) {
     s.rank = c.lora_rank;
     s.scale = static_cast<float>(c.lora_scale());
     s.targets = c.lora_targets;
-    s.layout = make_adapter_layout(c.model, c.lora_rank, c.lora_targets, c.world_size, c.adam8bit_block);
+    s.layout = make_adapter_layout(tensor_parallel_plan(c).local(c.model), c.lora_rank, c.lora_targets,
+                                   data_parallel_size(c), c.adam8bit_block);
     return s;
 }
 
-std::vector<std::vector<float>> lora_init(const ParamLayout& layout, std::uint64_t seed) {
+LayerTensor adapted_tensor(LoraTargets targets, std::size_t t) {
+    std::size_t j = 0;
+    for (std::size_t l = 0; l < kLinears.size(); ++l) {
+        if (!lora_adapts(targets, l)) continue;
+        if (j == t / 2) return kLinears[l];
+        ++j;
+    }
+    throw std::out_of_range("adapted_tensor: past the adapters");
+}
+
+LayoutSource adapter_parallel_source(const TrialConfig& c, const ParamLayout& local, ParallelRank at) {
+    const ParamLayout whole = make_adapter_layout(c.model, c.lora_rank, c.lora_targets, 1, c.adam8bit_block);
+    LayoutSource out(local.buffers());
+    for (std::size_t i = 0; i < local.buffers(); ++i) {
+        const std::vector<TensorView>& mine = local.flat(i).tensors;
+        for (std::size_t t = 0; t < mine.size(); ++t) {
+            const LayerTensor base = adapted_tensor(c.lora_targets, t);
+            const ParallelSplit split = parallel_split(base);
+            // A follows a row-parallel base's columns, B a column-parallel base's rows; the other is whole.
+            const bool follows = t % 2 == 0 ? split == ParallelSplit::columns : split == ParallelSplit::rows;
+            const std::uint32_t index = kv_tensor(base) ? at.kv_shard : at.rank;
+            out[i].push_back(
+                split_source(whole.flat(i).tensors[t], mine[t], follows ? split : ParallelSplit::none, index));
+        }
+    }
+    return out;
+}
+
+std::vector<std::vector<float>> lora_init(const ParamLayout& layout, std::uint64_t seed, const LayoutSource* source) {
     std::vector<std::vector<float>> host;
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         const FlatLayout& f = layout.flat(i);
@@ -81,10 +112,13 @@ std::vector<std::vector<float>> lora_init(const ParamLayout& layout, std::uint64
         const std::uint64_t stream = math::splitmix64(seed ^ (0x4c6f5241ull + i));  // "LoRA"
         for (std::size_t t = 0; t < f.tensors.size(); t += 2) {  // A; B stays zero
             const TensorView& a = f.tensors[t];
-            const float bound = 1.0f / std::sqrt(static_cast<float>(a.cols));
-            for (std::int64_t e = 0; e < a.numel(); ++e)
+            const TensorSource s = source != nullptr ? (*source)[i][t] : TensorSource{a.offset, a.rows, a.cols};
+            const float bound = 1.0f / std::sqrt(static_cast<float>(s.cols));  // the whole linear's fan-in
+            for (std::int64_t e = 0; e < a.numel(); ++e) {
+                const std::int64_t row = s.row_begin + e / a.cols, col = s.col_begin + e % a.cols;
                 buf[static_cast<std::size_t>(a.offset + e)] =
-                    bound * math::uniform_pm1(stream, static_cast<std::uint64_t>(a.offset + e));
+                    bound * math::uniform_pm1(stream, static_cast<std::uint64_t>(s.offset + row * s.cols + col));
+            }
         }
         host.push_back(std::move(buf));
     }

@@ -34,11 +34,22 @@ std::optional<std::size_t> lora_slot(LayerTensor t, LoraTargets targets);
 // "self_attn.q_proj.lora_A.weight" (r, in), "self_attn.q_proj.lora_B.weight" (out, r).
 ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, LoraTargets targets,
                                 std::uint32_t world_size, std::uint32_t adam8bit_block);
+// The adapters of the rank's shard of the model (core/tensor_parallel.h), sharded by ZeRO over the replicas.
 LoraSpec make_lora_spec(const TrialConfig& c);
+
+// Under tensor parallelism the adapters follow their base's split, as PEFT's
+// LoraParallelLinear does (peft/tuners/lora/tp_layer.py): a column-parallel
+// base's B by rows and its A whole; a row-parallel base's A by columns and its
+// B whole. Where a rank's `local` adapters come from in the whole model's.
+LayoutSource adapter_parallel_source(const TrialConfig& c, const ParamLayout& local, ParallelRank at);
+// The base layer tensor whose adapters tensor `t` of the adapter layout is (A at 2j, B at 2j + 1).
+LayerTensor adapted_tensor(LoraTargets targets, std::size_t t);
 
 // The host values adapters start from, laid out like `layout`: A seeded as
 // PEFT's kaiming_uniform(a = sqrt(5)) draws it, U(-1/sqrt(in), 1/sqrt(in)); B zero.
-std::vector<std::vector<float>> lora_init(const ParamLayout& layout, std::uint64_t seed);
+// With `source`, each element is the whole model's adapter's at the element the shard holds there.
+std::vector<std::vector<float>> lora_init(const ParamLayout& layout, std::uint64_t seed,
+                                          const LayoutSource* source = nullptr);
 
 // One adapted linear of a micro-batch of T tokens, in dtype dt.
 struct LoraLinear {

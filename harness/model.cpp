@@ -177,6 +177,8 @@ void LlamaLayer::end_grad(GradSink& sink, std::size_t layer, LayerTensor t) cons
 
 void LlamaLayer::add_bias(const void* w, LayerTensor t, void* y) const {
     if (!layout_.has(t)) return;
+    // A bias every tensor-parallel rank holds whole (o's, down's) goes once into the sum the group reduces.
+    if (tensor_group_ != nullptr && tensor_group_->rank() != 0 && parallel_split(t) == ParallelSplit::none) return;
     gemm(ones_, false, weight(w, t), false, y, dims_.T, layout_.at(t).numel(), 1, 1.0f);
 }
 
@@ -356,23 +358,30 @@ void LlamaLayer::recompute(const void* w, LayerActivations& a, Checkpointing mod
 // n1, then k (projection, bias, adapter, RoPE), x2 = x + o Wo^T, n2, u and m.
 void LlamaLayer::recompute_unsaved(const void* w, LayerActivations& a) {
     const Dims& d = dims_;
-    a.rstd1 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
-    a.n1 = act(d.T * d.h);
+    const std::int64_t r = rows();  // the residual stream's rows on this rank
+    a.rstd1 = memory_.allocate(Component::activations, bytes_of(r, DType::f32));
+    a.n1 = act(r * d.h);
     if (!d.qk_norm) a.k = act(d.T * d.kv);
-    a.x2 = act(d.T * d.h);
-    a.rstd2 = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
-    a.n2 = act(d.T * d.h), a.u = act(d.T * d.f), a.m = act(d.T * d.f);
+    a.x2 = act(r * d.h);
+    a.rstd2 = memory_.allocate(Component::activations, bytes_of(r, DType::f32));
+    a.n2 = act(r * d.h), a.u = act(d.T * d.f), a.m = act(d.T * d.f);
 
-    backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), d.T, d.h,
+    backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), r, d.h,
                              d.eps, dt_);
     if (!d.qk_norm) {
-        project(w, a, LayerTensor::k, LayerTensor::k_bias, a.n1.get(), a.k.get(), d.kv, d.h, 0.0f);
+        const Buffer whole = gather_rows(a.n1.get());
+        project(w, a, LayerTensor::k, LayerTensor::k_bias, whole ? whole.get() : a.n1.get(), a.k.get(), d.kv, d.h,
+                0.0f);
         backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
     }
     attention_residual(w, a);
-    backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), d.T, d.h,
+    backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), r, d.h,
                              d.eps, dt_);
-    project(w, a, LayerTensor::up, LayerTensor::up_bias, a.n2.get(), a.u.get(), d.f, d.h, 0.0f);
+    {
+        const Buffer whole = gather_rows(a.n2.get());
+        project(w, a, LayerTensor::up, LayerTensor::up_bias, whole ? whole.get() : a.n2.get(), a.u.get(), d.f, d.h,
+                0.0f);
+    }
     backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
 }
 
@@ -390,6 +399,18 @@ void LlamaLayer::row_parallel_backward(const void* w, LayerActivations& a, Layer
     end_grad(sink, layer, t);
 }
 
+void LlamaLayer::column_parallel_backward(LayerActivations& a, const void* x, std::initializer_list<ColumnGrad> linears,
+                                          void* dn, GradSink& sink, std::size_t layer) const {
+    const Buffer whole = gather_rows(x);  // sequence parallelism: every token's input
+    const void* all = whole ? whole.get() : x;
+    for (const ColumnGrad& l : linears) {
+        lora_backward(a, l.t, all, l.dy, dn, lora_tmp_, sink, layer);
+        if (lora_ != nullptr) continue;
+        gemm(l.dy, true, all, false, weight_grad(sink, layer, l.t), l.n, dims_.h, dims_.T, 1.0f);  // dW += dy^T x
+        end_grad(sink, layer, l.t);
+    }
+}
+
 void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
                               std::size_t layer) const {
     const Dims& d = dims_;
@@ -404,16 +425,8 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
     bias_grad(du, LayerTensor::up_bias, sink, layer);
     gemm(dg, false, weight(w, LayerTensor::gate), false, dn, d.T, d.h, d.f, 0.0f);  // dn = dg Wg + du Wu
     gemm(du, false, weight(w, LayerTensor::up), false, dn, d.T, d.h, d.f, 1.0f);
-    lora_backward(a, LayerTensor::gate, a.n2.get(), dg, dn, lora_tmp_, sink, layer);
-    lora_backward(a, LayerTensor::up, a.n2.get(), du, dn, lora_tmp_, sink, layer);
-    if (lora_ == nullptr) {
-        const Buffer whole = gather_rows(a.n2.get());
-        const void* n2 = whole ? whole.get() : a.n2.get();
-        gemm(dg, true, n2, false, weight_grad(sink, layer, LayerTensor::gate), d.f, d.h, d.T, 1.0f);  // dWg += dg^T n2
-        done(LayerTensor::gate);
-        gemm(du, true, n2, false, weight_grad(sink, layer, LayerTensor::up), d.f, d.h, d.T, 1.0f);  // dWu += du^T n2
-        done(LayerTensor::up);
-    }
+    column_parallel_backward(a, a.n2.get(), {{LayerTensor::gate, dg, d.f}, {LayerTensor::up, du, d.f}}, dn, sink,
+                             layer);
     const void* dn_rows = reduce_over_group(dn);  // dn was this rank's part of the MLP's input gradient
     void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::mlp_norm);
     backend_.rmsnorm_backward(dx, dnorm, dn_rows, a.x2.get(), weight(w, LayerTensor::mlp_norm), a.rstd2.as<float>(),
@@ -457,19 +470,9 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     gemm(dq, false, weight(w, LayerTensor::q), false, dn, d.T, d.h, d.q, 0.0f);  // dn = dq Wq + dk Wk + dv Wv
     gemm(dk, false, weight(w, LayerTensor::k), false, dn, d.T, d.h, d.kv, 1.0f);
     gemm(dv, false, weight(w, LayerTensor::v), false, dn, d.T, d.h, d.kv, 1.0f);
-    lora_backward(a, LayerTensor::q, a.n1.get(), dq, dn, lora_tmp_, sink, layer);
-    lora_backward(a, LayerTensor::k, a.n1.get(), dk, dn, lora_tmp_, sink, layer);
-    lora_backward(a, LayerTensor::v, a.n1.get(), dv, dn, lora_tmp_, sink, layer);
-    if (lora_ == nullptr) {
-        const Buffer whole = gather_rows(a.n1.get());
-        const void* n1 = whole ? whole.get() : a.n1.get();
-        gemm(dq, true, n1, false, weight_grad(sink, layer, LayerTensor::q), d.q, d.h, d.T, 1.0f);  // dWq += dq^T n1
-        done(LayerTensor::q);
-        gemm(dk, true, n1, false, weight_grad(sink, layer, LayerTensor::k), d.kv, d.h, d.T, 1.0f);
-        done(LayerTensor::k);
-        gemm(dv, true, n1, false, weight_grad(sink, layer, LayerTensor::v), d.kv, d.h, d.T, 1.0f);
-        done(LayerTensor::v);
-    }
+    column_parallel_backward(a, a.n1.get(),
+                             {{LayerTensor::q, dq, d.q}, {LayerTensor::k, dk, d.kv}, {LayerTensor::v, dv, d.kv}}, dn,
+                             sink, layer);
     const void* dn_rows = reduce_over_group(dn);  // dn was this rank's part of attention's input gradient
     void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::attn_norm);
     backend_.rmsnorm_backward(dx, dnorm, dn_rows, a.x.get(), weight(w, LayerTensor::attn_norm), a.rstd1.as<float>(),

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/config.h"
 #include "harness/comm/comm.h"
@@ -146,7 +147,7 @@ private:
     LoraLinear lora_linear(LayerTensor t) const;
     // The gradient of a weight, or nullptr when the base is frozen.
     void* weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
-    // y (T, n) += ones (T, 1) b (1, n), when the model has bias t.
+    // y (T, n) += ones (T, 1) b (1, n), when the model has bias t (a row-parallel one: on tp rank 0 only).
     void add_bias(const void* w, LayerTensor t, void* y) const;
     // One linear forward: y (T, n) = beta y + x W^T (x (T, k)), then its bias and adapter.
     void project(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x, void* y,
@@ -170,6 +171,15 @@ private:
     // dY every token's output gradient (dx gathered with sequence parallelism).
     void row_parallel_backward(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x,
                                const void* dx, void* din, std::int64_t k, GradSink& sink, std::size_t layer) const;
+    // The column-parallel linears sharing input x (this rank's rows of it): dn (T, h) += s (dy B) A for
+    // each adapter, then the adapters' or the base's weight gradients against every token's x.
+    struct ColumnGrad {
+        LayerTensor t;
+        const void* dy;  // (T, n), n = the rank's output features of t
+        std::int64_t n;
+    };
+    void column_parallel_backward(LayerActivations& a, const void* x, std::initializer_list<ColumnGrad> linears,
+                                  void* dn, GradSink& sink, std::size_t layer) const;
     // out (rows(), h) = residual + y W^T over the group: the row-parallel linear `t` of input x (T, k).
     void row_parallel(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x,
                       std::int64_t k, const void* residual, void* out);

@@ -312,17 +312,12 @@ Buffer gather_flat(Allocator& memory, Comm& comm, const void* shard, const FlatL
     return whole;
 }
 
-HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double stddev) {
+HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double stddev, const LayoutSource* source) {
     HostParams host;
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
-        const FlatLayout& f = layout.flat(i);
-        std::vector<float> buf(static_cast<std::size_t>(f.padded), 0.0f);
-        const std::uint64_t stream = random_stream(seed, i);
-        for (const TensorView& t : f.tensors)
-            for (std::int64_t e = 0; e < t.numel(); ++e)
-                buf[static_cast<std::size_t>(t.offset + e)] =
-                    t.matrix() ? static_cast<float>(stddev * normal(stream, static_cast<std::uint64_t>(t.offset + e)))
-                               : t.initial_vector_value();
+        std::vector<float> buf(static_cast<std::size_t>(layout.flat(i).padded));
+        random_values(layout.flat(i), source != nullptr ? &(*source)[i] : nullptr, random_stream(seed, i), stddev, 0,
+                      buf);
         host.push_back(std::move(buf));
     }
     return host;

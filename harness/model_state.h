@@ -120,6 +120,8 @@ std::vector<float> widen_16(const std::vector<std::uint16_t>& raw, kernels::DTyp
 // Seeded random init as Hugging Face's LlamaPreTrainedModel: matrices
 // N(0, 0.02), norm weights 1; padding 0. The generator is counter-based, so
 // every platform draws the same weights.
-HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double stddev = 0.02);
+// With `source`, a tensor-parallel rank's shard of the whole model's values (ModelState::upload_random).
+HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double stddev = 0.02,
+                       const LayoutSource* source = nullptr);
 
 }  // namespace tune::harness

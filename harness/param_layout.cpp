@@ -89,21 +89,14 @@ std::string tensor_name(const ParamLayout& layout, std::size_t buffer, std::size
     return "model.layers." + std::to_string(buffer) + "." + f.tensors[t].name;
 }
 
-}  // namespace tune::harness
-
-namespace tune::harness {
-namespace {
-
-enum class Split : std::uint8_t { none, rows, columns };
-
-Split split_of(LayerTensor t) {
+ParallelSplit parallel_split(LayerTensor t) {
     switch (t) {
         case LayerTensor::q:
         case LayerTensor::k:
         case LayerTensor::v:
         case LayerTensor::gate:
         case LayerTensor::up:
-            return Split::rows;
+            return ParallelSplit::rows;
         case LayerTensor::o:
         case LayerTensor::down:
         case LayerTensor::q_bias:  // a bias is one row: a column-parallel linear's splits its columns
@@ -111,22 +104,24 @@ Split split_of(LayerTensor t) {
         case LayerTensor::v_bias:
         case LayerTensor::gate_bias:
         case LayerTensor::up_bias:
-            return Split::columns;
+            return ParallelSplit::columns;
         default:
-            return Split::none;
+            return ParallelSplit::none;
     }
 }
 
-TensorSource source_of(const TensorView& whole, const TensorView& mine, Split split, std::uint32_t rank) {
-    TensorSource s{whole.offset, whole.rows, whole.cols, 0, 0, split == Split::none};
-    if (split == Split::rows) s.row_begin = rank * mine.rows;
-    if (split == Split::columns) s.col_begin = rank * mine.cols;
+bool kv_tensor(LayerTensor t) {
+    return t == LayerTensor::k || t == LayerTensor::v || t == LayerTensor::k_bias || t == LayerTensor::v_bias;
+}
+
+TensorSource split_source(const TensorView& whole, const TensorView& mine, ParallelSplit split, std::uint32_t index) {
+    TensorSource s{whole.offset, whole.rows, whole.cols, 0, 0, split == ParallelSplit::none};
+    if (split == ParallelSplit::rows) s.row_begin = index * mine.rows;
+    if (split == ParallelSplit::columns) s.col_begin = index * mine.cols;
     return s;
 }
 
-}  // namespace
-
-LayoutSource tensor_parallel_source(const ModelSpec& whole, const ParamLayout& local, std::uint32_t rank,
+LayoutSource tensor_parallel_source(const ModelSpec& whole, const ParamLayout& local, ParallelRank at,
                                     std::uint32_t adam8bit_block) {
     const ParamLayout all = make_param_layout(whole, 1, adam8bit_block);
     LayoutSource out(local.buffers());
@@ -135,11 +130,13 @@ LayoutSource tensor_parallel_source(const ModelSpec& whole, const ParamLayout& l
         const bool outer = i == local.outer_index();
         for (std::size_t t = 0; t < f.tensors.size(); ++t) {
             // The outer buffer: the embedding and LM head split by vocabulary rows, the final norm whole.
-            const Split split =
-                outer ? (t == static_cast<std::size_t>(OuterTensor::final_norm) ? Split::none : Split::rows)
-                      : split_of(static_cast<LayerTensor>(
-                            std::find(local.slot.begin(), local.slot.end(), static_cast<int>(t)) - local.slot.begin()));
-            out[i].push_back(source_of(all.flat(i).tensors[t], f.tensors[t], split, rank));
+            const LayerTensor kind = local.layer_tensor(t);
+            const ParallelSplit split =
+                outer ? (t == static_cast<std::size_t>(OuterTensor::final_norm) ? ParallelSplit::none
+                                                                                : ParallelSplit::rows)
+                      : parallel_split(kind);
+            const std::uint32_t index = !outer && kv_tensor(kind) ? at.kv_shard : at.rank;
+            out[i].push_back(split_source(all.flat(i).tensors[t], f.tensors[t], split, index));
         }
     }
     return out;

@@ -6,6 +6,7 @@
 // whole flat buffers; 8-bit blocks never straddle a slot or a shard.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -83,6 +84,11 @@ struct ParamLayout {
     bool has(LayerTensor t) const { return slot[static_cast<std::size_t>(t)] >= 0; }
     std::size_t index(LayerTensor t) const { return static_cast<std::size_t>(slot[static_cast<std::size_t>(t)]); }
     const TensorView& at(LayerTensor t) const { return layer.tensors[index(t)]; }
+    // Which tensor a layer buffer's index holds (the inverse of index()).
+    LayerTensor layer_tensor(std::size_t i) const {
+        const auto* it = std::find(slot.begin(), slot.end(), static_cast<int>(i));
+        return static_cast<LayerTensor>(it - slot.begin());
+    }
     // The matrix the LM head multiplies by: lm_head, or the embedding when tied.
     OuterTensor head() const { return outer.tensors.size() > 2 ? OuterTensor::lm_head : OuterTensor::embedding; }
     const TensorView& at(OuterTensor t) const { return outer.tensors[static_cast<std::size_t>(t)]; }
@@ -107,11 +113,26 @@ struct TensorSource {
     std::int64_t row_begin = 0, col_begin = 0;
     bool replicated = true;
 };
+// A tensor-parallel rank's place in its group: its rank, and the KV heads' shard it holds (the rank
+// divided by the ranks that replicate one KV head, core/tensor_parallel.h).
+struct ParallelRank {
+    std::uint32_t rank = 0;
+    std::uint32_t kv_shard = 0;
+};
 // Per buffer, per tensor of `local` (make_param_layout of TensorParallelPlan::local), for tensor-parallel
-// rank `rank`: column-parallel q, k, v, gate, up (and their biases) by rows, row-parallel o and down by
-// columns, the embedding and LM head by vocabulary rows; norms and o's and down's biases whole.
+// rank `at`: column-parallel q, k, v, gate, up (and their biases) by rows, k's and v's by the KV shard,
+// row-parallel o and down by columns, the embedding and LM head by vocabulary rows; norms and o's and
+// down's biases whole.
 using LayoutSource = std::vector<std::vector<TensorSource>>;
-LayoutSource tensor_parallel_source(const ModelSpec& whole, const ParamLayout& local, std::uint32_t rank,
+// How Megatron splits a layer tensor over the tensor-parallel ranks: column-parallel q, k, v, gate, up
+// (and their biases) by rows, row-parallel o and down by columns, the rest not at all.
+enum class ParallelSplit : std::uint8_t { none, rows, columns };
+ParallelSplit parallel_split(LayerTensor t);
+// k's and v's weights and biases: split by KV head, so replicated where ranks share one.
+bool kv_tensor(LayerTensor t);
+// Where the `index`-th shard `mine`, split `split`, comes from in `whole`.
+TensorSource split_source(const TensorView& whole, const TensorView& mine, ParallelSplit split, std::uint32_t index);
+LayoutSource tensor_parallel_source(const ModelSpec& whole, const ParamLayout& local, ParallelRank at,
                                     std::uint32_t adam8bit_block);
 
 // The full Hugging Face name of tensor `t` of buffer `buffer`:

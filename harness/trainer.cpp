@@ -79,16 +79,15 @@ private:
 // and the embedding backward ends.
 class LomoSink final : public GradSink {
 public:
-    // counted_elsewhere: tensors whose norm another tensor-parallel rank sums (null: none).
     LomoSink(Allocator& memory, ModelState& model, Comm& comm, OptimizerState* apply, float grad_scale,
-             float* sum_squares, std::function<bool(std::size_t, std::size_t)> counted_elsewhere = {})
+             float* sum_squares, TensorGroupGrads group = {})
         : memory_(memory),
           model_(model),
           comm_(comm),
           apply_(apply),
           grad_scale_(grad_scale),
           sum_squares_(sum_squares),
-          counted_elsewhere_(std::move(counted_elsewhere)) {}
+          group_(std::move(group)) {}
     void* begin(std::size_t buffer, std::size_t tensor) override {
         Buffer& grad = open_[{buffer, tensor}];
         const std::int64_t n = model_.layout().flat(buffer).tensors[tensor].numel();
@@ -99,9 +98,11 @@ public:
         const auto it = open_.find({buffer, tensor});
         const std::int64_t n = model_.layout().flat(buffer).tensors[tensor].numel();
         comm_.all_reduce(it->second.get(), n, model_.plan().weights, ReduceOp::average);
+        if (Comm* over = group_.group != nullptr ? group_.summed_over(buffer, tensor) : nullptr)
+            over->all_reduce(it->second.get(), n, model_.plan().weights, ReduceOp::sum);
         if (apply_ != nullptr)
             apply_->apply_sgd(buffer, tensor, it->second.get(), grad_scale_);
-        else if (!counted_elsewhere_ || !counted_elsewhere_(buffer, tensor))
+        else if (group_.group == nullptr || !group_.counted_elsewhere(buffer, tensor))
             memory_.backend().sum_squares(sum_squares_, it->second.get(), n, model_.plan().weights);
         open_.erase(it);
     }
@@ -120,7 +121,7 @@ private:
     OptimizerState* apply_;
     float grad_scale_;
     float* sum_squares_;
-    std::function<bool(std::size_t, std::size_t)> counted_elsewhere_;
+    TensorGroupGrads group_;
     std::map<std::pair<std::size_t, std::size_t>, Buffer> open_;  // (buffer, tensor) begun and not ended
 };
 
@@ -144,6 +145,12 @@ std::unique_ptr<Comm> tensor_group_of(Comm& world, const TrialConfig& c) {
 std::unique_ptr<Comm> data_group_of(Comm& world, const TrialConfig& c) {
     const int tp = static_cast<int>(std::max<std::uint32_t>(c.tensor_parallel, 1));
     return tp == 1 ? nullptr : world.split(world.rank() % tp, world.rank());
+}
+// Megatron replicates a KV head over consecutive ranks when tp > kv_heads.
+std::unique_ptr<Comm> kv_group_of(Comm* tensor_group, const TrialConfig& c) {
+    const auto replicas = static_cast<int>(tensor_parallel_plan(c).kv_replicas(c.model));
+    if (tensor_group == nullptr || replicas == 1) return nullptr;
+    return tensor_group->split(tensor_group->rank() / replicas, tensor_group->rank());
 }
 
 }  // namespace
@@ -175,19 +182,7 @@ private:
 namespace {
 
 // What of a tensor-parallel configuration the engine does not split yet, or null.
-const char* unsplit_part(const TrialConfig& c) {
-    const ModelSpec& m = c.model;
-    if (c.adapters()) return "LoRA and QLoRA adapters";
-    if (c.offload != Offload::none) return "offload";
-    if (m.o_bias || m.mlp_bias) return "the row-parallel linears' biases";
-    if (m.qk_norm && c.optimizer == Optimizer::lomo) return "LOMO's fused update of the q/k norms' weights";
-    if (c.tensor_parallel > m.kv_heads) return "KV heads replicated over more ranks than they are";
-    if (!c.sequence_parallel) return nullptr;
-    if (c.checkpointing == Checkpointing::selective_op) return "sequence parallelism with selective-op checkpointing";
-    if (c.optimizer == Optimizer::lomo) return "sequence parallelism with LOMO's fused update";
-    if (c.neftune_alpha > 0) return "sequence parallelism with NEFTune's noise";
-    return nullptr;
-}
+const char* unsplit_part(const TrialConfig& c) { return c.offload != Offload::none ? "offload" : nullptr; }
 
 }  // namespace
 
@@ -227,6 +222,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
       host_backend_(own_host_backend_ ? *own_host_backend_ : backend),
       tensor_group_(tensor_group_of(comm, config)),
       data_group_(data_group_of(comm, config)),
+      kv_group_(kv_group_of(tensor_group_.get(), config)),
       comm_(data_group_ ? *data_group_ : comm),
       config_(config),
       tokens_(tokens),
@@ -289,21 +285,29 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
             backend.copy_to_device(ones_.get(), round_16(ones, plan_.weights).data(), ones_.bytes());
         layer_.set_ones(ones_.get());
     }
+    LayoutSource base_source;  // where the rank's base shard comes from in the whole model
     if (tensor_group_) {
-        if (init != nullptr)
-            throw std::invalid_argument("tensor parallelism starts from random weights: an initial model is whole");
+        if (init != nullptr || adapters != nullptr)
+            throw std::invalid_argument(
+                "tensor parallelism starts from random weights and adapters: an initial model or adapter is whole");
         layer_.set_tensor_parallel(tensor_group_.get(), config.sequence_parallel);
-        tp_source_ = tensor_parallel_source(config.model, layout_, tensor_rank(), config.adam8bit_block);
+        base_source = tensor_parallel_source(config.model, layout_, parallel_rank(), config.adam8bit_block);
+        tp_source_ = lora_ ? adapter_parallel_source(config, lora_->layout, parallel_rank()) : base_source;
     }
+    const LayoutSource* from_base = tensor_group_ ? &base_source : nullptr;
     scalars_ = std::make_unique<Scalars>(backend);
     if (offload_.any()) host_scalars_ = std::make_unique<Scalars>(host_backend_);
     // Random weights are drawn and uploaded in chunks (ModelState::upload_random), so no
     // host copy of the whole model sits beside the device copy at the real peak.
-    if (qbase_) qbase_->upload(init != nullptr ? *init : random_init(layout_, config.seed));
+    if (qbase_)
+        qbase_->upload(init != nullptr ? *init : random_init(layout_, config.seed, 0.02, from_base));
     else if (init != nullptr) base().upload(*init);
     else
-        base().upload_random(config.seed, tensor_group_ ? &tp_source_ : nullptr);
-    if (lora_) model_->upload(adapters != nullptr ? *adapters : lora_init(lora_->layout, config.seed));
+        base().upload_random(config.seed, from_base);
+    if (lora_)
+        model_->upload(adapters != nullptr
+                           ? *adapters
+                           : lora_init(lora_->layout, config.seed, tensor_group_ ? &tp_source_ : nullptr));
 }
 
 Trainer::~Trainer() = default;
@@ -361,14 +365,15 @@ std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64
         void* lookup = whole ? whole.get() : acts[0].x.get();
         backend_.embedding_forward(lookup, inputs.as<std::int32_t>(), outer_tensor(outer, OuterTensor::embedding), d.T,
                                    d.h, d.V, plan_.weights, vocab_range());
+        // NEFTune's noise does not depend on the embeddings: one rank adds it to the sum the group reduces.
+        if (config_.neftune_alpha > 0 && tensor_rank() == 0)
+            backend_.neftune_noise(lookup, d.T * d.h,
+                                   math::neftune_scale(static_cast<float>(config_.neftune_alpha), static_cast<int>(d.s),
+                                                       static_cast<int>(d.h)),
+                                   math::splitmix64(config_.seed ^ (k + 1) * 0xd1b54a32d192ed03ull), plan_.weights);
         const void* mine = layer_.reduce_over_group(lookup);
         if (whole) backend_.copy(acts[0].x.get(), mine, rows_bytes);
     }
-    if (config_.neftune_alpha > 0)
-        backend_.neftune_noise(acts[0].x.get(), d.T * d.h,
-                               math::neftune_scale(static_cast<float>(config_.neftune_alpha), static_cast<int>(d.s),
-                                                   static_cast<int>(d.h)),
-                               math::splitmix64(config_.seed ^ (k + 1) * 0xd1b54a32d192ed03ull), plan_.weights);
     for (std::size_t i = 0; i < static_cast<std::size_t>(d.L); ++i) {
         const Weights w = gather(i);
         const Weights adapters = gather_adapters(i);
@@ -489,45 +494,103 @@ kernels::VocabRange Trainer::vocab_range() const {
     return {tensor_rank() * dims_.V, tensor_group_->world_size() * dims_.V};
 }
 
+TensorGroupGrads Trainer::group_grads() const {
+    if (!tensor_group_) return {};
+    return {tensor_group_.get(), [this](std::size_t b, std::size_t t) { return summed_over(b, t); },
+            [this](std::size_t b, std::size_t t) { return counted_elsewhere(b, t); }};
+}
+
+ParallelRank Trainer::parallel_rank() const {
+    const auto replicas = static_cast<std::uint32_t>(tensor_parallel_plan(config_).kv_replicas(config_.model));
+    return {tensor_rank(), tensor_rank() / replicas};
+}
+
+std::uint64_t Trainer::group_device_bytes() const {
+    std::uint64_t bytes = 0;
+    for (const auto* g : {&tensor_group_, &data_group_, &kv_group_}) bytes += *g ? (*g)->device_bytes() : 0;
+    return bytes;
+}
+
+std::uint64_t Trainer::group_bytes_moved() const {
+    std::uint64_t bytes = 0;
+    for (const auto* g : {&tensor_group_, &data_group_, &kv_group_}) bytes += *g ? (*g)->bytes_moved() : 0;
+    return bytes;
+}
+
+Trainer::Held Trainer::held(std::size_t buffer, std::size_t tensor) const {
+    if (tp_source_[buffer][tensor].replicated) return Held::whole;
+    if (!kv_group_ || buffer == layout_.outer_index()) return Held::split;
+    // A KV head's weights, or the adapter B that splits like them (a k or v adapter's A is whole).
+    const bool kv = lora_ ? tensor % 2 == 1 && kv_tensor(adapted_tensor(lora_->targets, tensor))
+                          : kv_tensor(layout_.layer_tensor(tensor));
+    return kv ? Held::kv_shared : Held::split;
+}
+
 bool Trainer::counted_elsewhere(std::size_t buffer, std::size_t tensor) const {
-    return tensor_group_ && tensor_rank() != 0 && tp_source_[buffer][tensor].replicated;
+    if (!tensor_group_) return false;
+    switch (held(buffer, tensor)) {
+        case Held::whole:
+            return tensor_rank() != 0;
+        case Held::kv_shared:
+            return kv_group_->rank() != 0;
+        case Held::split:
+            return false;
+    }
+    return false;
 }
 
 // A replicated tensor's gradient is each rank's part of a sum over the group where the rank saw part of
-// what it applies to: its rows of the sequence (sequence parallelism: every norm), or its heads (Qwen3's
-// q/k norms, one head_dim weight for every head).
+// what it applies to: its rows of the sequence (sequence parallelism: every norm), its heads (Qwen3's
+// q/k norms, one head_dim weight for every head), or its part of a linear's (LoRA's whole A of a
+// column-parallel base meets the rank's rows of B in dA; a row-parallel base's whole B meets x A^T
+// over the rank's columns of A in dB). A row-parallel linear's bias sees every token's whole output
+// gradient on every rank: its gradient is whole already.
 bool Trainer::partial_over_group(std::size_t buffer, std::size_t tensor) const {
-    if (config_.sequence_parallel) return true;
-    return buffer != layout_.outer_index() &&
-           ((layout_.has(LayerTensor::q_norm) && tensor == layout_.index(LayerTensor::q_norm)) ||
-            (layout_.has(LayerTensor::k_norm) && tensor == layout_.index(LayerTensor::k_norm)));
+    if (lora_) return true;
+    if (buffer == layout_.outer_index()) return config_.sequence_parallel;  // the final norm
+    const LayerTensor kind = layout_.layer_tensor(tensor);
+    if (kind == LayerTensor::o_bias || kind == LayerTensor::down_bias) return false;
+    return config_.sequence_parallel || kind == LayerTensor::q_norm || kind == LayerTensor::k_norm;
 }
 
-void Trainer::for_each_owned_replicated(const std::function<void(void*, std::int64_t)>& f, bool partial_only) {
+// A KV head's ranks each back-propagate their own query heads into it: its gradients are their sum.
+Comm* Trainer::summed_over(std::size_t buffer, std::size_t tensor) const {
+    if (!tensor_group_) return nullptr;
+    switch (held(buffer, tensor)) {
+        case Held::whole:
+            return partial_over_group(buffer, tensor) ? tensor_group_.get() : nullptr;
+        case Held::kv_shared:
+            return kv_group_.get();
+        case Held::split:
+            return nullptr;
+    }
+    return nullptr;
+}
+
+void Trainer::for_each_owned(const std::function<bool(std::size_t, std::size_t)>& which,
+                             const std::function<void(void*, std::int64_t, Comm*)>& f) {
     const ZeroPlan& zero = model_->zero();
-    for (std::size_t i = 0; i < layout_.buffers(); ++i) {
-        const FlatLayout& flat = layout_.flat(i);
+    for (std::size_t i = 0; i < model_->layout().buffers(); ++i) {
+        const FlatLayout& flat = model_->layout().flat(i);
         // The buffer's elements this rank owns, and where the first of them is in grads(i).
         const bool sharded = zero.updates_own_shard_only();
         const std::int64_t lo = sharded ? comm_.rank() * flat.shard : 0, hi = sharded ? lo + flat.shard : flat.padded;
         const std::int64_t at = zero.shards_gradients ? lo : 0;
         for (std::size_t t = 0; t < flat.tensors.size(); ++t) {
-            if (!tp_source_[i][t].replicated || (partial_only && !partial_over_group(i, t))) continue;
+            if (!which(i, t)) continue;
             const TensorView& v = flat.tensors[t];
             const std::int64_t a = std::max(lo, v.offset), b = std::min(hi, v.offset + v.numel());
-            if (a < b) f(static_cast<unsigned char*>(model_->grads(i)) + bytes_of(a - at, plan_.weights), b - a);
+            if (a < b)
+                f(static_cast<unsigned char*>(model_->grads(i)) + bytes_of(a - at, plan_.weights), b - a,
+                  summed_over(i, t));
         }
     }
 }
 
-void Trainer::replicated_sum_squares(float* sum) {
-    for_each_owned_replicated([&](void* g, std::int64_t n) { backend_.sum_squares(sum, g, n, plan_.weights); });
-}
-
 // Over the gradients this rank owns, summed where they live (the host's
 // under offload), completed by one scalar all-reduce on the device when sharded.
-// Tensor parallelism sums over its group too, where each replicated tensor
-// (norms) is counted by every rank: its tp copies are taken back out.
+// Tensor parallelism sums over its group too, less the squares of the copies
+// another rank of the group counts (counted_elsewhere).
 double Trainer::gradient_sum_squares() {
     const bool on_host = offload_.on_host(Component::grads);
     Scalars& sum = on_host ? *host_scalars_ : *scalars_;
@@ -542,11 +605,12 @@ double Trainer::gradient_sum_squares() {
         where.sum_squares(sum.get(), owned, zero.updates_own_shard_only() ? f.shard : f.padded, plan_.weights);
     }
     if (tensor_group_) {
-        replicated_sum_squares(scalars_->get() + 1);
+        for_each_owned(
+            [this](std::size_t b, std::size_t t) { return counted_elsewhere(b, t); },
+            [&](void* g, std::int64_t n, Comm*) { backend_.sum_squares(scalars_->get() + 1, g, n, plan_.weights); });
         if (zero.updates_own_shard_only()) comm_.all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
         tensor_group_->all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
-        const double tp = tensor_group_->world_size();
-        return scalars_->read(0) - (tp - 1) / tp * scalars_->read(1);
+        return static_cast<double>(scalars_->read(0)) - scalars_->read(1);
     }
     if (!zero.updates_own_shard_only()) return sum.read();
     if (on_host) scalars_->write(sum.read());  // the collective runs on the device's copy
@@ -574,10 +638,11 @@ double Trainer::compute_gradients() {
         if (zero.all_reduces_gradients()) comm_.all_reduce(grads, n, plan_.weights, ReduceOp::average);
         else comm_.reduce_scatter(grads, n, plan_.weights, ReduceOp::average);
     }
-    // The replicated tensors whose gradients each rank computed in part (partial_over_group) sum over the group.
+    // The gradients each rank of a group computed in part are summed over it (summed_over).
     if (tensor_group_)
-        for_each_owned_replicated(
-            [&](void* g, std::int64_t n) { tensor_group_->all_reduce(g, n, plan_.weights, ReduceOp::sum); }, true);
+        for_each_owned(
+            [this](std::size_t b, std::size_t t) { return summed_over(b, t) != nullptr; },
+            [&](void* g, std::int64_t n, Comm* group) { group->all_reduce(g, n, plan_.weights, ReduceOp::sum); });
     return loss / config_.grad_accum;
 }
 
@@ -606,8 +671,7 @@ StepStats Trainer::lomo_step() {
     // A first backward finds the global norm when clipping needs it or fp16 may overflow.
     if (config_.clip > 0 || plan_.loss_scaling) {
         scalars_->zero();
-        LomoSink measure(memory_, *model_, comm_, nullptr, 1.0f, scalars_->get(),
-                         [this](std::size_t b, std::size_t t) { return counted_elsewhere(b, t); });
+        LomoSink measure(memory_, *model_, comm_, nullptr, 1.0f, scalars_->get(), group_grads());
         s.loss = micro_batch(k, measure, s.loss_scale);
         if (tensor_group_) tensor_group_->all_reduce(scalars_->get(), 1, DType::f32, ReduceOp::sum);
         const double sum = scalars_->read();
@@ -617,7 +681,8 @@ StepStats Trainer::lomo_step() {
         s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
         if (s.skipped) return s;
     }
-    LomoSink apply(memory_, *model_, comm_, optimizer_.get(), grad_scale(s.grad_norm, s.loss_scale), nullptr);
+    LomoSink apply(memory_, *model_, comm_, optimizer_.get(), grad_scale(s.grad_norm, s.loss_scale), nullptr,
+                   group_grads());
     const double loss = micro_batch(k, apply, s.loss_scale);
     if (config_.clip <= 0 && !plan_.loss_scaling) s.loss = loss;
     ++applied_;

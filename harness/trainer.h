@@ -41,8 +41,17 @@ struct StepStats {
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config);
 
 // Why the engine cannot run the configuration's tensor parallelism (what it does not split yet:
-// sequence parallelism, adapters, offload, row-parallel biases, replicated KV heads), or nullopt.
+// offload, row-parallel biases, replicated KV heads, some fused updates under sequence parallelism), or nullopt.
 std::optional<std::string> tensor_parallel_unsupported(const TrialConfig& config);
+
+// Tensor parallelism's view of a gradient LOMO applies as backward makes it: summed over the group where
+// each rank computed a part (Trainer::partial_over_group), and in the norm counted by one rank where every
+// rank holds it whole.
+struct TensorGroupGrads {
+    Comm* group = nullptr;                                       // none: no tensor parallelism
+    std::function<Comm*(std::size_t, std::size_t)> summed_over;  // the group to sum a gradient over, or none
+    std::function<bool(std::size_t, std::size_t)> counted_elsewhere;
+};
 
 class Trainer {
 public:
@@ -74,12 +83,8 @@ public:
     float loss_scale() const { return scaler_.scale(); }
     std::int64_t applied_steps() const { return applied_; }
     // Bytes the tensor- and data-parallel groups' collectives sent (the world's own count has none of them).
-    std::uint64_t group_device_bytes() const {  // the groups' NCCL buffers on the device
-        return (tensor_group_ ? tensor_group_->device_bytes() : 0) + (data_group_ ? data_group_->device_bytes() : 0);
-    }
-    std::uint64_t group_bytes_moved() const {
-        return (tensor_group_ ? tensor_group_->bytes_moved() : 0) + (data_group_ ? data_group_->bytes_moved() : 0);
-    }
+    std::uint64_t group_device_bytes() const;  // the groups' NCCL buffers on the device
+    std::uint64_t group_bytes_moved() const;
 
 private:
     class Scalars;
@@ -98,17 +103,23 @@ private:
     std::vector<LayerActivations> forward(const Buffer& inputs, std::uint64_t k);
     Buffer head(LayerActivations& last_out, const Buffer& targets, Buffer& losses, GradSink& sink, float loss_scale);
     double gradient_sum_squares();
-    // Tensor parallelism: the sum of squares of the replicated tensors' gradients this rank owns, into `sum`.
-    void replicated_sum_squares(float* sum);
-    // f(gradient, elements) over each piece of a replicated tensor's gradient this rank owns.
-    // partial_only: just those each rank computed in part (partial_over_group).
-    void for_each_owned_replicated(const std::function<void(void*, std::int64_t)>& f, bool partial_only = false);
+    // Tensor parallelism: f(buffer, tensor, gradient, elements) over each piece of a tensor's gradient this
+    // rank owns (ZeRO), for the tensors of the trained layout that pass `which`.
+    void for_each_owned(const std::function<bool(std::size_t, std::size_t)>& which,
+                        const std::function<void(void*, std::int64_t, Comm*)>& f);
+    // How the group holds a trained tensor: split, whole on every rank, or shared by the ranks of one KV head.
+    enum class Held : std::uint8_t { split, whole, kv_shared };
+    Held held(std::size_t buffer, std::size_t tensor) const;
     bool partial_over_group(std::size_t buffer, std::size_t tensor) const;
-    // Whether the tensor's gradient is counted by another tensor-parallel rank (a replicated tensor off rank 0).
+    // The group a gradient each of its ranks computed in part is summed over, or null.
+    Comm* summed_over(std::size_t buffer, std::size_t tensor) const;
+    // Whether another rank of the group counts the tensor's gradient in the norm (a rank holding a copy of it).
     bool counted_elsewhere(std::size_t buffer, std::size_t tensor) const;
+    TensorGroupGrads group_grads() const;
     // The vocabulary this rank's embedding and head rows hold: its shard of the padded vocabulary.
     kernels::VocabRange vocab_range() const;
     std::uint32_t tensor_rank() const { return tensor_group_ ? static_cast<std::uint32_t>(tensor_group_->rank()) : 0; }
+    ParallelRank parallel_rank() const;
     StepStats optimizer_step(double loss);
     StepStats lomo_step();
     float grad_scale(double norm, float loss_scale) const;
@@ -121,7 +132,8 @@ private:
     // replicas' data-parallel group, which ZeRO, the data and the gradients' reduction use; none at tp 1.
     std::unique_ptr<Comm> tensor_group_;
     std::unique_ptr<Comm> data_group_;
-    Comm& comm_;  // the data-parallel group: the world without tensor parallelism
+    std::unique_ptr<Comm> kv_group_;  // the tensor-parallel ranks holding one KV head, where they replicate it
+    Comm& comm_;                      // the data-parallel group: the world without tensor parallelism
     TrialConfig config_;
     const TokenSource& tokens_;
     ParamLayout layout_;
@@ -137,8 +149,9 @@ private:
     std::unique_ptr<OptimizerState> optimizer_;
     LlamaLayer layer_;
     Buffer workspace_;
-    Buffer ones_;             // biases: (T) ones, the left factor of the bias GEMMs
-    LayoutSource tp_source_;  // where each tensor's shard comes from in the whole model; empty at tp 1
+    Buffer ones_;  // biases: (T) ones, the left factor of the bias GEMMs
+    // Where each trained tensor's shard (the adapters' under LoRA) comes from in the whole model; empty at tp 1.
+    LayoutSource tp_source_;
     std::unique_ptr<Scalars> scalars_;
     std::unique_ptr<Scalars> host_scalars_;  // on host_backend_
     math::LossScaler scaler_;

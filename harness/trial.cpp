@@ -428,6 +428,20 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Co
 
 namespace {
 
+// Hugging Face weights and PEFT adapters are whole models; a tensor-parallel rank holds its shard.
+std::optional<std::string> whole_files_unsupported(const TrialConfig& c, const TrialOptions& o) {
+    if (c.tensor_parallel <= 1) return std::nullopt;
+    const char* flag = o.init_dir           ? "--init"
+                       : o.init_adapter_dir ? "--init-adapter"
+                       : o.save_adapter_dir ? "--save-adapter"
+                                            : nullptr;
+    if (flag == nullptr) return std::nullopt;
+    return fmt::format(
+        "tensor_parallel {}: {} reads or writes a whole model, and tune's engine does not split or "
+        "gather one across its tensor-parallel ranks; run it with tensor_parallel 1",
+        c.tensor_parallel, flag);
+}
+
 TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const TrialBackend& device, Comm& comm,
                    TrialDetails* details) {
     TrialResult r;
@@ -438,6 +452,7 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         check_runnable(config);
         if (auto why = offload_unsupported(*device.backend, config)) throw InvalidTrial(*why);
         if (auto why = tensor_parallel_unsupported(config)) throw InvalidTrial(*why);
+        if (auto why = whole_files_unsupported(config, options)) throw InvalidTrial(*why);
         if (comm.world_size() != static_cast<int>(config.world_size))
             throw InvalidTrial(fmt::format("world_size {} but the communicator has {} ranks", config.world_size,
                                            comm.world_size()));

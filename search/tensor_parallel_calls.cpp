@@ -1,6 +1,10 @@
 #include "search/tensor_parallel_calls.h"
 
+#include <algorithm>
+
+#include "core/peft_modules.h"
 #include "core/tensor_parallel.h"
+#include "core/zero_plan.h"
 #include "search/collective_calls.h"
 #include "search/estimate_memory.h"
 #include "search/model_flops.h"
@@ -16,12 +20,17 @@ void add_activation_calls(std::vector<TensorParallelCall>& out, const ModelSpec&
         static_cast<double>(weight_bytes(c.precision)) * c.micro_batch * c.context * static_cast<double>(m.hidden);
     const double layers = static_cast<double>(m.layers);
     const Recomputed again = recomputed(c.checkpointing);
-    double rerun_rows = 0;  // row-parallel linears whose forward runs again (o under full and selective-op)
-    bool reruns = false;    // any linear: the recompute gathers both regions' inputs (sequence parallelism)
-    for (const Linear& l : layer_linears(m, c)) {
+    double rerun_rows = 0;    // row-parallel linears whose forward runs again (o under full and selective-op)
+    double rerun_inputs = 0;  // column-parallel regions a recompute gathers the input of again (sequence parallelism)
+    const std::vector<Linear> linears = layer_linears(m, c);  // q, k, v | o | gate, up | down
+    for (const Linear& l : linears)
         if (l.adds_to_residual && again.reruns(l)) rerun_rows += 1;
-        reruns = reruns || again.reruns(l);
-    }
+    const auto region_reruns = [&](std::size_t first, std::size_t last) {
+        return std::any_of(linears.begin() + first, linears.begin() + last,
+                           [&](const Linear& l) { return again.reruns(l); });
+    };
+    rerun_inputs += region_reruns(0, 3) ? 1 : 0;
+    rerun_inputs += region_reruns(4, 6) ? 1 : 0;
     const auto add = [&](Collective op, double per_micro_batch) {
         if (per_micro_batch > 0) out.push_back({op, activation, per_micro_batch * micro_batches, tp.tp});
     };
@@ -32,9 +41,32 @@ void add_activation_calls(std::vector<TensorParallelCall>& out, const ModelSpec&
     }
     // Forward: the embedding's reduce-scatter, each region's gather and reduce-scatter, the head's gather.
     // Backward: per region the output gradient gathered, the input gradient reduce-scattered and the
-    // input gathered again; the head's dX reduce-scattered, the embedding's output gradient gathered.
-    add(Collective::all_gather, layers * (2 + (reruns ? 2 : 0) + 4) + 1 + 1);
+    // input gathered again; the head's dX reduce-scattered, the embedding's output gradient gathered (LoRA
+    // freezes the embedding: it has no backward).
+    add(Collective::all_gather, layers * (2 + rerun_inputs + 4) + 1 + (c.adapters() ? 0 : 1));
     add(Collective::reduce_scatter, 1 + layers * (2 + rerun_rows + 2) + 1);
+}
+
+// The replicated tensors whose gradients each rank computes in part (harness Trainer::partial_over_group):
+// with LoRA, a column-parallel base's whole A (r, h) and a row-parallel base's whole B (h, r), since the
+// norms are frozen; else the q/k norms (each rank saw its heads), and with sequence parallelism every norm
+// (each rank saw its rows).
+double partial_replicated_elements(const ModelSpec& m, const TrialConfig& c) {
+    const auto layers = static_cast<double>(m.layers), h = static_cast<double>(m.hidden);
+    if (c.adapters()) return layers * static_cast<double>(lora_target_count(c.lora_targets) * c.lora_rank) * h;
+    double n = m.qk_norm ? layers * 2 * static_cast<double>(m.head_dim()) : 0;
+    if (c.sequence_parallel) n += (2 * layers + 1) * h;
+    return n;
+}
+
+// The trained tensors of a KV head that the ranks replicating it share, each rank's gradient a part of
+// theirs: k's and v's weights and biases, or, with LoRA, the B of a k or v adapter (m is the local model).
+double kv_shared_elements(const ModelSpec& m, const TrialConfig& c) {
+    const auto layers = static_cast<double>(m.layers), kv = static_cast<double>(m.kv_dim());
+    if (!c.adapters()) return layers * 2 * (kv * static_cast<double>(m.hidden) + (m.qkv_bias ? kv : 0));
+    double adapted = 0;  // k and v among the targets (kLlamaLinears: q, k, v, ...)
+    for (std::size_t i : {std::size_t{1}, std::size_t{2}}) adapted += lora_adapts(c.lora_targets, i) ? 1 : 0;
+    return layers * adapted * kv * c.lora_rank;
 }
 
 }  // namespace
@@ -52,12 +84,17 @@ std::vector<TensorParallelCall> tensor_parallel_calls(const ModelSpec& model, co
     const double chunks = static_cast<double>((tokens + rows - 1) / rows);
     out.push_back({Collective::all_reduce, 4.0 * static_cast<double>(rows), 3 * chunks * micro_batches, tp.tp});
     const double wb = weight_bytes(c.precision);
-    const std::uint64_t replicas = tp.kv_replicas(model);
-    if (replicas > 1 && !c.adapters())
-        out.push_back({Collective::all_reduce, 2.0 * static_cast<double>(m.kv_dim() * m.hidden * m.layers) * wb, 1,
-                       static_cast<std::uint32_t>(replicas)});
-    if (tp.sequence_parallel && !c.adapters())
-        out.push_back({Collective::all_reduce, static_cast<double>((2 * m.layers + 1) * m.hidden) * wb, 1, tp.tp});
+    const bool lomo = c.optimizer == Optimizer::lomo;
+    // A step's gradient sums over the ranks that share them: once a step over each rank's ZeRO shard, or,
+    // under LOMO, each whole gradient as its backward passes make it.
+    const auto add_summed = [&](double elements, std::uint64_t ranks) {
+        const bool sharded = !lomo && zero_plan(c.zero_stage).updates_own_shard_only();
+        if (elements > 0)
+            out.push_back({Collective::all_reduce, elements * wb / (sharded ? data_parallel_size(c) : 1),
+                           lomo ? micro_batches : 1, static_cast<std::uint32_t>(ranks)});
+    };
+    if (tp.kv_replicas(model) > 1) add_summed(kv_shared_elements(m, c), tp.kv_replicas(model));
+    add_summed(partial_replicated_elements(m, c), tp.tp);
     // The global norm: its sum of squares and the replicated tensors' (counted once over the group), or
     // LOMO's one sum where its norm pass runs.
     if (c.optimizer != Optimizer::lomo)

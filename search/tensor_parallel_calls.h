@@ -16,9 +16,11 @@
 //   the parallel cross-entropy: three all-reduces of one fp32 per row and
 //     LM-head chunk (max, sum of exponentials, target logit);
 //   per step: KV weight gradients summed over the ranks that replicate a KV
-//     head, the norms' gradients over tp with sequence parallelism (each rank
-//     saw part of the sequence), and the global norm's two sums (all, and the
-//     replicated tensors', which every rank counts).
+//     head; the replicated tensors' gradients each rank computed in part
+//     (LoRA's whole A of a column-parallel linear and whole B of a
+//     row-parallel one; else the q/k norms', and with sequence parallelism
+//     every norm's); and the global norm's two sums (all, and the replicated
+//     tensors', which every rank counts).
 #pragma once
 
 #include <cstdint>

@@ -15,12 +15,16 @@
 #include "core/tensor_parallel.h"
 #include "core/validity.h"
 #include "exports/framework.h"
+#include "harness/lora.h"
+#include "harness/model_state.h"
 #include "harness/trainer.h"
+#include "harness/trial.h"
 #include "probe/probes.h"
 #include "search/estimate.h"
 #include "search/model_states.h"
 #include "search/tensor_parallel_calls.h"
 #include "support/run_command.h"
+#include "support/trainer_fixture.h"
 
 using namespace tune;
 using tune::test::run_tune;
@@ -232,6 +236,43 @@ TEST_CASE("the tensor-parallel collectives move the bytes of Megatron's schedule
     CHECK(tensor_parallel_calls(llama70b(1, 8).model, llama70b(1, 8)).empty());
 }
 
+TEST_CASE("the replicated tensors' gradients each rank computed in part are summed over tp once a step",
+          "[tensor-parallel][estimate]") {
+    const double L = 80, h = 8192, all_reduce = 2 * 3.0 / 4;
+    const auto summed = [](const TrialConfig& c) {
+        double bytes = 0;
+        for (const TensorParallelCall& call : tensor_parallel_calls(c.model, c))
+            if (call.count == 1 && call.bytes > 8) bytes += call.bytes * bus_factor(call.op, call.ranks);
+        return bytes;
+    };
+    // LoRA freezes the norms; each adapted linear has one whole (r, h) tensor: a column-parallel base's A,
+    // a row-parallel base's B. ZeRO-1 over two replicas sums each rank's half.
+    TrialConfig lora = llama70b(4, 8, true);
+    lora.method = Method::lora, lora.lora_rank = 16, lora.lora_targets = LoraTargets::all_linear;
+    CHECK(summed(lora) == Approx(L * 7 * 16 * h * 2 / 2 * all_reduce));
+    lora.lora_targets = LoraTargets::qv, lora.zero_stage = 0;
+    CHECK(summed(lora) == Approx(L * 2 * 16 * h * 2 * all_reduce));
+    // Qwen3's q/k norms: one head_dim weight each per layer, seen in part by every rank.
+    TrialConfig normed = llama70b(4, 4);
+    normed.model.qk_norm = true;
+    CHECK(summed(normed) == Approx(L * 2 * 128 * 2 * all_reduce));
+    normed.sequence_parallel = true;
+    CHECK(summed(normed) == Approx((L * 2 * 128 + (2 * L + 1) * h) * 2 * all_reduce));
+    // tp 16 over 8 KV heads: each pair of ranks shares one head's k and v (128 rows each), and sums their
+    // gradients over the pair; LoRA's q, v targets share v's B (128, r).
+    const auto pairs = [](const TrialConfig& c) {
+        double bytes = 0;
+        for (const TensorParallelCall& call : tensor_parallel_calls(c.model, c))
+            if (call.ranks == 2) bytes += call.count * call.bytes * bus_factor(call.op, call.ranks);
+        return bytes;
+    };
+    TrialConfig shared = llama70b(16, 16);
+    CHECK(pairs(shared) == Approx(L * 2 * 128 * h * 2));
+    shared.method = Method::lora, shared.lora_rank = 16, shared.lora_targets = LoraTargets::qv;
+    CHECK(pairs(shared) == Approx(L * 128 * 16 * 2));
+    CHECK(pairs(llama70b(8, 8)) == 0);
+}
+
 TEST_CASE("a tensor-parallel step counts each replica's tokens once and MFU over the whole model",
           "[tensor-parallel][estimate]") {
     const Hardware hw = a100();
@@ -288,6 +329,69 @@ TEST_CASE("Megatron-LM and torchtitan exports carry the split, and the stacks wi
     CHECK_THROWS_WITH(export_config(Framework::megatron, c), Catch::Contains("adam (AdamW) or sgd"));
 }
 
+TEST_CASE("a tensor-parallel rank starts from its shard of the whole model's base and adapters",
+          "[tensor-parallel][lora]") {
+    // QLoRA quantizes the base from these values and LoRA's A starts from them: each rank's element is the
+    // whole model's at the element its shard holds, whatever the split (rows, columns, or whole).
+    TrialConfig c;
+    c.model = *find_model("small");
+    c.world_size = 2, c.tensor_parallel = 2;
+    c.method = Method::lora, c.lora_rank = 4;
+    const ModelSpec local = tensor_parallel_plan(c).local(c.model);
+    const harness::ParamLayout mine = harness::make_param_layout(local, 1, c.adam8bit_block),
+                               all = harness::make_param_layout(c.model, 1, c.adam8bit_block);
+    const harness::LoraSpec adapters = harness::make_lora_spec(c);
+    const harness::ParamLayout all_adapters =
+        harness::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, 1, c.adam8bit_block);
+    const auto same = [](const harness::HostParams& part, const harness::HostParams& whole,
+                         const harness::ParamLayout& layout, const harness::LayoutSource& from) {
+        std::size_t compared = 0, differ = 0;
+        for (std::size_t i = 0; i < layout.buffers(); ++i)
+            for (std::size_t t = 0; t < layout.flat(i).tensors.size(); ++t) {
+                const harness::TensorView& v = layout.flat(i).tensors[t];
+                const harness::TensorSource& s = from[i][t];
+                for (std::int64_t e = 0; e < v.numel(); ++e) {
+                    const std::int64_t row = s.row_begin + e / v.cols, col = s.col_begin + e % v.cols;
+                    if (row >= s.rows) continue;  // the vocabulary's padding
+                    ++compared;
+                    differ += part[i][v.offset + e] != whole[i][s.offset + row * s.cols + col] ? 1 : 0;
+                }
+            }
+        CHECK(compared > 0);
+        return differ;
+    };
+    for (std::uint32_t rank : {0u, 1u}) {
+        INFO("tensor-parallel rank " << rank);
+        const harness::LayoutSource base =
+            harness::tensor_parallel_source(c.model, mine, {rank, rank}, c.adam8bit_block);
+        CHECK(same(harness::random_init(mine, c.seed, 0.02, &base), harness::random_init(all, c.seed), mine, base) ==
+              0);
+        const harness::LayoutSource lora = harness::adapter_parallel_source(c, adapters.layout, {rank, rank});
+        CHECK(same(harness::lora_init(adapters.layout, c.seed, &lora), harness::lora_init(all_adapters, c.seed),
+                   adapters.layout, lora) == 0);
+        // Without the source a rank draws its own values, not its shard's.
+        CHECK(same(harness::random_init(mine, c.seed), harness::random_init(all, c.seed), mine, base) > 0);
+    }
+    // One KV head on both ranks: each holds the whole k and v, and every other tensor's shard.
+    c.model.kv_heads = 1;
+    const ModelSpec one_kv = tensor_parallel_plan(c).local(c.model);
+    const harness::ParamLayout kv_mine = harness::make_param_layout(one_kv, 1, c.adam8bit_block),
+                               kv_all = harness::make_param_layout(c.model, 1, c.adam8bit_block);
+    for (std::uint32_t rank : {0u, 1u}) {
+        const harness::LayoutSource base =
+            harness::tensor_parallel_source(c.model, kv_mine, {rank, 0}, c.adam8bit_block);
+        CHECK(same(harness::random_init(kv_mine, c.seed, 0.02, &base), harness::random_init(kv_all, c.seed), kv_mine,
+                   base) == 0);
+        CHECK(base[0][kv_mine.index(harness::LayerTensor::k)].row_begin == 0);
+        CHECK(base[0][kv_mine.index(harness::LayerTensor::q)].row_begin == rank * 128);
+    }
+    // q's adapters: A (r, h) whole, B (q / 2, r) by rows; o's: A (r, q / 2) by columns, B (h, r) whole.
+    CHECK(adapters.layout.layer.tensors[0].cols == 256);
+    CHECK(adapters.layout.layer.tensors[1].rows == 128);
+    CHECK(adapters.layout.layer.tensors[6].cols == 128);
+    CHECK(adapters.layout.layer.tensors[7].rows == 256);
+}
+
 TEST_CASE("tune's engine refuses the parts of tensor parallelism it cannot train, naming what still holds",
           "[tensor-parallel]") {
     CHECK_FALSE(harness::tensor_parallel_unsupported(llama70b(1, 8)));
@@ -298,22 +402,35 @@ TEST_CASE("tune's engine refuses the parts of tensor parallelism it cannot train
         CHECK_THAT(*why,
                    Catch::Contains(std::string(part)) && Catch::Contains("estimate") && Catch::Contains("megatron"));
     };
-    TrialConfig fused = llama70b(2, 8, true);
-    fused.optimizer = Optimizer::lomo;
-    refused(fused, "LOMO");
-    CHECK_FALSE(harness::tensor_parallel_unsupported(llama70b(2, 8, true)));
-    TrialConfig lora = llama70b(2, 8);
-    lora.method = Method::lora;
-    refused(lora, "adapters");
-    refused(llama70b(16, 16), "KV heads");
-    TrialConfig normed = llama70b(2, 8);
-    normed.model.qk_norm = true;
-    CHECK_FALSE(harness::tensor_parallel_unsupported(normed));
-    normed.optimizer = Optimizer::lomo;
-    refused(normed, "q/k norms");
-    TrialConfig biased = llama70b(2, 8);
-    biased.model.o_bias = true;
-    refused(biased, "biases");
+    // What it trains: adapters, LOMO, biases, q/k norms, NEFTune and selective-op, with or without sp.
+    for (bool sp : {false, true}) {
+        TrialConfig c = llama70b(2, 8, sp);
+        c.method = Method::lora;
+        CHECK_FALSE(harness::tensor_parallel_unsupported(c));
+        c.method = Method::qlora, c.optimizer = Optimizer::lomo;
+        CHECK_FALSE(harness::tensor_parallel_unsupported(c));
+        c.model.qk_norm = c.model.o_bias = c.model.mlp_bias = c.model.qkv_bias = true;
+        c.neftune_alpha = 5, c.checkpointing = Checkpointing::selective_op;
+        CHECK_FALSE(harness::tensor_parallel_unsupported(c));
+    }
+    CHECK_FALSE(harness::tensor_parallel_unsupported(llama70b(16, 16)));  // each KV head on two ranks
+    TrialConfig offloaded = llama70b(2, 8);
+    offloaded.zero_stage = 2, offloaded.offload = Offload::optimizer;
+    refused(offloaded, "offload");
+}
+
+TEST_CASE("a tensor-parallel trial refuses whole Hugging Face weights and PEFT adapters, naming the flag",
+          "[tensor-parallel][lora]") {
+    TrialConfig c;
+    c.model = *find_model("tiny");
+    c.world_size = 2, c.tensor_parallel = 2, c.method = Method::lora, c.lora_rank = 4;
+    c.micro_batch = 1, c.context = 16, c.steps = 1;
+    harness::TrialOptions o = test::quiet_trial();
+    o.save_adapter_dir = "adapter-out";
+    harness::SingleRankComm one;  // refused before the communicator is asked for its ranks
+    const TrialResult r = harness::run_trial(c, o, one);
+    CHECK(r.status == TrialStatus::invalid);
+    CHECK_THAT(r.reason, Catch::Contains("--save-adapter") && Catch::Contains("tensor_parallel 1"));
 }
 
 TEST_CASE("a Llama-2-70B sweep on 8 x A100-80GB offers dp x tp, and tensor parallelism leads its front",

@@ -4,7 +4,10 @@
 
 using tune_emu_test::run_cases;
 
-TEST_CASE("emulated device: GEMM self-test cases") { run_cases(tune_emu_test::st::standard_cases(), {"gemm"}); }
+// The CPU reference's sgemm takes its kernel, and so its order of summation, from the machine's CPU
+// (OpenBLAS picks one at run time): a 16-bit output can round one ulp apart from the device's, which is
+// 0.26 of the tolerance for f16 at m=64 n=48 k=32 on an AMD EPYC. Half the tolerance still flags drift.
+TEST_CASE("emulated device: GEMM self-test cases") { run_cases(tune_emu_test::st::standard_cases(), {"gemm"}, 0.5); }
 
 TEST_CASE("emulated device: attention self-test cases") {
     run_cases(tune_emu_test::st::standard_cases(), {"attention"});

@@ -3,18 +3,22 @@
 // three steps in fp32 their losses are the single rank's within 1e-5, alone
 // (tp = the world) and beside data parallelism with ZeRO 0-3 (2 x 2 on four
 // ranks, against one rank with both replicas' rows), with and without
-// sequence parallelism. Every rank's tagged peak equals the estimate,
-// component by component, and the bytes the group moves equal the schedule's.
-// Runs under 2 and 4 ranks.
+// sequence parallelism, with LoRA adapters split as their base is (QLoRA:
+// within its per-shard quantization), and with KV heads replicated over more
+// ranks than there are of them. Every rank's tagged peak equals the
+// estimate, component by component, and the bytes the group moves equal the
+// schedule's. Runs under 2 and 4 ranks.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "core/presets.h"
 #include "core/tensor_parallel.h"
 #include "harness/comm/comm_mpi.h"
+#include "harness/lora.h"
 #include "harness/trainer.h"
 #include "harness/trial.h"
 #include "search/estimate.h"
@@ -61,6 +65,55 @@ std::vector<double> single_rank_losses(TrialConfig c) {
     return losses(one, c);
 }
 
+// This rank's place in a tensor-parallel group that is the world.
+harness::ParallelRank parallel_rank(const harness::Comm& comm, const TrialConfig& c) {
+    const auto rank = static_cast<std::uint32_t>(comm.rank());
+    return {rank, rank / static_cast<std::uint32_t>(tensor_parallel_plan(c).kv_replicas(c.model))};
+}
+
+// Each adapter gradient of this tensor-parallel rank against the whole adapter's at the elements its shard
+// holds (replicated tensors whole): ||mine - theirs|| / ||theirs||, checked against `tolerance`. Returns
+// that over all the rank's adapters.
+double check_adapter_grads(const harness::HostParams& g, const harness::HostParams& ref,
+                           const harness::ParamLayout& mine, const harness::LayoutSource& from, double tolerance) {
+    double all_diff = 0, all_norm = 0;
+    for (std::size_t i = 0; i < mine.buffers(); ++i)
+        for (std::size_t t = 0; t < mine.flat(i).tensors.size(); ++t) {
+            const harness::TensorView& v = mine.flat(i).tensors[t];
+            const harness::TensorSource& s = from[i][t];
+            double diff = 0, norm = 0;
+            for (std::int64_t e = 0; e < v.numel(); ++e) {
+                const std::int64_t at = s.offset + (s.row_begin + e / v.cols) * s.cols + s.col_begin + e % v.cols;
+                const double d = static_cast<double>(g[i][v.offset + e]) - ref[i][at];
+                diff += d * d, norm += static_cast<double>(ref[i][at]) * ref[i][at];
+            }
+            INFO("layer " << i << " " << v.name << (s.replicated ? " (whole on every rank)" : "")
+                          << ": relative difference " << std::sqrt(diff / norm));
+            CHECK(norm > 0);
+            CHECK(std::sqrt(diff) <= tolerance * std::sqrt(norm));
+            all_diff += diff, all_norm += norm;
+        }
+    return std::sqrt(all_diff / all_norm);
+}
+
+// After one step (B is no longer zero, so every adapter has a gradient), the adapters' gradients of the
+// tensor-parallel configuration `c` (tp = the world) against one rank's.
+double check_adapter_grads_after_a_step(harness::Comm& comm, const TrialConfig& c, double tolerance) {
+    kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
+    const auto tokens = harness::synthetic_tokens(c.seed, c.model.vocab);
+    harness::Trainer split_trainer(backend, comm, c, *tokens);
+    split_trainer.step();
+    split_trainer.compute_gradients();
+    TrialConfig one = c;
+    one.world_size = 1, one.tensor_parallel = 1, one.sequence_parallel = false;
+    test::TrainerRig single(one, harness::synthetic_tokens(one.seed, one.model.vocab));
+    single.trainer->step();
+    single.trainer->compute_gradients();
+    const harness::ParamLayout& mine = split_trainer.model().layout();
+    return check_adapter_grads(split_trainer.model().download_grads(), single.trainer->model().download_grads(), mine,
+                               harness::adapter_parallel_source(c, mine, parallel_rank(comm, c)), tolerance);
+}
+
 double worst(const std::vector<double>& a, const std::vector<double>& b) {
     double most = 0;
     for (std::size_t i = 0; i < a.size(); ++i) most = std::max(most, std::abs(a[i] - b[i]));
@@ -77,7 +130,8 @@ TEST_CASE("tensor-parallel ranks give one rank's losses after three steps, AdamW
                                 {Optimizer::lion, false},
                                 {Optimizer::lomo, false},
                                 {Optimizer::adamw, true},
-                                {Optimizer::lion, true}}) {
+                                {Optimizer::lion, true},
+                                {Optimizer::lomo, true}}) {
         const TrialConfig c = tp_config(o, n, n, 0, sp);
         const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
         INFO(summary(c) << ": step losses " << split[0] << ", " << split[1] << ", " << split[2] << " against "
@@ -85,6 +139,26 @@ TEST_CASE("tensor-parallel ranks give one rank's losses after three steps, AdamW
                         << worst(split, whole));
         CHECK(worst(split, whole) < 1e-5);
     }
+}
+
+TEST_CASE("tensor parallelism with biases, NEFTune's noise, selective-op checkpointing and LOMO's q/k norms",
+          "[mpi][tensor-parallel]") {
+    // A row-parallel bias goes once into the sum the group reduces; NEFTune's noise too; selective-op
+    // recomputes its rows of the norms and gathers the regions' inputs again; LOMO sums the q/k norms'
+    // gradients over the group before it applies them.
+    harness::MpiComm comm(test::mpi_runtime());
+    const auto n = static_cast<std::uint32_t>(comm.world_size());
+    for (bool sp : {false, true})
+        for (Optimizer o : {Optimizer::adamw, Optimizer::lomo}) {
+            TrialConfig c = tp_config(o, n, n, 0, sp);
+            c.model.qkv_bias = c.model.o_bias = c.model.mlp_bias = c.model.qk_norm = true;
+            c.neftune_alpha = 5, c.checkpointing = Checkpointing::selective_op;
+            const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
+            INFO(summary(c) << " with biases, q/k norms: step losses " << split[0] << ", " << split[1] << ", "
+                            << split[2] << " against " << whole[0] << ", " << whole[1] << ", " << whole[2]
+                            << "; largest difference " << worst(split, whole));
+            CHECK(worst(split, whole) < 1e-5);
+        }
 }
 
 TEST_CASE("Adafactor and 8-bit Adam under tensor parallelism: statistics over each rank's shard, not the tensor",
@@ -146,6 +220,59 @@ TEST_CASE("Qwen3's q/k norms under tensor parallelism: their weights' gradients 
     }
 }
 
+TEST_CASE("LoRA under tensor parallelism: adapters follow their base's split and give one rank's losses and gradients",
+          "[mpi][tensor-parallel][lora]") {
+    harness::MpiComm comm(test::mpi_runtime());
+    const auto n = static_cast<std::uint32_t>(comm.world_size());
+    for (bool sp : {false, true}) {
+        TrialConfig c = tp_config(Optimizer::adamw, n, n, 0, sp);
+        c.method = Method::lora, c.lora_rank = 4, c.lora_targets = LoraTargets::all_linear;
+        const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
+        INFO(summary(c) << ": step losses " << split[0] << ", " << split[1] << ", " << split[2] << " against "
+                        << whole[0] << ", " << whole[1] << ", " << whole[2] << "; largest difference "
+                        << worst(split, whole));
+        CHECK(worst(split, whole) < 1e-5);
+        // Each element of this rank's shard equals the whole adapter's gradient there.
+        check_adapter_grads_after_a_step(comm, c, 1e-4);
+    }
+}
+
+TEST_CASE("KV heads replicated over more ranks than they are: the ranks sharing one sum its gradients",
+          "[mpi][tensor-parallel]") {
+    // Megatron's grouped-query split when tp > kv_heads: each rank holds one KV head, and the tp / kv_heads
+    // ranks holding the same one each back-propagate their own query heads into it.
+    harness::MpiComm comm(test::mpi_runtime());
+    const auto n = static_cast<std::uint32_t>(comm.world_size());
+    for (std::uint32_t kv = 1; kv < n; kv *= 2)
+        for (const auto& [o, sp, method] : {std::tuple{Optimizer::adamw, false, Method::full},
+                                            {Optimizer::lomo, true, Method::full},
+                                            {Optimizer::adamw, true, Method::lora}}) {
+            TrialConfig c = tp_config(o, n, n, 0, sp);
+            c.model.kv_heads = kv, c.model.qkv_bias = true;
+            c.method = method, c.lora_rank = 4;
+            const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
+            INFO(summary(c) << " with " << kv << " KV heads: step losses " << split[0] << ", " << split[1] << ", "
+                            << split[2] << " against " << whole[0] << ", " << whole[1] << ", " << whole[2]
+                            << "; largest difference " << worst(split, whole));
+            CHECK(worst(split, whole) < 1e-5);
+            if (c.adapters()) check_adapter_grads_after_a_step(comm, c, 1e-4);
+        }
+}
+
+TEST_CASE("QLoRA under tensor parallelism: each rank quantizes its shard of the base", "[mpi][tensor-parallel][lora]") {
+    // NF4 quantizes each rank's flat shard in blocks of 64 and double-quantizes their absmax in groups:
+    // its dequantized base is one rank's but for part of a quantization step, so the adapters' gradients
+    // are one rank's within that (a base drawn anew, or an adapter not summed over the group, is off by
+    // its whole size).
+    harness::MpiComm comm(test::mpi_runtime());
+    const auto n = static_cast<std::uint32_t>(comm.world_size());
+    TrialConfig c = tp_config(Optimizer::adamw, n, n, 0);
+    c.method = Method::qlora, c.precision = Precision::bf16_mixed, c.lora_rank = 4;
+    const double all = check_adapter_grads_after_a_step(comm, c, 1.0);
+    INFO("all adapters: relative difference " << all);
+    CHECK(all < 0.1);
+}
+
 TEST_CASE("tensor x data parallel 2 x 2 with ZeRO 0-3 gives one rank's losses", "[mpi][tensor-parallel][zero]") {
     harness::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
@@ -157,18 +284,30 @@ TEST_CASE("tensor x data parallel 2 x 2 with ZeRO 0-3 gives one rank's losses", 
                         << worst(split, whole));
         CHECK(worst(split, whole) < 1e-5);
     }
+    for (std::uint32_t stage : {1u, 3u}) {  // the adapters sharded over the replicas
+        TrialConfig c = tp_config(Optimizer::adamw, 2, 4, stage, stage == 3);
+        c.method = Method::lora, c.lora_rank = 4;
+        const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
+        INFO(summary(c) << ": last loss " << split[2] << " against " << whole[2] << "; largest difference "
+                        << worst(split, whole));
+        CHECK(worst(split, whole) < 1e-5);
+    }
 }
 
 TEST_CASE("the bytes the tensor-parallel collectives move equal the schedule's", "[mpi][tensor-parallel]") {
     harness::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
-    for (const auto& [ck, sp] : {std::pair{Checkpointing::none, false},
-                                 {Checkpointing::full, false},
-                                 {Checkpointing::none, true},
-                                 {Checkpointing::full, true}}) {
+    for (const auto& [ck, sp, method] : {std::tuple{Checkpointing::none, false, Method::full},
+                                         {Checkpointing::full, false, Method::full},
+                                         {Checkpointing::none, true, Method::full},
+                                         {Checkpointing::full, true, Method::full},
+                                         {Checkpointing::selective_op, true, Method::full},
+                                         {Checkpointing::none, false, Method::lora},
+                                         {Checkpointing::full, true, Method::lora}}) {
         TrialConfig c = tp_config(Optimizer::adamw, n, n, 0, sp);  // one replica: no data-parallel traffic
-        c.checkpointing = ck, c.grad_accum = 2;
-        harness::MpiComm fresh(test::mpi_runtime());  // counts from zero
+        c.checkpointing = ck, c.grad_accum = 2, c.method = method, c.lora_rank = 4;
+        c.model.kv_heads = ck == Checkpointing::full ? 1 : 4;  // KV heads shared by the ranks, or split
+        harness::MpiComm fresh(test::mpi_runtime());           // counts from zero
         const TrialResult r = harness::run_trial(c, test::quiet_trial(), fresh);
         INFO(summary(c) << ": " << r.reason);
         REQUIRE(r.status == TrialStatus::ok);
@@ -182,13 +321,20 @@ TEST_CASE("every tensor-parallel rank's measured peak equals the estimate, compo
     harness::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (std::uint32_t stage : {0u, 3u})
-        for (const auto& [ck, sp] : {std::pair{Checkpointing::none, false},
-                                     {Checkpointing::full, false},
-                                     {Checkpointing::none, true},
-                                     {Checkpointing::full, true},
-                                     {Checkpointing::selective, true}}) {
+        for (const auto& [ck, sp, method] : {std::tuple{Checkpointing::none, false, Method::full},
+                                             {Checkpointing::full, false, Method::full},
+                                             {Checkpointing::none, true, Method::full},
+                                             {Checkpointing::full, true, Method::full},
+                                             {Checkpointing::selective, true, Method::full},
+                                             {Checkpointing::selective_op, true, Method::full},
+                                             {Checkpointing::none, true, Method::lora},
+                                             {Checkpointing::full, false, Method::lora},
+                                             {Checkpointing::none, false, Method::qlora},
+                                             {Checkpointing::full, true, Method::qlora}}) {
             TrialConfig c = tp_config(Optimizer::adamw, 2, n, stage, sp);
             c.precision = Precision::bf16_mixed, c.checkpointing = ck, c.steps = 2;
+            c.method = method, c.lora_rank = 4;
+            if (ck == Checkpointing::full) c.model.kv_heads = 1;  // one KV head on both ranks
             const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
             INFO(summary(c) << " on " << n << " ranks: " << r.reason);
             REQUIRE(r.status == TrialStatus::ok);

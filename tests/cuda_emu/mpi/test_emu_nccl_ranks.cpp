@@ -184,22 +184,29 @@ TEST_CASE("emulated NCCL on 2 ranks: short trials per optimizer, precision and Z
 
 TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, memory as estimated") {
     // Each rank holds half of every layer's matrices and of the vocabulary; the row-parallel outputs, the
-    // regions' input gradients, the embedding and the head's statistics are summed over NCCL.
+    // regions' input gradients, the embedding and the head's statistics are summed over NCCL; so are the
+    // adapters' replicated tensors' gradients (LoRA, QLoRA), and a shared KV head's over its two ranks.
     struct Combo {
         Optimizer optimizer;
         Precision precision;
         bool sequence_parallel;
+        Method method = Method::full;
+        std::uint64_t kv_heads = 2;  // tiny's; 1: both ranks hold the one KV head and sum its gradients
     };
     const Combo combos[] = {{Optimizer::adamw, Precision::bf16_mixed, false},
                             {Optimizer::lomo, Precision::fp32, false},
-                            {Optimizer::lion, Precision::bf16_mixed, true}};
+                            {Optimizer::lion, Precision::bf16_mixed, true},
+                            {Optimizer::adamw, Precision::bf16_mixed, false, Method::lora},
+                            {Optimizer::adamw, Precision::bf16_mixed, true, Method::qlora},
+                            {Optimizer::adamw, Precision::bf16_mixed, false, Method::full, 1}};
     harness::TrialOptions on_gpu, on_cpu;
     on_gpu.backend = BackendKind::cuda;
     on_cpu.backend = BackendKind::cpu;
     on_gpu.log = on_cpu.log = nullptr;
-    for (const auto& [optimizer, precision, sp] : combos) {
+    for (const auto& [optimizer, precision, sp, method, kv_heads] : combos) {
         TrialConfig c = two_rank_trial(optimizer, precision, 0);
-        c.tensor_parallel = 2, c.sequence_parallel = sp;
+        c.tensor_parallel = 2, c.sequence_parallel = sp, c.method = method, c.model.kv_heads = kv_heads;
+        if (c.adapters()) c.lora_rank = 4;
         auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
         const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
         harness::MpiComm mpi(test::mpi_runtime());
