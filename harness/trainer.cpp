@@ -166,12 +166,12 @@ public:
     Scalars& operator=(const Scalars&) = delete;
     float* get() const { return ptr_; }
     void zero() { backend_.fill_zero(ptr_, kBytes); }
-    float read(std::size_t index = 0) {
+    float read(std::int64_t index = 0) {
         float value = 0;
         backend_.copy_to_host(&value, ptr_ + index, sizeof value);
         return value;
     }
-    void write(float value) { backend_.copy_to_device(ptr_, &value, sizeof value); }
+    void write(float value, std::int64_t index = 0) { backend_.copy_to_device(ptr_ + index, &value, sizeof value); }
 
 private:
     static constexpr std::uint64_t kBytes = 256;
@@ -179,26 +179,14 @@ private:
     float* ptr_;
 };
 
-namespace {
-
-// What of a tensor-parallel configuration the engine does not split yet, or null.
-const char* unsplit_part(const TrialConfig& c) { return c.offload != Offload::none ? "offload" : nullptr; }
-
-}  // namespace
-
-std::optional<std::string> tensor_parallel_unsupported(const TrialConfig& config) {
-    if (config.tensor_parallel <= 1) return std::nullopt;
-    const char* part = unsplit_part(config);
-    if (part == nullptr) return std::nullopt;
-    return fmt::format(
-        "tensor_parallel {}: tune's engine does not split {} across ranks yet, so it cannot train this "
-        "configuration; its estimate (tune estimate) holds, and the exports (--emit megatron, torchtitan) run it",
-        config.tensor_parallel, part);
-}
-
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config) {
-    if (config.offload == Offload::none || backend.name() == "cpu" || precision_plan(config.precision).master)
-        return std::nullopt;
+    if (config.offload == Offload::none || backend.name() == "cpu") return std::nullopt;
+    if (config.tensor_parallel > 1)
+        return fmt::format(
+            "offload {} with tensor_parallel {} runs on the CPU backend only (--backend cpu): the tensor-parallel "
+            "group sums gradients that live in host memory, which NCCL does not reduce. Its estimate still holds",
+            to_string(config.offload), config.tensor_parallel);
+    if (precision_plan(config.precision).master) return std::nullopt;
     return fmt::format(
         "offload {} with precision {} runs on the CPU backend only (--backend cpu): on {} the host update "
         "writes an fp32 master, which {} has none of; use bf16-mixed or fp16-mixed. Its estimate still holds",
@@ -242,7 +230,6 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     if (comm.world_size() != static_cast<int>(config.world_size))
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
     if (auto why = offload_unsupported(backend, config)) throw std::invalid_argument(*why);
-    if (auto why = tensor_parallel_unsupported(config)) throw std::invalid_argument(*why);
     const bool with_grads = config.optimizer != Optimizer::lomo;
     const HostPlacement host{&host_memory_, &host_backend_, offload_};
     if (config.adapters()) {
@@ -604,18 +591,17 @@ double Trainer::gradient_sum_squares() {
             owned = static_cast<const unsigned char*>(owned) + bytes_of(comm_.rank() * f.shard, plan_.weights);
         where.sum_squares(sum.get(), owned, zero.updates_own_shard_only() ? f.shard : f.padded, plan_.weights);
     }
-    if (tensor_group_) {
-        for_each_owned(
-            [this](std::size_t b, std::size_t t) { return counted_elsewhere(b, t); },
-            [&](void* g, std::int64_t n, Comm*) { backend_.sum_squares(scalars_->get() + 1, g, n, plan_.weights); });
-        if (zero.updates_own_shard_only()) comm_.all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
-        tensor_group_->all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
-        return static_cast<double>(scalars_->read(0)) - scalars_->read(1);
-    }
-    if (!zero.updates_own_shard_only()) return sum.read();
-    if (on_host) scalars_->write(sum.read());  // the collective runs on the device's copy
-    comm_.all_reduce(scalars_->get(), 1, DType::f32, ReduceOp::sum);
-    return scalars_->read();
+    if (tensor_group_)
+        for_each_owned([this](std::size_t b, std::size_t t) { return counted_elsewhere(b, t); },
+                       [&](void* g, std::int64_t n, Comm*) { where.sum_squares(sum.get() + 1, g, n, plan_.weights); });
+    if (!tensor_group_ && !zero.updates_own_shard_only()) return sum.read();
+    const std::int64_t sums = tensor_group_ ? 2 : 1;
+    if (on_host)  // the collectives run on the device's copy
+        for (std::int64_t k = 0; k < sums; ++k) scalars_->write(sum.read(k), k);
+    if (zero.updates_own_shard_only()) comm_.all_reduce(scalars_->get(), sums, DType::f32, ReduceOp::sum);
+    if (!tensor_group_) return scalars_->read();
+    tensor_group_->all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
+    return static_cast<double>(scalars_->read(0)) - scalars_->read(1);
 }
 
 float Trainer::grad_scale(double norm, float loss_scale) const {

@@ -37,12 +37,9 @@ struct StepStats {
 };
 
 // Why this backend cannot run the configuration's offload: beside a GPU the host update writes
-// the fp32 master only, so a precision without one (fp32, bf16) offloads on the CPU backend only.
+// the fp32 master only, so a precision without one (fp32, bf16) offloads on the CPU backend only, and
+// so does tensor parallelism, whose group sums gradients in host memory.
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config);
-
-// Why the engine cannot run the configuration's tensor parallelism (what it does not split yet:
-// offload, row-parallel biases, replicated KV heads, some fused updates under sequence parallelism), or nullopt.
-std::optional<std::string> tensor_parallel_unsupported(const TrialConfig& config);
 
 // Tensor parallelism's view of a gradient LOMO applies as backward makes it: summed over the group where
 // each rank computed a part (Trainer::partial_over_group), and in the norm counted by one rank where every

@@ -451,7 +451,6 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
     try {
         check_runnable(config);
         if (auto why = offload_unsupported(*device.backend, config)) throw InvalidTrial(*why);
-        if (auto why = tensor_parallel_unsupported(config)) throw InvalidTrial(*why);
         if (auto why = whole_files_unsupported(config, options)) throw InvalidTrial(*why);
         if (comm.world_size() != static_cast<int>(config.world_size))
             throw InvalidTrial(fmt::format("world_size {} but the communicator has {} ranks", config.world_size,

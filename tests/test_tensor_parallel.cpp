@@ -392,33 +392,6 @@ TEST_CASE("a tensor-parallel rank starts from its shard of the whole model's bas
     CHECK(adapters.layout.layer.tensors[7].rows == 256);
 }
 
-TEST_CASE("tune's engine refuses the parts of tensor parallelism it cannot train, naming what still holds",
-          "[tensor-parallel]") {
-    CHECK_FALSE(harness::tensor_parallel_unsupported(llama70b(1, 8)));
-    CHECK_FALSE(harness::tensor_parallel_unsupported(llama70b(8, 8)));
-    const auto refused = [](TrialConfig c, std::string_view part) {
-        const auto why = harness::tensor_parallel_unsupported(c);
-        REQUIRE(why);
-        CHECK_THAT(*why,
-                   Catch::Contains(std::string(part)) && Catch::Contains("estimate") && Catch::Contains("megatron"));
-    };
-    // What it trains: adapters, LOMO, biases, q/k norms, NEFTune and selective-op, with or without sp.
-    for (bool sp : {false, true}) {
-        TrialConfig c = llama70b(2, 8, sp);
-        c.method = Method::lora;
-        CHECK_FALSE(harness::tensor_parallel_unsupported(c));
-        c.method = Method::qlora, c.optimizer = Optimizer::lomo;
-        CHECK_FALSE(harness::tensor_parallel_unsupported(c));
-        c.model.qk_norm = c.model.o_bias = c.model.mlp_bias = c.model.qkv_bias = true;
-        c.neftune_alpha = 5, c.checkpointing = Checkpointing::selective_op;
-        CHECK_FALSE(harness::tensor_parallel_unsupported(c));
-    }
-    CHECK_FALSE(harness::tensor_parallel_unsupported(llama70b(16, 16)));  // each KV head on two ranks
-    TrialConfig offloaded = llama70b(2, 8);
-    offloaded.zero_stage = 2, offloaded.offload = Offload::optimizer;
-    refused(offloaded, "offload");
-}
-
 TEST_CASE("a tensor-parallel trial refuses whole Hugging Face weights and PEFT adapters, naming the flag",
           "[tensor-parallel][lora]") {
     TrialConfig c;

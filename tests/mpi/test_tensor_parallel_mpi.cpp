@@ -259,6 +259,25 @@ TEST_CASE("KV heads replicated over more ranks than they are: the ranks sharing 
         }
 }
 
+TEST_CASE("offload under tensor parallelism: each rank's host update of its shard gives one rank's losses",
+          "[mpi][tensor-parallel][offload]") {
+    // The host holds the gradients, master and states of the rank's shard; the group sums its replicated
+    // tensors' gradients there (the norms', with sequence parallelism) before the update.
+    harness::MpiComm comm(test::mpi_runtime());
+    const auto n = static_cast<std::uint32_t>(comm.world_size());
+    for (const auto& [offload, sp, method] : {std::tuple{Offload::optimizer, true, Method::full},
+                                              {Offload::optimizer_params, false, Method::full},
+                                              {Offload::optimizer, false, Method::lora}}) {
+        TrialConfig c = tp_config(Optimizer::adamw, n, n, offload == Offload::optimizer ? 2 : 3, sp);
+        c.offload = offload, c.method = method, c.lora_rank = 4;
+        const std::vector<double> split = losses(comm, c), whole = single_rank_losses(c);
+        INFO(summary(c) << ": step losses " << split[0] << ", " << split[1] << ", " << split[2] << " against "
+                        << whole[0] << ", " << whole[1] << ", " << whole[2] << "; largest difference "
+                        << worst(split, whole));
+        CHECK(worst(split, whole) < 1e-5);
+    }
+}
+
 TEST_CASE("QLoRA under tensor parallelism: each rank quantizes its shard of the base", "[mpi][tensor-parallel][lora]") {
     // NF4 quantizes each rank's flat shard in blocks of 64 and double-quantizes their absmax in groups:
     // its dequantized base is one rank's but for part of a quantization step, so the adapters' gradients
@@ -335,6 +354,9 @@ TEST_CASE("every tensor-parallel rank's measured peak equals the estimate, compo
             c.precision = Precision::bf16_mixed, c.checkpointing = ck, c.steps = 2;
             c.method = method, c.lora_rank = 4;
             if (ck == Checkpointing::full) c.model.kv_heads = 1;  // one KV head on both ranks
+            // Offload (ZeRO 3, the parameters too): the host ledger, apart from the device's.
+            if (ck == Checkpointing::selective && stage == 3 && method == Method::full)
+                c.offload = Offload::optimizer_params;
             const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
             INFO(summary(c) << " on " << n << " ranks: " << r.reason);
             REQUIRE(r.status == TrialStatus::ok);
@@ -348,5 +370,10 @@ TEST_CASE("every tensor-parallel rank's measured peak equals the estimate, compo
             }
             for (std::size_t i = 0; i < r.rank_peaks.size(); ++i)
                 CHECK(r.rank_peaks[i] - r.rank_baselines[i] == e.memory.peak - e.memory[Component::overhead]);
+            for (Component k : kComponents) {
+                INFO("host " << to_string(k) << ": measured " << r.host_memory[k] << ", estimated "
+                             << e.host_memory[k]);
+                CHECK(r.host_memory[k] == e.host_memory[k]);
+            }
         }
 }

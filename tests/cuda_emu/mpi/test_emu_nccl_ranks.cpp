@@ -226,6 +226,13 @@ TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, mem
             CHECK(gpu.memory[k] == e.memory[k]);
         }
     }
+    // Offload under tensor parallelism sums host gradients over the group: the CPU backend's MPI does, NCCL not.
+    TrialConfig offloaded = two_rank_trial(Optimizer::adamw, Precision::bf16_mixed, 2);
+    offloaded.tensor_parallel = 2, offloaded.offload = Offload::optimizer;
+    auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
+    const TrialResult refused = harness::run_trial(offloaded, on_gpu, *nccl);
+    CHECK(refused.status == TrialStatus::invalid);
+    CHECK_THAT(refused.reason, Catch::Contains("CPU backend only") && Catch::Contains("tensor_parallel 2"));
 }
 
 TEST_CASE("emulated NCCL on 2 ranks: offload trials match CPU ranks, each rank's ledgers as estimated") {
