@@ -1,7 +1,7 @@
 // What makes the reports readable at a glance: numbers scale with their size,
 // a "what to run" panel opens the report, the all-trials table stays
 // readable, "worst estimates" lists no exact rows, pure bf16 is flagged
-// wherever it is recommended, and the README defines every precision name.
+// wherever it is recommended, and docs/commands.md defines every precision name.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -365,11 +365,13 @@ TEST_CASE("tune best and tune list scale their units for a tiny model", "[report
     CHECK(std::regex_search(list.output, std::regex(R"([0-9.]+[KM]? tok/s at [0-9.]+ MiB \(measured\))")));
 }
 
-TEST_CASE("the README defines every precision name the sweep files accept", "[docs]") {
-    const std::string readme = read_file(std::filesystem::path(TUNE_SOURCE_DIR) / "README.md");
+TEST_CASE("docs/commands.md defines every precision name the sweep files accept, and the README links it", "[docs]") {
+    const std::filesystem::path source = TUNE_SOURCE_DIR;
+    const std::string commands = read_file(source / "docs" / "commands.md");
     for (std::string_view name : kPrecisionNames) {
         INFO(name);
-        CHECK(readme.find("| `" + std::string(name) + "` |") != std::string::npos);
+        CHECK(commands.find("| `" + std::string(name) + "` |") != std::string::npos);
     }
-    CHECK(readme.find("convergence risk") != std::string::npos);
+    CHECK(commands.find("convergence risk") != std::string::npos);
+    CHECK(read_file(source / "README.md").find("(docs/commands.md)") != std::string::npos);
 }
