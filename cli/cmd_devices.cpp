@@ -32,9 +32,10 @@ void print_devices(const DeviceQuery& q, bool as_json) {
                cuda_version(q.runtime_version), cuda_version(q.driver_version));
     fmt::print("{}\n", kernels::cuda::cudnn_status_line(cudnn));
     if (const int branch = minimum_driver_branch(q.runtime_version); branch > 0)
-        fmt::print("This build's CUDA {} runtime needs an NVIDIA driver of branch R{} or newer (build with "
-                   "-DTUNE_CUDA_ROOT=<an older toolkit> for older drivers; see docs/commands.md).\n",
-                   cuda_version(q.runtime_version), branch);
+        fmt::print(
+            "This build's CUDA {} runtime needs an NVIDIA driver of branch R{} or newer (build with "
+            "-DTUNE_CUDA_ROOT=<an older toolkit> for older drivers; see docs/commands.md).\n",
+            cuda_version(q.runtime_version), branch);
     if (q.devices.empty()) {
         fmt::print("devices: none ({})\n", q.why_none);
         fmt::print("Sweeps that need GPUs run estimate-only here; sweeps with device = \"cpu\" run on the CPU backend.\n");

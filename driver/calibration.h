@@ -45,8 +45,7 @@ public:
     // Whether the pending trials' estimates should be made again: a change of
     // kReplanChange or more. Each trial runs with, and is judged at, the
     // estimate stored when it was claimed, so this is how stale that may be;
-    // at 5% a replay of a demo sweep's calibration erred 6.2% against 5.2% at
-    // 1%, and a re-plan of the demo's 480 configurations takes about 5 ms.
+    // a re-plan costs milliseconds, so it may be small.
     bool moved_since(const Calibration& since) const { return change_since(since) >= kReplanChange; }
     static constexpr double kReplanChange = 0.01;
 
@@ -82,9 +81,8 @@ public:
     // overhead_bytes, overhead_per_activation_byte): least squares over the
     // trials once their activations span kMinOverheadSpread (the largest over
     // the smallest), else the prior slope and the mean intercept; unset until
-    // a trial measured it. A constant (the largest seen) left a GPU sweep of
-    // a 333M model up to 5.3% high on its smallest configurations, the line
-    // within 1.2% (docs/memory-model.md).
+    // a trial measured it. A line, not a constant: a GPU pool's slack grows
+    // with the activations (docs/memory-model.md).
     std::optional<std::uint64_t> overhead() const { return overhead_; }
     double overhead_slope() const { return overhead_slope_; }
     static constexpr double kMinOverheadSpread = 1.05;
@@ -138,8 +136,8 @@ private:
 };
 
 // The overhead's bytes per activation byte a sweep starts from: on CUDA the
-// stream-ordered pool's slack, 0.04 on an H100 (a 333M model's 24
-// configurations, 2026-11-26); on the CPU 0 (the page pool keeps none).
+// stream-ordered pool's slack, as measured on an H100 (docs/gpu-validation.md);
+// on the CPU 0 (the page pool keeps none).
 double prior_overhead_slope(BackendKind backend);
 
 }  // namespace tune

@@ -28,32 +28,25 @@ struct ProbeSettings {
 // the untimed call and the before_each_call runs included.
 //
 // The time is not scaled by the speed reference (kernels/speed_reference.h)
-// read around it, as it once was: on the CI VM of 2026-11-26 that scaling
-// made three probe sets of one machine differ by a median 7.6% per probe,
-// unscaled they differ by 1.5%. The reference is a single 0.3 ms GEMM
-// burst whose own noise it passed on to every probe, and steps there did not
-// follow it (calibration learned pace exponents of 0.02-0.23). A probe set
-// still records the reference once (run_probes), so a trial's pace can be
-// set against the probes'.
+// read around it: the reference is a short GEMM burst whose own noise such a
+// scaling passes on to every probe, and steps need not follow it. A probe set
+// records the reference once (run_probes), so a trial's pace can be set
+// against the probes' (docs/results/2026-11-27-probes-and-pace-cpu.md).
 double seconds_per_call(kernels::Backend& backend, const std::function<void()>& op, const ProbeSettings& s,
                         double* spent);
 
 // The speed reference's GEMM (kernels::ReferenceGemm, fp32 128^3) on scratch
-// of its own, for ProbeSettings::before_each_call. In a step every other op follows
-// GEMMs, and on the CI VM's CPU (2026-11-26) an op right after a GEMM ran
-// slower than the same op in a loop of its own: attention forward 15%,
-// RMSNorm 25%, SwiGLU 20%, an add 44%, also with 0.5 ms between them
-// (the core's clock after 512-bit FMAs, and caches the GEMM took). Timed in
-// loops, a step's ops summed 15-20% below what they took in the step.
+// of its own, for ProbeSettings::before_each_call. In a step every other op
+// follows GEMMs, and an op right after a GEMM runs slower than in a loop of
+// its own (the core's clock after wide FMAs, and the caches the GEMM took), so
+// the probes time it there.
 std::function<void()> gemm_primer(kernels::Backend& backend);
 
 // Writes Backend::private_cache_bytes of scratch of its own, for
 // ProbeSettings::before_each_call: what an op's operands left in a core's
 // cache is gone, as a step's other ops leave it between two calls of one op
-// (no-op where the backend reports no such cache). Timed in a loop on the
-// same buffers, the demo's GEMMs ran 5-20% faster than in a step (2026-11-26);
-// with the cache displaced and the op's fresh operand written just before,
-// within 2% (fp32, bf16).
+// (no-op where the backend reports no such cache). A GEMM timed in a loop on
+// the same buffers finds its operands cached, as no step's does.
 std::function<void()> cache_displacer(kernels::Backend& backend);
 
 // The probes time their ops on zero-filled backend scratch (kernels/scratch.h);

@@ -89,8 +89,8 @@ SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store
         const std::unique_ptr<kernels::Backend> backend = backend_for(spec, threads);
         rates = run_probes(*backend, plan, settings, &out.records);
     }
-    // The driver's CUDA context stayed on the device through every trial: each trial's
-    // baseline on an H100 read 1062 MiB, its own 531 and the driver's (2026-11-26).
+    // Released, or the driver's CUDA context stays on the device through every trial and
+    // each trial's baseline reads the driver's context beside its own.
     if (gpu) kernels::release_cuda_device(0);
     if (!plan.collectives.empty())
         for (const CollectiveResult& c : collectives(plan.collectives)) {

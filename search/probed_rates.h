@@ -40,8 +40,7 @@ inline kernels::DType kernel_dtype(ProbeDtype d) {
 // What a call does with C beyond its pass's layout, as the trainer calls it
 // (harness/model.cpp, kernels/lm_head_loss.cpp). In 16 bits both change the
 // time on the CPU: an accumulating C is widened before the GEMM, an fp32 one
-// is not narrowed after it (a demo fp16 step's accumulating calls ran 17-63%
-// above a beta-0 probe of their shape, its LM head's forward 33% below).
+// is not narrowed after it, so a beta-0 probe of the same shape misprices both.
 struct GemmOutput {
     // beta = 1 on a forward or dX call: the residual adds of o and down, and the
     // input gradients k, v and up sum into the one before. (dW always accumulates.)
@@ -155,14 +154,11 @@ struct TensorShape {
 // on a large model while its calls keep the trainer's sizes.
 //
 // A CPU's update runs at the bandwidth of wherever its buffers live, so the
-// probe takes the model's whole update, as large as a step's. Over one layer
-// and the outer buffer (28 MB of AdamW's fp32 buffers on the `small` model) it
-// stayed in this host's last-level cache, where the step's 63 MB, with the
-// activations between two updates, did not: it priced the update at 1.0 ns per
-// element where the step took 2.0; over the whole model, 1.7 (2026-11-26; a
-// 2-thread sum of squares ran at 0.3 ns per float up to 16 MB, 0.9 from 64 MB).
-// Cut at 2^22 elements (64 MiB of AdamW's fp32 buffers), out of that cache: a
-// larger model's update goes at about the same pace per element.
+// probe takes the model's whole update, as large as a step's: a probe over one
+// layer stays in the last-level cache, where a step's update, with the
+// activations between two updates, does not. Cut at 2^22 elements (64 MiB of
+// AdamW's fp32 buffers), out of that cache: a larger model's update goes at
+// about the same pace per element.
 //
 // A GPU's calls of that size are launch-bound: on an H100 AdamW
 // (bf16-mixed) took 33 us for 2^18 elements, 0.13 ns per element where its

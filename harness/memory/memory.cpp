@@ -48,8 +48,8 @@ Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
     if (maps_pages(bytes)) {
         ptr = pages_.take(bytes, room, live_);
     } else {
-        // Not trimmed for: the heap keeps its own pages, and a kept page handed back here faulted
-        // in again at the next peak (on the demo 50 a step, the LM head's logits, 2026-11-26).
+        // Not trimmed for: the heap keeps its own pages, and a kept page handed back here would
+        // fault in again at the next peak.
         ptr = where_ == Placement::host ? backend_.allocate_host(bytes) : backend_.allocate(bytes);
     }
     live_ += bytes;

@@ -47,9 +47,9 @@ public:
     void trim(std::uint64_t bytes) noexcept;
 
     std::uint64_t kept() const { return kept_; }
-    // Bytes of kept pages moved into fresh ranges so far: a training step moves some every step
-    // (13-25% of the peak on the `small` model), which costs the CPU page-table updates and a
-    // GPU a device synchronisation per page (kernels/cuda/device_pages.cuh).
+    // Bytes of kept pages moved into fresh ranges so far: a training step moves some every step,
+    // which costs the CPU page-table updates and a GPU a device synchronisation per page
+    // (kernels/cuda/device_pages.cuh).
     std::uint64_t moved() const { return moved_; }
     // Whole pages of the buffers taken and not given back.
     std::uint64_t in_use() const { return in_use_; }
