@@ -232,11 +232,10 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
     void* qp = d.qk_norm ? a.qp.get() : a.q.get();  // the projections, normed into q, k after
     void* kp = d.qk_norm ? a.kp.get() : a.k.get();
     {
-        const Buffer whole = gather_rows(a.n1.get());
-        const void* n1 = whole ? whole.get() : a.n1.get();
-        project(w, a, LayerTensor::q, LayerTensor::q_bias, n1, qp, d.q, d.h, 0.0f);          // q (T, q)
-        project(w, a, LayerTensor::k, LayerTensor::k_bias, n1, kp, d.kv, d.h, 0.0f);         // k (T, kv)
-        project(w, a, LayerTensor::v, LayerTensor::v_bias, n1, a.v.get(), d.kv, d.h, 0.0f);  // v (T, kv)
+        const EveryToken n1 = every_token(a.n1.get());
+        project(w, a, LayerTensor::q, LayerTensor::q_bias, n1.ptr, qp, d.q, d.h, 0.0f);          // q (T, q)
+        project(w, a, LayerTensor::k, LayerTensor::k_bias, n1.ptr, kp, d.kv, d.h, 0.0f);         // k (T, kv)
+        project(w, a, LayerTensor::v, LayerTensor::v_bias, n1.ptr, a.v.get(), d.kv, d.h, 0.0f);  // v (T, kv)
     }
     if (d.qk_norm) qk_norm_forward(w, a);
     backend_.rope_forward(a.q.get(), d.q, a.q.get(), d.q, d.b, d.s, d.heads, d.d, d.rope, dt_);
@@ -246,10 +245,9 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
     backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), r, d.h,
                              d.eps, dt_);
     {
-        const Buffer whole = gather_rows(a.n2.get());
-        const void* n2 = whole ? whole.get() : a.n2.get();
-        project(w, a, LayerTensor::gate, LayerTensor::gate_bias, n2, a.g.get(), d.f, d.h, 0.0f);  // g (T, f)
-        project(w, a, LayerTensor::up, LayerTensor::up_bias, n2, a.u.get(), d.f, d.h, 0.0f);      // u (T, f)
+        const EveryToken n2 = every_token(a.n2.get());
+        project(w, a, LayerTensor::gate, LayerTensor::gate_bias, n2.ptr, a.g.get(), d.f, d.h, 0.0f);  // g (T, f)
+        project(w, a, LayerTensor::up, LayerTensor::up_bias, n2.ptr, a.u.get(), d.f, d.h, 0.0f);      // u (T, f)
     }
     backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
     if (out == nullptr) {
@@ -275,13 +273,14 @@ void LlamaLayer::row_parallel(const void* w, LayerActivations& a, LayerTensor t,
     backend_.add(out, residual, reduce_over_group(y.get()), rows() * d.h, dt_);
 }
 
-Buffer LlamaLayer::gather_rows(const void* part) const {
-    if (!sequence_parallel_) return {};
+LlamaLayer::EveryToken LlamaLayer::every_token(const void* part) const {
+    if (!sequence_parallel_) return {Buffer{}, part};
     const std::int64_t r = rows() * dims_.h;
     Buffer whole = memory_.allocate(Component::comm, bytes_of(dims_.T * dims_.h, dt_));
     backend_.copy(whole.at(bytes_of(tensor_group_->rank() * r, dt_)), part, bytes_of(r, dt_));
     tensor_group_->all_gather(whole.get(), dims_.T * dims_.h, dt_);
-    return whole;
+    const void* ptr = whole.get();
+    return {std::move(whole), ptr};
 }
 
 void* LlamaLayer::reduce_over_group(void* y) const {
@@ -369,18 +368,16 @@ void LlamaLayer::recompute_unsaved(const void* w, LayerActivations& a) {
     backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), r, d.h,
                              d.eps, dt_);
     if (!d.qk_norm) {
-        const Buffer whole = gather_rows(a.n1.get());
-        project(w, a, LayerTensor::k, LayerTensor::k_bias, whole ? whole.get() : a.n1.get(), a.k.get(), d.kv, d.h,
-                0.0f);
+        const EveryToken n1 = every_token(a.n1.get());
+        project(w, a, LayerTensor::k, LayerTensor::k_bias, n1.ptr, a.k.get(), d.kv, d.h, 0.0f);
         backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
     }
     attention_residual(w, a);
     backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), r, d.h,
                              d.eps, dt_);
     {
-        const Buffer whole = gather_rows(a.n2.get());
-        project(w, a, LayerTensor::up, LayerTensor::up_bias, whole ? whole.get() : a.n2.get(), a.u.get(), d.f, d.h,
-                0.0f);
+        const EveryToken n2 = every_token(a.n2.get());
+        project(w, a, LayerTensor::up, LayerTensor::up_bias, n2.ptr, a.u.get(), d.f, d.h, 0.0f);
     }
     backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
 }
@@ -389,8 +386,8 @@ void LlamaLayer::row_parallel_backward(const void* w, LayerActivations& a, Layer
                                        const void* x, const void* dx, void* din, std::int64_t k, GradSink& sink,
                                        std::size_t layer) const {
     const Dims& d = dims_;
-    const Buffer whole = gather_rows(dx);  // sequence parallelism: the output gradient of every token
-    const void* dy = whole ? whole.get() : dx;
+    const EveryToken every = every_token(dx);  // the output gradient of every token
+    const void* dy = every.ptr;
     bias_grad(dy, bias, sink, layer);
     gemm(dy, false, weight(w, t), false, din, d.T, k, d.h, 0.0f);  // din = dY W
     lora_backward(a, t, x, dy, din, lora_tmp_, sink, layer);
@@ -401,8 +398,8 @@ void LlamaLayer::row_parallel_backward(const void* w, LayerActivations& a, Layer
 
 void LlamaLayer::column_parallel_backward(LayerActivations& a, const void* x, std::initializer_list<ColumnGrad> linears,
                                           void* dn, GradSink& sink, std::size_t layer) const {
-    const Buffer whole = gather_rows(x);  // sequence parallelism: every token's input
-    const void* all = whole ? whole.get() : x;
+    const EveryToken every = every_token(x);
+    const void* all = every.ptr;
     for (const ColumnGrad& l : linears) {
         lora_backward(a, l.t, all, l.dy, dn, lora_tmp_, sink, layer);
         if (lora_ != nullptr) continue;

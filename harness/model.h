@@ -109,8 +109,13 @@ public:
     }
     // Rows of the residual stream on this rank: T, or T / tp with sequence parallelism.
     std::int64_t rows() const { return sequence_parallel_ ? dims_.T / tensor_group_->world_size() : dims_.T; }
-    // Sequence parallelism: `part` (rows(), h) gathered into a whole (T, h) buffer (tag comm); empty without.
-    Buffer gather_rows(const void* part) const;
+    // Every token's (T, h) from this rank's rows() of it: with sequence parallelism gathered into a whole
+    // buffer (tag comm, freed with the result), else the rows themselves.
+    struct EveryToken {
+        Buffer gathered;  // empty without sequence parallelism
+        const void* ptr = nullptr;
+    };
+    EveryToken every_token(const void* part) const;
     // y (T, h) summed over the group: in place, or with sequence parallelism reduce-scattered; returns this
     // rank's rows of the sum (y itself without sequence parallelism).
     void* reduce_over_group(void* y) const;

@@ -388,12 +388,13 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
                              d.eps, plan_.weights);
     Buffer dnf = memory_.allocate(Component::activations, bytes_of(r * d.h, plan_.weights));
     // Sequence parallelism: the head reads every token's nf and writes every token's dnf (tag comm).
-    Buffer nf_whole = layer_.gather_rows(nf.get());
-    Buffer dnf_whole = nf_whole ? memory_.allocate(Component::comm, bytes_of(d.T * d.h, plan_.weights)) : Buffer{};
+    LlamaLayer::EveryToken nf_all = layer_.every_token(nf.get());
+    Buffer dnf_whole =
+        nf_all.gathered ? memory_.allocate(Component::comm, bytes_of(d.T * d.h, plan_.weights)) : Buffer{};
     kernels::LmHeadLossArgs args;
     args.rows = d.T, args.hidden = d.h, args.vocab = d.V, args.chunk_rows = head_chunk_rows(d);
     args.dtype = plan_.weights;
-    args.x = nf_whole ? nf_whole.get() : nf.get(), args.weight = outer_tensor(w, layout_.head());
+    args.x = nf_all.ptr, args.weight = outer_tensor(w, layout_.head());
     args.targets = targets.as<std::int32_t>(), args.losses = losses.as<float>();
     args.dx = dnf_whole ? dnf_whole.get() : dnf.get();
     args.grad_scale = loss_scale / static_cast<float>(d.T * config_.grad_accum);
@@ -411,7 +412,7 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     logits.reset();
     if (!frozen && !tied) sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
     // Each vocabulary shard's part of the final norm's output gradient, summed (this rank's rows of it).
-    nf_whole.reset();
+    nf_all.gathered.reset();
     const void* dnf_rows = layer_.reduce_over_group(args.dx);
     if (dnf_whole) backend_.copy(dnf.get(), dnf_rows, dnf.bytes());
     dnf_whole.reset();
@@ -459,10 +460,9 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
     memory_.set_phase("embed-backward");
     const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
     sink.open(layout_.outer_index());
-    const Buffer dx_whole = layer_.gather_rows(dx.get());  // sequence parallelism: every token's gradient
-    backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(),
-                                dx_whole ? dx_whole.get() : dx.get(), d.T, d.h, d.V, plan_.weights,
-                                {workspace_.get(), workspace_.bytes()}, vocab_range());
+    const LlamaLayer::EveryToken dx_all = layer_.every_token(dx.get());
+    backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx_all.ptr,
+                                d.T, d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()}, vocab_range());
     sink.end(layout_.outer_index(), embedding);
     sink.close(layout_.outer_index());
     return mean_loss(losses, d.T);

@@ -42,7 +42,7 @@ struct StepStats {
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config);
 
 // Tensor parallelism's view of a gradient LOMO applies as backward makes it: summed over the group where
-// each rank computed a part (Trainer::partial_over_group), and in the norm counted by one rank where every
+// each rank computed a part (Trainer::summed_over), and in the norm counted by one rank where every
 // rank holds it whole.
 struct TensorGroupGrads {
     Comm* group = nullptr;                                       // none: no tensor parallelism

@@ -97,7 +97,7 @@ std::vector<TensorParallelCall> tensor_parallel_calls(const ModelSpec& model, co
     add_summed(partial_replicated_elements(m, c), tp.tp);
     // The global norm: its sum of squares and the replicated tensors' (counted once over the group), or
     // LOMO's one sum where its norm pass runs.
-    if (c.optimizer != Optimizer::lomo)
+    if (!lomo)
         out.push_back({Collective::all_reduce, 8.0, 1, tp.tp});
     else if (lomo_backward_passes(c) > 1)
         out.push_back({Collective::all_reduce, 4.0, 1, tp.tp});
