@@ -31,7 +31,7 @@ struct ProbeSettings {
 // read around it: the reference is a short GEMM burst whose own noise such a
 // scaling passes on to every probe, and steps need not follow it. A probe set
 // records the reference once (run_probes), so a trial's pace can be set
-// against the probes' (docs/results/2026-11-27-probes-and-pace-cpu.md).
+// against the probes' (measured: the probes-and-pace file in docs/results/).
 double seconds_per_call(kernels::Backend& backend, const std::function<void()>& op, const ProbeSettings& s,
                         double* spent);
 
