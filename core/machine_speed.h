@@ -26,10 +26,8 @@ double machine_slowdown(const TrialResult& r);  // against r.estimate's referenc
 // The exponent before calibration has seen trials at different paces. A CPU
 // step shares its cores' pace with the reference: 1. A GPU step does not: the
 // reference (eight 128^3 GEMMs, 0.1 ms) times the host's launches, not the
-// device's throughput. On an H100 it read 0.86-0.93 of the probes' at a
-// Llama-7B sweep's trials, whose steps ran at the probes' pace (their estimates
-// 5.6-7.6% long, all alike), and the prior 1 moved the calibrated estimates
-// 7-14% further off; a 24-trial sweep of a 333M model fitted 0.01.
+// device's throughput, so a GPU trial's reference moves without its step
+// (the probes-and-pace file in docs/results/, "The machine's pace"): the prior is 0.
 double prior_pace_exponent(BackendKind backend);
 
 // How much longer than its estimate the trial's step should take from the

@@ -136,7 +136,7 @@ private:
 };
 
 // The overhead's bytes per activation byte a sweep starts from: on CUDA the
-// stream-ordered pool's slack, as measured on an H100 (docs/gpu-validation.md);
+// stream-ordered pool's slack, as measured on an H100 (the GPU results in docs/results/);
 // on the CPU 0 (the page pool keeps none).
 double prior_overhead_slope(BackendKind backend);
 

@@ -16,13 +16,13 @@ namespace tune::probe {
 // Token ids as the trainer's synthetic ones nearly are: spread over the
 // vocabulary, distinct while count <= vocab (2654435761 is prime). On the zeros
 // of a fresh scratch every row was token 0, and the CUDA embedding backward sums
-// one token's rows in one block, one after another: on an H100 that took the
-// outer ops' probe to 26.6 ms at 8192 tokens, a third of the whole step.
+// one token's rows in one block, one after another, so the probe timed a
+// serial sum no step runs (the probes-and-pace file in docs/results/).
 std::vector<std::int32_t> spread_tokens(std::uint64_t count, std::uint64_t vocab);
 
 // One micro-batch's buffers, (tokens, width) row-major in the rate's dtype,
-// holding values as a step has them rather than zeros: on the CPU the fp16 ops
-// ran about 10% faster on zeros than in a one-rank step. No op reads what an op
+// holding values as a step has them rather than zeros, on which the CPU's fp16
+// ops run faster than in a step. No op reads what an op
 // of the same sequence writes (RoPE's rotations in place only turn q and k), so
 // thousands of calls neither drift to subnormals nor overflow. The gradients the
 // trainer accumulates (the norms' dx into the residual's, dw, the table's) grow

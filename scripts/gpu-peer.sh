@@ -8,7 +8,8 @@
 # Prints tokens/s, MFU (tune's FLOP count and peak for both: PyTorch's MFU is
 # its tokens/s times tune's MFU per token/s), peak memory (PyTorch's
 # max_memory_reserved and the device's used bytes; ours, the real peak) and
-# the ratios, and appends them to docs/gpu-validation.md with the card's name.
+# the ratios, and appends them with the card's name to the day's results file
+# (scripts/gpu-results.sh: docs/results/YYYY-MM-DD-gpu.md).
 # A run past its time cap, or past the call's deadline, is recorded as skipped.
 # tune finds cuDNN in torch's wheel (site-packages/nvidia/cudnn/lib) unless
 # TUNE_CUDNN_LIBRARY says otherwise; the trial's stderr names the attention path.
@@ -16,7 +17,6 @@ set -u -o pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 tune="${TUNE_BIN:-$repo/build/tune}"
-doc="$repo/docs/gpu-validation.md"
 dry_run=0
 [[ "${1:-}" == "--dry-run" ]] && dry_run=1
 # PEER_BUDGET_S: seconds for the whole call (default 450, so the last run's cap ends inside 8 minutes).
@@ -97,6 +97,7 @@ done
 [[ $dry_run -eq 1 ]] && exit 0
 
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+doc="$("$repo/scripts/gpu-results.sh")" || exit 1
 {
   echo
   echo "## Peer benchmark, $(date -u +%Y-%m-%d), ${card:-unknown GPU}"

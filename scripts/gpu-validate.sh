@@ -20,13 +20,14 @@
 #      NCCL bytes (device_overhead_bytes);
 #   9. an offload trial of `small` (optimizer and fp32 master in pinned host
 #      memory, the update on the CPU): its median step against its estimate;
-# and appends a dated section with the outcomes to docs/gpu-validation.md.
+# and appends a section with the outcomes to the day's results file
+# (scripts/gpu-results.sh: docs/results/YYYY-MM-DD-gpu.md).
 # Exit status: 0 when every step passed, 1 otherwise (the section says which).
 set -u -o pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$repo/build}"
-doc="$repo/docs/gpu-validation.md"
+doc="$("$repo/scripts/gpu-results.sh")" || exit 1
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -72,7 +73,7 @@ else
 fi
 
 # The peer run: tune beside PyTorch on the same configurations (scripts/gpu-peer.sh,
-# issue 37's goal), where torch and transformers are installed; its own table goes to the document.
+# issue 37's goal), where torch and transformers are installed; its own table goes to the same results file.
 if python3 -c 'import torch, transformers' 2>/dev/null; then
   step "peer benchmark" env TUNE_BIN="$tune" PEER_BUDGET_S="${PEER_BUDGET_S:-240}" "$repo/scripts/gpu-peer.sh"
 fi

@@ -12,8 +12,8 @@ For each of six configurations (precision, checkpointing, micro-batch, context, 
      weights (PEFT's LoraConfig from the export's notes for LoRA), trains 4 steps with
      transformers.Trainer and those arguments, and reads torch.cuda.max_memory_allocated(),
      max_memory_reserved(), the device's used bytes, and the median step time after the first.
-It prints one row per configuration with the errors and appends the table to --out (default
-docs/gpu-validation.md). A configuration past the budget is recorded as skipped. --dry-run prints
+It prints one row per configuration with the errors and appends the table to --out (default:
+the day's results file, scripts/gpu-results.sh). A configuration past the budget is recorded as skipped. --dry-run prints
 the estimates and the plan, and needs no torch.
 """
 import argparse
@@ -151,7 +151,7 @@ def main():
     ap.add_argument("--tune", required=True)
     ap.add_argument("--model", default="llama3.2-1b")
     ap.add_argument("--device", default="auto", help="tune's preset for the card (auto: h200 or h100-80gb by name)")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "gpu-validation.md"))
+    ap.add_argument("--out", help="the Markdown file to append to (default: scripts/gpu-results.sh's)")
     ap.add_argument("--budget-s", type=float, default=420)
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -202,6 +202,8 @@ def main():
                         f"({error(m['tokens_per_s'], p['tokens_per_s'])}) |")
             print(rows[-1], flush=True)
             card = f"{m['card']}, torch {m['torch']}, transformers {m['transformers']}"
+    if not args.out:
+        args.out = run([os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu-results.sh")]).stdout.strip()
     with open(args.out, "a") as f:
         f.write(f"\n## hf-trainer memory check, {datetime.date.today()}, {card}\n\n"
                 f"`scripts/hf-memory-check.py --model {args.model} --device {args.device}`: measured "

@@ -30,9 +30,9 @@ struct EstimateOptions {
     std::optional<std::uint64_t> overhead_bytes;
     // Bytes outside our allocator per byte of activations live, in every
     // phase: on a GPU the stream-ordered pool's slack, which grows with the
-    // buffers a step frees and allocates again (on an H100, 67 MiB beside
-    // 466 MiB of activations, 261 MiB beside 4.76 GB: about 4%). Calibration
-    // learns it with overhead_bytes; 0 until then.
+    // buffers a step frees and allocates again, so it scales with the
+    // activations (the real-memory file in docs/results/). Calibration learns it with
+    // overhead_bytes; 0 until then.
     double overhead_per_activation_byte = 0.0;
     std::uint32_t cpu_threads = 1;                      // OpenMP threads per rank: sizes attention scratch
 

@@ -1,10 +1,14 @@
 // The scripts a lent GPU machine runs (scripts/gpu-validate.sh, gpu-peer.sh
-// with gpu_peer.py, gpu-bundle.sh), checked where they cannot run: they
-// parse, and the peer benchmark's dry run lists every run it would make with
+// with gpu_peer.py, gpu-bundle.sh, gpu-results.sh), checked where they cannot
+// run: they parse, the results file they append to starts with its header,
+// and the peer benchmark's dry run lists every run it would make with
 // commands tune and its Python side accept.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <string>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,7 +30,7 @@ int count_of(const std::string& text, const std::string& what) {
 }  // namespace
 
 TEST_CASE("the GPU machine's scripts parse", "[scripts]") {
-    for (const char* name : {"gpu-validate.sh", "gpu-peer.sh", "gpu-bundle.sh"}) {
+    for (const char* name : {"gpu-validate.sh", "gpu-peer.sh", "gpu-bundle.sh", "gpu-results.sh"}) {
         const auto r = run_command(fmt::format("bash -n '{}' 2>&1", script(name)));
         INFO(name << ": " << r.output);
         CHECK(r.exit_code == 0);
@@ -36,6 +40,23 @@ TEST_CASE("the GPU machine's scripts parse", "[scripts]") {
         INFO(name << ": " << compiled.output);
         CHECK(compiled.exit_code == 0);
     }
+}
+
+TEST_CASE("the GPU checks append to one dated results file, which starts with its header", "[scripts]") {
+    const std::string file = fmt::format("{}/tune_gpu_results_{}.md", TUNE_BUILD_DIR, ::getpid());
+    std::remove(file.c_str());
+    const std::string command = fmt::format("GPU_RESULTS='{}' bash '{}' 2>&1", file, script("gpu-results.sh"));
+    const auto first = run_command(command);
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    CHECK(first.output == file + "\n");
+    run_command(fmt::format("echo '## a section' >> '{}'", file));
+    CHECK(run_command(command).exit_code == 0);  // an existing file keeps what was appended
+    const auto text = run_command(fmt::format("cat '{}'", file)).output;
+    CHECK(text.find("# GPU checks, ") == 0);
+    CHECK(text.find("docs/gpu-validation.md") != std::string::npos);
+    CHECK(count_of(text, "## a section") == 1);
+    std::remove(file.c_str());
 }
 
 TEST_CASE("the hf-trainer memory check's dry run predicts its six configurations with tune", "[scripts]") {

@@ -13,8 +13,9 @@
 // the rounding to pages. On the CPU, through malloc, glibc raises its mmap
 // threshold after the first large free (up to 32 MiB) and then serves such
 // buffers from its heap, which keeps freed activations resident however
-// large the heap grew: the process's real peak drifted above the tagged peak
-// by up to 7%. On a GPU the stream-ordered pool held 49-261 MiB beyond it.
+// large the heap grew, and the process's real peak drifted above the tagged
+// peak; on a GPU the stream-ordered pool holds its slack beyond it
+// (the real-memory file in docs/results/).
 // Small buffers (norm statistics, token windows) stay with the backend's
 // allocator, and the pool gives nothing back for them (the heap's pages are
 // its own): in-use plus kept bytes may pass the tagged peak by the small

@@ -26,8 +26,8 @@ struct CudaBackendOptions {
     // Large buffers as the driver's pages (kernels/cuda/device_pages.cuh),
     // which the harness keeps within the tagged peak, instead of the
     // stream-ordered pool. Off by default: keeping within the peak moves
-    // pages every step, and each move waits for the device (6% slower on an
-    // H100, docs/memory-model.md). make_cuda_backend(int) turns it on when
+    // pages every step, and each move waits for the device (the cost on an
+    // H100: the real-memory file in docs/results/). make_cuda_backend(int) turns it on when
     // TUNE_CUDA_PAGES=1, to compare the two on a GPU.
     bool device_pages = false;
 };

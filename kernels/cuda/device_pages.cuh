@@ -2,10 +2,10 @@
 // on an H100), each a physical allocation (cuMemCreate) mapped into reserved
 // virtual ranges (cuMemAddressReserve, cuMemMap): the page mapper through
 // which harness/memory/page_pool keeps the trainer's large buffers within the tagged
-// peak, where the stream-ordered pool held up to 261 MiB beyond it. PyTorch's
+// peak, where the stream-ordered pool holds its slack beyond it. PyTorch's
 // expandable segments map pages the same way. Opt-in (TUNE_CUDA_PAGES=1):
 // staying within the peak moves pages every step, and each unmap waits for
-// the device, 6% of an fp32 step on an H100 (docs/memory-model.md, §7).
+// the device (measured on an H100: the real-memory file in docs/results/).
 //
 // The driver's entry points come through cudaGetDriverEntryPointByVersion,
 // so `tune` links no libcuda and still starts on a machine without a driver.
