@@ -108,9 +108,10 @@ void offload(const TrialConfig& c, json& ds, FrameworkExport& e) {
     const json cpu{{"device", "cpu"}, {"pin_memory", true}};
     ds["zero_optimization"]["offload_optimizer"] = cpu;
     if (c.offload == Offload::optimizer_params) ds["zero_optimization"]["offload_param"] = cpu;
-    e.memory_added.push_back(
-        "offload: DeepSpeed keeps the gradient partition on the host in fp32 (4 bytes per parameter over the "
-        "shard), where tune's engine keeps it in the weights' dtype; host memory, not the device's");
+    // The host's terms are the profile's (search/frameworks/deepspeed.cpp), so the note and the estimate agree.
+    for (const FrameworkTerm& t : deepspeed_host_terms(c))
+        e.memory_added.push_back(fmt::format("offload, host memory beyond tune's engine: {}: {} per rank", t.what,
+                                             format_bytes(static_cast<std::uint64_t>(t.bytes))));
 }
 
 void memory_notes(const TrialConfig& c, FrameworkExport& e) {

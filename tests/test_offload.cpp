@@ -248,9 +248,19 @@ TEST_CASE("the exports carry offload where the framework has it and refuse it wh
         CHECK_THROWS_WITH(export_config(f, c), Catch::Contains("choose optimizer+params"));
     CHECK_THROWS_WITH(export_config(Framework::litgpt, c), Catch::Contains("without cpu_offload"));
 
+    // Its notes name what DeepSpeed keeps on the host beyond our engine, as its profile counts it.
+    const auto notes = [](const FrameworkExport& e) {
+        std::string all;
+        for (const std::string& s : e.memory_added) all += s + "\n";
+        return all;
+    };
+    CHECK_THAT(notes(export_config(Framework::deepspeed, c)), Catch::Contains("the fp32 gradient partition"));
+
     c.zero_stage = 3, c.offload = Offload::optimizer_params;
-    const nlohmann::json ds3 = nlohmann::json::parse(export_config(Framework::deepspeed, c).body);
+    const FrameworkExport e3 = export_config(Framework::deepspeed, c);
+    const nlohmann::json ds3 = nlohmann::json::parse(e3.body);
     CHECK(ds3["zero_optimization"]["offload_param"]["device"] == "cpu");
+    CHECK_THAT(notes(e3), Catch::Contains("each sub-group's fp32 gradient"));
     CHECK_THAT(export_config(Framework::accelerate_fsdp1, c).body, Catch::Contains("fsdp_offload_params: true"));
     CHECK_THAT(export_config(Framework::torchtitan, c).body, Catch::Contains("enable_cpu_offload = true"));
     c.offload = Offload::none;
@@ -285,10 +295,10 @@ TEST_CASE("DeepSpeed's offload keeps more on the host than our engine: fp32 grad
     // Accumulating, each partition parameter's gradient waits on the host between micro-batches.
     c.grad_accum = 4;
     CHECK(framework_estimate(FrameworkProfile::deepspeed, c, hw).host == ds.host + 2 * n);
-    // ZeRO-3 (stage3.py): only the gradient partition is wider than ours.
+    // ZeRO-3 (stage3.py): our 16-bit gradient partition, and each sub-group's pinned fp32 gradient beside it.
     c.grad_accum = 1, c.zero_stage = 3;
     ds = framework_estimate(FrameworkProfile::deepspeed, c, hw);
-    CHECK(ds.host == ds.engine.host_memory.peak + 2 * n);
+    CHECK(ds.host == ds.engine.host_memory.peak + 4 * n);
     CHECK(deepspeed_offload_device_term(c).bytes == 0);
     // FSDP's CPU offload holds what ours does, in other dtypes (fp32 parameters and gradients).
     c.offload = Offload::optimizer_params;

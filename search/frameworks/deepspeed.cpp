@@ -38,12 +38,20 @@ FrameworkTerm whole_step(std::string what, std::uint64_t bytes) {
 std::vector<FrameworkTerm> deepspeed_host_terms(const TrialConfig& c) {
     if (c.offload == Offload::none) return {};
     const std::uint64_t n = partition_elements(c), half = weight_bytes(c.precision);
-    // Our engine's host gradient shard is in the weights' dtype; DeepSpeed's fp32
-    // (stage_1_and_2.py initialize_optimizer_states: single_partition_of_fp32_groups
-    // .grad; stage3.py: grad_partitions_flat_buffer in gradient_accumulation_dtype).
+    // ZeRO-3 keeps our engine's host gradient shard, in the model's dtype
+    // (stage3.py grad_partitions_flat_buffer: engine.py get_data_types makes
+    // grad_accum_dtype the model's), and beside it each sub-group's fp32 master
+    // partition has a pinned fp32 .grad for the whole run
+    // (initialize_optimizer_states: subgroup_gradient_buffer, which
+    // _release_sub_group keeps under offload_optimizer).
+    if (c.zero_stage == 3)
+        return {whole_step(
+            fmt::format("each sub-group's fp32 gradient, beside the {}-byte partition ({} x {} elements)", half, 4, n),
+            4 * n)};
+    // ZeRO-1/2 keeps it in fp32 instead of our weights' dtype
+    // (stage_1_and_2.py initialize_optimizer_states: single_partition_of_fp32_groups .grad).
     std::vector<FrameworkTerm> t{whole_step(
         fmt::format("the fp32 gradient partition ({} bytes x {} elements, ours {})", 4, n, half), (4 - half) * n)};
-    if (c.zero_stage == 3) return t;
     // stage_1_and_2.py __init__ (cpu_offload): a 16-bit copy of the partition the
     // update writes before it goes to the device, and a pinned buffer of the
     // largest parameter's gradient; async_accumulate_grad_in_cpu_via_gpu keeps
