@@ -93,7 +93,7 @@ struct DequantizeRate {
 // A ZeRO-2/3 gradient bucket's memory work around its reduce-scatter
 // (search/collective_calls.h CollectiveCall::bucket): the bucket of `bytes`
 // zeroed, then the rank's slice of it (bytes / ranks) added into its gradient
-// shard. On the demo's 2-rank bf16 steps 76 us a step that no probe priced.
+// shard: memory work no other probe prices.
 // Under offload the shard is in the host's pinned memory and the add crosses
 // the host link (harness/trainer.cpp BucketSink): probed so, keyed where = host.
 struct BucketRate {
@@ -160,11 +160,11 @@ struct TensorShape {
 // AdamW's fp32 buffers), out of that cache: a larger model's update goes at
 // about the same pace per element.
 //
-// A GPU's calls of that size are launch-bound: on an H100 AdamW
-// (bf16-mixed) took 33 us for 2^18 elements, 0.13 ns per element where its
-// bandwidth allows about 0.01, and a 333M-parameter model's update was priced
-// at 42 ms; so device backends take 2^26 elements (about 1 GiB of AdamW's
-// mixed-precision buffers), where the calls' launches are a few percent.
+// A GPU's calls of that size are launch-bound, an order of magnitude above
+// what its bandwidth allows per element (measured on an H100: the
+// probes-and-pace file in docs/results/), so device backends take 2^26
+// elements (about 1 GiB of AdamW's mixed-precision buffers), where the
+// calls' launches are a few percent.
 inline constexpr std::int64_t kOptimizerProbeElements = 1 << 22;
 inline constexpr std::int64_t kDeviceOptimizerProbeElements = 1 << 26;
 std::vector<TensorShape> optimizer_probe_tensors(const ModelSpec& m, const TrialConfig& c,
