@@ -89,14 +89,15 @@ OptimizerState::Piece OptimizerState::piece(std::size_t buffer, std::size_t tens
 }
 
 kernels::ParamTensor OptimizerState::param_tensor(std::size_t buffer, std::size_t tensor, const Piece& piece,
-                                                  const void* grad, float grad_scale) const {
+                                                  const void* grad, GradScale scale) const {
     const PrecisionPlan& plan = model_.plan();
     kernels::ParamTensor p;
     p.n = piece.n;
     p.decay = model_.layout().flat(buffer).tensors[tensor].matrix();
     p.grad = grad;
     p.grad_dtype = plan.weights;
-    p.grad_scale = grad_scale;
+    p.grad_scale = scale.factor;
+    p.grad_multiplier = scale.multiplier;
     if (plan.master) {
         p.param = model_.master_at(buffer, piece.element);
         p.param_dtype = DType::f32;
@@ -173,7 +174,7 @@ void OptimizerState::update(std::size_t buffer, std::size_t tensor, const Piece&
 // §2: the statistics are replicated, so every rank runs every tensor's
 // statistics pass; the partial sums of the owned pieces are completed by
 // one all-reduce, the update's square sums by a second.
-void OptimizerState::adafactor_sharded(std::size_t buffer, float grad_scale, std::int64_t step) {
+void OptimizerState::adafactor_sharded(std::size_t buffer, GradScale scale, std::int64_t step) {
     const FlatLayout& f = model_.layout().flat(buffer);
     const std::size_t tensors = f.tensors.size();
     // fp32 scratch (tag comm): param_sq (tensors), row and column sums of
@@ -191,7 +192,7 @@ void OptimizerState::adafactor_sharded(std::size_t buffer, float grad_scale, std
     std::vector<kernels::AdafactorPiece> pieces;
     for (std::size_t k = 0; k < tensors; ++k) {
         const Piece pc = piece(buffer, k);
-        const kernels::ParamTensor p = param_tensor(buffer, k, pc, model_.grad_at(buffer, pc.element), grad_scale);
+        const kernels::ParamTensor p = param_tensor(buffer, k, pc, model_.grad_at(buffer, pc.element), scale);
         pieces.push_back(adafactor_piece(buffer, k, pc, p));
         const std::int64_t rows = pieces.back().factored() ? pieces.back().rows : 0;
         backend_.adafactor_partial_sums(pieces.back(), s + k, s + sums_at[k], s + sums_at[k] + rows, hp);
@@ -207,16 +208,39 @@ void OptimizerState::adafactor_sharded(std::size_t buffer, float grad_scale, std
         if (pieces[k].p.n > 0) backend_.adafactor_apply(pieces[k], s + k, s + row_mean + k, s + update_sq + k, hp);
 }
 
-void OptimizerState::step(float grad_scale, std::int64_t step) {
+// Padding between tensors and past the last is zero in parameters, gradients
+// and states, and an update of zeros leaves zeros: the call may run over it.
+void OptimizerState::update_buffer(std::size_t buffer, GradScale scale, std::int64_t step) {
+    const std::int64_t lo = model_.owned_begin(buffer), n = model_.owned_length(buffer);
+    if (n == 0) return;
+    std::vector<kernels::ElementRange> undecayed;
+    for (const TensorView& t : model_.layout().flat(buffer).tensors) {
+        const std::int64_t b = std::max(t.offset, lo) - lo, e = std::min(t.offset + t.numel(), lo + n) - lo;
+        if (!t.matrix() && e > b) undecayed.push_back({b, e});
+    }
+    std::sort(undecayed.begin(), undecayed.end(),
+              [](const kernels::ElementRange& x, const kernels::ElementRange& y) { return x.begin < y.begin; });
+    const Piece whole{0, n, lo, 0};
+    kernels::ParamTensor p = param_tensor(buffer, 0, whole, model_.grad_at(buffer, lo), scale);
+    p.decay = true;
+    p.undecayed = undecayed.data(), p.undecayed_count = static_cast<std::int64_t>(undecayed.size());
+    update(buffer, 0, whole, p, step);
+}
+
+void OptimizerState::step(GradScale scale, std::int64_t step) {
     const ParamLayout& layout = model_.layout();
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         if (kind_ == Optimizer::adafactor && sharded_) {
-            adafactor_sharded(i, grad_scale, step);
+            adafactor_sharded(i, scale, step);
             continue;
         }
-        for (std::size_t t = 0; t < layout.flat(i).tensors.size(); ++t) {
-            const Piece pc = piece(i, t);
-            if (pc.n > 0) update(i, t, pc, param_tensor(i, t, pc, model_.grad_at(i, pc.element), grad_scale), step);
+        if (kind_ == Optimizer::adamw || kind_ == Optimizer::lion) {
+            update_buffer(i, scale, step);
+        } else {
+            for (std::size_t t = 0; t < layout.flat(i).tensors.size(); ++t) {
+                const Piece pc = piece(i, t);
+                if (pc.n > 0) update(i, t, pc, param_tensor(i, t, pc, model_.grad_at(i, pc.element), scale), step);
+            }
         }
         if (weights_apart_) {  // the owned region whole: padding is zero in both
             const std::int64_t first = model_.owned_begin(i);
@@ -231,7 +255,7 @@ void OptimizerState::apply_sgd(std::size_t buffer, std::size_t tensor, const voi
     if (pc.n == 0) return;
     const void* mine = static_cast<const unsigned char*>(grad) +
                        static_cast<std::uint64_t>(pc.begin) * kernels::dtype_bytes(model_.plan().weights);
-    update(buffer, tensor, pc, param_tensor(buffer, tensor, pc, mine, grad_scale), 1);
+    update(buffer, tensor, pc, param_tensor(buffer, tensor, pc, mine, {grad_scale, nullptr}), 1);
 }
 
 }  // namespace tune::harness

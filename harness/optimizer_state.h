@@ -2,8 +2,10 @@
 // §2): AdamW (m, v), Lion (m), 8-bit Adam (uint8 codes + fp32 absmax per
 // block, AdamW state for tensors under 4096 elements), Adafactor (row and
 // column statistics per matrix, full second moment per vector), LOMO (no
-// state: each gradient is applied the moment it exists). One backend call
-// per tensor piece, so decay applies to matrices only. Under ZeRO (stage 1+)
+// state: each gradient is applied the moment it exists). AdamW and Lion
+// update a flat buffer's owned region in one backend call, with its norm
+// weights and biases undecayed; the others one call per tensor piece, so
+// decay applies to matrices only. Under ZeRO (stage 1+)
 // a rank updates the piece of each tensor inside its shard, with states laid
 // out like the shard; Adafactor completes its sums over ranks (§2).
 #pragma once
@@ -38,10 +40,16 @@ public:
     OptimizerState(kernels::Backend& backend, Allocator& memory, Comm& comm, const TrialConfig& config,
                    ModelState& model);
 
-    // One update of every owned piece from the gradient buffer; grad_scale
-    // multiplies each gradient first (clip coefficient / loss scale).
+    // What multiplies each gradient first: `factor` (clip coefficient / loss
+    // scale), times `*multiplier` where set (in memory of the backend that
+    // updates: the device's kernels::Backend::gradient_multiplier output).
+    struct GradScale {
+        float factor = 1.0f;
+        const float* multiplier = nullptr;
+    };
+    // One update of every owned piece from the gradient buffer.
     // `step` counts applied updates from 1.
-    void step(float grad_scale, std::int64_t step);
+    void step(GradScale scale, std::int64_t step);
     // LOMO: apply one tensor's whole gradient (numel elements in the weights'
     // dtype, averaged over ranks) to the piece this rank owns.
     void apply_sgd(std::size_t buffer, std::size_t tensor, const void* grad, float grad_scale);
@@ -56,14 +64,16 @@ private:
     };
     Piece piece(std::size_t buffer, std::size_t tensor) const;
     kernels::ParamTensor param_tensor(std::size_t buffer, std::size_t tensor, const Piece& piece, const void* grad,
-                                      float grad_scale) const;
+                                      GradScale scale) const;
     void update(std::size_t buffer, std::size_t tensor, const Piece& piece, const kernels::ParamTensor& p,
                 std::int64_t step);
     kernels::AdafactorPiece adafactor_piece(std::size_t buffer, std::size_t tensor, const Piece& piece,
                                             const kernels::ParamTensor& p) const;
     kernels::AdafactorParams adafactor_params(std::int64_t step) const;
+    // AdamW, Lion: the buffer's owned region in one call.
+    void update_buffer(std::size_t buffer, GradScale scale, std::int64_t step);
     // Adafactor over shards: every tensor of the buffer in three passes and two all-reduces.
-    void adafactor_sharded(std::size_t buffer, float grad_scale, std::int64_t step);
+    void adafactor_sharded(std::size_t buffer, GradScale scale, std::int64_t step);
     std::size_t slot(std::size_t buffer, std::size_t tensor) const;
     void* state_at(const Buffer& b, std::int64_t element, std::uint64_t element_bytes) const;
 

@@ -578,7 +578,7 @@ void Trainer::for_each_owned(const std::function<bool(std::size_t, std::size_t)>
 // under offload), completed by one scalar all-reduce on the device when sharded.
 // Tensor parallelism sums over its group too, less the squares of the copies
 // another rank of the group counts (counted_elsewhere).
-double Trainer::gradient_sum_squares() {
+Trainer::GradientSums Trainer::reduce_gradient_squares() {
     const bool on_host = offload_.on_host(Component::grads);
     Scalars& sum = on_host ? *host_scalars_ : *scalars_;
     kernels::Backend& where = model_->backend_of(Component::grads);
@@ -594,18 +594,21 @@ double Trainer::gradient_sum_squares() {
     if (tensor_group_)
         for_each_owned([this](std::size_t b, std::size_t t) { return counted_elsewhere(b, t); },
                        [&](void* g, std::int64_t n, Comm*) { where.sum_squares(sum.get() + 1, g, n, plan_.weights); });
-    if (!tensor_group_ && !zero.updates_own_shard_only()) return sum.read();
+    if (!tensor_group_ && !zero.updates_own_shard_only()) return {&sum, 1};
     const std::int64_t sums = tensor_group_ ? 2 : 1;
     if (on_host)  // the collectives run on the device's copy
         for (std::int64_t k = 0; k < sums; ++k) scalars_->write(sum.read(k), k);
     if (zero.updates_own_shard_only()) comm_.all_reduce(scalars_->get(), sums, DType::f32, ReduceOp::sum);
-    if (!tensor_group_) return scalars_->read();
-    tensor_group_->all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
-    return static_cast<double>(scalars_->read(0)) - scalars_->read(1);
+    if (tensor_group_) tensor_group_->all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
+    return {scalars_.get(), sums};
 }
 
-float Trainer::grad_scale(double norm, float loss_scale) const {
-    return math::clip_coefficient(static_cast<float>(norm), static_cast<float>(config_.clip)) / loss_scale;
+double Trainer::sum_of(GradientSums sums) {
+    return sums.count == 1 ? sums.at->read() : static_cast<double>(sums.at->read(0)) - sums.at->read(1);
+}
+
+float Trainer::grad_scale(double sum, float loss_scale) const {
+    return math::gradient_multiplier(static_cast<float>(sum), static_cast<float>(config_.clip), loss_scale);
 }
 
 double Trainer::compute_gradients() {
@@ -639,36 +642,58 @@ StepStats Trainer::optimizer_step(double loss) {
     memory_.set_phase("optimizer-step");
     // The host reads what the device's kernels added into its gradient shards.
     if (offload_.any()) backend_.synchronize();
-    const double sum = gradient_sum_squares();
+    const GradientSums sums = reduce_gradient_squares();
+    if (!plan_.loss_scaling && !offload_.any()) return update_unwatched(s, sums);
+    const double sum = sum_of(sums);
     s.grad_norm = std::sqrt(sum) / s.loss_scale;
     const bool overflow = !std::isfinite(sum);
     if (overflow && !plan_.loss_scaling) throw std::runtime_error("non-finite gradients");
     s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
-    if (!s.skipped) optimizer_->step(grad_scale(s.grad_norm, s.loss_scale), ++applied_);
+    if (!s.skipped) optimizer_->step({grad_scale(sum, s.loss_scale), nullptr}, ++applied_);
+    gather_updated_weights();
+    return s;
+}
+
+// Without loss scaling no decision waits on the norm: the device turns the sums
+// into the gradients' multiplier and the update reads it there, so the host
+// reads the norm only once the update is queued. Non-finite gradients still
+// end the trial, after an update that could not be kept anyway.
+StepStats Trainer::update_unwatched(StepStats s, GradientSums sums) {
+    float* multiplier = scalars_->get() + 2;  // beside the two sums
+    backend_.gradient_multiplier(multiplier, sums.at->get(), sums.count, static_cast<float>(config_.clip), 1.0f);
+    optimizer_->step({1.0f, multiplier}, ++applied_);
+    gather_updated_weights();
+    const double sum = sum_of(sums);
+    s.grad_norm = std::sqrt(sum);
+    if (!std::isfinite(sum)) throw std::runtime_error("non-finite gradients");
+    s.skipped = !scaler_.update(false);
+    return s;
+}
+
+void Trainer::gather_updated_weights() {
     for (std::size_t i = 0; i < model_->layout().buffers() && model_->zero().gathers_weights_after_update(); ++i)
         comm_.all_gather(model_->weights(i), model_->layout().flat(i).padded, plan_.weights);
-    return s;
 }
 
 StepStats Trainer::lomo_step() {
     StepStats s;
     s.loss_scale = scaler_.scale();
     const std::uint64_t k = next_micro_++;
+    double sum = 0;
     // A first backward finds the global norm when clipping needs it or fp16 may overflow.
     if (config_.clip > 0 || plan_.loss_scaling) {
         scalars_->zero();
         LomoSink measure(memory_, *model_, comm_, nullptr, 1.0f, scalars_->get(), group_grads());
         s.loss = micro_batch(k, measure, s.loss_scale);
         if (tensor_group_) tensor_group_->all_reduce(scalars_->get(), 1, DType::f32, ReduceOp::sum);
-        const double sum = scalars_->read();
+        sum = scalars_->read();
         s.grad_norm = std::sqrt(sum) / s.loss_scale;
         const bool overflow = !std::isfinite(sum);
         if (overflow && !plan_.loss_scaling) throw std::runtime_error("non-finite gradients");
         s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
         if (s.skipped) return s;
     }
-    LomoSink apply(memory_, *model_, comm_, optimizer_.get(), grad_scale(s.grad_norm, s.loss_scale), nullptr,
-                   group_grads());
+    LomoSink apply(memory_, *model_, comm_, optimizer_.get(), grad_scale(sum, s.loss_scale), nullptr, group_grads());
     const double loss = micro_batch(k, apply, s.loss_scale);
     if (config_.clip <= 0 && !plan_.loss_scaling) s.loss = loss;
     ++applied_;

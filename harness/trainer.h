@@ -99,7 +99,15 @@ private:
     double mean_loss(const Buffer& losses, std::int64_t tokens);
     std::vector<LayerActivations> forward(const Buffer& inputs, std::uint64_t k);
     Buffer head(LayerActivations& last_out, const Buffer& targets, Buffer& losses, GradSink& sink, float loss_scale);
-    double gradient_sum_squares();
+    // The sums of squares of the gradients this rank owns, reduced over the
+    // ranks that share them: [0] the sum, [1] under tensor parallelism the
+    // squares another rank counts too. Where they are and how many.
+    struct GradientSums {
+        Scalars* at = nullptr;
+        std::int64_t count = 1;
+    };
+    GradientSums reduce_gradient_squares();
+    static double sum_of(GradientSums sums);
     // Tensor parallelism: f(buffer, tensor, gradient, elements) over each piece of a tensor's gradient this
     // rank owns (ZeRO), for the tensors of the trained layout that pass `which`.
     void for_each_owned(const std::function<bool(std::size_t, std::size_t)>& which,
@@ -118,8 +126,11 @@ private:
     std::uint32_t tensor_rank() const { return tensor_group_ ? static_cast<std::uint32_t>(tensor_group_->rank()) : 0; }
     ParallelRank parallel_rank() const;
     StepStats optimizer_step(double loss);
+    StepStats update_unwatched(StepStats s, GradientSums sums);
+    void gather_updated_weights();
     StepStats lomo_step();
-    float grad_scale(double norm, float loss_scale) const;
+    // The clip coefficient over the loss scale, from the sum of squares (kernels/math/grad_clip.h).
+    float grad_scale(double sum, float loss_scale) const;
     const void* outer_tensor(const Weights& outer, OuterTensor t) const;
 
     kernels::Backend& backend_;

@@ -160,8 +160,16 @@ struct CrossEntropyArgs {
 
 // ---------------------------------------------------------- optimizers ----
 
-// One parameter tensor (contiguous) as the optimizer sees it. Call each
-// optimizer once per tensor; `decay` is false for norm weights.
+// Elements [begin, end) of a ParamTensor, counted from its first.
+struct ElementRange {
+    std::int64_t begin = 0, end = 0;
+};
+
+// One parameter tensor (contiguous) as the optimizer sees it; `decay` is
+// false for norm weights. AdamW, Lion and SGD also take a run of many tensors
+// of one flat buffer in one call: `undecayed` then lists, sorted and
+// disjoint, the elements that take no weight decay (norm weights, biases) where
+// the rest follow `decay`. The others take one tensor per call.
 struct ParamTensor {
     std::int64_t n = 0;
     void* param = nullptr;       // (n) the weights updated: fp32 master (fp32, mixed) or bf16 (pure bf16)
@@ -169,9 +177,14 @@ struct ParamTensor {
     const void* grad = nullptr;  // (n)
     DType grad_dtype = DType::f32;
     float grad_scale = 1.0f;     // multiplies each gradient first: clip coefficient / loss scale
+    // Optional, in the backend's memory: multiplies each gradient too (Backend::gradient_multiplier's
+    // output), so the update needs no read of the norm by the host first.
+    const float* grad_multiplier = nullptr;
     void* param_copy = nullptr;  // (n) optional: also receives the new weights rounded to copy_dtype (mixed precision model weights)
     DType copy_dtype = DType::bf16;
     bool decay = true;           // apply weight decay (matrices) or not (norm weights)
+    const ElementRange* undecayed = nullptr;  // host memory, undecayed_count ranges
+    std::int64_t undecayed_count = 0;
 };
 
 // PyTorch AdamW: p *= 1 - lr*wd; m, v moving averages; bias-corrected step.
@@ -325,6 +338,10 @@ public:
     virtual void unscale(void* x, std::int64_t n, float s, float* found_inf, DType dtype) = 0;
     // *sum += sum of x^2 (a partial square norm: sum shards, then sqrt).
     virtual void sum_squares(float* sum, const void* x, std::int64_t n, DType dtype) = 0;
+    // *out = math::gradient_multiplier(sums[0] - sums[1] (count 2; sums[0] for 1), max_norm, loss_scale):
+    // the clip coefficient over the loss scale, found where the sums are, for ParamTensor::grad_multiplier.
+    virtual void gradient_multiplier(float* out, const float* sums, std::int64_t count, float max_norm,
+                                     float loss_scale) = 0;
     // NEFTune: x += scale * u with u uniform in [-1, 1) drawn by element index
     // from a counter-based generator seeded by `seed`, identical on every backend.
     // scale = alpha / sqrt(S * C).
@@ -333,8 +350,9 @@ public:
     // ---- cross-entropy
     virtual void cross_entropy(const CrossEntropyArgs& args) = 0;
 
-    // ---- optimizers, one tensor per call; states are (n) in state_dtype
-    // (f32, or bf16 in pure bf16) unless said otherwise.
+    // ---- optimizers, one tensor per call (AdamW, Lion and SGD: or a run of
+    // tensors, ParamTensor::undecayed); states are (n) in state_dtype (f32, or
+    // bf16 in pure bf16) unless said otherwise.
     virtual void adamw_update(const ParamTensor& p, void* m, void* v, DType state_dtype, const AdamWParams& hp) = 0;
     virtual void lion_update(const ParamTensor& p, void* m, DType state_dtype, const LionParams& hp) = 0;
     // m_codes, v_codes (n) uint8; absmax_m, absmax_v (ceil(n / block_size)) fp32.
@@ -414,6 +432,7 @@ public:
     X(cast, (void* dst, DType dst_dtype, const void* src, DType src_dtype, std::int64_t n))                            \
     X(unscale, (void* x, std::int64_t n, float s, float* found_inf, DType dtype))                                      \
     X(sum_squares, (float* sum, const void* x, std::int64_t n, DType dtype))                                           \
+    X(gradient_multiplier, (float* out, const float* sums, std::int64_t count, float max_norm, float loss_scale))      \
     X(neftune_noise, (void* x, std::int64_t n, float scale, std::uint64_t seed, DType dtype))                          \
     X(cross_entropy, (const CrossEntropyArgs& args))                                                                   \
     X(adamw_update, (const ParamTensor& p, void* m, void* v, DType state_dtype, const AdamWParams& hp))                \

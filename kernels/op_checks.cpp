@@ -64,4 +64,20 @@ void check_rope_args(std::int64_t batch, std::int64_t seq, std::int64_t heads, s
                 "row stride smaller than heads * head_dim");
 }
 
+void check_undecayed(const ParamTensor& t, std::string_view backend, std::string_view op) {
+    require_arg(t.undecayed_count >= 0 && (t.undecayed_count == 0 || t.undecayed != nullptr), backend, op,
+                "undecayed ranges missing");
+    std::int64_t end = 0;
+    for (std::int64_t k = 0; k < t.undecayed_count; ++k) {
+        const ElementRange r = t.undecayed[k];
+        require_arg(r.begin >= end && r.end > r.begin && r.end <= t.n, backend, op,
+                    "undecayed ranges must be non-empty, sorted, disjoint and inside the tensor");
+        end = r.end;
+    }
+}
+
+void check_single_tensor(const ParamTensor& t, std::string_view backend, std::string_view op) {
+    require_arg(t.undecayed_count == 0, backend, op, "takes one tensor per call, not a run with undecayed ranges");
+}
+
 }  // namespace tune::kernels

@@ -30,4 +30,9 @@ void check_attention_args(const AttentionBackwardArgs& args, std::string_view ba
 void check_rope_args(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
                      std::int64_t out_stride, std::int64_t in_stride, std::string_view backend, std::string_view op);
 
+// ParamTensor::undecayed: non-empty ranges, sorted, disjoint and inside [0, n).
+void check_undecayed(const ParamTensor& t, std::string_view backend, std::string_view op);
+// The optimizers that take one tensor per call (8-bit Adam's blocks, Adafactor's factored rows): no ranges.
+void check_single_tensor(const ParamTensor& t, std::string_view backend, std::string_view op);
+
 }  // namespace tune::kernels

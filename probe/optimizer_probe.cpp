@@ -71,12 +71,11 @@ unsigned char* at(const Scratch& s, std::int64_t element, std::uint64_t bytes) {
     return static_cast<unsigned char*>(s.ptr) + static_cast<std::uint64_t>(element) * bytes;
 }
 
-// One tensor's call, as harness/optimizer_state.cpp OptimizerState::update makes it.
-void update(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, Buffers& b, const TensorShape& t,
-            std::int64_t offset, std::int64_t& stats, std::int64_t step) {
+// n elements from `offset` of the buffers, as harness/optimizer_state.cpp OptimizerState::param_tensor makes them.
+kernels::ParamTensor param_at(const Dtypes& d, const Buffers& b, std::int64_t offset, std::int64_t n, bool decay) {
     kernels::ParamTensor p;
-    p.n = t.numel();
-    p.decay = t.rows > 1;
+    p.n = n;
+    p.decay = decay;
     p.grad = at(b.grads, offset, b.wb);
     p.grad_dtype = d.weights;
     if (d.master) {
@@ -85,12 +84,36 @@ void update(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, 
     } else {
         p.param = at(b.weights, offset, b.wb), p.param_dtype = d.weights;
     }
+    return p;
+}
+
+// AdamW and Lion: the whole buffer in one call, its vectors undecayed, as
+// OptimizerState::update_buffer makes it.
+void update_buffer(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, const Buffers& b,
+                   const Placement& placement, std::int64_t step) {
+    std::vector<kernels::ElementRange> undecayed;
+    for (std::size_t i = 0; i < r.tensors.size(); ++i)
+        if (r.tensors[i].rows <= 1)
+            undecayed.push_back({placement.offset[i], placement.offset[i] + r.tensors[i].numel()});
+    kernels::ParamTensor p = param_at(d, b, 0, placement.numel, true);
+    p.undecayed = undecayed.data(), p.undecayed_count = static_cast<std::int64_t>(undecayed.size());
+    if (r.optimizer == Optimizer::adamw)
+        backend.adamw_update(p, b.m.ptr, b.v.ptr, d.state, {1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, step});
+    else
+        backend.lion_update(p, b.m.ptr, d.state, kernels::LionParams{});
+}
+
+// One tensor's call, as harness/optimizer_state.cpp OptimizerState::update makes it.
+void update(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, Buffers& b, const TensorShape& t,
+            std::int64_t offset, std::int64_t& stats, std::int64_t step) {
+    const kernels::ParamTensor p = param_at(d, b, offset, t.numel(), t.rows > 1);
     const kernels::AdamWParams adam{1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, step};
     void* m = at(b.m, offset, b.sb);
     void* v = at(b.v, offset, b.sb);
     switch (r.optimizer) {
-        case Optimizer::adamw: backend.adamw_update(p, m, v, d.state, adam); break;
-        case Optimizer::lion: backend.lion_update(p, m, d.state, kernels::LionParams{}); break;
+        case Optimizer::adamw:
+        case Optimizer::lion:
+            break;  // a buffer per call: update_buffer
         case Optimizer::adam8bit:
             if (p.n < static_cast<std::int64_t>(kSmallTensorElements)) {  // full-width state
                 backend.adamw_update(p, m, v, d.state, adam);
@@ -130,8 +153,11 @@ double probe_optimizer(kernels::Backend& backend, const OptimizerRate& r, const 
             backend.sum_squares(static_cast<float*>(b.norm.ptr), b.grads.ptr, placement.numel, d.weights);
         std::int64_t stats = 0;
         ++step;
-        for (std::size_t i = 0; i < r.tensors.size(); ++i)
-            update(backend, r, d, b, r.tensors[i], placement.offset[i], stats, step);
+        if (r.optimizer == Optimizer::adamw || r.optimizer == Optimizer::lion)
+            update_buffer(backend, r, d, b, placement, step);
+        else
+            for (std::size_t i = 0; i < r.tensors.size(); ++i)
+                update(backend, r, d, b, r.tensors[i], placement.offset[i], stats, step);
     }, s, spent);
 }
 

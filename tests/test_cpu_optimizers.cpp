@@ -247,3 +247,85 @@ TEST_CASE("cpu adam8bit: blockwise states track fp32 Adam, thread-independent", 
     for (std::int64_t i = 0; i < n; ++i) err = std::max(err, std::abs(m[i] - mr[i])), mag = std::max(mag, std::abs(mr[i]));
     CHECK(err / mag < 0.05);
 }
+
+TEST_CASE("cpu adamw, lion, sgd: a run of tensors in one call equals a call per tensor", "[cpu][optim]") {
+    CpuBackend backend;
+    const std::size_t n = 3000;
+    const auto g = grads(n, 2);
+    // Three matrices and two norm-like vectors, as a flat buffer lays out a layer.
+    const std::vector<ElementRange> undecayed{{0, 100}, {1500, 1600}};
+    const std::vector<ElementRange> tensors{{0, 100}, {100, 1500}, {1500, 1600}, {1600, 2999}, {2999, 3000}};
+    const auto tensor_at = [&](std::vector<float>& p, std::size_t s, const ElementRange& r) {
+        ParamTensor t = tensor(p, g[s], r.begin != 0 && r.begin != 1500);
+        t.n = r.end - r.begin, t.param = p.data() + r.begin, t.grad = g[s].data() + r.begin;
+        return t;
+    };
+    for (int op = 0; op < 3; ++op) {
+        INFO("op " << op);
+        auto whole = random_floats(n, 7), apart = whole;
+        std::vector<float> m1(n, 0.01f), v1(n, 1e-4f), m2 = m1, v2 = v1;
+        for (std::size_t s = 0; s < g.size(); ++s) {
+            const AdamWParams adam{.lr = 1e-2f, .weight_decay = 0.1f, .step = static_cast<std::int64_t>(s + 1)};
+            const LionParams lion{.lr = 1e-3f, .weight_decay = 0.1f};
+            const SgdParams sgd{.lr = 1e-2f, .weight_decay = 0.1f};
+            ParamTensor run = tensor(whole, g[s], true);
+            run.undecayed = undecayed.data(), run.undecayed_count = 2;
+            if (op == 0) backend.adamw_update(run, m1.data(), v1.data(), DType::f32, adam);
+            if (op == 1) backend.lion_update(run, m1.data(), DType::f32, lion);
+            if (op == 2) backend.sgd_update(run, sgd);
+            for (const ElementRange& r : tensors) {
+                const ParamTensor t = tensor_at(apart, s, r);
+                if (op == 0) backend.adamw_update(t, m2.data() + r.begin, v2.data() + r.begin, DType::f32, adam);
+                if (op == 1) backend.lion_update(t, m2.data() + r.begin, DType::f32, lion);
+                if (op == 2) backend.sgd_update(t, sgd);
+            }
+        }
+        CHECK(whole == apart);  // the same rule per element: bit for bit
+        CHECK(m1 == m2);
+        CHECK(v1 == v2);
+    }
+}
+
+TEST_CASE("cpu optimizers refuse undecayed ranges out of order, and the one-tensor optimizers any", "[cpu][optim]") {
+    CpuBackend backend;
+    std::vector<float> p(100, 1.0f), g(100, 0.5f), m(100, 0.0f), v(100, 0.0f);
+    ParamTensor t = tensor(p, g, true);
+    const std::vector<ElementRange> overlapping{{10, 30}, {20, 40}}, outside{{90, 101}}, ordered{{10, 20}};
+    for (const auto* bad : {&overlapping, &outside}) {
+        t.undecayed = bad->data(), t.undecayed_count = static_cast<std::int64_t>(bad->size());
+        CHECK_THROWS_WITH(backend.adamw_update(t, m.data(), v.data(), DType::f32, {}),
+                          Catch::Contains("sorted, disjoint and inside the tensor"));
+    }
+    t.undecayed = ordered.data(), t.undecayed_count = 1;
+    std::vector<std::uint8_t> codes(100);
+    std::vector<float> absmax(1);
+    CHECK_THROWS_WITH(backend.adam8bit_update(t, codes.data(), codes.data(), absmax.data(), absmax.data(), {}),
+                      Catch::Contains("one tensor per call"));
+    CHECK_THROWS_WITH(backend.adafactor_update(t, 10, 10, m.data(), v.data(), DType::f32, {}),
+                      Catch::Contains("one tensor per call"));
+}
+
+TEST_CASE("cpu optimizers: a multiplier in the backend's memory scales the gradients as grad_scale does",
+          "[cpu][optim]") {
+    CpuBackend backend;
+    const std::size_t n = 500;
+    const auto g = grads(n, 1);
+    const float multiplier = 0.75f;
+    auto with = random_floats(n, 3), without = with;
+    std::vector<float> m1(n, 0.0f), v1(n, 0.0f), m2 = m1, v2 = v1;
+    ParamTensor a = tensor(with, g[0], true);
+    a.grad_multiplier = &multiplier;
+    ParamTensor b = tensor(without, g[0], true);
+    b.grad_scale = kGradScale * multiplier;
+    const AdamWParams h{.lr = 1e-2f, .weight_decay = 0.1f, .step = 1};
+    backend.adamw_update(a, m1.data(), v1.data(), DType::f32, h);
+    backend.adamw_update(b, m2.data(), v2.data(), DType::f32, h);
+    CHECK(with == without);
+    // The multiplier itself: the clip coefficient of sqrt(sums[0] - sums[1]) / loss_scale, over loss_scale.
+    const float sums[2] = {20.0f, 4.0f};  // norm 4 at loss scale 1; 2 at loss scale 2
+    float out = 0;
+    backend.gradient_multiplier(&out, sums, 2, 1.0f, 2.0f);
+    CHECK(out == Approx(1.0f / (2.0f + 1e-6f) / 2.0f));
+    backend.gradient_multiplier(&out, sums, 1, 0.0f, 4.0f);  // no clipping: the loss scale only
+    CHECK(out == 0.25f);
+}

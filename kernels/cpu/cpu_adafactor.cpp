@@ -25,6 +25,7 @@ math::AdafactorHyper hyper(const AdafactorParams& hp) {
 
 void check_piece(const AdafactorPiece& piece, const char* op) {
     cpu::check_param(piece.p, op);
+    check_single_tensor(piece.p, "cpu", op);
     cpu::require(piece.rows > 0 && piece.cols > 0 && piece.begin >= 0 && piece.begin + piece.p.n <= piece.rows * piece.cols,
                  op, "the piece must lie inside the (rows, cols) tensor");
     cpu::require(is_float(piece.state), op, "state must be float storage");
@@ -33,7 +34,7 @@ void check_piece(const AdafactorPiece& piece, const char* op) {
 }
 
 float piece_grad(const AdafactorPiece& piece, std::int64_t i) {
-    return cpu::load_any(piece.p.grad, piece.p.grad_dtype, i) * piece.p.grad_scale;
+    return cpu::load_any(piece.p.grad, piece.p.grad_dtype, i) * cpu::grad_scale_of(piece.p);
 }
 
 // The piece's columns [j0, j1) of row r, as piece-local element indices [first, first + (j1 - j0)).

@@ -26,6 +26,7 @@ struct Maps {
 void CpuBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, std::uint8_t* v_codes, float* absmax_m,
                                  float* absmax_v, const Adam8bitParams& hp) {
     cpu::check_param(t, "adam8bit_update");
+    check_single_tensor(t, "cpu", "adam8bit_update");
     cpu::require(hp.block_size > 0 && hp.block_size <= kMaxBlock, "adam8bit_update", "block_size must be in [1, 4096]");
     const Maps maps;  // 512 floats, cheaper to build than to share
     const math::Adam8bitMaps code{maps.signed_code.data(), maps.unsigned_code.data()};
@@ -37,11 +38,12 @@ void CpuBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, st
     cpu::with_float_type(t.param_dtype, [&](auto pt) {
         using P = decltype(pt);
         auto* param = static_cast<P*>(t.param);
+        const float scale = cpu::grad_scale_of(t);
 #pragma omp parallel for num_threads(threads_) schedule(static)
         for (std::int64_t b = 0; b < blocks; ++b) {
             const std::int64_t begin = b * hp.block_size, len = std::min(hp.block_size, t.n - begin);
             float g[kMaxBlock];  // the block's gradient, scaled, in fp32
-            for (std::int64_t i = 0; i < len; ++i) g[i] = cpu::load_any(t.grad, t.grad_dtype, begin + i) * t.grad_scale;
+            for (std::int64_t i = 0; i < len; ++i) g[i] = cpu::load_any(t.grad, t.grad_dtype, begin + i) * scale;
             const math::Adam8bitBlock state{m_codes + begin, v_codes + begin, absmax_m + b, absmax_v + b};
             math::adam8bit_block(param + begin, g, static_cast<int>(len), state, code, h, step);
             if (t.param_copy == nullptr) continue;

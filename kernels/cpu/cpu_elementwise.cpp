@@ -3,6 +3,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/typed.h"
+#include "kernels/math/grad_clip.h"
 #include "kernels/math/loss_scale.h"
 #include "kernels/math/neftune.h"
 
@@ -65,6 +66,12 @@ void CpuBackend::sum_squares(float* sum, const void* x, std::int64_t n, DType dt
         });
         *sum = static_cast<float>(*sum + total);
     });
+}
+
+void CpuBackend::gradient_multiplier(float* out, const float* sums, std::int64_t count, float max_norm,
+                                     float loss_scale) {
+    cpu::require(count == 1 || count == 2, "gradient_multiplier", "one sum, or a sum and the squares counted twice");
+    *out = math::gradient_multiplier(count == 2 ? sums[0] - sums[1] : sums[0], max_norm, loss_scale);
 }
 
 void CpuBackend::neftune_noise(void* x, std::int64_t n, float scale, std::uint64_t seed, DType dtype) {

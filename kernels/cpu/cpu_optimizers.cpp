@@ -2,6 +2,7 @@
 // rule from kernels/math applied to fp32 blocks by the shared block loop.
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/optimizer_loop.h"
+#include "kernels/decay_runs.h"
 #include "kernels/math/adamw.h"
 #include "kernels/math/lion.h"
 #include "kernels/math/lomo.h"
@@ -32,6 +33,12 @@ TUNE_CPU_CLONES void sgd_run(float* __restrict p, const float* __restrict g, std
 void CpuBackend::adamw_update(const ParamTensor& t, void* m, void* v, DType sd, const AdamWParams& hp) {
     cpu::check_param(t, "adamw_update");
     cpu::require(is_float(sd), "adamw_update", "state must be float storage");
+    if (t.undecayed_count > 0) {  // a run of tensors: each stretch of one decay as a tensor
+        for_each_decay_run(t, [&](std::int64_t b, std::int64_t e, bool decay) {
+            adamw_update(slice(t, b, e, decay), advance(m, sd, b), advance(v, sd, b), sd, hp);
+        });
+        return;
+    }
     const math::AdamWHyper h{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay};
     const math::AdamWStep step = math::adamw_step(h, static_cast<int>(hp.step), t.decay);
     cpu::update_blocks(t, threads_, [&](cpu::ParamBlock& b) {
@@ -47,6 +54,12 @@ void CpuBackend::adamw_update(const ParamTensor& t, void* m, void* v, DType sd, 
 void CpuBackend::lion_update(const ParamTensor& t, void* m, DType sd, const LionParams& hp) {
     cpu::check_param(t, "lion_update");
     cpu::require(is_float(sd), "lion_update", "state must be float storage");
+    if (t.undecayed_count > 0) {
+        for_each_decay_run(t, [&](std::int64_t b, std::int64_t e, bool decay) {
+            lion_update(slice(t, b, e, decay), advance(m, sd, b), sd, hp);
+        });
+        return;
+    }
     const math::LionHyper h{hp.lr, hp.beta1, hp.beta2, hp.weight_decay};
     cpu::update_blocks(t, threads_, [&](cpu::ParamBlock& b) {
         float mb[cpu::kOptimBlock];
@@ -58,6 +71,11 @@ void CpuBackend::lion_update(const ParamTensor& t, void* m, DType sd, const Lion
 
 void CpuBackend::sgd_update(const ParamTensor& t, const SgdParams& hp) {
     cpu::check_param(t, "sgd_update");
+    if (t.undecayed_count > 0) {
+        for_each_decay_run(t,
+                           [&](std::int64_t b, std::int64_t e, bool decay) { sgd_update(slice(t, b, e, decay), hp); });
+        return;
+    }
     const math::LomoHyper h{.lr = hp.lr, .weight_decay = hp.weight_decay};
     cpu::update_blocks(t, threads_, [&](cpu::ParamBlock& b) { sgd_run(b.p, b.g, b.len, h, t.decay); });
 }

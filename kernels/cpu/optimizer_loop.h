@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/typed.h"
 #include "kernels/cpu/vectorize.h"
+#include "kernels/op_checks.h"
 
 namespace tune::kernels::cpu {
 
@@ -25,6 +26,12 @@ inline void check_param(const ParamTensor& t, const char* op) {
     require(t.n >= 0 && (t.n == 0 || (t.param != nullptr && t.grad != nullptr)), op, "null tensor");
     require(is_float(t.param_dtype) && is_float(t.grad_dtype), op, "param and grad must be float storage");
     require(t.param_copy == nullptr || is_float(t.copy_dtype), op, "copy must be float storage");
+    check_undecayed(t, "cpu", op);
+}
+
+// What multiplies each gradient: grad_scale, times the multiplier where there is one (host memory here).
+inline float grad_scale_of(const ParamTensor& t) {
+    return t.grad_multiplier != nullptr ? t.grad_scale * *t.grad_multiplier : t.grad_scale;
 }
 
 TUNE_CPU_CLONES inline void scale_run(float* x, std::int64_t n, float s) {
@@ -35,6 +42,7 @@ TUNE_CPU_CLONES inline void scale_run(float* x, std::int64_t n, float s) {
 template <class Body>
 void update_blocks(const ParamTensor& t, int threads, Body&& body) {
     const std::int64_t blocks = (t.n + kOptimBlock - 1) / kOptimBlock;
+    const float scale = grad_scale_of(t);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (std::int64_t k = 0; k < blocks; ++k) {
         ParamBlock b;
@@ -42,7 +50,7 @@ void update_blocks(const ParamTensor& t, int threads, Body&& body) {
         b.len = std::min(kOptimBlock, t.n - b.begin);
         load_block(t.param, t.param_dtype, b.begin, b.len, b.p);
         load_block(t.grad, t.grad_dtype, b.begin, b.len, b.g);
-        if (t.grad_scale != 1.0f) scale_run(b.g, b.len, t.grad_scale);
+        if (scale != 1.0f) scale_run(b.g, b.len, scale);
         body(b);
         store_block(t.param, t.param_dtype, b.begin, b.len, b.p);
         if (t.param_copy != nullptr) store_block(t.param_copy, t.copy_dtype, b.begin, b.len, b.p);

@@ -47,7 +47,7 @@ struct Factors {
 };
 
 __device__ float adafactor_grad(const ParamTensor& t, std::int64_t i) {
-    return load_any(t.grad, t.grad_dtype, i) * t.grad_scale;
+    return load_any(t.grad, t.grad_dtype, i) * grad_scale_of(t);
 }
 
 // The update of element i before clipping, from the new statistics.
@@ -106,8 +106,7 @@ struct ApplyRule {
     Factors f;
     const Scalars* s;
     math::AdafactorHyper h;
-    bool decay;
-    __device__ void operator()(float& p, float g, std::int64_t i) const {
+    __device__ void operator()(float& p, float g, std::int64_t i, bool decay) const {
         p = math::adafactor_apply(p, update_value(f, g, i), s->lr, s->divisor, h, decay);
     }
 };
@@ -156,6 +155,7 @@ __global__ void vector_stats_kernel(ParamTensor t, void* stat, DType state, floa
 
 void check_piece(const AdafactorPiece& piece, const char* op) {
     check_param(piece.p, op);
+    check_single_tensor(piece.p, "cuda", op);
     require(piece.rows > 0 && piece.cols > 0 && piece.begin >= 0 && piece.begin + piece.p.n <= piece.rows * piece.cols,
             op, "the piece must lie inside the (rows, cols) tensor");
     require(piece.rows <= 0x7fffffff, op, "too many rows for a grid");
@@ -246,6 +246,7 @@ void CudaBackend::adafactor_update(const ParamTensor& t, std::int64_t rows, std:
                                    void* col_stat, DType sd, const AdafactorParams& hp) {
     const char* op = "adafactor_update";
     check_param(t, op);
+    check_single_tensor(t, "cuda", op);
     require(rows > 0 && cols > 0 && rows * cols == t.n && rows <= 0x7fffffff, op, "rows * cols must equal n");
     require(is_float(sd), op, "state must be float storage");
     const bool factored = rows > 1 && cols > 1;
@@ -272,7 +273,7 @@ void CudaBackend::adafactor_update(const ParamTensor& t, std::int64_t rows, std:
     // RMS of the update -> clip divisor.
     reduce_sum(stream_, partials, t.n, UpdateSquare{t, f}, SetDivisor{scalars, n, h});
     TUNE_CUDA_CHECK_LAUNCH("adafactor clip");
-    update_params(stream_, t, ApplyRule{f, scalars, h, t.decay});
+    update_params(stream_, t, ApplyRule{f, scalars, h});
 }
 
 void CudaBackend::adafactor_partial_sums(const AdafactorPiece& piece, float* param_sq, float* row_sums,
@@ -342,7 +343,7 @@ void CudaBackend::adafactor_apply(const AdafactorPiece& piece, const float* para
     const auto count = static_cast<float>(piece.rows * piece.cols);
     TUNE_LAUNCH(piece_scalars_kernel, 1, 1, 0, stream_)(scalars, param_sq, update_sq, count, static_cast<int>(hp.step), h);
     TUNE_CUDA_CHECK_LAUNCH("adafactor piece lr");
-    update_params(stream_, piece.p, ApplyRule{piece_factors(piece, row_mean), scalars, h, piece.p.decay});
+    update_params(stream_, piece.p, ApplyRule{piece_factors(piece, row_mean), scalars, h});
 }
 
 }  // namespace tune::kernels::cuda

@@ -37,7 +37,7 @@ __global__ void adam8bit_kernel(ParamTensor t, Adam8bitState s, std::int64_t blo
     const float old_m = s.absmax_m[b], old_v = s.absmax_v[b];
     float max_m = 0.0f, max_v = 0.0f;
     for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-        const float g = load_any(t.grad, t.grad_dtype, i) * t.grad_scale;
+        const float g = load_any(t.grad, t.grad_dtype, i) * grad_scale_of(t);
         if (!math::is_finite(g)) continue;
         float m, v;
         math::adam8bit_moments(maps, s.m[i], s.v[i], old_m, old_v, g, h, m, v);
@@ -48,7 +48,7 @@ __global__ void adam8bit_kernel(ParamTensor t, Adam8bitState s, std::int64_t blo
     const float new_v = block_max(max_v, shared);
     const float inv_m = math::inverse_absmax(new_m), inv_v = math::inverse_absmax(new_v);
     for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-        const float g = load_any(t.grad, t.grad_dtype, i) * t.grad_scale;
+        const float g = load_any(t.grad, t.grad_dtype, i) * grad_scale_of(t);
         float m = 0.0f, v = 0.0f;
         if (math::is_finite(g)) {
             math::adam8bit_moments(maps, s.m[i], s.v[i], old_m, old_v, g, h, m, v);
@@ -77,6 +77,7 @@ void upload_quant_maps() {
 void CudaBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, std::uint8_t* v_codes,
                                   float* absmax_m, float* absmax_v, const Adam8bitParams& hp) {
     check_param(t, "adam8bit_update");
+    check_single_tensor(t, "cuda", "adam8bit_update");
     require(hp.block_size > 0 && hp.block_size <= kMaxBlock, "adam8bit_update", "block_size must be in [1, 4096]");
     if (t.n == 0) return;
     math::Adam8bitHyper h;

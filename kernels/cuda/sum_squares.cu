@@ -1,7 +1,9 @@
-// sum_squares: the partial square norm for global gradient-norm clipping.
+// sum_squares: the partial square norm for global gradient-norm clipping; gradient_multiplier: the
+// clip coefficient over the loss scale from those sums, on the device.
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/math/grad_clip.h"
 
 namespace tune::kernels::cuda {
 
@@ -31,6 +33,22 @@ void CudaBackend::sum_squares(float* sum, const void* x, std::int64_t n, DType d
         reduce_sum(stream_, scratch_.partials, n, SquareTerm<T>{static_cast<const T*>(x)}, AddToSum{sum});
     });
     TUNE_CUDA_CHECK_LAUNCH("partial_sums_kernel");
+}
+
+namespace {
+
+__global__ void gradient_multiplier_kernel(float* out, const float* sums, std::int64_t count, float max_norm,
+                                           float loss_scale) {
+    *out = math::gradient_multiplier(count == 2 ? sums[0] - sums[1] : sums[0], max_norm, loss_scale);
+}
+
+}  // namespace
+
+void CudaBackend::gradient_multiplier(float* out, const float* sums, std::int64_t count, float max_norm,
+                                      float loss_scale) {
+    require(count == 1 || count == 2, "gradient_multiplier", "one sum, or a sum and the squares counted twice");
+    TUNE_LAUNCH(gradient_multiplier_kernel, 1, 1, 0, stream_)(out, sums, count, max_norm, loss_scale);
+    TUNE_CUDA_CHECK_LAUNCH("gradient_multiplier_kernel");
 }
 
 }  // namespace tune::kernels::cuda

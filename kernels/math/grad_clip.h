@@ -17,4 +17,10 @@ TUNE_HD inline float clip_coefficient(float total_norm, float max_norm) {
 
 TUNE_HD inline float global_norm(float sum_of_squares) { return ::sqrtf(sum_of_squares); }
 
+// What multiplies each gradient at the update, from the sum of squares of the
+// loss-scaled gradients: the clip coefficient of the true norm, over the loss scale.
+TUNE_HD inline float gradient_multiplier(float sum_of_squares, float max_norm, float loss_scale) {
+    return clip_coefficient(global_norm(sum_of_squares) / loss_scale, max_norm) / loss_scale;
+}
+
 }  // namespace tune::math

@@ -77,11 +77,36 @@ void cast_cases(std::vector<Case>& out) {
         }
 }
 
+// The clip multiplier from one sum and from a sum less the squares counted twice (tensor parallelism),
+// clipping (a norm of 2.06 over max 1) and not, with a loss scale.
+void gradient_multiplier_cases(std::vector<Case>& out) {
+    struct Sums {
+        std::vector<float> sums;
+        float max_norm, loss_scale;
+    };
+    for (const Sums& s : {Sums{{4.25f}, 1.0f, 1.0f}, Sums{{20.0f, 3.0f}, 1.0f, 2.0f}, Sums{{0.5f}, 1.0f, 1.0f},
+                          Sums{{9.0f, 1.0f}, 0.0f, 4.0f}}) {
+        const std::string label =
+            fmt::format("sums={} max_norm={} loss_scale={}", s.sums.size(), s.max_norm, s.loss_scale);
+        out.push_back({"gradient_multiplier", "f32", label, [=](std::uint64_t seed) {
+                           CaseBuilder cb(seed);
+                           const auto sums = cb.values("sums", DType::f32, s.sums);
+                           const auto y = cb.zero_output("multiplier", DType::f32, 1, OpClass::reduction);
+                           const auto count = static_cast<std::int64_t>(s.sums.size());
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               be.gradient_multiplier(d.as<float>(y), d.as<float>(sums), count, s.max_norm,
+                                                      s.loss_scale);
+                           });
+                       }});
+    }
+}
+
 }  // namespace
 
 void add_elementwise_cases(std::vector<Case>& out) {
     for (DType t : kFloatTypes) simple_cases(out, t);
     cast_cases(out);
+    gradient_multiplier_cases(out);
 }
 
 }  // namespace tune::kernels::selftest

@@ -1,9 +1,13 @@
 // Optimizer cases, each precision the trainer uses: fp32 everything; mixed
 // (fp32 master, 16-bit gradients scaled by grad_scale, a 16-bit model copy);
 // pure bf16 (weights, gradients, states). 5000 elements leave a partial
-// 8-bit block; a short tensor without weight decay is the norm-weight path.
+// 8-bit block; a short tensor without weight decay is the norm-weight path;
+// AdamW, Lion and SGD also take a run of tensors in one call, with undecayed
+// stretches at its start, inside and at its end (ParamTensor::undecayed), and
+// the gradients' multiplier read from device memory (grad_multiplier).
 #include <fmt/format.h>
 
+#include <iterator>
 #include <limits>
 
 #include "kernels/selftest/case_builder.h"
@@ -30,12 +34,16 @@ constexpr Precision kPrecisions[] = {
 struct Tensor {
     std::int64_t n;
     bool decay;
+    bool run = false;  // kUndecayed's stretches take no decay
 };
 constexpr Tensor kTensors[] = {{5000, true}, {300, false}};
+constexpr ElementRange kUndecayed[] = {{0, 300}, {2048, 2100}, {2100, 2101}, {4990, 5000}};
+constexpr Tensor kRun{5000, true, true};
 
 // The tensors every optimizer reads and writes: param, grad (and copy).
 struct ParamIndices {
     std::size_t param, grad, copy;
+    std::size_t multiplier = 0;  // a run's device multiplier of the gradients (gradient_multiplier's output)
 };
 
 ParamIndices add_param(CaseBuilder& cb, const Precision& p, std::int64_t n) {
@@ -45,6 +53,7 @@ ParamIndices add_param(CaseBuilder& cb, const Precision& p, std::int64_t n) {
     // Gradients as the loss scale leaves them: grad_scale brings them back to ~0.01.
     ix.grad = cb.normal("grad", p.grad, n, 0.01f / p.grad_scale);
     ix.copy = p.copy ? cb.zero_output("param_copy", p.grad, n, OpClass::optimizer) : ix.param;
+    ix.multiplier = cb.values("grad_multiplier", DType::f32, {0.75f});
     return ix;
 }
 
@@ -55,14 +64,19 @@ ParamTensor param_tensor(const Precision& p, const Tensor& t, const ParamIndices
     pt.grad = d[ix.grad], pt.grad_dtype = p.grad, pt.grad_scale = p.grad_scale;
     pt.param_copy = p.copy ? d[ix.copy] : nullptr, pt.copy_dtype = p.grad;
     pt.decay = t.decay;
+    if (t.run) pt.undecayed = kUndecayed, pt.undecayed_count = std::size(kUndecayed);
+    if (t.run) pt.grad_multiplier = d.as<float>(ix.multiplier);
     return pt;
 }
 
 std::string label(const Tensor& t, const char* extra = "") {
-    return fmt::format("n={}{}{}", t.n, t.decay ? "" : " no-decay", extra);
+    return fmt::format("n={}{}{}{}", t.n, t.decay ? "" : " no-decay", t.run ? " run of tensors, device multiplier" : "",
+                       extra);
 }
 
+// A run's weight decay is large, so a stretch updated with the wrong decay shows past the tolerance.
 void adamw_lion_sgd(std::vector<Case>& out, const Precision& p, const Tensor& t) {
+    const float decay_boost = t.run ? 100.0f : 1.0f;
     out.push_back({"adamw_update", p.label, label(t), [=](std::uint64_t seed) {
                        CaseBuilder cb(seed);
                        const ParamIndices ix = add_param(cb, p, t.n);
@@ -72,7 +86,7 @@ void adamw_lion_sgd(std::vector<Case>& out, const Precision& p, const Tensor& t)
                        cb.mark_output(v, OpClass::optimizer);
                        return cb.build([=](Backend& be, DeviceTensors& d) {
                            AdamWParams hp;
-                           hp.lr = 1e-3f, hp.weight_decay = 0.1f, hp.step = 3;
+                           hp.lr = 1e-3f, hp.weight_decay = 0.1f * decay_boost, hp.step = 3;
                            be.adamw_update(param_tensor(p, t, ix, d), d[m], d[v], p.state, hp);
                        });
                    }});
@@ -83,7 +97,7 @@ void adamw_lion_sgd(std::vector<Case>& out, const Precision& p, const Tensor& t)
                        cb.mark_output(m, OpClass::optimizer);
                        return cb.build([=](Backend& be, DeviceTensors& d) {
                            LionParams hp;
-                           hp.lr = 1e-4f, hp.weight_decay = 0.1f;
+                           hp.lr = 1e-4f, hp.weight_decay = 0.1f * decay_boost;
                            be.lion_update(param_tensor(p, t, ix, d), d[m], p.state, hp);
                        });
                    }});
@@ -92,7 +106,7 @@ void adamw_lion_sgd(std::vector<Case>& out, const Precision& p, const Tensor& t)
                        const ParamIndices ix = add_param(cb, p, t.n);
                        return cb.build([=](Backend& be, DeviceTensors& d) {
                            SgdParams hp;
-                           hp.lr = 1e-2f, hp.weight_decay = 0.01f;
+                           hp.lr = 1e-2f, hp.weight_decay = 0.01f * decay_boost;
                            be.sgd_update(param_tensor(p, t, ix, d), hp);
                        });
                    }});
@@ -265,6 +279,7 @@ void add_optimizer_cases(std::vector<Case>& out) {
             adamw_lion_sgd(out, p, t);
             adam8bit(out, p, t);
         }
+        adamw_lion_sgd(out, p, kRun);
         adafactor(out, p);
         adafactor_pieces(out, p);
     }
