@@ -20,8 +20,9 @@ struct CudaBackendOptions {
     bool time_gemm_candidates = true;
     int gemm_candidates = 8;
     std::uint64_t gemm_cache_entries = 1024;
-    // Timing writes into a scratch copy of C; a larger C is not timed (the
-    // heuristic's first choice is used), so the spike stays bounded.
+    // Timing a GEMM that reads C (beta != 0) writes into a scratch copy of C;
+    // a larger such C is not timed (the heuristic's first choice is used), so
+    // the spike stays bounded. One that overwrites C is timed writing C itself.
     std::uint64_t gemm_tuning_scratch_limit = 64ull << 20;
     // Large buffers as the driver's pages (kernels/cuda/device_pages.cuh),
     // which the harness keeps within the tagged peak, instead of the

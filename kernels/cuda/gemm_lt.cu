@@ -54,6 +54,30 @@ Layout make_layout(DType t, std::int64_t rows, std::int64_t cols, std::int64_t l
 // Elements of C the batch touches, from its first element to its last.
 std::int64_t c_extent(const GemmArgs& a) { return (a.batch - 1) * a.stride_c + (a.m - 1) * a.ldc + a.n; }
 
+// Bytes from an operand's first element to its last: (rows, cols) as stored, row-major.
+std::uint64_t stored_bytes(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t stride,
+                           std::int64_t batch, DType t) {
+    const std::int64_t extent = (stride > 0 ? (batch - 1) * stride : 0) + (rows - 1) * ld + cols;
+    return static_cast<std::uint64_t>(extent) * dtype_bytes(t);
+}
+
+bool disjoint(const void* x, std::uint64_t x_bytes, const void* y, std::uint64_t y_bytes) {
+    const auto a = reinterpret_cast<std::uintptr_t>(x), b = reinterpret_cast<std::uintptr_t>(y);
+    return a + x_bytes <= b || b + y_bytes <= a;
+}
+
+// With beta = 0 the call overwrites C without reading it, so candidates may be
+// timed writing C itself, at any size and with no scratch, unless C overlaps A or B.
+bool timed_in_place(const GemmArgs& g) {
+    if (g.beta != 0.0f) return false;
+    const std::uint64_t c = static_cast<std::uint64_t>(c_extent(g)) * dtype_bytes(g.c_dtype);
+    const std::uint64_t a = g.trans_a ? stored_bytes(g.k, g.m, g.lda, g.stride_a, g.batch, g.a_dtype)
+                                      : stored_bytes(g.m, g.k, g.lda, g.stride_a, g.batch, g.a_dtype);
+    const std::uint64_t b = g.trans_b ? stored_bytes(g.n, g.k, g.ldb, g.stride_b, g.batch, g.b_dtype)
+                                      : stored_bytes(g.k, g.n, g.ldb, g.stride_b, g.batch, g.b_dtype);
+    return disjoint(g.c, c, g.a, a) && disjoint(g.c, c, g.b, b);
+}
+
 }  // namespace
 
 struct GemmLt::Plan {
@@ -126,12 +150,17 @@ GemmLt::Plan GemmLt::make_plan(const GemmKey& key, const GemmArgs& g, Workspace 
 }
 
 // The heuristic's first candidate, or the fastest of them when timing is on
-// and a scratch output (so C is not modified while timing) can be had.
+// and they can write C itself (timed_in_place) or a scratch output (so a C that
+// is read is not modified while timing) can be had.
 void GemmLt::choose_algorithm(Plan& plan, const GemmArgs& g, Workspace ws,
                               const cublasLtMatmulHeuristicResult_t* found, int count) {
     plan.algo = found[0].algo;
     plan.workspace = found[0].workspaceSize;
     if (!options_.time_candidates || count < 2) return;
+    if (timed_in_place(g)) {
+        pick_fastest(plan, g, ws, found, count, g.c);
+        return;
+    }
     const std::uint64_t scratch_bytes = static_cast<std::uint64_t>(c_extent(g)) * dtype_bytes(g.c_dtype);
     if (scratch_bytes > options_.tuning_scratch_limit) return;  // bounded spike: the first choice is a good one
     void* scratch = nullptr;
@@ -141,17 +170,22 @@ void GemmLt::choose_algorithm(Plan& plan, const GemmArgs& g, Workspace ws,
         return;  // too tight to time: the heuristic's first choice is a good one
     }
     tuning_bytes_ = std::max(tuning_bytes_, scratch_bytes);
+    pick_fastest(plan, g, ws, found, count, scratch);
+    pool_.deallocate(scratch, scratch_bytes);
+}
+
+void GemmLt::pick_fastest(Plan& plan, const GemmArgs& g, Workspace ws, const cublasLtMatmulHeuristicResult_t* found,
+                          int count, void* d) {
     float best = std::numeric_limits<float>::infinity();
     for (int i = 0; i < count; ++i) {
         if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        const float ms = time_algorithm(plan, found[i].algo, g, scratch, ws);
+        const float ms = time_algorithm(plan, found[i].algo, g, d, ws);
         if (ms < best) {
             best = ms;
             plan.algo = found[i].algo;
             plan.workspace = found[i].workspaceSize;
         }
     }
-    pool_.deallocate(scratch, scratch_bytes);
 }
 
 // One warm-up and one timed run of algo writing D = scratch; infinity when

@@ -45,6 +45,9 @@ private:
     Plan make_plan(const GemmKey& key, const GemmArgs& args, Workspace ws);
     void choose_algorithm(Plan& plan, const GemmArgs& args, Workspace ws, const cublasLtMatmulHeuristicResult_t* found,
                           int count);
+    // The fastest of the candidates, each run writing D = d.
+    void pick_fastest(Plan& plan, const GemmArgs& args, Workspace ws, const cublasLtMatmulHeuristicResult_t* found,
+                      int count, void* d);
     float time_algorithm(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& args, void* d,
                          Workspace ws);
 

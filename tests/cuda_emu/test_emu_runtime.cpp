@@ -221,27 +221,43 @@ TEST_CASE("a process done with the device releases its context, and a later back
     CHECK(tune_emu::context_created());
 }
 
-TEST_CASE("GEMM tuning scratch is bounded: a C above the limit is not timed") {
-    const auto tuned = [](std::uint64_t limit) {
+// Scratch bytes and cublasLtMatmul runs of one GEMM's first call (its plan is made and timed).
+struct Tuned {
+    std::uint64_t scratch = 0, runs = 0;
+};
+
+TEST_CASE("GEMM tuning: a C that is read is timed into a bounded scratch, one that is not in place at any size") {
+    const auto tuned = [](std::uint64_t limit, float beta) {
         tune::kernels::CudaBackendOptions o;
         o.gemm_tuning_scratch_limit = limit;
         auto backend = tune::kernels::make_cuda_backend(o);
         tune::kernels::GemmArgs g;
         g.m = g.n = g.k = 64;
         g.lda = g.ldb = g.ldc = 64;
+        g.beta = beta;
         void* a = backend->allocate(64 * 64 * 4);
         void* c = backend->allocate(64 * 64 * 4);
         backend->fill_zero(a, 64 * 64 * 4);
+        backend->fill_zero(c, 64 * 64 * 4);
         g.a = g.b = a, g.c = c;
         const std::uint64_t ws_bytes = backend->gemm_workspace_bytes(g);
         void* ws = backend->allocate(ws_bytes);
+        const std::uint64_t before = tune_emu::matmul_calls();
         backend->gemm(g, {ws, ws_bytes});
         backend->synchronize();
-        const std::uint64_t used = tune::kernels::cuda_memory_stats(*backend)->gemm_tuning_bytes;
+        const Tuned t{tune::kernels::cuda_memory_stats(*backend)->gemm_tuning_bytes, tune_emu::matmul_calls() - before};
         for (void* p : {a, c}) backend->deallocate(p, 64 * 64 * 4);
         backend->deallocate(ws, ws_bytes);
-        return used;
+        return t;
     };
-    CHECK(tuned(64ull << 20) == 64 * 64 * 4);  // timed into a scratch copy of C
-    CHECK(tuned(1024) == 0);                  // above the limit: the heuristic's first choice, no scratch
+    // Accumulating (beta = 1): timed into a scratch copy of C, or above the limit not timed at all.
+    const Tuned scratch = tuned(64ull << 20, 1.0f), untimed = tuned(1024, 1.0f);
+    CHECK(scratch.scratch == 64 * 64 * 4);
+    CHECK(scratch.runs > 2);  // a warm-up and a timed run per candidate, then the call
+    CHECK(untimed.scratch == 0);
+    CHECK(untimed.runs == 1);
+    // Overwriting (beta = 0): timed writing C itself, above the limit too, with no scratch.
+    const Tuned in_place = tuned(1024, 0.0f);
+    CHECK(in_place.scratch == 0);
+    CHECK(in_place.runs == scratch.runs);
 }

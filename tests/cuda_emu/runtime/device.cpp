@@ -300,6 +300,7 @@ std::uint64_t pinned_host_bytes() { return device().pinned_bytes(); }
 std::uint64_t device_pages_bytes() { return device().pages_bytes(); }
 std::uint64_t device_page_bytes() { return virtual_memory().granularity(); }
 bool context_created() { return device().context.load(); }
+std::uint64_t matmul_calls() { return device().matmuls.load(); }
 void forget_context() { device().context = false; }
 
 }  // namespace tune_emu

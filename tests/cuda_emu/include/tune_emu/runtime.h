@@ -175,4 +175,6 @@ std::uint64_t device_page_bytes();
 // since forget_context(): cudaSetDevice, memory, streams, events, kernels.
 bool context_created();
 void forget_context();
+// cublasLtMatmul calls that ran since the process started (GEMM tuning's timed runs among them).
+std::uint64_t matmul_calls();
 }  // namespace tune_emu
