@@ -213,13 +213,11 @@ void OptimizerState::adafactor_sharded(std::size_t buffer, GradScale scale, std:
 void OptimizerState::update_buffer(std::size_t buffer, GradScale scale, std::int64_t step) {
     const std::int64_t lo = model_.owned_begin(buffer), n = model_.owned_length(buffer);
     if (n == 0) return;
-    std::vector<kernels::ElementRange> undecayed;
+    std::vector<kernels::ElementRange> undecayed;  // in order: place_tensors lays tensors out by offset
     for (const TensorView& t : model_.layout().flat(buffer).tensors) {
         const std::int64_t b = std::max(t.offset, lo) - lo, e = std::min(t.offset + t.numel(), lo + n) - lo;
         if (!t.matrix() && e > b) undecayed.push_back({b, e});
     }
-    std::sort(undecayed.begin(), undecayed.end(),
-              [](const kernels::ElementRange& x, const kernels::ElementRange& y) { return x.begin < y.begin; });
     const Piece whole{0, n, lo, 0};
     kernels::ParamTensor p = param_tensor(buffer, 0, whole, model_.grad_at(buffer, lo), scale);
     p.decay = true;

@@ -643,30 +643,27 @@ StepStats Trainer::optimizer_step(double loss) {
     // The host reads what the device's kernels added into its gradient shards.
     if (offload_.any()) backend_.synchronize();
     const GradientSums sums = reduce_gradient_squares();
-    if (!plan_.loss_scaling && !offload_.any()) return update_unwatched(s, sums);
+    // Without loss scaling (and offload's host update) no decision waits on the
+    // norm: the device turns the sums into the gradients' multiplier and the
+    // update reads it there, so the host reads the norm only once the update is
+    // queued. Non-finite gradients still end the trial, after an update that
+    // could not be kept anyway.
+    const bool unwatched = !plan_.loss_scaling && !offload_.any();
+    if (unwatched) {
+        float* multiplier = scalars_->get() + 2;  // beside the two sums
+        backend_.gradient_multiplier(multiplier, sums.at->get(), sums.count, static_cast<float>(config_.clip),
+                                     s.loss_scale);
+        optimizer_->step({1.0f, multiplier}, ++applied_);
+        gather_updated_weights();
+    }
     const double sum = sum_of(sums);
     s.grad_norm = std::sqrt(sum) / s.loss_scale;
     const bool overflow = !std::isfinite(sum);
     if (overflow && !plan_.loss_scaling) throw std::runtime_error("non-finite gradients");
     s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
+    if (unwatched) return s;
     if (!s.skipped) optimizer_->step({grad_scale(sum, s.loss_scale), nullptr}, ++applied_);
     gather_updated_weights();
-    return s;
-}
-
-// Without loss scaling no decision waits on the norm: the device turns the sums
-// into the gradients' multiplier and the update reads it there, so the host
-// reads the norm only once the update is queued. Non-finite gradients still
-// end the trial, after an update that could not be kept anyway.
-StepStats Trainer::update_unwatched(StepStats s, GradientSums sums) {
-    float* multiplier = scalars_->get() + 2;  // beside the two sums
-    backend_.gradient_multiplier(multiplier, sums.at->get(), sums.count, static_cast<float>(config_.clip), 1.0f);
-    optimizer_->step({1.0f, multiplier}, ++applied_);
-    gather_updated_weights();
-    const double sum = sum_of(sums);
-    s.grad_norm = std::sqrt(sum);
-    if (!std::isfinite(sum)) throw std::runtime_error("non-finite gradients");
-    s.skipped = !scaler_.update(false);
     return s;
 }
 

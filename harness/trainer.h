@@ -126,7 +126,6 @@ private:
     std::uint32_t tensor_rank() const { return tensor_group_ ? static_cast<std::uint32_t>(tensor_group_->rank()) : 0; }
     ParallelRank parallel_rank() const;
     StepStats optimizer_step(double loss);
-    StepStats update_unwatched(StepStats s, GradientSums sums);
     void gather_updated_weights();
     StepStats lomo_step();
     // The clip coefficient over the loss scale, from the sum of squares (kernels/math/grad_clip.h).

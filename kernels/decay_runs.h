@@ -24,9 +24,12 @@ void for_each_decay_run(const ParamTensor& t, F&& f) {
 }
 
 // `elements` further into a buffer of dtype `t` (nullptr stays nullptr).
-inline void* advance(void* p, DType t, std::int64_t elements) {
+inline const void* advance(const void* p, DType t, std::int64_t elements) {
     return p == nullptr ? nullptr
-                        : static_cast<unsigned char*>(p) + elements * static_cast<std::int64_t>(dtype_bytes(t));
+                        : static_cast<const unsigned char*>(p) + elements * static_cast<std::int64_t>(dtype_bytes(t));
+}
+inline void* advance(void* p, DType t, std::int64_t elements) {
+    return const_cast<void*>(advance(static_cast<const void*>(p), t, elements));
 }
 
 // Elements [begin, end) of t as one tensor of one decay.
@@ -34,7 +37,7 @@ inline ParamTensor slice(const ParamTensor& t, std::int64_t begin, std::int64_t 
     ParamTensor s = t;
     s.n = end - begin;
     s.param = advance(t.param, t.param_dtype, begin);
-    s.grad = advance(const_cast<void*>(t.grad), t.grad_dtype, begin);
+    s.grad = advance(t.grad, t.grad_dtype, begin);
     s.param_copy = advance(t.param_copy, t.copy_dtype, begin);
     s.decay = decay;
     s.undecayed = nullptr, s.undecayed_count = 0;
