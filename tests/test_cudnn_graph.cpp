@@ -49,6 +49,7 @@ CudnnLibrary standin() {
 
 constexpr std::size_t kForwardOperations = 14;
 constexpr std::size_t kBackwardOperations = 23;
+constexpr std::size_t kGroupedBackwardOperations = 25;  // dK and dV each summed over a group of query heads
 
 }  // namespace
 
@@ -67,27 +68,29 @@ TEST_CASE("the attention graph takes bf16 and f16 data with whole 16-byte rows a
     CHECK_THAT(sdpa_layout_problem(narrow), Catch::Contains("multiple of 8"));
 }
 
-TEST_CASE("against the cuDNN stand-in the forward graph is 14 finalized operations and the backward 23", "[cudnn]") {
+TEST_CASE("against the cuDNN stand-in the forward graph is 14 finalized operations and the backward 23 or 25",
+          "[cudnn]") {
     const CudnnLibrary lib = standin();
     const SdpaForwardGraph graph(lib.api, llama_layout(DType::bf16, 2, 1000));
     CHECK(graph.operations().size() == kForwardOperations);
     CHECK_THROWS_AS(SdpaForwardGraph(lib.api, llama_layout(DType::f32, 2, 1000)), tune::BackendError);
     const SdpaBackwardGraph backward(lib.api, llama_layout(DType::f16, 8, 1000));
     CHECK(backward.operations().size() == kBackwardOperations);
+    const SdpaBackwardGraph grouped(lib.api, llama_layout(DType::bf16, 2, 1000));
+    CHECK(grouped.operations().size() == kGroupedBackwardOperations);
     CHECK(sdpa_dq_accumulator_bytes(llama_layout(DType::f16, 8, 1000)) == 2 * 8 * 1000 * 64 * 4);
 }
 
-TEST_CASE("the backward graph takes equal query and key/value heads only, and a whole output-gradient row", "[cudnn]") {
+TEST_CASE("the backward graph takes grouped key/value heads and needs a whole output-gradient row", "[cudnn]") {
     CHECK(sdpa_backward_problem(llama_layout(DType::bf16, 8, 512)).empty());
-    CHECK_THAT(sdpa_backward_problem(llama_layout(DType::bf16, 2, 512)),
-               Catch::Contains("no sum of dK and dV over a group") && Catch::Contains("8 heads, 2 key/value heads"));
+    CHECK(sdpa_backward_problem(llama_layout(DType::bf16, 2, 512)).empty());
+    CHECK(sdpa_backward_problem(llama_layout(DType::f16, 1, 100)).empty());
     SdpaLayout narrow = llama_layout(DType::bf16, 8, 512);
     narrow.dout_stride = 8 * 64 - 8;
     CHECK_THAT(sdpa_backward_problem(narrow), Catch::Contains("output gradient's row stride"));
     CHECK_THAT(sdpa_backward_problem(llama_layout(DType::f32, 8, 512)), Catch::Contains("not f32"));
     const CudnnLibrary lib = standin();
-    CHECK_THROWS_WITH(SdpaBackwardGraph(lib.api, llama_layout(DType::bf16, 2, 512)),
-                      Catch::Contains("no sum of dK and dV"));
+    CHECK_THROWS_WITH(SdpaBackwardGraph(lib.api, narrow), Catch::Contains("output gradient's row stride"));
 }
 
 TEST_CASE("a refused cuDNN call names the call, the attribute, cuDNN's status and our line", "[cudnn]") {
@@ -160,9 +163,9 @@ TEST_CASE("the toolkit's cuDNN finalizes every tensor and operation of both grap
                 INFO("dtype " << tune::kernels::dtype_name(dtype) << ", kv heads " << kv_heads << ", seq " << seq);
                 const SdpaForwardGraph graph(load.library->api, llama_layout(dtype, kv_heads, seq));
                 CHECK(graph.operations().size() == kForwardOperations);
-                if (kv_heads != 8) continue;  // the backward takes equal heads only
                 const SdpaBackwardGraph backward(load.library->api, llama_layout(dtype, kv_heads, seq));
-                CHECK(backward.operations().size() == kBackwardOperations);
+                CHECK(backward.operations().size() ==
+                      (kv_heads == 8 ? kBackwardOperations : kGroupedBackwardOperations));
             }
 }
 #endif
@@ -173,7 +176,7 @@ TEST_CASE("on the cuDNN stand-in both graphs compute what the CPU backend's flas
     void* handle = nullptr;
     REQUIRE(lib.api.create(&handle) == 0);
     std::string why;
-    // Grouped heads forward at 100 tokens in bf16, then equal heads forward and backward at 70 in f16.
+    // Grouped heads forward at 100 tokens in bf16.
     const SdpaLayout grouped = sdpa_layout(DType::bf16, 4, 2, 100);
     const SdpaBuffers want =
         sdpa_cpu_forward(grouped, random_16bit(grouped.batch * grouped.seq * grouped.q_stride, grouped.dtype, 3));
@@ -192,34 +195,37 @@ TEST_CASE("on the cuDNN stand-in both graphs compute what the CPU backend's flas
     CHECK(within(out, 1e-5, 0.02));
     CHECK(within(lse, 1e-10, 1e-4));
 
-    const SdpaLayout equal = sdpa_layout(DType::f16, 4, 4, 70);
-    const SdpaBuffers fwd =
-        sdpa_cpu_forward(equal, random_16bit(equal.batch * equal.seq * equal.q_stride, equal.dtype, 5));
-    const auto dout = random_16bit(equal.batch * equal.seq * equal.dout_stride, equal.dtype, 6);
-    const auto want_grads = sdpa_cpu_backward(equal, fwd, dout);
-    std::vector<std::uint16_t> grads(fwd.qkv.size());
-    std::vector<float> accumulator(static_cast<std::size_t>(sdpa_dq_accumulator_bytes(equal) / 4), 0.0f);
-    SdpaBuffers inputs = fwd;
-    SdpaScalars equal_scalars(equal);
-    const SdpaBackwardGraph backward(lib.api, equal);
-    const auto backward_plan = OperationPlan::make(lib.api, handle, backward.operations(), why);
-    REQUIRE(backward_plan);
-    CHECK(backward_plan->workspace_bytes() ==
-          static_cast<std::int64_t>(tune::kernels::workspace::cudnn_attention_plan_bytes(2, 4, 70, true)));
-    workspace.assign(static_cast<std::size_t>(backward_plan->workspace_bytes()), 0);
-    auto dout_copy = dout;
-    const SdpaBinding bb = sdpa_backward_binding(equal, inputs.qkv.data(), inputs.out.data(), inputs.lse.data(),
-                                                 dout_copy.data(), grads.data(), accumulator.data(), equal_scalars);
-    backward_plan->execute(handle, bb.uids, bb.pointers, workspace.data());
-    const auto g = compare_buffers(want_grads.data(), equal.dtype, grads.data(), equal.dtype,
-                                   static_cast<std::int64_t>(grads.size()));
-    INFO("dq, dk, dv nmse " << g.nmse << " max " << g.max_abs);
-    CHECK(within(g, 1e-5, 0.05));
+    // Backward: equal heads in f16, grouped heads (2 query heads per key/value head) in bf16.
+    for (const SdpaLayout& l : {sdpa_layout(DType::f16, 4, 4, 70), sdpa_layout(DType::bf16, 4, 2, 70)}) {
+        INFO("heads " << l.heads << ", key/value heads " << l.kv_heads);
+        const SdpaBuffers fwd = sdpa_cpu_forward(l, random_16bit(l.batch * l.seq * l.q_stride, l.dtype, 5));
+        const auto dout = random_16bit(l.batch * l.seq * l.dout_stride, l.dtype, 6);
+        const auto want_grads = sdpa_cpu_backward(l, fwd, dout);
+        std::vector<std::uint16_t> grads(fwd.qkv.size());
+        std::vector<float> accumulator(static_cast<std::size_t>(sdpa_dq_accumulator_bytes(l) / 4), 0.0f);
+        SdpaBuffers inputs = fwd;
+        SdpaScalars backward_scalars(l);
+        const SdpaBackwardGraph backward(lib.api, l);
+        const auto backward_plan = OperationPlan::make(lib.api, handle, backward.operations(), why);
+        REQUIRE(backward_plan);
+        CHECK(backward_plan->workspace_bytes() ==
+              static_cast<std::int64_t>(tune::kernels::workspace::cudnn_attention_plan_bytes(2, 4, 70, true)));
+        workspace.assign(static_cast<std::size_t>(backward_plan->workspace_bytes()), 0);
+        auto dout_copy = dout;
+        const SdpaBinding bb =
+            sdpa_backward_binding(l, inputs.qkv.data(), inputs.out.data(), inputs.lse.data(), dout_copy.data(),
+                                  grads.data(), accumulator.data(), backward_scalars);
+        backward_plan->execute(handle, bb.uids, bb.pointers, workspace.data());
+        const auto g =
+            compare_buffers(want_grads.data(), l.dtype, grads.data(), l.dtype, static_cast<std::int64_t>(grads.size()));
+        INFO("dq, dk, dv nmse " << g.nmse << " max " << g.max_abs);
+        CHECK(within(g, 1e-5, 0.05));
 
-    // The dQ accumulator must arrive zeroed, as cuDNN's accumulates into it.
-    accumulator[0] = 1.0f;
-    CHECK_THROWS_WITH(backward_plan->execute(handle, bb.uids, bb.pointers, workspace.data()),
-                      Catch::Contains("EXECUTION_FAILED"));
+        // The dQ accumulator must arrive zeroed, as cuDNN's accumulates into it.
+        accumulator[0] = 1.0f;
+        CHECK_THROWS_WITH(backward_plan->execute(handle, bb.uids, bb.pointers, workspace.data()),
+                          Catch::Contains("EXECUTION_FAILED"));
+    }
     lib.api.destroy(handle);
 }
 
@@ -267,10 +273,23 @@ TEST_CASE("cuDNN attention for a backend runs what the stand-in takes, falls bac
     wide.dtype = DType::f32;
     CHECK_FALSE(attention->forward(wide, Workspace{ws.data(), ws.size()}));
     CHECK_THAT(attention->path(), Catch::Contains("tune's kernels for 3") && Catch::Contains("not f32"));
-    AttentionBackwardArgs grouped = b;
-    grouped.shape.kv_heads = 2;
-    CHECK_FALSE(attention->backward(grouped, Workspace{ws.data(), ws.size()}));
-    CHECK_THAT(attention->path(), Catch::Contains("no sum of dK and dV"));
+    AttentionBackwardArgs narrow = b;
+    narrow.dout_stride = 4 * 64 - 8;
+    CHECK_FALSE(attention->backward(narrow, Workspace{ws.data(), ws.size()}));
+    CHECK_THAT(attention->path(), Catch::Contains("output gradient's row stride"));
+
+    // Grouped heads (2 query heads per key/value head) run on cuDNN both ways.
+    const SdpaLayout gl = sdpa_layout(DType::bf16, 4, 2, 40);
+    const SdpaBuffers gwant = sdpa_cpu_forward(gl, random_16bit(gl.batch * gl.seq * gl.q_stride, gl.dtype, 13));
+    const auto gdout = random_16bit(gl.batch * gl.seq * gl.dout_stride, gl.dtype, 14);
+    std::vector<std::uint16_t> ggrads(gwant.qkv.size());
+    REQUIRE(attention->backward(sdpa_backward_args(gl, gwant, gdout.data(), ggrads.data()),
+                                Workspace{ws.data(), ws.size()}));
+    const auto gwant_grads = sdpa_cpu_backward(gl, gwant, gdout);
+    CHECK(within(compare_buffers(gwant_grads.data(), gl.dtype, ggrads.data(), gl.dtype,
+                                 static_cast<std::int64_t>(ggrads.size())),
+                 1e-5, 0.05));
+    CHECK_THAT(attention->path(), Catch::Contains("2 backward calls"));
 
     ::setenv("TUNE_CUDNN_LIBRARY", "off", 1);
     CHECK_FALSE(CudnnAttention::open(load_cudnn(), nullptr, zero, why));

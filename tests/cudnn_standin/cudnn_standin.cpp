@@ -5,8 +5,9 @@
 //   - each attribute's type and element count, per descriptor type;
 //   - at finalize, that a tensor has its id, type, dims and strides, and that an
 //     operation names finalized descriptors with matching shapes;
-//   - that an operation graph is the forward (14 operations) or backward (23)
-//     pattern, else NOT_SUPPORTED_GRAPH_PATTERN;
+//   - that an operation graph is the forward (14 operations) or backward (23,
+//     or 25 with grouped KV heads: dK and dV summed over each group) pattern,
+//     else NOT_SUPPORTED_GRAPH_PATTERN;
 //   - at execution, every bound tensor's id and pointer, the workspace, and
 //     that the dQ accumulator arrives zeroed.
 // One engine configuration; its workspace is the bound the estimate counts
@@ -214,6 +215,17 @@ int finalize_matmul(const Desc& d) {
     return kOk;
 }
 
+// y = reduction of x: each of y's dimensions is x's, 1 (summed over) or divides
+// x's (a sum over groups of consecutive indices, as of query heads into key/value heads).
+int finalize_reduction(const Desc& d) {
+    if (const int s = named_finalized(d, {1610, 1611, 1612}); s != kOk) return s;
+    const auto x = int64s(*d.desc(1610), 902), y = int64s(*d.desc(1611), 902);
+    if (x.size() != y.size()) return kShapeMismatch;
+    for (std::size_t i = 0; i < x.size(); ++i)
+        if (x[i] % y[i] != 0) return kShapeMismatch;
+    return kOk;
+}
+
 // The operation's signature for the pattern: M matmul, S reshape, R<op>, P<mode>.
 std::string signature(const Desc& op) {
     switch (op.type) {
@@ -232,6 +244,7 @@ std::string signature(const Desc& op) {
 
 const std::string kForward = "M P1 P501 P501 P303 P601 R3 P9 P13 R0 P15 P0 P6 M ";
 const std::string kBackward = "P1 R0 P1 M P1 P501 P501 P303 P601 P9 P13 S M M P1 P9 P1 P1 S M S M P21 ";
+const std::string kBackwardGrouped = "P1 R0 P1 M P1 P501 P501 P303 P601 P9 P13 S M R0 M P1 P9 P1 P1 S M R0 S M P21 ";
 
 void collect_tensors(Desc& graph, const Desc& op) {
     for (const auto& [name, attr] : op.attrs)
@@ -251,7 +264,9 @@ int finalize_graph(Desc& d) {
         pattern += signature(*op) + " ";
         collect_tensors(d, *op);
     }
-    d.graph = pattern == kForward ? Graph::forward : pattern == kBackward ? Graph::backward : Graph::none;
+    d.graph = pattern == kForward                                   ? Graph::forward
+              : pattern == kBackward || pattern == kBackwardGrouped ? Graph::backward
+                                                                    : Graph::none;
     return d.graph == Graph::none ? kNotSupportedPattern : kOk;
 }
 
@@ -270,7 +285,7 @@ int finalize(Desc& d) {
         case kOpMatmul:
             return finalize_matmul(d);
         case kOpReduction:
-            return named_finalized(d, {1610, 1611, 1612});
+            return finalize_reduction(d);
         case kOpReshape:
             return named_finalized(d, {2200, 2201});
         case kOpGraph:
@@ -362,34 +377,39 @@ void forward(const Bound& t) {
             }
 }
 
+// One key/value head's gradients: dK and dV summed over its group of query heads.
 void backward(const Bound& t) {
     const View& q = t[1];
-    const std::int64_t B = q.dims[0], H = q.dims[1], S = q.dims[2], D = q.dims[3];
+    const std::int64_t B = q.dims[0], H = q.dims[1], S = q.dims[2], D = q.dims[3], group = H / t[2].dims[1];
     const float scale = t.value(6);
     for (std::int64_t b = 0; b < B; ++b)
-        for (std::int64_t h = 0; h < H; ++h) {
-            // Gradients in float first: dQ may share memory with dO.
-            std::vector<float> dq(S * D, 0), dk(S * D, 0), dv(S * D, 0);
-            for (std::int64_t i = 0; i < S; ++i) {
-                float rowsum = 0;
-                for (std::int64_t d = 0; d < D; ++d) rowsum += t[8].get(b, h, i, d) * t[4].get(b, h, i, d);
-                for (std::int64_t j = 0; j <= i; ++j) {
-                    const float p = std::exp(score(t, b, h, h, i, j, D, scale) - t[5].get(b, h, i, 0));
-                    float dp = 0;
-                    for (std::int64_t d = 0; d < D; ++d) dp += t[8].get(b, h, i, d) * t[3].get(b, h, d, j);
-                    const float ds = p * (dp - rowsum) * scale;
-                    for (std::int64_t d = 0; d < D; ++d) {
-                        dv[j * D + d] += p * t[8].get(b, h, i, d);
-                        dk[j * D + d] += ds * t[1].get(b, h, i, d);
-                        dq[i * D + d] += ds * t[2].get(b, h, d, j);
+        for (std::int64_t g = 0; g < H / group; ++g) {
+            std::vector<float> dk(S * D, 0), dv(S * D, 0);
+            for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+                // dQ in float first: it may share memory with dO.
+                std::vector<float> dq(S * D, 0);
+                for (std::int64_t i = 0; i < S; ++i) {
+                    float rowsum = 0;
+                    for (std::int64_t d = 0; d < D; ++d) rowsum += t[8].get(b, h, i, d) * t[4].get(b, h, i, d);
+                    for (std::int64_t j = 0; j <= i; ++j) {
+                        const float p = std::exp(score(t, b, h, g, i, j, D, scale) - t[5].get(b, h, i, 0));
+                        float dp = 0;
+                        for (std::int64_t d = 0; d < D; ++d) dp += t[8].get(b, h, i, d) * t[3].get(b, g, d, j);
+                        const float ds = p * (dp - rowsum) * scale;
+                        for (std::int64_t d = 0; d < D; ++d) {
+                            dv[j * D + d] += p * t[8].get(b, h, i, d);
+                            dk[j * D + d] += ds * t[1].get(b, h, i, d);
+                            dq[i * D + d] += ds * t[2].get(b, g, d, j);
+                        }
                     }
                 }
+                for (std::int64_t s = 0; s < S; ++s)
+                    for (std::int64_t d = 0; d < D; ++d) t[9].set(b, h, s, d, dq[s * D + d]);
             }
             for (std::int64_t s = 0; s < S; ++s)
                 for (std::int64_t d = 0; d < D; ++d) {
-                    t[9].set(b, h, s, d, dq[s * D + d]);
-                    t[10].set(b, h, s, d, dk[s * D + d]);
-                    t[11].set(b, h, s, d, dv[s * D + d]);
+                    t[10].set(b, g, s, d, dk[s * D + d]);
+                    t[11].set(b, g, s, d, dv[s * D + d]);
                 }
         }
 }

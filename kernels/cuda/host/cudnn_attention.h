@@ -2,7 +2,7 @@
 // handle on the backend's stream, and a plan per attention layout, made on
 // first use and kept (a refusal is kept too, so it is asked once).
 // forward()/backward() answer false where cuDNN does not run the call (32-bit
-// data, grouped heads in backward, no engine here, a plan above the workspace
+// data, dQ over dO's memory, no engine here, a plan above the workspace
 // the estimate counts): the backend then runs its own kernels. path() says
 // which ran and why, for `tune devices` and a trial's result.
 #pragma once

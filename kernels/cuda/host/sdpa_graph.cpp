@@ -38,6 +38,22 @@ const Descriptor& causal_scores(GraphParts& g, const Descriptor& q, const Descri
     return out;
 }
 
+// gradient = a b for key/value heads: the product itself when every query head
+// has its own, else a virtual product per query head summed over each group,
+// as cudnn-frontend's SDPA backward does for grouped heads
+// (scaled_dot_product_flash_attention.h: dK_fullhead, dV_fullhead).
+void kv_head_product(GraphParts& g, const SdpaLayout& l, const Descriptor& a, const Descriptor& b,
+                     const Descriptor& gradient) {
+    if (l.kv_heads == l.heads) {
+        g.matmul(a, b, gradient);
+        return;
+    }
+    const std::int64_t B = l.batch, H = l.heads, S = l.seq, D = l.head_dim;
+    const Descriptor& per_query_head = g.tensor(cudnn_type(l.dtype), {B, H, S, D}, {H * S * D, S * D, D, 1});
+    g.matmul(a, b, per_query_head);
+    g.reduction(ReductionOperator::add, per_query_head, gradient);
+}
+
 }  // namespace
 
 std::string sdpa_layout_problem(const SdpaLayout& l) {
@@ -58,11 +74,6 @@ std::string sdpa_layout_problem(const SdpaLayout& l) {
 
 std::string sdpa_backward_problem(const SdpaLayout& l) {
     if (std::string problem = sdpa_layout_problem(l); !problem.empty()) return problem;
-    if (l.kv_heads != l.heads)
-        return fmt::format(
-            "the backward graph has no sum of dK and dV over a group of heads yet ({} heads, {} "
-            "key/value heads)",
-            l.heads, l.kv_heads);
     if (l.dout_stride < l.heads * l.head_dim || l.dout_stride % 8 != 0)
         return "the output gradient's row stride is below its row, or not a multiple of 8 elements";
     return {};
@@ -112,19 +123,19 @@ SdpaForwardGraph::SdpaForwardGraph(const CudnnApi& api, const SdpaLayout& l) : p
 SdpaBackwardGraph::SdpaBackwardGraph(const CudnnApi& api, const SdpaLayout& l) : parts_(api) {
     if (const std::string problem = sdpa_backward_problem(l); !problem.empty()) throw BackendError(problem);
     GraphParts& g = parts_;
-    const std::int64_t B = l.batch, H = l.heads, S = l.seq, D = l.head_dim;
+    const std::int64_t B = l.batch, H = l.heads, KVH = l.kv_heads, S = l.seq, D = l.head_dim;
     const DataType io = cudnn_type(l.dtype), f32 = DataType::f32;
     const Shape one_element{1, 1, 1, 1};
 
     const Descriptor& q = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.q_stride), uid(SdpaTensor::q));
-    const Descriptor& kt = g.tensor(io, {B, H, D, S}, transposed_strides(S, D, l.k_stride), uid(SdpaTensor::k));
-    const Descriptor& vt = g.tensor(io, {B, H, D, S}, transposed_strides(S, D, l.v_stride), uid(SdpaTensor::v));
+    const Descriptor& kt = g.tensor(io, {B, KVH, D, S}, transposed_strides(S, D, l.k_stride), uid(SdpaTensor::k));
+    const Descriptor& vt = g.tensor(io, {B, KVH, D, S}, transposed_strides(S, D, l.v_stride), uid(SdpaTensor::v));
     const Descriptor& o = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.o_stride), uid(SdpaTensor::o));
     const Descriptor& dout = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.dout_stride), uid(SdpaTensor::dout));
     const Descriptor& stats = g.tensor(f32, {B, H, S, 1}, {H * S, S, 1, 1}, uid(SdpaTensor::stats));
     const Descriptor& dq = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.q_stride), uid(SdpaTensor::dq));
-    const Descriptor& dk = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.k_stride), uid(SdpaTensor::dk));
-    const Descriptor& dv = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.v_stride), uid(SdpaTensor::dv));
+    const Descriptor& dk = g.tensor(io, {B, KVH, S, D}, rows_strides(S, D, l.k_stride), uid(SdpaTensor::dk));
+    const Descriptor& dv = g.tensor(io, {B, KVH, S, D}, rows_strides(S, D, l.v_stride), uid(SdpaTensor::dv));
     const Descriptor& scale = g.tensor(f32, one_element, one_element, uid(SdpaTensor::scale), true);
     const Descriptor& masked = g.tensor(f32, one_element, one_element, uid(SdpaTensor::masked_value), true);
     const Descriptor& one = g.tensor(f32, one_element, one_element, uid(SdpaTensor::one), true);
@@ -151,7 +162,7 @@ SdpaBackwardGraph::SdpaBackwardGraph(const CudnnApi& api, const SdpaLayout& l) :
     g.pointwise(PointwiseMode::exp, f32, shifted, nullptr, p);
     const Descriptor& pt = g.tensor(io, swapped, swapped_strides);
     g.reshape(p, pt);
-    g.matmul(pt, dout, dv);
+    kv_head_product(g, l, pt, dout, dv);
 
     // dS = P · (dO Vᵀ - D) · scale; dK = dSᵀ Q.
     const Descriptor& dp = g.tensor(f32, square, square_strides);
@@ -166,10 +177,10 @@ SdpaBackwardGraph::SdpaBackwardGraph(const CudnnApi& api, const SdpaLayout& l) :
     g.pointwise(PointwiseMode::mul, f32, weighted, &scale, ds);
     const Descriptor& dst = g.tensor(f32, swapped, swapped_strides);
     g.reshape(ds, dst);
-    g.matmul(dst, q, dk);
+    kv_head_product(g, l, dst, q, dk);
 
     // dQ = dS K, accumulated in fp32, then stored in the data's type.
-    const Descriptor& k = g.tensor(io, {B, H, S, D}, rows_strides(S, D, l.k_stride));
+    const Descriptor& k = g.tensor(io, {B, KVH, S, D}, rows_strides(S, D, l.k_stride));
     g.reshape(kt, k);
     g.matmul(ds, k, dq_sum);
     g.pointwise(PointwiseMode::identity, f32, dq_sum, nullptr, dq);

@@ -16,9 +16,9 @@
 // dQ through an fp32 accumulator the caller zeroes (B·H·S·D·4 bytes of its workspace).
 //
 // Q, K, V, O and their gradients keep their (B, S, heads, D) layouts with row
-// strides (K and V read transposed through their strides). Forward serves
-// grouped KV heads by broadcasting; backward takes H = KVH only (summing dK
-// and dV over a group is not built yet), and a grouped layout is refused.
+// strides (K and V read transposed through their strides). Grouped KV heads:
+// the products that read K or V broadcast them over their group of query
+// heads; dK and dV are products per query head, summed over each group.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +41,7 @@ struct SdpaLayout {
 // Why cuDNN's graphs cannot take the layout (f32 data, a stride below its
 // row, heads not a multiple of KV heads, an odd or unaligned head size), or empty.
 std::string sdpa_layout_problem(const SdpaLayout& l);
-// The same for the backward graph, which also refuses grouped KV heads.
+// The same for the backward graph, which also needs a whole output-gradient row.
 std::string sdpa_backward_problem(const SdpaLayout& l);
 
 // The unique ids the caller binds pointers to at execution.
