@@ -4,7 +4,11 @@
 # AdamW(fused=True); scripts/gpu_peer.py) and through `tune trial --backend
 # cuda`, alternating, each in its own process, in one call of at most 8 minutes:
 #   scripts/gpu-peer.sh [--dry-run]      (TUNE_BIN: the tune binary, default build/tune;
-#                                         PEER_BUDGET_S: the call's seconds, default 450)
+#                                         PEER_BUDGET_S: the call's seconds, default 450;
+#                                         PEER_CONFIGS: which of the configurations below, by
+#                                         number from 1, e.g. "1 3" (default all);
+#                                         PEER_SDPA: PyTorch's SDPA backends, default "cudnn flash";
+#                                         PEER_LOGS: a folder to keep every run's output in)
 # Prints tokens/s, MFU (tune's FLOP count and peak for both: PyTorch's MFU is
 # its tokens/s times tune's MFU per token/s), peak memory (PyTorch's
 # max_memory_reserved and the device's used bytes; ours, the real peak) and
@@ -40,7 +44,7 @@ if [[ -z "${TUNE_CUDNN_LIBRARY:-}" && $dry_run -eq 0 ]]; then
 fi
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+trap '[[ -n "${PEER_LOGS:-}" ]] && mkdir -p "$PEER_LOGS" && cp "$work"/* "$PEER_LOGS"/; rm -rf "$work"' EXIT
 rows=()
 
 # run NAME COMMAND...: the command's last stdout line into $work/NAME.json, or "skipped"/"failed".
@@ -55,16 +59,19 @@ run() {
   else echo "failed (exit $status): $(tail -n 1 "$work/$name.err")" >"$work/$name.json"; fi
 }
 
+sdpa="${PEER_SDPA:-cudnn flash}"
 i=0
 for c in "${configs[@]}"; do
   read -r model precision mb ctx ckpt <<<"$c"
   i=$((i + 1))
+  [[ -n "${PEER_CONFIGS:-}" && " $PEER_CONFIGS " != *" $i "* ]] && continue
   torch_args=(--model "$model" --precision "$precision" --micro-batch "$mb" --context "$ctx"
               --checkpointing "$ckpt" --steps "$steps" --warmup "$warmup")
-  run "c$i-cudnn" python3 "$repo/scripts/gpu_peer.py" "${torch_args[@]}" --sdpa cudnn
+  for b in cudnn flash; do echo "not run (PEER_SDPA)" >"$work/c$i-$b.json"; done
+  [[ " $sdpa " == *" cudnn "* ]] && run "c$i-cudnn" python3 "$repo/scripts/gpu_peer.py" "${torch_args[@]}" --sdpa cudnn
   run "c$i-tune" "$tune" trial --backend cuda --json --model "$model" --optimizer adamw --precision "$precision" \
     --micro-batch "$mb" --context "$ctx" --checkpointing "$ckpt" --steps "$steps" --warmup "$warmup" --force
-  run "c$i-flash" python3 "$repo/scripts/gpu_peer.py" "${torch_args[@]}" --sdpa flash
+  [[ " $sdpa " == *" flash "* ]] && run "c$i-flash" python3 "$repo/scripts/gpu_peer.py" "${torch_args[@]}" --sdpa flash
   [[ $dry_run -eq 1 ]] && continue
   attention=$(grep -h '^attention: ' "$work/c$i-tune.err" 2>/dev/null | tail -n 1 | cut -c12-)
   rows+=("$(python3 - "$work" "$i" "$c" "${attention:-unknown}" <<'PY'

@@ -1,11 +1,13 @@
 // The scripts a lent GPU machine runs (scripts/gpu-validate.sh, gpu-peer.sh
 // with gpu_peer.py, gpu-bundle.sh, gpu-results.sh), checked where they cannot
 // run: they parse, the results file they append to starts with its header,
-// and the peer benchmark's dry run lists every run it would make with
-// commands tune and its Python side accept.
+// the prepared run keeps its parts' order and its deadline, and the peer
+// benchmark's dry run lists every run it would make with commands tune and
+// its Python side accept.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include <unistd.h>
@@ -107,4 +109,58 @@ TEST_CASE("the peer benchmark's dry run lists PyTorch, tune, PyTorch for each co
                                 script("gpu_peer.py")));
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.output, Catch::Contains("--steps must exceed --warmup"));
+}
+
+TEST_CASE("the prepared GPU run plans the self-test, the peer run, the framework check, then offload, in 9 minutes",
+          "[scripts]") {
+    const auto r =
+        run_command(fmt::format("TUNE_BIN='{}' bash '{}' --dry-run 2>&1", TUNE_BINARY, script("gpu-validate.sh")));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto at = [&](const char* part) { return r.output.find(fmt::format("part: {} (cap ", part)); };
+    REQUIRE(at("selftest 1 GPU") != std::string::npos);
+    CHECK(at("selftest 1 GPU") < at("peer benchmark"));
+    CHECK(at("peer benchmark") < at("framework check"));
+    CHECK(at("framework check") < at("offload trial"));
+    CHECK(at("offload trial") != std::string::npos);
+    CHECK_THAT(r.output, Catch::Contains("the budget is 540 s"));
+}
+
+TEST_CASE("the prepared GPU run stops a part at its cap, skips what the deadline leaves no time for, and says so",
+          "[scripts]") {
+    // A tune whose `devices` hangs: the 12-second budget stops it and leaves the rest no time.
+    const std::string dir = fmt::format("{}/tune_gpu_validate_{}", TUNE_BUILD_DIR, ::getpid());
+    const std::string fake = dir + "/tune";
+    run_command(fmt::format("mkdir -p '{}'", dir));
+    {
+        std::ofstream out(fake);
+        out << "#!/bin/sh\n[ \"$*\" = devices ] && exec sleep 60\necho '{\"devices\": []}'\n";
+    }
+    run_command(fmt::format("chmod +x '{}'", fake));
+    const std::string results = dir + "/results.md";
+    const auto r =
+        run_command(fmt::format("GPU_BUDGET_S=12 GPU_RESULTS='{}' TUNE_BIN='{}' TUNE_GPU_TESTS=/bin/true "
+                                "bash '{}' 2>&1",
+                                results, fake, script("gpu-validate.sh")));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    const std::string text = run_command(fmt::format("cat '{}'", results)).output;
+    INFO(text);
+    CHECK_THAT(text, Catch::Contains("| devices | FAIL: over its cap of 12 s |"));
+    CHECK_THAT(text, Catch::Contains("| selftest 1 GPU | skipped: ") && Catch::Contains("of the 12 s budget left"));
+    CHECK_THAT(text, Catch::Contains("| offload trial | skipped: "));
+    CHECK_THAT(text, Catch::Contains("budget 12 s"));
+    run_command(fmt::format("rm -rf '{}'", dir));
+}
+
+TEST_CASE("the peer benchmark runs the configurations and SDPA backends it is told to", "[scripts]") {
+    const auto r = run_command(fmt::format("PEER_CONFIGS='1 3' PEER_SDPA=cudnn TUNE_BIN='{}' bash '{}' --dry-run 2>&1",
+                                           TUNE_BINARY, script("gpu-peer.sh")));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(count_of(r.output, "would run: ") == 4);
+    CHECK(count_of(r.output, "--sdpa cudnn") == 2);
+    CHECK(count_of(r.output, "--sdpa flash") == 0);
+    CHECK(count_of(r.output, "--model llama-7b") == 2);
+    CHECK(count_of(r.output, "--model llama3.2-1b") == 2);
 }
