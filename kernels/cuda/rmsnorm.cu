@@ -1,6 +1,10 @@
 // RMSNorm: one block per row with fp32 reductions (forward and dx); the
 // weight gradient by column tiles, each block summing its columns over all
-// rows in a fixed order (no atomics, deterministic). Rules: kernels/math/rmsnorm.h.
+// rows in a fixed order (no atomics, deterministic). Its tiles are 16 columns
+// (one 32-byte sector of 16-bit data) by 64 row lanes, so a Llama width of
+// 4096 makes 256 blocks of 1024 threads: the device full, where 32 by 8 tiles
+// left one block of 256 threads per multiprocessor to wait on its loads.
+// Rules: kernels/math/rmsnorm.h.
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
@@ -44,11 +48,11 @@ __global__ void rmsnorm_dx_kernel(T* dx, const T* dout, const T* x, const T* wei
     }
 }
 
-constexpr int kTileColumns = 32;
-constexpr int kTileRows = 8;
+constexpr int kTileColumns = 16;
+constexpr int kTileRows = 64;
 
-// dweight (C) += sum over rows of dout * x * rstd. Block (32, 8) owns 32
-// columns: each of its 8 row lanes strides over the rows, then the 8
+// dweight (C) += sum over rows of dout * x * rstd. Block (16, 64) owns 16
+// columns: each of its 64 row lanes strides over the rows, then the 64
 // partial sums of a column are added in order.
 template <class T>
 __global__ void rmsnorm_dweight_kernel(T* dweight, const T* dout, const T* x, const float* rstd, std::int64_t n,
