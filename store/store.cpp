@@ -14,7 +14,6 @@ namespace {
 constexpr int kBusyTimeoutMs = 10000;
 
 void configure(sql::Connection& db, bool read_only) {
-    sqlite3_busy_timeout(db.handle(), kBusyTimeoutMs);
     db.exec("foreign_keys", "PRAGMA foreign_keys = ON");
     if (read_only) return;
     // WAL lets readers work while the driver writes; NORMAL sync keeps every commit
@@ -45,6 +44,9 @@ std::unique_ptr<sql::Connection> migrated_copy(sql::Connection& source) {
 Store::Store(const std::string& path, Mode mode) : path_(path) {
     const bool read_only = mode == Mode::read_only;
     db_ = std::make_unique<sql::Connection>(path, read_only);
+    // Before the first read: an opener can find the log being recovered by another
+    // (WAL's recovery after the last connection closed), and must wait, not fail.
+    sqlite3_busy_timeout(db_->handle(), kBusyTimeoutMs);
     // Judge the file before configure() switches it to WAL (a write) or a migration runs.
     check_known(*db_, tune::schema_version(*db_));
     configure(*db_, read_only);

@@ -6,8 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <set>
+#include <thread>
+
+#include <sqlite3.h>
 
 #include "cli/trial_command.h"
 #include "core/units.h"
@@ -53,6 +57,29 @@ TEST_CASE("a new database is created at the current schema version in WAL mode",
     CHECK(db.check_integrity() == "ok");
     CHECK(std::filesystem::exists(dir.file("t.db-wal")));
     CHECK(db.sweeps().empty());
+}
+
+TEST_CASE("an opener waits out another connection's lock instead of failing at its first read", "[store]") {
+    // Parallel `tune export`s met WAL recovery's lock at the schema check, before the
+    // busy timeout was set, and failed with "database is locked". An exclusive lock in
+    // rollback-journal mode makes the same wait certain.
+    ScratchDir dir;
+    const std::string path = dir.file("t.db");
+    { Store db(path, kRw); }
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw, "PRAGMA journal_mode = DELETE; BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
+    const auto start = std::chrono::steady_clock::now();
+    std::thread release([raw] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr);
+    });
+    std::optional<Store> reader;
+    CHECK_NOTHROW(reader.emplace(Store::open_reader(path)));
+    release.join();
+    CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(250));
+    if (reader) CHECK(reader->schema_version() == kSchemaVersion);
+    sqlite3_close(raw);
 }
 
 TEST_CASE("every sweep field round-trips", "[store]") {
