@@ -22,6 +22,7 @@ package is "missing", not a failure. Exit 1 when any export failed to load or
 train, 0 otherwise.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -179,8 +180,8 @@ def train_two_steps(config, args, notes):
     return f"2 steps, loss {losses[-1]:.3f} ({out.metrics.get('train_runtime', 0):.1f} s)"
 
 
-def check(tune, db, trial, target, work, runs_left):
-    code, body, notes = emit(tune, db, trial["id"], target)
+def check(emitted, trial, target, work, runs_left):
+    code, body, notes = emitted
     if code == 2:
         return "refused", notes.strip().splitlines()[-1][:160]
     if code != 0:
@@ -215,14 +216,17 @@ def main():
         sys.exit(f"framework-check: the sweep failed (exit {sweep.returncode}): {sweep.stderr[-2000:]}")
     db = os.path.join(work, "check.db")
     rows, failed, runs_left = [], 0, [a.runs]
-    for t in trials(a.tune, db):
+    # Every export first, in parallel (each is a process of tune), then the loads in this process.
+    jobs = [(t, target) for t in trials(a.tune, db) for target in TARGETS]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        emitted = list(pool.map(lambda job: emit(a.tune, db, job[0]["id"], job[1]), jobs))
+    for (t, target), out in zip(jobs, emitted):
         c = t["config"]
         label = (f"{c['optimizer']} {c['precision']} z{c['zero_stage']} {c['checkpointing']} {c.get('method', 'full')}")
-        for target in TARGETS:
-            status, detail = check(a.tune, db, t, target, work, runs_left)
-            failed += status == "FAIL"
-            print(f"{status:8} {target:17} {label}: {detail.splitlines()[0] if detail else ''}", flush=True)
-            rows.append((label, target, status, detail.splitlines()[0] if detail else ""))
+        status, detail = check(out, t, target, work, runs_left)
+        failed += status == "FAIL"
+        print(f"{status:8} {target:17} {label}: {detail.splitlines()[0] if detail else ''}", flush=True)
+        rows.append((label, target, status, detail.splitlines()[0] if detail else ""))
     counts = {s: sum(r[2] == s for r in rows) for s in ("trained", "loaded", "refused", "missing", "FAIL")}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items())
     print(f"{len(rows)} files: {summary}")
