@@ -21,7 +21,7 @@ struct CudaBackendOptions {
     int gemm_candidates = 8;
     std::uint64_t gemm_cache_entries = 1024;
     // Timing a GEMM that reads C (beta != 0) writes into a scratch copy of C;
-    // a larger such C is not timed (the heuristic's first choice is used), so
+    // a larger such C tries the candidates on its own first calls instead, so
     // the spike stays bounded. One that overwrites C is timed writing C itself.
     std::uint64_t gemm_tuning_scratch_limit = 64ull << 20;
     // Large buffers as the driver's pages (kernels/cuda/device_pages.cuh),

@@ -1,7 +1,9 @@
 // GEMMs through cuBLASLt with fp32 accumulation. Row-major C = A @ B is run
 // as the column-major C^T = B^T A^T, so no data moves. Each distinct problem
 // (GemmKey) gets a plan once: descriptors, layouts and an algorithm chosen by
-// timing the heuristic's candidates with CUDA events; later calls reuse it.
+// timing the heuristic's candidates with CUDA events (into C, a scratch copy,
+// or, for an accumulating GEMM too large to copy, on its own first calls);
+// later calls reuse it.
 #pragma once
 
 #include <cublasLt.h>
@@ -50,6 +52,7 @@ private:
                       int count, void* d);
     float time_algorithm(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& args, void* d,
                          Workspace ws);
+    void run_trying(Plan& plan, const GemmArgs& args, Workspace ws);
 
     cudaStream_t stream_;
     MemoryPool& pool_;

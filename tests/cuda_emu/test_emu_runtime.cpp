@@ -7,6 +7,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -250,7 +252,8 @@ TEST_CASE("GEMM tuning: a C that is read is timed into a bounded scratch, one th
         backend->deallocate(ws, ws_bytes);
         return t;
     };
-    // Accumulating (beta = 1): timed into a scratch copy of C, or above the limit not timed at all.
+    // Accumulating (beta = 1): timed into a scratch copy of C, or above the limit on its own calls
+    // (the first call runs once, with no scratch; the next test follows the calls after it).
     const Tuned scratch = tuned(64ull << 20, 1.0f), untimed = tuned(1024, 1.0f);
     CHECK(scratch.scratch == 64 * 64 * 4);
     CHECK(scratch.runs > 2);  // a warm-up and a timed run per candidate, then the call
@@ -260,4 +263,44 @@ TEST_CASE("GEMM tuning: a C that is read is timed into a bounded scratch, one th
     const Tuned in_place = tuned(1024, 0.0f);
     CHECK(in_place.scratch == 0);
     CHECK(in_place.runs == scratch.runs);
+}
+
+TEST_CASE("GEMM tuning: an accumulating GEMM too large for a scratch C tries every candidate on its own calls") {
+    tune::kernels::CudaBackendOptions o;
+    o.gemm_tuning_scratch_limit = 1024;  // below C's 16 KiB: no scratch copy
+    auto backend = tune::kernels::make_cuda_backend(o);
+    tune::kernels::GemmArgs g;
+    g.m = g.n = g.k = 64;
+    g.lda = g.ldb = g.ldc = 64;
+    g.beta = 1.0f;
+    void* a = backend->allocate(64 * 64 * 4);
+    void* c = backend->allocate(64 * 64 * 4);
+    backend->fill_zero(a, 64 * 64 * 4);
+    backend->fill_zero(c, 64 * 64 * 4);
+    g.a = g.b = a, g.c = c;
+    const std::uint64_t ws_bytes = backend->gemm_workspace_bytes(g);
+    void* ws = backend->allocate(ws_bytes);
+    const auto by_candidate = [] {
+        std::array<std::uint64_t, 3> n{};
+        for (int i = 0; i < 3; ++i) n[static_cast<std::size_t>(i)] = tune_emu::matmul_calls_of_candidate(i);
+        return n;
+    };
+    const auto calls = [&](int n) {
+        const auto before = by_candidate();
+        const std::uint64_t runs = tune_emu::matmul_calls();
+        for (int i = 0; i < n; ++i) backend->gemm(g, {ws, ws_bytes});
+        backend->synchronize();
+        CHECK(tune_emu::matmul_calls() - runs == static_cast<std::uint64_t>(n));  // each call runs once, no extra
+        auto after = by_candidate();
+        for (std::size_t i = 0; i < 3; ++i) after[i] -= before[i];
+        return after;
+    };
+    // The emulator offers three candidates: each runs twice (untimed, then timed) over the first six calls.
+    CHECK(calls(6) == std::array<std::uint64_t, 3>{2, 2, 2});
+    // Then one of them runs every call.
+    const auto kept = calls(4);
+    CHECK(std::count(kept.begin(), kept.end(), 4u) == 1);
+    CHECK(tune::kernels::cuda_memory_stats(*backend)->gemm_tuning_bytes == 0);
+    for (void* p : {a, c}) backend->deallocate(p, 64 * 64 * 4);
+    backend->deallocate(ws, ws_bytes);
 }

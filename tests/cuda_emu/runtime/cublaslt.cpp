@@ -338,6 +338,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     // data that shares it with the GEMM shows up as corrupted.
     if (ws_needed > 0) std::memset(workspace, 0xa5, ws_needed);
     ++tune_emu::device().matmuls;
+    ++tune_emu::device().matmuls_by_candidate[algo->data[0] % 4];
     if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
 
     // op(A) of every batch as fp32 column-major (m, k), converted once.

@@ -72,7 +72,8 @@ public:
     // NCCL failures a test asked for (ncclResult_t values; 0: none).
     std::atomic<int> nccl_init_failure{0};
     std::atomic<int> nccl_async_failure{0};
-    std::atomic<std::uint64_t> matmuls{0};  // cublasLtMatmul calls that ran
+    std::atomic<std::uint64_t> matmuls{0};                 // cublasLtMatmul calls that ran
+    std::atomic<std::uint64_t> matmuls_by_candidate[4]{};  // the same, by the heuristic's candidate index
     std::string nccl_failure_detail;  // set with the injection, before any communicator reads it
 
 private:

@@ -177,4 +177,6 @@ bool context_created();
 void forget_context();
 // cublasLtMatmul calls that ran since the process started (GEMM tuning's timed runs among them).
 std::uint64_t matmul_calls();
+// The same for one of the heuristic's candidates (index 0 to 3: the emulator offers 3).
+std::uint64_t matmul_calls_of_candidate(int i);
 }  // namespace tune_emu
