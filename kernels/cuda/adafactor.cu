@@ -106,9 +106,12 @@ struct ApplyRule {
     Factors f;
     const Scalars* s;
     math::AdafactorHyper h;
-    __device__ void operator()(float& p, float g, std::int64_t i, bool decay) const {
-        p = math::adafactor_apply(p, update_value(f, g, i), s->lr, s->divisor, h, decay);
+    template <int W>
+    __device__ void operator()(float (&p)[W], const float (&g)[W], std::int64_t i, const bool (&decay)[W]) const {
+        for (int j = 0; j < W; ++j)
+            p[j] = math::adafactor_apply(p[j], update_value(f, g[j], i + j), s->lr, s->divisor, h, decay[j]);
     }
+    bool packs_at(std::int64_t) const { return true; }  // its statistics are read one element at a time
 };
 
 // Row r's statistic from the mean over its columns; one block per row.

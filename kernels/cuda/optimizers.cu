@@ -16,30 +16,39 @@ struct AdamWRule {
     DType state;
     math::AdamWHyper h;
     math::AdamWStep decayed, undecayed;
-    __device__ void operator()(float& p, float g, std::int64_t i, bool decay) const {
-        float mi = load_any(m, state, i), vi = load_any(v, state, i);
-        math::adamw_update(p, mi, vi, g, h, decay ? decayed : undecayed);
-        store_any(m, state, i, mi);
-        store_any(v, state, i, vi);
+    template <int W>
+    __device__ void operator()(float (&p)[W], const float (&g)[W], std::int64_t i, const bool (&decay)[W]) const {
+        float mi[W], vi[W];
+        load_w<W>(m, state, i, mi);
+        load_w<W>(v, state, i, vi);
+        for (int j = 0; j < W; ++j) math::adamw_update(p[j], mi[j], vi[j], g[j], h, decay[j] ? decayed : undecayed);
+        store_w<W>(m, state, i, mi);
+        store_w<W>(v, state, i, vi);
     }
+    bool packs_at(std::int64_t i) const { return aligned16(m, state, i) && aligned16(v, state, i); }
 };
 
 struct LionRule {
     void* m;
     DType state;
     math::LionHyper h;
-    __device__ void operator()(float& p, float g, std::int64_t i, bool decay) const {
-        float mi = load_any(m, state, i);
-        math::lion_update(p, mi, g, h, decay);
-        store_any(m, state, i, mi);
+    template <int W>
+    __device__ void operator()(float (&p)[W], const float (&g)[W], std::int64_t i, const bool (&decay)[W]) const {
+        float mi[W];
+        load_w<W>(m, state, i, mi);
+        for (int j = 0; j < W; ++j) math::lion_update(p[j], mi[j], g[j], h, decay[j]);
+        store_w<W>(m, state, i, mi);
     }
+    bool packs_at(std::int64_t i) const { return aligned16(m, state, i); }
 };
 
 struct SgdRule {
     math::LomoHyper h;
-    __device__ void operator()(float& p, float g, std::int64_t, bool decay) const {
-        p = math::lomo_update(p, g, h, decay);
+    template <int W>
+    __device__ void operator()(float (&p)[W], const float (&g)[W], std::int64_t, const bool (&decay)[W]) const {
+        for (int j = 0; j < W; ++j) p[j] = math::lomo_update(p[j], g[j], h, decay[j]);
     }
+    bool packs_at(std::int64_t) const { return true; }
 };
 
 }  // namespace

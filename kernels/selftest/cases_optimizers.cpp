@@ -4,7 +4,8 @@
 // 8-bit block; a short tensor without weight decay is the norm-weight path;
 // AdamW, Lion and SGD also take a run of tensors in one call, with undecayed
 // stretches at its start, inside and at its end (ParamTensor::undecayed), and
-// the gradients' multiplier read from device memory (grad_multiplier).
+// the gradients' multiplier read from device memory (grad_multiplier); and a
+// tensor one element into its buffers, so no access can be 16 bytes.
 #include <fmt/format.h>
 
 #include <iterator>
@@ -34,11 +35,19 @@ constexpr Precision kPrecisions[] = {
 struct Tensor {
     std::int64_t n;
     bool decay;
-    bool run = false;  // kUndecayed's stretches take no decay
+    bool run = false;         // kUndecayed's stretches take no decay
+    std::int64_t offset = 0;  // elements into every buffer the tensor starts at
 };
 constexpr Tensor kTensors[] = {{5000, true}, {300, false}};
 constexpr ElementRange kUndecayed[] = {{0, 300}, {2048, 2100}, {2100, 2101}, {4990, 5000}};
 constexpr Tensor kRun{5000, true, true};
+// One element in, no buffer is 16-byte aligned: the element loop steps one element at a time.
+constexpr Tensor kUnaligned{1001, true, false, 1};
+
+// Element i of a buffer of `dtype`.
+void* element(void* base, DType dtype, std::int64_t i) {
+    return static_cast<unsigned char*>(base) + static_cast<std::uint64_t>(i) * dtype_bytes(dtype);
+}
 
 // The tensors every optimizer reads and writes: param, grad (and copy).
 struct ParamIndices {
@@ -46,7 +55,7 @@ struct ParamIndices {
     std::size_t multiplier = 0;  // a run's device multiplier of the gradients (gradient_multiplier's output)
 };
 
-ParamIndices add_param(CaseBuilder& cb, const Precision& p, std::int64_t n) {
+ParamIndices add_param(CaseBuilder& cb, const Precision& p, std::int64_t n) {  // n: elements with the offset
     ParamIndices ix{};
     ix.param = cb.normal("param", p.param, n, 0.05f);
     cb.mark_output(ix.param, OpClass::optimizer);
@@ -60,9 +69,9 @@ ParamIndices add_param(CaseBuilder& cb, const Precision& p, std::int64_t n) {
 ParamTensor param_tensor(const Precision& p, const Tensor& t, const ParamIndices& ix, const DeviceTensors& d) {
     ParamTensor pt;
     pt.n = t.n;
-    pt.param = d[ix.param], pt.param_dtype = p.param;
-    pt.grad = d[ix.grad], pt.grad_dtype = p.grad, pt.grad_scale = p.grad_scale;
-    pt.param_copy = p.copy ? d[ix.copy] : nullptr, pt.copy_dtype = p.grad;
+    pt.param = element(d[ix.param], p.param, t.offset), pt.param_dtype = p.param;
+    pt.grad = element(d[ix.grad], p.grad, t.offset), pt.grad_dtype = p.grad, pt.grad_scale = p.grad_scale;
+    pt.param_copy = p.copy ? element(d[ix.copy], p.grad, t.offset) : nullptr, pt.copy_dtype = p.grad;
     pt.decay = t.decay;
     if (t.run) pt.undecayed = kUndecayed, pt.undecayed_count = std::size(kUndecayed);
     if (t.run) pt.grad_multiplier = d.as<float>(ix.multiplier);
@@ -70,8 +79,8 @@ ParamTensor param_tensor(const Precision& p, const Tensor& t, const ParamIndices
 }
 
 std::string label(const Tensor& t, const char* extra = "") {
-    return fmt::format("n={}{}{}{}", t.n, t.decay ? "" : " no-decay", t.run ? " run of tensors, device multiplier" : "",
-                       extra);
+    return fmt::format("n={}{}{}{}{}", t.n, t.decay ? "" : " no-decay",
+                       t.run ? " run of tensors, device multiplier" : "", t.offset != 0 ? " unaligned" : "", extra);
 }
 
 // A run's weight decay is large, so a stretch updated with the wrong decay shows past the tolerance.
@@ -79,31 +88,32 @@ void adamw_lion_sgd(std::vector<Case>& out, const Precision& p, const Tensor& t)
     const float decay_boost = t.run ? 100.0f : 1.0f;
     out.push_back({"adamw_update", p.label, label(t), [=](std::uint64_t seed) {
                        CaseBuilder cb(seed);
-                       const ParamIndices ix = add_param(cb, p, t.n);
-                       const auto m = cb.normal("m", p.state, t.n, 0.01f);
-                       const auto v = cb.uniform("v", p.state, t.n, 0.0f, 1e-4f);
+                       const ParamIndices ix = add_param(cb, p, t.n + t.offset);
+                       const auto m = cb.normal("m", p.state, t.n + t.offset, 0.01f);
+                       const auto v = cb.uniform("v", p.state, t.n + t.offset, 0.0f, 1e-4f);
                        cb.mark_output(m, OpClass::optimizer);
                        cb.mark_output(v, OpClass::optimizer);
                        return cb.build([=](Backend& be, DeviceTensors& d) {
                            AdamWParams hp;
                            hp.lr = 1e-3f, hp.weight_decay = 0.1f * decay_boost, hp.step = 3;
-                           be.adamw_update(param_tensor(p, t, ix, d), d[m], d[v], p.state, hp);
+                           be.adamw_update(param_tensor(p, t, ix, d), element(d[m], p.state, t.offset),
+                                           element(d[v], p.state, t.offset), p.state, hp);
                        });
                    }});
     out.push_back({"lion_update", p.label, label(t), [=](std::uint64_t seed) {
                        CaseBuilder cb(seed);
-                       const ParamIndices ix = add_param(cb, p, t.n);
-                       const auto m = cb.normal("m", p.state, t.n, 0.01f);
+                       const ParamIndices ix = add_param(cb, p, t.n + t.offset);
+                       const auto m = cb.normal("m", p.state, t.n + t.offset, 0.01f);
                        cb.mark_output(m, OpClass::optimizer);
                        return cb.build([=](Backend& be, DeviceTensors& d) {
                            LionParams hp;
                            hp.lr = 1e-4f, hp.weight_decay = 0.1f * decay_boost;
-                           be.lion_update(param_tensor(p, t, ix, d), d[m], p.state, hp);
+                           be.lion_update(param_tensor(p, t, ix, d), element(d[m], p.state, t.offset), p.state, hp);
                        });
                    }});
     out.push_back({"sgd_update", p.label, label(t), [=](std::uint64_t seed) {
                        CaseBuilder cb(seed);
-                       const ParamIndices ix = add_param(cb, p, t.n);
+                       const ParamIndices ix = add_param(cb, p, t.n + t.offset);
                        return cb.build([=](Backend& be, DeviceTensors& d) {
                            SgdParams hp;
                            hp.lr = 1e-2f, hp.weight_decay = 0.01f * decay_boost;
@@ -172,11 +182,6 @@ void adafactor(std::vector<Case>& out, const Precision& p) {
                            });
                        }});
     }
-}
-
-// Element i of a buffer of `dtype`.
-void* element(void* base, DType dtype, std::int64_t i) {
-    return static_cast<unsigned char*>(base) + static_cast<std::uint64_t>(i) * dtype_bytes(dtype);
 }
 
 // A (rows, cols) tensor split between emulated ZeRO ranks.
@@ -280,6 +285,7 @@ void add_optimizer_cases(std::vector<Case>& out) {
             adam8bit(out, p, t);
         }
         adamw_lion_sgd(out, p, kRun);
+        adamw_lion_sgd(out, p, kUnaligned);
         adafactor(out, p);
         adafactor_pieces(out, p);
     }
