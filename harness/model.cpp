@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <tuple>
 
 namespace tune::harness {
 
@@ -23,11 +24,13 @@ struct GemmShape {
     bool ta, tb;
 };
 
-kernels::GemmArgs gemm_args(const GemmShape& g, const void* a, const void* b, void* c, float beta, DType dt) {
+// lda 0: A's rows are packed (op(A)'s m or k); else A's row stride.
+kernels::GemmArgs gemm_args(const GemmShape& g, const void* a, const void* b, void* c, float beta, DType dt,
+                            std::int64_t lda = 0) {
     kernels::GemmArgs args;
     args.m = g.m, args.n = g.n, args.k = g.k;
     args.trans_a = g.ta, args.trans_b = g.tb;
-    args.a = a, args.lda = g.ta ? g.m : g.k;
+    args.a = a, args.lda = lda != 0 ? lda : g.ta ? g.m : g.k;
     args.b = b, args.ldb = g.tb ? g.k : g.n;
     args.c = c, args.ldc = g.n;
     args.beta = beta;
@@ -80,9 +83,18 @@ std::uint64_t LlamaLayer::workspace_bytes() const {
         {d.h, d.f, d.T, true, false},  {d.T, d.h, d.f, false, false},  {d.f, d.h, d.T, true, false},
         {d.T, d.q, d.h, false, false}, {d.h, d.q, d.T, true, false},   {d.T, d.h, d.q, false, false},
         {d.q, d.h, d.T, true, false},  {d.T, d.h, d.kv, false, false}, {d.kv, d.h, d.T, true, false}};
+    const std::int64_t qkv = d.q + 2 * d.kv;
+    const std::initializer_list<GemmShape> fused_qkv{{d.T, qkv, d.h, false, true}, {d.T, d.h, qkv, false, false}};
+    const std::initializer_list<GemmShape> fused_gate_up{{d.T, 2 * d.f, d.h, false, true},
+                                                         {d.T, d.h, 2 * d.f, false, false}};
     std::uint64_t most = backend_.attention_workspace_bytes(attention_shape(), d.attention, dt_);
-    for (const GemmShape& g : shapes)
-        most = std::max(most, backend_.gemm_workspace_bytes(gemm_args(g, nullptr, nullptr, nullptr, 0.0f, dt_)));
+    const auto fit = [&](const std::initializer_list<GemmShape>& list) {
+        for (const GemmShape& g : list)
+            most = std::max(most, backend_.gemm_workspace_bytes(gemm_args(g, nullptr, nullptr, nullptr, 0.0f, dt_)));
+    };
+    fit(shapes);
+    if (fused_qkv_) fit(fused_qkv);
+    if (fused_gate_up_) fit(fused_gate_up);
     return most;
 }
 
@@ -115,8 +127,8 @@ void LlamaLayer::attention(LayerActivations& a) const {
     kernels::AttentionForwardArgs args;
     args.shape = attention_shape();
     args.dtype = dt_;
-    args.q = a.q.get(), args.k = a.k.get(), args.v = a.v.get();
-    args.q_stride = dims_.q, args.k_stride = dims_.kv, args.v_stride = dims_.kv;
+    args.q = a.q.get(), args.k = k_out(a), args.v = v_out(a);
+    args.q_stride = q_stride(), args.k_stride = kv_stride(), args.v_stride = kv_stride();
     args.out = a.o.get(), args.out_stride = dims_.q;
     args.kind = dims_.attention;
     if (flash()) args.lse = a.probs.as<float>();
@@ -125,6 +137,41 @@ void LlamaLayer::attention(LayerActivations& a) const {
 }
 
 bool LlamaLayer::flash() const { return dims_.attention == kernels::AttentionKind::fused; }
+
+namespace {
+
+// Whether tensors follow each other in the layout with nothing between them.
+bool adjacent(const ParamLayout& layout, std::initializer_list<LayerTensor> tensors) {
+    std::int64_t next = -1;
+    for (LayerTensor t : tensors) {
+        const TensorView& v = layout.at(t);
+        if (next >= 0 && v.offset != next) return false;
+        next = v.offset + v.numel();
+    }
+    return true;
+}
+
+}  // namespace
+
+void LlamaLayer::set_fused_projections(bool qkv, bool gate_up) {
+    if ((qkv && !adjacent(layout_, {LayerTensor::q, LayerTensor::k, LayerTensor::v})) ||
+        (gate_up && !adjacent(layout_, {LayerTensor::gate, LayerTensor::up})))
+        throw std::logic_error("fused projections need their weights adjacent in the layer's layout");
+    fused_qkv_ = qkv;
+    fused_gate_up_ = gate_up;
+}
+
+void* LlamaLayer::k_out(const LayerActivations& a) const {
+    return fused_qkv_ ? offset(a.q.get(), dims_.q, dt_) : a.k.get();
+}
+
+void* LlamaLayer::v_out(const LayerActivations& a) const {
+    return fused_qkv_ ? offset(a.q.get(), dims_.q + dims_.kv, dt_) : a.v.get();
+}
+
+const void* LlamaLayer::up_out(const LayerActivations& a) const {
+    return fused_gate_up() ? offset(a.g.get(), dims_.f, dt_) : a.u.get();
+}
 
 Buffer LlamaLayer::attention_keep() const {
     const Dims& d = dims_;
@@ -222,34 +269,47 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
         a.rstd_q = memory_.allocate(Component::activations, bytes_of(d.T * d.heads, DType::f32));
         a.rstd_k = memory_.allocate(Component::activations, bytes_of(d.T * d.kv_heads, DType::f32));
     }
-    a.q = act(d.T * d.q), a.k = act(d.T * d.kv), a.v = act(d.T * d.kv);
+    if (fused_qkv_)
+        a.q = act(d.T * (d.q + 2 * d.kv));
+    else
+        a.q = act(d.T * d.q), a.k = act(d.T * d.kv), a.v = act(d.T * d.kv);
     a.probs = attention_keep(), a.o = act(d.T * d.q), a.x2 = act(r * d.h);
     a.rstd2 = memory_.allocate(Component::activations, bytes_of(r, DType::f32));
-    a.n2 = act(r * d.h), a.g = act(d.T * d.f), a.u = act(d.T * d.f), a.m = act(d.T * d.f);
+    a.n2 = act(r * d.h);
+    if (fused_gate_up())
+        a.g = act(2 * d.T * d.f);
+    else
+        a.g = act(d.T * d.f), a.u = act(d.T * d.f);
+    a.m = act(d.T * d.f);
 
     backend_.rmsnorm_forward(a.n1.get(), a.rstd1.as<float>(), a.x.get(), weight(w, LayerTensor::attn_norm), r, d.h,
                              d.eps, dt_);
     void* qp = d.qk_norm ? a.qp.get() : a.q.get();  // the projections, normed into q, k after
     void* kp = d.qk_norm ? a.kp.get() : a.k.get();
-    {
+    if (fused_qkv_) {
+        gemm(a.n1.get(), false, weight(w, LayerTensor::q), true, a.q.get(), d.T, d.q + 2 * d.kv, d.h, 0.0f);  // [q k v]
+    } else {
         const EveryToken n1 = every_token(a.n1.get());
         project(w, a, LayerTensor::q, LayerTensor::q_bias, n1.ptr, qp, d.q, d.h, 0.0f);          // q (T, q)
         project(w, a, LayerTensor::k, LayerTensor::k_bias, n1.ptr, kp, d.kv, d.h, 0.0f);         // k (T, kv)
         project(w, a, LayerTensor::v, LayerTensor::v_bias, n1.ptr, a.v.get(), d.kv, d.h, 0.0f);  // v (T, kv)
     }
     if (d.qk_norm) qk_norm_forward(w, a);
-    backend_.rope_forward(a.q.get(), d.q, a.q.get(), d.q, d.b, d.s, d.heads, d.d, d.rope, dt_);
-    backend_.rope_forward(a.k.get(), d.kv, a.k.get(), d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
+    backend_.rope_forward(a.q.get(), q_stride(), a.q.get(), q_stride(), d.b, d.s, d.heads, d.d, d.rope, dt_);
+    backend_.rope_forward(k_out(a), kv_stride(), k_out(a), kv_stride(), d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
     attention(a);
     attention_residual(w, a);
     backend_.rmsnorm_forward(a.n2.get(), a.rstd2.as<float>(), a.x2.get(), weight(w, LayerTensor::mlp_norm), r, d.h,
                              d.eps, dt_);
-    {
+    if (fused_gate_up()) {
+        gemm(a.n2.get(), false, weight(w, LayerTensor::gate), true, a.g.get(), d.T, 2 * d.f, d.h,
+             0.0f);  // [g u] (T, 2f)
+    } else {
         const EveryToken n2 = every_token(a.n2.get());
         project(w, a, LayerTensor::gate, LayerTensor::gate_bias, n2.ptr, a.g.get(), d.f, d.h, 0.0f);  // g (T, f)
         project(w, a, LayerTensor::up, LayerTensor::up_bias, n2.ptr, a.u.get(), d.f, d.h, 0.0f);      // u (T, f)
     }
-    backend_.swiglu_forward(a.m.get(), a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
+    backend_.swiglu_forward(a.m.get(), gate_out(a), up_out(a), d.T, d.f, gate_up_stride(), dt_);
     if (out == nullptr) {
         lora_forward(a, LayerTensor::down, a.m.get(), nullptr);  // recompute: only m Ad^T, for dBd
         return;
@@ -411,19 +471,29 @@ void LlamaLayer::column_parallel_backward(LayerActivations& a, const void* x, st
 void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
                               std::size_t layer) const {
     const Dims& d = dims_;
-    void* dm = scratch;  // (T, f), then du in place
-    void* dg = offset(scratch, d.T * d.f, dt_);
-    void* du = offset(scratch, 2 * d.T * d.f, dt_);
+    void* dm = scratch;                          // (T, f)
+    void* dg = offset(scratch, d.T * d.f, dt_);  // (T, f), or fused: (T, 2f) rows [dg | du]
+    void* du = fused_gate_up() ? offset(dg, d.f, dt_) : offset(scratch, 2 * d.T * d.f, dt_);
     auto done = [&](LayerTensor t) { end_grad(sink, layer, t); };
 
     row_parallel_backward(w, a, LayerTensor::down, LayerTensor::down_bias, a.m.get(), dx, dm, d.f, sink, layer);
-    backend_.swiglu_backward(dg, du, dm, a.g.get(), a.u.get(), d.T, d.f, d.f, dt_);
-    bias_grad(dg, LayerTensor::gate_bias, sink, layer);
-    bias_grad(du, LayerTensor::up_bias, sink, layer);
-    gemm(dg, false, weight(w, LayerTensor::gate), false, dn, d.T, d.h, d.f, 0.0f);  // dn = dg Wg + du Wu
-    gemm(du, false, weight(w, LayerTensor::up), false, dn, d.T, d.h, d.f, 1.0f);
-    column_parallel_backward(a, a.n2.get(), {{LayerTensor::gate, dg, d.f}, {LayerTensor::up, du, d.f}}, dn, sink,
-                             layer);
+    backend_.swiglu_backward(dg, du, dm, gate_out(a), up_out(a), d.T, d.f, gate_up_stride(), dt_);
+    if (fused_gate_up()) {
+        gemm(dg, false, weight(w, LayerTensor::gate), false, dn, d.T, d.h, 2 * d.f, 0.0f);  // dn = [dg du] [Wg; Wu]
+        for (const auto& [t, dy] : {std::pair{LayerTensor::gate, dg}, std::pair{LayerTensor::up, du}}) {
+            backend_.gemm(gemm_args({d.f, d.h, d.T, true, false}, dy, a.n2.get(), weight_grad(sink, layer, t), 1.0f,
+                                    dt_, 2 * d.f),
+                          ws_);  // dW += dy^T n2, dy a column block of [dg du]
+            done(t);
+        }
+    } else {
+        bias_grad(dg, LayerTensor::gate_bias, sink, layer);
+        bias_grad(du, LayerTensor::up_bias, sink, layer);
+        gemm(dg, false, weight(w, LayerTensor::gate), false, dn, d.T, d.h, d.f, 0.0f);  // dn = dg Wg + du Wu
+        gemm(du, false, weight(w, LayerTensor::up), false, dn, d.T, d.h, d.f, 1.0f);
+        column_parallel_backward(a, a.n2.get(), {{LayerTensor::gate, dg, d.f}, {LayerTensor::up, du, d.f}}, dn, sink,
+                                 layer);
+    }
     const void* dn_rows = reduce_over_group(dn);  // dn was this rank's part of the MLP's input gradient
     void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::mlp_norm);
     backend_.rmsnorm_backward(dx, dnorm, dn_rows, a.x2.get(), weight(w, LayerTensor::mlp_norm), a.rstd2.as<float>(),
@@ -434,18 +504,18 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
 void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch,
                                     GradSink& sink, std::size_t layer) const {
     const Dims& d = dims_;
-    void* dout = scratch;                                         // (T, q)
-    void* dq = offset(scratch, d.T * d.q, dt_);                   // (T, q)
-    void* dk = offset(scratch, 2 * d.T * d.q, dt_);               // (T, kv)
-    void* dv = offset(scratch, 2 * d.T * d.q + d.T * d.kv, dt_);  // (T, kv)
+    void* dout = scratch;                        // (T, q)
+    void* dq = offset(scratch, d.T * d.q, dt_);  // (T, q), or fused: (T, q + 2kv) rows [dq | dk | dv]
+    void* dk = fused_qkv_ ? offset(dq, d.q, dt_) : offset(scratch, 2 * d.T * d.q, dt_);                      // (T, kv)
+    void* dv = fused_qkv_ ? offset(dq, d.q + d.kv, dt_) : offset(scratch, 2 * d.T * d.q + d.T * d.kv, dt_);  // (T, kv)
     auto done = [&](LayerTensor t) { end_grad(sink, layer, t); };
 
     row_parallel_backward(w, a, LayerTensor::o, LayerTensor::o_bias, a.o.get(), dx, dout, d.q, sink, layer);
     kernels::AttentionBackwardArgs args;
     args.shape = attention_shape();
     args.dtype = dt_;
-    args.q = a.q.get(), args.k = a.k.get(), args.v = a.v.get();
-    args.q_stride = d.q, args.k_stride = d.kv, args.v_stride = d.kv;
+    args.q = a.q.get(), args.k = k_out(a), args.v = v_out(a);
+    args.q_stride = q_stride(), args.k_stride = kv_stride(), args.v_stride = kv_stride();  // dq, dk, dv's too
     args.kind = d.attention;
     if (flash())
         args.lse = a.probs.as<float>(), args.out = a.o.get(), args.out_stride = d.q;
@@ -453,8 +523,21 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     args.dout = dout, args.dout_stride = d.q;
     args.dq = dq, args.dk = dk, args.dv = dv;
     backend_.attention_backward(args, ws_);
-    backend_.rope_backward(dq, d.q, dq, d.q, d.b, d.s, d.heads, d.d, d.rope, dt_);
-    backend_.rope_backward(dk, d.kv, dk, d.kv, d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
+    backend_.rope_backward(dq, q_stride(), dq, q_stride(), d.b, d.s, d.heads, d.d, d.rope, dt_);
+    backend_.rope_backward(dk, kv_stride(), dk, kv_stride(), d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
+    if (fused_qkv_) {
+        const std::int64_t width = d.q + 2 * d.kv;
+        gemm(dq, false, weight(w, LayerTensor::q), false, dn, d.T, d.h, width, 0.0f);  // dn = [dq dk dv] [Wq; Wk; Wv]
+        for (const auto& [t, dy, n] : {std::tuple{LayerTensor::q, dq, d.q}, std::tuple{LayerTensor::k, dk, d.kv},
+                                       std::tuple{LayerTensor::v, dv, d.kv}}) {
+            backend_.gemm(
+                gemm_args({n, d.h, d.T, true, false}, dy, a.n1.get(), weight_grad(sink, layer, t), 1.0f, dt_, width),
+                ws_);  // dW += dy^T n1, dy a column block of [dq dk dv]
+            done(t);
+        }
+        attention_input_gradient_done(w, a, dx, dn, sink, layer);
+        return;
+    }
     if (d.qk_norm) {
         // The projections' gradients into the regions attention no longer needs:
         // dq into do's (T, q), then dk into dq's (T, q >= kv).
@@ -470,11 +553,16 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     column_parallel_backward(a, a.n1.get(),
                              {{LayerTensor::q, dq, d.q}, {LayerTensor::k, dk, d.kv}, {LayerTensor::v, dv, d.kv}}, dn,
                              sink, layer);
+    attention_input_gradient_done(w, a, dx, dn, sink, layer);
+}
+
+void LlamaLayer::attention_input_gradient_done(const void* w, LayerActivations& a, void* dx, void* dn, GradSink& sink,
+                                               std::size_t layer) const {
     const void* dn_rows = reduce_over_group(dn);  // dn was this rank's part of attention's input gradient
     void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::attn_norm);
     backend_.rmsnorm_backward(dx, dnorm, dn_rows, a.x.get(), weight(w, LayerTensor::attn_norm), a.rstd1.as<float>(),
-                              rows(), d.h, true, dt_);
-    done(LayerTensor::attn_norm);
+                              rows(), dims_.h, true, dt_);
+    end_grad(sink, layer, LayerTensor::attn_norm);
 }
 
 void LlamaLayer::backward(const void* w, LayerActivations& a, void* dx, GradSink& sink, std::size_t layer,

@@ -50,16 +50,16 @@ struct LayerActivations {
     Buffer kp;     // q/k norm only: (T, kv)
     Buffer rstd_q;  // q/k norm only: (T * heads) fp32
     Buffer rstd_k;  // q/k norm only: (T * kv_heads) fp32
-    Buffer q;       // (T, q) after RoPE
-    Buffer k;      // (T, kv) after RoPE
-    Buffer v;      // (T, kv)
+    Buffer q;       // (T, q) after RoPE; fused with k, v (LlamaLayer::fused_qkv): (T, q + 2kv), rows [q | k | v]
+    Buffer k;       // (T, kv) after RoPE; empty when fused into q
+    Buffer v;       // (T, kv); empty when fused into q
     Buffer probs;  // eager: (b, heads, s, s); flash: the log-sum-exp (b, heads, s) fp32
     Buffer o;      // (T, q) attention output before Wo
     Buffer x2;     // (T, h) x + o Wo^T
     Buffer rstd2;  // (T) fp32
     Buffer n2;     // (T, h)
-    Buffer g;      // (T, f) gate
-    Buffer u;      // (T, f) up
+    Buffer g;      // (T, f) gate; fused with up (LlamaLayer::fused_gate_up): (T, 2f), rows [g | u]
+    Buffer u;      // (T, f) up; empty when fused into g
     Buffer m;      // (T, f) silu(g) * u
     Buffer xa;     // LoRA: (targets, T, r) x A^T of each adapted linear, for dB
 };
@@ -107,6 +107,9 @@ public:
         tensor_group_ = group;
         sequence_parallel_ = group != nullptr && sequence_parallel;
     }
+    // q, k, v and gate, up as one GEMM each way, where core/projection_fusion.h says the trial allows
+    // it (their weights must be adjacent in the layout: a logic_error where they are not).
+    void set_fused_projections(bool qkv, bool gate_up);
     // Rows of the residual stream on this rank: T, or T / tp with sequence parallelism.
     std::int64_t rows() const { return sequence_parallel_ ? dims_.T / tensor_group_->world_size() : dims_.T; }
     // Every token's (T, h) from this rank's rows() of it: with sequence parallelism gathered into a whole
@@ -143,6 +146,9 @@ private:
                       std::size_t layer) const;
     void attention_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
                             std::size_t layer) const;
+    // dn (attention's input gradient, this rank's part) through RMSNorm 1's backward into dx.
+    void attention_input_gradient_done(const void* w, LayerActivations& a, void* dx, void* dn, GradSink& sink,
+                                       std::size_t layer) const;
     kernels::AttentionShape attention_shape() const;
     // LoRA on linear t, when it has adapters: y += s (x A^T) B^T, keeping x A^T.
     void lora_forward(LayerActivations& a, LayerTensor t, const void* x, void* y) const;
@@ -168,6 +174,19 @@ private:
                           void* dk_out, GradSink& sink, std::size_t layer) const;
     void end_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
     bool flash() const;
+    // q, k, v as one GEMM each way: [Wq; Wk; Wv] (q + 2kv, h), their outputs one buffer of rows [q | k | v].
+    bool fused_qkv() const { return fused_qkv_; }
+    // Row strides of q and of k, v (their widths, or q + 2kv fused), and where k and v start.
+    std::int64_t q_stride() const { return fused_qkv_ ? dims_.q + 2 * dims_.kv : dims_.q; }
+    std::int64_t kv_stride() const { return fused_qkv_ ? dims_.q + 2 * dims_.kv : dims_.kv; }
+    void* k_out(const LayerActivations& a) const;
+    void* v_out(const LayerActivations& a) const;
+    // Gate and up as one GEMM each way: [Wg; Wu] (2f, h), their outputs one (T, 2f) buffer of rows [g | u].
+    bool fused_gate_up() const { return fused_gate_up_; }
+    // gate's and up's outputs: (pointer, row stride).
+    const void* gate_out(const LayerActivations& a) const { return a.g.get(); }
+    const void* up_out(const LayerActivations& a) const;
+    std::int64_t gate_up_stride() const { return fused_gate_up() ? 2 * dims_.f : dims_.f; }
     Buffer attention_keep() const;  // what attention keeps for backward: lse (flash) or probs (eager)
     void recompute_unsaved(const void* weights, LayerActivations& a);  // selective_op's dropped tensors
     // y (T, h) = the residual x where it enters the sum: every rank alone, tensor-parallel rank 0; else 0.
@@ -203,6 +222,8 @@ private:
     const void* ones_ = nullptr;      // biases: (T) ones
     Comm* tensor_group_ = nullptr;    // tensor parallelism's group, or none
     bool sequence_parallel_ = false;
+    bool fused_qkv_ = false;
+    bool fused_gate_up_ = false;
 };
 
 }  // namespace tune::harness

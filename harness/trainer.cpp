@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/projection_fusion.h"
 #include "core/tensor_parallel.h"
 #include "core/validity.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -250,6 +251,10 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
         model_ = std::make_unique<ModelState>(backend, memory_, layout_, plan_, with_grads,
                                               zero_plan(config.zero_stage), comm_, host);
     }
+    const auto alignment = static_cast<std::uint64_t>(layout_.alignment);
+    const bool widening = backend.name() == "cpu";  // its 16-bit GEMMs widen their operands into scratch
+    layer_.set_fused_projections(fuses_qkv(config, config.model, alignment, widening),
+                                 fuses_gate_up(config, config.model, alignment, widening));
     optimizer_ = std::make_unique<OptimizerState>(backend, memory_, comm_, config, *model_);
     // One buffer for every op of the step that takes a workspace (§6): the
     // layers' GEMMs and attention, and the embedding backward.

@@ -222,7 +222,8 @@ std::uint64_t workspace_bytes(const ModelSpec& model, const TrialConfig& c, cons
                                         ? kernels::workspace::cpu_flash_attention_bytes(threads, s, d)
                                         : kernels::workspace::cpu_eager_attention_bytes(threads, s, d);
     if (ab == 4) return std::max(attention, embedding);
-    // 16-bit GEMMs widen A, B and C to fp32 (kernels/cpu/cpu_gemm.cpp).
+    // 16-bit GEMMs widen A, B and C to fp32 (kernels/cpu/cpu_gemm.cpp), so no projections are fused here
+    // (core/projection_fusion.h).
     const std::uint64_t gemm = std::max({t * h + t * q + q * h, t * h + t * kv + kv * h, t * h + t * f + f * h});
     return std::max({attention, 4 * gemm, embedding});
 }

@@ -146,7 +146,7 @@ TEST_CASE("the prepared GPU run stops a part at its cap, skips what the deadline
     CHECK(r.exit_code == 1);
     const std::string text = run_command(fmt::format("cat '{}'", results)).output;
     INFO(text);
-    CHECK_THAT(text, Catch::Contains("| devices | FAIL: over its cap of 12 s |"));
+    CHECK_THAT(text, Catch::Contains("| devices | FAIL: over its cap of "));  // 12 s, less what start-up took
     CHECK_THAT(text, Catch::Contains("| selftest 1 GPU | skipped: ") && Catch::Contains("of the 12 s budget left"));
     CHECK_THAT(text, Catch::Contains("| offload trial | skipped: "));
     CHECK_THAT(text, Catch::Contains("budget 12 s"));

@@ -1,5 +1,5 @@
 // Recompute and accumulation change memory, not results: checkpointing none,
-// selective and full give the same gradients, and grad_accum k with
+// selective and full give the same gradients (selective_op to fp32 rounding), and grad_accum k with
 // micro-batch b gives the same gradients and update as one micro-batch k*b.
 // NEFTune noise is seeded and reproducible.
 #include <catch2/catch.hpp>
@@ -39,11 +39,16 @@ TEST_CASE("checkpointing none, selective, selective-op and full give the same gr
             INFO(model << " " << to_string(attention));
             const harness::HostParams none = gradients(c);
             REQUIRE(max_value(none) > 1e-3);
-            // The recompute runs the same ops on the same inputs: identical results.
+            // The recompute runs the same ops on the same inputs: identical results. But selective_op runs
+            // the projections apart where the others fuse them (core/projection_fusion.h): the same sums in
+            // another order, equal to fp32's rounding.
             for (Checkpointing mode : kCheckpointings) {
                 c.checkpointing = mode;
                 INFO(to_string(mode));
-                CHECK(max_diff(none, gradients(c)) == 0.0);
+                if (mode == Checkpointing::selective_op)
+                    CHECK(max_diff(none, gradients(c)) <= 1e-6 * max_value(none));
+                else
+                    CHECK(max_diff(none, gradients(c)) == 0.0);
             }
         }
     }

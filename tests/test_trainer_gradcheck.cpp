@@ -76,6 +76,11 @@ TEST_CASE("whole-model gradients match central finite differences (fp32)", "[tra
     CHECK(check_gradients(test::micro_model()) == 5 * (2 * 9 + 3));
 }
 
+TEST_CASE("whole-model gradients with q, k, v and gate, up fused match central finite differences (fp32)",
+          "[trainer][gradcheck]") {
+    CHECK(check_gradients(test::fusable_model()) == 5 * (2 * 9 + 3));
+}
+
 TEST_CASE("gradients of biases, q/k norms, tied embeddings, head_dim and llama3 RoPE match finite differences",
           "[trainer][gradcheck]") {
     // Per layer 9 + 7 biases + 2 norms; embedding (the head too) and final norm.

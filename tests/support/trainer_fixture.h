@@ -22,6 +22,15 @@ inline ModelSpec micro_model() {
     return ModelSpec{"micro", 32, 16, 2, 4, 2, 24, 64, 1e-5, 10000.0};
 }
 
+// The micro model widened so q, k, v and gate, up each fill whole 256-element
+// slots of the layout: the layer runs them fused (core/projection_fusion.h).
+inline ModelSpec fusable_model() {
+    ModelSpec m = micro_model();
+    m.name = "fusable";
+    m.hidden = 32, m.ffn = 32;
+    return m;
+}
+
 // The micro model with every variant the trainer runs beyond Llama's shape:
 // head_dim 6 apart from hidden/heads (4), biases on every linear, Qwen3's q/k
 // norms, tied embeddings, and llama3 rope_scaling whose bands all fall within
