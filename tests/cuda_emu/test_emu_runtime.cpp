@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -223,6 +224,42 @@ TEST_CASE("a process done with the device releases its context, and a later back
     CHECK(tune_emu::context_created());
 }
 
+// A 64 x 64 x 64 fp32 GEMM of zeros on a CUDA backend whose tuning scratch is capped at `limit`.
+struct SquareGemm {
+    std::unique_ptr<tune::kernels::Backend> backend;
+    tune::kernels::GemmArgs g;
+    void *a = nullptr, *c = nullptr, *ws = nullptr;
+    std::uint64_t ws_bytes = 0;
+    static constexpr std::uint64_t kBytes = 64 * 64 * 4;
+
+    SquareGemm(std::uint64_t limit, float beta) {
+        tune::kernels::CudaBackendOptions o;
+        o.gemm_tuning_scratch_limit = limit;
+        backend = tune::kernels::make_cuda_backend(o);
+        g.m = g.n = g.k = 64;
+        g.lda = g.ldb = g.ldc = 64;
+        g.beta = beta;
+        a = backend->allocate(kBytes);
+        c = backend->allocate(kBytes);
+        backend->fill_zero(a, kBytes);
+        backend->fill_zero(c, kBytes);
+        g.a = g.b = a, g.c = c;
+        ws_bytes = backend->gemm_workspace_bytes(g);
+        ws = backend->allocate(ws_bytes);
+    }
+    ~SquareGemm() {
+        for (void* p : {a, c}) backend->deallocate(p, kBytes);
+        backend->deallocate(ws, ws_bytes);
+    }
+    // Runs the GEMM n times; returns the cublasLtMatmul runs they made.
+    std::uint64_t run(int n) {
+        const std::uint64_t before = tune_emu::matmul_calls();
+        for (int i = 0; i < n; ++i) backend->gemm(g, {ws, ws_bytes});
+        backend->synchronize();
+        return tune_emu::matmul_calls() - before;
+    }
+};
+
 // Scratch bytes and cublasLtMatmul runs of one GEMM's first call (its plan is made and timed).
 struct Tuned {
     std::uint64_t scratch = 0, runs = 0;
@@ -230,27 +267,9 @@ struct Tuned {
 
 TEST_CASE("GEMM tuning: a C that is read is timed into a bounded scratch, one that is not in place at any size") {
     const auto tuned = [](std::uint64_t limit, float beta) {
-        tune::kernels::CudaBackendOptions o;
-        o.gemm_tuning_scratch_limit = limit;
-        auto backend = tune::kernels::make_cuda_backend(o);
-        tune::kernels::GemmArgs g;
-        g.m = g.n = g.k = 64;
-        g.lda = g.ldb = g.ldc = 64;
-        g.beta = beta;
-        void* a = backend->allocate(64 * 64 * 4);
-        void* c = backend->allocate(64 * 64 * 4);
-        backend->fill_zero(a, 64 * 64 * 4);
-        backend->fill_zero(c, 64 * 64 * 4);
-        g.a = g.b = a, g.c = c;
-        const std::uint64_t ws_bytes = backend->gemm_workspace_bytes(g);
-        void* ws = backend->allocate(ws_bytes);
-        const std::uint64_t before = tune_emu::matmul_calls();
-        backend->gemm(g, {ws, ws_bytes});
-        backend->synchronize();
-        const Tuned t{tune::kernels::cuda_memory_stats(*backend)->gemm_tuning_bytes, tune_emu::matmul_calls() - before};
-        for (void* p : {a, c}) backend->deallocate(p, 64 * 64 * 4);
-        backend->deallocate(ws, ws_bytes);
-        return t;
+        SquareGemm gemm(limit, beta);
+        const std::uint64_t runs = gemm.run(1);
+        return Tuned{tune::kernels::cuda_memory_stats(*gemm.backend)->gemm_tuning_bytes, runs};
     };
     // Accumulating (beta = 1): timed into a scratch copy of C, or above the limit on its own calls
     // (the first call runs once, with no scratch; the next test follows the calls after it).
@@ -266,20 +285,7 @@ TEST_CASE("GEMM tuning: a C that is read is timed into a bounded scratch, one th
 }
 
 TEST_CASE("GEMM tuning: an accumulating GEMM too large for a scratch C tries every candidate on its own calls") {
-    tune::kernels::CudaBackendOptions o;
-    o.gemm_tuning_scratch_limit = 1024;  // below C's 16 KiB: no scratch copy
-    auto backend = tune::kernels::make_cuda_backend(o);
-    tune::kernels::GemmArgs g;
-    g.m = g.n = g.k = 64;
-    g.lda = g.ldb = g.ldc = 64;
-    g.beta = 1.0f;
-    void* a = backend->allocate(64 * 64 * 4);
-    void* c = backend->allocate(64 * 64 * 4);
-    backend->fill_zero(a, 64 * 64 * 4);
-    backend->fill_zero(c, 64 * 64 * 4);
-    g.a = g.b = a, g.c = c;
-    const std::uint64_t ws_bytes = backend->gemm_workspace_bytes(g);
-    void* ws = backend->allocate(ws_bytes);
+    SquareGemm gemm(1024, 1.0f);  // a limit below C's 16 KiB: no scratch copy
     const auto by_candidate = [] {
         std::array<std::uint64_t, 3> n{};
         for (int i = 0; i < 3; ++i) n[static_cast<std::size_t>(i)] = tune_emu::matmul_calls_of_candidate(i);
@@ -287,10 +293,7 @@ TEST_CASE("GEMM tuning: an accumulating GEMM too large for a scratch C tries eve
     };
     const auto calls = [&](int n) {
         const auto before = by_candidate();
-        const std::uint64_t runs = tune_emu::matmul_calls();
-        for (int i = 0; i < n; ++i) backend->gemm(g, {ws, ws_bytes});
-        backend->synchronize();
-        CHECK(tune_emu::matmul_calls() - runs == static_cast<std::uint64_t>(n));  // each call runs once, no extra
+        CHECK(gemm.run(n) == static_cast<std::uint64_t>(n));  // each call runs once, no extra
         auto after = by_candidate();
         for (std::size_t i = 0; i < 3; ++i) after[i] -= before[i];
         return after;
@@ -300,7 +303,5 @@ TEST_CASE("GEMM tuning: an accumulating GEMM too large for a scratch C tries eve
     // Then one of them runs every call.
     const auto kept = calls(4);
     CHECK(std::count(kept.begin(), kept.end(), 4u) == 1);
-    CHECK(tune::kernels::cuda_memory_stats(*backend)->gemm_tuning_bytes == 0);
-    for (void* p : {a, c}) backend->deallocate(p, 64 * 64 * 4);
-    backend->deallocate(ws, ws_bytes);
+    CHECK(tune::kernels::cuda_memory_stats(*gemm.backend)->gemm_tuning_bytes == 0);
 }
