@@ -1,4 +1,5 @@
-// Element-wise op cases: odd lengths (no vector-width assumptions), every
+// Element-wise op cases: odd lengths (no vector-width assumptions), an add
+// one element into its buffers (no 16-byte access), every
 // cast direction, unscale with and without an injected inf, and a partial
 // square norm that adds to an existing sum.
 #include <fmt/format.h>
@@ -23,6 +24,19 @@ void simple_cases(std::vector<Case>& out, DType t) {
                        const auto b = cb.normal("b", t, kN);
                        cb.mark_output(a, OpClass::exact);  // out aliases a, as the residual does
                        return cb.build([=](Backend& be, DeviceTensors& d) { be.add(d[a], d[a], d[b], kN, t); });
+                   }});
+    // One element into both buffers: no access can be 16 bytes.
+    out.push_back({"add", name_of(t), n_label(kN - 1) + " unaligned", [=](std::uint64_t seed) {
+                       CaseBuilder cb(seed);
+                       const auto a = cb.normal("a", t, kN);
+                       const auto b = cb.normal("b", t, kN);
+                       cb.mark_output(a, OpClass::exact);
+                       return cb.build([=](Backend& be, DeviceTensors& d) {
+                           const auto at = [&](std::size_t x) {
+                               return static_cast<unsigned char*>(d[x]) + dtype_bytes(t);
+                           };
+                           be.add(at(a), at(a), at(b), kN - 1, t);
+                       });
                    }});
     out.push_back({"scale", name_of(t), n_label(kN), [=](std::uint64_t seed) {
                        CaseBuilder cb(seed);
