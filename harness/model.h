@@ -183,7 +183,7 @@ private:
     void* v_out(const LayerActivations& a) const;
     // Gate and up as one GEMM each way: [Wg; Wu] (2f, h), their outputs one (T, 2f) buffer of rows [g | u].
     bool fused_gate_up() const { return fused_gate_up_; }
-    // gate's and up's outputs: (pointer, row stride).
+    // gate's and up's outputs, and their row stride.
     const void* gate_out(const LayerActivations& a) const { return a.g.get(); }
     const void* up_out(const LayerActivations& a) const;
     std::int64_t gate_up_stride() const { return fused_gate_up() ? 2 * dims_.f : dims_.f; }
