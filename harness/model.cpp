@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <initializer_list>
-#include <tuple>
 
 namespace tune::harness {
 
@@ -270,7 +269,7 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
         a.rstd_k = memory_.allocate(Component::activations, bytes_of(d.T * d.kv_heads, DType::f32));
     }
     if (fused_qkv_)
-        a.q = act(d.T * (d.q + 2 * d.kv));
+        a.q = act(d.T * q_stride());
     else
         a.q = act(d.T * d.q), a.k = act(d.T * d.kv), a.v = act(d.T * d.kv);
     a.probs = attention_keep(), a.o = act(d.T * d.q), a.x2 = act(r * d.h);
@@ -287,7 +286,7 @@ void LlamaLayer::forward(const void* w, LayerActivations& a, void* out, const vo
     void* qp = d.qk_norm ? a.qp.get() : a.q.get();  // the projections, normed into q, k after
     void* kp = d.qk_norm ? a.kp.get() : a.k.get();
     if (fused_qkv_) {
-        gemm(a.n1.get(), false, weight(w, LayerTensor::q), true, a.q.get(), d.T, d.q + 2 * d.kv, d.h, 0.0f);  // [q k v]
+        gemm(a.n1.get(), false, weight(w, LayerTensor::q), true, a.q.get(), d.T, q_stride(), d.h, 0.0f);  // [q k v]
     } else {
         const EveryToken n1 = every_token(a.n1.get());
         project(w, a, LayerTensor::q, LayerTensor::q_bias, n1.ptr, qp, d.q, d.h, 0.0f);          // q (T, q)
@@ -463,7 +462,9 @@ void LlamaLayer::column_parallel_backward(LayerActivations& a, const void* x, st
     for (const ColumnGrad& l : linears) {
         lora_backward(a, l.t, all, l.dy, dn, lora_tmp_, sink, layer);
         if (lora_ != nullptr) continue;
-        gemm(l.dy, true, all, false, weight_grad(sink, layer, l.t), l.n, dims_.h, dims_.T, 1.0f);  // dW += dy^T x
+        backend_.gemm(gemm_args({l.n, dims_.h, dims_.T, true, false}, l.dy, all, weight_grad(sink, layer, l.t), 1.0f,
+                                dt_, l.stride),
+                      ws_);  // dW += dy^T x
         end_grad(sink, layer, l.t);
     }
 }
@@ -480,12 +481,9 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
     backend_.swiglu_backward(dg, du, dm, gate_out(a), up_out(a), d.T, d.f, gate_up_stride(), dt_);
     if (fused_gate_up()) {
         gemm(dg, false, weight(w, LayerTensor::gate), false, dn, d.T, d.h, 2 * d.f, 0.0f);  // dn = [dg du] [Wg; Wu]
-        for (const auto& [t, dy] : {std::pair{LayerTensor::gate, dg}, std::pair{LayerTensor::up, du}}) {
-            backend_.gemm(gemm_args({d.f, d.h, d.T, true, false}, dy, a.n2.get(), weight_grad(sink, layer, t), 1.0f,
-                                    dt_, 2 * d.f),
-                          ws_);  // dW += dy^T n2, dy a column block of [dg du]
-            done(t);
-        }
+        column_parallel_backward(a, a.n2.get(),
+                                 {{LayerTensor::gate, dg, d.f, 2 * d.f}, {LayerTensor::up, du, d.f, 2 * d.f}}, dn, sink,
+                                 layer);
     } else {
         bias_grad(dg, LayerTensor::gate_bias, sink, layer);
         bias_grad(du, LayerTensor::up_bias, sink, layer);
@@ -526,43 +524,34 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     backend_.rope_backward(dq, q_stride(), dq, q_stride(), d.b, d.s, d.heads, d.d, d.rope, dt_);
     backend_.rope_backward(dk, kv_stride(), dk, kv_stride(), d.b, d.s, d.kv_heads, d.d, d.rope, dt_);
     if (fused_qkv_) {
-        const std::int64_t width = d.q + 2 * d.kv;
+        const std::int64_t width = q_stride();
         gemm(dq, false, weight(w, LayerTensor::q), false, dn, d.T, d.h, width, 0.0f);  // dn = [dq dk dv] [Wq; Wk; Wv]
-        for (const auto& [t, dy, n] : {std::tuple{LayerTensor::q, dq, d.q}, std::tuple{LayerTensor::k, dk, d.kv},
-                                       std::tuple{LayerTensor::v, dv, d.kv}}) {
-            backend_.gemm(
-                gemm_args({n, d.h, d.T, true, false}, dy, a.n1.get(), weight_grad(sink, layer, t), 1.0f, dt_, width),
-                ws_);  // dW += dy^T n1, dy a column block of [dq dk dv]
-            done(t);
+        column_parallel_backward(
+            a, a.n1.get(),
+            {{LayerTensor::q, dq, d.q, width}, {LayerTensor::k, dk, d.kv, width}, {LayerTensor::v, dv, d.kv, width}},
+            dn, sink, layer);
+    } else {
+        if (d.qk_norm) {
+            // The projections' gradients into the regions attention no longer needs:
+            // dq into do's (T, q), then dk into dq's (T, q >= kv).
+            qk_norm_backward(w, a, dq, dk, dout, dq, sink, layer);
+            dk = dq, dq = dout;
         }
-        attention_input_gradient_done(w, a, dx, dn, sink, layer);
-        return;
+        bias_grad(dq, LayerTensor::q_bias, sink, layer);
+        bias_grad(dk, LayerTensor::k_bias, sink, layer);
+        bias_grad(dv, LayerTensor::v_bias, sink, layer);
+        gemm(dq, false, weight(w, LayerTensor::q), false, dn, d.T, d.h, d.q, 0.0f);  // dn = dq Wq + dk Wk + dv Wv
+        gemm(dk, false, weight(w, LayerTensor::k), false, dn, d.T, d.h, d.kv, 1.0f);
+        gemm(dv, false, weight(w, LayerTensor::v), false, dn, d.T, d.h, d.kv, 1.0f);
+        column_parallel_backward(a, a.n1.get(),
+                                 {{LayerTensor::q, dq, d.q}, {LayerTensor::k, dk, d.kv}, {LayerTensor::v, dv, d.kv}},
+                                 dn, sink, layer);
     }
-    if (d.qk_norm) {
-        // The projections' gradients into the regions attention no longer needs:
-        // dq into do's (T, q), then dk into dq's (T, q >= kv).
-        qk_norm_backward(w, a, dq, dk, dout, dq, sink, layer);
-        dk = dq, dq = dout;
-    }
-    bias_grad(dq, LayerTensor::q_bias, sink, layer);
-    bias_grad(dk, LayerTensor::k_bias, sink, layer);
-    bias_grad(dv, LayerTensor::v_bias, sink, layer);
-    gemm(dq, false, weight(w, LayerTensor::q), false, dn, d.T, d.h, d.q, 0.0f);  // dn = dq Wq + dk Wk + dv Wv
-    gemm(dk, false, weight(w, LayerTensor::k), false, dn, d.T, d.h, d.kv, 1.0f);
-    gemm(dv, false, weight(w, LayerTensor::v), false, dn, d.T, d.h, d.kv, 1.0f);
-    column_parallel_backward(a, a.n1.get(),
-                             {{LayerTensor::q, dq, d.q}, {LayerTensor::k, dk, d.kv}, {LayerTensor::v, dv, d.kv}}, dn,
-                             sink, layer);
-    attention_input_gradient_done(w, a, dx, dn, sink, layer);
-}
-
-void LlamaLayer::attention_input_gradient_done(const void* w, LayerActivations& a, void* dx, void* dn, GradSink& sink,
-                                               std::size_t layer) const {
     const void* dn_rows = reduce_over_group(dn);  // dn was this rank's part of attention's input gradient
     void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::attn_norm);
     backend_.rmsnorm_backward(dx, dnorm, dn_rows, a.x.get(), weight(w, LayerTensor::attn_norm), a.rstd1.as<float>(),
-                              rows(), dims_.h, true, dt_);
-    end_grad(sink, layer, LayerTensor::attn_norm);
+                              rows(), d.h, true, dt_);
+    done(LayerTensor::attn_norm);
 }
 
 void LlamaLayer::backward(const void* w, LayerActivations& a, void* dx, GradSink& sink, std::size_t layer,

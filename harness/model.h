@@ -146,9 +146,6 @@ private:
                       std::size_t layer) const;
     void attention_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
                             std::size_t layer) const;
-    // dn (attention's input gradient, this rank's part) through RMSNorm 1's backward into dx.
-    void attention_input_gradient_done(const void* w, LayerActivations& a, void* dx, void* dn, GradSink& sink,
-                                       std::size_t layer) const;
     kernels::AttentionShape attention_shape() const;
     // LoRA on linear t, when it has adapters: y += s (x A^T) B^T, keeping x A^T.
     void lora_forward(LayerActivations& a, LayerTensor t, const void* x, void* y) const;
@@ -201,6 +198,7 @@ private:
         LayerTensor t;
         const void* dy;  // (T, n), n = the rank's output features of t
         std::int64_t n;
+        std::int64_t stride = 0;  // dy's row stride where it is a column block of a fused gradient; 0: n
     };
     void column_parallel_backward(LayerActivations& a, const void* x, std::initializer_list<ColumnGrad> linears,
                                   void* dn, GradSink& sink, std::size_t layer) const;

@@ -21,9 +21,6 @@ std::int64_t packs_of(std::int64_t n, std::initializer_list<std::pair<const void
     return n / kPack;
 }
 
-// Blocks for `packs` packs and the rest one by one.
-unsigned grid_of(std::int64_t n, std::int64_t packs) { return grid_for(std::max(packs, n - packs * kPack)); }
-
 template <int W, class T>
 __device__ __forceinline__ void add_at(T* out, const T* a, const T* b, std::int64_t i) {
     float x[W], y[W];
@@ -95,7 +92,7 @@ void CudaBackend::add(void* out, const void* a, const void* b, std::int64_t n, D
     const std::int64_t packs = packs_of(n, {{out, dtype}, {a, dtype}, {b, dtype}});
     with_float_type(dtype, "add", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(add_kernel, grid_of(n, packs), kThreads, 0, stream_)(
+        TUNE_LAUNCH(add_kernel, pack_grid(n, packs), kThreads, 0, stream_)(
             static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n, packs);
     });
     TUNE_CUDA_CHECK_LAUNCH("add_kernel");
@@ -106,7 +103,7 @@ void CudaBackend::scale(void* x, std::int64_t n, float s, DType dtype) {
     const std::int64_t packs = packs_of(n, {{x, dtype}});
     with_float_type(dtype, "scale", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(scale_kernel, grid_of(n, packs), kThreads, 0, stream_)(static_cast<T*>(x), n, s, packs);
+        TUNE_LAUNCH(scale_kernel, pack_grid(n, packs), kThreads, 0, stream_)(static_cast<T*>(x), n, s, packs);
     });
     TUNE_CUDA_CHECK_LAUNCH("scale_kernel");
 }
@@ -118,7 +115,7 @@ void CudaBackend::cast(void* dst, DType dst_dtype, const void* src, DType src_dt
         with_float_type(src_dtype, "cast", [&](auto ts) {
             using D = decltype(td);
             using S = decltype(ts);
-            TUNE_LAUNCH(cast_kernel, grid_of(n, packs), kThreads, 0, stream_)(static_cast<D*>(dst),
+            TUNE_LAUNCH(cast_kernel, pack_grid(n, packs), kThreads, 0, stream_)(static_cast<D*>(dst),
                                                                                static_cast<const S*>(src), n, packs);
         });
     });
@@ -130,7 +127,7 @@ void CudaBackend::unscale(void* x, std::int64_t n, float s, float* found_inf, DT
     const std::int64_t packs = packs_of(n, {{x, dtype}});
     with_float_type(dtype, "unscale", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(unscale_kernel, grid_of(n, packs), kThreads, 0, stream_)(static_cast<T*>(x), n, s, found_inf,
+        TUNE_LAUNCH(unscale_kernel, pack_grid(n, packs), kThreads, 0, stream_)(static_cast<T*>(x), n, s, found_inf,
                                                                              packs);
     });
     TUNE_CUDA_CHECK_LAUNCH("unscale_kernel");

@@ -98,6 +98,13 @@ struct GemmLt::Plan {
     float best_ms = std::numeric_limits<float>::infinity();
 };
 
+// D = alpha op(A) op(B) + beta C with `algo`, C read from g.c; `workspace` bytes of ws at most.
+cublasStatus_t GemmLt::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g, void* d,
+                              Workspace ws, std::uint64_t workspace) {
+    return cublasLtMatmul(handle_, plan.desc.get(), &g.alpha, g.b, plan.a.get(), g.a, plan.b.get(), &g.beta, g.c,
+                          plan.c.get(), d, plan.c.get(), &algo, ws.ptr, workspace, stream_);
+}
+
 GemmLt::GemmLt(cudaStream_t stream, MemoryPool& pool, GemmOptions options)
     : stream_(stream), pool_(pool), options_(options),
       cache_(std::make_unique<AlgoCache<Plan>>(options.cache_entries)) {
@@ -213,13 +220,9 @@ float GemmLt::time_algorithm(const Plan& plan, const cublasLtMatmulAlgo_t& algo,
     TUNE_CUDA_CHECK(cudaEventCreate(&start));
     TUNE_CUDA_CHECK(cudaEventCreate(&stop));
     float ms = std::numeric_limits<float>::infinity();
-    auto launch = [&] {
-        return cublasLtMatmul(handle_, plan.desc.get(), &g.alpha, g.b, plan.a.get(), g.a, plan.b.get(), &g.beta, g.c,
-                              plan.c.get(), d, plan.c.get(), &algo, ws.ptr, ws.bytes, stream_);
-    };
-    if (launch() == CUBLAS_STATUS_SUCCESS) {
+    if (launch(plan, algo, g, d, ws, ws.bytes) == CUBLAS_STATUS_SUCCESS) {
         TUNE_CUDA_CHECK(cudaEventRecord(start, stream_));
-        const cublasStatus_t status = launch();
+        const cublasStatus_t status = launch(plan, algo, g, d, ws, ws.bytes);
         TUNE_CUDA_CHECK(cudaEventRecord(stop, stream_));
         TUNE_CUDA_CHECK(cudaEventSynchronize(stop));
         if (status == CUBLAS_STATUS_SUCCESS) TUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
@@ -239,9 +242,7 @@ void GemmLt::run_trying(Plan& plan, const GemmArgs& g, Workspace ws) {
         TUNE_CUDA_CHECK(cudaEventCreate(&stop));
         TUNE_CUDA_CHECK(cudaEventRecord(start, stream_));
     }
-    const cublasStatus_t status =
-        cublasLtMatmul(handle_, plan.desc.get(), &g.alpha, g.b, plan.a.get(), g.a, plan.b.get(), &g.beta, g.c,
-                       plan.c.get(), g.c, plan.c.get(), &c.algo, ws.ptr, c.workspace, stream_);
+    const cublasStatus_t status = launch(plan, c.algo, g, g.c, ws, c.workspace);
     float ms = std::numeric_limits<float>::infinity();
     if (c.warm) {
         TUNE_CUDA_CHECK(cudaEventRecord(stop, stream_));
@@ -258,10 +259,7 @@ void GemmLt::run_trying(Plan& plan, const GemmArgs& g, Workspace ws) {
         plan.algo = tried.algo;
         plan.workspace = tried.workspace;
     }
-    if (status != CUBLAS_STATUS_SUCCESS)
-        TUNE_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc.get(), &g.alpha, g.b, plan.a.get(), g.a, plan.b.get(),
-                                         &g.beta, g.c, plan.c.get(), g.c, plan.c.get(), &plan.algo, ws.ptr,
-                                         plan.workspace, stream_));
+    if (status != CUBLAS_STATUS_SUCCESS) TUNE_CUBLAS_CHECK(launch(plan, plan.algo, g, g.c, ws, plan.workspace));
 }
 
 void GemmLt::run(const GemmArgs& g, Workspace ws) {
@@ -273,9 +271,7 @@ void GemmLt::run(const GemmArgs& g, Workspace ws) {
     Plan* plan = cache_->find(key);
     if (plan == nullptr) plan = &cache_->insert(key, make_plan(key, g, ws));
     if (!plan->untried.empty()) return run_trying(*plan, g, ws);
-    TUNE_CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc.get(), &g.alpha, g.b, plan->a.get(), g.a, plan->b.get(),
-                                     &g.beta, g.c, plan->c.get(), g.c, plan->c.get(), &plan->algo, ws.ptr,
-                                     plan->workspace, stream_));
+    TUNE_CUBLAS_CHECK(launch(*plan, plan->algo, g, g.c, ws, plan->workspace));
 }
 
 }  // namespace tune::kernels::cuda

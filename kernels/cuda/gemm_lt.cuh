@@ -53,6 +53,8 @@ private:
     float time_algorithm(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& args, void* d,
                          Workspace ws);
     void run_trying(Plan& plan, const GemmArgs& args, Workspace ws);
+    cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& args, void* d,
+                          Workspace ws, std::uint64_t workspace);
 
     cudaStream_t stream_;
     MemoryPool& pool_;

@@ -97,8 +97,7 @@ void update_params(cudaStream_t stream, const ParamTensor& t, Rule rule) {
         d.end = first < t.undecayed_count ? t.undecayed[first].begin : t.n;
         const std::int64_t n = d.end - d.begin;
         const std::int64_t packs = packs_at(t, d.begin) && rule.packs_at(d.begin) ? n / kPack : 0;
-        TUNE_LAUNCH(update_params_kernel, grid_for(std::max<std::int64_t>(packs, n - packs * kPack)), kThreads, 0,
-                    stream)(plain, d, rule, packs);
+        TUNE_LAUNCH(update_params_kernel, pack_grid(n, packs), kThreads, 0, stream)(plain, d, rule, packs);
         TUNE_CUDA_CHECK_LAUNCH("update_params_kernel");
     } while (first < t.undecayed_count);
 }

@@ -6,6 +6,7 @@
 // switched on once per pack, not per element.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -24,6 +25,9 @@ struct alignas(16) Pack {
 inline bool aligned16(const void* p, DType t, std::int64_t i) {
     return p == nullptr || (reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(i) * dtype_bytes(t)) % 16 == 0;
 }
+
+// Blocks for a grid-stride loop over `packs` packs, then the n - 8 * packs elements after them one by one.
+inline unsigned pack_grid(std::int64_t n, std::int64_t packs) { return grid_for(std::max(packs, n - packs * kPack)); }
 
 template <int W, class T>
 __device__ __forceinline__ void load_w(const T* p, std::int64_t i, float (&out)[W]) {
