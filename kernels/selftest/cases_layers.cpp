@@ -148,10 +148,12 @@ void rope_cases(std::vector<Case>& out, DType t) {
 }
 
 // Gate and up side by side (row stride 2F, the halves of one fused GEMM) and as separate
-// contiguous buffers (stride F, as the trainer calls it): the kernels index the two ways.
+// contiguous buffers (stride F): the kernels index the two ways. F = 84 is no multiple of 8,
+// so the CUDA kernels take their element-at-a-time path instead of packs of 8.
 void swiglu_cases(std::vector<Case>& out, DType t) {
-    const std::int64_t n = 32, f = 80;
-    for (const std::int64_t stride : {2 * f, f}) {
+    const std::int64_t n = 32;
+    for (const auto& shape : {std::pair<std::int64_t, std::int64_t>{80, 160}, {80, 80}, {84, 168}}) {
+        const std::int64_t f = shape.first, stride = shape.second;
         const std::string label = fmt::format("N={} F={} stride={}", n, f, stride);
         // gate at 0, up at f (fused) or at n * f (separate); either way rows `stride` apart.
         const std::int64_t up_at = stride == f ? n * f : f;
