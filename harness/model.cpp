@@ -118,8 +118,10 @@ Buffer LlamaLayer::act(std::int64_t elements) const {
 }
 
 void LlamaLayer::gemm(const void* a, bool ta, const void* b, bool tb, void* c, std::int64_t m, std::int64_t n,
-                      std::int64_t k, float beta) const {
-    backend_.gemm(gemm_args({m, n, k, ta, tb}, a, b, c, beta, dt_), ws_);
+                      std::int64_t k, float beta, const void* c_in) const {
+    kernels::GemmArgs args = gemm_args({m, n, k, ta, tb}, a, b, c, beta, dt_);
+    args.c_in = c_in;
+    backend_.gemm(args, ws_);
 }
 
 void LlamaLayer::attention(LayerActivations& a) const {
@@ -321,8 +323,7 @@ void LlamaLayer::row_parallel(const void* w, LayerActivations& a, LayerTensor t,
                               std::int64_t k, const void* residual, void* out) {
     const Dims& d = dims_;
     if (!sequence_parallel_) {
-        start_residual(out, residual);
-        project(w, a, t, bias, x, out, d.h, k, 1.0f);
+        project(w, a, t, bias, x, out, d.h, k, 0.0f, adds_residual() ? residual : nullptr);
         reduce_over_group(out);
         return;
     }
@@ -353,17 +354,12 @@ void* LlamaLayer::reduce_over_group(void* y) const {
     return offset(y, tensor_group_->rank() * rows() * dims_.h, dt_);
 }
 
-void LlamaLayer::start_residual(void* y, const void* x) const {
-    const std::uint64_t bytes = bytes_of(dims_.T * dims_.h, dt_);
-    if (tensor_group_ != nullptr && tensor_group_->rank() != 0)
-        backend_.fill_zero(y, bytes);
-    else
-        backend_.copy(y, x, bytes);
-}
-
 void LlamaLayer::project(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x, void* y,
-                         std::int64_t n, std::int64_t k, float beta) {
-    gemm(x, false, weight(w, t), true, y, dims_.T, n, k, beta);
+                         std::int64_t n, std::int64_t k, float beta, const void* residual) {
+    if (residual != nullptr)
+        gemm(x, false, weight(w, t), true, y, dims_.T, n, k, 1.0f, residual);
+    else
+        gemm(x, false, weight(w, t), true, y, dims_.T, n, k, beta);
     add_bias(w, bias, y);
     lora_forward(a, t, x, y);
 }

@@ -139,8 +139,9 @@ public:
 private:
     const void* weight(const void* weights, LayerTensor t) const;
     Buffer act(std::int64_t elements) const;  // activations tag, layer dtype
-    void gemm(const void* a, bool ta, const void* b, bool tb, void* c, std::int64_t m, std::int64_t n,
-              std::int64_t k, float beta) const;
+    // c (m, n) = op(a) op(b) + beta c, or + beta c_in where c_in is given.
+    void gemm(const void* a, bool ta, const void* b, bool tb, void* c, std::int64_t m, std::int64_t n, std::int64_t k,
+              float beta, const void* c_in = nullptr) const;
     void attention(LayerActivations& a) const;
     void mlp_backward(const void* w, LayerActivations& a, void* dx, void* dn, void* scratch, GradSink& sink,
                       std::size_t layer) const;
@@ -157,9 +158,10 @@ private:
     void* weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
     // y (T, n) += ones (T, 1) b (1, n), when the model has bias t (a row-parallel one: on tp rank 0 only).
     void add_bias(const void* w, LayerTensor t, void* y) const;
-    // One linear forward: y (T, n) = beta y + x W^T (x (T, k)), then its bias and adapter.
+    // One linear forward: y (T, n) = beta y + x W^T (x (T, k)), then its bias and adapter; with
+    // `residual`, y = residual + x W^T instead (the GEMM reads it: no copy into y first).
     void project(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x, void* y,
-                 std::int64_t n, std::int64_t k, float beta);
+                 std::int64_t n, std::int64_t k, float beta, const void* residual = nullptr);
     // x2 = x + o Wo^T + bo: the attention block's residual, with its adapter.
     void attention_residual(const void* w, LayerActivations& a);
     // db (n) += ones^T (1, T) dy (T, n) to the sink, when t exists and is trained.
@@ -186,8 +188,8 @@ private:
     std::int64_t gate_up_stride() const { return fused_gate_up() ? 2 * dims_.f : dims_.f; }
     Buffer attention_keep() const;  // what attention keeps for backward: lse (flash) or probs (eager)
     void recompute_unsaved(const void* weights, LayerActivations& a);  // selective_op's dropped tensors
-    // y (T, h) = the residual x where it enters the sum: every rank alone, tensor-parallel rank 0; else 0.
-    void start_residual(void* y, const void* x) const;
+    // Where the residual enters a row-parallel sum: every rank alone, tensor-parallel rank 0 (the group sums).
+    bool adds_residual() const { return tensor_group_ == nullptr || tensor_group_->rank() == 0; }
     // The backward of row-parallel linear t (o, down) of input x (T, k): din (T, k) = dY W and dW += dY^T x, with
     // dY every token's output gradient (dx gathered with sequence parallelism).
     void row_parallel_backward(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x,

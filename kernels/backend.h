@@ -42,7 +42,9 @@ struct Workspace {
 // lda >= m when trans_a; likewise B_i (k, n) / (n, k) with trans_b. A_i starts
 // at a + i*stride_a (stride 0 broadcasts one matrix over the batch).
 // Dtypes: a_dtype == b_dtype; c_dtype is that dtype or f32. Accumulation is
-// fp32. beta = 1 accumulates gradients into C.
+// fp32. beta = 1 accumulates gradients into C. With c_in, beta * c_in (C's
+// dtype and layout) is read in place of beta * C and the result written to C,
+// so a residual stream enters a product without first being copied into C.
 struct GemmArgs {
     std::int64_t m = 0, n = 0, k = 0;
     bool trans_a = false, trans_b = false;
@@ -52,10 +54,14 @@ struct GemmArgs {
     std::int64_t ldb = 0, stride_b = 0;
     void* c = nullptr;
     std::int64_t ldc = 0, stride_c = 0;
+    const void* c_in = nullptr;  // C itself or disjoint from it; null: C
     std::int64_t batch = 1;
     float alpha = 1.0f, beta = 0.0f;
     DType a_dtype = DType::f32, b_dtype = DType::f32, c_dtype = DType::f32;
 };
+
+// Where a GEMM reads beta's C from.
+inline const void* c_source(const GemmArgs& g) { return g.c_in != nullptr ? g.c_in : g.c; }
 
 // ----------------------------------------------------------- attention ----
 

@@ -10,6 +10,35 @@ void require_arg(bool ok, std::string_view backend, std::string_view op, std::st
     if (!ok) throw BackendError(std::string(backend) + " backend: " + std::string(op) + ": " + std::string(what));
 }
 
+namespace {
+
+// Bytes of (rows, cols) stored row-major with leading dimension ld, strided over the batch.
+std::uint64_t stored_bytes(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t stride,
+                           std::int64_t batch, DType t) {
+    if (rows == 0 || cols == 0) return 0;
+    const std::int64_t extent = (stride > 0 ? (batch - 1) * stride : 0) + (rows - 1) * ld + cols;
+    return static_cast<std::uint64_t>(extent) * dtype_bytes(t);
+}
+
+}  // namespace
+
+std::uint64_t gemm_a_bytes(const GemmArgs& g) {
+    return g.trans_a ? stored_bytes(g.k, g.m, g.lda, g.stride_a, g.batch, g.a_dtype)
+                     : stored_bytes(g.m, g.k, g.lda, g.stride_a, g.batch, g.a_dtype);
+}
+
+std::uint64_t gemm_b_bytes(const GemmArgs& g) {
+    return g.trans_b ? stored_bytes(g.n, g.k, g.ldb, g.stride_b, g.batch, g.b_dtype)
+                     : stored_bytes(g.k, g.n, g.ldb, g.stride_b, g.batch, g.b_dtype);
+}
+
+std::uint64_t gemm_c_bytes(const GemmArgs& g) { return stored_bytes(g.m, g.n, g.ldc, g.stride_c, g.batch, g.c_dtype); }
+
+bool disjoint(const void* x, std::uint64_t x_bytes, const void* y, std::uint64_t y_bytes) {
+    const auto a = reinterpret_cast<std::uintptr_t>(x), b = reinterpret_cast<std::uintptr_t>(y);
+    return a + x_bytes <= b || b + y_bytes <= a;
+}
+
 void check_gemm_args(const GemmArgs& g, std::string_view backend) {
     auto require = [&](bool ok, std::string_view what) { require_arg(ok, backend, "gemm", what); };
     require(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, "negative size or batch < 1");
@@ -23,6 +52,9 @@ void check_gemm_args(const GemmArgs& g, std::string_view backend) {
     const bool disjoint = g.stride_c >= g.m * g.ldc;
     const bool interleaved = g.stride_c >= g.n && (g.batch - 1) * g.stride_c + g.n <= g.ldc;
     require(g.batch == 1 || disjoint || interleaved, "batch matrices of C overlap");
+    const std::uint64_t c_bytes = gemm_c_bytes(g);
+    require(g.c_in == nullptr || g.c_in == g.c || kernels::disjoint(g.c, c_bytes, g.c_in, c_bytes),
+            "c_in overlaps C without being C");
 }
 
 void check_attention_shape(const AttentionShape& sh, AttentionKind, std::int64_t qs, std::int64_t ks,

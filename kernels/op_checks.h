@@ -14,9 +14,16 @@ namespace tune::kernels {
 
 void require_arg(bool ok, std::string_view backend, std::string_view op, std::string_view what);
 
-// Sizes, dtypes (A = B, a float; C = A or f32), leading dimensions, and batch
-// matrices of C that are disjoint or interleaved column blocks.
+// Sizes, dtypes (A = B, a float; C = A or f32), leading dimensions, batch
+// matrices of C that are disjoint or interleaved column blocks, and a c_in
+// that is C or apart from it.
 void check_gemm_args(const GemmArgs& args, std::string_view backend);
+
+// Bytes from an operand's first element to its last, over the batch (a stride-0 operand is one matrix).
+std::uint64_t gemm_a_bytes(const GemmArgs& g);
+std::uint64_t gemm_b_bytes(const GemmArgs& g);
+std::uint64_t gemm_c_bytes(const GemmArgs& g);  // also c_in's
+bool disjoint(const void* x, std::uint64_t x_bytes, const void* y, std::uint64_t y_bytes);
 
 // Materialized attention only, heads a multiple of kv_heads, row strides that
 // hold their heads, and the probabilities buffer that backward reads.

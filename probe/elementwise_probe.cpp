@@ -25,14 +25,26 @@ ElementwiseOps::ElementwiseOps(kernels::Backend& be, const ElementwiseRate& e)
       dtype(kernel_dtype(e.dtype)),
       t(static_cast<std::uint64_t>(e.tokens)),
       b(probe_dtype_bytes(e.dtype)),
-      x(be, t * e.hidden * b), n(be, t * e.hidden * b), dx(be, t * e.hidden * b), dn(be, t * e.hidden * b),
-      residual(be, t * e.hidden * b),
-      w(be, e.hidden * b), dw(be, e.hidden * b), rstd(be, t * 4),
-      q(be, t * e.hidden * b), k(be, t * e.kv_dim * b),
-      gate(be, t * e.ffn * b), up(be, t * e.ffn * b), mlp(be, t * e.ffn * b), dgate(be, t * e.ffn * b),
+      x(be, t * e.hidden * b),
+      n(be, t * e.hidden * b),
+      dx(be, t * e.hidden * b),
+      dn(be, t * e.hidden * b),
+      w(be, e.hidden * b),
+      dw(be, e.hidden * b),
+      rstd(be, t * 4),
+      q(be, t * e.hidden * b),
+      k(be, t * e.kv_dim * b),
+      gate(be, t * e.ffn * b),
+      up(be, t * e.ffn * b),
+      mlp(be, t * e.ffn * b),
+      dgate(be, t * e.ffn * b),
       dup(be, t * e.ffn * b),
-      logits(be, t * e.vocab * 4), dlogits(be, t * e.vocab * b), losses(be, t * 4),
-      tokens(be, (t + 1) * 4), table(be, e.vocab * e.hidden * b), dtable(be, e.vocab * e.hidden * b),
+      logits(be, t * e.vocab * 4),
+      dlogits(be, t * e.vocab * b),
+      losses(be, t * 4),
+      tokens(be, (t + 1) * 4),
+      table(be, e.vocab * e.hidden * b),
+      dtable(be, e.vocab * e.hidden * b),
       embedding_workspace_bytes(be.embedding_backward_workspace_bytes(e.tokens, e.hidden, e.vocab, dtype)),
       embedding_workspace(be, embedding_workspace_bytes) {
     const std::vector<std::int32_t> ids = spread_tokens(t + 1, static_cast<std::uint64_t>(e.vocab));
@@ -58,10 +70,8 @@ void ElementwiseOps::layer_forward() {
     norm();
     backend.rope_forward(q.ptr, h, q.ptr, h, 1, rows, shape.heads, shape.head_dim, kRope, dtype);
     backend.rope_forward(k.ptr, kv, k.ptr, kv, 1, rows, shape.kv_heads, shape.head_dim, kRope, dtype);
-    backend.copy(residual.ptr, x.ptr, t * static_cast<std::uint64_t>(h) * b);  // the residual copies
     norm();
     backend.swiglu_forward(mlp.ptr, gate.ptr, up.ptr, rows, f, f, dtype);
-    backend.copy(residual.ptr, x.ptr, t * static_cast<std::uint64_t>(h) * b);
 }
 
 void ElementwiseOps::layer_backward() {

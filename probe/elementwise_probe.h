@@ -1,6 +1,6 @@
 // The element-wise probe: one micro-batch's element-wise ops at a model's
 // shapes (search/probed_rates.h ElementwiseRate), as the trainer runs them:
-// a layer's forward (norms, RoPE, residual copies, SwiGLU), its backward, and
+// a layer's forward (norms, RoPE, SwiGLU; the residuals enter the GEMMs), its backward, and
 // the ops outside the layers (embedding, final norm, cross-entropy).
 #pragma once
 
@@ -39,7 +39,7 @@ struct ElementwiseOps {
     ElementwiseRate shape;
     kernels::DType dtype;
     std::uint64_t t, b;  // tokens, bytes per element
-    Scratch x, n, dx, dn, residual;          // (t, hidden)
+    Scratch x, n, dx, dn;                    // (t, hidden)
     Scratch w, dw, rstd;                     // (hidden), (hidden), (t) fp32
     Scratch q, k;                            // (t, hidden), (t, kv_dim)
     Scratch gate, up, mlp, dgate, dup;       // (t, ffn)

@@ -56,6 +56,13 @@ double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSetti
     args.beta = g.pass == GemmPass::weight_grad || g.output.accumulate ? 1.0f : 0.0f;
     args.a_dtype = args.b_dtype = dt;
     args.c_dtype = c_dt;
+    // A forward one adds the residual stream, which it reads from its own buffer (harness/model.cpp project).
+    const bool residual = g.pass == GemmPass::forward && g.output.accumulate;
+    Scratch stream(backend, residual ? static_cast<std::uint64_t>(g.m * g.n) * kernels::dtype_bytes(c_dt) : 0);
+    if (residual) {
+        backend.neftune_noise(stream.ptr, g.m * g.n, 1.0f, 4, c_dt);
+        args.c_in = stream.ptr;
+    }
     Scratch ws(backend, backend.gemm_workspace_bytes(args));
     // As a step calls it: the op before produced A (activations, or dY), and the
     // weights, saved activations and C were last touched ops ago.
@@ -205,7 +212,7 @@ void plan_optimizers(const ModelSpec& model, const std::vector<TrialConfig>& con
 
 // Every distinct GEMM a micro-batch of c calls (search/gemm_calls.h): each
 // linear's base and adapter calls and the LM head's, each with its pass and output.
-void plan_gemms(const ModelSpec& model, const TrialConfig& c, ProbedRates& plan) {
+void plan_gemms(const ModelSpec& model, const TrialConfig& c, bool widening_backend, ProbedRates& plan) {
     const auto t = static_cast<std::int64_t>(c.micro_batch) * c.context;
     const ProbeDtype dtype = probe_dtype(c.precision);
     const auto add = [&](const std::vector<GemmCall>& calls) {
@@ -222,14 +229,14 @@ void plan_gemms(const ModelSpec& model, const TrialConfig& c, ProbedRates& plan)
         add(calls.backward);
         add(calls.recompute);
     };
-    for (const Linear& l : layer_linears(model, c)) add_all(linear_gemm_calls(l, t, c.adapters()));
+    for (const LinearGemmCalls& calls : layer_gemm_calls(model, c, t, widening_backend)) add_all(calls);
     add_all(head_gemm_calls(model, t, dtype != ProbeDtype::f32, c.adapters()));
 }
 
 }  // namespace
 
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs,
-                        std::int64_t optimizer_elements) {
+                        std::int64_t optimizer_elements, bool widening_backend) {
     std::set<std::tuple<std::int64_t, ProbeDtype>> tokens;  // (rows, dtype)
     // (batch, seq, dtype, flash): each attention implementation the sweep runs is probed.
     std::set<std::tuple<std::int64_t, std::int64_t, ProbeDtype, bool>> attention;
@@ -237,7 +244,7 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
     for (const TrialConfig& c : configs) {
         tokens.insert({static_cast<std::int64_t>(c.micro_batch) * c.context, probe_dtype(c.precision)});
         attention.insert({c.micro_batch, c.context, probe_dtype(c.precision), c.attention == Attention::flash});
-        plan_gemms(model, c, plan);
+        plan_gemms(model, c, widening_backend, plan);
     }
     const auto h = static_cast<std::int64_t>(model.hidden), kv = static_cast<std::int64_t>(model.kv_dim());
     const auto f = static_cast<std::int64_t>(model.ffn), v = static_cast<std::int64_t>(model.vocab);

@@ -19,9 +19,10 @@ namespace tune::probe {
 
 // The shapes a sweep's configurations will ask the time model about (rates 0);
 // the optimizer probes cut at optimizer_elements (search/probed_rates.h says
-// which size a backend needs).
+// which size a backend needs). widening_backend: the CPU backend's GEMMs, which
+// fuse no 16-bit projections (search/gemm_calls.h layer_gemm_calls).
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs,
-                        std::int64_t optimizer_elements = kOptimizerProbeElements);
+                        std::int64_t optimizer_elements = kOptimizerProbeElements, bool widening_backend = true);
 
 // Runs every probe of `plan` on `backend`; the rates filled in. Collectives need
 // ranks: they are left as planned (see CollectiveProber).

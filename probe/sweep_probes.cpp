@@ -69,7 +69,7 @@ SweepProbes probes_for_sweep(const SweepSpec& spec, std::uint32_t threads, Store
     const bool gpu = spec.hardware.backend == BackendKind::cuda;
     key.device = gpu ? spec.hardware.device : fmt::format("{} threads={}", spec.hardware.device, threads);
     ProbedRates plan = plan_probes(spec.model, runnable_configs(spec),
-                                   gpu ? kDeviceOptimizerProbeElements : kOptimizerProbeElements);
+                                   gpu ? kDeviceOptimizerProbeElements : kOptimizerProbeElements, !gpu);
     if (!collectives) plan.collectives.clear();
     if (gpu) plan.device_baseline_bytes = 0;  // asked for: a cache without it is measured again
     SweepProbes out;

@@ -188,7 +188,7 @@ struct ProbedMicroBatch {
     double elementwise_s = 0;
 };
 std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const TrialConfig& c, const ProbedRates& p,
-                                                   bool fused) {
+                                                   bool fused, bool widening_backend) {
     const auto t = static_cast<std::int64_t>(c.micro_batch) * c.context;
     const ProbeDtype dtype = probe_dtype(c.precision);
     bool missing = false;
@@ -205,11 +205,10 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
     };
     const bool frozen = c.adapters();
     double layer = 0, recompute_layer = 0, op_recompute_layer = 0;
-    for (const Linear& l : layer_linears(m, c)) {
-        const LinearGemmCalls calls = linear_gemm_calls(l, t, frozen);
+    for (const LinearGemmCalls& calls : layer_gemm_calls(m, c, t, widening_backend)) {
         layer += seconds(calls.forward) + seconds(calls.backward);
         recompute_layer += seconds(calls.recompute);
-        if (l.op_recomputed) op_recompute_layer += seconds(calls.forward);
+        if (calls.op_recomputed) op_recompute_layer += seconds(calls.forward);
     }
     const LinearGemmCalls head_calls = head_gemm_calls(m, t, dtype != ProbeDtype::f32, frozen);
     const double head = seconds(head_calls.forward) + seconds(head_calls.backward);
@@ -280,12 +279,13 @@ double probed_bucket_seconds(const std::vector<CollectiveCall>& calls, const Tri
 // defaults: calibration learns a step's measured time over its estimate, the
 // whole step's, so what it learns scales every probed term alike (scaling some
 // would leave the step short of what was learned). Terms without a probe stay nominal.
-void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const std::vector<CollectiveCall>& calls,
-                        const EstimateOptions& o, StepTime& t) {
+void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
+                        const std::vector<CollectiveCall>& calls, const EstimateOptions& o, StepTime& t) {
     const ProbedRates& p = *o.probed;
     const double speed = o.compute_efficiency / EstimateOptions{}.compute_efficiency * dimension_efficiency(c, o);
     if (!(speed > 0)) return;
-    if (const auto micro = probed_micro_batch(m, c, p, c.attention == Attention::flash)) {
+    if (const auto micro =
+            probed_micro_batch(m, c, p, c.attention == Attention::flash, hw.backend == BackendKind::cpu)) {
         t.compute_s = micro->gemm_s * c.grad_accum / speed;
         t.attention_s = micro->attention_s * c.grad_accum / speed;
         t.bucket_s = probed_bucket_seconds(calls, c, p) / speed;
@@ -400,7 +400,7 @@ StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware&
     t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank, hw.hbm_bytes_per_s);
     t.dequantize_s = safe_div(dequantized_layers_per_micro_batch(m, c) * dequantize_bytes_per_layer(m, c) * c.grad_accum,
                               hw.hbm_bytes_per_s);
-    if (o.probed) apply_probed_rates(m, c, calls, o, t);
+    if (o.probed) apply_probed_rates(m, c, hw, calls, o, t);
     apply_offload(model, m, c, hw, o, t);
     t.tensor_comm_s = tensor_parallel_seconds(tensor_calls, c, hw, o);
     // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.

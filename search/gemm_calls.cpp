@@ -1,5 +1,8 @@
 #include "search/gemm_calls.h"
 
+#include "core/projection_fusion.h"
+#include "search/flat_layout.h"
+
 namespace tune {
 namespace {
 
@@ -25,7 +28,48 @@ LinearGemmCalls linear_gemm_calls(const Linear& l, std::int64_t t, bool frozen_b
         if (l.down) c.recompute.push_back(project);
     }
     if (!l.down) c.recompute = c.forward;
+    c.op_recomputed = l.op_recomputed;
     return c;
+}
+
+namespace {
+
+// Linears [first, last) of one layer run fused (full training: every base is trained, no adapter).
+LinearGemmCalls fused_gemm_calls(const std::vector<Linear>& linears, std::size_t first, std::size_t last,
+                                 std::int64_t t) {
+    const std::int64_t in = whole(linears[first].in);
+    std::int64_t out = 0;
+    for (std::size_t i = first; i < last; ++i) out += whole(linears[i].out);
+    LinearGemmCalls c;
+    c.forward.push_back({t, out, in, GemmPass::forward, {}});
+    c.backward.push_back({t, in, out, GemmPass::input_grad, {}});
+    for (std::size_t i = first; i < last; ++i)
+        c.backward.push_back({whole(linears[i].out), in, t, GemmPass::weight_grad, {}});
+    c.recompute = c.forward;
+    return c;
+}
+
+}  // namespace
+
+std::vector<LinearGemmCalls> layer_gemm_calls(const ModelSpec& m, const TrialConfig& c, std::int64_t t,
+                                              bool widening_backend) {
+    const std::vector<Linear> linears = layer_linears(m, c);  // q, k, v, o, gate, up, down
+    const std::uint64_t alignment = flat_alignment(c.adam8bit_block);
+    const bool qkv = fuses_qkv(c, m, alignment, widening_backend);
+    const bool gate_up = fuses_gate_up(c, m, alignment, widening_backend);
+    std::vector<LinearGemmCalls> out;
+    for (std::size_t i = 0; i < linears.size(); ++i) {
+        if (qkv && i == 0) {
+            out.push_back(fused_gemm_calls(linears, 0, 3, t));
+            i = 2;
+        } else if (gate_up && i == 4) {
+            out.push_back(fused_gemm_calls(linears, 4, 6, t));
+            i = 5;
+        } else {
+            out.push_back(linear_gemm_calls(linears[i], t, c.adapters()));
+        }
+    }
+    return out;
 }
 
 LinearGemmCalls head_gemm_calls(const ModelSpec& m, std::int64_t t, bool fp32_logits, bool frozen) {

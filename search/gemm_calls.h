@@ -34,8 +34,15 @@ struct GemmCall {
 //              only projects (its output is not needed again, only xa for dB).
 struct LinearGemmCalls {
     std::vector<GemmCall> forward, backward, recompute;
+    bool op_recomputed = false;  // selective-op checkpointing runs its forward again (Linear::op_recomputed)
 };
 LinearGemmCalls linear_gemm_calls(const Linear& l, std::int64_t tokens, bool frozen_base);
+
+// One layer's, as the trainer runs them on a backend (widening_backend: the CPU's,
+// core/projection_fusion.h): where it fuses q, k, v (gate, up), one forward GEMM
+// (T, q + 2kv) and one input gradient for the group, each weight gradient its own.
+std::vector<LinearGemmCalls> layer_gemm_calls(const ModelSpec& m, const TrialConfig& c, std::int64_t tokens,
+                                              bool widening_backend);
 
 // The LM head's: logits (T, vocab) in fp32 whatever the operands (fp32_logits:
 // 16-bit operands), dX, and its dW unless frozen.

@@ -66,7 +66,7 @@ struct AttentionRate {
 };
 
 // The element-wise ops of one micro-batch at the model's shapes (tokens rows):
-// per layer two RMSNorms, RoPE on q and k, the residual copies and SwiGLU;
+// per layer two RMSNorms, RoPE on q and k and SwiGLU (the residuals enter the GEMMs);
 // outside the layers the embedding, the final RMSNorm and the cross-entropy
 // over the vocabulary. Each forward and backward, in seconds.
 struct ElementwiseRate {

@@ -22,6 +22,7 @@ struct Case {
     float alpha, beta;
     bool broadcast_b;  // stride_b = 0
     std::int64_t pad;  // extra columns in every leading dimension
+    bool separate_c = false;  // beta's C from GemmArgs::c_in; C starts as other values
 };
 
 // C_i = alpha op(A_i) op(B_i) + beta C_i in double, from the values as stored.
@@ -56,8 +57,13 @@ double run_case(const Case& c, DType ab, DType cd, int threads = 0) {
     const auto c0 = rounded(random_floats(static_cast<std::size_t>(sc * c.batch), 3), cd);
     const auto ref = reference(c, a, lda, sa, b, ldb, sb, c0, ldc, sc);
 
-    std::vector<std::uint16_t> a16, b16, c16;
-    std::vector<float> c32 = c0;
+    // C as the GEMM finds it: c0, or other values inside the matrices where c0 comes in through c_in.
+    std::vector<float> c_start = c0;
+    for (std::int64_t p = 0; p < c.batch && c.separate_c; ++p)
+        for (std::int64_t i = 0; i < c.m; ++i)
+            for (std::int64_t j = 0; j < c.n; ++j) c_start[p * sc + i * ldc + j] = 7.0f;
+    std::vector<std::uint16_t> a16, b16, c16, in16 = tune::testing::to_storage(c0, cd);
+    std::vector<float> c32 = c_start, in32 = c0;
     GemmArgs g{.m = c.m, .n = c.n, .k = c.k, .trans_a = c.ta, .trans_b = c.tb, .a = a.data(), .lda = lda,
                .stride_a = sa, .b = b.data(), .ldb = ldb, .stride_b = sb, .c = c32.data(), .ldc = ldc,
                .stride_c = sc, .batch = c.batch, .alpha = c.alpha, .beta = c.beta, .a_dtype = ab, .b_dtype = ab,
@@ -69,16 +75,20 @@ double run_case(const Case& c, DType ab, DType cd, int threads = 0) {
         g.b = b16.data();
     }
     if (cd != DType::f32) {
-        c16 = tune::testing::to_storage(c0, cd);
+        c16 = tune::testing::to_storage(c_start, cd);
         g.c = c16.data();
     }
+    if (c.separate_c) g.c_in = cd == DType::f32 ? static_cast<const void*>(in32.data()) : in16.data();
     std::vector<float> ws(backend.gemm_workspace_bytes(g) / 4 + 1);
     backend.gemm(g, Workspace{ws.data(), ws.size() * 4});
     const std::vector<float> got = cd == DType::f32 ? c32 : tune::testing::from_storage(c16, cd);
     // Padding columns of C must be untouched.
     for (std::int64_t p = 0; p < c.batch; ++p)
         for (std::int64_t i = 0; i < c.m; ++i)
-            for (std::int64_t j = c.n; j < ldc; ++j) REQUIRE(got[p * sc + i * ldc + j] == c0[p * sc + i * ldc + j]);
+            for (std::int64_t j = c.n; j < ldc; ++j)
+                REQUIRE(got[p * sc + i * ldc + j] == c_start[p * sc + i * ldc + j]);
+    // c_in is only read.
+    if (c.separate_c) REQUIRE((cd == DType::f32 ? in32 : tune::testing::from_storage(in16, cd)) == c0);
     return tune::testing::rel_error(got, ref);
 }
 
@@ -105,6 +115,16 @@ TEST_CASE("cpu gemm: 16-bit storage accumulates in fp32", "[cpu][gemm]") {
         // 16-bit C (beta = 1, gradient accumulation): one rounding of the result.
         const double tol = t == DType::bf16 ? 8e-3 : 1e-3;
         CHECK(run_case({6, 5, 64, 2, true, false, 1.0f, 1.0f, false, 1}, t, t) < tol);
+    }
+}
+
+TEST_CASE("cpu gemm: beta's C read from c_in, written to C, in every storage dtype", "[cpu][gemm]") {
+    CHECK(run_case({5, 7, 9, 2, false, true, 1.0f, 1.0f, false, 2, true}, DType::f32, DType::f32) < 1e-6);
+    CHECK(run_case({5, 7, 9, 1, true, false, 0.5f, -1.0f, false, 0, true}, DType::f32, DType::f32) < 1e-6);
+    for (DType t : {DType::bf16, DType::f16}) {
+        INFO(dtype_name(t));
+        CHECK(run_case({6, 5, 64, 2, false, true, 1.0f, 1.0f, false, 1, true}, t, t) <
+              (t == DType::bf16 ? 8e-3 : 1e-3));
     }
 }
 

@@ -26,6 +26,24 @@ TEST_CASE("the CPU GEMM refuses batch matrices of C that overlap", "[cpu][checks
     CHECK_NOTHROW(backend.gemm(g, Workspace{ws.data(), ws.size() * 4}));
 }
 
+TEST_CASE("a GEMM's c_in is C itself or apart from it", "[cpu][checks]") {
+    CpuBackend backend(CpuBackendOptions{1, 0});
+    std::vector<float> a(16, 1.0f), b(16, 1.0f), c(24, 0.0f);
+    GemmArgs g;
+    g.m = 4, g.n = 4, g.k = 4, g.beta = 1.0f;
+    g.a = a.data(), g.lda = 4, g.b = b.data(), g.ldb = 4;
+    g.c = c.data(), g.ldc = 4;
+    std::vector<float> ws(backend.gemm_workspace_bytes(g) / 4 + 1);
+    g.c_in = c.data() + 4;  // C's second row: read after the first is written
+    CHECK_THROWS_WITH(backend.gemm(g, Workspace{ws.data(), ws.size() * 4}), Catch::Contains("c_in overlaps C"));
+    g.c_in = c.data();
+    CHECK_NOTHROW(backend.gemm(g, Workspace{ws.data(), ws.size() * 4}));
+    std::vector<float> other(16, 2.0f);
+    g.c_in = other.data();
+    CHECK_NOTHROW(backend.gemm(g, Workspace{ws.data(), ws.size() * 4}));
+    CHECK(c[0] == 6.0f);  // 2 + the product's 4
+}
+
 TEST_CASE("CPU attention forward requires the probabilities it keeps for backward", "[cpu][checks]") {
     CpuBackend backend(CpuBackendOptions{1, 0});
     const AttentionShape sh{1, 4, 2, 2, 8};

@@ -85,10 +85,12 @@ TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per
     const std::vector<TrialConfig> configs{tiny_config(2, 64, Precision::fp32), tiny_config(1, 128, Precision::fp32),
                                            tiny_config(2, 64, Precision::bf16_mixed)};
     const ProbedRates plan = probe::plan_probes(m, configs);
-    // Rows 128 (fp32, from 2x64 and 1x128 alike) and 128 (16-bit): the trainer's 17
-    // distinct calls each (forward q, k/v, o, gate/up, down; dX q/o, k/v, gate, up,
-    // down; dW of q/o, k/v, gate/up, down; the LM head's three).
-    CHECK(plan.gemm.size() == 34);
+    // Rows 128 (fp32, from 2x64 and 1x128 alike) and 128 (16-bit). In 16 bits the CPU
+    // backend's GEMMs widen, so its projections run apart: 17 distinct calls (forward q,
+    // k/v, o, gate/up, down; dX q/o, k/v, gate, up, down; dW of q/o, k/v, gate/up, down;
+    // the LM head's three). fp32 fuses q, k, v and gate, up (core/projection_fusion.h):
+    // 15 (forward qkv, o, gate|up, down; dX qkv, o, gate|up, down; the same four dW, the head's three).
+    CHECK(plan.gemm.size() == 32);
     CHECK(plan.attention.size() == 3);
     CHECK(plan.elementwise.size() == 2);  // per tokens per micro-batch and dtype
     REQUIRE(plan.optimizers.size() == 2);  // adamw in fp32 and in bf16-mixed
@@ -119,14 +121,30 @@ TEST_CASE("the GEMM probes call C as the trainer does: accumulated, or fp32 logi
         });
     };
     const GemmOutput added{.accumulate = true}, logits{.fp32 = true};
+    const auto bf16 = ProbeDtype::bf16;  // the CPU backend runs 16-bit projections apart (they widen)
     // q (beta 0) and o (into the residual) share a shape but not a call; so do gate and up's dX.
-    CHECK(has(128, h, h, GemmPass::forward, {}));
-    CHECK(has(128, h, h, GemmPass::forward, added));
-    CHECK(has(128, h, f, GemmPass::forward, added));  // down, into the residual
-    CHECK(has(128, h, kv, GemmPass::input_grad, added));  // k and v sum into q's dX
-    CHECK(has(128, h, f, GemmPass::input_grad, {}));      // gate's
-    CHECK(has(128, h, f, GemmPass::input_grad, added));   // up's, into gate's
-    CHECK_FALSE(has(128, h, kv, GemmPass::input_grad, {}));
+    CHECK(has(128, h, h, GemmPass::forward, {}, bf16));
+    CHECK(has(128, h, h, GemmPass::forward, added, bf16));
+    CHECK(has(128, h, f, GemmPass::forward, added, bf16));      // down, into the residual
+    CHECK(has(128, h, kv, GemmPass::input_grad, added, bf16));  // k and v sum into q's dX
+    CHECK(has(128, h, f, GemmPass::input_grad, {}, bf16));      // gate's
+    CHECK(has(128, h, f, GemmPass::input_grad, added, bf16));   // up's, into gate's
+    CHECK_FALSE(has(128, h, kv, GemmPass::input_grad, {}, bf16));
+    // fp32 fuses them: one product [q k v] and one [g u] each way, nothing summed into a dX.
+    CHECK(has(128, h + 2 * kv, h, GemmPass::forward, {}));
+    CHECK(has(128, h, h + 2 * kv, GemmPass::input_grad, {}));
+    CHECK(has(128, 2 * f, h, GemmPass::forward, {}));
+    CHECK(has(128, h, 2 * f, GemmPass::input_grad, {}));
+    CHECK(has(kv, h, 128, GemmPass::weight_grad, {}));  // each weight gradient its own
+    CHECK_FALSE(has(128, h, kv, GemmPass::input_grad, added));
+    CHECK_FALSE(has(128, h, h, GemmPass::forward, {}));
+    CHECK(has(128, h, h, GemmPass::forward, added));  // o, into the residual
+    // A device backend fuses its 16-bit projections too.
+    const ProbedRates device =
+        probe::plan_probes(m, {tiny_config(2, 64, Precision::bf16_mixed)}, kDeviceOptimizerProbeElements, false);
+    CHECK(std::any_of(device.gemm.begin(), device.gemm.end(), [&](const GemmRate& g) {
+        return g.m == 128 && g.n == h + 2 * kv && g.k == h && g.pass == GemmPass::forward;
+    }));
     // The LM head's logits are fp32 under 16-bit operands; in fp32 the flag would not change the call.
     CHECK(has(128, v, h, GemmPass::forward, logits, ProbeDtype::bf16));
     CHECK_FALSE(has(128, v, h, GemmPass::forward, {}, ProbeDtype::bf16));

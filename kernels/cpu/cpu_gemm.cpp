@@ -62,13 +62,28 @@ void narrow(const Operand& op, const float* src, int threads) {
     }
 }
 
-// fp32 operands are used in place; others are widened into `scratch` (advanced past them).
-F32View as_f32(const Operand& op, float*& scratch, bool read, int threads) {
+// fp32 operands are used in place; others are widened into `scratch` (advanced past them), from
+// `source`'s values (the operand's own, or C's from c_in).
+F32View as_f32(const Operand& op, float*& scratch, const void* source, int threads) {
     if (op.dtype == DType::f32) return {static_cast<float*>(const_cast<void*>(op.data)), op.ld, op.stride};
     float* dst = scratch;
     scratch += op.packed_floats();
-    if (read) cpu::with_float_type(op.dtype, [&](auto t) { widen<decltype(t)>(op, dst, threads); });
+    Operand from = op;
+    from.data = source;
+    if (source != nullptr) cpu::with_float_type(op.dtype, [&](auto t) { widen<decltype(t)>(from, dst, threads); });
     return {dst, op.cols, op.stride == 0 ? 0 : op.rows * op.cols};
+}
+
+// An fp32 C's values from c_in, so sgemm can add to them in place (c_in has C's layout).
+void copy_f32_c(const Operand& c, const void* c_in, int threads) {
+    const std::int64_t rows = c.copies() * c.rows;
+    auto* dst = static_cast<float*>(const_cast<void*>(c.data));
+    const auto* src = static_cast<const float*>(c_in);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t at = (r / c.rows) * c.stride + (r % c.rows) * c.ld;
+        std::copy_n(src + at, c.cols, dst + at);
+    }
 }
 
 // Part of C one OpenMP thread computes with one single-threaded sgemm:
@@ -153,10 +168,12 @@ void CpuBackend::gemm(const GemmArgs& g, Workspace ws) {
     cpu::require_workspace(ws.ptr, ws.bytes, gemm_workspace_bytes(g), "gemm");
     if (g.m == 0 || g.n == 0) return;
     auto* scratch = static_cast<float*>(ws.ptr);
-    const F32View a = as_f32(operand_a(g), scratch, true, threads_);
-    const F32View b = as_f32(operand_b(g), scratch, true, threads_);
+    const F32View a = as_f32(operand_a(g), scratch, g.a, threads_);
+    const F32View b = as_f32(operand_b(g), scratch, g.b, threads_);
     const Operand c_op = operand_c(g);
-    const F32View c = as_f32(c_op, scratch, g.beta != 0.0f, threads_);
+    const void* c_read = g.beta != 0.0f ? c_source(g) : nullptr;
+    if (c_op.dtype == DType::f32 && c_read != nullptr && c_read != g.c) copy_f32_c(c_op, c_read, threads_);
+    const F32View c = as_f32(c_op, scratch, c_read, threads_);
     const Split split = split_gemm(g, threads_);
 #pragma omp parallel for num_threads(split.tiles() > 1 ? threads_ : 1) schedule(static)
     for (std::int64_t t = 0; t < split.tiles(); ++t) sgemm_tile(g, a, b, c, split.tile(t, g));

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/op_checks.h"
 
 namespace tune::kernels::cuda {
 
@@ -51,31 +52,13 @@ Layout make_layout(DType t, std::int64_t rows, std::int64_t cols, std::int64_t l
     return layout;
 }
 
-// Elements of C the batch touches, from its first element to its last.
-std::int64_t c_extent(const GemmArgs& a) { return (a.batch - 1) * a.stride_c + (a.m - 1) * a.ldc + a.n; }
-
-// Bytes from an operand's first element to its last: (rows, cols) as stored, row-major.
-std::uint64_t stored_bytes(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t stride,
-                           std::int64_t batch, DType t) {
-    const std::int64_t extent = (stride > 0 ? (batch - 1) * stride : 0) + (rows - 1) * ld + cols;
-    return static_cast<std::uint64_t>(extent) * dtype_bytes(t);
-}
-
-bool disjoint(const void* x, std::uint64_t x_bytes, const void* y, std::uint64_t y_bytes) {
-    const auto a = reinterpret_cast<std::uintptr_t>(x), b = reinterpret_cast<std::uintptr_t>(y);
-    return a + x_bytes <= b || b + y_bytes <= a;
-}
-
-// With beta = 0 the call overwrites C without reading it, so candidates may be
-// timed writing C itself, at any size and with no scratch, unless C overlaps A or B.
+// C is never read where beta = 0, nor modified where it is read from elsewhere (c_in), so candidates may
+// be timed writing C itself, at any size and with no scratch, unless C overlaps what they read.
 bool timed_in_place(const GemmArgs& g) {
-    if (g.beta != 0.0f) return false;
-    const std::uint64_t c = static_cast<std::uint64_t>(c_extent(g)) * dtype_bytes(g.c_dtype);
-    const std::uint64_t a = g.trans_a ? stored_bytes(g.k, g.m, g.lda, g.stride_a, g.batch, g.a_dtype)
-                                      : stored_bytes(g.m, g.k, g.lda, g.stride_a, g.batch, g.a_dtype);
-    const std::uint64_t b = g.trans_b ? stored_bytes(g.n, g.k, g.ldb, g.stride_b, g.batch, g.b_dtype)
-                                      : stored_bytes(g.k, g.n, g.ldb, g.stride_b, g.batch, g.b_dtype);
-    return disjoint(g.c, c, g.a, a) && disjoint(g.c, c, g.b, b);
+    if (g.beta != 0.0f && c_source(g) == g.c) return false;
+    const std::uint64_t c = gemm_c_bytes(g);
+    const bool c_in_apart = g.beta == 0.0f || disjoint(g.c, c, g.c_in, c);
+    return disjoint(g.c, c, g.a, gemm_a_bytes(g)) && disjoint(g.c, c, g.b, gemm_b_bytes(g)) && c_in_apart;
 }
 
 }  // namespace
@@ -98,11 +81,11 @@ struct GemmLt::Plan {
     float best_ms = std::numeric_limits<float>::infinity();
 };
 
-// D = alpha op(A) op(B) + beta C with `algo`, C read from g.c; `workspace` bytes of ws at most.
+// D = alpha op(A) op(B) + beta C with `algo`, C read from c_source(g); `workspace` bytes of ws at most.
 cublasStatus_t GemmLt::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g, void* d,
                               Workspace ws, std::uint64_t workspace) {
-    return cublasLtMatmul(handle_, plan.desc.get(), &g.alpha, g.b, plan.a.get(), g.a, plan.b.get(), &g.beta, g.c,
-                          plan.c.get(), d, plan.c.get(), &algo, ws.ptr, workspace, stream_);
+    return cublasLtMatmul(handle_, plan.desc.get(), &g.alpha, g.b, plan.a.get(), g.a, plan.b.get(), &g.beta,
+                          c_source(g), plan.c.get(), d, plan.c.get(), &algo, ws.ptr, workspace, stream_);
 }
 
 GemmLt::GemmLt(cudaStream_t stream, MemoryPool& pool, GemmOptions options)
@@ -179,7 +162,7 @@ void GemmLt::choose_algorithm(Plan& plan, const GemmArgs& g, Workspace ws,
         pick_fastest(plan, g, ws, found, count, g.c);
         return;
     }
-    const std::uint64_t scratch_bytes = static_cast<std::uint64_t>(c_extent(g)) * dtype_bytes(g.c_dtype);
+    const std::uint64_t scratch_bytes = gemm_c_bytes(g);
     // No scratch above the limit (a bounded spike) or when memory is too tight: the calls try the candidates.
     const auto try_on_calls = [&] {
         for (int i = 0; i < count; ++i)

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <tuple>
 
 namespace tune::kernels::cuda {
@@ -37,7 +38,9 @@ GemmKey make_gemm_key(const GemmArgs& a, std::uint64_t workspace_cap) {
     key.a_dtype = a.a_dtype, key.b_dtype = a.b_dtype, key.c_dtype = a.c_dtype;
     key.align_a = batch_alignment(a.a, key.stride_a, a.a_dtype, batched);
     key.align_b = batch_alignment(a.b, key.stride_b, a.b_dtype, batched);
-    key.align_c = batch_alignment(a.c, key.stride_c, a.c_dtype, batched);
+    // The heuristic is told one alignment for C and D: the smaller of the two where C is read from c_in.
+    key.align_c = std::min(batch_alignment(a.c, key.stride_c, a.c_dtype, batched),
+                           batch_alignment(c_source(a), key.stride_c, a.c_dtype, batched));
     key.workspace_cap = workspace_cap;
     return key;
 }

@@ -334,6 +334,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                           std::string(names[o]) + " (or one of its batch matrices) is less aligned than the " +
                               std::to_string(algo->data[1 + o]) + " bytes the heuristic was told");
     }
+    // cuBLASLt computes in place (C = D) or out of place; C partly under D would be read after written.
+    const std::uint64_t d_bytes = extent_bytes(d_desc);
+    const auto c_at = reinterpret_cast<std::uintptr_t>(c), d_at = reinterpret_cast<std::uintptr_t>(d);
+    if (beta_v != 0.0f && c != d && c_at < d_at + d_bytes && d_at < c_at + d_bytes)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "C overlaps D without being D");
     // The algorithm owns its workspace while it runs: scribble over it, so
     // data that shares it with the GEMM shows up as corrupted.
     if (ws_needed > 0) std::memset(workspace, 0xa5, ws_needed);
