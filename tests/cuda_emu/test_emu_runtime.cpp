@@ -284,6 +284,23 @@ TEST_CASE("GEMM tuning: a C that is read is timed into a bounded scratch, one th
     CHECK(in_place.runs == scratch.runs);
 }
 
+TEST_CASE("GEMM tuning: an accumulating GEMM that reads C from c_in is timed in place, and adds c_in") {
+    SquareGemm gemm(1024, 1.0f);  // below C's 16 KiB: without c_in it could not be timed
+    void* residual = gemm.backend->allocate(SquareGemm::kBytes);
+    const std::vector<float> ones(64 * 64, 1.0f);
+    gemm.backend->copy_to_device(residual, ones.data(), SquareGemm::kBytes);
+    gemm.g.c_in = residual;
+    const std::uint64_t runs = gemm.run(1);
+    CHECK(runs > 2);  // every candidate timed on the first call
+    CHECK(tune::kernels::cuda_memory_stats(*gemm.backend)->gemm_tuning_bytes == 0);
+    std::vector<float> c(64 * 64, 0.0f), in(64 * 64, 0.0f);
+    gemm.backend->copy_to_host(c.data(), gemm.c, SquareGemm::kBytes);
+    gemm.backend->copy_to_host(in.data(), residual, SquareGemm::kBytes);
+    CHECK(c == ones);   // 1 + the product of zeros, however many candidates ran
+    CHECK(in == ones);  // only read
+    gemm.backend->deallocate(residual, SquareGemm::kBytes);
+}
+
 TEST_CASE("GEMM tuning: an accumulating GEMM too large for a scratch C tries every candidate on its own calls") {
     SquareGemm gemm(1024, 1.0f);  // a limit below C's 16 KiB: no scratch copy
     const auto by_candidate = [] {
