@@ -139,12 +139,12 @@ void LoraLinear::backward_input(const void* dy, const void* b, const void* a, vo
     backend.gemm(args(T, in, r, false, false, tmp, a, dx, scale, 1.0f, dt), ws);
 }
 
-void LoraLinear::grad_a(const void* tmp, const void* x, void* da) const {
-    backend.gemm(args(r, in, T, true, false, tmp, x, da, scale, 1.0f, dt), ws);
+void LoraLinear::grad_a(const void* tmp, const void* x, void* da, float beta) const {
+    backend.gemm(args(r, in, T, true, false, tmp, x, da, scale, beta, dt), ws);
 }
 
-void LoraLinear::grad_b(const void* dy, const void* xa, void* db) const {
-    backend.gemm(args(out, r, T, true, false, dy, xa, db, scale, 1.0f, dt), ws);
+void LoraLinear::grad_b(const void* dy, const void* xa, void* db, float beta) const {
+    backend.gemm(args(out, r, T, true, false, dy, xa, db, scale, beta, dt), ws);
 }
 
 }  // namespace tune::harness

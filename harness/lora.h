@@ -65,9 +65,9 @@ struct LoraLinear {
     void project(const void* x, const void* a, void* xa) const;
     // tmp (T, r) = dy (T, out) B; dx (T, in) += s tmp A.
     void backward_input(const void* dy, const void* b, const void* a, void* tmp, void* dx) const;
-    // dA (r, in) += s tmp^T x; dB (out, r) += s dy^T xa.
-    void grad_a(const void* tmp, const void* x, void* da) const;
-    void grad_b(const void* dy, const void* xa, void* db) const;
+    // dA (r, in) = s tmp^T x + beta dA; dB (out, r) = s dy^T xa + beta dB (beta 1 adds, 0 overwrites).
+    void grad_a(const void* tmp, const void* x, void* da, float beta) const;
+    void grad_b(const void* dy, const void* xa, void* db, float beta) const;
 };
 
 }  // namespace tune::harness

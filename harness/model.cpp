@@ -209,14 +209,20 @@ void LlamaLayer::lora_backward(LayerActivations& a, LayerTensor t, const void* x
     const void* B = offset(const_cast<void*>(adapters_), f.tensors[2 * *j + 1].offset, dt_);
     const LoraLinear lin = lora_linear(t);
     lin.backward_input(dy, B, A, tmp, dx);  // before a LOMO sink updates A or B
-    lin.grad_a(tmp, x, sink.begin(layer, 2 * *j));
+    const GradTarget da = sink.begin_whole(layer, 2 * *j);
+    lin.grad_a(tmp, x, da.ptr, da.beta());
     sink.end(layer, 2 * *j);
-    lin.grad_b(dy, xa, sink.begin(layer, 2 * *j + 1));
+    const GradTarget db = sink.begin_whole(layer, 2 * *j + 1);
+    lin.grad_b(dy, xa, db.ptr, db.beta());
     sink.end(layer, 2 * *j + 1);
 }
 
-void* LlamaLayer::weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const {
-    return lora_ != nullptr ? nullptr : sink.begin(layer, layout_.index(t));
+GradTarget LlamaLayer::weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const {
+    return lora_ != nullptr ? GradTarget{} : sink.begin_whole(layer, layout_.index(t));
+}
+
+void* LlamaLayer::norm_grad(GradSink& sink, std::size_t layer, LayerTensor t) const {
+    return lora_ != nullptr ? norm_sink_ : sink.begin(layer, layout_.index(t));
 }
 
 void LlamaLayer::end_grad(GradSink& sink, std::size_t layer, LayerTensor t) const {
@@ -232,7 +238,8 @@ void LlamaLayer::add_bias(const void* w, LayerTensor t, void* y) const {
 
 void LlamaLayer::bias_grad(const void* dy, LayerTensor t, GradSink& sink, std::size_t layer) const {
     if (!layout_.has(t) || lora_ != nullptr) return;
-    gemm(ones_, true, dy, false, weight_grad(sink, layer, t), 1, layout_.at(t).numel(), dims_.T, 1.0f);
+    const GradTarget db = weight_grad(sink, layer, t);
+    gemm(ones_, true, dy, false, db.ptr, 1, layout_.at(t).numel(), dims_.T, db.beta());
     end_grad(sink, layer, t);
 }
 
@@ -248,11 +255,11 @@ void LlamaLayer::qk_norm_backward(const void* w, LayerActivations& a, const void
                                   void* dk_out, GradSink& sink, std::size_t layer) const {
     const Dims& d = dims_;
     // LoRA: the frozen norms' gradients go to the throwaway sink (h >= d).
-    void* dw = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::q_norm);
+    void* dw = norm_grad(sink, layer, LayerTensor::q_norm);
     backend_.rmsnorm_backward(dq_out, dw, dq, a.qp.get(), weight(w, LayerTensor::q_norm), a.rstd_q.as<float>(),
                               d.T * d.heads, d.d, false, dt_);
     end_grad(sink, layer, LayerTensor::q_norm);
-    dw = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::k_norm);
+    dw = norm_grad(sink, layer, LayerTensor::k_norm);
     backend_.rmsnorm_backward(dk_out, dw, dk, a.kp.get(), weight(w, LayerTensor::k_norm), a.rstd_k.as<float>(),
                               d.T * d.kv_heads, d.d, false, dt_);
     end_grad(sink, layer, LayerTensor::k_norm);
@@ -447,7 +454,8 @@ void LlamaLayer::row_parallel_backward(const void* w, LayerActivations& a, Layer
     gemm(dy, false, weight(w, t), false, din, d.T, k, d.h, 0.0f);  // din = dY W
     lora_backward(a, t, x, dy, din, lora_tmp_, sink, layer);
     if (lora_ != nullptr) return;
-    gemm(dy, true, x, false, weight_grad(sink, layer, t), d.h, k, d.T, 1.0f);  // dW += dY^T x
+    const GradTarget dw = weight_grad(sink, layer, t);
+    gemm(dy, true, x, false, dw.ptr, d.h, k, d.T, dw.beta());  // dW (+)= dY^T x
     end_grad(sink, layer, t);
 }
 
@@ -458,9 +466,9 @@ void LlamaLayer::column_parallel_backward(LayerActivations& a, const void* x, st
     for (const ColumnGrad& l : linears) {
         lora_backward(a, l.t, all, l.dy, dn, lora_tmp_, sink, layer);
         if (lora_ != nullptr) continue;
-        backend_.gemm(gemm_args({l.n, dims_.h, dims_.T, true, false}, l.dy, all, weight_grad(sink, layer, l.t), 1.0f,
-                                dt_, l.stride),
-                      ws_);  // dW += dy^T x
+        const GradTarget dw = weight_grad(sink, layer, l.t);
+        backend_.gemm(gemm_args({l.n, dims_.h, dims_.T, true, false}, l.dy, all, dw.ptr, dw.beta(), dt_, l.stride),
+                      ws_);  // dW (+)= dy^T x
         end_grad(sink, layer, l.t);
     }
 }
@@ -489,7 +497,7 @@ void LlamaLayer::mlp_backward(const void* w, LayerActivations& a, void* dx, void
                                  layer);
     }
     const void* dn_rows = reduce_over_group(dn);  // dn was this rank's part of the MLP's input gradient
-    void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::mlp_norm);
+    void* dnorm = norm_grad(sink, layer, LayerTensor::mlp_norm);
     backend_.rmsnorm_backward(dx, dnorm, dn_rows, a.x2.get(), weight(w, LayerTensor::mlp_norm), a.rstd2.as<float>(),
                               rows(), d.h, true, dt_);
     done(LayerTensor::mlp_norm);
@@ -544,7 +552,7 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
                                  dn, sink, layer);
     }
     const void* dn_rows = reduce_over_group(dn);  // dn was this rank's part of attention's input gradient
-    void* dnorm = lora_ != nullptr ? norm_sink_ : weight_grad(sink, layer, LayerTensor::attn_norm);
+    void* dnorm = norm_grad(sink, layer, LayerTensor::attn_norm);
     backend_.rmsnorm_backward(dx, dnorm, dn_rows, a.x.get(), weight(w, LayerTensor::attn_norm), a.rstd1.as<float>(),
                               rows(), d.h, true, dt_);
     done(LayerTensor::attn_norm);

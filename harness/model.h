@@ -16,6 +16,7 @@
 
 #include "core/config.h"
 #include "harness/comm/comm.h"
+#include "harness/grad_targets.h"
 #include "harness/lora.h"
 #include "harness/memory/memory.h"
 #include "harness/param_layout.h"
@@ -65,13 +66,16 @@ struct LayerActivations {
 };
 
 // Where weight gradients go: the persistent gradient buffer, a ZeRO bucket,
-// or LOMO's one tensor at a time. begin() returns a buffer the op
-// accumulates into (zeroed or holding earlier micro-batches); end() says the
-// tensor's gradient for this backward is complete.
+// or LOMO's one tensor at a time. begin() returns a buffer an op that only adds
+// accumulates into (zeroed or holding earlier micro-batches); begin_whole() is
+// for an op that writes every element, which overwrites a fresh target
+// (harness/grad_targets.h); end() says the tensor's gradient for this backward
+// is complete.
 class GradSink {
 public:
     virtual ~GradSink() = default;
     virtual void* begin(std::size_t buffer, std::size_t tensor) = 0;
+    virtual GradTarget begin_whole(std::size_t buffer, std::size_t tensor) { return {begin(buffer, tensor), false}; }
     virtual void end(std::size_t buffer, std::size_t tensor) = 0;
     // Around all the gradients of one flat buffer in one backward phase (ZeRO
     // stages 2-3 hold a bucket of the whole buffer in between).
@@ -154,8 +158,10 @@ private:
     void lora_backward(LayerActivations& a, LayerTensor t, const void* x, const void* dy,
                    void* dx, void* tmp, GradSink& sink, std::size_t layer) const;
     LoraLinear lora_linear(LayerTensor t) const;
-    // The gradient of a weight, or nullptr when the base is frozen.
-    void* weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
+    // Where a GEMM writes a weight's (or bias's) gradient; a null target when the base is frozen.
+    GradTarget weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
+    // Where a norm adds its weight's gradient: the sink's, or the throwaway one under LoRA.
+    void* norm_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;
     // y (T, n) += ones (T, 1) b (1, n), when the model has bias t (a row-parallel one: on tp rank 0 only).
     void add_bias(const void* w, LayerTensor t, void* y) const;
     // One linear forward: y (T, n) = beta y + x W^T (x (T, k)), then its bias and adapter; with

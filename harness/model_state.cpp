@@ -132,8 +132,28 @@ void* ModelState::grad_tensor(std::size_t buffer, std::size_t t) const {
                              kernels::dtype_bytes(plan_.weights));
 }
 
-void ModelState::zero_grads() {
-    for (Buffer& g : grads_) backend_of(Component::grads).fill_zero(g.get(), g.bytes());
+void ModelState::forget_grads() {
+    for (std::size_t i = 0; i < grads_.size(); ++i) {
+        if (grads_length(i) != layout_.flat(i).padded)
+            throw std::logic_error("forget_grads: a sharded gradient buffer is added to, not written");
+        unwritten_.mark(i, layout_.flat(i).tensors.size());
+    }
+}
+
+GradTarget ModelState::grad_target(std::size_t buffer, std::size_t t) {
+    const bool fresh = unwritten_.take(buffer, t);
+    return {grad_tensor(buffer, t), fresh};
+}
+
+void* ModelState::zeroed_grad(std::size_t buffer, std::size_t t) {
+    if (unwritten_.take(buffer, t))
+        zero_tensor(backend_of(Component::grads), grads_[buffer].get(), layout_.flat(buffer), t, plan_.weights);
+    return grad_tensor(buffer, t);
+}
+
+void ModelState::settle_grads() {
+    for (std::size_t i = 0; i < grads_.size(); ++i)
+        unwritten_.zero_rest(backend_of(Component::grads), i, grads_[i].get(), layout_.flat(i), plan_.weights);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include "core/offload_plan.h"
 #include "core/zero_plan.h"
 #include "harness/comm/comm.h"
+#include "harness/grad_targets.h"
 #include "harness/memory/memory.h"
 #include "harness/param_layout.h"
 #include "kernels/backend.h"
@@ -77,7 +78,15 @@ public:
     void* weight_tensor(std::size_t buffer, std::size_t t) const;
     void* grad_tensor(std::size_t buffer, std::size_t t) const;
 
-    void zero_grads();
+    // The whole gradient buffers as the step's accumulation buffer, never zeroed
+    // ahead (harness/grad_targets.h): forget_grads() marks every tensor
+    // unwritten, so its first writer of the step overwrites it (grad_target's
+    // fresh) or zeroes it first (zeroed_grad); settle_grads() zeroes what no op
+    // wrote, before anything reads them.
+    void forget_grads();
+    GradTarget grad_target(std::size_t buffer, std::size_t t);
+    void* zeroed_grad(std::size_t buffer, std::size_t t);
+    void settle_grads();
     // Weights (rounded to the storage dtype) and master from the whole
     // buffers; each rank keeps what it holds.
     void upload(const HostParams& host);
@@ -107,6 +116,7 @@ private:
     Comm& comm_;
     HostPlacement host_;
     std::vector<Buffer> params_, master_, grads_;
+    UnwrittenTensors unwritten_;
 };
 
 // ZeRO stage 3: the whole padded flat buffer `f` (dtype dt, tag comm) from

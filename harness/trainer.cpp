@@ -37,7 +37,10 @@ std::int64_t head_chunk_rows(const Dims& d) {
 class BufferSink final : public GradSink {
 public:
     explicit BufferSink(ModelState& model) : model_(model) {}
-    void* begin(std::size_t buffer, std::size_t tensor) override { return model_.grad_tensor(buffer, tensor); }
+    void* begin(std::size_t buffer, std::size_t tensor) override { return model_.zeroed_grad(buffer, tensor); }
+    GradTarget begin_whole(std::size_t buffer, std::size_t tensor) override {
+        return model_.grad_target(buffer, tensor);
+    }
     void end(std::size_t, std::size_t) override {}
 
 private:
@@ -46,32 +49,59 @@ private:
 
 // ZeRO stages 2-3: a buffer's gradients collect in a bucket of the whole
 // flat buffer (tag comm), reduce-scattered when its backward phase ends; the
-// rank adds its slice into its gradient shard (also across micro-batches).
+// rank copies its slice into its gradient shard, the step's first, and adds
+// the later ones (micro-batches, the outer buffer's second phase). One sink per step.
 class BucketSink final : public GradSink {
 public:
-    BucketSink(Allocator& memory, ModelState& model, Comm& comm) : memory_(memory), model_(model), comm_(comm) {}
+    BucketSink(Allocator& memory, ModelState& model, Comm& comm)
+        : memory_(memory), model_(model), comm_(comm), started_(model.layout().buffers(), 0) {}
+    // Only the padding is zeroed: each tensor's first writer overwrites it (harness/grad_targets.h).
     void open(std::size_t buffer) override {
-        const std::int64_t n = model_.layout().flat(buffer).padded;
-        bucket_ = memory_.zeros(Component::comm, bytes_of(n, model_.plan().weights));
+        const FlatLayout& f = model_.layout().flat(buffer);
+        bucket_ = memory_.allocate(Component::comm, bytes_of(f.padded, model_.plan().weights));
+        zero_padding(memory_.backend(), bucket_.get(), f, model_.plan().weights);
+        unwritten_.mark(buffer, f.tensors.size());
     }
     void* begin(std::size_t buffer, std::size_t tensor) override {
-        return bucket_.at(bytes_of(model_.layout().flat(buffer).tensors[tensor].offset, model_.plan().weights));
+        if (unwritten_.take(buffer, tensor))
+            zero_tensor(memory_.backend(), bucket_.get(), model_.layout().flat(buffer), tensor, model_.plan().weights);
+        return at(buffer, tensor);
+    }
+    GradTarget begin_whole(std::size_t buffer, std::size_t tensor) override {
+        return {at(buffer, tensor), unwritten_.take(buffer, tensor)};
     }
     void end(std::size_t, std::size_t) override {}
     void close(std::size_t buffer) override {
         const FlatLayout& f = model_.layout().flat(buffer);
         const DType dt = model_.plan().weights;
+        unwritten_.zero_rest(memory_.backend(), buffer, bucket_.get(), f, dt);
         comm_.reduce_scatter(bucket_.get(), f.padded, dt, ReduceOp::average);
         void* mine = bucket_.at(bytes_of(comm_.rank() * f.shard, dt));
-        memory_.backend().add(model_.grads(buffer), model_.grads(buffer), mine, f.shard, dt);
+        if (std::exchange(started_[buffer], 1) == 0)
+            memory_.backend().copy(model_.grads(buffer), mine, bytes_of(f.shard, dt));
+        else
+            memory_.backend().add(model_.grads(buffer), model_.grads(buffer), mine, f.shard, dt);
         bucket_.reset();
+    }
+    // Zeroes the shards no bucket reached this step (none, where backward ran whole).
+    void settle() {
+        for (std::size_t b = 0; b < started_.size(); ++b)
+            if (started_[b] == 0)
+                model_.backend_of(Component::grads)
+                    .fill_zero(model_.grads(b), model_.grads_length(b) * dtype_bytes(model_.plan().weights));
     }
 
 private:
+    void* at(std::size_t buffer, std::size_t tensor) {
+        return bucket_.at(bytes_of(model_.layout().flat(buffer).tensors[tensor].offset, model_.plan().weights));
+    }
+
     Allocator& memory_;
     ModelState& model_;
     Comm& comm_;
     Buffer bucket_;
+    UnwrittenTensors unwritten_;
+    std::vector<char> started_;  // per buffer: a slice reached its shard this step
 };
 
 // LOMO: each tensor's gradient exists from its first begin() to its end(),
@@ -412,7 +442,9 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     Buffer logits = memory_.allocate(Component::logits, kernels::lm_head_loss_workspace_bytes(backend_, args));
     // Tied: the head's gradient goes to the embedding's, which the embedding backward completes.
     const bool tied = layout_.head() == OuterTensor::embedding;
-    args.dweight = frozen ? nullptr : sink.begin(outer, static_cast<std::size_t>(layout_.head()));
+    const GradTarget dweight =
+        frozen ? GradTarget{} : sink.begin_whole(outer, static_cast<std::size_t>(layout_.head()));
+    args.dweight = dweight.ptr, args.dweight_beta = dweight.beta();
     kernels::lm_head_loss(backend_, args, {logits.get(), logits.bytes()});
     logits.reset();
     if (!frozen && !tied) sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
@@ -618,13 +650,20 @@ float Trainer::grad_scale(double sum, float loss_scale) const {
 
 double Trainer::compute_gradients() {
     if (!model_->has_grads()) throw std::logic_error("compute_gradients: lomo keeps no gradient buffer");
-    model_->zero_grads();
     BufferSink direct(*model_);
     BucketSink buckets(memory_, *model_, comm_);
     const ZeroPlan& zero = model_->zero();
-    GradSink& sink = zero.reduce_scatters_during_backward() ? static_cast<GradSink&>(buckets) : direct;
+    const bool whole = !zero.reduce_scatters_during_backward();  // the sink writes the whole buffers
+    GradSink& sink = whole ? static_cast<GradSink&>(direct) : buckets;
+    // Nothing is zeroed ahead (harness/grad_targets.h): stages 0-1 write each gradient where a GEMM
+    // first produces it, stages 2-3 copy a bucket's first slice into the shard.
+    if (whole) model_->forget_grads();
     double loss = 0;
     for (std::uint32_t a = 0; a < config_.grad_accum; ++a) loss += micro_batch(next_micro_++, sink, scaler_.scale());
+    if (whole)
+        model_->settle_grads();
+    else
+        buckets.settle();
     // Stage 0 averages every gradient on every rank; stage 1 only the rank's shard.
     for (std::size_t i = 0; i < model_->layout().buffers() && !zero.reduce_scatters_during_backward(); ++i) {
         void* grads = model_->grads(i);

@@ -31,9 +31,20 @@ ChunkGemms chunk_gemms(const LmHeadLossArgs& a, std::int64_t r0, std::int64_t r,
     auto* dx = a.dx == nullptr ? nullptr : static_cast<unsigned char*>(a.dx) + r0 * C * dtype_bytes(a.dtype);
     g.dx = GemmArgs{.m = r, .n = C, .k = V, .a = dlogits, .lda = V, .b = a.weight, .ldb = C, .c = dx, .ldc = C,
                     .a_dtype = dlogits_dtype, .b_dtype = a.dtype, .c_dtype = a.dtype};
-    // dW (V, C) += dlogits^T (V, r) @ x (r, C)
-    g.dweight = GemmArgs{.m = V, .n = C, .k = r, .trans_a = true, .a = dlogits, .lda = V, .b = x, .ldb = C,
-                         .c = a.dweight, .ldc = C, .beta = 1.0f, .a_dtype = dlogits_dtype, .b_dtype = a.dtype,
+    // dW (V, C) += dlogits^T (V, r) @ x (r, C); the first chunk overwrites a fresh dW
+    g.dweight = GemmArgs{.m = V,
+                         .n = C,
+                         .k = r,
+                         .trans_a = true,
+                         .a = dlogits,
+                         .lda = V,
+                         .b = x,
+                         .ldb = C,
+                         .c = a.dweight,
+                         .ldc = C,
+                         .beta = r0 == 0 ? a.dweight_beta : 1.0f,
+                         .a_dtype = dlogits_dtype,
+                         .b_dtype = a.dtype,
                          .c_dtype = a.dtype};
     return g;
 }

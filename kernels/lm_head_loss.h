@@ -32,6 +32,7 @@ struct LmHeadLossArgs {
     float* losses = nullptr;                // (N) per-token loss
     void* dx = nullptr;                     // (N, C) overwritten; nullptr: forward only
     void* dweight = nullptr;                // (V, C) accumulates; null for a frozen head
+    float dweight_beta = 1.0f;              // 0: dweight holds nothing yet, the first chunk overwrites it
     float grad_scale = 1.0f;                // loss_scale / tokens in the optimizer step
     // Vocabulary-parallel (with `combine`): `weight` holds rows [vocab_begin, vocab_begin + vocab) of a
     // vocabulary of vocab_total, targets are ids of the whole vocabulary, and dx is this shard's part of

@@ -12,10 +12,7 @@ double probe_bucket(kernels::Backend& backend, const BucketRate& rate, const Pro
     Scratch grads(backend, shard * element, rate.host ? kernels::ScratchPlace::host : kernels::ScratchPlace::device);
     // Gradients of a step's scale: the add converts each 16-bit value, whatever it holds.
     backend.neftune_noise(grads.ptr, static_cast<std::int64_t>(shard), 1e-3f, 12, dtype);
-    const auto work = [&] {
-        backend.fill_zero(bucket.ptr, elements * element);
-        backend.add(grads.ptr, grads.ptr, bucket.ptr, static_cast<std::int64_t>(shard), dtype);
-    };
+    const auto work = [&] { backend.add(grads.ptr, grads.ptr, bucket.ptr, static_cast<std::int64_t>(shard), dtype); };
     return seconds_per_call(backend, work, s, spent);
 }
 

@@ -1,7 +1,8 @@
 // The gradient bucket probe (search/probed_rates.h BucketRate): a ZeRO-2/3
 // bucket's memory work around its reduce-scatter, as harness/trainer.cpp
-// BucketSink does it: the bucket zeroed, then the rank's slice added into its
-// gradient shard. The reduce-scatter itself is the collective probes'.
+// BucketSink does it: the rank's slice added into its gradient shard (a step's
+// first is copied, a little less work; the bucket is not zeroed ahead,
+// harness/grad_targets.h). The reduce-scatter itself is the collective probes'.
 #pragma once
 
 #include "kernels/backend.h"

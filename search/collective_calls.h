@@ -19,8 +19,8 @@ struct CollectiveCall {
     double bytes = 0;  // the buffer, as nccl-tests sizes it (see bus_bandwidth); an average over `count` calls
     double count = 0;  // calls per optimizer step
     // Stages 2-3: the buffer is a gradient bucket (harness/trainer.cpp BucketSink),
-    // zeroed when its backward phase opens it and added into the rank's gradient
-    // shard after the call: memory work beside the call's own (ProbedRates::buckets).
+    // whose slice is added into the rank's gradient shard after the call: memory
+    // work beside the call's own (ProbedRates::buckets).
     bool bucket = false;
 };
 

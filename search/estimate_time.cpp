@@ -261,8 +261,8 @@ std::optional<double> probed_collective_seconds(const std::vector<CollectiveCall
     return total;
 }
 
-// Stages 2-3: each gradient bucket's zeroing and the add of its slice into the
-// rank's shard, around its reduce-scatter (CollectiveCall::bucket); 0 when not probed.
+// Stages 2-3: the add of each gradient bucket's slice into the rank's shard,
+// around its reduce-scatter (CollectiveCall::bucket); 0 when not probed.
 double probed_bucket_seconds(const std::vector<CollectiveCall>& calls, const TrialConfig& c, const ProbedRates& p) {
     const bool host = offload_plan(c.offload).on_host(Component::grads);
     double total = 0;

@@ -91,9 +91,9 @@ struct DequantizeRate {
 };
 
 // A ZeRO-2/3 gradient bucket's memory work around its reduce-scatter
-// (search/collective_calls.h CollectiveCall::bucket): the bucket of `bytes`
-// zeroed, then the rank's slice of it (bytes / ranks) added into its gradient
-// shard: memory work no other probe prices.
+// (search/collective_calls.h CollectiveCall::bucket): the rank's slice of the
+// bucket of `bytes` (bytes / ranks) added into its gradient shard: memory work
+// no other probe prices.
 // Under offload the shard is in the host's pinned memory and the add crosses
 // the host link (harness/trainer.cpp BucketSink): probed so, keyed where = host.
 struct BucketRate {

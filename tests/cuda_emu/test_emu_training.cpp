@@ -73,6 +73,37 @@ TEST_CASE("emulated device: a short trial per optimizer and precision runs ok on
         }
 }
 
+// harness/grad_targets.h: the gradients are written where a GEMM first produces them (stages 0-1), or
+// a bucket's first slice is copied into the shard (2-3); only an op that adds (the embedding's rows, the
+// norms' dw) zeroes its tensor first. Zeroing every buffer ahead was 2 bytes a parameter each step.
+TEST_CASE("emulated device: a step's backward zeroes no gradient buffer ahead") {
+    for (const std::uint32_t stage : {0u, 1u, 2u, 3u}) {
+        TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, Precision::bf16_mixed);
+        c.zero_stage = stage;
+        const auto backend = kernels::make_cuda_backend(0);
+        harness::SingleRankComm comm;
+        const test::FixedTokens tokens(c.model.vocab);
+        harness::Trainer trainer(*backend, comm, c, tokens);
+        trainer.step();
+        const std::uint64_t before = tune_emu::memset_bytes();
+        trainer.compute_gradients();
+        backend->synchronize();
+        const std::uint64_t zeroed = tune_emu::memset_bytes() - before;
+        const ModelSpec& m = c.model;
+        const std::uint64_t params = m.vocab * m.hidden * 2 + m.hidden +
+                                     m.layers * (2 * m.hidden + m.hidden * (m.q_dim() + 2 * m.kv_dim()) +
+                                                 m.q_dim() * m.hidden + 3 * m.hidden * m.ffn);
+        const std::uint64_t embedding = 2 * m.vocab * m.hidden;  // bf16 rows the embedding backward adds into
+        // At stages 2-3 the outer buffer's bucket is reduce-scattered after the head's phase and again after
+        // the embedding's, each time with the tensors the other phase writes zeroed: three tensors of
+        // (V, h) per micro-batch. The layers' buckets zero only their padding.
+        const std::uint64_t outer = stage >= 2 ? 3 * c.grad_accum * embedding : embedding;
+        INFO("stage " << stage << ": zeroed " << zeroed << " bytes over " << c.grad_accum
+                      << " micro-batches, gradients " << 2 * params << " bytes, the embedding's " << embedding);
+        CHECK(zeroed < outer + 2 * params / 10);
+    }
+}
+
 TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at stages 0 and 3, memory as estimated") {
     harness::TrialOptions options;
     options.backend = BackendKind::cuda;

@@ -74,6 +74,7 @@ public:
     std::atomic<int> nccl_async_failure{0};
     std::atomic<std::uint64_t> matmuls{0};                 // cublasLtMatmul calls that ran
     std::atomic<std::uint64_t> matmuls_by_candidate[4]{};  // the same, by the heuristic's candidate index
+    std::atomic<std::uint64_t> memset_bytes{0};            // bytes cudaMemsetAsync wrote
     std::string nccl_failure_detail;  // set with the injection, before any communicator reads it
 
 private:

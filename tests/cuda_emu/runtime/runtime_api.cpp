@@ -303,6 +303,7 @@ cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: bad stream");
     if (cudaError_t e = check_device_range(dst, bytes, "cudaMemsetAsync"); e != cudaSuccess) return e;
     if (bytes > 0) std::memset(dst, value, bytes);
+    device().memset_bytes += bytes;
     return cudaSuccess;
 }
 

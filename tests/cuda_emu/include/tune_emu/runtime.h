@@ -179,4 +179,6 @@ void forget_context();
 std::uint64_t matmul_calls();
 // The same for one of the heuristic's candidates (index 0 to 3: the emulator offers 3).
 std::uint64_t matmul_calls_of_candidate(int i);
+// Bytes cudaMemsetAsync has written since the process started.
+std::uint64_t memset_bytes();
 }  // namespace tune_emu
