@@ -20,6 +20,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string_view>
 #include <type_traits>
 
@@ -242,6 +244,20 @@ struct SgdParams {
     float lr = 1e-4f, weight_decay = 0.0f;
 };
 
+// -------------------------------------------------------------- graphs ----
+
+// A sequence of a backend's ops recorded once and replayed as one launch: a
+// CUDA graph on a GPU, where launching each op costs microseconds of the
+// host's time. Recording runs nothing. The ops are replayed with the
+// arguments they were recorded with (the same buffers and scalars), so their
+// plans must exist before (a GEMM's first call of a shape times its
+// algorithms) and nothing among them may wait for the device or allocate.
+class OpGraph {
+public:
+    virtual ~OpGraph() = default;
+    virtual void replay() = 0;
+};
+
 // ------------------------------------------------------------- backend ----
 
 class Backend {
@@ -259,6 +275,9 @@ public:
     // caller that keeps them by its own rule (harness/memory/page_pool); nullptr:
     // allocate() only. The backend keeps ownership.
     virtual PageMapper* page_mapper() { return nullptr; }
+    // `ops` (calls of this backend's ops) as a graph; where there are no graphs (the CPU), a
+    // replay calls `ops` again.
+    virtual std::unique_ptr<OpGraph> record(std::function<void()> ops);
     // Host memory for offload's states (core/offload_plan.h): the CPU and
     // copy() reach it, and so do this backend's kernels (pinned and mapped
     // into the device's address space on a GPU; plain memory where device

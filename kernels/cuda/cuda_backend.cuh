@@ -42,6 +42,7 @@ public:
     CudaMemoryStats memory_stats() const;
     void reset_memory_high_marks();
     PageMapper* page_mapper() override { return pages_.get(); }
+    std::unique_ptr<OpGraph> record(std::function<void()> ops) override;
     // Which attention ran: cuDNN's graphs (with their calls) or tune's kernels, and why.
     std::string attention_path() const {
         return cudnn_ ? cudnn_->path() : "tune's kernels (cuDNN: " + cudnn_why_not_ + ")";

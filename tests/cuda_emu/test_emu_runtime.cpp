@@ -322,3 +322,33 @@ TEST_CASE("GEMM tuning: an accumulating GEMM too large for a scratch C tries eve
     CHECK(std::count(kept.begin(), kept.end(), 4u) == 1);
     CHECK(tune::kernels::cuda_memory_stats(*gemm.backend)->gemm_tuning_bytes == 0);
 }
+
+// kernels/backend.h OpGraph on the CUDA backend: captured from its stream, nothing runs until a replay;
+// an op that waits for the device inside the capture fails it with a named error and leaves the stream usable.
+TEST_CASE("emulated device: a recorded graph runs its ops only when replayed, and a capture that waits fails") {
+    const auto backend = tune::kernels::make_cuda_backend(0);
+    constexpr std::int64_t n = 1000;
+    void* x = backend->allocate(n * 4);
+    const std::vector<float> ones(n, 1.0f);
+    backend->copy_to_device(x, ones.data(), n * 4);
+    const std::uint64_t launches_before = tune_emu::memset_bytes();
+    const auto graph = backend->record([&] {
+        backend->scale(x, n, 2.0f, tune::kernels::DType::f32);
+        backend->fill_zero(static_cast<char*>(x) + 4 * (n - 1), 4);  // the last element
+    });
+    std::vector<float> host(n);
+    backend->copy_to_host(host.data(), x, n * 4);
+    CHECK(host[0] == 1.0f);  // recorded, not run
+    CHECK(tune_emu::memset_bytes() == launches_before);
+    graph->replay();
+    graph->replay();
+    backend->copy_to_host(host.data(), x, n * 4);
+    CHECK(host[0] == 4.0f);
+    CHECK(host[n - 1] == 0.0f);
+    // Waiting inside the capture (copying to pageable host memory synchronizes) breaks it.
+    CHECK_THROWS_WITH(backend->record([&] { backend->copy_to_host(host.data(), x, 4); }), Catch::Contains("captur"));
+    backend->scale(x, n, 0.5f, tune::kernels::DType::f32);  // the stream runs ops again
+    backend->copy_to_host(host.data(), x, n * 4);
+    CHECK(host[0] == 2.0f);
+    backend->deallocate(x, n * 4);
+}

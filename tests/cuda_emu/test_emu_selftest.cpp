@@ -28,3 +28,7 @@ TEST_CASE("emulated device: optimizer self-test cases") {
 TEST_CASE("emulated device: NF4 quantize and dequantize self-test cases") {
     run_cases(tune_emu_test::st::standard_cases(), {"nf4_quantize", "nf4_dequantize"});
 }
+
+TEST_CASE("emulated device: ops recorded into a CUDA graph and replayed match the CPU backend calling them again") {
+    run_cases(tune_emu_test::st::standard_cases(), {"graph replay"}, 0.5);
+}

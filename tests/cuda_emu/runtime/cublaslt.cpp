@@ -162,6 +162,34 @@ void gemm_block(const GemmJob& j) {
     }
 }
 
+// The product itself, from the operands as they are when it runs: at once, or when a graph it was
+// captured into is launched (layouts held by value, as the matmul's own copy of its arguments).
+struct Matmul {
+    Problem p;
+    cublasLtMatrixLayoutOpaque_t la, lb, lc;
+    const void *a, *b, *c;
+    void* d;
+    float alpha, beta;
+
+    void run() const {
+        // op(A) of every batch as fp32 column-major (m, k), converted once.
+        const std::int64_t a_batches = la.stride == 0 ? 1 : la.batch;
+        std::vector<float> a_cols(static_cast<std::size_t>(a_batches * p.m * p.k));
+        const std::size_t ea = element_bytes(la.type);
+        for (std::int64_t bi = 0; bi < a_batches; ++bi) {
+            const auto* base = static_cast<const unsigned char*>(a) + static_cast<std::uint64_t>(bi * la.stride) * ea;
+            float* out = a_cols.data() + bi * p.m * p.k;
+            for (std::int64_t q = 0; q < p.k; ++q)
+                for (std::int64_t i = 0; i < p.m; ++i)
+                    out[i + q * p.m] = p.ta ? load(base, la.type, q + i * la.ld) : load(base, la.type, i + q * la.ld);
+        }
+        const GemmJob job{p, &la, &lb, &lc, a, b, c, d, alpha, beta, &a_cols, a_batches};
+        const auto tiles = static_cast<unsigned>((p.n + kColumnsPerBlock - 1) / kColumnsPerBlock);
+        tune_emu::make_launcher("cublasLtMatmul (emulated)", dim3(tiles, static_cast<unsigned>(lc.batch)), dim3(1), 0,
+                                nullptr, [](const GemmJob* j) { gemm_block(*j); })(&job);
+    }
+};
+
 }  // namespace
 
 const char* cublasGetStatusName(cublasStatus_t s) {
@@ -305,7 +333,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               cublasLtMatrixLayout_t a_desc, const void* b, cublasLtMatrixLayout_t b_desc,
                               const void* beta, const void* c, cublasLtMatrixLayout_t c_desc, void* d,
                               cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t* algo, void* workspace,
-                              std::size_t workspace_bytes, cudaStream_t) {
+                              std::size_t workspace_bytes, cudaStream_t stream) {
     if (handle == nullptr) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "null handle");
     if (alpha == nullptr || beta == nullptr || algo == nullptr)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "null alpha, beta or algo (the emulator requires an algo)");
@@ -346,22 +374,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     ++tune_emu::device().matmuls_by_candidate[algo->data[0] % 4];
     if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
 
-    // op(A) of every batch as fp32 column-major (m, k), converted once.
-    const std::int64_t a_batches = a_desc->stride == 0 ? 1 : a_desc->batch;
-    std::vector<float> a_cols(static_cast<std::size_t>(a_batches * p.m * p.k));
-    const std::size_t ea = element_bytes(a_desc->type);
-    for (std::int64_t bi = 0; bi < a_batches; ++bi) {
-        const auto* base = static_cast<const unsigned char*>(a) + static_cast<std::uint64_t>(bi * a_desc->stride) * ea;
-        float* out = a_cols.data() + bi * p.m * p.k;
-        for (std::int64_t q = 0; q < p.k; ++q)
-            for (std::int64_t i = 0; i < p.m; ++i)
-                out[i + q * p.m] =
-                    p.ta ? load(base, a_desc->type, q + i * a_desc->ld) : load(base, a_desc->type, i + q * a_desc->ld);
+    const Matmul matmul{p, *a_desc, *b_desc, *c_desc, a, b, c, d, alpha_v, beta_v};
+    if (tune_emu::capturing(stream)) {
+        tune_emu::record(stream, [matmul] { matmul.run(); });
+        return CUBLAS_STATUS_SUCCESS;
     }
-    const GemmJob job{p, a_desc, b_desc, c_desc, a, b, c, d, alpha_v, beta_v, &a_cols, a_batches};
-    const auto tiles = static_cast<unsigned>((p.n + kColumnsPerBlock - 1) / kColumnsPerBlock);
-    tune_emu::make_launcher("cublasLtMatmul (emulated)", dim3(tiles, static_cast<unsigned>(c_desc->batch)), dim3(1),
-                            0, nullptr, [](const GemmJob* j) { gemm_block(*j); })(&job);
+    matmul.run();
     if (tune_emu::device().take_last_error() != cudaSuccess)
         return refuse(CUBLAS_STATUS_EXECUTION_FAILED, tune_emu::device().detail());
     return CUBLAS_STATUS_SUCCESS;

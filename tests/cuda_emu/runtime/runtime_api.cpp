@@ -1,15 +1,30 @@
 // The CUDA runtime API on the emulated device. Streams execute in order and
 // at once (the enqueueing call does the work), which is one of the orders a
-// GPU may run them in; races between streams are therefore hidden.
+// GPU may run them in; races between streams are therefore hidden. A
+// capturing stream records its work instead (tune_emu::record), and a graph
+// launch runs the recording in order.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "device.h"
 
 struct CUstream_st {
     std::uint32_t magic = 0x5742ea11u;
+    bool capturing = false, invalidated = false;
+    std::vector<std::function<void()>> recorded;  // since cudaStreamBeginCapture
+};
+
+struct CUgraph_st {
+    std::vector<std::function<void()>> work;
+};
+
+struct CUgraphExec_st {
+    std::vector<std::function<void()>> work;
 };
 
 struct CUevent_st {
@@ -33,6 +48,20 @@ cudaError_t fail(cudaError_t status, const std::string& detail) { return device(
 
 bool valid_stream(cudaStream_t s) { return s == nullptr || s->magic == 0x5742ea11u; }
 
+bool any_capture() {
+    std::lock_guard lock(device().capture_mutex);
+    return !device().capturing.empty();
+}
+
+// A call a capture cannot hold (it waits for the device, or the emulator records no such work): it
+// fails, and invalidates `stream`'s capture, or with none named every capture (global mode).
+cudaError_t refuse_in_capture(cudaStream_t stream, const std::string& call) {
+    std::lock_guard lock(device().capture_mutex);
+    for (CUstream_st* s : device().capturing)
+        if (stream == nullptr || s == stream) s->invalidated = true;
+    return device().record(cudaErrorStreamCaptureUnsupported, call + " while a stream is capturing");
+}
+
 cudaError_t check_device_range(const void* p, std::size_t bytes, const char* what) {
     if (bytes == 0) return cudaSuccess;
     if (!device().is_device(p, bytes))
@@ -51,8 +80,23 @@ cudaError_t check_default_side(const void* p, std::size_t bytes, const char* wha
 }
 
 // Copies with the direction checked: the device side must be device memory.
+cudaError_t copy_now(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream);
+
+// Captured, a copy is checked now and made when the graph runs; its host side must be pinned (a GPU's
+// graph cannot copy pageable memory) and the synchronous cudaMemcpy (stream null) is refused.
 cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: destroyed stream");
+    if (stream == nullptr && any_capture()) return refuse_in_capture(nullptr, "cudaMemcpy");
+    if (!tune_emu::capturing(stream)) return copy_now(dst, src, bytes, kind, stream);
+    const bool host_dst = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost;
+    const bool host_src = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost;
+    if ((host_dst && !device().is_pinned(dst, bytes)) || (host_src && !device().is_pinned(src, bytes)))
+        return refuse_in_capture(stream, "cudaMemcpyAsync of pageable host memory");
+    tune_emu::record(stream, [=] { copy_now(dst, src, bytes, kind, nullptr); });
+    return cudaSuccess;
+}
+
+cudaError_t copy_now(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
     if (bytes == 0) return cudaSuccess;
     if (kind == cudaMemcpyDefault) {
         if (cudaError_t e = check_default_side(dst, bytes, "cudaMemcpy destination"); e != cudaSuccess) return e;
@@ -99,6 +143,12 @@ const char* cudaGetErrorName(cudaError_t error) {
         case cudaErrorNotReady: return "cudaErrorNotReady";
         case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
         case cudaErrorNotSupported: return "cudaErrorNotSupported";
+        case cudaErrorIllegalState:
+            return "cudaErrorIllegalState";
+        case cudaErrorStreamCaptureUnsupported:
+            return "cudaErrorStreamCaptureUnsupported";
+        case cudaErrorStreamCaptureInvalidated:
+            return "cudaErrorStreamCaptureInvalidated";
         case cudaErrorUnknown: return "cudaErrorUnknown";
     }
     return "cudaErrorUnknown";
@@ -117,6 +167,15 @@ const char* cudaGetErrorString(cudaError_t error) {
         case cudaErrorNotReady: base = "device not ready"; break;
         case cudaErrorLaunchFailure: base = "unspecified launch failure"; break;
         case cudaErrorNotSupported: base = "operation not supported"; break;
+        case cudaErrorIllegalState:
+            base = "the operation is not permitted in this state";
+            break;
+        case cudaErrorStreamCaptureUnsupported:
+            base = "operation not permitted when stream is capturing";
+            break;
+        case cudaErrorStreamCaptureInvalidated:
+            base = "operation failed due to a previous error during capture";
+            break;
         case cudaErrorUnknown: break;
     }
     // The emulator knows why; say it (the detail of the most recent error).
@@ -168,7 +227,10 @@ cudaError_t cudaGetDevice(int* dev) {
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+    if (any_capture()) return refuse_in_capture(nullptr, "cudaDeviceSynchronize");
+    return cudaSuccess;
+}
 
 cudaError_t cudaDeviceReset() {
     device().context = false;
@@ -275,11 +337,13 @@ cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t bytes, cudaMemPool_t
 
 cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMallocAsync: bad stream");
+    if (tune_emu::capturing(stream)) return refuse_in_capture(stream, "cudaMallocAsync (no allocation nodes here)");
     return device().allocate(ptr, bytes, nullptr);
 }
 
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaFreeAsync: bad stream");
+    if (tune_emu::capturing(stream)) return refuse_in_capture(stream, "cudaFreeAsync (no allocation nodes here)");
     std::uint64_t bytes = 0;
     const void* owner = nullptr;
     if (cudaError_t e = device().release(ptr, &bytes, &owner); e != cudaSuccess) return e;
@@ -302,8 +366,14 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
 cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: bad stream");
     if (cudaError_t e = check_device_range(dst, bytes, "cudaMemsetAsync"); e != cudaSuccess) return e;
-    if (bytes > 0) std::memset(dst, value, bytes);
-    device().memset_bytes += bytes;
+    const auto set = [=] {
+        if (bytes > 0) std::memset(dst, value, bytes);
+        device().memset_bytes += bytes;
+    };
+    if (tune_emu::capturing(stream))
+        tune_emu::record(stream, set);
+    else
+        set();
     return cudaSuccess;
 }
 
@@ -322,6 +392,11 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) { return c
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (stream == nullptr || !valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "bad stream");
+    {
+        std::lock_guard lock(device().capture_mutex);
+        auto& all = device().capturing;
+        all.erase(std::remove(all.begin(), all.end(), stream), all.end());
+    }
     stream->magic = 0;
     delete stream;
     return cudaSuccess;
@@ -329,6 +404,72 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: bad stream");
+    if (tune_emu::capturing(stream) || (stream == nullptr && any_capture()))
+        return refuse_in_capture(stream, "cudaStreamSynchronize");
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: bad stream");
+    if (stream == nullptr) return fail(cudaErrorStreamCaptureUnsupported, "the legacy stream cannot be captured");
+    if (mode != cudaStreamCaptureModeGlobal)
+        return fail(cudaErrorNotSupported, "the emulator captures in global mode only");
+    if (stream->capturing) return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is capturing");
+    std::lock_guard lock(device().capture_mutex);
+    stream->capturing = true, stream->invalidated = false;
+    stream->recorded.clear();
+    device().capturing.push_back(stream);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+    if (!valid_stream(stream) || stream == nullptr)
+        return fail(cudaErrorInvalidResourceHandle, "cudaStreamEndCapture: bad stream");
+    if (!stream->capturing) return fail(cudaErrorIllegalState, "cudaStreamEndCapture: the stream is not capturing");
+    {
+        std::lock_guard lock(device().capture_mutex);
+        auto& all = device().capturing;
+        all.erase(std::remove(all.begin(), all.end(), stream), all.end());
+    }
+    stream->capturing = false;
+    *graph = nullptr;
+    if (stream->invalidated)
+        return fail(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture: a call during capture invalidated it");
+    *graph = new CUgraph_st{std::move(stream->recorded)};
+    stream->recorded.clear();
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamIsCapturing: bad stream");
+    const bool on = stream != nullptr && stream->capturing;
+    *status = !on                   ? cudaStreamCaptureStatusNone
+              : stream->invalidated ? cudaStreamCaptureStatusInvalidated
+                                    : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+    if (graph == nullptr) return fail(cudaErrorInvalidValue, "cudaGraphInstantiate: null graph");
+    *exec = new CUgraphExec_st{graph->work};
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: bad stream");
+    if (exec == nullptr) return fail(cudaErrorInvalidValue, "cudaGraphLaunch: null graph");
+    if (tune_emu::capturing(stream)) return refuse_in_capture(stream, "cudaGraphLaunch (no child graphs here)");
+    for (const auto& work : exec->work) work();
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete graph;
     return cudaSuccess;
 }
 
@@ -353,12 +494,16 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: bad stream");
+    if (tune_emu::capturing(stream)) return refuse_in_capture(stream, "cudaEventRecord (no event nodes here)");
     event->at = std::chrono::steady_clock::now();
     event->recorded = true;
     return cudaSuccess;
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) {
+    if (any_capture()) return refuse_in_capture(nullptr, "cudaEventSynchronize");
+    return cudaSuccess;
+}
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop) {
     if (!start->recorded || !stop->recorded)
@@ -366,3 +511,11 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop)
     *ms = std::chrono::duration<float, std::milli>(stop->at - start->at).count();
     return cudaSuccess;
 }
+
+namespace tune_emu {
+
+bool capturing(cudaStream_t stream) { return stream != nullptr && valid_stream(stream) && stream->capturing; }
+
+void record(cudaStream_t stream, std::function<void()> work) { stream->recorded.push_back(std::move(work)); }
+
+}  // namespace tune_emu

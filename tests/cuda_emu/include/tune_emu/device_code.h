@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -87,6 +88,11 @@ struct KernelLaunch {
 // Errors are recorded for cudaGetLastError, as a real launch's are.
 void launch(const KernelLaunch& launch);
 
+// Stream capture: whether `stream` is capturing now, and a piece of work it records for its graph
+// (a launch, a copy, a matmul), run in order when the graph is launched.
+bool capturing(cudaStream_t stream);
+void record(cudaStream_t stream, std::function<void()> work);
+
 template <class Body, class... Args>
 struct LaunchArgs {
     Body body;
@@ -108,8 +114,16 @@ struct Launcher {
 
     template <class... Args>
     void operator()(const Args&... args) const {
-        const LaunchArgs<Body, std::decay_t<Args>...> packed{body, std::tuple<std::decay_t<Args>...>(args...)};
-        launch(KernelLaunch{name, grid, block, shared_bytes, stream, &decltype(packed)::run, &packed});
+        using Packed = LaunchArgs<Body, std::decay_t<Args>...>;
+        const Packed packed{body, std::tuple<std::decay_t<Args>...>(args...)};
+        // Captured: the arguments as they are now, launched when the graph is (a graph keeps its kernels' arguments).
+        if (capturing(stream)) {
+            record(stream, [l = *this, packed] {
+                launch(KernelLaunch{l.name, l.grid, l.block, l.shared_bytes, l.stream, &Packed::run, &packed});
+            });
+            return;
+        }
+        launch(KernelLaunch{name, grid, block, shared_bytes, stream, &Packed::run, &packed});
     }
 };
 

@@ -18,9 +18,12 @@ enum cudaError_t : int {
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalState = 401,
     cudaErrorNotReady = 600,
     cudaErrorLaunchFailure = 719,
     cudaErrorNotSupported = 801,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
     cudaErrorUnknown = 999,
 };
 using cudaError = cudaError_t;
@@ -59,6 +62,25 @@ constexpr unsigned cudaStreamNonBlocking = 0x1;
 
 struct CUevent_st;
 using cudaEvent_t = CUevent_st*;
+
+// Stream capture into graphs: what a capturing stream is given is recorded, not run, and a graph
+// launch runs it all in order. The emulator records kernels, copies and memsets (and cuBLASLt's
+// matmuls); whatever must wait for the device (synchronizing, reading an event) invalidates the
+// capture, as on a GPU.
+struct CUgraph_st;
+using cudaGraph_t = CUgraph_st*;
+struct CUgraphExec_st;
+using cudaGraphExec_t = CUgraphExec_st*;
+enum cudaStreamCaptureMode : int {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus : int {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2,
+};
 
 enum cudaMemAllocationType : int { cudaMemAllocationTypeInvalid = 0, cudaMemAllocationTypePinned = 1 };
 enum cudaMemLocationType : int { cudaMemLocationTypeInvalid = 0, cudaMemLocationTypeDevice = 1 };
@@ -145,6 +167,14 @@ cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, std::size_t byt
     if (offset + bytes > sizeof(T)) return cudaErrorInvalidValue;
     return cudaMemcpyToSymbolBytes(const_cast<T*>(&symbol), src, bytes, offset);
 }
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
