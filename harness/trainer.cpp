@@ -640,6 +640,21 @@ Trainer::GradientSums Trainer::reduce_gradient_squares() {
     return {scalars_.get(), sums};
 }
 
+Trainer::GradientSums Trainer::gradient_sums(bool unwatched, float loss_scale) {
+    const auto run = [this, unwatched, loss_scale] {
+        const GradientSums sums = reduce_gradient_squares();
+        if (unwatched)
+            backend_.gradient_multiplier(scalars_->get() + 2, sums.at->get(), sums.count,
+                                         static_cast<float>(config_.clip), loss_scale);
+        return sums;
+    };
+    const bool same_every_step = unwatched && !tensor_group_ && !model_->zero().updates_own_shard_only();
+    if (!same_every_step) return run();
+    if (!sums_graph_) sums_graph_ = backend_.record([run] { run(); });
+    sums_graph_->replay();
+    return {scalars_.get(), 1};
+}
+
 double Trainer::sum_of(GradientSums sums) {
     return sums.count == 1 ? sums.at->read() : static_cast<double>(sums.at->read(0)) - sums.at->read(1);
 }
@@ -686,18 +701,15 @@ StepStats Trainer::optimizer_step(double loss) {
     memory_.set_phase("optimizer-step");
     // The host reads what the device's kernels added into its gradient shards.
     if (offload_.any()) backend_.synchronize();
-    const GradientSums sums = reduce_gradient_squares();
     // Without loss scaling (and offload's host update) no decision waits on the
     // norm: the device turns the sums into the gradients' multiplier and the
     // update reads it there, so the host reads the norm only once the update is
     // queued. Non-finite gradients still end the trial, after an update that
     // could not be kept anyway.
     const bool unwatched = !plan_.loss_scaling && !offload_.any();
+    const GradientSums sums = gradient_sums(unwatched, s.loss_scale);
     if (unwatched) {
-        float* multiplier = scalars_->get() + 2;  // beside the two sums
-        backend_.gradient_multiplier(multiplier, sums.at->get(), sums.count, static_cast<float>(config_.clip),
-                                     s.loss_scale);
-        optimizer_->step({1.0f, multiplier}, ++applied_);
+        optimizer_->step({1.0f, scalars_->get() + 2}, ++applied_);  // the multiplier, beside the two sums
         gather_updated_weights();
     }
     const double sum = sum_of(sums);

@@ -107,6 +107,10 @@ private:
         std::int64_t count = 1;
     };
     GradientSums reduce_gradient_squares();
+    // The sums and, `unwatched` (no decision waits on the norm), the gradients' multiplier on the
+    // device (scalars_ 2). Without sharding, tensor parallelism or offload these are the same launches
+    // on the same buffers every step: recorded once and replayed as one (kernels/backend.h OpGraph).
+    GradientSums gradient_sums(bool unwatched, float loss_scale);
     static double sum_of(GradientSums sums);
     // Tensor parallelism: f(buffer, tensor, gradient, elements) over each piece of a tensor's gradient this
     // rank owns (ZeRO), for the tensors of the trained layout that pass `which`.
@@ -160,7 +164,8 @@ private:
     // Where each trained tensor's shard (the adapters' under LoRA) comes from in the whole model; empty at tp 1.
     LayoutSource tp_source_;
     std::unique_ptr<Scalars> scalars_;
-    std::unique_ptr<Scalars> host_scalars_;  // on host_backend_
+    std::unique_ptr<kernels::OpGraph> sums_graph_;  // gradient_sums' launches, once recorded
+    std::unique_ptr<Scalars> host_scalars_;         // on host_backend_
     math::LossScaler scaler_;
     std::uint64_t next_micro_ = 0;  // micro-batches read so far
     std::int64_t applied_ = 0;      // updates applied (bias-correction step)

@@ -104,6 +104,27 @@ TEST_CASE("emulated device: a step's backward zeroes no gradient buffer ahead") 
     }
 }
 
+// harness/trainer.cpp gradient_sums: without sharding, loss scaling or offload, the gradients' squared
+// sums and their multiplier are one graph, recorded at the first step and launched at every step; where a
+// collective (ZeRO-1's shards) or the host must see the norm, the ops run one by one.
+TEST_CASE("emulated device: the gradient norm's launches replay as one CUDA graph per step") {
+    const auto launches = [](std::uint32_t stage, Precision p) {
+        TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, p);
+        c.zero_stage = stage;
+        c.clip = 1.0;
+        const auto backend = kernels::make_cuda_backend(0);
+        harness::SingleRankComm comm;
+        const test::FixedTokens tokens(c.model.vocab);
+        harness::Trainer trainer(*backend, comm, c, tokens);
+        const std::uint64_t before = tune_emu::graph_launches();
+        for (int i = 0; i < 3; ++i) CHECK(std::isfinite(trainer.step().grad_norm));
+        return tune_emu::graph_launches() - before;
+    };
+    CHECK(launches(0, Precision::bf16_mixed) == 3);
+    CHECK(launches(1, Precision::bf16_mixed) == 0);  // the rank's shard: an all-reduce completes the sum
+    CHECK(launches(0, Precision::fp16_mixed) == 0);  // loss scaling: the host decides on the norm first
+}
+
 TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at stages 0 and 3, memory as estimated") {
     harness::TrialOptions options;
     options.backend = BackendKind::cuda;

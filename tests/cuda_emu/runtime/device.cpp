@@ -302,6 +302,7 @@ std::uint64_t device_page_bytes() { return virtual_memory().granularity(); }
 bool context_created() { return device().context.load(); }
 std::uint64_t matmul_calls() { return device().matmuls.load(); }
 std::uint64_t memset_bytes() { return device().memset_bytes.load(); }
+std::uint64_t graph_launches() { return device().graph_launches.load(); }
 std::uint64_t matmul_calls_of_candidate(int i) { return i >= 0 && i < 4 ? device().matmuls_by_candidate[i].load() : 0; }
 void forget_context() { device().context = false; }
 

@@ -75,6 +75,7 @@ public:
     std::atomic<std::uint64_t> matmuls{0};                 // cublasLtMatmul calls that ran
     std::atomic<std::uint64_t> matmuls_by_candidate[4]{};  // the same, by the heuristic's candidate index
     std::atomic<std::uint64_t> memset_bytes{0};            // bytes cudaMemsetAsync wrote
+    std::atomic<std::uint64_t> graph_launches{0};          // cudaGraphLaunch calls that ran
     // Streams capturing now (global mode: a call that must wait for the device invalidates them all).
     std::mutex capture_mutex;
     std::vector<CUstream_st*> capturing;

@@ -460,6 +460,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     if (exec == nullptr) return fail(cudaErrorInvalidValue, "cudaGraphLaunch: null graph");
     if (tune_emu::capturing(stream)) return refuse_in_capture(stream, "cudaGraphLaunch (no child graphs here)");
     for (const auto& work : exec->work) work();
+    ++device().graph_launches;
     return cudaSuccess;
 }
 

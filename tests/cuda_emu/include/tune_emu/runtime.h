@@ -211,4 +211,6 @@ std::uint64_t matmul_calls();
 std::uint64_t matmul_calls_of_candidate(int i);
 // Bytes cudaMemsetAsync has written since the process started.
 std::uint64_t memset_bytes();
+// cudaGraphLaunch calls since the process started.
+std::uint64_t graph_launches();
 }  // namespace tune_emu
