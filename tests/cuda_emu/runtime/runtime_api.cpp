@@ -53,6 +53,13 @@ bool any_capture() {
     return !device().capturing.empty();
 }
 
+// `stream` no longer counts among the capturing ones.
+void forget_capture(cudaStream_t stream) {
+    std::lock_guard lock(device().capture_mutex);
+    auto& all = device().capturing;
+    all.erase(std::remove(all.begin(), all.end(), stream), all.end());
+}
+
 // A call a capture cannot hold (it waits for the device, or the emulator records no such work): it
 // fails, and invalidates `stream`'s capture, or with none named every capture (global mode).
 cudaError_t refuse_in_capture(cudaStream_t stream, const std::string& call) {
@@ -392,11 +399,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) { return c
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (stream == nullptr || !valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "bad stream");
-    {
-        std::lock_guard lock(device().capture_mutex);
-        auto& all = device().capturing;
-        all.erase(std::remove(all.begin(), all.end(), stream), all.end());
-    }
+    forget_capture(stream);
     stream->magic = 0;
     delete stream;
     return cudaSuccess;
@@ -426,11 +429,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
     if (!valid_stream(stream) || stream == nullptr)
         return fail(cudaErrorInvalidResourceHandle, "cudaStreamEndCapture: bad stream");
     if (!stream->capturing) return fail(cudaErrorIllegalState, "cudaStreamEndCapture: the stream is not capturing");
-    {
-        std::lock_guard lock(device().capture_mutex);
-        auto& all = device().capturing;
-        all.erase(std::remove(all.begin(), all.end(), stream), all.end());
-    }
+    forget_capture(stream);
     stream->capturing = false;
     *graph = nullptr;
     if (stream->invalidated)
