@@ -1,6 +1,7 @@
 // Backend::record on the GPU: the ops are captured from the backend's stream
-// into a CUDA graph (global mode, so a call that waits for the device anywhere
-// invalidates it), instantiated once and launched on that stream per replay.
+// into a CUDA graph, instantiated once and launched on that stream per replay.
+// Thread-local mode: a call of this thread that waits for the device breaks the
+// capture, while NCCL's proxy threads keep making their own calls.
 // A capture that fails raises BackendError naming what broke it; the stream
 // is left out of capture either way.
 #include "kernels/cuda/cuda_backend.cuh"
@@ -26,7 +27,7 @@ private:
 }  // namespace
 
 std::unique_ptr<OpGraph> CudaBackend::record(std::function<void()> ops) {
-    TUNE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    TUNE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     cudaGraph_t graph = nullptr;
     try {
         ops();

@@ -415,8 +415,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: bad stream");
     if (stream == nullptr) return fail(cudaErrorStreamCaptureUnsupported, "the legacy stream cannot be captured");
-    if (mode != cudaStreamCaptureModeGlobal)
-        return fail(cudaErrorNotSupported, "the emulator captures in global mode only");
+    // Thread-local mode is held to global's rule: a call of any thread that waits breaks the capture.
+    if (mode == cudaStreamCaptureModeRelaxed)
+        return fail(cudaErrorNotSupported, "the emulator captures in global or thread-local mode only");
     if (stream->capturing) return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is capturing");
     std::lock_guard lock(device().capture_mutex);
     stream->capturing = true, stream->invalidated = false;

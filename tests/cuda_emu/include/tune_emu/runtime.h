@@ -66,7 +66,7 @@ using cudaEvent_t = CUevent_st*;
 // Stream capture into graphs: what a capturing stream is given is recorded, not run, and a graph
 // launch runs it all in order. The emulator records kernels, copies and memsets (and cuBLASLt's
 // matmuls); whatever must wait for the device (synchronizing, reading an event) invalidates the
-// capture, as on a GPU.
+// capture, as on a GPU. Thread-local mode is held to global mode's rule (every thread's calls).
 struct CUgraph_st;
 using cudaGraph_t = CUgraph_st*;
 struct CUgraphExec_st;
