@@ -78,3 +78,14 @@ TEST_CASE("emulated NCCL: several ranks outside mpirun are refused at once, sayi
     CHECK_THROWS_WITH(harness::make_nccl_comm(harness::new_nccl_id(), 0, 2, harness::NcclPlacement{0, nullptr}),
                       Catch::Contains("only under MPI"));
 }
+
+// A real NCCL records collectives into a CUDA graph; the emulator runs them at once, so one inside a
+// capture is refused rather than run outside the graph it was meant for.
+TEST_CASE("emulated NCCL: a collective inside a graph capture is refused, not run outside the graph") {
+    auto backend = kernels::make_cuda_backend(0);
+    auto comm = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, backend.get()});
+    void* d = backend->allocate(64 * 4);
+    CHECK_THROWS_AS(backend->record([&] { comm->all_reduce(d, 64, kernels::DType::f32, harness::ReduceOp::sum); }),
+                    harness::CommError);
+    backend->deallocate(d, 64 * 4);
+}

@@ -35,6 +35,12 @@ ncclResult_t refuse(ncclComm_t comm, ncclResult_t r, const std::string& why) {
     return r;
 }
 
+// A real NCCL records a collective into a graph; the emulator runs collectives at once, so one on a
+// capturing stream would run outside the graph: refused instead, saying so.
+ncclResult_t not_recorded(ncclComm_t comm, const char* call) {
+    return refuse(comm, ncclInvalidUsage, std::string(call) + ": the emulator records no collectives into a graph");
+}
+
 // Checks shared by the collectives: the communicator, the type, and that
 // both buffers ([send, +send_count) and [recv, +recv_count) elements) are
 // device memory. `zero` is set when there is nothing to move.
@@ -181,7 +187,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, std::size_t count, ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
+    if (tune_emu::capturing(stream)) return not_recorded(comm, "ncclAllReduce");
     if (op != ncclSum && op != ncclAvg && op != ncclMax && op != ncclMin && op != ncclProd)
         return refuse(comm, ncclInvalidArgument, "ncclAllReduce: bad op");
     bool zero = false;
@@ -194,7 +201,8 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, std::size_t count, nccl
 
 // send holds nranks blocks of recv_count; rank r receives the sum of block r.
 ncclResult_t ncclReduceScatter(const void* send, void* recv, std::size_t recv_count, ncclDataType_t type,
-                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+    if (tune_emu::capturing(stream)) return not_recorded(comm, "ncclReduceScatter");
     bool zero = false;
     const std::size_t ranks = comm != nullptr ? static_cast<std::size_t>(comm->nranks) : 1;
     if (const ncclResult_t r =
@@ -208,7 +216,8 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, std::size_t recv_co
 
 // recv holds nranks blocks of send_count; block r is rank r's send.
 ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t send_count, ncclDataType_t type, ncclComm_t comm,
-                           cudaStream_t) {
+                           cudaStream_t stream) {
+    if (tune_emu::capturing(stream)) return not_recorded(comm, "ncclAllGather");
     bool zero = false;
     const std::size_t ranks = comm != nullptr ? static_cast<std::size_t>(comm->nranks) : 1;
     if (const ncclResult_t r = check_call(comm, send, send_count, recv, send_count * ranks, type, "ncclAllGather", zero);
@@ -220,7 +229,8 @@ ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t send_count,
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, std::size_t count, ncclDataType_t type, int root,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
+    if (tune_emu::capturing(stream)) return not_recorded(comm, "ncclBroadcast");
     if (comm != nullptr && (root < 0 || root >= comm->nranks))
         return refuse(comm, ncclInvalidArgument, "ncclBroadcast: root is not a rank");
     bool zero = false;
