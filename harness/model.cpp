@@ -363,10 +363,7 @@ void* LlamaLayer::reduce_over_group(void* y) const {
 
 void LlamaLayer::project(const void* w, LayerActivations& a, LayerTensor t, LayerTensor bias, const void* x, void* y,
                          std::int64_t n, std::int64_t k, float beta, const void* residual) {
-    if (residual != nullptr)
-        gemm(x, false, weight(w, t), true, y, dims_.T, n, k, 1.0f, residual);
-    else
-        gemm(x, false, weight(w, t), true, y, dims_.T, n, k, beta);
+    gemm(x, false, weight(w, t), true, y, dims_.T, n, k, residual != nullptr ? 1.0f : beta, residual);
     add_bias(w, bias, y);
     lora_forward(a, t, x, y);
 }

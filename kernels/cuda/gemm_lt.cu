@@ -52,13 +52,13 @@ Layout make_layout(DType t, std::int64_t rows, std::int64_t cols, std::int64_t l
     return layout;
 }
 
-// C is never read where beta = 0, nor modified where it is read from elsewhere (c_in), so candidates may
-// be timed writing C itself, at any size and with no scratch, unless C overlaps what they read.
+// C is never read where beta = 0, nor modified where it is read from elsewhere (a c_in, which
+// check_gemm_args holds apart from C), so candidates may be timed writing C itself, at any size and
+// with no scratch, unless C overlaps A or B.
 bool timed_in_place(const GemmArgs& g) {
     if (g.beta != 0.0f && c_source(g) == g.c) return false;
     const std::uint64_t c = gemm_c_bytes(g);
-    const bool c_in_apart = g.beta == 0.0f || disjoint(g.c, c, g.c_in, c);
-    return disjoint(g.c, c, g.a, gemm_a_bytes(g)) && disjoint(g.c, c, g.b, gemm_b_bytes(g)) && c_in_apart;
+    return disjoint(g.c, c, g.a, gemm_a_bytes(g)) && disjoint(g.c, c, g.b, gemm_b_bytes(g));
 }
 
 }  // namespace

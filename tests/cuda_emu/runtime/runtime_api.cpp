@@ -87,23 +87,23 @@ cudaError_t check_default_side(const void* p, std::size_t bytes, const char* wha
 }
 
 // Copies with the direction checked: the device side must be device memory.
-cudaError_t copy_now(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t copy_now(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
 
 // Captured, a copy is checked now and made when the graph runs; its host side must be pinned (a GPU's
 // graph cannot copy pageable memory) and the synchronous cudaMemcpy (stream null) is refused.
 cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: destroyed stream");
     if (stream == nullptr && any_capture()) return refuse_in_capture(nullptr, "cudaMemcpy");
-    if (!tune_emu::capturing(stream)) return copy_now(dst, src, bytes, kind, stream);
+    if (!tune_emu::capturing(stream)) return copy_now(dst, src, bytes, kind);
     const bool host_dst = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost;
     const bool host_src = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost;
     if ((host_dst && !device().is_pinned(dst, bytes)) || (host_src && !device().is_pinned(src, bytes)))
         return refuse_in_capture(stream, "cudaMemcpyAsync of pageable host memory");
-    tune_emu::record(stream, [=] { copy_now(dst, src, bytes, kind, nullptr); });
+    tune_emu::record(stream, [=] { copy_now(dst, src, bytes, kind); });
     return cudaSuccess;
 }
 
-cudaError_t copy_now(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+cudaError_t copy_now(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
     if (bytes == 0) return cudaSuccess;
     if (kind == cudaMemcpyDefault) {
         if (cudaError_t e = check_default_side(dst, bytes, "cudaMemcpy destination"); e != cudaSuccess) return e;
