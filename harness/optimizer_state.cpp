@@ -1,6 +1,7 @@
 #include "harness/optimizer_state.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace tune::harness {
 
@@ -135,11 +136,12 @@ kernels::AdafactorPiece OptimizerState::adafactor_piece(std::size_t buffer, std:
 }
 
 void OptimizerState::update(std::size_t buffer, std::size_t tensor, const Piece& piece, const kernels::ParamTensor& p,
-                            std::int64_t step) {
+                            StepCount step) {
     const TensorView& t = model_.layout().flat(buffer).tensors[tensor];
     const DType sd = model_.plan().state;
     const std::uint64_t sb = kernels::dtype_bytes(sd);
-    const kernels::AdamWParams adam{hyper_.lr, hyper_.beta1, hyper_.beta2, hyper_.eps, hyper_.weight_decay, step};
+    const kernels::AdamWParams adam{hyper_.lr,           hyper_.beta1, hyper_.beta2, hyper_.eps,
+                                    hyper_.weight_decay, step.value,   step.device};
     switch (kind_) {
         case Optimizer::adamw:
             backend_.adamw_update(p, state_at(m_[buffer], piece.region, sb), state_at(v_[buffer], piece.region, sb), sd,
@@ -164,7 +166,7 @@ void OptimizerState::update(std::size_t buffer, std::size_t tensor, const Piece&
             break;
         case Optimizer::adafactor: {
             const kernels::AdafactorPiece a = adafactor_piece(buffer, tensor, piece, p);
-            backend_.adafactor_update(p, a.rows, a.cols, a.row_stat, a.col_stat, sd, adafactor_params(step));
+            backend_.adafactor_update(p, a.rows, a.cols, a.row_stat, a.col_stat, sd, adafactor_params(step.value));
             break;
         }
         case Optimizer::lomo: backend_.sgd_update(p, {hyper_.lr, hyper_.weight_decay}); break;
@@ -210,7 +212,7 @@ void OptimizerState::adafactor_sharded(std::size_t buffer, GradScale scale, std:
 
 // Padding between tensors and past the last is zero in parameters, gradients
 // and states, and an update of zeros leaves zeros: the call may run over it.
-void OptimizerState::update_buffer(std::size_t buffer, GradScale scale, std::int64_t step) {
+void OptimizerState::update_buffer(std::size_t buffer, GradScale scale, StepCount step) {
     const std::int64_t lo = model_.owned_begin(buffer), n = model_.owned_length(buffer);
     if (n == 0) return;
     std::vector<kernels::ElementRange> undecayed;  // in order: place_tensors lays tensors out by offset
@@ -225,11 +227,17 @@ void OptimizerState::update_buffer(std::size_t buffer, GradScale scale, std::int
     update(buffer, 0, whole, p, step);
 }
 
-void OptimizerState::step(GradScale scale, std::int64_t step) {
+bool OptimizerState::replayable() const {
+    return (kind_ == Optimizer::adamw || kind_ == Optimizer::lion) && &backend_ == &device_;
+}
+
+void OptimizerState::step(GradScale scale, StepCount step) {
+    if (step.device != nullptr && !replayable())
+        throw std::logic_error("OptimizerState::step: only AdamW and Lion on the device read their step there");
     const ParamLayout& layout = model_.layout();
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         if (kind_ == Optimizer::adafactor && sharded_) {
-            adafactor_sharded(i, scale, step);
+            adafactor_sharded(i, scale, step.value);
             continue;
         }
         if (kind_ == Optimizer::adamw || kind_ == Optimizer::lion) {
@@ -253,7 +261,7 @@ void OptimizerState::apply_sgd(std::size_t buffer, std::size_t tensor, const voi
     if (pc.n == 0) return;
     const void* mine = static_cast<const unsigned char*>(grad) +
                        static_cast<std::uint64_t>(pc.begin) * kernels::dtype_bytes(model_.plan().weights);
-    update(buffer, tensor, pc, param_tensor(buffer, tensor, pc, mine, {grad_scale, nullptr}), 1);
+    update(buffer, tensor, pc, param_tensor(buffer, tensor, pc, mine, {grad_scale, nullptr}), {});
 }
 
 }  // namespace tune::harness

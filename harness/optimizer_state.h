@@ -47,9 +47,18 @@ public:
         float factor = 1.0f;
         const float* multiplier = nullptr;
     };
+    // Which update this is, counted from 1: `value`, or where set `device`, the
+    // count in the updating backend's memory, read when the update runs.
+    struct StepCount {
+        std::int64_t value = 1;
+        const std::int32_t* device = nullptr;
+    };
     // One update of every owned piece from the gradient buffer.
-    // `step` counts applied updates from 1.
-    void step(GradScale scale, std::int64_t step);
+    void step(GradScale scale, StepCount step);
+    // Whether an update's launches are the same every step, the count read from
+    // device memory aside, so that a graph may replay them (kernels::OpGraph):
+    // AdamW and Lion, one call per flat buffer, no collective, on the device.
+    bool replayable() const;
     // LOMO: apply one tensor's whole gradient (numel elements in the weights'
     // dtype, averaged over ranks) to the piece this rank owns.
     void apply_sgd(std::size_t buffer, std::size_t tensor, const void* grad, float grad_scale);
@@ -66,12 +75,12 @@ private:
     kernels::ParamTensor param_tensor(std::size_t buffer, std::size_t tensor, const Piece& piece, const void* grad,
                                       GradScale scale) const;
     void update(std::size_t buffer, std::size_t tensor, const Piece& piece, const kernels::ParamTensor& p,
-                std::int64_t step);
+                StepCount step);
     kernels::AdafactorPiece adafactor_piece(std::size_t buffer, std::size_t tensor, const Piece& piece,
                                             const kernels::ParamTensor& p) const;
     kernels::AdafactorParams adafactor_params(std::int64_t step) const;
     // AdamW, Lion: the buffer's owned region in one call.
-    void update_buffer(std::size_t buffer, GradScale scale, std::int64_t step);
+    void update_buffer(std::size_t buffer, GradScale scale, StepCount step);
     // Adafactor over shards: every tensor of the buffer in three passes and two all-reduces.
     void adafactor_sharded(std::size_t buffer, GradScale scale, std::int64_t step);
     std::size_t slot(std::size_t buffer, std::size_t tensor) const;

@@ -210,6 +210,33 @@ private:
     float* ptr_;
 };
 
+// The step count a replayed update reads: the host writes it into pinned
+// memory, and the graph's first op copies it to the device. The host writes
+// the next count only after reading the step's norm, which waits for the
+// previous launch, so the copy never reads a count half-written.
+class Trainer::StepCounter {
+public:
+    explicit StepCounter(kernels::Backend& backend)
+        : backend_(backend),
+          host_(static_cast<std::int32_t*>(backend.allocate_host(kBytes))),
+          device_(static_cast<std::int32_t*>(backend.allocate(kBytes))) {}
+    ~StepCounter() {
+        backend_.deallocate(device_, kBytes);
+        backend_.deallocate_host(host_, kBytes);
+    }
+    StepCounter(const StepCounter&) = delete;
+    StepCounter& operator=(const StepCounter&) = delete;
+    void set(std::int64_t step) { *host_ = static_cast<std::int32_t>(step); }
+    void copy_to_device() { backend_.copy(device_, host_, kBytes); }
+    const std::int32_t* on_device() const { return device_; }
+
+private:
+    static constexpr std::uint64_t kBytes = sizeof(std::int32_t);
+    kernels::Backend& backend_;
+    std::int32_t* host_;
+    std::int32_t* device_;
+};
+
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config) {
     if (config.offload == Offload::none || backend.name() == "cpu") return std::nullopt;
     if (config.tensor_parallel > 1)
@@ -655,6 +682,22 @@ Trainer::GradientSums Trainer::gradient_sums(bool unwatched, float loss_scale) {
     return {scalars_.get(), 1};
 }
 
+void Trainer::update_on_device(const float* multiplier) {
+    ++applied_;
+    if (!optimizer_->replayable()) {
+        optimizer_->step({1.0f, multiplier}, {applied_});
+        return;
+    }
+    if (!step_count_) step_count_ = std::make_unique<StepCounter>(backend_);
+    step_count_->set(applied_);
+    if (!update_graph_)
+        update_graph_ = backend_.record([this, multiplier] {
+            step_count_->copy_to_device();
+            optimizer_->step({1.0f, multiplier}, {applied_, step_count_->on_device()});
+        });
+    update_graph_->replay();
+}
+
 double Trainer::sum_of(GradientSums sums) {
     return sums.count == 1 ? sums.at->read() : static_cast<double>(sums.at->read(0)) - sums.at->read(1);
 }
@@ -709,7 +752,7 @@ StepStats Trainer::optimizer_step(double loss) {
     const bool unwatched = !plan_.loss_scaling && !offload_.any();
     const GradientSums sums = gradient_sums(unwatched, s.loss_scale);
     if (unwatched) {
-        optimizer_->step({1.0f, scalars_->get() + 2}, ++applied_);  // the multiplier, beside the two sums
+        update_on_device(scalars_->get() + 2);  // the multiplier, beside the two sums
         gather_updated_weights();
     }
     const double sum = sum_of(sums);
@@ -718,7 +761,7 @@ StepStats Trainer::optimizer_step(double loss) {
     if (overflow && !plan_.loss_scaling) throw std::runtime_error("non-finite gradients");
     s.skipped = !scaler_.update(overflow && plan_.loss_scaling);
     if (unwatched) return s;
-    if (!s.skipped) optimizer_->step({grad_scale(sum, s.loss_scale), nullptr}, ++applied_);
+    if (!s.skipped) optimizer_->step({grad_scale(sum, s.loss_scale), nullptr}, {++applied_});
     gather_updated_weights();
     return s;
 }

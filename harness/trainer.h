@@ -85,6 +85,7 @@ public:
 
 private:
     class Scalars;
+    class StepCounter;
     // A flat buffer's weights as compute reads them: gathered at stage 3 (and freed with this).
     struct Weights {
         Buffer gathered;
@@ -111,6 +112,9 @@ private:
     // device (scalars_ 2). Without sharding, tensor parallelism or offload these are the same launches
     // on the same buffers every step: recorded once and replayed as one (kernels/backend.h OpGraph).
     GradientSums gradient_sums(bool unwatched, float loss_scale);
+    // The next update, each gradient times the device's `multiplier`. Where its launches are the same
+    // every step (OptimizerState::replayable) they are recorded once, reading the step count from the device.
+    void update_on_device(const float* multiplier);
     static double sum_of(GradientSums sums);
     // Tensor parallelism: f(buffer, tensor, gradient, elements) over each piece of a tensor's gradient this
     // rank owns (ZeRO), for the tensors of the trained layout that pass `which`.
@@ -165,7 +169,9 @@ private:
     LayoutSource tp_source_;
     std::unique_ptr<Scalars> scalars_;
     std::unique_ptr<kernels::OpGraph> sums_graph_;  // gradient_sums' launches, once recorded
-    std::unique_ptr<Scalars> host_scalars_;         // on host_backend_
+    std::unique_ptr<StepCounter> step_count_;       // update_on_device's count, where a graph replays it
+    std::unique_ptr<kernels::OpGraph> update_graph_;
+    std::unique_ptr<Scalars> host_scalars_;  // on host_backend_
     math::LossScaler scaler_;
     std::uint64_t next_micro_ = 0;  // micro-batches read so far
     std::int64_t applied_ = 0;      // updates applied (bias-correction step)

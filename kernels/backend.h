@@ -199,6 +199,10 @@ struct ParamTensor {
 struct AdamWParams {
     float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
     std::int64_t step = 1;  // 1 for the first update
+    // Optional, in the backend's memory: the step, read when the update runs in
+    // place of `step`, so an update recorded into a graph (OpGraph) replays with
+    // the count of the step it runs at. adamw_update only.
+    const std::int32_t* device_step = nullptr;
 };
 
 // Chen et al. 2023: p *= 1 - lr*wd; p -= lr*sign(b1*m + (1-b1)*g); m = b2*m + (1-b2)*g.

@@ -329,3 +329,29 @@ TEST_CASE("cpu optimizers: a multiplier in the backend's memory scales the gradi
     backend.gradient_multiplier(&out, sums, 1, 0.0f, 4.0f);  // no clipping: the loss scale only
     CHECK(out == 0.25f);
 }
+
+// A graph replays AdamW's call with the same arguments, so its step comes from memory the graph fills
+// (AdamWParams::device_step); 8-bit Adam takes the host's step only.
+TEST_CASE("cpu adamw: a step in the backend's memory replaces AdamWParams::step", "[cpu][optim]") {
+    CpuBackend backend;
+    const std::size_t n = 300;
+    const auto g = grads(n, 3);
+    auto from_memory = random_floats(n, 4), from_args = from_memory;
+    std::vector<float> m1(n, 0.0f), v1(n, 0.0f), m2 = m1, v2 = v1;
+    std::int32_t count = 0;
+    const AdamWParams read{.lr = 1e-2f, .weight_decay = 0.1f, .step = 1, .device_step = &count};
+    for (int s = 1; s <= 3; ++s) {
+        count = s;
+        backend.adamw_update(tensor(from_memory, g[s - 1], true), m1.data(), v1.data(), DType::f32, read);
+        backend.adamw_update(tensor(from_args, g[s - 1], true), m2.data(), v2.data(), DType::f32,
+                             {.lr = 1e-2f, .weight_decay = 0.1f, .step = s});
+    }
+    CHECK(from_memory == from_args);
+    CHECK(v1 == v2);
+    std::vector<std::uint8_t> codes(n);
+    std::vector<float> absmax(2);
+    ParamTensor t = tensor(from_memory, g[0], true);
+    CHECK_THROWS_WITH(backend.adam8bit_update(t, codes.data(), codes.data(), absmax.data(), absmax.data(),
+                                              {.adam = read, .block_size = 256}),
+                      Catch::Contains("not device_step"));
+}

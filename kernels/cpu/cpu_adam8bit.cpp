@@ -27,6 +27,7 @@ void CpuBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, st
                                  float* absmax_v, const Adam8bitParams& hp) {
     cpu::check_param(t, "adam8bit_update");
     check_single_tensor(t, "cpu", "adam8bit_update");
+    check_host_step(hp.adam, "cpu", "adam8bit_update");
     cpu::require(hp.block_size > 0 && hp.block_size <= kMaxBlock, "adam8bit_update", "block_size must be in [1, 4096]");
     const Maps maps;  // 512 floats, cheaper to build than to share
     const math::Adam8bitMaps code{maps.signed_code.data(), maps.unsigned_code.data()};

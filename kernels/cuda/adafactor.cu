@@ -111,6 +111,7 @@ struct ApplyRule {
         for (int j = 0; j < W; ++j)
             p[j] = math::adafactor_apply(p[j], update_value(f, g[j], i + j), s->lr, s->divisor, h, decay[j]);
     }
+    __device__ ApplyRule at_launch() const { return *this; }
     bool packs_at(std::int64_t) const { return true; }  // its statistics are read one element at a time
 };
 

@@ -78,6 +78,7 @@ void CudaBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, s
                                   float* absmax_m, float* absmax_v, const Adam8bitParams& hp) {
     check_param(t, "adam8bit_update");
     check_single_tensor(t, "cuda", "adam8bit_update");
+    check_host_step(hp.adam, "cuda", "adam8bit_update");
     require(hp.block_size > 0 && hp.block_size <= kMaxBlock, "adam8bit_update", "block_size must be in [1, 4096]");
     if (t.n == 0) return;
     math::Adam8bitHyper h;

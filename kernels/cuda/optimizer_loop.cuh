@@ -13,7 +13,9 @@
 // A rule is `template <int W> void operator()(float (&p)[W], const float (&g)[W],
 // std::int64_t i, const bool (&decay)[W]) const` on the device, and
 // `bool packs_at(std::int64_t i) const` on the host: whether its own buffers
-// are 16-byte aligned at element i.
+// are 16-byte aligned at element i, and `Rule at_launch() const` on the
+// device: the rule with what it reads from device memory once per thread
+// (AdamW's step, so a launch replayed from a graph sees the step it runs at).
 #pragma once
 
 #include <algorithm>
@@ -70,9 +72,10 @@ template <class Rule>
 __global__ void update_params_kernel(ParamTensor t, DecayRanges ranges, Rule rule, std::int64_t packs) {
     int next = 0;  // the first range that does not end at or before the thread's index
     const float scale = grad_scale_of(t);
+    const Rule r = rule.at_launch();
     const std::int64_t rest = ranges.begin + packs * kPack;
-    TUNE_GRID_STRIDE(k, packs) update_at<kPack>(t, ranges, rule, ranges.begin + k * kPack, scale, next);
-    TUNE_GRID_STRIDE(k, ranges.end - rest) update_at<1>(t, ranges, rule, rest + k, scale, next);
+    TUNE_GRID_STRIDE(k, packs) update_at<kPack>(t, ranges, r, ranges.begin + k * kPack, scale, next);
+    TUNE_GRID_STRIDE(k, ranges.end - rest) update_at<1>(t, ranges, r, rest + k, scale, next);
 }
 
 // Whether the call's own buffers are 16-byte aligned at element i.

@@ -16,6 +16,14 @@ struct AdamWRule {
     DType state;
     math::AdamWHyper h;
     math::AdamWStep decayed, undecayed;
+    const std::int32_t* device_step;  // where set, the step's scalars come from it at launch
+    __device__ AdamWRule at_launch() const {
+        if (device_step == nullptr) return *this;
+        AdamWRule r = *this;
+        r.decayed = math::adamw_step(h, *device_step, true);
+        r.undecayed = math::adamw_step(h, *device_step, false);
+        return r;
+    }
     template <int W>
     __device__ void operator()(float (&p)[W], const float (&g)[W], std::int64_t i, const bool (&decay)[W]) const {
         float mi[W], vi[W];
@@ -39,6 +47,7 @@ struct LionRule {
         for (int j = 0; j < W; ++j) math::lion_update(p[j], mi[j], g[j], h, decay[j]);
         store_w<W>(m, state, i, mi);
     }
+    __device__ LionRule at_launch() const { return *this; }
     bool packs_at(std::int64_t i) const { return aligned16(m, state, i); }
 };
 
@@ -48,6 +57,7 @@ struct SgdRule {
     __device__ void operator()(float (&p)[W], const float (&g)[W], std::int64_t, const bool (&decay)[W]) const {
         for (int j = 0; j < W; ++j) p[j] = math::lomo_update(p[j], g[j], h, decay[j]);
     }
+    __device__ SgdRule at_launch() const { return *this; }
     bool packs_at(std::int64_t) const { return true; }
 };
 
@@ -59,7 +69,8 @@ void CudaBackend::adamw_update(const ParamTensor& t, void* m, void* v, DType sta
     const math::AdamWHyper h{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay};
     const int step = static_cast<int>(hp.step);
     update_params(stream_, t,
-                  AdamWRule{m, v, state_dtype, h, math::adamw_step(h, step, true), math::adamw_step(h, step, false)});
+                  AdamWRule{m, v, state_dtype, h, math::adamw_step(h, step, true), math::adamw_step(h, step, false),
+                            hp.device_step});
 }
 
 void CudaBackend::lion_update(const ParamTensor& t, void* m, DType state_dtype, const LionParams& hp) {

@@ -1,7 +1,10 @@
 // Ops recorded into a graph and replayed (kernels/backend.h OpGraph): a GEMM
 // whose plan a first call made, an add and a scale, replayed twice into an
 // accumulator, so a graph that ran nothing, ran once, or kept a stale
-// argument shows. On a GPU this is a CUDA graph; the CPU calls the ops again.
+// argument shows; and the trainer's replayed AdamW update, whose step the
+// graph copies from pinned host memory to the device before the update reads
+// it, over steps 1 to 3, so a step count frozen at recording shows. On a GPU
+// this is a CUDA graph; the CPU calls the ops again.
 #include <fmt/format.h>
 
 #include "kernels/selftest/case_builder.h"
@@ -44,10 +47,46 @@ Case graph_case(DType t) {
             {"gemm", "add", "scale"}};
 }
 
+Case adamw_graph_case() {
+    constexpr std::int64_t n = 1000;
+    constexpr int kSteps = 3;
+    return {"graph replay",
+            "f32",
+            fmt::format("adamw_update n={} steps 1-{} read on the device", n, kSteps),
+            [=](std::uint64_t seed) {
+                CaseBuilder cb(seed);
+                const auto p = cb.normal_output("param", DType::f32, n, OpClass::optimizer, 0.05f);
+                const auto g = cb.normal("grad", DType::f32, n, 0.01f);
+                const auto m = cb.normal_output("m", DType::f32, n, OpClass::optimizer, 0.01f);
+                const auto v = cb.zero_output("v", DType::f32, n, OpClass::optimizer);
+                const auto step = cb.values("step", DType::i32, {0.0f});  // int32 0: the bits of 0.0f
+                return cb.build([=](Backend& be, DeviceTensors& d) {
+                    ParamTensor t;
+                    t.n = n, t.param = d[p], t.grad = d[g];
+                    AdamWParams hp;
+                    hp.lr = 1e-3f, hp.weight_decay = 0.1f, hp.device_step = d.as<std::int32_t>(step);
+                    const auto release = [&be](std::int32_t* c) { be.deallocate_host(c, sizeof *c); };
+                    const std::unique_ptr<std::int32_t, decltype(release)> count(
+                        static_cast<std::int32_t*>(be.allocate_host(sizeof(std::int32_t))), release);
+                    const std::unique_ptr<OpGraph> graph = be.record([&] {
+                        be.copy(d[step], count.get(), sizeof(std::int32_t));
+                        be.adamw_update(t, d[m], d[v], DType::f32, hp);
+                    });
+                    for (int k = 1; k <= kSteps; ++k) {
+                        *count = k;  // the launch before has read it: synchronized below
+                        graph->replay();
+                        be.synchronize();
+                    }
+                });
+            },
+            {"adamw_update"}};
+}
+
 }  // namespace
 
 void add_graph_cases(std::vector<Case>& out) {
     for (DType t : kFloatTypes) out.push_back(graph_case(t));
+    out.push_back(adamw_graph_case());
 }
 
 }  // namespace tune::kernels::selftest

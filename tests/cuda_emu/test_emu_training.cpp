@@ -106,10 +106,12 @@ TEST_CASE("emulated device: a step's backward zeroes no gradient buffer ahead") 
 
 // harness/trainer.cpp gradient_sums: without sharding, loss scaling or offload, the gradients' squared
 // sums and their multiplier are one graph, recorded at the first step and launched at every step; where a
-// collective (ZeRO-1's shards) or the host must see the norm, the ops run one by one.
-TEST_CASE("emulated device: the gradient norm's launches replay as one CUDA graph per step") {
-    const auto launches = [](std::uint32_t stage, Precision p) {
-        TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, p);
+// collective (ZeRO-1's shards) or the host must see the norm, the ops run one by one. update_on_device:
+// AdamW's and Lion's update is a second graph at every stage, the step count read on the device (the
+// self-test's "graph replay" AdamW case checks the count it reads); 8-bit Adam's is not.
+TEST_CASE("emulated device: the gradient norm's and the update's launches replay as CUDA graphs") {
+    const auto launches = [](Optimizer o, std::uint32_t stage, Precision p) {
+        TrialConfig c = tune_emu_test::tiny_short_trial(o, p);
         c.zero_stage = stage;
         c.clip = 1.0;
         const auto backend = kernels::make_cuda_backend(0);
@@ -120,9 +122,11 @@ TEST_CASE("emulated device: the gradient norm's launches replay as one CUDA grap
         for (int i = 0; i < 3; ++i) CHECK(std::isfinite(trainer.step().grad_norm));
         return tune_emu::graph_launches() - before;
     };
-    CHECK(launches(0, Precision::bf16_mixed) == 3);
-    CHECK(launches(1, Precision::bf16_mixed) == 0);  // the rank's shard: an all-reduce completes the sum
-    CHECK(launches(0, Precision::fp16_mixed) == 0);  // loss scaling: the host decides on the norm first
+    CHECK(launches(Optimizer::adamw, 0, Precision::bf16_mixed) == 6);
+    CHECK(launches(Optimizer::lion, 0, Precision::bf16) == 6);
+    CHECK(launches(Optimizer::adamw, 1, Precision::bf16_mixed) == 3);     // the shard's sum: an all-reduce completes it
+    CHECK(launches(Optimizer::adam8bit, 0, Precision::bf16_mixed) == 3);  // one call per tensor: the sums only
+    CHECK(launches(Optimizer::adamw, 0, Precision::fp16_mixed) == 0);     // loss scaling: the host decides first
 }
 
 TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at stages 0 and 3, memory as estimated") {
