@@ -1,13 +1,14 @@
 #include "harness/param_layout.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace tune::harness {
 
 namespace {
 
-std::int64_t round_up(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
+std::int64_t rounded_up(std::int64_t n, std::int64_t a) {
+    return static_cast<std::int64_t>(round_up(static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(a)));
+}
 
 }  // namespace
 
@@ -16,10 +17,11 @@ FlatLayout place_tensors(std::vector<TensorView> tensors, std::int64_t world, st
     f.tensors = std::move(tensors);
     for (TensorView& t : f.tensors) {
         t.offset = f.numel;
-        f.numel += round_up(t.numel(), alignment);
+        f.numel += rounded_up(t.numel(), alignment);
         if (t.small()) f.small += t.numel();
     }
-    f.shard = round_up((f.numel + world - 1) / world, alignment);
+    f.shard = static_cast<std::int64_t>(shard_numel(
+        static_cast<std::uint64_t>(f.numel), static_cast<std::uint64_t>(world), static_cast<std::uint64_t>(alignment)));
     f.padded = world * f.shard;
     return f;
 }
@@ -30,7 +32,7 @@ ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t world_size, std:
     const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
     const std::int64_t world = std::max<std::int64_t>(1, world_size);
     ParamLayout p;
-    p.alignment = std::lcm<std::int64_t>(256, std::max<std::int64_t>(1, adam8bit_block));
+    p.alignment = static_cast<std::int64_t>(flat_alignment(adam8bit_block));
     p.layers = static_cast<std::int64_t>(m.layers);
     p.slot.fill(-1);
     std::vector<TensorView> tensors;

@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/flat_buffer.h"
 
 namespace tune::harness {
 
-// Tensors smaller than this keep full-width 8-bit Adam state.
-inline constexpr std::int64_t kSmallTensor = 4096;
+// Tensors smaller than this keep full-width 8-bit Adam state (core/flat_buffer.h).
+inline constexpr auto kSmallTensor = static_cast<std::int64_t>(kSmallTensorElements);
 
 // Slot order inside the buffers. The nine Llama tensors are always there, in
 // this order; the biases and q/k norms follow, in this order, where the model

@@ -1,7 +1,6 @@
 #include "search/flat_layout.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "core/peft_modules.h"
 
@@ -30,10 +29,6 @@ struct BufferBuilder {
 };
 
 }  // namespace
-
-std::uint64_t flat_alignment(std::uint32_t adam8bit_block) {
-    return std::lcm<std::uint64_t>(256, std::max<std::uint32_t>(adam8bit_block, 1));
-}
 
 FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
     const std::uint64_t align = flat_alignment(adam8bit_block);

@@ -6,11 +6,9 @@
 #include <cstdint>
 
 #include "core/config.h"
+#include "core/flat_buffer.h"
 
 namespace tune {
-
-// Tensors with fewer elements keep full-width optimizer state in 8-bit Adam.
-inline constexpr std::uint64_t kSmallTensorElements = 4096;
 
 // `count` identical flat buffers, as the optimizer-state formulas need them.
 struct BufferKind {
@@ -29,25 +27,10 @@ struct FlatLayout {
     BufferKind outer;           // embedding + final norm + LM head
 };
 
-// The alignment of slots and shards, in elements.
-std::uint64_t flat_alignment(std::uint32_t adam8bit_block);
-
 FlatLayout flat_layout(const ModelSpec& model, std::uint32_t adam8bit_block);
 // LoRA's adapter buffer of one layer (count = layers): A (r, in) then B (out, r)
 // per targeted linear, q, k, v, o and, for all-linear, gate, up, down (§9).
 BufferKind adapter_buffer(const ModelSpec& model, std::uint32_t rank, LoraTargets targets,
                           std::uint32_t adam8bit_block);
-
-inline constexpr std::uint64_t round_up(std::uint64_t n, std::uint64_t multiple) {
-    return (n + multiple - 1) / multiple * multiple;
-}
-// Elements each of `ranks` ranks owns of an `n`-element buffer (equal, padded).
-inline constexpr std::uint64_t shard_numel(std::uint64_t n, std::uint64_t ranks, std::uint64_t align) {
-    return round_up((n + ranks - 1) / ranks, align);
-}
-// The padded length of the whole buffer: ranks equal shards.
-inline constexpr std::uint64_t full_numel(std::uint64_t n, std::uint64_t ranks, std::uint64_t align) {
-    return ranks * shard_numel(n, ranks, align);
-}
 
 }  // namespace tune
