@@ -228,12 +228,13 @@ void OptimizerState::update_buffer(std::size_t buffer, GradScale scale, StepCoun
 }
 
 bool OptimizerState::replayable() const {
-    return (kind_ == Optimizer::adamw || kind_ == Optimizer::lion) && &backend_ == &device_;
+    return (kind_ == Optimizer::adamw || kind_ == Optimizer::lion || kind_ == Optimizer::adam8bit) &&
+           &backend_ == &device_;
 }
 
 void OptimizerState::step(GradScale scale, StepCount step) {
     if (step.device != nullptr && !replayable())
-        throw std::logic_error("OptimizerState::step: only AdamW and Lion on the device read their step there");
+        throw std::logic_error("OptimizerState::step: Adafactor, LOMO and host updates take their step from the host");
     const ParamLayout& layout = model_.layout();
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         if (kind_ == Optimizer::adafactor && sharded_) {

@@ -57,7 +57,8 @@ public:
     void step(GradScale scale, StepCount step);
     // Whether an update's launches are the same every step, the count read from
     // device memory aside, so that a graph may replay them (kernels::OpGraph):
-    // AdamW and Lion, one call per flat buffer, no collective, on the device.
+    // AdamW and Lion (a call per flat buffer) and 8-bit Adam (a call per tensor)
+    // on the device; no collective among them. Adafactor's step sizes are the host's.
     bool replayable() const;
     // LOMO: apply one tensor's whole gradient (numel elements in the weights'
     // dtype, averaged over ranks) to the piece this rank owns.

@@ -201,7 +201,7 @@ struct AdamWParams {
     std::int64_t step = 1;  // 1 for the first update
     // Optional, in the backend's memory: the step, read when the update runs in
     // place of `step`, so an update recorded into a graph (OpGraph) replays with
-    // the count of the step it runs at. adamw_update only.
+    // the count of the step it runs at (adamw_update, adam8bit_update).
     const std::int32_t* device_step = nullptr;
 };
 

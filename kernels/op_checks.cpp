@@ -112,8 +112,4 @@ void check_single_tensor(const ParamTensor& t, std::string_view backend, std::st
     require_arg(t.undecayed_count == 0, backend, op, "takes one tensor per call, not a run with undecayed ranges");
 }
 
-void check_host_step(const AdamWParams& hp, std::string_view backend, std::string_view op) {
-    require_arg(hp.device_step == nullptr, backend, op, "takes its step from AdamWParams::step, not device_step");
-}
-
 }  // namespace tune::kernels

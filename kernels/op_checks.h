@@ -41,7 +41,5 @@ void check_rope_args(std::int64_t batch, std::int64_t seq, std::int64_t heads, s
 void check_undecayed(const ParamTensor& t, std::string_view backend, std::string_view op);
 // The optimizers that take one tensor per call (8-bit Adam's blocks, Adafactor's factored rows): no ranges.
 void check_single_tensor(const ParamTensor& t, std::string_view backend, std::string_view op);
-// 8-bit Adam takes its step from the host (AdamWParams::step), not from device memory.
-void check_host_step(const AdamWParams& hp, std::string_view backend, std::string_view op);
 
 }  // namespace tune::kernels

@@ -330,28 +330,32 @@ TEST_CASE("cpu optimizers: a multiplier in the backend's memory scales the gradi
     CHECK(out == 0.25f);
 }
 
-// A graph replays AdamW's call with the same arguments, so its step comes from memory the graph fills
-// (AdamWParams::device_step); 8-bit Adam takes the host's step only.
-TEST_CASE("cpu adamw: a step in the backend's memory replaces AdamWParams::step", "[cpu][optim]") {
+// A graph replays an update's call with the same arguments, so its step comes from memory the graph
+// fills (AdamWParams::device_step): AdamW and 8-bit Adam read it in place of the host's.
+TEST_CASE("cpu adamw and adam8bit: a step in the backend's memory replaces AdamWParams::step", "[cpu][optim]") {
     CpuBackend backend;
-    const std::size_t n = 300;
+    const std::size_t n = 512;
     const auto g = grads(n, 3);
-    auto from_memory = random_floats(n, 4), from_args = from_memory;
-    std::vector<float> m1(n, 0.0f), v1(n, 0.0f), m2 = m1, v2 = v1;
     std::int32_t count = 0;
     const AdamWParams read{.lr = 1e-2f, .weight_decay = 0.1f, .step = 1, .device_step = &count};
+    auto from_memory = random_floats(n, 4), from_args = from_memory;
+    std::vector<float> m1(n, 0.0f), v1(n, 0.0f), m2 = m1, v2 = v1;
+    auto q_memory = from_memory, q_args = from_memory;
+    std::vector<std::uint8_t> mc1(n, 0), vc1(n, 0), mc2 = mc1, vc2 = vc1;
+    std::vector<float> am1(2, 0.0f), av1(2, 0.0f), am2 = am1, av2 = av1;
     for (int s = 1; s <= 3; ++s) {
         count = s;
+        const AdamWParams given{.lr = 1e-2f, .weight_decay = 0.1f, .step = s};
         backend.adamw_update(tensor(from_memory, g[s - 1], true), m1.data(), v1.data(), DType::f32, read);
-        backend.adamw_update(tensor(from_args, g[s - 1], true), m2.data(), v2.data(), DType::f32,
-                             {.lr = 1e-2f, .weight_decay = 0.1f, .step = s});
+        backend.adamw_update(tensor(from_args, g[s - 1], true), m2.data(), v2.data(), DType::f32, given);
+        backend.adam8bit_update(tensor(q_memory, g[s - 1], true), mc1.data(), vc1.data(), am1.data(), av1.data(),
+                                {.adam = read, .block_size = 256});
+        backend.adam8bit_update(tensor(q_args, g[s - 1], true), mc2.data(), vc2.data(), am2.data(), av2.data(),
+                                {.adam = given, .block_size = 256});
     }
     CHECK(from_memory == from_args);
     CHECK(v1 == v2);
-    std::vector<std::uint8_t> codes(n);
-    std::vector<float> absmax(2);
-    ParamTensor t = tensor(from_memory, g[0], true);
-    CHECK_THROWS_WITH(backend.adam8bit_update(t, codes.data(), codes.data(), absmax.data(), absmax.data(),
-                                              {.adam = read, .block_size = 256}),
-                      Catch::Contains("not device_step"));
+    CHECK(q_memory == q_args);
+    CHECK(vc1 == vc2);
+    CHECK(from_memory != q_memory);  // both moved, each by its own rule
 }

@@ -27,14 +27,14 @@ void CpuBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, st
                                  float* absmax_v, const Adam8bitParams& hp) {
     cpu::check_param(t, "adam8bit_update");
     check_single_tensor(t, "cpu", "adam8bit_update");
-    check_host_step(hp.adam, "cpu", "adam8bit_update");
     cpu::require(hp.block_size > 0 && hp.block_size <= kMaxBlock, "adam8bit_update", "block_size must be in [1, 4096]");
     const Maps maps;  // 512 floats, cheaper to build than to share
     const math::Adam8bitMaps code{maps.signed_code.data(), maps.unsigned_code.data()};
     const math::Adam8bitHyper h{.lr = hp.adam.lr, .beta1 = hp.adam.beta1, .beta2 = hp.adam.beta2,
                                 .eps = hp.adam.eps, .weight_decay = hp.adam.weight_decay,
                                 .block_size = static_cast<int>(hp.block_size)};
-    const math::Adam8bitStep step = math::adam8bit_step(h, static_cast<int>(hp.adam.step), t.decay);
+    const int count = hp.adam.device_step != nullptr ? *hp.adam.device_step : static_cast<int>(hp.adam.step);
+    const math::Adam8bitStep step = math::adam8bit_step(h, count, t.decay);
     const std::int64_t blocks = (t.n + hp.block_size - 1) / hp.block_size;
     cpu::with_float_type(t.param_dtype, [&](auto pt) {
         using P = decltype(pt);

@@ -29,7 +29,8 @@ struct Adam8bitState {
 // the new absmax of m and v, pass 2 recomputes the moments, updates p and
 // requantizes with it (math::adam8bit_block, spread over the block's threads).
 __global__ void adam8bit_kernel(ParamTensor t, Adam8bitState s, std::int64_t block, math::Adam8bitHyper h,
-                                math::Adam8bitStep step) {
+                                math::Adam8bitStep host_step, const std::int32_t* device_step) {
+    const math::Adam8bitStep step = device_step != nullptr ? math::adam8bit_step(h, *device_step, t.decay) : host_step;
     __shared__ float shared[32];
     const math::Adam8bitMaps maps{c_quant_maps, c_quant_maps + math::kQuantMapSize};
     const std::int64_t b = blockIdx.x, begin = b * block;
@@ -78,7 +79,6 @@ void CudaBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, s
                                   float* absmax_m, float* absmax_v, const Adam8bitParams& hp) {
     check_param(t, "adam8bit_update");
     check_single_tensor(t, "cuda", "adam8bit_update");
-    check_host_step(hp.adam, "cuda", "adam8bit_update");
     require(hp.block_size > 0 && hp.block_size <= kMaxBlock, "adam8bit_update", "block_size must be in [1, 4096]");
     if (t.n == 0) return;
     math::Adam8bitHyper h;
@@ -89,7 +89,7 @@ void CudaBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, s
     require(blocks <= 0x7fffffff, "adam8bit_update", "too many blocks");
     const int threads = hp.block_size >= kThreads ? kThreads : 32 * static_cast<int>((hp.block_size + 31) / 32);
     TUNE_LAUNCH(adam8bit_kernel, static_cast<unsigned>(blocks), threads, 0, stream_)(
-        t, Adam8bitState{m_codes, v_codes, absmax_m, absmax_v}, hp.block_size, h, step);
+        t, Adam8bitState{m_codes, v_codes, absmax_m, absmax_v}, hp.block_size, h, step, hp.adam.device_step);
     TUNE_CUDA_CHECK_LAUNCH("adam8bit_kernel");
 }
 

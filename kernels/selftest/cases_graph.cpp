@@ -1,11 +1,14 @@
 // Ops recorded into a graph and replayed (kernels/backend.h OpGraph): a GEMM
 // whose plan a first call made, an add and a scale, replayed twice into an
 // accumulator, so a graph that ran nothing, ran once, or kept a stale
-// argument shows; and the trainer's replayed AdamW update, whose step the
-// graph copies from pinned host memory to the device before the update reads
-// it, over steps 1 to 3, so a step count frozen at recording shows. On a GPU
+// argument shows; and the trainer's replayed AdamW and 8-bit Adam updates,
+// whose step the graph copies from pinned host memory to the device before the
+// update reads it, over steps 1 to 3, so a step count frozen at recording shows. On a GPU
 // this is a CUDA graph; the CPU calls the ops again.
 #include <fmt/format.h>
+
+#include <functional>
+#include <memory>
 
 #include "kernels/selftest/case_builder.h"
 #include "kernels/selftest/cases.h"
@@ -47,46 +50,72 @@ Case graph_case(DType t) {
             {"gemm", "add", "scale"}};
 }
 
-Case adamw_graph_case() {
-    constexpr std::int64_t n = 1000;
-    constexpr int kSteps = 3;
+constexpr int kReplayedSteps = 3;
+
+// Records `update` once behind a copy of the step from pinned host memory into
+// `device_step`, as the trainer's update_on_device does, and replays it for
+// steps 1 to kReplayedSteps.
+void replay_steps(Backend& be, std::int32_t* device_step, const std::function<void()>& update) {
+    const auto release = [&be](std::int32_t* c) { be.deallocate_host(c, sizeof *c); };
+    const std::unique_ptr<std::int32_t, decltype(release)> count(
+        static_cast<std::int32_t*>(be.allocate_host(sizeof(std::int32_t))), release);
+    const std::unique_ptr<OpGraph> graph = be.record([&] {
+        be.copy(device_step, count.get(), sizeof(std::int32_t));
+        update();
+    });
+    for (int k = 1; k <= kReplayedSteps; ++k) {
+        *count = k;  // the launch before has read it: synchronized below
+        graph->replay();
+        be.synchronize();
+    }
+}
+
+// AdamW over a flat buffer's run, or 8-bit Adam over one tensor of two blocks.
+Case update_graph_case(bool eight_bit) {
+    constexpr std::int64_t n = 1000, block = 500;
+    const char* op = eight_bit ? "adam8bit_update" : "adamw_update";
     return {"graph replay",
             "f32",
-            fmt::format("adamw_update n={} steps 1-{} read on the device", n, kSteps),
+            fmt::format("{} n={} steps 1-{} read on the device", op, n, kReplayedSteps),
             [=](std::uint64_t seed) {
                 CaseBuilder cb(seed);
                 const auto p = cb.normal_output("param", DType::f32, n, OpClass::optimizer, 0.05f);
                 const auto g = cb.normal("grad", DType::f32, n, 0.01f);
-                const auto m = cb.normal_output("m", DType::f32, n, OpClass::optimizer, 0.01f);
-                const auto v = cb.zero_output("v", DType::f32, n, OpClass::optimizer);
                 const auto step = cb.values("step", DType::i32, {0.0f});  // int32 0: the bits of 0.0f
+                std::size_t m = 0, v = 0, am = 0, av = 0;
+                if (eight_bit) {
+                    m = cb.bytes("m_codes", n), v = cb.bytes("v_codes", n);
+                    am = cb.uniform("absmax_m", DType::f32, n / block, 1e-3f, 2e-2f);
+                    av = cb.uniform("absmax_v", DType::f32, n / block, 1e-5f, 1e-4f);
+                    cb.mark_output(m, OpClass::codes), cb.mark_output(v, OpClass::codes);
+                    cb.mark_output(am, OpClass::optimizer), cb.mark_output(av, OpClass::optimizer);
+                } else {
+                    m = cb.normal_output("m", DType::f32, n, OpClass::optimizer, 0.01f);
+                    v = cb.zero_output("v", DType::f32, n, OpClass::optimizer);
+                }
                 return cb.build([=](Backend& be, DeviceTensors& d) {
                     ParamTensor t;
                     t.n = n, t.param = d[p], t.grad = d[g];
-                    AdamWParams hp;
-                    hp.lr = 1e-3f, hp.weight_decay = 0.1f, hp.device_step = d.as<std::int32_t>(step);
-                    const auto release = [&be](std::int32_t* c) { be.deallocate_host(c, sizeof *c); };
-                    const std::unique_ptr<std::int32_t, decltype(release)> count(
-                        static_cast<std::int32_t*>(be.allocate_host(sizeof(std::int32_t))), release);
-                    const std::unique_ptr<OpGraph> graph = be.record([&] {
-                        be.copy(d[step], count.get(), sizeof(std::int32_t));
-                        be.adamw_update(t, d[m], d[v], DType::f32, hp);
+                    Adam8bitParams hp;
+                    hp.adam.lr = 1e-3f, hp.adam.weight_decay = 0.1f, hp.block_size = block;
+                    hp.adam.device_step = d.as<std::int32_t>(step);
+                    replay_steps(be, d.as<std::int32_t>(step), [&] {
+                        if (eight_bit)
+                            be.adam8bit_update(t, d.as<std::uint8_t>(m), d.as<std::uint8_t>(v), d.as<float>(am),
+                                               d.as<float>(av), hp);
+                        else
+                            be.adamw_update(t, d[m], d[v], DType::f32, hp.adam);
                     });
-                    for (int k = 1; k <= kSteps; ++k) {
-                        *count = k;  // the launch before has read it: synchronized below
-                        graph->replay();
-                        be.synchronize();
-                    }
                 });
             },
-            {"adamw_update"}};
+            {op}};
 }
 
 }  // namespace
 
 void add_graph_cases(std::vector<Case>& out) {
     for (DType t : kFloatTypes) out.push_back(graph_case(t));
-    out.push_back(adamw_graph_case());
+    for (bool eight_bit : {false, true}) out.push_back(update_graph_case(eight_bit));
 }
 
 }  // namespace tune::kernels::selftest

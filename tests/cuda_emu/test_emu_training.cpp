@@ -107,8 +107,8 @@ TEST_CASE("emulated device: a step's backward zeroes no gradient buffer ahead") 
 // harness/trainer.cpp gradient_sums: without sharding, loss scaling or offload, the gradients' squared
 // sums and their multiplier are one graph, recorded at the first step and launched at every step; where a
 // collective (ZeRO-1's shards) or the host must see the norm, the ops run one by one. update_on_device:
-// AdamW's and Lion's update is a second graph at every stage, the step count read on the device (the
-// self-test's "graph replay" AdamW case checks the count it reads); 8-bit Adam's is not.
+// AdamW's, Lion's and 8-bit Adam's update is a second graph at every stage, the step count read on the
+// device (the self-test's "graph replay" cases check the count each reads); Adafactor's is not.
 TEST_CASE("emulated device: the gradient norm's and the update's launches replay as CUDA graphs") {
     const auto launches = [](Optimizer o, std::uint32_t stage, Precision p) {
         TrialConfig c = tune_emu_test::tiny_short_trial(o, p);
@@ -125,8 +125,9 @@ TEST_CASE("emulated device: the gradient norm's and the update's launches replay
     CHECK(launches(Optimizer::adamw, 0, Precision::bf16_mixed) == 6);
     CHECK(launches(Optimizer::lion, 0, Precision::bf16) == 6);
     CHECK(launches(Optimizer::adamw, 1, Precision::bf16_mixed) == 3);     // the shard's sum: an all-reduce completes it
-    CHECK(launches(Optimizer::adam8bit, 0, Precision::bf16_mixed) == 3);  // one call per tensor: the sums only
-    CHECK(launches(Optimizer::adamw, 0, Precision::fp16_mixed) == 0);     // loss scaling: the host decides first
+    CHECK(launches(Optimizer::adam8bit, 0, Precision::bf16_mixed) == 6);  // a call per tensor, one graph
+    CHECK(launches(Optimizer::adafactor, 0, Precision::bf16_mixed) == 3);  // step sizes from the host: the sums
+    CHECK(launches(Optimizer::adamw, 0, Precision::fp16_mixed) == 0);      // loss scaling: the host decides first
 }
 
 TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at stages 0 and 3, memory as estimated") {
