@@ -1,5 +1,7 @@
 #include "harness/optimizer_state.h"
 
+#include "core/replayed_update.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -227,10 +229,7 @@ void OptimizerState::update_buffer(std::size_t buffer, GradScale scale, StepCoun
     update(buffer, 0, whole, p, step);
 }
 
-bool OptimizerState::replayable() const {
-    return (kind_ == Optimizer::adamw || kind_ == Optimizer::lion || kind_ == Optimizer::adam8bit) &&
-           &backend_ == &device_;
-}
+bool OptimizerState::replayable() const { return update_replays(kind_) && &backend_ == &device_; }
 
 void OptimizerState::step(GradScale scale, StepCount step) {
     if (step.device != nullptr && !replayable())

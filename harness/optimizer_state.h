@@ -55,10 +55,8 @@ public:
     };
     // One update of every owned piece from the gradient buffer.
     void step(GradScale scale, StepCount step);
-    // Whether an update's launches are the same every step, the count read from
-    // device memory aside, so that a graph may replay them (kernels::OpGraph):
-    // AdamW and Lion (a call per flat buffer) and 8-bit Adam (a call per tensor)
-    // on the device; no collective among them. Adafactor's step sizes are the host's.
+    // Whether a graph may record the update once and replay it (core/replayed_update.h):
+    // an optimizer that reads its step on the device, updating on the device.
     bool replayable() const;
     // LOMO: apply one tensor's whole gradient (numel elements in the weights'
     // dtype, averaged over ranks) to the piece this rank owns.

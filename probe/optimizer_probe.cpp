@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/replayed_update.h"
 #include "probe/probe_timing.h"
 #include "search/flat_layout.h"
 
@@ -90,7 +91,7 @@ kernels::ParamTensor param_at(const Dtypes& d, const Buffers& b, std::int64_t of
 // AdamW and Lion: the whole buffer in one call, its vectors undecayed, as
 // OptimizerState::update_buffer makes it.
 void update_buffer(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, const Buffers& b,
-                   const Placement& placement, std::int64_t step) {
+                   const Placement& placement, const kernels::AdamWParams& adam) {
     std::vector<kernels::ElementRange> undecayed;
     for (std::size_t i = 0; i < r.tensors.size(); ++i)
         if (r.tensors[i].rows <= 1)
@@ -98,16 +99,15 @@ void update_buffer(kernels::Backend& backend, const OptimizerRate& r, const Dtyp
     kernels::ParamTensor p = param_at(d, b, 0, placement.numel, true);
     p.undecayed = undecayed.data(), p.undecayed_count = static_cast<std::int64_t>(undecayed.size());
     if (r.optimizer == Optimizer::adamw)
-        backend.adamw_update(p, b.m.ptr, b.v.ptr, d.state, {1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, step});
+        backend.adamw_update(p, b.m.ptr, b.v.ptr, d.state, adam);
     else
         backend.lion_update(p, b.m.ptr, d.state, kernels::LionParams{});
 }
 
 // One tensor's call, as harness/optimizer_state.cpp OptimizerState::update makes it.
 void update(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, Buffers& b, const TensorShape& t,
-            std::int64_t offset, std::int64_t& stats, std::int64_t step) {
+            std::int64_t offset, std::int64_t& stats, const kernels::AdamWParams& adam) {
     const kernels::ParamTensor p = param_at(d, b, offset, t.numel(), t.rows > 1);
-    const kernels::AdamWParams adam{1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, step};
     void* m = at(b.m, offset, b.sb);
     void* v = at(b.v, offset, b.sb);
     switch (r.optimizer) {
@@ -128,7 +128,7 @@ void update(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, 
             break;
         case Optimizer::adafactor: {
             kernels::AdafactorParams af;
-            af.step = step;
+            af.step = adam.step;
             const bool matrix = t.rows > 1;
             backend.adafactor_update(p, matrix ? t.rows : 1, matrix ? t.cols : t.numel(), at(b.stats, stats, b.sb),
                                      matrix ? at(b.stats, stats + t.rows, b.sb) : nullptr, d.state, af);
@@ -145,20 +145,33 @@ double probe_optimizer(kernels::Backend& backend, const OptimizerRate& r, const 
     const Dtypes d = dtypes_of(r.precision);
     const Placement placement = place(r);
     Buffers b(backend, r, d, placement);
-    std::int64_t step = 0;
-    return seconds_per_call(backend, [&] {
+    const bool replays = update_replays(r.optimizer);
+    // A replayed update reads its step on the device (harness/trainer.cpp update_on_device); the probe's stays 1.
+    Scratch device_step(backend, replays ? sizeof(std::int32_t) : 0);
+    kernels::AdamWParams adam{1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
+    if (replays) {
+        const std::int32_t first = 1;
+        backend.copy_to_device(device_step.ptr, &first, sizeof first);
+        adam.device_step = static_cast<const std::int32_t*>(device_step.ptr);
+    }
+    const auto step = [&] {
         // The clipping norm's sum of squares over the gradients first (harness/trainer.cpp
         // optimizer_step); LOMO finds it in its own backward pass instead.
         if (r.optimizer != Optimizer::lomo)
             backend.sum_squares(static_cast<float*>(b.norm.ptr), b.grads.ptr, placement.numel, d.weights);
         std::int64_t stats = 0;
-        ++step;
+        ++adam.step;
         if (r.optimizer == Optimizer::adamw || r.optimizer == Optimizer::lion)
-            update_buffer(backend, r, d, b, placement, step);
+            update_buffer(backend, r, d, b, placement, adam);
         else
             for (std::size_t i = 0; i < r.tensors.size(); ++i)
-                update(backend, r, d, b, r.tensors[i], placement.offset[i], stats, step);
-    }, s, spent);
+                update(backend, r, d, b, r.tensors[i], placement.offset[i], stats, adam);
+    };
+    if (!replays) return seconds_per_call(backend, step, s, spent);
+    // As the trainer runs it: the norm's and the update's launches as graphs (one here), each a launch a step.
+    const std::unique_ptr<kernels::OpGraph> graph = backend.record(step);
+    return seconds_per_call(
+        backend, [&] { graph->replay(); }, s, spent);
 }
 
 }  // namespace tune::probe
