@@ -50,6 +50,44 @@ Case graph_case(DType t) {
             {"gemm", "add", "scale"}};
 }
 
+// Attention in a graph, behind a scale of q: each replay halves q first, so an
+// attention computed once at recording, from q as it was then, shows. Grouped
+// key/value heads in 16 bits: the fused path (cuDNN's graph where it is loaded).
+Case attention_graph_case() {
+    const AttentionShape s{.batch = 1, .seq = 64, .heads = 4, .kv_heads = 2, .head_dim = 32};
+    const DType t = DType::bf16;
+    const std::int64_t n = s.batch * s.seq, qw = s.heads * s.head_dim, kw = s.kv_heads * s.head_dim;
+    return {"graph replay",
+            name_of(t),
+            fmt::format("attention_forward B={} S={} H={} KVH={} D={} flash, q halved before each replay", s.batch,
+                        s.seq, s.heads, s.kv_heads, s.head_dim),
+            [=](std::uint64_t seed) {
+                CaseBuilder cb(seed);
+                const auto q = cb.normal("q", t, n * qw);
+                const auto k = cb.normal("k", t, n * kw);
+                const auto v = cb.normal("v", t, n * kw);
+                const auto out = cb.zero_output("out", t, n * qw, OpClass::matmul);
+                const auto lse = cb.normal("lse", DType::f32, s.batch * s.heads * s.seq);  // overwritten, not judged
+                const auto acc = cb.normal_output("acc", t, n * qw, OpClass::matmul);
+                return cb.build([=](Backend& be, DeviceTensors& d) {
+                    AttentionForwardArgs a;
+                    a.shape = s, a.kind = AttentionKind::fused, a.dtype = t;
+                    a.q = d[q], a.k = d[k], a.v = d[v], a.q_stride = qw, a.k_stride = kw, a.v_stride = kw;
+                    a.out = d[out], a.out_stride = qw, a.lse = d.as<float>(lse);
+                    const Workspace ws = d.workspace(be.attention_workspace_bytes(s, a.kind, t));
+                    be.attention_forward(a, ws);  // its plan, made outside the graph
+                    const std::unique_ptr<OpGraph> graph = be.record([&] {
+                        be.scale(d[q], n * qw, 0.5f, t);
+                        be.attention_forward(a, ws);
+                        be.add(d[acc], d[acc], d[out], n * qw, t);
+                    });
+                    graph->replay();
+                    graph->replay();
+                });
+            },
+            {"attention_forward", "scale", "add"}};
+}
+
 constexpr int kReplayedSteps = 3;
 
 // Records `update` once behind a copy of the step from pinned host memory into
@@ -116,6 +154,7 @@ Case update_graph_case(bool eight_bit) {
 void add_graph_cases(std::vector<Case>& out) {
     for (DType t : kFloatTypes) out.push_back(graph_case(t));
     for (bool eight_bit : {false, true}) out.push_back(update_graph_case(eight_bit));
+    out.push_back(attention_graph_case());
 }
 
 }  // namespace tune::kernels::selftest

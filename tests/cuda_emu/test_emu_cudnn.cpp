@@ -38,6 +38,13 @@ TEST_CASE("emulated device: training cases with cuDNN's attention on the stand-i
     check_ran_cudnn(tune_emu_test::run_cases(tune::harness::training_cases(), {"train_3_steps/adamw"}));
 }
 
+// The stand-in records its work into a capturing stream as cuDNN's kernels are recorded on a GPU:
+// the graph replay case halves q before each replay, which an attention run at recording would miss.
+TEST_CASE("emulated device: cuDNN's attention recorded into a CUDA graph runs at each replay") {
+    const StandinCudnn on;
+    check_ran_cudnn(tune_emu_test::run_cases(tune_emu_test::st::standard_cases(), {"graph replay"}), true);
+}
+
 TEST_CASE("emulated device: TUNE_CUDNN_LIBRARY=off keeps tune's attention kernels and says so") {
     ::setenv("TUNE_CUDNN_LIBRARY", "off", 1);
     const std::string path = tune_emu_test::run_cases(tune_emu_test::st::standard_cases(), {"attention_forward"});

@@ -11,9 +11,13 @@
 //   - at execution, every bound tensor's id and pointer, the workspace, and
 //     that the dQ accumulator arrives zeroed.
 // One engine configuration; its workspace is the bound the estimate counts
-// (kernels/workspace_bytes.h cudnn_attention_plan_bytes).
+// (kernels/workspace_bytes.h cudnn_attention_plan_bytes). On the emulated
+// device an execution on a capturing stream (cudnnSetStream's) is recorded
+// into the graph, with the scale it was given, and runs at each launch.
 // For fault tests: FAKE_CUDNN_SET_FAIL=ATTRIBUTE:STATUS, FAKE_CUDNN_FINALIZE_FAIL=
 // TYPE:STATUS, FAKE_CUDNN_ENGINES=N (configurations offered, default 1).
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -429,24 +434,72 @@ int bind(const Desc& plan, const Desc& pack, Bound& out) {
     return kOk;
 }
 
-int run(const Desc& plan, const Desc& pack) {
+// One execution, bound: the tensors' addresses as the variant pack gave them,
+// and the attention scale (passed by value) copied, so a recorded execution
+// runs later with the scale it was given.
+struct Work {
+    Graph graph = Graph::forward;
     Bound t;
-    if (const int s = bind(plan, pack, t); s != kOk) return s;
+    float scale = 0;
+};
+
+int prepare(const Desc& plan, const Desc& pack, Work& w) {
+    if (const int s = bind(plan, pack, w.t); s != kOk) return s;
     const Attr* workspace = pack.get(1003);
     if (workspace == nullptr || workspace->pointer() == nullptr) return kNullPointer;
-    if (plan.graph == Graph::forward) {
-        forward(t);
-    } else {
-        const View& accumulator = t[13];
-        const std::int64_t n = accumulator.dims[0] * accumulator.dims[1] * accumulator.dims[2] * accumulator.dims[3];
-        for (std::int64_t i = 0; i < n; ++i) {
-            float f;
-            std::memcpy(&f, accumulator.base + 4 * i, 4);
-            if (f != 0.0f) return kExecutionFailed;  // the caller must zero it
-        }
-        backward(t);
-    }
+    w.graph = plan.graph;
+    w.scale = w.t.value(6);
     return kOk;
+}
+
+int execute(Work& w) {
+    w.t.pointers[6] = &w.scale;
+    if (w.graph == Graph::forward) {
+        forward(w.t);
+        return kOk;
+    }
+    const View& accumulator = w.t[13];
+    const std::int64_t n = accumulator.dims[0] * accumulator.dims[1] * accumulator.dims[2] * accumulator.dims[3];
+    for (std::int64_t i = 0; i < n; ++i) {
+        float f;
+        std::memcpy(&f, accumulator.base + 4 * i, 4);
+        if (f != 0.0f) return kExecutionFailed;  // the caller must zero it
+    }
+    backward(w.t);
+    return kOk;
+}
+
+// Replayed from a graph: no caller to return a status to.
+void execute_recorded(void* work) {
+    if (execute(*static_cast<Work*>(work)) != kOk) {
+        std::fprintf(stderr, "cudnn stand-in: a recorded backward found its dQ accumulator not zeroed\n");
+        std::abort();
+    }
+}
+void release_work(void* work) { delete static_cast<Work*>(work); }
+
+// The emulated runtime's recorder (tests/cuda_emu/runtime), where the test that loaded this library has one.
+using RecordHook = int (*)(void*, void (*)(void*), void*, void (*)(void*));
+RecordHook record_hook() {
+    static const auto hook = reinterpret_cast<RecordHook>(dlsym(RTLD_DEFAULT, "tune_emu_record_if_capturing"));
+    return hook;
+}
+
+// The stream cudnnSetStream gave a handle.
+struct Handle {
+    void* stream = nullptr;
+};
+
+// On a capturing stream the work is recorded, as cuDNN's kernels are on a GPU; else it runs now.
+int run(const Handle& h, const Desc& plan, const Desc& pack) {
+    auto w = std::make_unique<Work>();
+    if (const int s = prepare(plan, pack, *w); s != kOk) return s;
+    const RecordHook hook = record_hook();
+    if (hook != nullptr && hook(h.stream, execute_recorded, w.get(), release_work)) {
+        static_cast<void>(w.release());  // the graph owns it now
+        return kOk;
+    }
+    return execute(*w);
 }
 
 std::int64_t workspace_of(const Desc& plan) {
@@ -490,14 +543,18 @@ const char* cudnnGetErrorString(int s) {
 }
 
 int cudnnCreate(void** handle) {
-    *handle = new int(0);
+    *handle = new Handle;
     return kOk;
 }
 int cudnnDestroy(void* handle) {
-    delete static_cast<int*>(handle);
+    delete static_cast<Handle*>(handle);
     return kOk;
 }
-int cudnnSetStream(void*, void*) { return kOk; }
+int cudnnSetStream(void* handle, void* stream) {
+    if (handle == nullptr) return kNullPointer;
+    static_cast<Handle*>(handle)->stream = stream;
+    return kOk;
+}
 
 int cudnnBackendCreateDescriptor(int type, void** descriptor) {
     auto* d = new Desc;
@@ -570,7 +627,7 @@ int cudnnBackendExecute(void* handle, void* plan, void* pack) {
     const auto* v = static_cast<const Desc*>(pack);
     if (handle == nullptr || p == nullptr || v == nullptr) return kNullPointer;
     if (!p->finalized || !v->finalized) return kNotFinalized;
-    return run(*p, *v);
+    return run(*static_cast<const Handle*>(handle), *p, *v);
 }
 
 }  // extern "C"

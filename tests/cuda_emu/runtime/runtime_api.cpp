@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -520,3 +521,19 @@ bool capturing(cudaStream_t stream) { return stream != nullptr && valid_stream(s
 void record(cudaStream_t stream, std::function<void()> work) { stream->recorded.push_back(std::move(work)); }
 
 }  // namespace tune_emu
+
+// For a library a test loads with dlopen and which cannot link this runtime
+// (tests/cudnn_standin): its work for `stream` joins the stream's capture, as
+// the runtime's own calls do, and runs at each launch of the graph. Returns 1
+// when recorded (`context` is then released with the graph), 0 when the stream
+// is not capturing (the library runs the work itself). The test executables
+// export it (ENABLE_EXPORTS); the library finds it with dlsym.
+extern "C" __attribute__((visibility("default"))) int tune_emu_record_if_capturing(void* stream, void (*run)(void*),
+                                                                                   void* context,
+                                                                                   void (*release)(void*)) {
+    const auto s = static_cast<cudaStream_t>(stream);
+    if (!tune_emu::capturing(s)) return 0;
+    const std::shared_ptr<void> owned(context, release);
+    tune_emu::record(s, [run, owned] { run(owned.get()); });
+    return 1;
+}
