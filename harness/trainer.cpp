@@ -688,13 +688,14 @@ void Trainer::update_on_device(const float* multiplier) {
         optimizer_->step({1.0f, multiplier}, {applied_});
         return;
     }
-    if (!step_count_) step_count_ = std::make_unique<StepCounter>(backend_);
-    step_count_->set(applied_);
-    if (!update_graph_)
+    if (!update_graph_) {  // recording runs nothing: the count is set before the first launch too
+        step_count_ = std::make_unique<StepCounter>(backend_);
         update_graph_ = backend_.record([this, multiplier] {
             step_count_->copy_to_device();
-            optimizer_->step({1.0f, multiplier}, {applied_, step_count_->on_device()});
+            optimizer_->step({1.0f, multiplier}, {.device = step_count_->on_device()});
         });
+    }
+    step_count_->set(applied_);
     update_graph_->replay();
 }
 

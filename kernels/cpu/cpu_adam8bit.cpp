@@ -33,8 +33,7 @@ void CpuBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, st
     const math::Adam8bitHyper h{.lr = hp.adam.lr, .beta1 = hp.adam.beta1, .beta2 = hp.adam.beta2,
                                 .eps = hp.adam.eps, .weight_decay = hp.adam.weight_decay,
                                 .block_size = static_cast<int>(hp.block_size)};
-    const int count = hp.adam.device_step != nullptr ? *hp.adam.device_step : static_cast<int>(hp.adam.step);
-    const math::Adam8bitStep step = math::adam8bit_step(h, count, t.decay);
+    const math::Adam8bitStep step = math::adam8bit_step(h, cpu::step_of(hp.adam), t.decay);
     const std::int64_t blocks = (t.n + hp.block_size - 1) / hp.block_size;
     cpu::with_float_type(t.param_dtype, [&](auto pt) {
         using P = decltype(pt);

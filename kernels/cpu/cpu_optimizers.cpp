@@ -40,8 +40,7 @@ void CpuBackend::adamw_update(const ParamTensor& t, void* m, void* v, DType sd, 
         return;
     }
     const math::AdamWHyper h{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay};
-    const int count = hp.device_step != nullptr ? *hp.device_step : static_cast<int>(hp.step);  // host memory here
-    const math::AdamWStep step = math::adamw_step(h, count, t.decay);
+    const math::AdamWStep step = math::adamw_step(h, cpu::step_of(hp), t.decay);
     cpu::update_blocks(t, threads_, [&](cpu::ParamBlock& b) {
         float mb[cpu::kOptimBlock], vb[cpu::kOptimBlock];
         cpu::load_block(m, sd, b.begin, b.len, mb);

@@ -34,6 +34,11 @@ inline float grad_scale_of(const ParamTensor& t) {
     return t.grad_multiplier != nullptr ? t.grad_scale * *t.grad_multiplier : t.grad_scale;
 }
 
+// The step an Adam update applies: AdamWParams::device_step where set (host memory here), else `step`.
+inline int step_of(const AdamWParams& hp) {
+    return hp.device_step != nullptr ? *hp.device_step : static_cast<int>(hp.step);
+}
+
 TUNE_CPU_CLONES inline void scale_run(float* x, std::int64_t n, float s) {
     for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
 }

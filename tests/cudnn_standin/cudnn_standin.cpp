@@ -449,11 +449,11 @@ int prepare(const Desc& plan, const Desc& pack, Work& w) {
     if (workspace == nullptr || workspace->pointer() == nullptr) return kNullPointer;
     w.graph = plan.graph;
     w.scale = w.t.value(6);
+    w.t.pointers[6] = &w.scale;  // w lives on the heap until it has run
     return kOk;
 }
 
-int execute(Work& w) {
-    w.t.pointers[6] = &w.scale;
+int execute(const Work& w) {
     if (w.graph == Graph::forward) {
         forward(w.t);
         return kOk;
