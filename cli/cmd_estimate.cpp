@@ -2,6 +2,7 @@
 // flags, or for every configuration of a sweep file (counts and the
 // predicted Pareto front). Exit 0 when something fits, 1 when nothing does.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -139,6 +140,14 @@ nlohmann::json views_json(const FrameworkEstimate& f, FrameworkProfile profile) 
     return views;
 }
 
+// The stack's step: our engine's under the profile's options, plus its time terms.
+nlohmann::json framework_time_json(const FrameworkEstimate& f, FrameworkProfile profile) {
+    nlohmann::json terms = nlohmann::json::array();
+    for (const FrameworkTimeTerm& t : f.time_terms) terms.push_back({{"what", t.what}, {"seconds", t.seconds}});
+    return {{"framework", to_string(profile)},  {"step_s", f.step_s}, {"tokens_per_s", f.tokens_per_s}, {"mfu", f.mfu},
+            {"engine_step_s", f.engine.step_s}, {"terms", terms}};
+}
+
 nlohmann::json estimate_json(const TrialConfig& c, const Estimate& e) {
     return {{"config", c},
             {"memory", memory_json(e.memory)},
@@ -213,6 +222,7 @@ int run_single(const EstimateCliOptions& opts) {
     if (opts.json) {
         nlohmann::json j = estimate_json(c, e);
         j["memory"]["views"] = views_json(views, profile);
+        if (profile != FrameworkProfile::tune) j["time"]["framework"] = framework_time_json(views, profile);
         j["device"] = hw.device;
         j["usable_memory"] = usable_bytes(c, hw, o);
         fmt::print("{}\n", j.dump(2));
@@ -229,6 +239,14 @@ int run_single(const EstimateCliOptions& opts) {
                            bytes_text(static_cast<std::uint64_t>(t.bytes < 0 ? -t.bytes : t.bytes)), t.what);
         };
         print_terms(views.terms);
+        if (profile != FrameworkProfile::tune) {
+            fmt::print("  as {:<10} step time {:.4g} s, tokens/s {} (all ranks), MFU {}\n", to_string(profile),
+                       views.step_s, throughput_text(views.tokens_per_s), percent(views.mfu));
+            fmt::print("               {:.4g} s our engine's step with {}'s options\n", views.engine.step_s,
+                       to_string(profile));
+            for (const FrameworkTimeTerm& t : views.time_terms)
+                fmt::print("               {}{:.4g} s {}\n", t.seconds < 0 ? "-" : "+", std::abs(t.seconds), t.what);
+        }
         if (e.host_memory.peak > 0) {
             fmt::print("  as {:<10} host {} per rank\n", to_string(profile), format_bytes(views.host));
             print_terms(views.host_terms);
@@ -374,8 +392,9 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
                     "Predict for the stack you train with (search/frameworks): hf-trainer, torchrun, deepspeed, "
                     "accelerate-fsdp (transformers' modelling: full-vocabulary fp32 logits, the decoder's saved "
                     "tensors; DeepSpeed's fp32 gradient partitions), torchtitan (overlapped collectives), litgpt "
-                    "(the full-state-dict load under FSDP); tune (default) is tune's engine. Adds memory.views: "
-                    "allocated, reserved and device")
+                    "(the full-state-dict load under FSDP); every stack's eager element-wise ops add their HBM "
+                    "traffic to the step; tune (default) is tune's engine. Adds memory.views (allocated, reserved "
+                    "and device) and time.framework")
         ->check(CLI::IsMember(framework_choices()));
     cmd->add_option("--bitsandbytes", opts->bitsandbytes,
                     "The bitsandbytes version under the stack (default: a release after 0.43.1; a sweep's "

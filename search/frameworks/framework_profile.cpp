@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "search/estimate.h"
+#include "search/frameworks/eager_ops.h"
 
 namespace tune {
 
@@ -37,6 +38,26 @@ std::uint64_t allocated_peak(const StepMemory& s, const std::vector<FrameworkTer
         most = std::max(most, bytes);
     }
     return static_cast<std::uint64_t>(most);
+}
+
+// The stack's eager element-wise ops (eager_ops.h) in place of our engine's fused
+// kernels, which only a probed estimate prices (StepTime::elementwise_s, less
+// the gradient buckets' adds, which our engine's ZeRO makes and the stacks' too).
+std::vector<FrameworkTimeTerm> time_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
+                                          const EstimateOptions& o) {
+    if (f == FrameworkProfile::tune) return {};
+    const EagerTraffic traffic = uses_transformers(f)                ? transformers_eager(f, c)
+                                 : f == FrameworkProfile::torchtitan ? torchtitan_eager(c)
+                                                                     : litgpt_eager(c);
+    std::vector<FrameworkTimeTerm> terms{
+        {"eager element-wise ops through HBM (norms, RoPE, SwiGLU, residuals, casts, the fp32 loss)",
+         eager_seconds(traffic, c.model, c, hw)}};
+    if (o.probed) {
+        const StepTime engine = step_time(c.model, c, hw, o);
+        if (const double fused = engine.elementwise_s - engine.bucket_s; fused > 0)
+            terms.push_back({"our engine's fused element-wise kernels (probed), which the stack does not run", -fused});
+    }
+    return terms;
 }
 
 }  // namespace
@@ -76,6 +97,12 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         f == FrameworkProfile::tune ? e.engine.memory.peak - outside : allocated_peak(s, e.terms);
     e.views[MemoryView::reserved] = e.views[MemoryView::allocated];
     e.views[MemoryView::device] = e.views[MemoryView::reserved] + outside;
+    e.time_terms = time_terms(f, c, hw, o);
+    e.step_s = e.engine.step_s;
+    for (const FrameworkTimeTerm& t : e.time_terms) e.step_s += t.seconds;
+    const double slower = e.step_s > 0 ? e.engine.step_s / e.step_s : 0.0;
+    e.tokens_per_s = e.engine.tokens_per_s * slower;
+    e.mfu = e.engine.mfu * slower;
     std::int64_t host = static_cast<std::int64_t>(e.engine.host_memory.peak);
     for (const FrameworkTerm& t : e.host_terms) host += t.bytes;
     e.host = static_cast<std::uint64_t>(std::max<std::int64_t>(host, 0));
@@ -117,8 +144,8 @@ FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware&
         p.reserved = e.views[MemoryView::reserved];
         p.device = e.views[MemoryView::device];
         p.host = e.host;
-        p.step_s = e.engine.step_s;
-        p.tokens_per_s = e.engine.tokens_per_s;
+        p.step_s = e.step_s;
+        p.tokens_per_s = e.tokens_per_s;
         // The node's host memory holds each of its ranks' host memory, as our engine's does.
         const std::optional<std::uint64_t> host = usable_host_bytes(o.host_memory, o.host_margin);
         p.fits = p.device <= usable && (!host || p.host * ranks_per_node(c, o) <= *host);

@@ -55,9 +55,20 @@ struct FrameworkTerm {
 // Every phase: a term the framework holds from start to end of the step.
 inline constexpr std::array<bool, kPhaseCount> kWholeStep{true, true, true, true, true};
 
+// Seconds a framework's step spends beyond (or, negative, instead of) our engine's.
+struct FrameworkTimeTerm {
+    std::string what;
+    double seconds = 0;
+};
+
 struct FrameworkEstimate {
     Estimate engine;  // our engine's estimate of the configuration
     std::vector<FrameworkTerm> terms;
+    // The stack's step: our engine's, priced with the profile's options, plus the time terms.
+    std::vector<FrameworkTimeTerm> time_terms;
+    double step_s = 0;
+    double tokens_per_s = 0;  // all ranks together
+    double mfu = 0;
     MemoryViews views;
     // Under offload: what the stack keeps in host memory beyond our engine's
     // host ledger (whole step), and the total per rank.

@@ -4,8 +4,11 @@
 
 #include <fmt/format.h>
 
+#include "core/tensor_parallel.h"
 #include "kernels/math/nf4.h"
+#include "search/frameworks/eager_ops.h"
 #include "search/frameworks/framework_profile.h"
+#include "search/model_flops.h"
 
 namespace tune {
 
@@ -80,6 +83,34 @@ std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOpti
     if (c.method == Method::qlora && !c.model.tied_embeddings)
         for (FrameworkTerm& t : quantized_head_terms(c)) terms.push_back(std::move(t));
     return terms;
+}
+
+// LitGPT's model (lit_gpt/model.py at 8641822): Block.forward's two RMSNorms
+// and residual sums. CausalSelfAttention.forward splits the fused qkv output's
+// permuted view; with grouped KV heads the reshapes copy q, and k and v expanded
+// to every query head; apply_rope runs on q and k at those widths, and
+// torch.cat re-joins each with its unroped part (a copy); SDPA's transposed
+// output is reshaped (a copy). LLaMAMLP is F.silu(fc_1(x)) * fc_2(x).
+// lit_gpt/lora.py LoRALinear.forward drops out the input (finetune/lora.py's
+// lora_dropout 0.05: a byte of mask per element), scales the adapters' output
+// and adds it to the base output (counted per adapted linear, though q, k, v's
+// share one dropout). The loss: Fabric casts the logits to fp32 (convert_output),
+// and chunked_cross_entropy runs cross_entropy on them.
+EagerTraffic litgpt_eager(const TrialConfig& c) {
+    const EagerWidths w = eager_widths(c);
+    const double s = weight_bytes(c.precision);
+    const double k = w.grouped_kv ? w.q : w.kv;  // the width k has at RoPE
+    double lora = 0;
+    for (const Linear& l : layer_linears(tensor_parallel_plan(c).local(c.model), c))
+        if (l.rank > 0) lora += (2 * s + 1) * l.in + 5 * s * l.out;
+    EagerTraffic t;
+    t.layer_forward = 2 * eager::rmsnorm(s) * w.hidden +
+                      (w.grouped_kv ? eager::copy(s) * w.q + 2 * s * (w.kv + w.q) : 0.0) +
+                      (eager::rotate_half_rope(s, s) + eager::copy(s)) * (w.q + k) + eager::copy(s) * w.q +
+                      eager::swiglu(s) * w.ffn + 2 * eager::residual_add(s, s) * w.hidden + lora;
+    t.outer_forward = eager::rmsnorm(s) * w.hidden;
+    t.loss_whole = eager::upcast_cross_entropy(s) * w.vocab;
+    return t;
 }
 
 }  // namespace tune

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "core/tensor_parallel.h"
+#include "search/frameworks/eager_ops.h"
 #include "search/frameworks/framework_profile.h"
 
 namespace tune {
@@ -36,6 +37,25 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
         terms.push_back(down);
     }
     return terms;
+}
+
+// torchtitan's Llama (models/llama/model.py at 9dec370, without torch.compile):
+// TransformerBlock.forward's two RMSNorms (models/norms.py RMSNorm) and two
+// residual sums; apply_rotary_emb upcasts q and k, multiplies them by the complex
+// frequencies in fp32 and casts back (s + 4, 4 + 4, 4 + s); repeat_kv's
+// expand-and-reshape copies k and v to every query head; Attention.forward makes
+// SDPA's output contiguous; FeedForward.forward is F.silu(w1(x)) * w3(x). The
+// loss is cross_entropy on pred.float() (components/loss.py cross_entropy_loss).
+EagerTraffic torchtitan_eager(const TrialConfig& c) {
+    const EagerWidths w = eager_widths(c);
+    const double s = weight_bytes(c.precision);
+    EagerTraffic t;
+    t.layer_forward = 2 * eager::rmsnorm(s) * w.hidden + (2 * s + 16) * (w.q + w.kv) +
+                      (w.grouped_kv ? 2 * s * (w.kv + w.q) : 0.0) + eager::copy(s) * w.q + eager::swiglu(s) * w.ffn +
+                      2 * eager::residual_add(s, s) * w.hidden;
+    t.outer_forward = eager::rmsnorm(s) * w.hidden;
+    t.loss_whole = eager::upcast_cross_entropy(s) * w.vocab;
+    return t;
 }
 
 }  // namespace tune

@@ -2,7 +2,11 @@
 // script, DeepSpeed and accelerate run it) holds beyond our engine.
 #include <fmt/format.h>
 
+#include "core/tensor_parallel.h"
+#include "search/frameworks/eager_ops.h"
 #include "search/frameworks/framework_profile.h"
+#include "search/model_flops.h"
+#include "search/recompute.h"
 
 namespace tune {
 
@@ -22,15 +26,19 @@ FrameworkTerm autocast_copies(const TrialConfig& c, bool whole) {
     return t;
 }
 
+// HF Trainer and a torchrun script train a model loaded in fp32 under
+// torch.autocast for bf16-mixed and fp16-mixed; DeepSpeed and FSDP cast the
+// parameters themselves (their own 16-bit copies, which our engine's weights stand for).
+bool runs_autocast(FrameworkProfile f, const TrialConfig& c) {
+    return (f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun) && !c.adapters() &&
+           (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed);
+}
+
 }  // namespace
 
 std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
                                               const EstimateOptions& o, const StepMemory& engine) {
-    // HF Trainer and a torchrun script train a model loaded in fp32 under
-    // torch.autocast for bf16-mixed and fp16-mixed; DeepSpeed and FSDP cast the
-    // parameters themselves (their own 16-bit copies, which our engine's weights stand for).
-    const bool autocast = (f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun) && !c.adapters() &&
-                          (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed);
+    const bool autocast = runs_autocast(f, c);
     const ModelSpec& m = c.model;
     const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
     std::vector<FrameworkTerm> terms;
@@ -67,6 +75,41 @@ std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialCon
     // graph go before the optimizer steps.
     if (FrameworkTerm kept = bnb_kept_inputs(c, o.libraries, false); kept.bytes > 0) terms.push_back(std::move(kept));
     return terms;
+}
+
+// transformers' Llama (models/llama/modeling_llama.py): LlamaDecoderLayer.forward's
+// two LlamaRMSNorms and residual sums; apply_rotary_pos_emb on q and k (cos and
+// sin in the hidden states' dtype, LlamaRotaryEmbedding.forward); repeat_kv's
+// copies of k and v (sdpa_attention_forward); the attention output's
+// transpose(1, 2).contiguous(); LlamaMLP's act_fn(gate) * up; PEFT's
+// lora.Linear.forward adds lora_B(lora_A(x)) * scaling to the base output;
+// loss/loss_utils.py ForCausalLMLoss upcasts the logits. Under autocast the
+// fp32 model keeps an fp32 residual stream: each matmul casts its input (the
+// norms' outputs feed q, k, v and gate, up) and, once per forward, its weight.
+EagerTraffic transformers_eager(FrameworkProfile f, const TrialConfig& c) {
+    const EagerWidths w = eager_widths(c);
+    const bool autocast = runs_autocast(f, c);
+    const double s = weight_bytes(c.precision);  // the matmuls' outputs
+    const double stream = autocast ? 4.0 : s;    // the residual stream, the norms and cos, sin
+    double lora = 0;
+    for (const Linear& l : layer_linears(tensor_parallel_plan(c).local(c.model), c))
+        if (l.rank > 0) lora += 5 * s * l.out;  // the product by scaling, the sum into the base output
+    EagerTraffic t;
+    t.layer_forward = 2 * eager::rmsnorm(stream) * w.hidden + (autocast ? 5 * (4 + s) * w.hidden : 0.0) +
+                      eager::rotate_half_rope(s, stream) * (w.q + w.kv) + (w.grouped_kv ? 2 * s * (w.kv + w.q) : 0.0) +
+                      eager::copy(s) * w.q + eager::swiglu(s) * w.ffn + 2 * eager::residual_add(stream, s) * w.hidden +
+                      lora;
+    t.outer_forward = eager::rmsnorm(stream) * w.hidden;
+    t.loss_whole = eager::upcast_cross_entropy(s) * w.vocab;
+    if (autocast) {
+        // The weight cast (4 + s bytes a parameter) runs in each forward and each
+        // recompute of a layer, and once for the LM head.
+        const ModelSpec& m = c.model;
+        const double casts = recomputed(c.checkpointing).linears ? 2.0 : 1.0;
+        t.per_micro_batch = (4 + s) * (casts * static_cast<double>(m.layers * m.layer_params()) +
+                                       static_cast<double>(m.vocab * m.hidden));
+    }
+    return t;
 }
 
 }  // namespace tune

@@ -81,7 +81,7 @@ void score(const json& point, const Paths& paths, bool engine_only, Errors& all,
     }
     if (measured["throughput"].is_object()) {
         const double want = measured["throughput"]["value"].get<double>();
-        const double got = e.engine.tokens_per_s / c.world_size;
+        const double got = e.tokens_per_s / c.world_size;
         const double err = (got - want) / want;
         all.throughput.push_back(err);
         if (fully_stated(point)) stated.throughput.push_back(err);
