@@ -24,11 +24,14 @@ namespace tune {
 
 // Bytes per element each op moves forward; `s` is the bytes of the tensor's dtype.
 namespace eager {
-// An RMSNorm as torchtitan's models/norms.py RMSNorm.forward, transformers'
-// LlamaRMSNorm.forward and LitGPT's RMSNorm.forward run it: the fp32 upcast
+// An RMSNorm as torchtitan's models/norms.py RMSNorm.forward and transformers'
+// LlamaRMSNorm.forward run it: the fp32 upcast
 // (s + 4), pow (4 + 4), mean (4), times rsqrt (4 + 4), the cast back (4 + s),
 // times the weight (s + s). An fp32 input makes both casts no-ops.
 constexpr double rmsnorm(double s) { return (s == 4 ? 0 : 2 * (s + 4)) + 20 + 2 * s; }
+// LitGPT's lit_gpt/rmsnorm.py RMSNorm.forward stays in the input's dtype: x * x
+// (s + s), mean (s), times rsqrt (s + s), times the weight (s + s).
+constexpr double rmsnorm_uncast(double s) { return 7 * s; }
 // The sum into the residual stream of dtype `s` of a branch's output of dtype `b`.
 constexpr double residual_add(double s, double b) { return 2 * s + b; }
 // F.silu(gate) * up: silu reads and writes, the product reads two and writes one.

@@ -86,9 +86,11 @@ std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOpti
 }
 
 // LitGPT's model (lit_gpt/model.py at 8641822): Block.forward's two RMSNorms
-// and residual sums. CausalSelfAttention.forward splits the fused qkv output's
+// (lit_gpt/rmsnorm.py, no upcast) and residual sums. CausalSelfAttention.forward splits the fused qkv output's
 // permuted view; with grouped KV heads the reshapes copy q, and k and v expanded
-// to every query head; apply_rope runs on q and k at those widths, and
+// to every query head; apply_rope runs on q and k at those widths with cos and
+// sin in fp32 or fp16 (build_rope_cache, rebuilt when fit() sets
+// max_seq_length), either of which promotes bf16 products to fp32, and
 // torch.cat re-joins each with its unroped part (a copy); SDPA's transposed
 // output is reshaped (a copy). LLaMAMLP is F.silu(fc_1(x)) * fc_2(x).
 // lit_gpt/lora.py LoRALinear.forward drops out the input (finetune/lora.py's
@@ -104,11 +106,11 @@ EagerTraffic litgpt_eager(const TrialConfig& c) {
     for (const Linear& l : layer_linears(tensor_parallel_plan(c).local(c.model), c))
         if (l.rank > 0) lora += (2 * s + 1) * l.in + 5 * s * l.out;
     EagerTraffic t;
-    t.layer_forward = 2 * eager::rmsnorm(s) * w.hidden +
+    t.layer_forward = 2 * eager::rmsnorm_uncast(s) * w.hidden +
                       (w.grouped_kv ? eager::copy(s) * w.q + 2 * s * (w.kv + w.q) : 0.0) +
-                      (eager::rotate_half_rope(s, s) + eager::copy(s)) * (w.q + k) + eager::copy(s) * w.q +
+                      (eager::rotate_half_rope(s, 4) + eager::copy(s)) * (w.q + k) + eager::copy(s) * w.q +
                       eager::swiglu(s) * w.ffn + 2 * eager::residual_add(s, s) * w.hidden + lora;
-    t.outer_forward = eager::rmsnorm(s) * w.hidden;
+    t.outer_forward = eager::rmsnorm_uncast(s) * w.hidden;
     t.loss_whole = eager::upcast_cross_entropy(s) * w.vocab;
     return t;
 }
