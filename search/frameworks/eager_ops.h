@@ -1,9 +1,8 @@
 // The time a stack spends in its element-wise PyTorch ops, which run eagerly,
 // one kernel per op, each reading its inputs from HBM and writing its output
 // there. Our engine fuses them (norms, RoPE, SwiGLU, the loss); the frameworks'
-// modelling files chain them, so at the frameworks' step the traffic shows:
-// published torchtitan runs sit 6-42% below our GEMM-bound step, less for
-// larger models, whose GEMMs grow with hidden^2 where this grows with hidden.
+// modelling files chain them, so their traffic is part of a stack's step, a
+// larger part for smaller models: it grows with hidden, the GEMMs with hidden^2.
 //
 // Each stack's rules file lists its ops' forward bytes per token; this file
 // holds the ops' byte counts and the rule that turns a list into seconds:
