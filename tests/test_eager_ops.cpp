@@ -56,13 +56,11 @@ TEST_CASE("the step streams forward, backward twice the forward, and the recompu
     const EagerTraffic t = torchtitan_eager(c);
     const double tokens = 8192, layers = 32;
     const double per_token = layers * t.layer_forward * 4 + 3 * t.outer_forward + t.loss_whole;
-    CHECK(eager_seconds(t, c.model, c, hw) == Approx(per_token * tokens / hw.hbm_bytes_per_s));
+    CHECK(eager_seconds(t, c, hw) == Approx(per_token * tokens / hw.hbm_bytes_per_s));
     c.checkpointing = Checkpointing::none;  // no element-wise recompute
-    CHECK(eager_seconds(t, c.model, c, hw) ==
-          Approx((per_token - layers * t.layer_forward) * tokens / hw.hbm_bytes_per_s));
+    CHECK(eager_seconds(t, c, hw) == Approx((per_token - layers * t.layer_forward) * tokens / hw.hbm_bytes_per_s));
     c.grad_accum = 3;
-    CHECK(eager_seconds(t, c.model, c, hw) ==
-          Approx(3 * (per_token - layers * t.layer_forward) * tokens / hw.hbm_bytes_per_s));
+    CHECK(eager_seconds(t, c, hw) == Approx(3 * (per_token - layers * t.layer_forward) * tokens / hw.hbm_bytes_per_s));
 }
 
 TEST_CASE("a stack's step is our engine's plus its eager ops, and its tokens/s follow", "[frameworks][eager]") {
@@ -70,7 +68,7 @@ TEST_CASE("a stack's step is our engine's plus its eager ops, and its tokens/s f
     const Hardware hw = *find_device("a100-80gb");
     const FrameworkEstimate e = framework_estimate(FrameworkProfile::torchtitan, c, hw);
     REQUIRE(e.time_terms.size() == 1);
-    const double eager = eager_seconds(torchtitan_eager(c), c.model, c, hw);
+    const double eager = eager_seconds(torchtitan_eager(c), c, hw);
     CHECK(e.time_terms[0].seconds == Approx(eager));
     CHECK(e.step_s == Approx(e.engine.step_s + eager));
     CHECK(e.tokens_per_s == Approx(e.engine.tokens_per_s * e.engine.step_s / e.step_s));

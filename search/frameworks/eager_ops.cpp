@@ -19,12 +19,12 @@ EagerWidths eager_widths(const TrialConfig& c) {
     return w;
 }
 
-double eager_seconds(const EagerTraffic& t, const ModelSpec& m, const TrialConfig& c, const Hardware& hw) {
+double eager_seconds(const EagerTraffic& t, const TrialConfig& c, const Hardware& hw) {
     if (!(hw.hbm_bytes_per_s > 0)) return 0.0;
     // Forward, backward at twice its bytes, and the forward again where checkpointing reruns it.
     const double layer_passes = 3.0 + (recomputed(c.checkpointing).elementwise ? 1.0 : 0.0);
     const double per_token =
-        static_cast<double>(m.layers) * t.layer_forward * layer_passes + 3.0 * t.outer_forward + t.loss_whole;
+        static_cast<double>(c.model.layers) * t.layer_forward * layer_passes + 3.0 * t.outer_forward + t.loss_whole;
     const double tokens = static_cast<double>(c.micro_batch) * c.context;
     // LOMO's norm pass runs forward and backward twice (harness/trainer.cpp lomo_step).
     const double bytes = (per_token * tokens + t.per_micro_batch) * c.grad_accum * lomo_backward_passes(c);

@@ -13,9 +13,6 @@
 // everything streams at the device's HBM bandwidth.
 #pragma once
 
-#include <string>
-#include <vector>
-
 #include "core/config.h"
 #include "search/frameworks/framework_profile.h"
 
@@ -24,9 +21,9 @@ namespace tune {
 // Bytes per element each op moves forward; `s` is the bytes of the tensor's dtype.
 namespace eager {
 // An RMSNorm as torchtitan's models/norms.py RMSNorm.forward and transformers'
-// LlamaRMSNorm.forward run it: the fp32 upcast
-// (s + 4), pow (4 + 4), mean (4), times rsqrt (4 + 4), the cast back (4 + s),
-// times the weight (s + s). An fp32 input makes both casts no-ops.
+// LlamaRMSNorm.forward run it: the fp32 upcast (s + 4), pow (4 + 4), mean (4),
+// times rsqrt (4 + 4), the cast back (4 + s), times the weight (s + s). An fp32
+// input makes both casts no-ops.
 constexpr double rmsnorm(double s) { return (s == 4 ? 0 : 2 * (s + 4)) + 20 + 2 * s; }
 // LitGPT's lit_gpt/rmsnorm.py RMSNorm.forward stays in the input's dtype: x * x
 // (s + s), mean (s), times rsqrt (s + s), times the weight (s + s).
@@ -73,7 +70,7 @@ struct EagerTraffic {
 };
 
 // Seconds a step of `c` spends on the traffic, on each rank.
-double eager_seconds(const EagerTraffic& t, const ModelSpec& m, const TrialConfig& c, const Hardware& hw);
+double eager_seconds(const EagerTraffic& t, const TrialConfig& c, const Hardware& hw);
 
 // Each stack's list (its rules file: torchtitan.cpp, transformers_model.cpp, litgpt.cpp).
 EagerTraffic torchtitan_eager(const TrialConfig& c);

@@ -40,23 +40,26 @@ std::uint64_t allocated_peak(const StepMemory& s, const std::vector<FrameworkTer
     return static_cast<std::uint64_t>(most);
 }
 
-// The stack's eager element-wise ops (eager_ops.h) in place of our engine's fused
-// kernels, which only a probed estimate prices (StepTime::elementwise_s, less
-// the gradient buckets' adds, which our engine's ZeRO makes and the stacks' too).
-std::vector<FrameworkTimeTerm> time_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
-                                          const EstimateOptions& o) {
+// Our engine's fused element-wise kernels, which only a probed estimate prices
+// (StepTime::elementwise_s, less the gradient buckets' adds, which our engine's
+// ZeRO makes and the stacks' too); 0 without probes. No profile option changes it.
+double fused_elementwise_seconds(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
+    if (!o.probed) return 0.0;
+    const StepTime engine = step_time(c.model, c, hw, o);
+    return std::max(0.0, engine.elementwise_s - engine.bucket_s);
+}
+
+// The stack's eager element-wise ops (eager_ops.h) in place of our engine's fused kernels.
+std::vector<FrameworkTimeTerm> time_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw, double fused) {
     if (f == FrameworkProfile::tune) return {};
     const EagerTraffic traffic = uses_transformers(f)                ? transformers_eager(f, c)
                                  : f == FrameworkProfile::torchtitan ? torchtitan_eager(c)
                                                                      : litgpt_eager(c);
     std::vector<FrameworkTimeTerm> terms{
         {"eager element-wise ops through HBM (norms, RoPE, SwiGLU, residuals, casts, the fp32 loss)",
-         eager_seconds(traffic, c.model, c, hw)}};
-    if (o.probed) {
-        const StepTime engine = step_time(c.model, c, hw, o);
-        if (const double fused = engine.elementwise_s - engine.bucket_s; fused > 0)
-            terms.push_back({"our engine's fused element-wise kernels (probed), which the stack does not run", -fused});
-    }
+         eager_seconds(traffic, c, hw)}};
+    if (fused > 0)
+        terms.push_back({"our engine's fused element-wise kernels (probed), which the stack does not run", -fused});
     return terms;
 }
 
@@ -78,9 +81,10 @@ bool same_time_model(const EstimateOptions& profile, const EstimateOptions& swee
            (c.offload == Offload::none || profile.offload_overlap == sweep.offload_overlap);
 }
 
-// The profile's estimate from our engine's, already made with the profile's options.
+// The profile's estimate from our engine's, already made with the profile's options,
+// its step schedule and its fused element-wise seconds.
 FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
-                                Estimate engine, const StepMemory& s) {
+                                Estimate engine, const StepMemory& s, double fused_elementwise_s) {
     FrameworkEstimate e;
     e.engine = std::move(engine);
     if (uses_transformers(f)) e.terms = transformers_terms(f, c, hw, o, s);
@@ -97,7 +101,7 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         f == FrameworkProfile::tune ? e.engine.memory.peak - outside : allocated_peak(s, e.terms);
     e.views[MemoryView::reserved] = e.views[MemoryView::allocated];
     e.views[MemoryView::device] = e.views[MemoryView::reserved] + outside;
-    e.time_terms = time_terms(f, c, hw, o);
+    e.time_terms = time_terms(f, c, hw, fused_elementwise_s);
     e.step_s = e.engine.step_s;
     for (const FrameworkTimeTerm& t : e.time_terms) e.step_s += t.seconds;
     const double slower = e.step_s > 0 ? e.engine.step_s / e.step_s : 0.0;
@@ -115,7 +119,8 @@ FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, c
                                      const EstimateOptions& options) {
     EstimateOptions o = options;
     apply_profile_options(f, o);
-    return estimate_from(f, c, hw, o, estimate(c, hw, o), step_memory(c.model, c, hw, o));
+    return estimate_from(f, c, hw, o, estimate(c, hw, o), step_memory(c.model, c, hw, o),
+                         fused_elementwise_seconds(c, hw, o));
 }
 
 FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware& hw, const EstimateOptions& options,
@@ -128,6 +133,7 @@ FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware&
     // One engine estimate and one step schedule serve every profile; a profile
     // that changes the time model (torchtitan's overlap) re-prices the step only.
     const StepMemory s = step_memory(c.model, c, hw, options);
+    const double fused = fused_elementwise_seconds(c, hw, options);
     FrameworkPredictions out;
     for (std::size_t i = 1; i < kFrameworkProfileNames.size(); ++i) {
         const auto f = static_cast<FrameworkProfile>(i);
@@ -139,7 +145,7 @@ FrameworkPredictions framework_predictions(const TrialConfig& c, const Hardware&
         EstimateOptions o = options;
         apply_profile_options(f, o);
         const FrameworkEstimate e =
-            estimate_from(f, c, hw, o, same_time_model(o, options, c) ? base : estimate(c, hw, o), s);
+            estimate_from(f, c, hw, o, same_time_model(o, options, c) ? base : estimate(c, hw, o), s, fused);
         p.allocated = e.views[MemoryView::allocated];
         p.reserved = e.views[MemoryView::reserved];
         p.device = e.views[MemoryView::device];
