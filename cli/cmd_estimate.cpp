@@ -131,6 +131,9 @@ nlohmann::json views_json(const FrameworkEstimate& f, FrameworkProfile profile) 
     nlohmann::json terms = nlohmann::json::array();
     for (const FrameworkTerm& t : f.terms) terms.push_back({{"what", t.what}, {"bytes", t.bytes}});
     views["terms"] = terms;
+    nlohmann::json cached = nlohmann::json::array();
+    for (const FrameworkTerm& t : f.cached) cached.push_back({{"what", t.what}, {"bytes", t.bytes}});
+    views["cached_terms"] = cached;
     if (f.engine.host_memory.peak > 0) {  // offload: the stack's host memory per rank, and what it adds to ours
         nlohmann::json host_terms = nlohmann::json::array();
         for (const FrameworkTerm& t : f.host_terms) host_terms.push_back({{"what", t.what}, {"bytes", t.bytes}});
@@ -239,6 +242,10 @@ int run_single(const EstimateCliOptions& opts) {
                            bytes_text(static_cast<std::uint64_t>(t.bytes < 0 ? -t.bytes : t.bytes)), t.what);
         };
         print_terms(views.terms);
+        if (!views.cached.empty()) {
+            fmt::print("               reserved beyond allocated (PyTorch's caching allocator):\n");
+            print_terms(views.cached);
+        }
         if (profile != FrameworkProfile::tune) {
             fmt::print("  as {:<10} step time {:.4g} s, tokens/s {} (all ranks), MFU {}\n", to_string(profile),
                        views.step_s, throughput_text(views.tokens_per_s), percent(views.mfu));

@@ -131,18 +131,19 @@ TEST_CASE("with probed rates a stack's eager ops replace our engine's fused ones
     CHECK(e.step_s == Approx(e.engine.step_s + e.time_terms[0].seconds - fused));
 }
 
-TEST_CASE("LitGPT's layer: an RMSNorm without upcast, RoPE promoted by fp32 cos, LoRA's dropout and scaled sum",
+TEST_CASE("LitGPT's layer: an RMSNorm weighted in fp32, RoPE promoted by fp32 cos, LoRA's dropout and scaled sum",
           "[frameworks][eager]") {
     TrialConfig c;
     c.model = *find_model("llama-7b");
     c.precision = Precision::bf16;
     c.method = Method::lora;
     c.lora_targets = LoraTargets::attention;
-    CHECK(eager::rmsnorm_uncast(2) == 14);
+    CHECK(eager::rmsnorm_fp32_weight(2) == 40);
+    CHECK(eager::rmsnorm_fp32_weight(4) == 28);
     const EagerTraffic t = litgpt_eager(c);
-    // Norms 2 x 14; RoPE 36 and torch.cat's copy 4 on q and k; SDPA's output reshaped 4;
+    // Norms 2 x 40; RoPE 36 and torch.cat's copy 4 on q and k; SDPA's output reshaped in place;
     // residuals 2 x 6; LoRA on q, k, v, o: dropout 2 x 2 + 1 on the input, scale and sum 10
     // on the output; all x 4096; SwiGLU 10 x 11008.
-    CHECK(t.layer_forward == (28 + 40 * 2 + 4 + 12 + 4 * 15) * 4096 + 10 * 11008);
+    CHECK(t.layer_forward == (80 + 40 * 2 + 12 + 4 * 15) * 4096 + 10 * 11008);
     CHECK(t.per_micro_batch == 0);
 }

@@ -127,6 +127,79 @@ TEST_CASE(
           framework_estimate(FrameworkProfile::tune, c, hw).views[MemoryView::allocated]);
 }
 
+TEST_CASE("torchtitan's freed 16-bit logits stay reserved beside the fp32 gradient: reserved, not allocated",
+          "[frameworks]") {
+    TrialConfig c = llama7b_lora(8, 3);
+    c.method = Method::full;
+    c.precision = Precision::bf16_mixed;
+    c.model = *find_model("llama3-8b");
+    c.micro_batch = 2;
+    c.context = 8192;
+    c.checkpointing = Checkpointing::selective_op;
+    const Hardware hw = *find_device("h100-80gb");
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::torchtitan, c, hw);
+    REQUIRE(e.cached.size() == 1);
+    // 2 bytes x 16384 tokens x 128256, at the head's backward only.
+    const std::int64_t idle = std::int64_t{2} * 16384 * 128256;
+    CHECK(e.cached[0].bytes == idle);
+    CHECK(e.cached[0].alive[static_cast<std::size_t>(Phase::head_backward)]);
+    CHECK_FALSE(e.cached[0].alive[static_cast<std::size_t>(Phase::forward)]);
+    // The head's backward is the allocated peak here (the fp32 log-softmax and its gradients).
+    CHECK(e.views[MemoryView::reserved] == e.views[MemoryView::allocated] + static_cast<std::uint64_t>(idle));
+    CHECK(e.views[MemoryView::device] - e.views[MemoryView::reserved] == e.engine.memory[Component::overhead]);
+    // fp32 logits: .float() is the tensor itself, no block idles; no other stack models one.
+    c.precision = Precision::fp32;
+    const FrameworkEstimate fp32 = framework_estimate(FrameworkProfile::torchtitan, c, hw);
+    CHECK(fp32.cached.empty());
+    CHECK(fp32.views[MemoryView::reserved] == fp32.views[MemoryView::allocated]);
+    c.precision = Precision::bf16_mixed;
+    CHECK(framework_estimate(FrameworkProfile::hf_trainer, c, hw).cached.empty());
+}
+
+TEST_CASE("LitGPT's layer keeps the fp32 norm inputs, LoRA's dropout and padded output, and the fused qkv output",
+          "[frameworks]") {
+    TrialConfig c = llama7b_lora(1, 0);
+    c.context = 1304;
+    c.lora_targets = LoraTargets::qv;
+    // Llama-2-7B, LoRA r8 on q and v, bf16, per token: the norms 2 x (4 x 4096 + 4); x A^T 2 x 2 x 8, the shared
+    // dropout 3 x 4096, zero_pad's source 2 x (4096 + 4096); q and SDPA's output 2 x 2 x 4096, k 2 x 4096, the qkv
+    // output v views 2 x 3 x 4096; silu's input and output and fc_2's output 3 x 2 x 11008.
+    CHECK(litgpt_layer_saved_per_token(c) == 32776 + 28704 + 49152 + 66048);
+    // Grouped KV heads (Llama-3-8B, r16): k and v copied to every query head, the qkv output freed.
+    TrialConfig g = c;
+    g.model = *find_model("llama3-8b");
+    g.lora_rank = 16;
+    CHECK(litgpt_layer_saved_per_token(g) == 32776 + (64 + 12288 + 2 * (4096 + 1024)) + 4 * 2 * 4096 + 6 * 14336);
+    // Full fine-tuning: the norms' fp32 x_normed and 16-bit outputs, and the down projection's input.
+    TrialConfig full = c;
+    full.method = Method::full;
+    CHECK(litgpt_layer_saved_per_token(full) == 2 * (10 * 4096 + 4) + 49152 + 4 * 2 * 11008);
+
+    // The term: every layer's set less our engine's (the attention statistics alike), less the
+    // first layer's norm, whose input (the frozen embedding's output) needs no gradient.
+    const Hardware hw = *find_device("a100-40gb");
+    std::int64_t engine = 0, attention = 0;
+    for (const SavedTensor& t : layer_saved_tensors(c.model, c).view()) {
+        engine += static_cast<std::int64_t>(t.bytes);
+        if (t.name == "attention") attention = static_cast<std::int64_t>(t.bytes);
+    }
+    const std::int64_t per_layer = 176680LL * 1304 + attention - engine;
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::litgpt, c, hw);
+    const FrameworkTerm* saved = term(e, "LitGPT's saved tensors");
+    REQUIRE(saved);
+    CHECK(saved->bytes == 32 * per_layer - (4 * 4096 + 4) * 1304LL);
+    CHECK(saved->bytes > 0);
+    CHECK(saved->alive[static_cast<std::size_t>(Phase::head_backward)]);
+    // Checkpointed blocks: the one recomputed, during the layers' backward.
+    c.checkpointing = Checkpointing::full;
+    const FrameworkEstimate checkpointed = framework_estimate(FrameworkProfile::litgpt, c, hw);
+    const FrameworkTerm* one = term(checkpointed, "LitGPT's saved tensors");
+    REQUIRE(one);
+    CHECK(one->bytes == per_layer);
+    CHECK_FALSE(one->alive[static_cast<std::size_t>(Phase::head_backward)]);
+    CHECK(one->alive[static_cast<std::size_t>(Phase::layer_backward)]);
+}
+
 TEST_CASE("LitGPT under FSDP counts the unsharded model its full-state-dict load leaves", "[frameworks]") {
     const Hardware hw = *find_device("a100-40gb");
     const FrameworkEstimate sharded = framework_estimate(FrameworkProfile::litgpt, llama7b_lora(2, 3), hw);
@@ -177,25 +250,28 @@ TEST_CASE("bitsandbytes before 0.43.2 keeps each 4-bit linear's input, under Lit
     c.context = 1304;
     EstimateOptions o;
     // Unset (a current release) and 0.43.2 keep nothing.
-    CHECK(bnb_kept_inputs(c, o.libraries, true).bytes == 0);
+    const KeptInputs litgpt_loop{.held_to_next_step = true, .attention_output_copied = false};
+    CHECK(bnb_kept_inputs(c, o.libraries, litgpt_loop).bytes == 0);
     o.libraries.bitsandbytes = Version{0, 43, 2};
-    CHECK(bnb_kept_inputs(c, o.libraries, true).bytes == 0);
+    CHECK(bnb_kept_inputs(c, o.libraries, litgpt_loop).bytes == 0);
     o.libraries.bitsandbytes = Version{0, 41, 1};
-    // Per layer the two normed inputs, the attention output and the gated product, in bf16: 32 x 1304 x 2 x (3 x 4096 +
-    // 11008).
+    // Per layer the two normed inputs, the attention output (transformers copies it
+    // out of SDPA's layout) and the gated product, in bf16: 32 x 1304 x 2 x (3 x 4096 + 11008).
     const std::int64_t all_layers = 32LL * 1304 * 2 * (3 * 4096 + 11008);
-    const FrameworkTerm litgpt = bnb_kept_inputs(c, o.libraries, true);
-    CHECK(litgpt.bytes == all_layers);
+    const FrameworkTerm trainer = bnb_kept_inputs(c, o.libraries, {});
+    CHECK(trainer.bytes == all_layers);
+    // LitGPT's output projection reads a view of SDPA's output: nothing new kept there.
+    const FrameworkTerm litgpt = bnb_kept_inputs(c, o.libraries, litgpt_loop);
+    CHECK(litgpt.bytes == all_layers - 32LL * 1304 * 2 * 4096);
     CHECK_THAT(litgpt.what, Catch::Contains("bitsandbytes 0.41.1"));
     CHECK(litgpt.alive == kWholeStep);
-    const FrameworkTerm trainer = bnb_kept_inputs(c, o.libraries, false);
     CHECK_FALSE(trainer.alive[static_cast<std::size_t>(Phase::optimizer_step)]);
     CHECK(trainer.alive[static_cast<std::size_t>(Phase::layer_backward)]);
     c.checkpointing = Checkpointing::full;  // only the layer being recomputed holds them
-    CHECK(bnb_kept_inputs(c, o.libraries, false).bytes == all_layers / 32);
+    CHECK(bnb_kept_inputs(c, o.libraries, {}).bytes == all_layers / 32);
     c.checkpointing = Checkpointing::none;
     c.method = Method::lora;  // 16-bit frozen weights: PyTorch keeps no input for them
-    CHECK(bnb_kept_inputs(c, o.libraries, true).bytes == 0);
+    CHECK(bnb_kept_inputs(c, o.libraries, litgpt_loop).bytes == 0);
 
     // LitGPT: the kept inputs, and the head quantized too: NF4 storage, and two 16-bit copies when dequantized.
     c.method = Method::qlora;
@@ -212,8 +288,8 @@ TEST_CASE("bitsandbytes before 0.43.2 keeps each 4-bit linear's input, under Lit
     const StepMemory s = step_memory(c.model, c, hw, o);
     const FrameworkTerm* logits = term(e, "fp32 logits");
     REQUIRE(logits);
-    CHECK(logits->bytes ==
-          10 * 1304LL * 32000 + all_layers - static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]));
+    CHECK(logits->bytes == 10 * 1304LL * 32000 + litgpt.bytes -
+                               static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]));
     // Hugging Face's stack quantizes no head and lets the graph go before the step.
     const FrameworkEstimate hf = framework_estimate(FrameworkProfile::hf_trainer, c, hw, o);
     REQUIRE(term(hf, "bitsandbytes 0.41.1"));

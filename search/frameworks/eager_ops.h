@@ -25,9 +25,10 @@ namespace eager {
 // times rsqrt (4 + 4), the cast back (4 + s), times the weight (s + s). An fp32
 // input makes both casts no-ops.
 constexpr double rmsnorm(double s) { return (s == 4 ? 0 : 2 * (s + 4)) + 20 + 2 * s; }
-// LitGPT's lit_gpt/rmsnorm.py RMSNorm.forward stays in the input's dtype: x * x
-// (s + s), mean (s), times rsqrt (s + s), times the weight (s + s).
-constexpr double rmsnorm_uncast(double s) { return 7 * s; }
+// LitGPT's RMSNorm.forward (litgpt/model.py) multiplies by the weight in fp32
+// before the cast back: the upcast (s + 4), x * x (4 + 4), mean (4), times
+// rsqrt (4 + 4), times the weight (4 + 4), the cast back (4 + s).
+constexpr double rmsnorm_fp32_weight(double s) { return (s == 4 ? 0 : 2 * (s + 4)) + 28; }
 // The sum into the residual stream of dtype `s` of a branch's output of dtype `b`.
 constexpr double residual_add(double s, double b) { return 2 * s + b; }
 // F.silu(gate) * up: silu reads and writes, the product reads two and writes one.

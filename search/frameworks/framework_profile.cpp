@@ -94,12 +94,20 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         e.host_terms = deepspeed_host_terms(c);
     }
     if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c, o, s);
-    if (f == FrameworkProfile::torchtitan) e.terms = torchtitan_terms(c, s);
+    if (f == FrameworkProfile::torchtitan) {
+        e.terms = torchtitan_terms(c, s);
+        e.cached = torchtitan_cached_terms(c);
+    }
     // The runtime outside the allocator: the CUDA context, cuBLAS and NCCL.
     const std::uint64_t outside = s.at_peak()[Component::overhead];
     e.views[MemoryView::allocated] =
         f == FrameworkProfile::tune ? e.engine.memory.peak - outside : allocated_peak(s, e.terms);
-    e.views[MemoryView::reserved] = e.views[MemoryView::allocated];
+    // The reserved high-water mark never falls below the allocated one.
+    std::vector<FrameworkTerm> held = e.terms;
+    held.insert(held.end(), e.cached.begin(), e.cached.end());
+    e.views[MemoryView::reserved] = e.cached.empty()
+                                        ? e.views[MemoryView::allocated]
+                                        : std::max(e.views[MemoryView::allocated], allocated_peak(s, held));
     e.views[MemoryView::device] = e.views[MemoryView::reserved] + outside;
     e.time_terms = time_terms(f, c, hw, fused_elementwise_s);
     e.step_s = e.engine.step_s;

@@ -64,6 +64,9 @@ struct FrameworkTimeTerm {
 struct FrameworkEstimate {
     Estimate engine;  // our engine's estimate of the configuration
     std::vector<FrameworkTerm> terms;
+    // Blocks PyTorch's caching allocator keeps reserved beyond the allocated ones:
+    // they count in the reserved and device views, not in the allocated one.
+    std::vector<FrameworkTerm> cached;
     // The stack's step: our engine's, priced with the profile's options, plus the time terms.
     std::vector<FrameworkTimeTerm> time_terms;
     double step_s = 0;
@@ -84,10 +87,16 @@ void apply_profile_options(FrameworkProfile f, EstimateOptions& o);
 std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
                                               const EstimateOptions& o, const StepMemory& engine);
 std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOptions& o, const StepMemory& engine);
-// bitsandbytes' 4-bit matmuls before 0.43.2 keep their inputs (0 bytes otherwise);
-// `held_to_next_step`: the loop keeps the step's graph until the next forward returns.
-FrameworkTerm bnb_kept_inputs(const TrialConfig& c, const LibraryVersions& v, bool held_to_next_step);
+// bitsandbytes' 4-bit matmuls before 0.43.2 keep their inputs (0 bytes otherwise).
+struct KeptInputs {
+    bool held_to_next_step = false;       // the loop keeps the step's graph until the next forward returns
+    bool attention_output_copied = true;  // the output projection's input is a copy, not a view of SDPA's output
+};
+FrameworkTerm bnb_kept_inputs(const TrialConfig& c, const LibraryVersions& v, KeptInputs how);
+// Bytes one layer of LitGPT's model keeps per token for backward (litgpt.cpp).
+double litgpt_layer_saved_per_token(const TrialConfig& c);
 std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine);
+std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step (0 bytes below ZeRO-1).
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);
 // Under offload: DeepSpeed's host buffers beyond our engine's host ledger, and

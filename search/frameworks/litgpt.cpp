@@ -66,6 +66,81 @@ std::vector<FrameworkTerm> quantized_head_terms(const TrialConfig& c) {
 
 }  // namespace
 
+// LitGPT's GPT (litgpt/model.py and lora.py at e5493986; the RMSNorm upcast is
+// there since lit-gpt 6178c7cc), bytes one layer keeps per token for backward.
+// PyTorch's mm keeps its input only for a trainable weight
+// (tools/autograd/gen_variable_type.py guard_for), so a frozen linear keeps nothing.
+//   RMSNorm.forward: x.float(), which x * x and x * rsqrt keep, and the fp32 rsqrt;
+//     a trainable weight keeps x_normed (fp32) too, and the linears after it their input.
+//   LoRAQKVLinear.forward: one dropout over the shared input (a byte of mask, and
+//     the dropped-out copy F.linear keeps for lora_A); zero_pad's index_copy keeps
+//     its source, the adapted widths, unless q, k and v all have adapters; the
+//     conv1d keeps x A^T. LoRALinear: the same dropout, and x A^T for lora_B.
+//   CausalSelfAttention.forward: q and k after torch.cat (k copied to every query
+//     head with grouped KV heads), and v: with grouped heads a copy per query
+//     head, otherwise a view of the fused qkv output, whose whole storage SDPA
+//     then keeps; SDPA keeps its output and log-sum-exp (as our engine does).
+//   LLaMAMLP.forward: silu keeps fc_1's output, the product keeps silu's and
+//     fc_2's; a trainable proj keeps the product.
+double litgpt_layer_saved_per_token(const TrialConfig& c) {
+    const ModelSpec m = tensor_parallel_plan(c).local(c.model);
+    const double s = weight_bytes(c.precision);
+    const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.q_dim());
+    const double kv = static_cast<double>(m.kv_dim()), f = static_cast<double>(m.ffn);
+    const bool full = !c.adapters(), grouped = m.kv_heads != m.heads;
+    const double norm = 4 * h + 4 + (full ? 4 * h + s * h : 0.0);
+    const std::vector<Linear> linears = layer_linears(m, c);
+    double lora = 0, adapted_qkv = 0;
+    std::size_t qkv_with_adapters = 0;
+    for (std::size_t i = 0; i < linears.size(); ++i) {
+        const Linear& l = linears[i];
+        if (l.rank == 0) continue;
+        lora += s * l.rank;  // x A^T
+        if (i < 3) {
+            adapted_qkv += l.out;
+            ++qkv_with_adapters;
+        } else {
+            lora += (1 + s) * l.in;
+        }
+    }
+    if (qkv_with_adapters > 0) lora += (1 + s) * h + (qkv_with_adapters < 3 ? s * adapted_qkv : 0.0);
+    const double attention = 2 * s * q + s * (grouped ? q : kv) + s * (grouped ? q : q + 2 * kv);
+    const double mlp = 3 * s * f + (full ? s * f : 0.0);
+    return 2 * norm + lora + attention + mlp;
+}
+
+namespace {
+
+// What LitGPT's layers keep beyond our engine's (litgpt_layer_saved_per_token
+// against layer_saved_tensors; the attention's statistics are the same in
+// both): all layers without checkpointing, the one recomputed with
+// FSDPStrategy's activation_checkpointing_policy={Block}. Under LoRA the
+// frozen embedding's output needs no gradient, so the first layer's norm keeps nothing.
+FrameworkTerm saved_tensors_term(const TrialConfig& c) {
+    const std::uint64_t tokens = tokens_of(c);
+    std::int64_t engine = 0, attention = 0;
+    for (const SavedTensor& t : layer_saved_tensors(c.model, c).view()) {
+        engine += static_cast<std::int64_t>(t.bytes);
+        if (t.name == "attention") attention = static_cast<std::int64_t>(t.bytes);
+    }
+    const auto litgpt =
+        static_cast<std::int64_t>(litgpt_layer_saved_per_token(c) * static_cast<double>(tokens)) + attention;
+    const bool whole = c.checkpointing == Checkpointing::none;
+    const std::int64_t layers = whole ? static_cast<std::int64_t>(c.model.layers) : 1;
+    const std::int64_t first_norm =
+        whole && c.adapters() ? static_cast<std::int64_t>((4 * c.model.hidden + 4) * tokens) : 0;
+    FrameworkTerm t{fmt::format("LitGPT's saved tensors beyond ours ({} layer{} x {} tokens): the fp32 norm inputs, "
+                                "LoRA's dropout and padded output, the fused qkv output v views",
+                                layers, layers == 1 ? "" : "s", tokens),
+                    layers * (litgpt - engine) - first_norm,
+                    {}};
+    t.alive[static_cast<std::size_t>(Phase::forward)] = t.alive[static_cast<std::size_t>(Phase::layer_backward)] = true;
+    t.alive[static_cast<std::size_t>(Phase::head_backward)] = whole;
+    return t;
+}
+
+}  // namespace
+
 std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOptions& o, const StepMemory& engine) {
     std::vector<FrameworkTerm> terms;
     // Under FSDP, finetune/lora.py loads the checkpoint as a full state dict on
@@ -77,7 +152,11 @@ std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOpti
                          static_cast<std::int64_t>(c.model.param_count() * weight_bytes(c.precision)), kWholeStep});
     // The loop's `logits` keeps the step's graph, and the 4-bit inputs on its
     // ctx, until the next step's forward returns.
-    const FrameworkTerm kept = bnb_kept_inputs(c, o.libraries, true);
+    terms.push_back(saved_tensors_term(c));
+    // The output projection's input is SDPA's output reshaped (a view): only the
+    // norms' outputs and the gated product are new.
+    const FrameworkTerm kept =
+        bnb_kept_inputs(c, o.libraries, {.held_to_next_step = true, .attention_output_copied = false});
     terms.push_back(logits_term(c, engine, static_cast<std::uint64_t>(kept.bytes)));
     if (kept.bytes > 0) terms.push_back(kept);
     if (c.method == Method::qlora && !c.model.tied_embeddings)
@@ -85,19 +164,19 @@ std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOpti
     return terms;
 }
 
-// LitGPT's model (lit_gpt/model.py at 8641822): Block.forward's two RMSNorms
-// (lit_gpt/rmsnorm.py, no upcast) and residual sums. CausalSelfAttention.forward splits the fused qkv output's
-// permuted view; with grouped KV heads the reshapes copy q, and k and v expanded
-// to every query head; apply_rope runs on q and k at those widths with cos and
-// sin in fp32 or fp16 (build_rope_cache, rebuilt when fit() sets
-// max_seq_length), either of which promotes bf16 products to fp32, and
-// torch.cat re-joins each with its unroped part (a copy); SDPA's transposed
-// output is reshaped (a copy). LLaMAMLP is F.silu(fc_1(x)) * fc_2(x).
-// lit_gpt/lora.py LoRALinear.forward drops out the input (finetune/lora.py's
-// lora_dropout 0.05: a byte of mask per element), scales the adapters' output
-// and adds it to the base output (counted per adapted linear, though q, k, v's
-// share one dropout). The loss: Fabric casts the logits to fp32 (convert_output),
-// and chunked_cross_entropy runs cross_entropy on them.
+// LitGPT's model (litgpt/model.py at e5493986): Block.forward's two RMSNorms
+// (weighted in fp32, then cast back) and residual sums. CausalSelfAttention.forward
+// splits the fused qkv output's permuted view; with grouped KV heads the reshapes
+// copy q, and k and v expanded to every query head; apply_rope runs on q and k at
+// those widths with cos and sin in fp32 (build_rope_cache), which promotes bf16
+// products to fp32, and torch.cat re-joins each with its unroped part (a copy).
+// SDPA writes its output token-major, so the reshape after its transpose is a
+// view. LLaMAMLP is F.silu(fc_1(x)) * fc_2(x). litgpt/lora.py LoRALinear.forward
+// drops out the input (lora_dropout 0.05 in config_hub: a byte of mask per
+// element), scales the adapters' output and adds it to the base output (counted
+// per adapted linear, though q, k, v's share one dropout). The loss: Fabric casts
+// the logits to fp32 (convert_output), and chunked_cross_entropy runs
+// cross_entropy on them.
 EagerTraffic litgpt_eager(const TrialConfig& c) {
     const EagerWidths w = eager_widths(c);
     const double s = weight_bytes(c.precision);
@@ -106,11 +185,11 @@ EagerTraffic litgpt_eager(const TrialConfig& c) {
     for (const Linear& l : layer_linears(tensor_parallel_plan(c).local(c.model), c))
         if (l.rank > 0) lora += (2 * s + 1) * l.in + 5 * s * l.out;
     EagerTraffic t;
-    t.layer_forward = 2 * eager::rmsnorm_uncast(s) * w.hidden +
+    t.layer_forward = 2 * eager::rmsnorm_fp32_weight(s) * w.hidden +
                       (w.grouped_kv ? eager::copy(s) * w.q + 2 * s * (w.kv + w.q) : 0.0) +
-                      (eager::rotate_half_rope(s, 4) + eager::copy(s)) * (w.q + k) + eager::copy(s) * w.q +
-                      eager::swiglu(s) * w.ffn + 2 * eager::residual_add(s, s) * w.hidden + lora;
-    t.outer_forward = eager::rmsnorm_uncast(s) * w.hidden;
+                      (eager::rotate_half_rope(s, 4) + eager::copy(s)) * (w.q + k) + eager::swiglu(s) * w.ffn +
+                      2 * eager::residual_add(s, s) * w.hidden + lora;
+    t.outer_forward = eager::rmsnorm_fp32_weight(s) * w.hidden;
     t.loss_whole = eager::upcast_cross_entropy(s) * w.vocab;
     return t;
 }

@@ -39,6 +39,26 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
     return terms;
 }
 
+// PyTorch's caching allocator keeps a freed block reserved for later requests it
+// fits. train_step's `del pred` frees the 16-bit logits (s bytes a logit) before
+// backward; the fp32 upcast, freed when the loss returns, takes cross_entropy's
+// first fp32 gradient, and log_softmax's backward then asks for a second, which
+// the 16-bit block cannot hold: a new segment is reserved beside the idle one.
+// With fp32 logits .float() is the tensor itself and no block idles.
+std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c) {
+    const std::uint64_t s = weight_bytes(c.precision);
+    if (s >= 4) return {};
+    const std::uint64_t vocab = tensor_parallel_plan(c).local(c.model).vocab;
+    const std::uint64_t logits = std::uint64_t{c.micro_batch} * c.context * vocab;
+    FrameworkTerm idle{fmt::format("the freed 16-bit logits' block ({} x {}), too small for the fp32 gradient, "
+                                   "reserved beside it",
+                                   std::uint64_t{c.micro_batch} * c.context, vocab),
+                       static_cast<std::int64_t>(s * logits),
+                       {}};
+    idle.alive[static_cast<std::size_t>(Phase::head_backward)] = true;
+    return {idle};
+}
+
 // torchtitan's Llama (models/llama/model.py at 9dec370, without torch.compile):
 // TransformerBlock.forward's two RMSNorms (models/norms.py RMSNorm) and two
 // residual sums; apply_rotary_emb upcasts q and k, multiplies them by the complex

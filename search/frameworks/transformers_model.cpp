@@ -73,7 +73,7 @@ std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialCon
     if (autocast) terms.push_back(autocast_copies(c, whole));
     // PEFT's QLoRA runs bitsandbytes' Linear4bit; Trainer.training_step lets the
     // graph go before the optimizer steps.
-    if (FrameworkTerm kept = bnb_kept_inputs(c, o.libraries, false); kept.bytes > 0) terms.push_back(std::move(kept));
+    if (FrameworkTerm kept = bnb_kept_inputs(c, o.libraries, {}); kept.bytes > 0) terms.push_back(std::move(kept));
     return terms;
 }
 
