@@ -47,7 +47,8 @@ struct EstimateCliOptions {
     std::optional<double> lora_alpha;
     bool json = false;
     std::string framework;  // a framework's memory profile on top of tune's engine
-    std::string bitsandbytes;  // its bitsandbytes version, where the profile's QLoRA rules depend on it
+    std::string bitsandbytes;            // its bitsandbytes version, where the profile's QLoRA rules depend on it
+    std::optional<double> lora_dropout;  // its LoRA dropout
 };
 
 template <typename T>
@@ -92,8 +93,9 @@ std::vector<std::string> framework_choices() {
     return names;
 }
 
-// --bitsandbytes over the sweep's [framework] bitsandbytes.
+// --bitsandbytes and --lora-dropout over the sweep's [framework] bitsandbytes and lora_dropout.
 void apply_library_flags(const EstimateCliOptions& o, EstimateOptions& e) {
+    if (o.lora_dropout) e.lora_dropout = *o.lora_dropout;
     if (o.bitsandbytes.empty()) return;
     e.libraries.bitsandbytes = parse_version(o.bitsandbytes);
     if (!e.libraries.bitsandbytes)
@@ -124,8 +126,10 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
     return j;
 }
 
-nlohmann::json views_json(const FrameworkEstimate& f, FrameworkProfile profile) {
-    nlohmann::json views{{"framework", to_string(profile)}};
+// The stack's views, with what it runs that our engine does not (bitsandbytes, LoRA dropout) echoed.
+nlohmann::json views_json(const FrameworkEstimate& f, FrameworkProfile profile, const EstimateOptions& o) {
+    nlohmann::json views{{"framework", to_string(profile)}, {"lora_dropout", o.lora_dropout}};
+    if (o.libraries.bitsandbytes) views["bitsandbytes"] = to_string(*o.libraries.bitsandbytes);
     for (std::size_t v = 0; v < kMemoryViewNames.size(); ++v)
         views[std::string(kMemoryViewNames[v])] = f.views.bytes[v];
     nlohmann::json terms = nlohmann::json::array();
@@ -224,7 +228,7 @@ int run_single(const EstimateCliOptions& opts) {
     const FrameworkEstimate views = framework_estimate(profile, c, hw, o);
     if (opts.json) {
         nlohmann::json j = estimate_json(c, e);
-        j["memory"]["views"] = views_json(views, profile);
+        j["memory"]["views"] = views_json(views, profile, o);
         if (profile != FrameworkProfile::tune) j["time"]["framework"] = framework_time_json(views, profile);
         j["device"] = hw.device;
         j["usable_memory"] = usable_bytes(c, hw, o);
@@ -407,6 +411,10 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
                     "The bitsandbytes version under the stack (default: a release after 0.43.1; a sweep's "
                     "[framework] bitsandbytes): before 0.43.2 its 4-bit matmul keeps every QLoRA linear's input "
                     "until backward, which hf-trainer, deepspeed, accelerate-fsdp and litgpt then hold");
+    cmd->add_option("--lora-dropout", opts->lora_dropout,
+                    "The LoRA dropout your training script runs (default 0.0, as tune's exports write; a sweep's "
+                    "[framework] lora_dropout): litgpt keeps each dropout's mask and copy for backward")
+        ->check(CLI::Range(0.0, 0.99));
     cmd->callback([opts, &exit_code] { exit_code = opts->file.empty() ? run_single(*opts) : run_sweep(*opts); });
 }
 

@@ -74,6 +74,9 @@ struct EstimateOptions {
     double size_reference_tokens = 1.0;
     // The libraries under the user's stack, where a framework profile's rules depend on them.
     LibraryVersions libraries;
+    // The stack's LoRA dropout probability ([framework] lora_dropout), which our engine
+    // does not run; tune's exports write 0.0. A dropout keeps a mask and a copy of each input.
+    double lora_dropout = 0.0;
 };
 
 // The trial's ranks on one node, which share its host memory and its host's bandwidth.

@@ -10,7 +10,7 @@
 //   [constraints] global_batch_tokens, max_world_size            (optional)
 //   [trial]       steps, warmup, timeout, launcher, seed, lr, ... (optional)
 //   [search]      strategy, budget                               (optional)
-//   [framework]   name, bitsandbytes: the stack the user trains with (optional; search/frameworks)
+//   [framework]   name, bitsandbytes, lora_dropout: the stack the user trains with (optional; search/frameworks)
 //   [resources]   gpus_per_node, nodes, cpus, max_concurrent     (optional: what the sweep may use at once)
 //   [output]      database, report                               (optional)
 #pragma once
@@ -119,6 +119,8 @@ struct SweepSpec {
     FrameworkProfile framework = FrameworkProfile::tune;
     // [framework] bitsandbytes = "0.42.0": the libraries under it, where its rules depend on them.
     LibraryVersions libraries;
+    // [framework] lora_dropout = 0.05: the stack's LoRA dropout (EstimateOptions::lora_dropout).
+    double lora_dropout = 0.0;
 
     ResourceSpec resources;
 

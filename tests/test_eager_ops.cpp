@@ -140,10 +140,12 @@ TEST_CASE("LitGPT's layer: an RMSNorm weighted in fp32, RoPE promoted by fp32 co
     c.lora_targets = LoraTargets::attention;
     CHECK(eager::rmsnorm_fp32_weight(2) == 40);
     CHECK(eager::rmsnorm_fp32_weight(4) == 28);
-    const EagerTraffic t = litgpt_eager(c);
+    const EagerTraffic t = litgpt_eager(c, 0.05);
     // Norms 2 x 40; RoPE 36 and torch.cat's copy 4 on q and k; SDPA's output reshaped in place;
     // residuals 2 x 6; LoRA on q, k, v, o: dropout 2 x 2 + 1 on the input, scale and sum 10
     // on the output; all x 4096; SwiGLU 10 x 11008.
     CHECK(t.layer_forward == (80 + 40 * 2 + 12 + 4 * 15) * 4096 + 10 * 11008);
     CHECK(t.per_micro_batch == 0);
+    // No dropout (tune's exports): only the scale and the sum on each adapted output.
+    CHECK(litgpt_eager(c, 0.0).layer_forward == (80 + 40 * 2 + 12 + 4 * 10) * 4096 + 10 * 11008);
 }

@@ -160,6 +160,15 @@ TEST_CASE("tune estimate --bitsandbytes counts what an older bitsandbytes keeps 
     // output projection reads a view of SDPA's output), held at once with the previous step's.
     CHECK(allocated(old.output) - allocated(current.output) == 2ULL * 32 * 1304 * 2 * (2 * 4096 + 11008));
     CHECK_THAT(old.output, Catch::Contains("bitsandbytes 0.41.1"));
+    CHECK(nlohmann::json::parse(old.output)["memory"]["views"]["bitsandbytes"] == "0.41.1");
+    // A LoRA dropout keeps a mask and a copy of each adapted input (all linears here): 3 bytes each of q, k, v's
+    // shared input, o's, gate's, up's (4 x 4096) and down's (11008), where lora_A would keep the normed inputs
+    // (2 x 2 x 4096) and the gated product (2 x 11008): 32 layers x 1304 tokens x (8 x 4096 + 11008).
+    const auto dropout = run_tune(qlora + " --lora-dropout 0.05");
+    REQUIRE(dropout.exit_code == 0);
+    CHECK(allocated(dropout.output) - allocated(current.output) == 32ULL * 1304 * (8 * 4096 + 11008));
+    CHECK(nlohmann::json::parse(dropout.output)["memory"]["views"]["lora_dropout"] == 0.05);
+    CHECK(run_tune(qlora + " --lora-dropout 1").exit_code == 2);
     const auto bad = run_tune(qlora + " --bitsandbytes latest");
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.output, Catch::Contains("--bitsandbytes \"latest\" is not a version"));

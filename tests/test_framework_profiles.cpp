@@ -30,6 +30,17 @@ TrialConfig llama7b_lora(std::uint32_t ranks, std::uint32_t zero) {
     return c;
 }
 
+// torchtitan's Llama-3-8B benchmark: 8 ranks, FSDP, bf16-mixed, 2 x 8192 tokens.
+TrialConfig torchtitan_llama3_8b() {
+    TrialConfig c = llama7b_lora(8, 3);
+    c.method = Method::full;
+    c.precision = Precision::bf16_mixed;
+    c.model = *find_model("llama3-8b");
+    c.micro_batch = 2;
+    c.context = 8192;
+    return c;
+}
+
 const FrameworkTerm* term(const FrameworkEstimate& e, std::string_view starts) {
     for (const FrameworkTerm& t : e.terms)
         if (t.what.starts_with(starts)) return &t;
@@ -100,12 +111,7 @@ TEST_CASE(
     "torchtitan keeps the fp32 log-softmax over the vocabulary, and the down projection's output under the op "
     "policy",
     "[frameworks]") {
-    TrialConfig c = llama7b_lora(8, 3);
-    c.method = Method::full;
-    c.precision = Precision::bf16_mixed;
-    c.model = *find_model("llama3-8b");
-    c.micro_batch = 2;
-    c.context = 8192;
+    TrialConfig c = torchtitan_llama3_8b();
     c.checkpointing = Checkpointing::full;
     const Hardware hw = *find_device("h100-80gb");
     const StepMemory s = step_memory(c.model, c, hw, {});
@@ -129,12 +135,7 @@ TEST_CASE(
 
 TEST_CASE("torchtitan's freed 16-bit logits stay reserved beside the fp32 gradient: reserved, not allocated",
           "[frameworks]") {
-    TrialConfig c = llama7b_lora(8, 3);
-    c.method = Method::full;
-    c.precision = Precision::bf16_mixed;
-    c.model = *find_model("llama3-8b");
-    c.micro_batch = 2;
-    c.context = 8192;
+    TrialConfig c = torchtitan_llama3_8b();
     c.checkpointing = Checkpointing::selective_op;
     const Hardware hw = *find_device("h100-80gb");
     const FrameworkEstimate e = framework_estimate(FrameworkProfile::torchtitan, c, hw);
@@ -164,16 +165,28 @@ TEST_CASE("LitGPT's layer keeps the fp32 norm inputs, LoRA's dropout and padded 
     // Llama-2-7B, LoRA r8 on q and v, bf16, per token: the norms 2 x (4 x 4096 + 4); x A^T 2 x 2 x 8, the shared
     // dropout 3 x 4096, zero_pad's source 2 x (4096 + 4096); q and SDPA's output 2 x 2 x 4096, k 2 x 4096, the qkv
     // output v views 2 x 3 x 4096; silu's input and output and fc_2's output 3 x 2 x 11008.
-    CHECK(litgpt_layer_saved_per_token(c) == 32776 + 28704 + 49152 + 66048);
+    CHECK(litgpt_layer_saved_per_token(c, 0.05) == 32776 + 28704 + 49152 + 66048);
     // Grouped KV heads (Llama-3-8B, r16): k and v copied to every query head, the qkv output freed.
     TrialConfig g = c;
     g.model = *find_model("llama3-8b");
     g.lora_rank = 16;
-    CHECK(litgpt_layer_saved_per_token(g) == 32776 + (64 + 12288 + 2 * (4096 + 1024)) + 4 * 2 * 4096 + 6 * 14336);
+    CHECK(litgpt_layer_saved_per_token(g, 0.05) == 32776 + (64 + 12288 + 2 * (4096 + 1024)) + 4 * 2 * 4096 + 6 * 14336);
     // Full fine-tuning: the norms' fp32 x_normed and 16-bit outputs, and the down projection's input.
     TrialConfig full = c;
     full.method = Method::full;
-    CHECK(litgpt_layer_saved_per_token(full) == 2 * (10 * 4096 + 4) + 49152 + 4 * 2 * 11008);
+    CHECK(litgpt_layer_saved_per_token(full, 0.05) == 2 * (10 * 4096 + 4) + 49152 + 4 * 2 * 11008);
+    // No dropout (tune's exports): lora_A reads the normed input itself, which it then keeps (2 x 4096) in place of
+    // the mask and the copy (3 x 4096).
+    CHECK(litgpt_layer_saved_per_token(c, 0.0) == litgpt_layer_saved_per_token(c, 0.05) - 4096);
+    // All linears without dropout: also the MLP's normed input once for fc_1 and fc_2, and the gated product for
+    // proj; the attention output projection reads SDPA's output, kept already.
+    TrialConfig all = c;
+    all.lora_targets = LoraTargets::all_linear;
+    CHECK(litgpt_layer_saved_per_token(all, 0.0) ==
+          32776 + 7 * 2 * 8 + 2 * 4096 + 49152 + 66048 + 2 * 4096 + 2 * 11008);
+    // With a dropout each adapted linear keeps its own mask and copy.
+    CHECK(litgpt_layer_saved_per_token(all, 0.1) ==
+          32776 + 7 * 2 * 8 + 3 * 4096 + 49152 + 66048 + 3 * (4096 + 4096 + 4096 + 11008));
 
     // The term: every layer's set less our engine's (the attention statistics alike), less the
     // first layer's norm, whose input (the frozen embedding's output) needs no gradient.
@@ -184,7 +197,9 @@ TEST_CASE("LitGPT's layer keeps the fp32 norm inputs, LoRA's dropout and padded 
         if (t.name == "attention") attention = static_cast<std::int64_t>(t.bytes);
     }
     const std::int64_t per_layer = 176680LL * 1304 + attention - engine;
-    const FrameworkEstimate e = framework_estimate(FrameworkProfile::litgpt, c, hw);
+    EstimateOptions o;
+    o.lora_dropout = 0.05;
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::litgpt, c, hw, o);
     const FrameworkTerm* saved = term(e, "LitGPT's saved tensors");
     REQUIRE(saved);
     CHECK(saved->bytes == 32 * per_layer - (4 * 4096 + 4) * 1304LL);
@@ -192,7 +207,7 @@ TEST_CASE("LitGPT's layer keeps the fp32 norm inputs, LoRA's dropout and padded 
     CHECK(saved->alive[static_cast<std::size_t>(Phase::head_backward)]);
     // Checkpointed blocks: the one recomputed, during the layers' backward.
     c.checkpointing = Checkpointing::full;
-    const FrameworkEstimate checkpointed = framework_estimate(FrameworkProfile::litgpt, c, hw);
+    const FrameworkEstimate checkpointed = framework_estimate(FrameworkProfile::litgpt, c, hw, o);
     const FrameworkTerm* one = term(checkpointed, "LitGPT's saved tensors");
     REQUIRE(one);
     CHECK(one->bytes == per_layer);

@@ -188,3 +188,19 @@ TEST_CASE(
     // The estimator the sweep plans with takes it.
     CHECK(base_estimate_options(old).libraries.bitsandbytes == old.libraries.bitsandbytes);
 }
+
+TEST_CASE("the framework section's lora_dropout reaches the estimator, 0 unset, and a bad one names the line",
+          "[spec]") {
+    const std::string head = "[model]\npreset = \"tiny\"\n[space]\n[framework]\nname = \"litgpt\"\n";
+    CHECK(parse_sweep(head, "a.toml").lora_dropout == 0.0);
+    const SweepSpec set = parse_sweep(head + "lora_dropout = 0.05\n", "b.toml");
+    CHECK(set.lora_dropout == 0.05);
+    CHECK(base_estimate_options(set).lora_dropout == 0.05);
+    try {
+        parse_sweep(head + "lora_dropout = 1.5\n", "c.toml");
+        FAIL("an out-of-range lora_dropout parsed");
+    } catch (const ConfigError& e) {
+        CHECK_THAT(e.located(), Catch::StartsWith("c.toml:6:") && Catch::Contains("lora_dropout: 1.5 is out of range"));
+    }
+    CHECK_THROWS_WITH(parse_sweep(head + "lora_dropout = \"0.1\"\n", "d.toml"), Catch::Contains("expected a number"));
+}

@@ -50,11 +50,12 @@ double fused_elementwise_seconds(const TrialConfig& c, const Hardware& hw, const
 }
 
 // The stack's eager element-wise ops (eager_ops.h) in place of our engine's fused kernels.
-std::vector<FrameworkTimeTerm> time_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw, double fused) {
+std::vector<FrameworkTimeTerm> time_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
+                                          const EstimateOptions& o, double fused) {
     if (f == FrameworkProfile::tune) return {};
     const EagerTraffic traffic = uses_transformers(f)                ? transformers_eager(f, c)
                                  : f == FrameworkProfile::torchtitan ? torchtitan_eager(c)
-                                                                     : litgpt_eager(c);
+                                                                     : litgpt_eager(c, o.lora_dropout);
     std::vector<FrameworkTimeTerm> terms{
         {"eager element-wise ops through HBM (norms, RoPE, SwiGLU, residuals, casts, the fp32 loss)",
          eager_seconds(traffic, c, hw)}};
@@ -109,7 +110,7 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
                                         ? e.views[MemoryView::allocated]
                                         : std::max(e.views[MemoryView::allocated], allocated_peak(s, held));
     e.views[MemoryView::device] = e.views[MemoryView::reserved] + outside;
-    e.time_terms = time_terms(f, c, hw, fused_elementwise_s);
+    e.time_terms = time_terms(f, c, hw, o, fused_elementwise_s);
     e.step_s = e.engine.step_s;
     for (const FrameworkTimeTerm& t : e.time_terms) e.step_s += t.seconds;
     const double slower = e.step_s > 0 ? e.engine.step_s / e.step_s : 0.0;

@@ -93,8 +93,8 @@ struct KeptInputs {
     bool attention_output_copied = true;  // the output projection's input is a copy, not a view of SDPA's output
 };
 FrameworkTerm bnb_kept_inputs(const TrialConfig& c, const LibraryVersions& v, KeptInputs how);
-// Bytes one layer of LitGPT's model keeps per token for backward (litgpt.cpp).
-double litgpt_layer_saved_per_token(const TrialConfig& c);
+// Bytes one layer of LitGPT's model keeps per token for backward under a LoRA dropout of `lora_dropout` (litgpt.cpp).
+double litgpt_layer_saved_per_token(const TrialConfig& c, double lora_dropout);
 std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine);
 std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step (0 bytes below ZeRO-1).

@@ -72,38 +72,42 @@ std::vector<FrameworkTerm> quantized_head_terms(const TrialConfig& c) {
 // (tools/autograd/gen_variable_type.py guard_for), so a frozen linear keeps nothing.
 //   RMSNorm.forward: x.float(), which x * x and x * rsqrt keep, and the fp32 rsqrt;
 //     a trainable weight keeps x_normed (fp32) too, and the linears after it their input.
-//   LoRAQKVLinear.forward: one dropout over the shared input (a byte of mask, and
-//     the dropped-out copy F.linear keeps for lora_A); zero_pad's index_copy keeps
-//     its source, the adapted widths, unless q, k and v all have adapters; the
-//     conv1d keeps x A^T. LoRALinear: the same dropout, and x A^T for lora_B.
+//   LoRAQKVLinear.forward: one dropout over the shared input, then F.linear keeps
+//     what lora_A reads: with a dropout, its byte of mask and the dropped-out copy;
+//     without (LoRALayer's identity), the normed input itself. zero_pad's index_copy
+//     keeps its source, the adapted widths, unless q, k and v all have adapters; the
+//     conv1d keeps x A^T. LoRALinear: the same per adapted linear, whose inputs
+//     without a dropout are SDPA's output (kept already), the MLP's normed input
+//     (shared by fc_1 and fc_2) and the gated product.
 //   CausalSelfAttention.forward: q and k after torch.cat (k copied to every query
 //     head with grouped KV heads), and v: with grouped heads a copy per query
 //     head, otherwise a view of the fused qkv output, whose whole storage SDPA
 //     then keeps; SDPA keeps its output and log-sum-exp (as our engine does).
 //   LLaMAMLP.forward: silu keeps fc_1's output, the product keeps silu's and
 //     fc_2's; a trainable proj keeps the product.
-double litgpt_layer_saved_per_token(const TrialConfig& c) {
+double litgpt_layer_saved_per_token(const TrialConfig& c, double lora_dropout) {
     const ModelSpec m = tensor_parallel_plan(c).local(c.model);
     const double s = weight_bytes(c.precision);
     const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.q_dim());
     const double kv = static_cast<double>(m.kv_dim()), f = static_cast<double>(m.ffn);
-    const bool full = !c.adapters(), grouped = m.kv_heads != m.heads;
+    const bool full = !c.adapters(), grouped = m.kv_heads != m.heads, dropout = lora_dropout > 0;
     const double norm = 4 * h + 4 + (full ? 4 * h + s * h : 0.0);
     const std::vector<Linear> linears = layer_linears(m, c);
+    const auto adapted = [&](std::size_t i) { return linears[i].rank > 0; };
     double lora = 0, adapted_qkv = 0;
-    std::size_t qkv_with_adapters = 0;
     for (std::size_t i = 0; i < linears.size(); ++i) {
-        const Linear& l = linears[i];
-        if (l.rank == 0) continue;
-        lora += s * l.rank;  // x A^T
-        if (i < 3) {
-            adapted_qkv += l.out;
-            ++qkv_with_adapters;
-        } else {
-            lora += (1 + s) * l.in;
-        }
+        if (!adapted(i)) continue;
+        lora += s * linears[i].rank;  // x A^T
+        if (i < 3)
+            adapted_qkv += linears[i].out;
+        else if (dropout)
+            lora += (1 + s) * linears[i].in;
     }
-    if (qkv_with_adapters > 0) lora += (1 + s) * h + (qkv_with_adapters < 3 ? s * adapted_qkv : 0.0);
+    if (adapted_qkv > 0) {
+        const bool all_qkv = adapted(0) && adapted(1) && adapted(2);
+        lora += (dropout ? 1 + s : s) * h + (all_qkv ? 0.0 : s * adapted_qkv);
+    }
+    if (!dropout) lora += (adapted(4) || adapted(5) ? s * h : 0.0) + (adapted(6) ? s * f : 0.0);
     const double attention = 2 * s * q + s * (grouped ? q : kv) + s * (grouped ? q : q + 2 * kv);
     const double mlp = 3 * s * f + (full ? s * f : 0.0);
     return 2 * norm + lora + attention + mlp;
@@ -116,7 +120,7 @@ namespace {
 // both): all layers without checkpointing, the one recomputed with
 // FSDPStrategy's activation_checkpointing_policy={Block}. Under LoRA the
 // frozen embedding's output needs no gradient, so the first layer's norm keeps nothing.
-FrameworkTerm saved_tensors_term(const TrialConfig& c) {
+FrameworkTerm saved_tensors_term(const TrialConfig& c, double lora_dropout) {
     const std::uint64_t tokens = tokens_of(c);
     std::int64_t engine = 0, attention = 0;
     for (const SavedTensor& t : layer_saved_tensors(c.model, c).view()) {
@@ -124,13 +128,14 @@ FrameworkTerm saved_tensors_term(const TrialConfig& c) {
         if (t.name == "attention") attention = static_cast<std::int64_t>(t.bytes);
     }
     const auto litgpt =
-        static_cast<std::int64_t>(litgpt_layer_saved_per_token(c) * static_cast<double>(tokens)) + attention;
+        static_cast<std::int64_t>(litgpt_layer_saved_per_token(c, lora_dropout) * static_cast<double>(tokens)) +
+        attention;
     const bool whole = c.checkpointing == Checkpointing::none;
     const std::int64_t layers = whole ? static_cast<std::int64_t>(c.model.layers) : 1;
     const std::int64_t first_norm =
         whole && c.adapters() ? static_cast<std::int64_t>((4 * c.model.hidden + 4) * tokens) : 0;
     FrameworkTerm t{fmt::format("LitGPT's saved tensors beyond ours ({} layer{} x {} tokens): the fp32 norm inputs, "
-                                "LoRA's dropout and padded output, the fused qkv output v views",
+                                "LoRA's inputs and padded output, the fused qkv output v views",
                                 layers, layers == 1 ? "" : "s", tokens),
                     layers * (litgpt - engine) - first_norm,
                     {}};
@@ -152,7 +157,7 @@ std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOpti
                          static_cast<std::int64_t>(c.model.param_count() * weight_bytes(c.precision)), kWholeStep});
     // The loop's `logits` keeps the step's graph, and the 4-bit inputs on its
     // ctx, until the next step's forward returns.
-    terms.push_back(saved_tensors_term(c));
+    terms.push_back(saved_tensors_term(c, o.lora_dropout));
     // The output projection's input is SDPA's output reshaped (a view): only the
     // norms' outputs and the gated product are new.
     const FrameworkTerm kept =
@@ -172,18 +177,18 @@ std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOpti
 // products to fp32, and torch.cat re-joins each with its unroped part (a copy).
 // SDPA writes its output token-major, so the reshape after its transpose is a
 // view. LLaMAMLP is F.silu(fc_1(x)) * fc_2(x). litgpt/lora.py LoRALinear.forward
-// drops out the input (lora_dropout 0.05 in config_hub: a byte of mask per
-// element), scales the adapters' output and adds it to the base output (counted
+// drops out the input when lora_dropout > 0 (0.05 in config_hub: a byte of mask
+// per element), scales the adapters' output and adds it to the base output (counted
 // per adapted linear, though q, k, v's share one dropout). The loss: Fabric casts
 // the logits to fp32 (convert_output), and chunked_cross_entropy runs
 // cross_entropy on them.
-EagerTraffic litgpt_eager(const TrialConfig& c) {
+EagerTraffic litgpt_eager(const TrialConfig& c, double lora_dropout) {
     const EagerWidths w = eager_widths(c);
     const double s = weight_bytes(c.precision);
     const double k = w.grouped_kv ? w.q : w.kv;  // the width k has at RoPE
     double lora = 0;
     for (const Linear& l : layer_linears(tensor_parallel_plan(c).local(c.model), c))
-        if (l.rank > 0) lora += (2 * s + 1) * l.in + 5 * s * l.out;
+        if (l.rank > 0) lora += (lora_dropout > 0 ? (2 * s + 1) * l.in : 0.0) + 5 * s * l.out;
     EagerTraffic t;
     t.layer_forward = 2 * eager::rmsnorm_fp32_weight(s) * w.hidden +
                       (w.grouped_kv ? eager::copy(s) * w.q + 2 * s * (w.kv + w.q) : 0.0) +

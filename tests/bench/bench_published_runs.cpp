@@ -66,6 +66,8 @@ void score(const json& point, const Paths& paths, bool engine_only, Errors& all,
     EstimateOptions o;
     // The bitsandbytes the run used, where its QLoRA rules depend on it.
     if (t.contains("bitsandbytes")) o.libraries.bitsandbytes = parse_version(t["bitsandbytes"].get<std::string>());
+    // The LoRA dropout its script ran, which a stack's saved tensors depend on.
+    o.lora_dropout = t.value("lora_dropout", 0.0);
     const FrameworkEstimate e = framework_estimate(profile, c, hw, o);
     const json& measured = point["measured"];
     std::string mem = "-", tput = "-";
