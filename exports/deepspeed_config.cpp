@@ -121,9 +121,10 @@ void memory_notes(const TrialConfig& c, FrameworkExport& e) {
             fmt::format("{}: {} per rank during the step (tune estimate --framework deepspeed "
                         "adds it)",
                         grads.what, format_bytes(static_cast<std::uint64_t>(grads.bytes))));
-    e.memory_added.push_back(
-        "communication buckets: reduce_bucket_size and allgather_bucket_size (default 5e8 elements each) in the "
-        "gradients' dtype");
+    const FrameworkTerm bucket = deepspeed_bucket_term(c);
+    if (bucket.bytes > 0)
+        e.memory_added.push_back(fmt::format("{}: {} per rank (tune estimate --framework deepspeed adds it)",
+                                             bucket.what, format_bytes(static_cast<std::uint64_t>(bucket.bytes))));
 }
 
 }  // namespace

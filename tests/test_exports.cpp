@@ -90,6 +90,9 @@ TEST_CASE("the DeepSpeed JSON carries stage, precision, batch, optimizer and che
     REQUIRE(!e.memory_added.empty());
     CHECK_THAT(e.memory_added[0], Catch::Contains("fp32 cast") &&
                                       Catch::Contains(std::to_string((c.model.param_count() + 7) / 8) + " elements"));
+    // The contiguous gradient bucket the profile adds, with its size.
+    REQUIRE(e.memory_added.size() >= 2);
+    CHECK_THAT(e.memory_added[1], Catch::Contains("contiguous gradient bucket") && Catch::Contains("953.67 MiB"));
 
     const auto fp16 = nlohmann::json::parse(
         export_config(Framework::deepspeed, llama7b(Optimizer::lion, Precision::fp16_mixed, 1, Checkpointing::none)).body);
@@ -227,8 +230,9 @@ TEST_CASE("tune estimate --framework deepspeed adds the step's flattened partiti
         CHECK(ds["memory"]["peak"] == plain["memory"]["peak"]);
         const std::uint64_t extra = 6 * ((find_model("llama-7b")->param_count() + 7) / 8);
         const auto& terms = ds["memory"]["views"]["terms"];
-        REQUIRE(terms.size() == 3);
+        REQUIRE(terms.size() == 4);  // transformers' two, the partition and the gradient bucket
         CHECK(terms[2]["bytes"].get<std::uint64_t>() == extra);
+        CHECK(terms[3]["bytes"].get<std::uint64_t>() == 2ULL * 500'000'000);
         CHECK(ds["memory"]["views"]["allocated"].get<std::uint64_t>() >
               plain["memory"]["views"]["allocated"].get<std::uint64_t>());
     }

@@ -94,9 +94,10 @@ TEST_CASE("DeepSpeed casts its gradient partition to fp32 in the step, torchtita
     CHECK(grads.alive[static_cast<std::size_t>(Phase::optimizer_step)]);
     CHECK_FALSE(grads.alive[static_cast<std::size_t>(Phase::layer_backward)]);
     const FrameworkEstimate ds = framework_estimate(FrameworkProfile::deepspeed, c, hw);
-    CHECK(ds.terms.size() == 3);  // transformers' two, and the partition
+    CHECK(ds.terms.size() == 4);  // transformers' two, the partition and the bucket
     c.zero_stage = 0;
     CHECK(deepspeed_gradient_term(c).bytes == 0);
+    CHECK(deepspeed_bucket_term(c).bytes == 0);
     // ZeRO-3 casts one sub-group (at most 1e9 elements) at a time.
     c.zero_stage = 3;
     c.world_size = 1;
@@ -105,6 +106,30 @@ TEST_CASE("DeepSpeed casts its gradient partition to fp32 in the step, torchtita
     c.zero_stage = 3;
     CHECK(framework_estimate(FrameworkProfile::torchtitan, c, hw).engine.step_s <
           framework_estimate(FrameworkProfile::tune, c, hw).engine.step_s);
+}
+
+TEST_CASE(
+    "DeepSpeed's contiguous gradient bucket: reduce_bucket_size elements, in backward at ZeRO-1 and 2, always at 3",
+    "[frameworks]") {
+    TrialConfig c = llama7b_lora(8, 2);
+    const Hardware hw = *find_device("h100-80gb");
+    // 5e8 elements of the 16-bit dtype, whatever the trained parameters (LoRA's too).
+    const FrameworkTerm z2 = deepspeed_bucket_term(c);
+    CHECK(z2.bytes == std::int64_t{2} * 500'000'000);
+    CHECK(z2.alive[static_cast<std::size_t>(Phase::layer_backward)]);
+    CHECK_FALSE(z2.alive[static_cast<std::size_t>(Phase::forward)]);
+    CHECK_FALSE(z2.alive[static_cast<std::size_t>(Phase::optimizer_step)]);
+    c.zero_stage = 3;
+    const FrameworkTerm z3 = deepspeed_bucket_term(c);
+    CHECK(z3.alive == kWholeStep);
+    CHECK_THAT(z3.what, Catch::Contains("whole run"));
+    // The profile carries it, and the export's memory notes say the same.
+    const FrameworkEstimate ds = framework_estimate(FrameworkProfile::deepspeed, c, hw);
+    REQUIRE(term(ds, "ZeRO-3's contiguous gradient bucket"));
+    CHECK(ds.views[MemoryView::allocated] >=
+          framework_estimate(FrameworkProfile::tune, c, hw).views[MemoryView::allocated] + 1'000'000'000);
+    c.precision = Precision::fp32;
+    CHECK(deepspeed_bucket_term(c).bytes == std::int64_t{4} * 500'000'000);
 }
 
 TEST_CASE(

@@ -13,6 +13,9 @@ namespace {
 // DeepSpeed's default sub_group_size (runtime/zero/config.py): ZeRO-3 steps its
 // partition in sub-groups of at most this many elements.
 constexpr std::uint64_t kSubGroupElements = 1'000'000'000;
+// DeepSpeed's default reduce_bucket_size (runtime/zero/config.py), which tune's
+// DeepSpeed export leaves at its default.
+constexpr std::uint64_t kReduceBucketElements = 500'000'000;
 
 // The rank's partition of the trained parameters, in elements.
 std::uint64_t partition_elements(const TrialConfig& c) {
@@ -75,6 +78,29 @@ FrameworkTerm deepspeed_offload_device_term(const TrialConfig& c) {
     return whole_step(
         fmt::format("ZeRO-Offload's device staging of the largest gradient ({} x {} elements)", half, largest),
         half * largest);
+}
+
+FrameworkTerm deepspeed_bucket_term(const TrialConfig& c) {
+    FrameworkTerm t;
+    if (c.zero_stage == 0) return t;
+    // contiguous_gradients (on by default) copies each gradient into a flat
+    // bucket of reduce_bucket_size elements in the 16-bit dtype. ZeRO-1 and 2
+    // (stage_1_and_2.py setup_buckets) allocate it at a backward's first gradient
+    // and release it in its epilogue, one buffer as overlap_comm is off below
+    // stage 3; ZeRO-3 (stage3.py __init__, the IPG buckets) allocates it once,
+    // beside the optimizer states, for the whole run. Our engine's own bucket
+    // stands for the gradients autograd makes before DeepSpeed copies them.
+    const std::uint64_t wb = weight_bytes(c.precision);
+    t.bytes = static_cast<std::int64_t>(kReduceBucketElements * wb);
+    t.what = fmt::format("ZeRO-{}'s contiguous gradient bucket (reduce_bucket_size {} x {} bytes){}", c.zero_stage,
+                         kReduceBucketElements, wb, c.zero_stage == 3 ? ", for the whole run" : ", during backward");
+    if (c.zero_stage == 3) {
+        t.alive = kWholeStep;
+    } else {
+        for (Phase p : {Phase::head_backward, Phase::layer_backward, Phase::embed_backward})
+            t.alive[static_cast<std::size_t>(p)] = true;
+    }
+    return t;
 }
 
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c) {

@@ -90,7 +90,8 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
     e.engine = std::move(engine);
     if (uses_transformers(f)) e.terms = transformers_terms(f, c, hw, o, s);
     if (f == FrameworkProfile::deepspeed) {
-        for (const FrameworkTerm& t : {deepspeed_gradient_term(c), deepspeed_offload_device_term(c)})
+        for (const FrameworkTerm& t :
+             {deepspeed_gradient_term(c), deepspeed_bucket_term(c), deepspeed_offload_device_term(c)})
             if (t.bytes > 0) e.terms.push_back(t);
         e.host_terms = deepspeed_host_terms(c);
     }

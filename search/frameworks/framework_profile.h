@@ -99,6 +99,8 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
 std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step (0 bytes below ZeRO-1).
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);
+// ZeRO-1 to 3's contiguous gradient bucket of reduce_bucket_size elements (0 bytes at ZeRO-0).
+FrameworkTerm deepspeed_bucket_term(const TrialConfig& c);
 // Under offload: DeepSpeed's host buffers beyond our engine's host ledger, and
 // its device staging for the largest parameter's gradient (0 bytes without).
 std::vector<FrameworkTerm> deepspeed_host_terms(const TrialConfig& c);
