@@ -105,11 +105,12 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
     e.views[MemoryView::allocated] =
         f == FrameworkProfile::tune ? e.engine.memory.peak - outside : allocated_peak(s, e.terms);
     // The reserved high-water mark never falls below the allocated one.
-    std::vector<FrameworkTerm> held = e.terms;
-    held.insert(held.end(), e.cached.begin(), e.cached.end());
-    e.views[MemoryView::reserved] = e.cached.empty()
-                                        ? e.views[MemoryView::allocated]
-                                        : std::max(e.views[MemoryView::allocated], allocated_peak(s, held));
+    e.views[MemoryView::reserved] = e.views[MemoryView::allocated];
+    if (!e.cached.empty()) {
+        std::vector<FrameworkTerm> held = e.terms;
+        held.insert(held.end(), e.cached.begin(), e.cached.end());
+        e.views[MemoryView::reserved] = std::max(e.views[MemoryView::reserved], allocated_peak(s, held));
+    }
     e.views[MemoryView::device] = e.views[MemoryView::reserved] + outside;
     e.time_terms = time_terms(f, c, hw, o, fused_elementwise_s);
     e.step_s = e.engine.step_s;

@@ -155,11 +155,11 @@ std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOpti
     if (c.zero_stage == 3 && c.world_size > 1)
         terms.push_back({"the unsharded model of the full-state-dict load, beside the shard",
                          static_cast<std::int64_t>(c.model.param_count() * weight_bytes(c.precision)), kWholeStep});
-    // The loop's `logits` keeps the step's graph, and the 4-bit inputs on its
-    // ctx, until the next step's forward returns.
     terms.push_back(saved_tensors_term(c, o.lora_dropout));
-    // The output projection's input is SDPA's output reshaped (a view): only the
-    // norms' outputs and the gated product are new.
+    // The loop's `logits` keeps the step's graph, and the 4-bit inputs on its
+    // ctx, until the next step's forward returns. The output projection's input
+    // is SDPA's output reshaped (a view): only the norms' outputs and the gated
+    // product are new.
     const FrameworkTerm kept =
         bnb_kept_inputs(c, o.libraries, {.held_to_next_step = true, .attention_output_copied = false});
     terms.push_back(logits_term(c, engine, static_cast<std::uint64_t>(kept.bytes)));
