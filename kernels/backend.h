@@ -262,6 +262,16 @@ public:
     virtual void replay() = 0;
 };
 
+// Work queued beside the compute stream (Backend::beside). wait() makes the
+// compute stream's later work wait until it is done: call it before freeing
+// or rewriting what the work reads or writes. The host reads its results only
+// after Backend::synchronize().
+class SideWork {
+public:
+    virtual ~SideWork() = default;
+    virtual void wait() = 0;
+};
+
 // ------------------------------------------------------------- backend ----
 
 class Backend {
@@ -282,6 +292,11 @@ public:
     // `ops` (calls of this backend's ops) as a graph; where there are no graphs (the CPU), a
     // replay calls `ops` again.
     virtual std::unique_ptr<OpGraph> record(std::function<void()> ops);
+    // `ops` (this backend's copy and add only: nothing that allocates or waits) on a side stream, after
+    // everything the compute stream holds so far and beside what it is given next, so that copies over
+    // the host link overlap compute (offload's gradient slices). Where there is one stream (the CPU),
+    // the ops run now and wait() has nothing to wait for.
+    virtual std::unique_ptr<SideWork> beside(std::function<void()> ops);
     // Host memory for offload's states (core/offload_plan.h): the CPU and
     // copy() reach it, and so do this backend's kernels (pinned and mapped
     // into the device's address space on a GPU; plain memory where device

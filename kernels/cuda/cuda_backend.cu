@@ -69,6 +69,10 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
 }
 
 CudaBackend::~CudaBackend() {
+    if (side_stream_ != nullptr) {
+        cudaStreamSynchronize(side_stream_);
+        cudaStreamDestroy(side_stream_);
+    }
     cudaStreamSynchronize(stream_);
     cudnn_.reset();
     gemm_.reset();
@@ -135,6 +139,7 @@ void CudaBackend::fill_zero(void* dst, std::uint64_t bytes) {
 }
 
 void CudaBackend::synchronize() {
+    if (side_stream_ != nullptr) TUNE_CUDA_CHECK(cudaStreamSynchronize(side_stream_));
     TUNE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     raise_device_errors();
 }

@@ -43,6 +43,7 @@ public:
     void reset_memory_high_marks();
     PageMapper* page_mapper() override { return pages_.get(); }
     std::unique_ptr<OpGraph> record(std::function<void()> ops) override;
+    std::unique_ptr<SideWork> beside(std::function<void()> ops) override;
     // Which attention ran: cuDNN's graphs (with their calls) or tune's kernels, and why.
     std::string attention_path() const {
         return cudnn_ ? cudnn_->path() : "tune's kernels (cuDNN: " + cudnn_why_not_ + ")";
@@ -73,7 +74,8 @@ private:
 
     int device_;
     std::string name_;
-    cudaStream_t stream_ = nullptr;
+    cudaStream_t stream_ = nullptr;       // where every op launches (beside() points it at side_stream_ a while)
+    cudaStream_t side_stream_ = nullptr;  // beside()'s, made at its first call
     CudaMemoryStats init_stats_;
     std::unique_ptr<MemoryPool> pool_;
     std::unique_ptr<DevicePages> pages_;  // nullptr: large buffers come from pool_ too

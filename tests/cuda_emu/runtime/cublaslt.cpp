@@ -375,7 +375,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
 
     const Matmul matmul{p, *a_desc, *b_desc, *c_desc, a, b, c, d, alpha_v, beta_v};
-    if (tune_emu::capturing(stream)) {
+    if (tune_emu::holds(stream)) {
         tune_emu::record(stream, [matmul] { matmul.run(); });
         return CUBLAS_STATUS_SUCCESS;
     }

@@ -207,6 +207,11 @@ cudaError_t Device::record(cudaError_t status, const std::string& detail) {
     return status;
 }
 
+cudaError_t Device::peek_last_error() {
+    std::lock_guard lock(error_mutex_);
+    return last_error_;
+}
+
 cudaError_t Device::take_last_error() {
     std::lock_guard lock(error_mutex_);
     const cudaError_t e = last_error_;
@@ -303,6 +308,7 @@ bool context_created() { return device().context.load(); }
 std::uint64_t matmul_calls() { return device().matmuls.load(); }
 std::uint64_t memset_bytes() { return device().memset_bytes.load(); }
 std::uint64_t graph_launches() { return device().graph_launches.load(); }
+std::uint64_t held_work_ran() { return device().held_work_ran.load(); }
 std::uint64_t matmul_calls_of_candidate(int i) { return i >= 0 && i < 4 ? device().matmuls_by_candidate[i].load() : 0; }
 void forget_context() { device().context = false; }
 

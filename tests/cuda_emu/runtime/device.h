@@ -62,6 +62,7 @@ public:
     // The last error, as cudaGetLastError returns and clears it.
     cudaError_t record(cudaError_t status, const std::string& detail = {});
     cudaError_t take_last_error();
+    cudaError_t peek_last_error();
     const std::string& detail() const { return detail_; }
 
     void run(const KernelLaunch& launch);
@@ -76,9 +77,11 @@ public:
     std::atomic<std::uint64_t> matmuls_by_candidate[4]{};  // the same, by the heuristic's candidate index
     std::atomic<std::uint64_t> memset_bytes{0};            // bytes cudaMemsetAsync wrote
     std::atomic<std::uint64_t> graph_launches{0};          // cudaGraphLaunch calls that ran
+    std::atomic<std::uint64_t> held_work_ran{0};           // pieces of work a deferred stream held, run since
     // Streams capturing now (global mode: a call that must wait for the device invalidates them all).
     std::mutex capture_mutex;
     std::vector<CUstream_st*> capturing;
+    std::vector<CUstream_st*> deferred;  // streams made with a priority (runtime_api.cpp), under capture_mutex
     std::string nccl_failure_detail;  // set with the injection, before any communicator reads it
 
 private:

@@ -189,6 +189,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
 ncclResult_t ncclAllReduce(const void* send, void* recv, std::size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
     if (tune_emu::capturing(stream)) return not_recorded(comm, "ncclAllReduce");
+    tune_emu::drain(stream);  // a deferred stream's earlier work first
     if (op != ncclSum && op != ncclAvg && op != ncclMax && op != ncclMin && op != ncclProd)
         return refuse(comm, ncclInvalidArgument, "ncclAllReduce: bad op");
     bool zero = false;
@@ -203,6 +204,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, std::size_t count, nccl
 ncclResult_t ncclReduceScatter(const void* send, void* recv, std::size_t recv_count, ncclDataType_t type,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     if (tune_emu::capturing(stream)) return not_recorded(comm, "ncclReduceScatter");
+    tune_emu::drain(stream);  // a deferred stream's earlier work first
     bool zero = false;
     const std::size_t ranks = comm != nullptr ? static_cast<std::size_t>(comm->nranks) : 1;
     if (const ncclResult_t r =
@@ -218,6 +220,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, std::size_t recv_co
 ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t send_count, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream) {
     if (tune_emu::capturing(stream)) return not_recorded(comm, "ncclAllGather");
+    tune_emu::drain(stream);  // a deferred stream's earlier work first
     bool zero = false;
     const std::size_t ranks = comm != nullptr ? static_cast<std::size_t>(comm->nranks) : 1;
     if (const ncclResult_t r = check_call(comm, send, send_count, recv, send_count * ranks, type, "ncclAllGather", zero);
@@ -231,6 +234,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t send_count,
 ncclResult_t ncclBroadcast(const void* send, void* recv, std::size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t stream) {
     if (tune_emu::capturing(stream)) return not_recorded(comm, "ncclBroadcast");
+    tune_emu::drain(stream);  // a deferred stream's earlier work first
     if (comm != nullptr && (root < 0 || root >= comm->nranks))
         return refuse(comm, ncclInvalidArgument, "ncclBroadcast: root is not a rank");
     bool zero = false;

@@ -1,11 +1,14 @@
 // The CUDA runtime API on the emulated device. Streams execute in order and
 // at once (the enqueueing call does the work), which is one of the orders a
-// GPU may run them in; races between streams are therefore hidden. A
-// capturing stream records its work instead (tune_emu::record), and a graph
-// launch runs the recording in order.
+// GPU may run them in; races between such streams are therefore hidden. A
+// stream made with a priority (tune's side streams) is deferred instead: it
+// holds its work until something waits for it, the latest a GPU may run it,
+// so a missing wait shows. A capturing stream records its work
+// (tune_emu::record), and a graph launch runs the recording in order.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -18,6 +21,9 @@ struct CUstream_st {
     std::uint32_t magic = 0x5742ea11u;
     bool capturing = false, invalidated = false;
     std::vector<std::function<void()>> recorded;  // since cudaStreamBeginCapture
+    bool deferred = false;                        // made with a priority: holds its work
+    std::deque<std::function<void()>> held;       // given and not run yet
+    std::uint64_t given = 0, ran = 0;             // pieces of work held in all, and run
 };
 
 struct CUgraph_st {
@@ -31,6 +37,8 @@ struct CUgraphExec_st {
 struct CUevent_st {
     std::chrono::steady_clock::time_point at;
     bool recorded = false;
+    cudaStream_t deferred = nullptr;  // recorded on a deferred stream: done once it has run
+    std::uint64_t upto = 0;           // ... this many of its pieces of work
 };
 
 struct CUmemPoolHandle_st {
@@ -70,6 +78,22 @@ cudaError_t refuse_in_capture(cudaStream_t stream, const std::string& call) {
     return device().record(cudaErrorStreamCaptureUnsupported, call + " while a stream is capturing");
 }
 
+// Runs what deferred stream `s` holds, in order, until `upto` pieces have run. Errors the work
+// records (a launch's, a copy's) surface here, as a GPU's asynchronous errors do at a wait.
+cudaError_t run_held(cudaStream_t s, std::uint64_t upto) {
+    bool any = false;
+    while (s->ran < upto && !s->held.empty()) {
+        const std::function<void()> work = std::move(s->held.front());
+        s->held.pop_front();
+        ++s->ran, any = true;
+        work();
+        ++device().held_work_ran;
+    }
+    return any ? device().peek_last_error() : cudaSuccess;
+}
+
+cudaError_t run_all_held(cudaStream_t s) { return s != nullptr && s->deferred ? run_held(s, s->given) : cudaSuccess; }
+
 cudaError_t check_device_range(const void* p, std::size_t bytes, const char* what) {
     if (bytes == 0) return cudaSuccess;
     if (!device().is_device(p, bytes))
@@ -95,11 +119,18 @@ cudaError_t copy_now(void* dst, const void* src, std::size_t bytes, cudaMemcpyKi
 cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: destroyed stream");
     if (stream == nullptr && any_capture()) return refuse_in_capture(nullptr, "cudaMemcpy");
-    if (!tune_emu::capturing(stream)) return copy_now(dst, src, bytes, kind);
+    if (!tune_emu::holds(stream)) return copy_now(dst, src, bytes, kind);
     const bool host_dst = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost;
     const bool host_src = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost;
-    if ((host_dst && !device().is_pinned(dst, bytes)) || (host_src && !device().is_pinned(src, bytes)))
+    const bool pageable =
+        (host_dst && !device().is_pinned(dst, bytes)) || (host_src && !device().is_pinned(src, bytes));
+    if (pageable && tune_emu::capturing(stream))
         return refuse_in_capture(stream, "cudaMemcpyAsync of pageable host memory");
+    // A GPU copies pageable memory through staging before the call returns: held work first, then the copy.
+    if (pageable) {
+        if (cudaError_t e = run_all_held(stream); e != cudaSuccess) return e;
+        return copy_now(dst, src, bytes, kind);
+    }
     tune_emu::record(stream, [=] { copy_now(dst, src, bytes, kind); });
     return cudaSuccess;
 }
@@ -237,6 +268,13 @@ cudaError_t cudaGetDevice(int* dev) {
 
 cudaError_t cudaDeviceSynchronize() {
     if (any_capture()) return refuse_in_capture(nullptr, "cudaDeviceSynchronize");
+    std::vector<CUstream_st*> deferred;
+    {
+        std::lock_guard lock(device().capture_mutex);
+        deferred = device().deferred;
+    }
+    for (CUstream_st* s : deferred)
+        if (cudaError_t e = run_all_held(s); e != cudaSuccess) return e;
     return cudaSuccess;
 }
 
@@ -352,6 +390,7 @@ cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream) 
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaFreeAsync: bad stream");
     if (tune_emu::capturing(stream)) return refuse_in_capture(stream, "cudaFreeAsync (no allocation nodes here)");
+    if (cudaError_t e = run_all_held(stream); e != cudaSuccess) return e;  // what it held may read the memory
     std::uint64_t bytes = 0;
     const void* owner = nullptr;
     if (cudaError_t e = device().release(ptr, &bytes, &owner); e != cudaSuccess) return e;
@@ -378,7 +417,7 @@ cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_
         if (bytes > 0) std::memset(dst, value, bytes);
         device().memset_bytes += bytes;
     };
-    if (tune_emu::capturing(stream))
+    if (tune_emu::holds(stream))
         tune_emu::record(stream, set);
     else
         set();
@@ -398,19 +437,50 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) { return cudaStreamCreate(stream); }
 
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned flags, int priority) {
+    int least = 0, greatest = 0;
+    cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (priority > least || priority < greatest)
+        return fail(cudaErrorInvalidValue, "cudaStreamCreateWithPriority: priority outside the device's range");
+    if (cudaError_t e = cudaStreamCreateWithFlags(stream, flags); e != cudaSuccess) return e;
+    (*stream)->deferred = true;
+    std::lock_guard lock(device().capture_mutex);
+    device().deferred.push_back(*stream);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+    *least = 0, *greatest = -5;  // a Hopper's range
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: bad stream");
+    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: null event");
+    if (tune_emu::capturing(stream)) return refuse_in_capture(stream, "cudaStreamWaitEvent (no event nodes here)");
+    // Every stream but a deferred one is done with what it was given, so only the event's own may be behind.
+    return event->deferred != nullptr ? run_held(event->deferred, event->upto) : cudaSuccess;
+}
+
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (stream == nullptr || !valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "bad stream");
+    const cudaError_t held = run_all_held(stream);  // a GPU finishes a destroyed stream's work
+    {
+        std::lock_guard lock(device().capture_mutex);
+        auto& all = device().deferred;
+        all.erase(std::remove(all.begin(), all.end(), stream), all.end());
+    }
     forget_capture(stream);
     stream->magic = 0;
     delete stream;
-    return cudaSuccess;
+    return held;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: bad stream");
     if (tune_emu::capturing(stream) || (stream == nullptr && any_capture()))
         return refuse_in_capture(stream, "cudaStreamSynchronize");
-    return cudaSuccess;
+    return run_all_held(stream);
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
@@ -460,6 +530,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: bad stream");
     if (exec == nullptr) return fail(cudaErrorInvalidValue, "cudaGraphLaunch: null graph");
     if (tune_emu::capturing(stream)) return refuse_in_capture(stream, "cudaGraphLaunch (no child graphs here)");
+    if (cudaError_t e = run_all_held(stream); e != cudaSuccess) return e;  // the graph runs behind it
     for (const auto& work : exec->work) work();
     ++device().graph_launches;
     return cudaSuccess;
@@ -489,6 +560,8 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
     return cudaSuccess;
 }
 
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) { return cudaEventCreate(event); }
+
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     delete event;
     return cudaSuccess;
@@ -499,12 +572,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (tune_emu::capturing(stream)) return refuse_in_capture(stream, "cudaEventRecord (no event nodes here)");
     event->at = std::chrono::steady_clock::now();
     event->recorded = true;
+    const bool behind = stream != nullptr && stream->deferred;
+    event->deferred = behind ? stream : nullptr;
+    event->upto = behind ? stream->given : 0;
     return cudaSuccess;
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t) {
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (any_capture()) return refuse_in_capture(nullptr, "cudaEventSynchronize");
-    return cudaSuccess;
+    return event != nullptr && event->deferred != nullptr ? run_held(event->deferred, event->upto) : cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop) {
@@ -518,21 +594,33 @@ namespace tune_emu {
 
 bool capturing(cudaStream_t stream) { return stream != nullptr && valid_stream(stream) && stream->capturing; }
 
-void record(cudaStream_t stream, std::function<void()> work) { stream->recorded.push_back(std::move(work)); }
+bool holds(cudaStream_t stream) { return capturing(stream) || (stream != nullptr && stream->deferred); }
+
+void record(cudaStream_t stream, std::function<void()> work) {
+    if (stream->capturing) {
+        stream->recorded.push_back(std::move(work));
+        return;
+    }
+    stream->held.push_back(std::move(work));
+    ++stream->given;
+}
+
+void drain(cudaStream_t stream) { run_all_held(stream); }
 
 }  // namespace tune_emu
 
 // For a library a test loads with dlopen and which cannot link this runtime
 // (tests/cudnn_standin): its work for `stream` joins the stream's capture, as
-// the runtime's own calls do, and runs at each launch of the graph. Returns 1
-// when recorded (`context` is then released with the graph), 0 when the stream
-// is not capturing (the library runs the work itself). The test executables
+// the runtime's own calls do, and runs at each launch of the graph (or, on a
+// deferred stream, once something waits for it). Returns 1 when recorded
+// (`context` is then released with the work), 0 when the stream holds nothing
+// (the library runs the work itself). The test executables
 // export it (ENABLE_EXPORTS); the library finds it with dlsym.
 extern "C" __attribute__((visibility("default"))) int tune_emu_record_if_capturing(void* stream, void (*run)(void*),
                                                                                    void* context,
                                                                                    void (*release)(void*)) {
     const auto s = static_cast<cudaStream_t>(stream);
-    if (!tune_emu::capturing(s)) return 0;
+    if (!tune_emu::holds(s)) return 0;
     const std::shared_ptr<void> owned(context, release);
     tune_emu::record(s, [run, owned] { run(owned.get()); });
     return 1;

@@ -88,10 +88,14 @@ struct KernelLaunch {
 // Errors are recorded for cudaGetLastError, as a real launch's are.
 void launch(const KernelLaunch& launch);
 
-// Stream capture: whether `stream` is capturing now, and a piece of work it records for its graph
-// (a launch, a copy, a matmul), run in order when the graph is launched.
+// Stream capture: whether `stream` is capturing now. holds: capturing, or deferred (a stream made
+// with a priority), so that work given to it is recorded, not run: for its graph, run in order
+// when the graph is launched, or held until something waits for the stream.
 bool capturing(cudaStream_t stream);
+bool holds(cudaStream_t stream);
 void record(cudaStream_t stream, std::function<void()> work);
+// Runs everything a deferred stream holds (nothing for any other stream).
+void drain(cudaStream_t stream);
 
 template <class Body, class... Args>
 struct LaunchArgs {
@@ -116,8 +120,9 @@ struct Launcher {
     void operator()(const Args&... args) const {
         using Packed = LaunchArgs<Body, std::decay_t<Args>...>;
         const Packed packed{body, std::tuple<std::decay_t<Args>...>(args...)};
-        // Captured: the arguments as they are now, launched when the graph is (a graph keeps its kernels' arguments).
-        if (capturing(stream)) {
+        // Held: the arguments as they are now, launched when the graph is (a graph keeps its kernels'
+        // arguments) or when the deferred stream is waited for.
+        if (holds(stream)) {
             record(stream, [l = *this, packed] {
                 launch(KernelLaunch{l.name, l.grid, l.block, l.shared_bytes, l.stream, &Packed::run, &packed});
             });

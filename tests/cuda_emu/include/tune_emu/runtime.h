@@ -178,12 +178,22 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+// A stream made with a priority is deferred: it holds its kernels, copies, memsets and matmuls
+// until something waits for it (an event it recorded, a synchronisation, a call that must see
+// its work done), then runs them in order. tune makes its side streams so (Backend::beside), and
+// a missing wait shows here as work run late, on memory already freed or rewritten.
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned flags, int priority);
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaStreamQuery(cudaStream_t stream);
 cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device);
 
 cudaError_t cudaEventCreate(cudaEvent_t* event);
+constexpr unsigned cudaEventDefault = 0x0;
+constexpr unsigned cudaEventDisableTiming = 0x2;
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
@@ -213,4 +223,6 @@ std::uint64_t matmul_calls_of_candidate(int i);
 std::uint64_t memset_bytes();
 // cudaGraphLaunch calls since the process started.
 std::uint64_t graph_launches();
+// Pieces of work deferred streams held and then ran, since the process started.
+std::uint64_t held_work_ran();
 }  // namespace tune_emu
