@@ -81,6 +81,8 @@ public:
     // stages 2-3 hold a bucket of the whole buffer in between).
     virtual void open(std::size_t) {}
     virtual void close(std::size_t) {}
+    // The micro-batch's backward is over: nothing it queued may outlive it.
+    virtual void finish() {}
 };
 
 class LlamaLayer {

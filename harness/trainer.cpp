@@ -51,10 +51,27 @@ private:
 // flat buffer (tag comm), reduce-scattered when its backward phase ends; the
 // rank copies its slice into its gradient shard, the step's first, and adds
 // the later ones (micro-batches, the outer buffer's second phase). One sink per step.
+// Offload's shards are host memory: the slice crosses the link on the side
+// stream (Backend::beside) while the next buffer's backward computes, so the
+// bucket lives until the next close (or finish) has waited for its copy, beside
+// the next bucket: the estimator counts it so (search/estimate_memory.cpp).
 class BucketSink final : public GradSink {
 public:
     BucketSink(Allocator& memory, ModelState& model, Comm& comm)
-        : memory_(memory), model_(model), comm_(comm), started_(model.layout().buffers(), 0) {}
+        : memory_(memory),
+          model_(model),
+          comm_(comm),
+          started_(model.layout().buffers(), 0),
+          to_host_(model.host().holds(Component::grads)) {}
+    // Unwinding: the side stream still reads the last bucket, which is freed only after it.
+    ~BucketSink() override {
+        try {
+            finish();
+        } catch (const std::exception&) {  // the error that unwinds is the one to report
+        }
+    }
+    BucketSink(const BucketSink&) = delete;
+    BucketSink& operator=(const BucketSink&) = delete;
     // Only the padding is zeroed: each tensor's first writer overwrites it (harness/grad_targets.h).
     void open(std::size_t buffer) override {
         const FlatLayout& f = model_.layout().flat(buffer);
@@ -77,11 +94,26 @@ public:
         unwritten_.zero_rest(memory_.backend(), buffer, bucket_.get(), f, dt);
         comm_.reduce_scatter(bucket_.get(), f.padded, dt, ReduceOp::average);
         void* mine = bucket_.at(bytes_of(comm_.rank() * f.shard, dt));
-        if (std::exchange(started_[buffer], 1) == 0)
-            memory_.backend().copy(model_.grads(buffer), mine, bytes_of(f.shard, dt));
-        else
-            memory_.backend().add(model_.grads(buffer), model_.grads(buffer), mine, f.shard, dt);
-        bucket_.reset();
+        const auto into_shard = [&, first = std::exchange(started_[buffer], 1) == 0] {
+            if (first)
+                memory_.backend().copy(model_.grads(buffer), mine, bytes_of(f.shard, dt));
+            else
+                memory_.backend().add(model_.grads(buffer), model_.grads(buffer), mine, f.shard, dt);
+        };
+        finish();
+        if (!to_host_) {
+            into_shard();
+            bucket_.reset();
+            return;
+        }
+        copying_ = memory_.backend().beside(into_shard);
+        copied_from_ = std::move(bucket_);
+    }
+    // The last slice's copy is waited for, and its bucket freed.
+    void finish() override {
+        if (copying_) copying_->wait();
+        copying_.reset();
+        copied_from_.reset();
     }
     // Zeroes the shards no bucket reached this step (none, where backward ran whole).
     void settle() {
@@ -101,7 +133,10 @@ private:
     Comm& comm_;
     Buffer bucket_;
     UnwrittenTensors unwritten_;
-    std::vector<char> started_;  // per buffer: a slice reached its shard this step
+    std::vector<char> started_;                   // per buffer: a slice reached its shard this step
+    bool to_host_;                                // the shards are host memory (offload)
+    std::unique_ptr<kernels::SideWork> copying_;  // the last slice's copy to the host, on the side stream
+    Buffer copied_from_;                          // ... and the bucket it reads
 };
 
 // LOMO: each tensor's gradient exists from its first begin() to its end(),
@@ -520,7 +555,10 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
         layer_.backward(w.ptr, acts[i], dx.get(), sink, i, adapters.ptr);
         sink.close(i);
     }
-    if (lora_) return mean_loss(losses, d.T);  // the embedding is frozen
+    if (lora_) {  // the embedding is frozen
+        sink.finish();
+        return mean_loss(losses, d.T);
+    }
     memory_.set_phase("embed-backward");
     const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
     sink.open(layout_.outer_index());
@@ -529,6 +567,7 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
                                 d.T, d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()}, vocab_range());
     sink.end(layout_.outer_index(), embedding);
     sink.close(layout_.outer_index());
+    sink.finish();
     return mean_loss(losses, d.T);
 }
 

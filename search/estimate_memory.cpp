@@ -54,6 +54,16 @@ std::uint64_t comm_bytes(std::uint64_t numel, const StateSettings& s, bool gathe
     return bucket + gathered;
 }
 
+// Offload's buckets (harness/trainer.cpp BucketSink): a bucket's slice crosses the link on the
+// side stream while the next buffer's backward runs, and the bucket is freed at the next close,
+// so each backward holds the previous bucket beside its own. The first layer's is the head's
+// (none under adapters), a lower layer's the layer above's, which that layer's kept activations
+// (a.kept, freed once its backward ends) no longer sit beside. The embedding's holds layer 0's.
+bool holds_previous_bucket(const TrialConfig& c) { return offload_plan(c.offload).on_host(Component::grads); }
+
+// The larger of two moments of one phase.
+ComponentBytes larger(const ComponentBytes& a, const ComponentBytes& b) { return b.total() > a.total() ? b : a; }
+
 // The overhead's part that follows the activations (EstimateOptions::overhead_per_activation_byte), then the peak.
 StepMemory with_peak(StepMemory s, double overhead_per_activation_byte) {
     for (ComponentBytes& phase : s.phases)
@@ -104,8 +114,9 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
     const std::uint64_t gathered_base = c.method == Method::qlora ? nf4_gathered_layer_bytes(layout, settings)
                                                                    : comm_bytes(layout.layer.numel, settings, true);
     const std::uint64_t gathered_layer = gathered_base + comm_bytes(adapters.numel, settings, true);
-    const std::uint64_t layer_comm = gathered_layer + comm_bytes(adapters.numel, settings, lomo) -
-                                     comm_bytes(adapters.numel, settings, true);
+    const std::uint64_t bucket =
+        comm_bytes(adapters.numel, settings, lomo) - comm_bytes(adapters.numel, settings, true);
+    const std::uint64_t layer_comm = gathered_layer + bucket;
     const std::uint64_t outer_gathered = comm_bytes(layout.outer.numel, settings, true);
 
     StepMemory s;
@@ -115,8 +126,11 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
     // + the norm's sink
     const ComponentBytes norm = phase(head + a.hidden + gb * m.hidden, 0, outer_gathered, 0);
     s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
-    s.phases[2] =
-        phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm + a.gathered, adapters.max_tensor);
+    const std::uint64_t top = a.io + below * a.kept + last + a.hidden + a.scratch;
+    s.phases[2] = phase(top, 0, layer_comm + a.gathered, adapters.max_tensor);
+    if (holds_previous_bucket(c) && m.layers > 1)  // the head has no bucket to hold
+        s.phases[2] =
+            larger(s.phases[2], phase(top - a.kept, 0, layer_comm + bucket + a.gathered, adapters.max_tensor));
     s.phases[3] = phase(0, 0, 0, 0);  // no embedding backward: the phase holds the persistent buffers only
     const bool sums =
         c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.world_size > 1;
@@ -302,9 +316,17 @@ StepMemory step_memory(const ModelSpec& model, const TrialConfig& c, const Hardw
     const ComponentBytes chunks = phase(head, a.logits, outer_comm + 2 * a.gathered, layout.outer.max_tensor);
     const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm, m.hidden + tied);
     s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
-    s.phases[2] = phase(a.io + below * a.kept + last + a.hidden + a.scratch, 0, layer_comm + a.gathered,
-                        layout.layer.max_tensor + tied);
-    s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket + a.gathered, layout.outer.max_tensor);  // + every token's dx
+    const std::uint64_t top = a.io + below * a.kept + last + a.hidden + a.scratch;
+    const std::uint64_t layer_bucket = layer_comm - gathered_layer;
+    const bool previous = holds_previous_bucket(c);
+    s.phases[2] =
+        phase(top, 0, layer_comm + a.gathered + (previous ? outer_bucket : 0), layout.layer.max_tensor + tied);
+    if (previous && m.layers > 1)
+        s.phases[2] = larger(s.phases[2], phase(top - a.kept, 0, layer_comm + layer_bucket + a.gathered,
+                                                layout.layer.max_tensor + tied));
+    const std::uint64_t before_embedding = !previous ? 0 : m.layers > 0 ? layer_bucket : outer_bucket;
+    s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket + before_embedding + a.gathered,
+                        layout.outer.max_tensor);  // + every token's dx
     // Adafactor over shards completes its sums over ranks one buffer at a time.
     const bool sums =
         c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.world_size > 1;

@@ -263,14 +263,24 @@ std::optional<double> probed_collective_seconds(const std::vector<CollectiveCall
 
 // Stages 2-3: the add of each gradient bucket's slice into the rank's shard,
 // around its reduce-scatter (CollectiveCall::bucket); 0 when not probed.
-double probed_bucket_seconds(const std::vector<CollectiveCall>& calls, const TrialConfig& c, const ProbedRates& p) {
+// Offload on a GPU: the slices cross to the host shard on the side stream
+// while the next buffer's backward runs (harness/trainer.cpp BucketSink), so
+// what shows is what outlasts backward, and at least each micro-batch's last
+// slice (the embedding's, or under adapters the first layer's), which no
+// backward follows. On the CPU the side work runs in line: all of it shows.
+double probed_bucket_seconds(const std::vector<CollectiveCall>& calls, const TrialConfig& c, const Hardware& hw,
+                             const ProbedRates& p, double backward_s) {
     const bool host = offload_plan(c.offload).on_host(Component::grads);
-    double total = 0;
-    for (const CollectiveCall& call : calls)
-        if (call.bucket)
-            total += call.count *
-                     p.bucket_seconds(data_parallel_size(c), call.bytes, probe_dtype(c.precision), host).value_or(0.0);
-    return total;
+    double total = 0, last = 0;
+    for (const CollectiveCall& call : calls) {
+        if (!call.bucket) continue;
+        const double one =
+            p.bucket_seconds(data_parallel_size(c), call.bytes, probe_dtype(c.precision), host).value_or(0.0);
+        total += call.count * one;
+        last = one;  // the outer buffer's call comes after the layers' (search/collective_calls.cpp)
+    }
+    if (!host || hw.backend == BackendKind::cpu) return total;
+    return std::max(total - backward_s, c.grad_accum * last);
 }
 
 // Compute and attention from the probed rates; the optimizer's update at its
@@ -288,7 +298,7 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Hardware
             probed_micro_batch(m, c, p, c.attention == Attention::flash, hw.backend == BackendKind::cpu)) {
         t.compute_s = micro->gemm_s * c.grad_accum / speed;
         t.attention_s = micro->attention_s * c.grad_accum / speed;
-        t.bucket_s = probed_bucket_seconds(calls, c, p) / speed;
+        t.bucket_s = probed_bucket_seconds(calls, c, hw, p, t.compute_s * speed * 2.0 / 3.0) / speed;
         t.elementwise_s = micro->elementwise_s * c.grad_accum / speed + t.bucket_s;
     }
     // The rank's owned elements (its shard at ZeRO 1-3) at its optimizer's probed time per element.
@@ -317,8 +327,9 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Hardware
 // CPU backend host and device are one memory: nothing crosses a link and the
 // update costs what it costs on the device. Where the buckets were probed with
 // their shard in host memory (BucketRate::host), the element-wise term already
-// holds the transfer as tune's engine makes it, on its own stream, exposed. The
-// link's rate is the probed one (HostLinkRate) where there is one, else the preset's.
+// holds the transfer as tune's engine makes it, the part of it the side stream
+// leaves exposed (probed_bucket_seconds). The link's rate is the probed one
+// (HostLinkRate) where there is one, else the preset's.
 void apply_offload(const ModelSpec& model, const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
                    const EstimateOptions& o, StepTime& t) {
     const OffloadPlan plan = offload_plan(c.offload);

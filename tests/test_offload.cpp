@@ -16,6 +16,8 @@
 #include "core/validity.h"
 #include "exports/framework.h"
 #include "search/estimate.h"
+#include "search/estimate_memory.h"
+#include "search/flat_layout.h"
 #include "search/frameworks/framework_profile.h"
 #include "search/spec.h"
 
@@ -110,21 +112,73 @@ TEST_CASE("the estimator moves offloaded states from the device's ledger to the 
         c.zero_stage = 3, c.world_size = 4;
         TrialConfig kept = c;
         kept.offload = Offload::none;
-        const Estimate e = estimate(c, hw), d = estimate(kept, hw);
+        const StepMemory e = step_memory(c.model, c, hw, {}), d = step_memory(c.model, kept, hw, {});
         INFO(summary(c));
         for (Component k : kComponents) {
             const bool host = offload_plan(off).on_host(k);
-            CHECK(e.host_memory[k] == (host ? d.memory[k] : 0));
-            CHECK(e.memory[k] == (host ? 0 : d.memory[k]));
+            CHECK(e.host[k] == (host ? d.at(Phase::forward)[k] : 0));
+            // Every phase's device ledger loses the host's buffers; what else moves is the buckets' (below).
+            for (Phase p : kPhases)
+                if (k != Component::comm && (p != Phase::layer_backward || k != Component::activations))
+                    CHECK(e.at(p)[k] == (host ? 0 : d.at(p)[k]));
         }
-        CHECK(e.host_memory.peak == e.host_memory.total());
-        CHECK(e.host_memory.peak_phase == "init");
-        CHECK(e.host_node_bytes == 4 * e.host_memory.peak);  // four ranks on one node share its memory
+        const Estimate est = estimate(c, hw);
+        CHECK(est.host_memory.peak == est.host_memory.total());
+        CHECK(est.host_memory.peak_phase == "init");
+        CHECK(est.host_node_bytes == 4 * est.host_memory.peak);  // four ranks on one node share its memory
     }
     // Without offload the host's ledger is empty.
     const Estimate none = estimate(llama7b_offload(Offload::none), hw);
     CHECK(none.host_memory.peak == 0);
     CHECK(none.host_node_bytes == 0);
+}
+
+// harness/trainer.cpp BucketSink: offload's slice crosses the link on the side stream while the next
+// buffer's backward runs, so that backward holds the previous bucket too: the layers' first beside the
+// head's, a lower layer beside the one above it (less that layer's kept activations, freed by then), and
+// the embedding's beside layer 0's. Nothing else moves.
+TEST_CASE("offload's backward holds the previous gradient bucket while its slice crosses to the host",
+          "[offload][estimate]") {
+    const Hardware hw = *find_device("h100-80gb");
+    for (std::uint32_t stage : {2u, 3u})
+        for (Checkpointing ck : {Checkpointing::full, Checkpointing::none}) {
+            TrialConfig c = llama7b_offload(Offload::optimizer);
+            c.zero_stage = stage, c.world_size = 4, c.checkpointing = ck;
+            TrialConfig kept = c;
+            kept.offload = Offload::none;
+            INFO(summary(c));
+            const StepMemory e = step_memory(c.model, c, hw, {}), d = step_memory(c.model, kept, hw, {});
+            const FlatLayout f = flat_layout(c.model, c.adam8bit_block);
+            const std::uint64_t layer = full_numel(f.layer.numel, 4, f.align) * 2;  // 16-bit buckets
+            const std::uint64_t outer = full_numel(f.outer.numel, 4, f.align) * 2;
+            const ActivationSizes a = activation_sizes(c.model, c, hw, {});
+            const auto moved = [&](Phase p, Component k) {
+                return static_cast<std::int64_t>(e.at(p)[k]) - static_cast<std::int64_t>(d.at(p)[k]);
+            };
+            for (Phase p : {Phase::forward, Phase::head_backward, Phase::optimizer_step})
+                CHECK(moved(p, Component::comm) == 0);
+            CHECK(moved(Phase::embed_backward, Component::comm) == static_cast<std::int64_t>(layer));
+            // The layer phase is the larger of its two moments.
+            const std::int64_t first = static_cast<std::int64_t>(outer);
+            const std::int64_t lower = static_cast<std::int64_t>(layer) - static_cast<std::int64_t>(a.kept);
+            const bool first_wins = first >= lower;
+            CHECK(moved(Phase::layer_backward, Component::comm) ==
+                  static_cast<std::int64_t>(first_wins ? outer : layer));
+            CHECK(moved(Phase::layer_backward, Component::activations) ==
+                  (first_wins ? 0 : -static_cast<std::int64_t>(a.kept)));
+        }
+    // Adapters: the head is frozen and has no bucket, so only the lower layers hold one more.
+    TrialConfig lora = llama7b_offload(Offload::optimizer);
+    lora.method = Method::lora, lora.lora_rank = 16, lora.checkpointing = Checkpointing::none;
+    TrialConfig kept = lora;
+    kept.offload = Offload::none;
+    const StepMemory e = step_memory(lora.model, lora, hw, {}), d = step_memory(lora.model, kept, hw, {});
+    const ActivationSizes a = activation_sizes(lora.model, lora, hw, {});
+    const std::uint64_t adapters =
+        full_numel(adapter_buffer(lora.model, 16, lora.lora_targets, lora.adam8bit_block).numel, 1, 256) * 2;
+    const ComponentBytes& held = e.at(Phase::layer_backward);
+    const ComponentBytes& before = d.at(Phase::layer_backward);
+    CHECK(held[Component::comm] - before[Component::comm] == (adapters > a.kept ? adapters : 0));
 }
 
 TEST_CASE("Llama-2-7B AdamW bf16-mixed fits one 24 GB GPU with 128 GB of host memory once offloaded",

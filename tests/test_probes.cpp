@@ -437,7 +437,12 @@ TEST_CASE("offload's buckets add into a shard in host memory: probed apart, keye
     Hardware gpu = *find_device("h100-80gb");
     gpu.host_link_bytes_per_s = 1e6;
     const StepTime probed = step_time(m, off, gpu, o), nominal = step_time(m, off, gpu, none);
-    CHECK(probed.bucket_s == Approx((layers + 2) * 5e-3));
+    // The slices cross on the side stream behind the next buffer's backward: what outlasts it shows,
+    // and at least the last slice (the embedding's), which nothing follows (on the CPU: all of it, above).
+    const double backward = probed.compute_s * 2.0 / 3.0;
+    REQUIRE(backward > 0);
+    CHECK(probed.bucket_s == Approx(std::max((layers + 2) * 5e-3 - backward, 5e-3)));
+    CHECK(probed.bucket_s < (layers + 2) * 5e-3);
     CHECK(nominal.bucket_s == 0);
     CHECK(probed.offload_s < nominal.offload_s);
 }

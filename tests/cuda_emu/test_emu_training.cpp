@@ -6,6 +6,7 @@
 #include "offload_checks.h"
 #include "short_trial.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -20,6 +21,7 @@
 #include "harness/trainer.h"
 #include "harness/trial.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/math/half.h"
 #include "search/estimate.h"
 #include "tests/support/trainer_fixture.h"
 
@@ -181,6 +183,41 @@ TEST_CASE("emulated device: offload trials run on the CUDA backend, host and dev
                 }
     // 2 optimizers x 2 precisions x 3 placements x 3 methods.
     CHECK(runs == 36);
+}
+
+// harness/trainer.cpp BucketSink: each gradient slice reaches its host shard as side work
+// (kernels/backend.h Backend::beside): a copy, then adds for the later micro-batches. The emulator
+// holds a side stream's work until something waits for it, the latest a GPU may run it, so a bucket
+// freed before its slice crossed fails the copy, and a host read before synchronize() sees stale
+// gradients. The shards are then the CPU backend's, to the 16-bit tolerance.
+TEST_CASE("emulated device: offload's gradient slices cross on the side stream, each bucket freed after its copy") {
+    TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, Precision::bf16_mixed);
+    c.zero_stage = 2, c.offload = Offload::optimizer, c.grad_accum = 2;
+    const auto gpu = kernels::make_cuda_backend(0);
+    harness::SingleRankComm gpu_comm;
+    const test::FixedTokens tokens(c.model.vocab);
+    harness::Trainer on_gpu(*gpu, gpu_comm, c, tokens);
+    test::TrainerRig cpu_side(c, std::make_unique<test::FixedTokens>(c.model.vocab));
+    harness::Trainer& on_cpu = *cpu_side.trainer;
+    const std::uint64_t before = tune_emu::held_work_ran();
+    on_gpu.compute_gradients();
+    on_cpu.compute_gradients();
+    gpu->synchronize();  // as the optimizer step does before the host reads the shards
+    // A slice per bucket: the head's, each layer's and the embedding's, per micro-batch.
+    CHECK(tune_emu::held_work_ran() - before == c.grad_accum * (c.model.layers + 2));
+    CHECK(on_gpu.memory().live(Component::comm) == 0);  // every bucket freed by the backward's end
+    float largest = 0, worst = 0;
+    for (std::size_t b = 0; b < on_gpu.model().layout().buffers(); ++b) {
+        const auto* g = static_cast<const math::bf16*>(on_gpu.model().grads(b));
+        const auto* r = static_cast<const math::bf16*>(on_cpu.model().grads(b));
+        for (std::int64_t i = 0; i < on_gpu.model().grads_length(b); ++i) {
+            largest = std::max(largest, std::abs(math::to_float(r[i])));
+            worst = std::max(worst, std::abs(math::to_float(g[i]) - math::to_float(r[i])));
+        }
+    }
+    INFO("largest gradient " << largest << ", largest difference " << worst);
+    CHECK(largest > 0);
+    CHECK(worst <= 2e-2f * largest);
 }
 
 TEST_CASE("emulated device: offload's host ledger is pinned host memory, none of it on the device") {

@@ -147,11 +147,18 @@ TEST_CASE("under offload every rank's device and host ledgers equal the estimate
                     // Every rank holds its shard's states on the host: the same bytes on each.
                     REQUIRE(r.rank_host_peaks.size() == static_cast<std::size_t>(n));
                     for (std::uint64_t host : r.rank_host_peaks) CHECK(host == e.host_memory.peak);
-                    // The device keeps none of what moved: the estimate without offload holds it there.
+                    // The device keeps none of what moved (the estimate without offload holds it there), and
+                    // at most one bucket more: the previous one, while its slice crosses to the host
+                    // (docs/memory-model.md §10).
                     TrialConfig kept = c;
                     kept.offload = Offload::none;
                     const Estimate on_device = estimate_for(kept, r.memory[Component::overhead]);
-                    CHECK(e.memory.peak + e.host_memory.peak == on_device.memory.peak);
+                    const FlatLayout f = flat_layout(c.model, c.adam8bit_block);
+                    const std::uint64_t bucket =
+                        full_numel(std::max(f.layer.numel, f.outer.numel), n, f.align) * weight_bytes(c.precision);
+                    const std::uint64_t both = e.memory.peak + e.host_memory.peak;
+                    CHECK(both >= on_device.memory.peak);
+                    CHECK(both - on_device.memory.peak <= bucket);
                     ++runs;
                 }
     CHECK(runs == 24);  // optimizer at stages 2 and 3, optimizer+params at 3: 3 x 2 x 4
