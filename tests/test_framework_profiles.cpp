@@ -240,6 +240,37 @@ TEST_CASE("LitGPT's layer keeps the fp32 norm inputs, LoRA's dropout and padded 
     CHECK(one->alive[static_cast<std::size_t>(Phase::layer_backward)]);
 }
 
+// torch/distributed/fsdp/_runtime_utils.py: _post_forward_reshard leaves the root unit gathered,
+// _pre_backward_hook prefetches the next unit (BACKWARD_PRE). Llama-7B on two ranks: the outer
+// buffer (2 x 32000 x 4096 + 4096 elements) and a layer (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096),
+// both already multiples of 2 x 256, in bf16.
+TEST_CASE("FSDP at FULL_SHARD keeps the root unit gathered through the step and prefetches the next layer",
+          "[frameworks]") {
+    const Hardware hw = *find_device("a100-40gb");
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::accelerate_fsdp, llama7b_lora(2, 3), hw);
+    const FrameworkTerm* root = term(e, "the root unit");
+    const FrameworkTerm* next = term(e, "the next decoder layer");
+    REQUIRE(root);
+    REQUIRE(next);
+    CHECK(root->bytes == 2 * 262'148'096);
+    CHECK(next->bytes == 2 * 202'383'360);
+    const auto alive = [](const FrameworkTerm* t, Phase p) { return t->alive[static_cast<std::size_t>(p)]; };
+    for (Phase p : {Phase::forward, Phase::layer_backward, Phase::embed_backward}) CHECK(alive(root, p));
+    CHECK_FALSE(alive(root, Phase::head_backward));  // our engine gathers it for the head already
+    CHECK_FALSE(alive(root, Phase::optimizer_step));
+    CHECK(alive(next, Phase::layer_backward));
+    CHECK_FALSE(alive(next, Phase::forward));  // fsdp_forward_prefetch is off
+    // QLoRA gathers the NF4 storage: the prefetched layer is about a quarter of the bf16 one.
+    TrialConfig q = llama7b_lora(2, 3);
+    q.method = Method::qlora;
+    const FrameworkTerm* nf4 = term(framework_estimate(FrameworkProfile::accelerate_fsdp, q, hw), "the next decoder");
+    REQUIRE(nf4);
+    CHECK(nf4->bytes < next->bytes / 3);
+    // SHARD_GRAD_OP keeps every weight whole (as our engine's ZeRO-2), and other stacks gather as they do.
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::accelerate_fsdp, llama7b_lora(2, 2), hw), "the root unit"));
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::deepspeed, llama7b_lora(2, 3), hw), "the root unit"));
+}
+
 TEST_CASE("LitGPT under FSDP counts the unsharded model its full-state-dict load leaves", "[frameworks]") {
     const Hardware hw = *find_device("a100-40gb");
     const FrameworkEstimate sharded = framework_estimate(FrameworkProfile::litgpt, llama7b_lora(2, 3), hw);

@@ -95,6 +95,8 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
             if (t.bytes > 0) e.terms.push_back(t);
         e.host_terms = deepspeed_host_terms(c);
     }
+    if (f == FrameworkProfile::accelerate_fsdp)
+        for (FrameworkTerm& t : fsdp_gather_terms(c)) e.terms.push_back(std::move(t));
     if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c, o, s);
     if (f == FrameworkProfile::torchtitan) {
         e.terms = torchtitan_terms(c, s);
