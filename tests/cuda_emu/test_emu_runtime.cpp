@@ -132,6 +132,63 @@ TEST_CASE("emulated device: copies check that the device side is device memory")
     cudaFree(d);
 }
 
+// A stream made with a priority holds its work until something waits for it (tests/cuda_emu/runtime/
+// runtime_api.cpp), the latest a GPU may run it; other streams run theirs at once. An error of held work
+// surfaces at the wait, as a GPU's asynchronous errors do.
+TEST_CASE("emulated device: a deferred stream runs its work only once waited for, and reports its errors there") {
+    cudaStream_t compute = nullptr, side = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking) == cudaSuccess);
+    int least = 0, greatest = 0;
+    REQUIRE(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
+    REQUIRE(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, greatest) == cudaSuccess);
+    cudaStream_t outside = nullptr;
+    CHECK(cudaStreamCreateWithPriority(&outside, cudaStreamNonBlocking, greatest - 1) == cudaErrorInvalidValue);
+    cudaGetLastError();
+
+    char* d = device_buffer<char>(64);
+    std::array<char, 64> host{};
+    REQUIRE(cudaMemsetAsync(d, 0, 64, compute) == cudaSuccess);  // runs now
+    REQUIRE(cudaMemsetAsync(d, 7, 64, side) == cudaSuccess);     // held
+    cudaEvent_t done = nullptr;
+    REQUIRE(cudaEventCreateWithFlags(&done, cudaEventDisableTiming) == cudaSuccess);
+    REQUIRE(cudaEventRecord(done, side) == cudaSuccess);
+    REQUIRE(cudaMemsetAsync(d + 32, 9, 32, side) == cudaSuccess);  // after the event: held past the wait
+    REQUIRE(cudaMemcpy(host.data(), d, 64, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(host[0] == 0);  // nothing has waited for the side stream yet
+
+    const std::uint64_t ran = tune_emu::held_work_ran();
+    REQUIRE(cudaStreamWaitEvent(compute, done, 0) == cudaSuccess);
+    CHECK(tune_emu::held_work_ran() - ran == 1);  // up to the event, no further
+    REQUIRE(cudaMemcpy(host.data(), d, 64, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(host[0] == 7);
+    CHECK(host[40] == 7);
+    REQUIRE(cudaStreamSynchronize(side) == cudaSuccess);
+    REQUIRE(cudaMemcpy(host.data(), d, 64, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(host[40] == 9);
+
+    // A copy held on the side stream from memory the compute stream frees before anything waited for it
+    // runs late, on freed memory: the wait reports it.
+    void* gone = nullptr;
+    REQUIRE(cudaMallocAsync(&gone, 64, compute) == cudaSuccess);
+    REQUIRE(cudaMemcpyAsync(d, gone, 64, cudaMemcpyDefault, side) == cudaSuccess);
+    REQUIRE(cudaEventRecord(done, side) == cudaSuccess);
+    REQUIRE(cudaFreeAsync(gone, compute) == cudaSuccess);
+    CHECK(cudaStreamWaitEvent(compute, done, 0) == cudaErrorInvalidValue);
+    cudaGetLastError();
+
+    // cudaFree synchronizes the device: what the side stream holds runs first.
+    REQUIRE(cudaMemsetAsync(d, 3, 64, side) == cudaSuccess);
+    char* scratch = device_buffer<char>(8);
+    const std::uint64_t before_free = tune_emu::held_work_ran();
+    REQUIRE(cudaFree(scratch) == cudaSuccess);
+    CHECK(tune_emu::held_work_ran() - before_free == 1);
+
+    cudaEventDestroy(done);
+    cudaStreamDestroy(side);
+    cudaStreamDestroy(compute);
+    cudaFree(d);
+}
+
 TEST_CASE("emulated device: the backend raises OutOfMemoryError at the device's limit and goes on") {
     auto backend = tune::kernels::make_cuda_backend(0);
     const auto stats = tune::kernels::cuda_memory_stats(*backend);

@@ -94,6 +94,18 @@ cudaError_t run_held(cudaStream_t s, std::uint64_t upto) {
 
 cudaError_t run_all_held(cudaStream_t s) { return s != nullptr && s->deferred ? run_held(s, s->given) : cudaSuccess; }
 
+// Every deferred stream's held work, as a device-wide synchronisation runs it.
+cudaError_t run_every_held() {
+    std::vector<CUstream_st*> deferred;
+    {
+        std::lock_guard lock(device().capture_mutex);
+        deferred = device().deferred;
+    }
+    for (CUstream_st* s : deferred)
+        if (cudaError_t e = run_all_held(s); e != cudaSuccess) return e;
+    return cudaSuccess;
+}
+
 cudaError_t check_device_range(const void* p, std::size_t bytes, const char* what) {
     if (bytes == 0) return cudaSuccess;
     if (!device().is_device(p, bytes))
@@ -268,14 +280,7 @@ cudaError_t cudaGetDevice(int* dev) {
 
 cudaError_t cudaDeviceSynchronize() {
     if (any_capture()) return refuse_in_capture(nullptr, "cudaDeviceSynchronize");
-    std::vector<CUstream_st*> deferred;
-    {
-        std::lock_guard lock(device().capture_mutex);
-        deferred = device().deferred;
-    }
-    for (CUstream_st* s : deferred)
-        if (cudaError_t e = run_all_held(s); e != cudaSuccess) return e;
-    return cudaSuccess;
+    return run_every_held();
 }
 
 cudaError_t cudaDeviceReset() {
@@ -295,6 +300,8 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) { return device().allocate
 
 cudaError_t cudaFree(void* ptr) {
     device().context = true;  // cudaFree(nullptr) is the idiom that creates it
+    // cudaFree synchronizes the device: what deferred streams hold runs first.
+    if (cudaError_t e = run_every_held(); e != cudaSuccess) return e;
     return device().release(ptr);
 }
 
