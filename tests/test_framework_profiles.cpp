@@ -271,6 +271,36 @@ TEST_CASE("FSDP at FULL_SHARD keeps the root unit gathered through the step and 
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::deepspeed, llama7b_lora(2, 3), hw), "the root unit"));
 }
 
+// DeepSpeed's partitioned_param_coordinator.py prefetches stage3_prefetch_bucket_size (5e7) elements, the
+// last tensor whole, beside the gathered layer in backward; parameter_offload.py keeps every tensor of at most
+// stage3_param_persistence_threshold (1e5) elements whole. Llama-7B, LoRA r=8 on q, k, v, o, two ranks:
+// the persistent tensors are each layer's two norms (2 x 4096) and eight adapter factors (8 x 4096 each),
+// and the final norm.
+TEST_CASE("DeepSpeed's ZeRO-3 prefetches beside the gathered layer and keeps its small tensors whole", "[frameworks]") {
+    const Hardware hw = *find_device("a100-40gb");
+    TrialConfig c = llama7b_lora(2, 3);
+    c.lora_targets = LoraTargets::attention;
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::deepspeed, c, hw);
+    const FrameworkTerm* ahead = term(e, "ZeRO-3's prefetched parameters");
+    const FrameworkTerm* small = term(e, "ZeRO-3's persistent small tensors");
+    REQUIRE(ahead);
+    REQUIRE(small);
+    CHECK(ahead->bytes == 2 * 50'000'000);  // no tensor of the layer is larger (11008 x 4096)
+    const std::int64_t persistent = 32 * (2 * 4096 + 8 * 8 * 4096) + 4096;
+    CHECK(small->bytes == 2 * (persistent - persistent / 2));
+    CHECK_FALSE(ahead->alive[static_cast<std::size_t>(Phase::forward)]);
+    CHECK(ahead->alive[static_cast<std::size_t>(Phase::layer_backward)]);
+    // Llama-2-70B under QLoRA: the down projection's packed storage (28672 x 8192 / 4) outgrows the bucket.
+    TrialConfig q = c;
+    q.model = *find_model("llama-70b");
+    q.method = Method::qlora;
+    const FrameworkTerm* nf4 = term(framework_estimate(FrameworkProfile::deepspeed, q, hw), "ZeRO-3's prefetched");
+    REQUIRE(nf4);
+    CHECK(nf4->bytes == 2 * (28672 * 8192 / 4));
+    // Below stage 3 nothing is partitioned or gathered.
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::deepspeed, llama7b_lora(2, 2), hw), "ZeRO-3's"));
+}
+
 TEST_CASE("LitGPT under FSDP counts the unsharded model its full-state-dict load leaves", "[frameworks]") {
     const Hardware hw = *find_device("a100-40gb");
     const FrameworkEstimate sharded = framework_estimate(FrameworkProfile::litgpt, llama7b_lora(2, 3), hw);

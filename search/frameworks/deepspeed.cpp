@@ -5,6 +5,7 @@
 
 #include "search/estimate.h"
 #include "search/frameworks/framework_profile.h"
+#include "search/model_flops.h"
 
 namespace tune {
 
@@ -16,6 +17,10 @@ constexpr std::uint64_t kSubGroupElements = 1'000'000'000;
 // DeepSpeed's default reduce_bucket_size (runtime/zero/config.py), which tune's
 // DeepSpeed export leaves at its default.
 constexpr std::uint64_t kReduceBucketElements = 500'000'000;
+// ZeRO-3's defaults (runtime/zero/config.py): stage3_prefetch_bucket_size and
+// stage3_param_persistence_threshold, both in elements.
+constexpr std::uint64_t kPrefetchBucketElements = 50'000'000;
+constexpr std::uint64_t kPersistenceThreshold = 100'000;
 
 // The rank's partition of the trained parameters, in elements.
 std::uint64_t partition_elements(const TrialConfig& c) {
@@ -122,6 +127,56 @@ FrameworkTerm deepspeed_gradient_term(const TrialConfig& c) {
         "({} + {} bytes x {} elements)",
         c.zero_stage, flat, cast, elements);
     return t;
+}
+
+// The elements of a layer's largest base tensor as DeepSpeed counts them: a
+// QLoRA weight is bitsandbytes' packed storage, four NF4 codes a 16-bit element.
+std::uint64_t largest_layer_tensor(const TrialConfig& c) {
+    const ModelSpec& m = c.model;
+    const std::uint64_t widest = std::max<std::uint64_t>({m.q_dim(), m.kv_dim(), m.ffn}) * m.hidden;
+    return c.method == Method::qlora ? widest / 4 : widest;
+}
+
+// Tensors of at most stage3_param_persistence_threshold elements, per layer and
+// outside the layers: the norms, biases and q/k norms, and the adapters' factors
+// that small.
+std::uint64_t persistent_elements(const TrialConfig& c) {
+    const ModelSpec& m = c.model;
+    std::uint64_t adapters = 0;
+    for (const Linear& l : layer_linears(m, c))
+        for (const double factor : {l.rank * l.in, l.out * l.rank})
+            if (l.rank > 0 && factor <= static_cast<double>(kPersistenceThreshold))
+                adapters += static_cast<std::uint64_t>(factor);
+    return m.layers * (m.layer_vector_params() + adapters) + m.hidden;
+}
+
+std::vector<FrameworkTerm> deepspeed_zero3_parameter_terms(const TrialConfig& c) {
+    if (c.zero_stage != 3) return {};
+    const std::uint64_t wb = weight_bytes(c.precision), ranks = std::max<std::uint32_t>(c.world_size, 1);
+    // partitioned_param_coordinator.py fetch_sub_module: as a module runs, the
+    // parameters of the modules the trace says come next are all-gathered until
+    // stage3_prefetch_bucket_size elements are in flight, the last one whole.
+    // In backward the recomputed layer stays gathered (each parameter is used
+    // again within stage3_max_reuse_distance), as our engine's one layer does; the
+    // prefetch comes beside it. In forward DeepSpeed holds a module and its
+    // prefetch, less than our engine's layer, which the term does not subtract.
+    const std::uint64_t prefetch = std::max(kPrefetchBucketElements, largest_layer_tensor(c));
+    FrameworkTerm ahead{fmt::format("ZeRO-3's prefetched parameters (stage3_prefetch_bucket_size {} elements, "
+                                    "the last tensor whole: {} x {} bytes)",
+                                    kPrefetchBucketElements, prefetch, wb),
+                        static_cast<std::int64_t>(prefetch * wb),
+                        {}};
+    for (Phase p : {Phase::head_backward, Phase::layer_backward, Phase::embed_backward})
+        ahead.alive[static_cast<std::size_t>(p)] = true;
+    // parameter_offload.py mark_persistent_parameters: a tensor of at most
+    // stage3_param_persistence_threshold elements is never partitioned: whole on
+    // every rank, where our engine keeps its shard.
+    const std::uint64_t persistent = persistent_elements(c);
+    const std::uint64_t beyond_shard = persistent - persistent / ranks;
+    return {ahead,
+            whole_step(fmt::format("ZeRO-3's persistent small tensors, whole on every rank ({} elements of at most {})",
+                                   persistent, kPersistenceThreshold),
+                       beyond_shard * wb)};
 }
 
 }  // namespace tune

@@ -93,6 +93,7 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         for (const FrameworkTerm& t :
              {deepspeed_gradient_term(c), deepspeed_bucket_term(c), deepspeed_offload_device_term(c)})
             if (t.bytes > 0) e.terms.push_back(t);
+        for (FrameworkTerm& t : deepspeed_zero3_parameter_terms(c)) e.terms.push_back(std::move(t));
         e.host_terms = deepspeed_host_terms(c);
     }
     if (f == FrameworkProfile::accelerate_fsdp)

@@ -108,6 +108,8 @@ FrameworkTerm deepspeed_bucket_term(const TrialConfig& c);
 // its device staging for the largest parameter's gradient (0 bytes without).
 std::vector<FrameworkTerm> deepspeed_host_terms(const TrialConfig& c);
 FrameworkTerm deepspeed_offload_device_term(const TrialConfig& c);
+// ZeRO-3: the parameters prefetched beside the gathered layer, the small ones never partitioned.
+std::vector<FrameworkTerm> deepspeed_zero3_parameter_terms(const TrialConfig& c);
 
 FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
                                      const EstimateOptions& o = {});
