@@ -23,8 +23,7 @@ FrameworkTerm bnb_kept_inputs(const TrialConfig& c, const LibraryVersions& v, Ke
                                         ((how.attention_output_copied ? 3 : 2) * m.hidden + m.ffn));
     t.what = fmt::format("bitsandbytes {}'s MatMul4Bit keeps each 4-bit linear's input ({} layers x {} tokens)",
                          to_string(*v.bitsandbytes), layers, tokens);
-    for (Phase p : {Phase::forward, Phase::head_backward, Phase::layer_backward})
-        t.alive[static_cast<std::size_t>(p)] = true;
+    t.alive = alive_in({Phase::forward, Phase::head_backward, Phase::layer_backward});
     // They sit on ctx, not in saved tensors: backward does not free them, the graph's owner does.
     if (how.held_to_next_step) t.alive = kWholeStep;
     return t;

@@ -99,12 +99,8 @@ FrameworkTerm deepspeed_bucket_term(const TrialConfig& c) {
     t.bytes = static_cast<std::int64_t>(kReduceBucketElements * wb);
     t.what = fmt::format("ZeRO-{}'s contiguous gradient bucket (reduce_bucket_size {} x {} bytes){}", c.zero_stage,
                          kReduceBucketElements, wb, c.zero_stage == 3 ? ", for the whole run" : ", during backward");
-    if (c.zero_stage == 3) {
-        t.alive = kWholeStep;
-    } else {
-        for (Phase p : {Phase::head_backward, Phase::layer_backward, Phase::embed_backward})
-            t.alive[static_cast<std::size_t>(p)] = true;
-    }
+    t.alive =
+        c.zero_stage == 3 ? kWholeStep : alive_in({Phase::head_backward, Phase::layer_backward, Phase::embed_backward});
     return t;
 }
 
@@ -165,9 +161,7 @@ std::vector<FrameworkTerm> deepspeed_zero3_parameter_terms(const TrialConfig& c)
                                     "the last tensor whole: {} x {} bytes)",
                                     kPrefetchBucketElements, prefetch, wb),
                         static_cast<std::int64_t>(prefetch * wb),
-                        {}};
-    for (Phase p : {Phase::head_backward, Phase::layer_backward, Phase::embed_backward})
-        ahead.alive[static_cast<std::size_t>(p)] = true;
+                        alive_in({Phase::head_backward, Phase::layer_backward, Phase::embed_backward})};
     // parameter_offload.py mark_persistent_parameters: a tensor of at most
     // stage3_param_persistence_threshold elements is never partitioned: whole on
     // every rank, where our engine keeps its shard.

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,6 +55,12 @@ struct FrameworkTerm {
 };
 // Every phase: a term the framework holds from start to end of the step.
 inline constexpr std::array<bool, kPhaseCount> kWholeStep{true, true, true, true, true};
+// The phases named, and no other.
+inline std::array<bool, kPhaseCount> alive_in(std::initializer_list<Phase> phases) {
+    std::array<bool, kPhaseCount> alive{};
+    for (Phase p : phases) alive[static_cast<std::size_t>(p)] = true;
+    return alive;
+}
 
 // Seconds a framework's step spends beyond (or, negative, instead of) our engine's.
 struct FrameworkTimeTerm {

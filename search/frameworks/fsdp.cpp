@@ -10,16 +10,6 @@
 
 namespace tune {
 
-namespace {
-
-FrameworkTerm alive_in(std::string what, std::uint64_t bytes, std::initializer_list<Phase> phases) {
-    FrameworkTerm t{std::move(what), static_cast<std::int64_t>(bytes), {}};
-    for (Phase p : phases) t.alive[static_cast<std::size_t>(p)] = true;
-    return t;
-}
-
-}  // namespace
-
 std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c) {
     if (c.zero_stage != 3) return {};  // SHARD_GRAD_OP and NO_SHARD keep every weight whole, as our engine does
     const StateSettings s = StateSettings::of(c);
@@ -37,12 +27,11 @@ std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c) {
     // _pre_backward_hook's _prefetch_handle(BACKWARD): with BACKWARD_PRE (accelerate's
     // fsdp_backward_prefetch, FSDP1's default; FSDP2 always prefetches) the next unit's
     // all-gather is issued as a unit's backward starts, so two layers are gathered there.
-    return {alive_in(fmt::format("the root unit (embedding, final norm, head) kept gathered from forward to "
-                                 "backward ({} bytes)",
-                                 root),
-                     root, {Phase::forward, Phase::layer_backward, Phase::embed_backward}),
-            alive_in(fmt::format("the next decoder layer, prefetched during a layer's backward ({} bytes)", layer),
-                     layer, {Phase::layer_backward})};
+    return {{fmt::format(
+                 "the root unit (embedding, final norm, head) kept gathered from forward to backward ({} bytes)", root),
+             static_cast<std::int64_t>(root), alive_in({Phase::forward, Phase::layer_backward, Phase::embed_backward})},
+            {fmt::format("the next decoder layer, prefetched during a layer's backward ({} bytes)", layer),
+             static_cast<std::int64_t>(layer), alive_in({Phase::layer_backward})}};
 }
 
 }  // namespace tune

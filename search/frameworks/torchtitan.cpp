@@ -31,9 +31,7 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
     if (c.checkpointing == Checkpointing::selective_op) {
         FrameworkTerm down{"the down projection's output, saved by the op policy",
                            static_cast<std::int64_t>(weight_bytes(c.precision) * tokens * m.hidden * m.layers),
-                           {}};
-        for (Phase p : {Phase::forward, Phase::head_backward, Phase::layer_backward})
-            down.alive[static_cast<std::size_t>(p)] = true;
+                           alive_in({Phase::forward, Phase::head_backward, Phase::layer_backward})};
         terms.push_back(down);
     }
     return terms;
