@@ -246,6 +246,9 @@ std::optional<ProbedMicroBatch> probed_micro_batch(const ModelSpec& m, const Tri
 
 namespace {
 
+// Of a step's compute, backward's share: its FLOPs are twice forward's.
+double backward_share(double compute_s) { return compute_s * 2.0 / 3.0; }
+
 // The step's collectives at their probed times (search/collective_calls.h):
 // each call at its op's time for its size, latency included. nullopt when an
 // op the step calls was not probed at this world size.
@@ -298,7 +301,7 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Hardware
             probed_micro_batch(m, c, p, c.attention == Attention::flash, hw.backend == BackendKind::cpu)) {
         t.compute_s = micro->gemm_s * c.grad_accum / speed;
         t.attention_s = micro->attention_s * c.grad_accum / speed;
-        t.bucket_s = probed_bucket_seconds(calls, c, hw, p, t.compute_s * speed * 2.0 / 3.0) / speed;
+        t.bucket_s = probed_bucket_seconds(calls, c, hw, p, backward_share(micro->gemm_s * c.grad_accum)) / speed;
         t.elementwise_s = micro->elementwise_s * c.grad_accum / speed + t.bucket_s;
     }
     // The rank's owned elements (its shard at ZeRO 1-3) at its optimizer's probed time per element.
@@ -336,7 +339,7 @@ void apply_offload(const ModelSpec& model, const ModelSpec& m, const TrialConfig
     if (!plan.any() || hw.backend == BackendKind::cpu) return;
     const double owned = owned_elements(m, c);
     const double shard_bytes = owned * weight_bytes(c.precision);
-    const double backward_s = t.compute_s * 2.0 / 3.0;  // backward's FLOPs are twice forward's
+    const double backward_s = backward_share(t.compute_s);
     const double link = (o.probed ? o.probed->host_link_bytes_per_s(offload_shard_bytes(model, c)) : std::nullopt)
                             .value_or(hw.host_link_bytes_per_s);
     const double d2h_s = t.bucket_s > 0 ? 0.0 : safe_div(c.grad_accum * shard_bytes, link);

@@ -125,6 +125,8 @@ FrameworkTerm deepspeed_gradient_term(const TrialConfig& c) {
     return t;
 }
 
+namespace {
+
 // The elements of a layer's largest base tensor as DeepSpeed counts them: a
 // QLoRA weight is bitsandbytes' packed storage, four NF4 codes a 16-bit element.
 std::uint64_t largest_layer_tensor(const TrialConfig& c) {
@@ -145,6 +147,8 @@ std::uint64_t persistent_elements(const TrialConfig& c) {
                 adapters += static_cast<std::uint64_t>(factor);
     return m.layers * (m.layer_vector_params() + adapters) + m.hidden;
 }
+
+}  // namespace
 
 std::vector<FrameworkTerm> deepspeed_zero3_parameter_terms(const TrialConfig& c) {
     if (c.zero_stage != 3) return {};
