@@ -103,6 +103,9 @@ FrameworkExport accelerate_export(const TrialConfig& c, int fsdp_version) {
     for (const auto& [key, value] : args) y.comment(fmt::format("  {}: {}", key, value.dump()));
     e.body = y.text();
     add_notes(e, notes);
+    // FSDP1 without use_orig_params hands the optimizer FlatParameters, a type
+    // foreach does not take (optimizer.py _default_to_fused_or_foreach): it loops.
+    if (fsdp_version == 2 || !c.adapters()) note_foreach_adamw(FrameworkProfile::accelerate_fsdp, c, e);
     return e;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/optimizer_hyperparameters.h"
+#include "core/units.h"
 #include "exports/framework_checkpointing.h"
 #include "exports/framework_export.h"
 
@@ -45,6 +46,15 @@ std::string adafactor_construction(const TrialConfig& c) {
 void add_notes(FrameworkExport& e, const HfNotes& notes) {
     e.cannot_express.insert(e.cannot_express.end(), notes.cannot.begin(), notes.cannot.end());
     e.in_script.insert(e.in_script.end(), notes.in_script.begin(), notes.in_script.end());
+}
+
+void note_foreach_adamw(FrameworkProfile f, const TrialConfig& c, FrameworkExport& e) {
+    const FrameworkTerm t = foreach_adamw_term(f, c);
+    if (t.bytes <= 0) return;
+    e.memory_added.push_back(fmt::format(
+        "torch.optim.AdamW's foreach step allocates the square root of every second moment at once: {} per rank in "
+        "the optimizer step (tune estimate --framework {} adds it; optim=\"adamw_torch_fused\" updates in place)",
+        format_bytes(static_cast<std::uint64_t>(t.bytes)), to_string(f)));
 }
 
 HfArguments hf_arguments(const TrialConfig& c, HfNotes& notes) {

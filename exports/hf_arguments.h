@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "exports/framework_export.h"
+#include "search/frameworks/framework_profile.h"
 
 namespace tune {
 
@@ -30,5 +31,9 @@ std::string adafactor_construction(const TrialConfig& c);
 
 // Every hyperparameter tune ran with, the constant learning rate included.
 HfArguments hf_arguments(const TrialConfig& c, HfNotes& notes);
+
+// optim="adamw_torch" runs torch.optim.AdamW's foreach step where stack `f` keeps the
+// states on the device: its square roots go in the export's memory notes.
+void note_foreach_adamw(FrameworkProfile f, const TrialConfig& c, FrameworkExport& e);
 
 }  // namespace tune

@@ -16,7 +16,7 @@ std::vector<std::string> trainer_memory_notes() {
         "DDP's gradient buckets hold a second copy of the gradients unless gradient_as_bucket_view is set"};
 }
 
-HfArguments trainer_arguments(const TrialConfig& c, FrameworkExport& e) {
+HfArguments trainer_arguments(FrameworkProfile f, const TrialConfig& c, FrameworkExport& e) {
     HfNotes notes;
     HfArguments args = hf_arguments(c, notes);
     if (c.zero_stage > 0) {
@@ -27,6 +27,7 @@ HfArguments trainer_arguments(const TrialConfig& c, FrameworkExport& e) {
     }
     add_notes(e, notes);
     e.memory_added = trainer_memory_notes();
+    note_foreach_adamw(f, c, e);
     return args;
 }
 
@@ -45,7 +46,7 @@ FrameworkExport hf_trainer_export(const TrialConfig& c) {
     FrameworkExport e;
     e.json = true;
     nlohmann::json j = nlohmann::json::object();
-    for (const auto& [k, v] : trainer_arguments(c, e)) j[k] = v;
+    for (const auto& [k, v] : trainer_arguments(FrameworkProfile::hf_trainer, c, e)) j[k] = v;
     e.body = j.dump(2);
     return e;
 }
@@ -53,7 +54,7 @@ FrameworkExport hf_trainer_export(const TrialConfig& c) {
 FrameworkExport torchrun_export(const TrialConfig& c) {
     FrameworkExport e;
     std::string cmd = fmt::format("torchrun --nnodes 1 --nproc_per_node {} train.py", c.world_size);
-    for (const auto& [key, value] : trainer_arguments(c, e)) {
+    for (const auto& [key, value] : trainer_arguments(FrameworkProfile::torchrun, c, e)) {
         if (value.is_boolean()) {
             if (value.get<bool>()) cmd += " --" + key;
             continue;

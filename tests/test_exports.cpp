@@ -217,6 +217,23 @@ TEST_CASE("torchrun and TrainingArguments carry the same settings", "[exports]")
     CHECK(z3["deepspeed"] == "ds_config.json");
 }
 
+TEST_CASE("optim=adamw_torch's foreach square roots are in the notes where the stack keeps AdamW on the device",
+          "[exports]") {
+    TrialConfig c = llama7b(Optimizer::adamw, Precision::bf16_mixed, 0, Checkpointing::full);
+    // 6.74B fp32 second moments, padded per flat buffer: 25.10 GiB a rank without sharding.
+    for (Framework f : {Framework::hf_trainer, Framework::torchrun, Framework::accelerate_fsdp})
+        CHECK_THAT(joined(export_config(f, c).memory_added),
+                   Catch::Contains("AdamW's foreach step") && Catch::Contains("25.10 GiB"));
+    c.zero_stage = 3;  // FSDP shards them; HF Trainer hands ZeRO to DeepSpeed's FusedAdam
+    CHECK_THAT(joined(export_config(Framework::accelerate_fsdp, c).memory_added), Catch::Contains("3.14 GiB"));
+    CHECK_THAT(joined(export_config(Framework::hf_trainer, c).memory_added), !Catch::Contains("foreach"));
+    CHECK_THAT(joined(export_config(Framework::deepspeed, c).memory_added), !Catch::Contains("foreach"));
+    // FSDP1 under LoRA passes FlatParameters, which the optimizer loops over.
+    c.method = Method::lora;
+    CHECK_THAT(joined(export_config(Framework::accelerate_fsdp1, c).memory_added), !Catch::Contains("foreach"));
+    CHECK_THAT(joined(export_config(Framework::accelerate_fsdp, c).memory_added), Catch::Contains("foreach"));
+}
+
 TEST_CASE("tune estimate --framework deepspeed adds the step's flattened partition and fp32 cast at ZeRO 1-3",
           "[exports][cli]") {
     const std::string flags = "estimate --json --model llama-7b --precision bf16-mixed --gpus 8 --context 2048 ";

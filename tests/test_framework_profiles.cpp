@@ -436,6 +436,49 @@ TEST_CASE("HF Trainer's autocast keeps a 16-bit copy of each weight for backward
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "autocast's"));
 }
 
+TEST_CASE("torch.optim.AdamW's foreach step holds a second moment's square roots where the stack runs it",
+          "[frameworks]") {
+    // Llama-3.2-1B, full fine-tune, bf16-mixed, one short micro-batch: the optimizer step is HF Trainer's peak.
+    TrialConfig c = llama7b_lora(1, 0);
+    c.model = *find_model("llama3.2-1b");
+    c.method = Method::full;
+    c.precision = Precision::bf16_mixed;
+    c.context = 512;
+    const Hardware hw = *find_device("h100-80gb");
+    const std::int64_t params = static_cast<std::int64_t>(c.model.param_count());
+    // fp32 moments under autocast: 4 bytes a parameter, each flat buffer padded to 256 elements.
+    const FrameworkTerm sqrt = foreach_adamw_term(FrameworkProfile::hf_trainer, c);
+    CHECK(sqrt.bytes >= 4 * params);
+    CHECK(sqrt.bytes < 4 * (params + 256 * static_cast<std::int64_t>(c.model.layers + 1)));
+    CHECK(sqrt.alive == alive_in({Phase::optimizer_step}));
+    CHECK(foreach_adamw_term(FrameworkProfile::torchrun, c).bytes == sqrt.bytes);
+    const FrameworkEstimate hf = framework_estimate(FrameworkProfile::hf_trainer, c, hw);
+    REQUIRE(term(hf, "torch.optim.AdamW's foreach step"));
+    const ComponentBytes step = step_memory(c.model, c, hw, {}).at(Phase::optimizer_step);
+    CHECK(hf.views[MemoryView::allocated] ==
+          step.total() - step[Component::overhead] + static_cast<std::uint64_t>(sqrt.bytes));
+    // Pure bf16 keeps bf16 moments: 2 bytes a parameter.
+    c.precision = Precision::bf16;
+    CHECK(foreach_adamw_term(FrameworkProfile::hf_trainer, c).bytes * 2 == sqrt.bytes);
+    c.precision = Precision::bf16_mixed;
+    // FSDP shards the moments, and so the square roots (FSDP2's DTensors take foreach too).
+    c.world_size = 8;
+    c.zero_stage = 3;
+    const std::int64_t shard = foreach_adamw_term(FrameworkProfile::accelerate_fsdp, c).bytes;
+    CHECK(shard >= sqrt.bytes / 8);
+    CHECK(shard < sqrt.bytes / 8 + 4 * 8 * 256 * static_cast<std::int64_t>(c.model.layers + 1));
+    // DeepSpeed's FusedAdam updates in place: the DeepSpeed stack, and HF Trainer through its ds_config.
+    CHECK(foreach_adamw_term(FrameworkProfile::deepspeed, c).bytes == 0);
+    CHECK(foreach_adamw_term(FrameworkProfile::hf_trainer, c).bytes == 0);
+    CHECK(foreach_adamw_term(FrameworkProfile::tune, c).bytes == 0);
+    // Offloaded states are updated on the CPU; other optimizers have no foreach square roots.
+    c.offload = Offload::optimizer_params;
+    CHECK(foreach_adamw_term(FrameworkProfile::accelerate_fsdp, c).bytes == 0);
+    c.offload = Offload::none;
+    c.optimizer = Optimizer::lion;
+    CHECK(foreach_adamw_term(FrameworkProfile::accelerate_fsdp, c).bytes == 0);
+}
+
 TEST_CASE("each stack refuses what it cannot run, with its reason, and our engine refuses nothing here",
           "[frameworks]") {
     TrialConfig lomo = llama7b_lora(8, 2);

@@ -103,6 +103,7 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         e.terms = torchtitan_terms(c, s);
         e.cached = torchtitan_cached_terms(c);
     }
+    if (FrameworkTerm t = foreach_adamw_term(f, c); t.bytes > 0) e.terms.push_back(std::move(t));
     // The runtime outside the allocator: the CUDA context, cuBLAS and NCCL.
     const std::uint64_t outside = s.at_peak()[Component::overhead];
     e.views[MemoryView::allocated] =

@@ -118,6 +118,11 @@ FrameworkTerm deepspeed_offload_device_term(const TrialConfig& c);
 // ZeRO-3: the parameters prefetched beside the gathered layer, the small ones never partitioned.
 std::vector<FrameworkTerm> deepspeed_zero3_parameter_terms(const TrialConfig& c);
 
+// torch.optim.AdamW's foreach step, where the stack runs it on the device (HF Trainer
+// and torchrun at ZeRO-0, accelerate's FSDP): a second moment's worth of square
+// roots in the optimizer step (0 bytes elsewhere; torch_adamw.cpp).
+FrameworkTerm foreach_adamw_term(FrameworkProfile f, const TrialConfig& c);
+
 FrameworkEstimate framework_estimate(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
                                      const EstimateOptions& o = {});
 
