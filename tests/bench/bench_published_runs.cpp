@@ -5,15 +5,17 @@
 // used, and the signed error; then the median |error|, over all runs and over
 // the fully stated ones (confidence high or medium, nothing not expressible).
 // Numbers, not tests: nothing here asserts on an error.
-//   bench_published_runs [published_runs.json [hf-fixtures-dir]]
+//   bench_published_runs [published_runs.json [hf-fixtures-dir]]   (--help says more)
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/presets.h"
@@ -96,12 +98,38 @@ void score(const json& point, const Paths& paths, bool engine_only, Errors& all,
 
 }  // namespace
 
+// The fixture, read and parsed, or why not (file and reason).
+std::optional<json> read_runs(const std::filesystem::path& file) {
+    std::ifstream in(file);
+    if (!in) {
+        fmt::print(stderr, "bench_published_runs: cannot open {}\n", file.string());
+        return std::nullopt;
+    }
+    try {
+        json runs = json::parse(in);
+        if (runs.contains("points") && runs["points"].is_array()) return runs;
+        fmt::print(stderr, "bench_published_runs: {}: no \"points\" array\n", file.string());
+    } catch (const json::parse_error& e) {
+        fmt::print(stderr, "bench_published_runs: {}: {}\n", file.string(), e.what());
+    }
+    return std::nullopt;
+}
+
 int main(int argc, char** argv) {
     Paths paths;
-    paths.runs = argc > 1 ? argv[1] : TUNE_SOURCE_DIR "/tests/fixtures/published/published_runs.json";
-    paths.hf = argc > 2 ? std::filesystem::path(argv[2]) : paths.runs.parent_path().parent_path() / "hf";
-    std::ifstream in(paths.runs);
-    const json runs = json::parse(in);
+    paths.runs = TUNE_SOURCE_DIR "/tests/fixtures/published/published_runs.json";
+    std::string hf;
+    CLI::App app{
+        "tune's estimate against published training runs: each run's measured peak memory and tokens/s per GPU, "
+        "tune's prediction under the run's framework profile, the signed error, and the median |error|. Prints "
+        "numbers, asserts nothing."};
+    app.add_option("runs", paths.runs, "the published runs (JSON with a \"points\" array)")->capture_default_str();
+    app.add_option("hf-fixtures", hf, "Hugging Face config.json fixtures by model (default: ../hf beside the runs)");
+    CLI11_PARSE(app, argc, argv);
+    paths.hf = hf.empty() ? paths.runs.parent_path().parent_path() / "hf" : std::filesystem::path(hf);
+    const std::optional<json> read = read_runs(paths.runs);
+    if (!read) return 2;
+    const json& runs = *read;
     fmt::print("{}: {} published runs\n", paths.runs.string(), runs["points"].size());
     fmt::print("{:<34} {:<16} {:<6} {:<44} {}\n", "run", "profile", "", "memory: measured, tune, error, view",
                "tokens/s per GPU: measured, tune, error");
