@@ -141,7 +141,7 @@ TEST_CASE(
     const Hardware hw = *find_device("h100-80gb");
     const StepMemory s = step_memory(c.model, c, hw, {});
     const auto terms = torchtitan_terms(c, s);
-    REQUIRE(terms.size() == 1);
+    REQUIRE(terms.size() == 2);  // and, at ZeRO-3, the last layer kept gathered
     // 12 bytes per logit, 2 x 8192 tokens x 128256, less the chunk our engine holds.
     const std::int64_t chunk = static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]);
     CHECK(terms[0].bytes == std::int64_t{12} * 16384 * 128256 - chunk);
@@ -150,7 +150,7 @@ TEST_CASE(
     // Selective-op: 2 bytes x 16384 tokens x 4096 per layer, 32 layers.
     c.checkpointing = Checkpointing::selective_op;
     const auto op = torchtitan_terms(c, step_memory(c.model, c, hw, {}));
-    REQUIRE(op.size() == 2);
+    REQUIRE(op.size() == 3);
     CHECK(op[1].bytes == std::int64_t{2} * 16384 * 4096 * 32);
     // The profile's allocated view carries them: above our engine's own peak.
     const FrameworkEstimate e = framework_estimate(FrameworkProfile::torchtitan, c, hw);
@@ -269,6 +269,44 @@ TEST_CASE("FSDP at FULL_SHARD keeps the root unit gathered through the step and 
     // SHARD_GRAD_OP keeps every weight whole (as our engine's ZeRO-2), and other stacks gather as they do.
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::accelerate_fsdp, llama7b_lora(2, 2), hw), "the root unit"));
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::deepspeed, llama7b_lora(2, 3), hw), "the root unit"));
+}
+
+TEST_CASE("torchtitan's FSDP2 at ZeRO-3 keeps the root and the last layer gathered into backward, and prefetches",
+          "[frameworks]") {
+    const Hardware hw = *find_device("h100-80gb");
+    TrialConfig c = torchtitan_llama3_8b();
+    const auto alive = [](const FrameworkTerm* t, Phase p) { return t->alive[static_cast<std::size_t>(p)]; };
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::torchtitan, c, hw);
+    const FrameworkTerm* root = term(e, "the root unit");
+    const FrameworkTerm* next = term(e, "the next decoder layer");
+    const FrameworkTerm* last = term(e, "the last decoder layer");
+    REQUIRE(root);
+    REQUIRE(next);
+    REQUIRE(last);
+    // Llama-3-8B in bf16: the embedding and head (2 x 128256 x 4096) and the final norm; a layer of 218,112,000.
+    CHECK(root->bytes == 2 * (2 * 128'256 * 4096 + 4096));
+    CHECK(last->bytes == 2 * 218'112'000);
+    CHECK(next->bytes == last->bytes);
+    CHECK(alive(last, Phase::head_backward));
+    CHECK_FALSE(alive(last, Phase::layer_backward));  // by then our engine gathers it too
+    CHECK_FALSE(alive(root, Phase::head_backward));
+    // The stated 8-GPU run peaks at the head's backward, so the last layer is the term that moves it.
+    const ComponentBytes head = step_memory(c.model, c, hw, {}).at(Phase::head_backward);
+    std::int64_t at_head = static_cast<std::int64_t>(head.total() - head[Component::overhead]);
+    for (const FrameworkTerm& t : e.terms)
+        if (alive(&t, Phase::head_backward)) at_head += t.bytes;
+    CHECK(static_cast<std::int64_t>(e.views[MemoryView::allocated]) == at_head);
+    // With tensor parallelism FSDP gathers each rank's half of the matrices.
+    c.tensor_parallel = 2;
+    const FrameworkTerm* tp = term(framework_estimate(FrameworkProfile::torchtitan, c, hw), "the last decoder layer");
+    REQUIRE(tp);
+    CHECK(tp->bytes < last->bytes * 6 / 10);
+    // ZeRO-2 (reshard_after_forward never) keeps every layer whole, as our engine's ZeRO-2.
+    c.tensor_parallel = 1;
+    c.zero_stage = 2;
+    const FrameworkEstimate z2 = framework_estimate(FrameworkProfile::torchtitan, c, hw);
+    CHECK_FALSE(term(z2, "the root unit"));
+    CHECK_FALSE(term(z2, "the last decoder layer"));
 }
 
 // DeepSpeed's partitioned_param_coordinator.py prefetches stage3_prefetch_bucket_size (5e7) elements, the

@@ -103,8 +103,11 @@ FrameworkTerm bnb_kept_inputs(const TrialConfig& c, const LibraryVersions& v, Ke
 // Bytes one layer of LitGPT's model keeps per token for backward under a LoRA dropout of `lora_dropout` (litgpt.cpp).
 double litgpt_layer_saved_per_token(const TrialConfig& c, double lora_dropout);
 std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine);
-// FSDP at FULL_SHARD (accelerate-fsdp): the root unit kept gathered through the step, the prefetched next layer.
+// FSDP at FULL_SHARD (accelerate-fsdp, torchtitan's FSDP2 at ZeRO-3): the root unit kept
+// gathered through the step, the prefetched next layer.
 std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c);
+// One decoder layer as FSDP gathers it on a rank (its NF4 storage under QLoRA).
+std::uint64_t fsdp_gathered_layer_bytes(const TrialConfig& c);
 // The blocks torchtitan's loss leaves reserved beside its allocated ones (FrameworkEstimate::cached).
 std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step (0 bytes below ZeRO-1).

@@ -1,23 +1,39 @@
-// What PyTorch's FSDP (FULL_SHARD, through accelerate) keeps gathered beyond our
-// engine, which at ZeRO-3 gathers one layer at a time and the outer buffer
-// only where the head reads it.
+// What PyTorch's FSDP (FULL_SHARD through accelerate, FSDP2 under torchtitan)
+// keeps gathered beyond our engine, which at ZeRO-3 gathers one layer at a time
+// and the outer buffer only where the head reads it.
 #include <fmt/format.h>
 
 #include "core/flat_buffer.h"
+#include "core/tensor_parallel.h"
 #include "search/flat_layout.h"
 #include "search/frameworks/framework_profile.h"
 #include "search/model_states.h"
 
 namespace tune {
 
+namespace {
+
+// Under tensor parallelism (torchtitan) FSDP shards each rank's local matrices.
+FlatLayout local_layout(const TrialConfig& c) {
+    return flat_layout(tensor_parallel_plan(c).local(c.model), c.adam8bit_block);
+}
+
+}  // namespace
+
+std::uint64_t fsdp_gathered_layer_bytes(const TrialConfig& c) {
+    const StateSettings s = StateSettings::of(c);
+    const FlatLayout layout = local_layout(c);
+    return c.method == Method::qlora
+               ? nf4_gathered_layer_bytes(layout, s)
+               : full_numel(layout.layer.numel, s.world_size, s.align) * weight_bytes(c.precision);
+}
+
 std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c) {
     if (c.zero_stage != 3) return {};  // SHARD_GRAD_OP and NO_SHARD keep every weight whole, as our engine does
     const StateSettings s = StateSettings::of(c);
-    const FlatLayout layout = flat_layout(c.model, c.adam8bit_block);
-    const std::uint64_t wb = weight_bytes(c.precision);
-    const std::uint64_t root = full_numel(layout.outer.numel, s.world_size, s.align) * wb;
-    const std::uint64_t layer = c.method == Method::qlora ? nf4_gathered_layer_bytes(layout, s)
-                                                          : full_numel(layout.layer.numel, s.world_size, s.align) * wb;
+    const std::uint64_t root =
+        full_numel(local_layout(c).outer.numel, s.world_size, s.align) * weight_bytes(c.precision);
+    const std::uint64_t layer = fsdp_gathered_layer_bytes(c);
     // torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: the root unit
     // (the embedding, final norm and head, outside every wrapped decoder layer) is not
     // resharded after forward, "with the intention that they are immediately used for

@@ -34,6 +34,12 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
                            alive_in({Phase::forward, Phase::head_backward, Phase::layer_backward})};
         terms.push_back(down);
     }
+    // parallelize.py apply_fsdp does not reshard the last decoder layer after forward
+    // ("FSDP would prefetch it immediately"): at ZeRO-3 it stays gathered through the
+    // head's backward, where our engine has let it go. fsdp_gather_terms adds the rest.
+    if (c.zero_stage == 3)
+        terms.push_back({"the last decoder layer, not resharded after forward",
+                         static_cast<std::int64_t>(fsdp_gathered_layer_bytes(c)), alive_in({Phase::head_backward})});
     return terms;
 }
 
