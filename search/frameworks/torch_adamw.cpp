@@ -20,6 +20,7 @@ namespace {
 //   FSDP1 under adapters (use_orig_params false) hands it FlatParameters, which
 //   it loops over; the profile follows FSDP2, the export's default.
 // Offloaded states are updated on the CPU, where AdamW loops tensor by tensor.
+// torchtitan's [optimizer] implementation defaults to "fused", which updates in place.
 bool runs_foreach_adamw(FrameworkProfile f, const TrialConfig& c) {
     if (c.optimizer != Optimizer::adamw || c.offload != Offload::none) return false;
     if (f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun) return c.zero_stage == 0;
