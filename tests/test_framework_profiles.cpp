@@ -309,6 +309,33 @@ TEST_CASE("torchtitan's FSDP2 at ZeRO-3 keeps the root and the last layer gather
     CHECK_FALSE(term(z2, "the last decoder layer"));
 }
 
+TEST_CASE("bitsandbytes' quantization state stays whole on each device where ZeRO-3 shards the 4-bit codes",
+          "[frameworks]") {
+    TrialConfig c = llama7b_lora(2, 3);
+    c.model = *find_model("llama-70b");
+    c.method = Method::qlora;
+    c.precision = Precision::bf16_mixed;
+    // A Llama-2-70B layer's 855,654,400 weights: one absmax code per 64 (13,369,600 bytes) and one fp32
+    // scale per 256 of those (208,900 bytes); 80 layers of it on each rank, where our engine keeps half.
+    const double whole = 80.0 * (13'369'600 + 208'900);
+    const FrameworkTerm half = bnb_quant_state_term(c);
+    CHECK(static_cast<double>(half.bytes) == Approx(whole / 2).epsilon(0.001));
+    CHECK(half.alive == kWholeStep);
+    // Parameters offloaded: our engine's share moves to the host with the codes, bitsandbytes' stays.
+    c.offload = Offload::optimizer_params;
+    CHECK(static_cast<double>(bnb_quant_state_term(c).bytes) == Approx(whole).epsilon(0.001));
+    const Hardware hw = *find_device("rtx4090");
+    for (FrameworkProfile f : {FrameworkProfile::accelerate_fsdp, FrameworkProfile::deepspeed})
+        CHECK(term(framework_estimate(f, c, hw), "bitsandbytes' quantization state"));
+    // Unsharded codes (ZeRO-2), or no 4-bit base (LoRA): our engine keeps the state as bitsandbytes does.
+    c.offload = Offload::none;
+    c.zero_stage = 2;
+    CHECK(bnb_quant_state_term(c).bytes == 0);
+    c.zero_stage = 3;
+    c.method = Method::lora;
+    CHECK(bnb_quant_state_term(c).bytes == 0);
+}
+
 // DeepSpeed's partitioned_param_coordinator.py prefetches stage3_prefetch_bucket_size (5e7) elements, the
 // last tensor whole, beside the gathered layer in backward; parameter_offload.py keeps every tensor of at most
 // stage3_param_persistence_threshold (1e5) elements whole. Llama-7B, LoRA r=8 on q, k, v, o, two ranks:

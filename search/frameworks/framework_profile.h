@@ -100,6 +100,10 @@ struct KeptInputs {
     bool attention_output_copied = true;  // the output projection's input is a copy, not a view of SDPA's output
 };
 FrameworkTerm bnb_kept_inputs(const TrialConfig& c, const LibraryVersions& v, KeptInputs how);
+// bitsandbytes' QuantState stays whole on each rank's device where ZeRO-3 or FSDP
+// shards (and offloads) the 4-bit codes: the part our engine shards or offloads
+// with them (0 bytes without QLoRA or parameter sharding).
+FrameworkTerm bnb_quant_state_term(const TrialConfig& c);
 // Bytes one layer of LitGPT's model keeps per token for backward under a LoRA dropout of `lora_dropout` (litgpt.cpp).
 double litgpt_layer_saved_per_token(const TrialConfig& c, double lora_dropout);
 std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine);

@@ -74,6 +74,7 @@ std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialCon
     // PEFT's QLoRA runs bitsandbytes' Linear4bit; Trainer.training_step lets the
     // graph go before the optimizer steps.
     if (FrameworkTerm kept = bnb_kept_inputs(c, o.libraries, {}); kept.bytes > 0) terms.push_back(std::move(kept));
+    if (FrameworkTerm state = bnb_quant_state_term(c); state.bytes > 0) terms.push_back(std::move(state));
     return terms;
 }
 
