@@ -72,7 +72,8 @@ TEST_CASE("transformers' modelling keeps full-vocabulary logits and the decoder'
           14 * 1024 * 32000 - static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]));
     CHECK(logits->alive[static_cast<std::size_t>(Phase::head_backward)]);
     CHECK_FALSE(logits->alive[static_cast<std::size_t>(Phase::layer_backward)]);
-    // Without checkpointing all 32 layers save 0.7 of our set more.
+    // Without checkpointing all 32 layers save 0.7 of our set more (adapters: PEFT's modules are not counted one by
+    // one).
     const FrameworkTerm* layers = term(e, "the decoder layer's saved tensors");
     REQUIRE(layers);
     const ActivationSizes a = activation_sizes(c.model, c, hw, {});
@@ -80,6 +81,35 @@ TEST_CASE("transformers' modelling keeps full-vocabulary logits and the decoder'
     CHECK(e.views[MemoryView::allocated] >
           framework_estimate(FrameworkProfile::tune, c, hw).views[MemoryView::allocated]);
     CHECK(e.views[MemoryView::device] - e.views[MemoryView::reserved] == e.engine.memory[Component::overhead]);
+}
+
+// LlamaDecoderLayer for a full fine-tune of Llama-7B (h = q = kv = 4096, f = 11008), per token, against our
+// engine's 131,592 bytes (x, n1, q, k, v, o, x2, n2 at 8192 each, g, u, m at 22,016 each, two rstd):
+//   pure bf16: each norm 4h + 4 (the fp32 upcast, rsqrt) + 2h (the normed input the weight's product keeps) + 2h
+//   (its output, kept by the next linears); q, k, v, SDPA's output and o_proj's contiguous copy 2 x 4 x 4096;
+//   gate's output, act_fn's, up's and the product 4 x 2 x 11008: 194,568, 62,976 more than ours;
+//   autocast: the fp32 stream makes each norm's normed input 4h: 210,952, 79,360 more.
+TEST_CASE("transformers' decoder layer under a full fine-tune is counted tensor by tensor", "[frameworks]") {
+    TrialConfig c = llama7b_lora(1, 0);
+    c.method = Method::full;
+    const Hardware hw = *find_device("h100-80gb");
+    const auto layers = [&](FrameworkProfile f) {
+        const FrameworkTerm* t = term(framework_estimate(f, c, hw), "the decoder layer's saved tensors");
+        return t ? t->bytes : -1;
+    };
+    CHECK(transformers_layer_saved_per_token(c, false) == 194'568);
+    CHECK(layers(FrameworkProfile::hf_trainer) == std::int64_t{32} * 1024 * 62'976);
+    c.precision = Precision::bf16_mixed;  // HF Trainer runs autocast over the fp32 model; DeepSpeed casts it
+    CHECK(layers(FrameworkProfile::hf_trainer) == std::int64_t{32} * 1024 * 79'360);
+    CHECK(layers(FrameworkProfile::deepspeed) == std::int64_t{32} * 1024 * 62'976);
+    c.checkpointing = Checkpointing::full;  // the recomputed layer only
+    CHECK(layers(FrameworkProfile::hf_trainer) == std::int64_t{1024} * 79'360);
+    // Eager attention keeps the fp32 softmax beside the 16-bit probabilities, and no output of its own.
+    c.checkpointing = Checkpointing::none;
+    c.precision = Precision::bf16;
+    c.attention = Attention::eager;
+    const std::int64_t probs = std::int64_t{32} * 1024 * 1024;  // heads x s x s per sequence
+    CHECK(layers(FrameworkProfile::hf_trainer) == std::int64_t{32} * (1024 * (62'976 - 2 * 4096) + 4 * probs));
 }
 
 TEST_CASE("DeepSpeed casts its gradient partition to fp32 in the step, torchtitan hides its collectives",
