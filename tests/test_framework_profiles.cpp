@@ -339,6 +339,34 @@ TEST_CASE("torchtitan's FSDP2 at ZeRO-3 keeps the root and the last layer gather
     CHECK_FALSE(term(z2, "the last decoder layer"));
 }
 
+TEST_CASE("FSDP holds the head's gradient to the root's post-backward; FSDP2 the previous layer's fp32 reduce input",
+          "[frameworks]") {
+    const Hardware hw = *find_device("h100-80gb");
+    TrialConfig c = torchtitan_llama3_8b();
+    const FrameworkEstimate titan = framework_estimate(FrameworkProfile::torchtitan, c, hw);
+    const FrameworkTerm* head = term(titan, "the head's whole gradient");
+    const FrameworkTerm* reduce = term(titan, "the previous layer's fp32 reduce-scatter input");
+    REQUIRE(head);
+    REQUIRE(reduce);
+    CHECK(head->bytes == std::int64_t{2} * 128'256 * 4096);  // bf16, the whole vocabulary on every rank
+    CHECK(reduce->bytes == std::int64_t{4} * 218'112'000);   // a Llama-3-8B layer in fp32
+    for (const FrameworkTerm* t : {head, reduce}) {
+        CHECK(t->alive == alive_in({Phase::layer_backward, Phase::embed_backward}));
+    }
+    // FSDP1 under accelerate reduce-scatters the flat gradient itself: the head's gradient only.
+    const FrameworkEstimate fsdp1 = framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw);
+    CHECK(term(fsdp1, "the head's whole gradient"));
+    CHECK_FALSE(term(fsdp1, "the previous layer's fp32 reduce-scatter input"));
+    // Frozen bases, and NO_SHARD's all-reduce of whole gradients, hold nothing more than our engine.
+    c.method = Method::lora;
+    CHECK(fsdp_gradient_terms(c, true).empty());
+    c.method = Method::full;
+    c.zero_stage = 0;
+    CHECK(fsdp_gradient_terms(c, true).empty());
+    c.zero_stage = 2;
+    CHECK(fsdp_gradient_terms(c, true).size() == 2);
+}
+
 TEST_CASE("bitsandbytes' quantization state stays whole on each device where ZeRO-3 shards the 4-bit codes",
           "[frameworks]") {
     TrialConfig c = llama7b_lora(2, 3);

@@ -101,8 +101,11 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         e.terms = torchtitan_terms(c, s);
         e.cached = torchtitan_cached_terms(c);
     }
-    if (f == FrameworkProfile::accelerate_fsdp || f == FrameworkProfile::torchtitan)
+    if (f == FrameworkProfile::accelerate_fsdp || f == FrameworkProfile::torchtitan) {
         for (FrameworkTerm& t : fsdp_gather_terms(c)) e.terms.push_back(std::move(t));
+        for (FrameworkTerm& t : fsdp_gradient_terms(c, f == FrameworkProfile::torchtitan))
+            e.terms.push_back(std::move(t));
+    }
     if (FrameworkTerm t = foreach_adamw_term(f, c); t.bytes > 0) e.terms.push_back(std::move(t));
     // The runtime outside the allocator: the CUDA context, cuBLAS and NCCL.
     const std::uint64_t outside = s.at_peak()[Component::overhead];

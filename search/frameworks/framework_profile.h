@@ -113,6 +113,10 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
 // FSDP at FULL_SHARD (accelerate-fsdp, torchtitan's FSDP2 at ZeRO-3): the root unit kept
 // gathered through the step, the prefetched next layer.
 std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c);
+// FSDP at SHARD_GRAD_OP and FULL_SHARD, full fine-tunes: the head's gradient held to the
+// root unit's post-backward, and with `fsdp2_fp32_reduce` (torchtitan's FSDP2) the
+// previous layer's fp32 reduce-scatter input.
+std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_fp32_reduce);
 // One decoder layer as FSDP gathers it on a rank (its NF4 storage under QLoRA).
 std::uint64_t fsdp_gathered_layer_bytes(const TrialConfig& c);
 // The blocks torchtitan's loss leaves reserved beside its allocated ones (FrameworkEstimate::cached).

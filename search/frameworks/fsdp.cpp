@@ -1,6 +1,7 @@
 // What PyTorch's FSDP (FULL_SHARD through accelerate, FSDP2 under torchtitan)
 // keeps gathered beyond our engine, which at ZeRO-3 gathers one layer at a time
-// and the outer buffer only where the head reads it.
+// and the outer buffer only where the head reads it, and the gradients it holds
+// beyond our engine's buckets, which reduce-scatter each layer as it finishes.
 #include <fmt/format.h>
 
 #include "core/flat_buffer.h"
@@ -48,6 +49,34 @@ std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c) {
              static_cast<std::int64_t>(root), alive_in({Phase::forward, Phase::layer_backward, Phase::embed_backward})},
             {fmt::format("the next decoder layer, prefetched during a layer's backward ({} bytes)", layer),
              static_cast<std::int64_t>(layer), alive_in({Phase::layer_backward})}};
+}
+
+std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_fp32_reduce) {
+    // NO_SHARD all-reduces whole gradients, as our engine's ZeRO-0 and 1; frozen
+    // bases give FSDP only the adapters' small gradients to hold.
+    if (c.zero_stage < 2 || c.adapters()) return {};
+    const ModelSpec m = tensor_parallel_plan(c).local(c.model);
+    const StateSettings s = StateSettings::of(c);
+    // FSDP1 reduce-scatters a unit's flat gradient in the post-backward hook of its
+    // FlatParameter (_runtime_utils.py _post_backward_hook), which fires once every
+    // part has its gradient; FSDP2 runs the root's post_backward from
+    // _root_post_backward_final_callback. The root unit's parameters include the
+    // embedding, whose gradient comes last, so the head's whole gradient stays from
+    // the head's backward to the end; our engine reduce-scatters it at once.
+    std::vector<FrameworkTerm> terms{{"the head's whole gradient, held until the root unit's post-backward",
+                                      static_cast<std::int64_t>(m.vocab * m.hidden * weight_bytes(c.precision)),
+                                      alive_in({Phase::layer_backward, Phase::embed_backward})}};
+    // FSDP2's foreach_reduce copies a unit's gradients into a reduce-scatter input of
+    // the reduce dtype, and FSDPParamGroup.post_backward keeps it (ReduceScatterState)
+    // until the next unit's post-backward: one layer's, in fp32 under torchtitan
+    // (mixed_precision_reduce), beside the layer our engine's bucket holds.
+    if (fsdp2_fp32_reduce) {
+        const std::uint64_t layer = full_numel(local_layout(c).layer.numel, s.world_size, s.align);
+        terms.push_back({"the previous layer's fp32 reduce-scatter input (ReduceScatterState)",
+                         static_cast<std::int64_t>(4 * layer),
+                         alive_in({Phase::layer_backward, Phase::embed_backward})});
+    }
+    return terms;
 }
 
 }  // namespace tune
