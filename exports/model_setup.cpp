@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 
 #include "core/peft_modules.h"
+#include "core/units.h"
 #include "exports/framework_checkpointing.h"
+#include "search/frameworks/framework_profile.h"
 
 namespace tune {
 namespace {
@@ -70,6 +72,14 @@ ModelSetup model_setup(const TrialConfig& c, FrameworkSharding sharding) {
             s.memory_added.push_back(
                 "prepare_model_for_kbit_training casts the base's unquantized parameters (embedding, norms, LM "
                 "head) to fp32: +2 bytes each over tune's 16-bit copies");
+        if (const FrameworkTerm state = bnb_quant_state_term(c); state.bytes > 0)
+            s.memory_added.push_back(fmt::format(
+                "bitsandbytes keeps each Linear4bit's quantization state (absmax codes, nested scales) whole on "
+                "every rank, where {} shards only the 4-bit codes: +{} per rank over tune's engine (tune estimate "
+                "--framework {} adds it)",
+                sharding == FrameworkSharding::fsdp ? "FSDP" : "ZeRO-3",
+                format_bytes(static_cast<std::uint64_t>(state.bytes)),
+                sharding == FrameworkSharding::fsdp ? "accelerate-fsdp" : "deepspeed"));
     }
     s.in_script.push_back(lora_setup(c));
     return s;

@@ -408,6 +408,12 @@ TEST_CASE("QLoRA under FSDP: 4-bit storage at every strategy, fp32 under fp16, c
         const auto y = yaml_json(e.body);
         CHECK(y["fsdp_config"]["fsdp_use_orig_params"] == false);  // PEFT's FSDP guide
         CHECK(y["fsdp_config"]["fsdp_activation_checkpointing"] == true);
+        // FULL_SHARD shards the 4-bit codes but never bitsandbytes' quantization state; our ZeRO-3 shards both.
+        if (zero == 3)
+            CHECK_THAT(joined(e.memory_added), Catch::Contains("quantization state") &&
+                                                   Catch::Contains("+85.75 MiB per rank over tune's engine"));
+        else
+            CHECK_THAT(joined(e.memory_added), !Catch::Contains("quantization state"));
     }
     // Pure bf16 loads the model in bf16: the 4-bit storage follows.
     TrialConfig pure = llama7b(Optimizer::adamw, Precision::bf16, 3, Checkpointing::none);
@@ -420,6 +426,10 @@ TEST_CASE("QLoRA under FSDP: 4-bit storage at every strategy, fp32 under fp16, c
     CHECK_THAT(joined(export_config(Framework::deepspeed, q).in_script),
                Catch::Contains("prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)") &&
                    !Catch::Contains("bnb_4bit_quant_storage"));
+    // ZeRO-3 partitions the codes; the state stays whole (7/8 of it beyond tune's engine on 8 ranks).
+    q.zero_stage = 3;
+    CHECK_THAT(joined(export_config(Framework::deepspeed, q).memory_added),
+               Catch::Contains("ZeRO-3 shards only the 4-bit codes") && Catch::Contains("--framework deepspeed"));
 }
 
 TEST_CASE("LoRA's DeepSpeed note counts the adapters it sizes, not the whole model", "[exports][lora]") {
