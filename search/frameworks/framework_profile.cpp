@@ -88,7 +88,7 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
                                 Estimate engine, const StepMemory& s, double fused_elementwise_s) {
     FrameworkEstimate e;
     e.engine = std::move(engine);
-    if (uses_transformers(f)) e.terms = transformers_terms(f, c, hw, o, s);
+    if (uses_transformers(f)) e.terms = transformers_terms(f, c, o, s);
     if (f == FrameworkProfile::deepspeed) {
         for (const FrameworkTerm& t :
              {deepspeed_gradient_term(c), deepspeed_bucket_term(c), deepspeed_offload_device_term(c)})

@@ -91,11 +91,12 @@ struct FrameworkEstimate {
 void apply_profile_options(FrameworkProfile f, EstimateOptions& o);
 
 // The terms of each stack's rules file (search/frameworks/*.cpp), from our engine's step.
-std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
-                                              const EstimateOptions& o, const StepMemory& engine);
-// Bytes one layer of transformers' Llama keeps per token for a full fine-tune, beside the
-// attention's statistics; `autocast`: an fp32 model under torch.autocast (transformers_model.cpp).
-double transformers_layer_saved_per_token(const TrialConfig& c, bool autocast);
+std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const EstimateOptions& o,
+                                              const StepMemory& engine);
+// Bytes one layer of transformers' Llama (with PEFT's LoRA modules under adapters) keeps per
+// token under stack `f`, beside the attention's statistics; `autocast`: an fp32 model under
+// torch.autocast (transformers_model.cpp).
+double transformers_layer_saved_per_token(FrameworkProfile f, const TrialConfig& c, bool autocast, double lora_dropout);
 std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOptions& o, const StepMemory& engine);
 // bitsandbytes' 4-bit matmuls before 0.43.2 keep their inputs (0 bytes otherwise).
 struct KeptInputs {

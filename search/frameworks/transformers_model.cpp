@@ -34,21 +34,44 @@ bool runs_autocast(FrameworkProfile f, const TrialConfig& c) {
            (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed);
 }
 
+// PEFT's lora.Linear.forward (tuners/lora/layer.py): `x = self._cast_input_dtype(x,
+// lora_A.weight.dtype)`, then `lora_B(lora_A(dropout(x)))`. lora_A keeps its input
+// and lora_B lora_A's output; a dropout keeps its byte of mask. The adapters
+// compute in the 16-bit dtype where DeepSpeed's engine casts the module
+// (module.bfloat16()) or FSDP's mixed precision gathers it in param_dtype; under
+// HF Trainer and torchrun get_peft_model upcasts them to fp32 over a 16-bit base
+// (autocast_adapter_dtype), so each module casts its input to fp32. Without a
+// cast or a dropout, modules that read one tensor (q, k, v; gate, up) keep it once.
+double lora_inputs_per_token(FrameworkProfile f, const TrialConfig& c, double lora_dropout) {
+    const double s = weight_bytes(c.precision);
+    const bool trainer = f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun;
+    const double a = trainer ? 4.0 : s;
+    const bool per_module = lora_dropout > 0 || a != s;
+    const std::vector<Linear> linears = layer_linears(c.model, c);
+    double bytes = 0, qkv = 0, gate_up = 0;
+    for (std::size_t i = 0; i < linears.size(); ++i) {
+        const Linear& l = linears[i];
+        if (l.rank <= 0) continue;
+        bytes += a * l.rank;  // lora_A's output, lora_B's input
+        if (per_module)
+            bytes += (lora_dropout > 0 ? 1 + a : a) * l.in;
+        else if (i < 3)
+            qkv = l.in;
+        else if (i == 4 || i == 5)
+            gate_up = l.in;
+        else
+            bytes += a * l.in;  // o's input (the contiguous copy), down's (the product)
+    }
+    return bytes + a * (qkv + gate_up);
+}
+
 // The decoder layer's saved set against our engine's (layer_saved_tensors): all
-// layers without checkpointing, the one recomputed with it. A full fine-tune is
-// counted tensor by tensor; under adapters PEFT's lora.Linear (its dropout and
-// input casts per module) is not, and the set stays about 1.7 times our layer's.
-FrameworkTerm saved_tensors_term(const TrialConfig& c, const Hardware& hw, const EstimateOptions& o, bool autocast,
+// layers without checkpointing, the one recomputed with it.
+FrameworkTerm saved_tensors_term(FrameworkProfile f, const TrialConfig& c, const EstimateOptions& o, bool autocast,
                                  bool whole) {
     const std::int64_t layers = whole ? static_cast<std::int64_t>(c.model.layers) : 1;
     FrameworkTerm t{"", 0, alive_in({Phase::forward, Phase::layer_backward})};
     t.alive[kHead] = whole;
-    if (c.adapters()) {
-        const ActivationSizes a = activation_sizes(c.model, c, hw, o);
-        t.what = "the decoder layer's saved tensors beyond ours (about 0.7 of our layer's)";
-        t.bytes = static_cast<std::int64_t>(0.7 * static_cast<double>(a.kept_none) * static_cast<double>(layers));
-        return t;
-    }
     const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
     std::int64_t engine = 0, statistics = 0;
     for (const SavedTensor& saved : layer_saved_tensors(c.model, c).view()) {
@@ -58,13 +81,13 @@ FrameworkTerm saved_tensors_term(const TrialConfig& c, const Hardware& hw, const
     // Eager attention's fp32 softmax beside the 16-bit probabilities our engine keeps too.
     if (c.attention == Attention::eager)
         statistics += statistics / static_cast<std::int64_t>(weight_bytes(c.precision)) * 4;
-    const auto hf =
-        static_cast<std::int64_t>(transformers_layer_saved_per_token(c, autocast) * static_cast<double>(tokens)) +
-        statistics;
+    const double per_token = transformers_layer_saved_per_token(f, c, autocast, o.lora_dropout);
+    const auto hf = static_cast<std::int64_t>(per_token * static_cast<double>(tokens)) + statistics;
     t.what = fmt::format(
-        "the decoder layer's saved tensors beyond ours ({} layer{} x {} tokens): the norms' fp32 "
-        "inputs, the attention output's contiguous copy, the activation's output",
-        layers, layers == 1 ? "" : "s", tokens);
+        "the decoder layer's saved tensors beyond ours ({} layer{} x {} tokens): the norms' fp32 inputs, {}", layers,
+        layers == 1 ? "" : "s", tokens,
+        c.adapters() ? "SDPA's output, the activation's output, each LoRA module's input"
+                     : "the attention output's contiguous copy, the activation's output");
     t.bytes = layers * (hf - engine);
     return t;
 }
@@ -72,34 +95,38 @@ FrameworkTerm saved_tensors_term(const TrialConfig& c, const Hardware& hw, const
 }  // namespace
 
 // transformers' LlamaDecoderLayer (models/llama/modeling_llama.py, with
-// integrations/sdpa_attention.py), the bytes one layer keeps per token for a full
-// fine-tune, beside the attention's statistics. `r` is the residual stream's dtype
-// (fp32 under autocast), `s` the matmuls' outputs'.
+// integrations/sdpa_attention.py), the bytes one layer keeps per token, beside
+// the attention's statistics. `r` is the residual stream's dtype (fp32 under
+// autocast), `s` the matmuls' outputs'. A frozen weight keeps nothing for its
+// own gradient (tools/autograd/gen_variable_type.py guard_for).
 //   LlamaRMSNorm.forward: hidden_states.to(float32), which pow and the product by
 //     rsqrt keep (under autocast or fp32 the layer's input itself), the fp32 rsqrt,
-//     and hidden_states.to(input_dtype), which the product by the trainable weight keeps;
-//   q, k, v_proj (gate and up_proj) keep the norm's output, cast to s under autocast;
-//   apply_rotary_pos_emb's products keep cos and sin, which need no gradient, and
-//     so neither q nor k (tools/autograd/gen_variable_type.py guard_for);
+//     and hidden_states.to(input_dtype), which a trainable weight's product keeps;
+//   trainable q, k, v_proj (gate and up_proj) keep the norm's output, cast to s under autocast;
+//   apply_rotary_pos_emb's products keep cos and sin, which need no gradient, not q or k;
 //   SDPA keeps q, k and v (at their own widths: enable_gqa when no mask is passed,
 //     use_gqa_in_sdpa) and its output; transpose(1, 2).contiguous() copies the
-//     output, which o_proj keeps. Eager attention (eager_attention_forward) keeps
-//     repeat_kv's copies, the fp32 softmax and its cast, and no output;
+//     output, which a trainable o_proj keeps. Eager attention (eager_attention_forward)
+//     keeps repeat_kv's copies, the fp32 softmax and its cast, and no output;
 //   LlamaMLP.forward: act_fn keeps gate's output, the product keeps act_fn's and
-//     up's, down_proj keeps the product.
-double transformers_layer_saved_per_token(const TrialConfig& c, bool autocast) {
+//     up's, a trainable down_proj keeps the product;
+//   under adapters, lora_inputs_per_token: what each lora_A keeps.
+double transformers_layer_saved_per_token(FrameworkProfile f, const TrialConfig& c, bool autocast,
+                                          double lora_dropout) {
     const ModelSpec& m = c.model;
     const double s = weight_bytes(c.precision), r = autocast ? 4.0 : s;
     const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.q_dim());
-    const double kv = static_cast<double>(m.kv_dim()), f = static_cast<double>(m.ffn);
-    const bool eager = c.attention == Attention::eager, grouped = m.kv_heads != m.heads;
-    const double norm = 4 * h + 4 + r * h + s * h;
-    const double attention = eager ? s * (q + 2 * (grouped ? q : kv)) + s * q : s * (q + 2 * kv) + 2 * s * q;
-    return 2 * norm + attention + 4 * s * f;
+    const double kv = static_cast<double>(m.kv_dim()), fn = static_cast<double>(m.ffn);
+    const bool eager = c.attention == Attention::eager, grouped = m.kv_heads != m.heads, full = !c.adapters();
+    const double norm = 4 * h + 4 + (full ? r * h + s * h : 0.0);
+    const double qkv = eager ? s * (q + 2 * (grouped ? q : kv)) : s * (q + 2 * kv);
+    const double output = (eager ? 0.0 : s * q) + (full ? s * q : 0.0);
+    const double mlp = 3 * s * fn + (full ? s * fn : 0.0);
+    return 2 * norm + qkv + output + mlp + (full ? 0.0 : lora_inputs_per_token(f, c, lora_dropout));
 }
 
-std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
-                                              const EstimateOptions& o, const StepMemory& engine) {
+std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const EstimateOptions& o,
+                                              const StepMemory& engine) {
     const bool autocast = runs_autocast(f, c);
     const ModelSpec& m = c.model;
     const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
@@ -119,7 +146,7 @@ std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialCon
     terms.push_back(head);
 
     const bool whole = c.checkpointing != Checkpointing::full;
-    terms.push_back(saved_tensors_term(c, hw, o, autocast, whole));
+    terms.push_back(saved_tensors_term(f, c, o, autocast, whole));
     if (autocast) terms.push_back(autocast_copies(c, whole));
     // PEFT's QLoRA runs bitsandbytes' Linear4bit; Trainer.training_step lets the
     // graph go before the optimizer steps.
