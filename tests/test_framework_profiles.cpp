@@ -350,7 +350,7 @@ TEST_CASE("torchtitan's FSDP2 at ZeRO-3 keeps the root and the last layer gather
     CHECK_FALSE(term(z2, "the last decoder layer"));
 }
 
-TEST_CASE("FSDP holds the head's gradient to the root's post-backward; FSDP2 the previous layer's fp32 reduce input",
+TEST_CASE("FSDP holds the head's gradient to the root's post-backward, FSDP2 the previous layer's fp32 reduce input",
           "[frameworks]") {
     const Hardware hw = *find_device("h100-80gb");
     TrialConfig c = torchtitan_llama3_8b();
