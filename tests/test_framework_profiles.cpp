@@ -568,6 +568,19 @@ TEST_CASE("HF Trainer's autocast keeps a 16-bit copy of each weight for backward
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::deepspeed, c, hw), "autocast's"));
     c.precision = Precision::bf16;  // pure bf16: no autocast
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "autocast's"));
+    // A frozen fp32 base under autocast keeps its copies too (the cast cache holds only weights that require
+    // grad); bitsandbytes' 4-bit linears keep none.
+    c.precision = Precision::bf16_mixed;
+    c.method = Method::lora;
+    const FrameworkEstimate lora = framework_estimate(FrameworkProfile::hf_trainer, c, hw);
+    CHECK(term(lora, "autocast's")->bytes == static_cast<std::int64_t>(2 * c.model.layer_params()));
+    // Each lora_A call casts its fp32 input to bf16 and keeps that copy: 2 x 35,584 a token for the seven
+    // linears' inputs, and lora_A's outputs, 2 x 8 x 7, where our engine keeps x A^T alone.
+    c.checkpointing = Checkpointing::none;
+    CHECK(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "the decoder layer's saved")->bytes ==
+          std::int64_t{32} * 1024 * (202'872 - 131'704));
+    c.method = Method::qlora;
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "autocast's"));
 }
 
 TEST_CASE("torch.optim.AdamW's foreach step holds a second moment's square roots where the stack runs it",

@@ -17,6 +17,8 @@ constexpr std::size_t kForward = 0, kHead = 1, kLayers = 2;
 // torch.autocast casts each fp32 weight to 16 bits for its matmul, and the
 // matmul saves that copy for backward: 2 bytes a layer parameter for every
 // layer kept whole (all of them without checkpointing, the recomputed one with it).
+// A frozen weight's copy is saved too, for its input's gradient (autocast caches
+// only leaves that require grad, so each call casts anew).
 FrameworkTerm autocast_copies(const TrialConfig& c, bool whole) {
     FrameworkTerm t{"autocast's 16-bit weight copies, saved for backward",
                     static_cast<std::int64_t>(2 * c.model.layer_params() * (whole ? c.model.layers : 1)),
@@ -27,10 +29,11 @@ FrameworkTerm autocast_copies(const TrialConfig& c, bool whole) {
 }
 
 // HF Trainer and a torchrun script train a model loaded in fp32 under
-// torch.autocast for bf16-mixed and fp16-mixed; DeepSpeed and FSDP cast the
-// parameters themselves (their own 16-bit copies, which our engine's weights stand for).
+// torch.autocast for bf16-mixed and fp16-mixed, a frozen base too (tune's export
+// loads in bfloat16 for pure bf16 only); DeepSpeed and FSDP cast the parameters
+// themselves (their own 16-bit copies, which our engine's weights stand for).
 bool runs_autocast(FrameworkProfile f, const TrialConfig& c) {
-    return (f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun) && !c.adapters() &&
+    return (f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun) &&
            (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed);
 }
 
@@ -38,15 +41,16 @@ bool runs_autocast(FrameworkProfile f, const TrialConfig& c) {
 // lora_A.weight.dtype)`, then `lora_B(lora_A(dropout(x)))`. lora_A keeps its input
 // and lora_B lora_A's output; a dropout keeps its byte of mask. The adapters
 // compute in the 16-bit dtype where DeepSpeed's engine casts the module
-// (module.bfloat16()) or FSDP's mixed precision gathers it in param_dtype; under
-// HF Trainer and torchrun get_peft_model upcasts them to fp32 over a 16-bit base
-// (autocast_adapter_dtype), so each module casts its input to fp32. Without a
-// cast or a dropout, modules that read one tensor (q, k, v; gate, up) keep it once.
-double lora_inputs_per_token(FrameworkProfile f, const TrialConfig& c, double lora_dropout) {
+// (module.bfloat16()) or FSDP's mixed precision gathers it in param_dtype. Under
+// HF Trainer and torchrun they are fp32: over a 16-bit base get_peft_model
+// upcasts them (autocast_adapter_dtype), so each module casts its input to fp32;
+// under autocast (an fp32 model) each lora_A call casts its input to 16 bits.
+// Without a cast or a dropout, modules that read one tensor (q, k, v; gate, up) keep it once.
+double lora_inputs_per_token(FrameworkProfile f, const TrialConfig& c, bool autocast, double lora_dropout) {
     const double s = weight_bytes(c.precision);
     const bool trainer = f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun;
-    const double a = trainer ? 4.0 : s;
-    const bool per_module = lora_dropout > 0 || a != s;
+    const double a = !trainer ? s : autocast ? 2.0 : 4.0;
+    const bool per_module = lora_dropout > 0 || autocast || a != s;
     const std::vector<Linear> linears = layer_linears(c.model, c);
     double bytes = 0, qkv = 0, gate_up = 0;
     for (std::size_t i = 0; i < linears.size(); ++i) {
@@ -122,7 +126,7 @@ double transformers_layer_saved_per_token(FrameworkProfile f, const TrialConfig&
     const double qkv = eager ? s * (q + 2 * (grouped ? q : kv)) : s * (q + 2 * kv);
     const double output = (eager ? 0.0 : s * q) + (full ? s * q : 0.0);
     const double mlp = 3 * s * fn + (full ? s * fn : 0.0);
-    return 2 * norm + qkv + output + mlp + (full ? 0.0 : lora_inputs_per_token(f, c, lora_dropout));
+    return 2 * norm + qkv + output + mlp + (full ? 0.0 : lora_inputs_per_token(f, c, autocast, lora_dropout));
 }
 
 std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const EstimateOptions& o,
@@ -147,7 +151,8 @@ std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialCon
 
     const bool whole = c.checkpointing != Checkpointing::full;
     terms.push_back(saved_tensors_term(f, c, o, autocast, whole));
-    if (autocast) terms.push_back(autocast_copies(c, whole));
+    // bitsandbytes' 4-bit linears dequantize in their own kernels and keep no weight copy.
+    if (autocast && c.method != Method::qlora) terms.push_back(autocast_copies(c, whole));
     // PEFT's QLoRA runs bitsandbytes' Linear4bit; Trainer.training_step lets the
     // graph go before the optimizer steps.
     if (FrameworkTerm kept = bnb_kept_inputs(c, o.libraries, {}); kept.bytes > 0) terms.push_back(std::move(kept));
