@@ -30,12 +30,19 @@ TrialConfig llama7b_lora(std::uint32_t ranks, std::uint32_t zero) {
     return c;
 }
 
+// llama7b_lora's shapes with another model, method and precision.
+TrialConfig variant(std::string_view model, Method method, Precision precision, std::uint32_t ranks,
+                    std::uint32_t zero) {
+    TrialConfig c = llama7b_lora(ranks, zero);
+    c.model = *find_model(model);
+    c.method = method;
+    c.precision = precision;
+    return c;
+}
+
 // torchtitan's Llama-3-8B benchmark: 8 ranks, FSDP, bf16-mixed, 2 x 8192 tokens.
 TrialConfig torchtitan_llama3_8b() {
-    TrialConfig c = llama7b_lora(8, 3);
-    c.method = Method::full;
-    c.precision = Precision::bf16_mixed;
-    c.model = *find_model("llama3-8b");
+    TrialConfig c = variant("llama3-8b", Method::full, Precision::bf16_mixed, 8, 3);
     c.micro_batch = 2;
     c.context = 8192;
     return c;
@@ -380,10 +387,7 @@ TEST_CASE("FSDP holds the head's gradient to the root's post-backward, FSDP2 the
 
 TEST_CASE("bitsandbytes' quantization state stays whole on each device where ZeRO-3 shards the 4-bit codes",
           "[frameworks]") {
-    TrialConfig c = llama7b_lora(2, 3);
-    c.model = *find_model("llama-70b");
-    c.method = Method::qlora;
-    c.precision = Precision::bf16_mixed;
+    TrialConfig c = variant("llama-70b", Method::qlora, Precision::bf16_mixed, 2, 3);
     // A Llama-2-70B layer's 855,654,400 weights: one absmax code per 64 (13,369,600 bytes) and one fp32
     // scale per 256 of those (208,900 bytes); 80 layers of it on each rank, where our engine keeps half.
     const double whole = 80.0 * (13'369'600 + 208'900);
@@ -586,10 +590,7 @@ TEST_CASE("HF Trainer's autocast keeps a 16-bit copy of each weight for backward
 TEST_CASE("torch.optim.AdamW's foreach step holds a second moment's square roots where the stack runs it",
           "[frameworks]") {
     // Llama-3.2-1B, full fine-tune, bf16-mixed, one short micro-batch: the optimizer step is HF Trainer's peak.
-    TrialConfig c = llama7b_lora(1, 0);
-    c.model = *find_model("llama3.2-1b");
-    c.method = Method::full;
-    c.precision = Precision::bf16_mixed;
+    TrialConfig c = variant("llama3.2-1b", Method::full, Precision::bf16_mixed, 1, 0);
     c.context = 512;
     const Hardware hw = *find_device("h100-80gb");
     const std::int64_t params = static_cast<std::int64_t>(c.model.param_count());
