@@ -81,6 +81,10 @@ std::uint64_t nf4_gathered_layer_bytes(const FlatLayout& layout, const StateSett
     return static_cast<std::uint64_t>(math::nf4_sizes(shard.padded).bytes);
 }
 
+FlatLayout local_flat_layout(const TrialConfig& c) {
+    return flat_layout(tensor_parallel_plan(c).local(c.model), c.adam8bit_block);
+}
+
 ModelStateBytes trial_states(const ModelSpec& model, const TrialConfig& c) {
     const ModelSpec m = tensor_parallel_plan(c).local(model);
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);

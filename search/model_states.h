@@ -47,6 +47,9 @@ ModelStateBytes model_states(const FlatLayout& layout, const StateSettings& s);
 std::uint64_t nf4_layer_bytes(const FlatLayout& layout, const StateSettings& s);
 std::uint64_t nf4_gathered_layer_bytes(const FlatLayout& layout, const StateSettings& s);
 
+// The flat layout one tensor-parallel rank holds: its local matrices' buffers (the whole model's at tp 1).
+FlatLayout local_flat_layout(const TrialConfig& c);
+
 // What a configuration trains and keeps (§2, §9): with method full the
 // layout's states; with lora the frozen base's weights alone (sharded at
 // stage 3) plus the adapters' states, weights, master, gradients and optimizer;

@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/offload_plan.h"
-#include "core/tensor_parallel.h"
 #include "kernels/math/nf4.h"
-#include "search/flat_layout.h"
 #include "search/frameworks/framework_profile.h"
 #include "search/model_states.h"
 
@@ -56,7 +54,7 @@ FrameworkTerm bnb_quant_state_term(const TrialConfig& c) {
     // they shard and offload the packed codes, a parameter, but never these plain
     // tensors, which stay on each rank's device whole. Our engine shards all three
     // parts at ZeRO-3 (kernels/math/nf4.h nf4_shard) and offloads them with the codes.
-    const FlatLayout layout = flat_layout(tensor_parallel_plan(c).local(c.model), c.adam8bit_block);
+    const FlatLayout layout = local_flat_layout(c);
     const auto n = static_cast<std::int64_t>(full_numel(layout.layer.numel, s.world_size, s.align));
     const std::int64_t shard = math::nf4_shard(n, static_cast<std::int64_t>(s.world_size)).shard;
     const std::int64_t ours = offload_plan(c.offload).params_on_host ? 0 : quant_state_bytes(shard);

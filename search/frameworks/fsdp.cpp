@@ -12,18 +12,11 @@
 
 namespace tune {
 
-namespace {
-
-// Under tensor parallelism (torchtitan) FSDP shards each rank's local matrices.
-FlatLayout local_layout(const TrialConfig& c) {
-    return flat_layout(tensor_parallel_plan(c).local(c.model), c.adam8bit_block);
-}
-
-}  // namespace
+// Under tensor parallelism (torchtitan) FSDP shards each rank's local matrices: local_flat_layout.
 
 std::uint64_t fsdp_gathered_layer_bytes(const TrialConfig& c) {
     const StateSettings s = StateSettings::of(c);
-    const FlatLayout layout = local_layout(c);
+    const FlatLayout layout = local_flat_layout(c);
     return c.method == Method::qlora
                ? nf4_gathered_layer_bytes(layout, s)
                : full_numel(layout.layer.numel, s.world_size, s.align) * weight_bytes(c.precision);
@@ -33,7 +26,7 @@ std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c) {
     if (c.zero_stage != 3) return {};  // SHARD_GRAD_OP and NO_SHARD keep every weight whole, as our engine does
     const StateSettings s = StateSettings::of(c);
     const std::uint64_t root =
-        full_numel(local_layout(c).outer.numel, s.world_size, s.align) * weight_bytes(c.precision);
+        full_numel(local_flat_layout(c).outer.numel, s.world_size, s.align) * weight_bytes(c.precision);
     const std::uint64_t layer = fsdp_gathered_layer_bytes(c);
     // torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: the root unit
     // (the embedding, final norm and head, outside every wrapped decoder layer) is not
@@ -71,7 +64,7 @@ std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_
     // until the next unit's post-backward: one layer's, in fp32 under torchtitan
     // (mixed_precision_reduce), beside the layer our engine's bucket holds.
     if (fsdp2_fp32_reduce) {
-        const std::uint64_t layer = full_numel(local_layout(c).layer.numel, s.world_size, s.align);
+        const std::uint64_t layer = full_numel(local_flat_layout(c).layer.numel, s.world_size, s.align);
         terms.push_back({"the previous layer's fp32 reduce-scatter input (ReduceScatterState)",
                          static_cast<std::int64_t>(4 * layer),
                          alive_in({Phase::layer_backward, Phase::embed_backward})});
