@@ -292,6 +292,12 @@ public:
     // `ops` (calls of this backend's ops) as a graph; where there are no graphs (the CPU), a
     // replay calls `ops` again.
     virtual std::unique_ptr<OpGraph> record(std::function<void()> ops);
+    // Whether record() captures the device's work only, so that what `ops` does on the host
+    // (bookkeeping, allocation) happens once, at recording, and not at a replay. Not the CPU's.
+    virtual bool records_device_work() const { return false; }
+    // Gives the memory the backend's pool keeps for reuse back to the device, after waiting for it:
+    // before a buffer as large as what was freed, which the kept pieces may not hold in one range.
+    virtual void trim_memory() {}
     // `ops` (this backend's copy and add only: nothing that allocates or waits) on a side stream, after
     // everything the compute stream holds so far and beside what it is given next, so that copies over
     // the host link overlap compute (offload's gradient slices). Where there is one stream (the CPU),

@@ -102,6 +102,11 @@ void CudaBackend::reset_memory_high_marks() {
 
 void* CudaBackend::allocate(std::uint64_t bytes) { return pool_->allocate(bytes); }
 
+void CudaBackend::trim_memory() {
+    synchronize();
+    pool_->trim();
+}
+
 void CudaBackend::deallocate(void* ptr, std::uint64_t bytes) noexcept { pool_->deallocate(ptr, bytes); }
 
 void* CudaBackend::allocate_host(std::uint64_t bytes) {

@@ -43,6 +43,8 @@ public:
     void reset_memory_high_marks();
     PageMapper* page_mapper() override { return pages_.get(); }
     std::unique_ptr<OpGraph> record(std::function<void()> ops) override;
+    bool records_device_work() const override { return true; }
+    void trim_memory() override;
     std::unique_ptr<SideWork> beside(std::function<void()> ops) override;
     // Which attention ran: cuDNN's graphs (with their calls) or tune's kernels, and why.
     std::string attention_path() const {

@@ -59,6 +59,8 @@ std::uint64_t MemoryPool::attribute(cudaMemPoolAttr attr) const {
     return value;
 }
 
+void MemoryPool::trim() { TUNE_CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0)); }
+
 void MemoryPool::reset_high_marks() {
     std::uint64_t zero = 0;  // "set to 0" resets a high-water mark to the current value
     TUNE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &zero));

@@ -28,6 +28,8 @@ public:
     std::uint64_t reserved_bytes() const;
     std::uint64_t reserved_high_bytes() const;
     std::uint64_t used_high_bytes() const;
+    // Returns the unused memory the pool keeps to the device (the caller has waited for the stream).
+    void trim();
     // Restarts both high-water marks from the current values.
     void reset_high_marks();
 

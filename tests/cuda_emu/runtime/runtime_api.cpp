@@ -376,6 +376,8 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
 // threshold of "never" (tune's), never shrinks.
 cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream) {
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, "cudaMallocFromPoolAsync: bad stream");
+    if (tune_emu::capturing(stream))
+        return refuse_in_capture(stream, "cudaMallocFromPoolAsync (no allocation nodes here)");
     if (cudaError_t e = device().allocate(ptr, bytes, pool); e != cudaSuccess) return e;
     std::lock_guard lock(pool->mutex);
     pool->used += bytes;
@@ -385,6 +387,14 @@ cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t bytes, cudaMemPool_t
     else if (pool->release_threshold < pool->reserved && needed < pool->reserved)
         pool->reserved = std::max(needed, pool->release_threshold);
     pool->reserved_high = std::max(pool->reserved_high, pool->reserved);
+    return cudaSuccess;
+}
+
+// What the pool keeps beyond its use, down to `keep`, goes back (a pool's reserve is whole 2 MiB pieces).
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, std::size_t keep) {
+    std::lock_guard lock(pool->mutex);
+    const std::uint64_t needed = (pool->used + kPoolGranularity - 1) / kPoolGranularity * kPoolGranularity;
+    pool->reserved = std::min(pool->reserved, std::max<std::uint64_t>(needed, keep));
     return cudaSuccess;
 }
 

@@ -148,6 +148,7 @@ cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool);
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value);
 cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value);
 cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream);
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, std::size_t minBytesToKeep);
 cudaError_t cudaMallocAsync(void** ptr, std::size_t bytes, cudaStream_t stream);
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream);
 
