@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -45,13 +46,21 @@ Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
     // Kept pages may fill what the peak leaves beside the live bytes, no more.
     const std::uint64_t room = peak_.peak > live_ + bytes ? peak_.peak - live_ - bytes : 0;
     void* ptr = nullptr;
-    if (maps_pages(bytes)) {
+    if (arena_ != nullptr) {
+        ptr = arena_->at(arena_->take(bytes));
+    } else if (maps_pages(bytes)) {
         ptr = pages_.take(bytes, room, live_);
     } else {
         // Not trimmed for: the heap keeps its own pages, and a kept page handed back here would
         // fault in again at the next peak.
         ptr = where_ == Placement::host ? backend_.allocate_host(bytes) : backend_.allocate(bytes);
     }
+    count_in(tag, bytes);
+    saw({LedgerEvent::Kind::allocate, tag, bytes, ptr, {}});
+    return Buffer(this, ptr, bytes, tag);
+}
+
+void Allocator::count_in(Component tag, std::uint64_t bytes) {
     live_ += bytes;
     auto& slot = by_tag_[static_cast<std::size_t>(tag)];
     slot += bytes;
@@ -62,7 +71,61 @@ Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
         peak_.peak = live_;
         peak_.peak_phase = phase_;
     }
-    return Buffer(this, ptr, bytes, tag);
+}
+
+void Allocator::count_out(Component tag, std::uint64_t bytes) {
+    live_ -= bytes;
+    by_tag_[static_cast<std::size_t>(tag)] -= bytes;
+}
+
+void Allocator::set_phase(std::string phase) {
+    saw({LedgerEvent::Kind::phase, Component::overhead, 0, nullptr, phase});
+    phase_ = std::move(phase);
+}
+
+void Allocator::saw(const LedgerEvent& e) {
+    for (LedgerTrace& t : traces_) t.push_back(e);
+}
+
+LedgerTrace Allocator::end_trace() {
+    if (traces_.empty()) return {};
+    LedgerTrace t = std::move(traces_.back());
+    traces_.pop_back();
+    return t;
+}
+
+void Allocator::count(const LedgerTrace& trace) {
+    for (const LedgerEvent& e : trace) {
+        switch (e.kind) {
+            case LedgerEvent::Kind::allocate:
+                count_in(e.tag, e.bytes);
+                break;
+            case LedgerEvent::Kind::release:
+                count_out(e.tag, e.bytes);
+                break;
+            case LedgerEvent::Kind::phase:
+                phase_ = e.phase;
+                break;
+        }
+        saw(e);
+    }
+}
+
+std::uint64_t arena_bytes(const LedgerTrace& trace) {
+    Arena plan;
+    std::map<const void*, std::uint64_t> at;  // a live buffer's offset
+    for (const LedgerEvent& e : trace) {
+        if (e.kind == LedgerEvent::Kind::allocate) {
+            at[e.ptr] = plan.take(e.bytes);
+        } else if (e.kind == LedgerEvent::Kind::release) {
+            // A buffer from before the trace, freed inside it, had no place in the plan.
+            if (const auto it = at.find(e.ptr); it != at.end()) {
+                plan.give(it->second, e.bytes);
+                at.erase(it);
+            }
+        }
+    }
+    return plan.extent();
 }
 
 Buffer Allocator::zeros(Component tag, std::uint64_t bytes) {
@@ -76,14 +139,16 @@ Buffer Allocator::zeros(Component tag, std::uint64_t bytes) {
 }
 
 void Allocator::release(void* ptr, std::uint64_t bytes, Component tag) noexcept {
-    if (maps_pages(bytes))
+    if (arena_ != nullptr && arena_->holds(ptr))
+        arena_->give(arena_->offset_of(ptr), bytes);
+    else if (maps_pages(bytes))
         pages_.give(ptr, bytes);
     else if (where_ == Placement::host)
         backend_.deallocate_host(ptr, bytes);
     else
         backend_.deallocate(ptr, bytes);
-    live_ -= bytes;
-    by_tag_[static_cast<std::size_t>(tag)] -= bytes;
+    count_out(tag, bytes);
+    saw({LedgerEvent::Kind::release, tag, bytes, ptr, {}});
 }
 
 }  // namespace tune::harness

@@ -25,8 +25,10 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
+#include "harness/memory/arena.h"
 #include "harness/memory/host_page_mapper.h"
 #include "harness/memory/page_pool.h"
 #include "kernels/backend.h"
@@ -82,6 +84,23 @@ private:
 // states. The CPU backend's are both this process's pages.
 enum class Placement { device, host };
 
+// What the ledger saw, in order: buffers allocated and freed, and the phases
+// set, so that a replayed graph's buffers are counted as the run that recorded
+// it counted them (Allocator::count) and placed as they were (arena_bytes).
+struct LedgerEvent {
+    enum class Kind : std::uint8_t { allocate, release, phase };
+    Kind kind = Kind::phase;
+    Component tag = Component::overhead;
+    std::uint64_t bytes = 0;
+    const void* ptr = nullptr;  // allocate, release: the buffer, which pairs them
+    std::string phase;
+    bool operator==(const LedgerEvent&) const = default;
+};
+using LedgerTrace = std::vector<LedgerEvent>;
+
+// The arena the trace's buffers need, placed by Arena's rule in the trace's order.
+std::uint64_t arena_bytes(const LedgerTrace& trace);
+
 class Allocator {
 public:
     // limit: live bytes beyond which allocate() raises OutOfMemoryError; 0 = none.
@@ -95,7 +114,18 @@ public:
     Buffer zeros(Component tag, std::uint64_t bytes);
 
     // The phase the peak is attributed to ("forward", "head-backward", ...).
-    void set_phase(std::string phase) { phase_ = std::move(phase); }
+    void set_phase(std::string phase);
+
+    // While set, buffers are placed in `arena` (bound) instead of asked of the backend: a graph being
+    // recorded (harness/micro_batch_graphs.h). Its buffers must be freed before it is unset.
+    void place_in(Arena* arena) { arena_ = arena; }
+    // The ledger's events from start_trace() on, returned and no longer kept by the matching
+    // end_trace(). Traces nest: an event reaches every open one.
+    void start_trace() { traces_.emplace_back(); }
+    LedgerTrace end_trace();
+    // Counts a trace's buffers and phases as if they were allocated and freed again, touching no
+    // memory: what a replayed graph does to the ledger. Open traces see them as events.
+    void count(const LedgerTrace& trace);
     const std::string& phase() const { return phase_; }
 
     std::uint64_t live() const { return live_; }
@@ -124,6 +154,9 @@ private:
     friend class Buffer;
     bool maps_pages(std::uint64_t bytes) const { return mapper_ != nullptr && bytes >= mapper_->min_buffer_bytes(); }
     void release(void* ptr, std::uint64_t bytes, Component tag) noexcept;
+    void count_in(Component tag, std::uint64_t bytes);
+    void count_out(Component tag, std::uint64_t bytes);
+    void saw(const LedgerEvent& e);
 
     kernels::Backend& backend_;
     std::uint64_t limit_;
@@ -136,6 +169,8 @@ private:
     HostPageMapper host_pages_;
     kernels::PageMapper* mapper_;  // the backend's, this process's (CPU backend), or none
     PagePool pages_;
+    Arena* arena_ = nullptr;
+    std::vector<LedgerTrace> traces_;  // open, innermost last
 };
 
 }  // namespace tune::harness
