@@ -46,6 +46,7 @@ struct TrialFlags {
     std::string backend = std::string(to_string(BackendKind::automatic));
     bool json = false;
     bool force = false;
+    bool no_graphs = false;
 };
 
 // Every flag given on the command line overrides --config (or the defaults).
@@ -173,6 +174,9 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
                                std::string(to_string(BackendKind::cuda))}))
         ->capture_default_str();
     cmd->add_flag("--force", o.force, "Run even when the estimate exceeds the memory the trial may use");
+    cmd->add_flag("--no-graphs", o.no_graphs,
+                  "On a GPU, launch each micro-batch's kernels one by one instead of replaying them as a CUDA "
+                  "graph (to compare the two; the log says which ran and why)");
     cmd->add_flag("--json", o.json, "Print only the result JSON on stdout (progress stays on stderr)");
 }
 
@@ -198,8 +202,8 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
         if (auto problem = host_ranks_problem(config.world_size)) throw ConfigError("--gpus: " + *problem);
     if (auto problem = launcher_problem(launcher)) return report(unrun(config, TrialStatus::failed, *problem));
     // Every rank starts from the same adapters; rank 0 writes them back (run_trial).
-    const TrialChildFlags flags{o.init,  o.tokens, o.threads,      backend_of(o),
-                                false,   o.force,  o.init_adapter, o.save_adapter, o.noise};
+    const TrialChildFlags flags{o.init,  o.tokens,       o.threads,      backend_of(o), false,
+                                o.force, o.init_adapter, o.save_adapter, o.noise,       o.no_graphs};
     ProcessSpec spec;
     spec.argv =
         launch_command(launcher, config.world_size, trial_child_argv({self_executable(), "trial"}, config, flags));
@@ -243,6 +247,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         run.noise = o.noise;
         run.backend = backend_of(o);
         run.force = o.force;
+        run.graphs = !o.no_graphs;
         run.fault_nan = f == "nan";
         run.fault_oom = f == "oom";
         run.fault_kill = f == "kill";

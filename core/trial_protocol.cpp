@@ -55,6 +55,7 @@ std::vector<std::string> trial_child_argv(std::vector<std::string> program, cons
     if (flags.threads > 0) program.insert(program.end(), {"--threads", std::to_string(flags.threads)});
     if (flags.backend) program.insert(program.end(), {"--backend", std::string(to_string(*flags.backend))});
     if (flags.force) program.emplace_back("--force");
+    if (flags.no_graphs) program.emplace_back("--no-graphs");
     if (!flags.init_adapter.empty()) program.insert(program.end(), {"--init-adapter", flags.init_adapter});
     if (!flags.save_adapter.empty()) program.insert(program.end(), {"--save-adapter", flags.save_adapter});
     if (flags.noise.max_cv > 0)

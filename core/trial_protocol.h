@@ -35,6 +35,7 @@ struct TrialChildFlags {
     std::string init_adapter;            // --init-adapter FOLDER (a PEFT adapter; "" for none)
     std::string save_adapter;            // --save-adapter FOLDER ("" for none)
     NoiseRule noise;                     // --max-cv X --max-steps N (when max_cv > 0)
+    bool no_graphs = false;              // --no-graphs: micro-batches run eagerly on a GPU
 };
 
 // `program` (e.g. {"/path/to/tune", "trial"}) followed by --config <json> and the flags.

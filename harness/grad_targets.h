@@ -32,6 +32,7 @@ public:
     bool take(std::size_t buffer, std::size_t t);
     // Zeroes each tensor of `buffer` still unwritten, in the buffer starting at `base`.
     void zero_rest(kernels::Backend& backend, std::size_t buffer, void* base, const FlatLayout& f, kernels::DType dt);
+    bool operator==(const UnwrittenTensors&) const = default;
 
 private:
     std::vector<std::vector<char>> unwritten_;  // [buffer][tensor]

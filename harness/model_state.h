@@ -87,6 +87,10 @@ public:
     GradTarget grad_target(std::size_t buffer, std::size_t t);
     void* zeroed_grad(std::size_t buffer, std::size_t t);
     void settle_grads();
+    // Which tensors are still unwritten: a replayed micro-batch (harness/micro_batch_graphs.h) writes
+    // what its recording wrote, and takes the marks its recording left.
+    const UnwrittenTensors& unwritten() const { return unwritten_; }
+    void set_unwritten(const UnwrittenTensors& marks) { unwritten_ = marks; }
     // Weights (rounded to the storage dtype) and master from the whole
     // buffers; each rank keeps what it holds.
     void upload(const HostParams& host);

@@ -272,6 +272,46 @@ private:
     std::int32_t* device_;
 };
 
+// A micro-batch's token window goes to the device, and its losses come back,
+// through pinned host memory: a recorded graph's copies read and write it at
+// every replay, where pageable memory cannot be captured. The host fills the
+// window only after reading the previous micro-batch's losses, which waits
+// for everything before.
+class Trainer::MicroBatchIo {
+public:
+    MicroBatchIo(kernels::Backend& backend, std::int64_t tokens)
+        : backend_(backend),
+          tokens_(tokens),
+          window_(static_cast<std::int32_t*>(backend.allocate_host(window_bytes()))),
+          losses_(static_cast<float*>(backend.allocate_host(losses_bytes()))) {}
+    ~MicroBatchIo() {
+        backend_.deallocate_host(losses_, losses_bytes());
+        backend_.deallocate_host(window_, window_bytes());
+    }
+    MicroBatchIo(const MicroBatchIo&) = delete;
+    MicroBatchIo& operator=(const MicroBatchIo&) = delete;
+    std::int32_t* window() { return window_; }  // (T + 1): the inputs, and from the second on the targets
+    void load(void* inputs, void* targets) {
+        backend_.copy(inputs, window_, bytes_of(tokens_, DType::i32));
+        backend_.copy(targets, window_ + 1, bytes_of(tokens_, DType::i32));
+    }
+    void keep(const void* losses) { backend_.copy(losses_, losses, losses_bytes()); }
+    double mean_loss() {
+        backend_.synchronize();
+        double sum = 0;
+        for (std::int64_t t = 0; t < tokens_; ++t) sum += losses_[t];
+        return sum / static_cast<double>(tokens_);
+    }
+
+private:
+    std::uint64_t window_bytes() const { return bytes_of(tokens_ + 1, DType::i32); }
+    std::uint64_t losses_bytes() const { return bytes_of(tokens_, DType::f32); }
+    kernels::Backend& backend_;
+    std::int64_t tokens_;
+    std::int32_t* window_;
+    float* losses_;
+};
+
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config) {
     if (config.offload == Offload::none || backend.name() == "cpu") return std::nullopt;
     if (config.tensor_parallel > 1)
@@ -380,6 +420,9 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     }
     const LayoutSource* from_base = tensor_group_ ? &base_source : nullptr;
     scalars_ = std::make_unique<Scalars>(backend);
+    io_ = std::make_unique<MicroBatchIo>(backend, dims_.T);
+    graph_stop_ = micro_batch_graphs_off(config, backend);
+    if (!graph_stop_) graphs_ = std::make_unique<MicroBatchGraphs>(backend, memory_, *model_);
     if (offload_.any()) host_scalars_ = std::make_unique<Scalars>(host_backend_);
     // Random weights are drawn and uploaded in chunks (ModelState::upload_random), so no
     // host copy of the whole model sits beside the device copy at the real peak.
@@ -532,16 +575,24 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
 
 double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
     const Dims& d = dims_;
+    tokens_.read(window_start(k, static_cast<std::uint64_t>(d.b), static_cast<std::uint64_t>(d.s),
+                              static_cast<std::uint64_t>(comm_.rank()), static_cast<std::uint64_t>(comm_.world_size())),
+                 io_->window(), d.T + 1);
+    const auto ops = [&] { micro_batch_ops(k, sink, loss_scale); };
+    if (graphs_)
+        graphs_->run(ops);
+    else
+        ops();
+    return io_->mean_loss();
+}
+
+void Trainer::micro_batch_ops(std::uint64_t k, GradSink& sink, float loss_scale) {
+    const Dims& d = dims_;
     memory_.set_phase("forward");
     Buffer inputs = memory_.allocate(Component::activations, bytes_of(d.T, DType::i32));
     Buffer targets = memory_.allocate(Component::activations, bytes_of(d.T, DType::i32));
     Buffer losses = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
-    std::vector<std::int32_t> window(static_cast<std::size_t>(d.T) + 1);
-    tokens_.read(window_start(k, static_cast<std::uint64_t>(d.b), static_cast<std::uint64_t>(d.s),
-                              static_cast<std::uint64_t>(comm_.rank()), static_cast<std::uint64_t>(comm_.world_size())),
-                 window.data(), d.T + 1);
-    backend_.copy_to_device(inputs.get(), window.data(), inputs.bytes());
-    backend_.copy_to_device(targets.get(), window.data() + 1, targets.bytes());
+    io_->load(inputs.get(), targets.get());
 
     std::vector<LayerActivations> acts = forward(inputs, k);
     memory_.set_phase("head-backward");
@@ -555,28 +606,19 @@ double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
         layer_.backward(w.ptr, acts[i], dx.get(), sink, i, adapters.ptr);
         sink.close(i);
     }
-    if (lora_) {  // the embedding is frozen
-        sink.finish();
-        return mean_loss(losses, d.T);
+    if (!lora_) {  // else the embedding is frozen
+        memory_.set_phase("embed-backward");
+        const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
+        sink.open(layout_.outer_index());
+        const LlamaLayer::EveryToken dx_all = layer_.every_token(dx.get());
+        backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx_all.ptr,
+                                    d.T, d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()},
+                                    vocab_range());
+        sink.end(layout_.outer_index(), embedding);
+        sink.close(layout_.outer_index());
     }
-    memory_.set_phase("embed-backward");
-    const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
-    sink.open(layout_.outer_index());
-    const LlamaLayer::EveryToken dx_all = layer_.every_token(dx.get());
-    backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx_all.ptr,
-                                d.T, d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()}, vocab_range());
-    sink.end(layout_.outer_index(), embedding);
-    sink.close(layout_.outer_index());
     sink.finish();
-    return mean_loss(losses, d.T);
-}
-
-double Trainer::mean_loss(const Buffer& losses, std::int64_t tokens) {
-    std::vector<float> host(static_cast<std::size_t>(tokens));
-    backend_.copy_to_host(host.data(), losses.get(), losses.bytes());
-    double sum = 0;
-    for (float l : host) sum += l;
-    return sum / static_cast<double>(tokens);
+    io_->keep(losses.get());
 }
 
 kernels::VocabRange Trainer::vocab_range() const {

@@ -19,6 +19,7 @@
 #include "harness/comm/comm.h"
 #include "harness/io/data.h"
 #include "harness/memory/memory.h"
+#include "harness/micro_batch_graphs.h"
 #include "harness/model.h"
 #include "harness/model_state.h"
 #include "harness/optimizer_state.h"
@@ -79,6 +80,15 @@ public:
     const Dims& dims() const { return dims_; }
     float loss_scale() const { return scaler_.scale(); }
     std::int64_t applied_steps() const { return applied_; }
+    // The micro-batches launched as recorded graphs so far (harness/micro_batch_graphs.h), and why
+    // none are or recording stopped (nothing while it goes on).
+    std::uint64_t micro_batch_graph_launches() const { return graphs_ ? graphs_->launches() : 0; }
+    std::optional<std::string> micro_batch_graphs_stopped() const { return graphs_ ? graphs_->stopped() : graph_stop_; }
+    // Every micro-batch from now on runs eagerly, for `why`.
+    void stop_micro_batch_graphs(std::string why) {
+        graphs_.reset();
+        graph_stop_ = std::move(why);
+    }
     // Bytes the tensor- and data-parallel groups' collectives sent (the world's own count has none of them).
     std::uint64_t group_device_bytes() const;  // the groups' NCCL buffers on the device
     std::uint64_t group_bytes_moved() const;
@@ -86,6 +96,7 @@ public:
 private:
     class Scalars;
     class StepCounter;
+    class MicroBatchIo;
     // A flat buffer's weights as compute reads them: gathered at stage 3 (and freed with this).
     struct Weights {
         Buffer gathered;
@@ -96,8 +107,10 @@ private:
     Weights gather(std::size_t buffer);  // the frozen or trained base's
     // The layer's adapters (gathered at stage 3), or nothing without LoRA.
     Weights gather_adapters(std::size_t layer);
+    // Micro-batch k into the sink; returns its mean loss. Its ops (micro_batch_ops) replay as a graph
+    // where they can (harness/micro_batch_graphs.h).
     double micro_batch(std::uint64_t k, GradSink& sink, float loss_scale);
-    double mean_loss(const Buffer& losses, std::int64_t tokens);
+    void micro_batch_ops(std::uint64_t k, GradSink& sink, float loss_scale);
     std::vector<LayerActivations> forward(const Buffer& inputs, std::uint64_t k);
     Buffer head(LayerActivations& last_out, const Buffer& targets, Buffer& losses, GradSink& sink, float loss_scale);
     // The sums of squares of the gradients this rank owns, reduced over the
@@ -175,6 +188,9 @@ private:
     math::LossScaler scaler_;
     std::uint64_t next_micro_ = 0;  // micro-batches read so far
     std::int64_t applied_ = 0;      // updates applied (bias-correction step)
+    std::unique_ptr<MicroBatchIo> io_;
+    std::optional<std::string> graph_stop_;     // micro_batch_graphs_off's reason
+    std::unique_ptr<MicroBatchGraphs> graphs_;  // last: destroyed first, before the buffers its graphs read
 };
 
 }  // namespace tune::harness

@@ -181,6 +181,11 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, Comm& comm, const Tr
     if (kernels::cuda_memory_stats(backend)) {
         r.attention = kernels::cuda_attention_path(backend);
         if (o.log != nullptr) fmt::print(o.log, "attention: {}\n", r.attention);
+        if (o.log != nullptr) {
+            const std::optional<std::string> stopped = trainer.micro_batch_graphs_stopped();
+            fmt::print(o.log, "micro-batch graphs: {} launched{}\n", trainer.micro_batch_graph_launches(),
+                       stopped ? "; eager from then on: " + *stopped : std::string());
+        }
     }
     const std::size_t timed = r.step_stats.count;
     if (timed > 0 && timed_ms > 0) {
@@ -475,6 +480,7 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         r.estimate = trial_estimate(config, device, baseline);
         if (!options.force) refuse_predicted_oom(limited_bytes(r.estimate->memory, device.hardware), limit);
         Trainer trainer(backend, comm, c, *tokens, init ? &*init : nullptr, adapters ? &*adapters : nullptr);
+        if (!options.graphs) trainer.stop_micro_batch_graphs("turned off (--no-graphs)");
         std::uint64_t control_bytes = 0;  // the noise rule's own broadcasts, not the step's traffic
         try {
             run_steps(trainer, backend, comm, c, options, device.hardware, r, d, control_bytes);

@@ -40,6 +40,8 @@ struct TrialOptions {
     bool fault_oom = false;                            // test hook: the first allocation fails
     bool fault_kill = false;                           // test hook: SIGKILL itself after the first step
     bool force = false;                                // run even when the estimate exceeds the memory limit
+    // Micro-batches as CUDA graphs where they can be (harness/micro_batch_graphs.h); false: eager.
+    bool graphs = true;
     bool fault_comm_init = false;                      // test hook: this rank's communicator fails to start
     // Multi-rank trials started by a launcher: a rank whose trial ends oom or
     // failed cannot tell the others, which may wait in a collective forever.

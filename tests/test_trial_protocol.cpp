@@ -51,6 +51,7 @@ TEST_CASE("the child's argv carries the config and only the flags given", "[prot
     f.init = "/m";
     f.init_adapter = "/adapter-in";
     f.save_adapter = "/adapter-out";
+    f.no_graphs = true;
     const auto all = trial_child_argv({"tune", "trial"}, c, f);
     auto has_in = [](const std::vector<std::string>& argv, const std::string& a) {
         return std::find(argv.begin(), argv.end(), a) != argv.end();
@@ -58,6 +59,8 @@ TEST_CASE("the child's argv carries the config and only the flags given", "[prot
     auto has = [&](const std::string& a) { return std::find(all.begin(), all.end(), a) != all.end(); };
     CHECK(has("--json"));
     CHECK(has("--force"));
+    CHECK(has("--no-graphs"));  // every rank runs eagerly when asked to
+    CHECK_FALSE(has_in(plain, "--no-graphs"));
     CHECK(has("--init"));
     CHECK_FALSE(has("--tokens"));
     // `tune trial --gpus N` relaunches itself: every rank needs the adapter folders too.

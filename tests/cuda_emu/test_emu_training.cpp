@@ -8,18 +8,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include "core/presets.h"
 #include "core/validity.h"
+#include "core/zero_plan.h"
 #include "harness/comm/comm.h"
 #include "harness/comm/comm_nccl.h"
+#include "harness/micro_batch_graphs.h"
+#include "harness/model_state.h"
 #include "harness/selftest_training.h"
 #include "harness/trainer.h"
 #include "harness/trial.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/math/half.h"
 #include "search/estimate.h"
@@ -111,6 +118,7 @@ TEST_CASE("emulated device: a step's backward zeroes no gradient buffer ahead") 
 // collective (ZeRO-1's shards) or the host must see the norm, the ops run one by one. update_on_device:
 // AdamW's, Lion's and 8-bit Adam's update is a second graph at every stage, the step count read on the
 // device (the self-test's "graph replay" cases check the count each reads); Adafactor's is not.
+// (The micro-batches' own graphs are counted apart, by the trainer, and tested below.)
 TEST_CASE("emulated device: the gradient norm's and the update's launches replay as CUDA graphs") {
     const auto launches = [](Optimizer o, std::uint32_t stage, Precision p) {
         TrialConfig c = tune_emu_test::tiny_short_trial(o, p);
@@ -122,7 +130,7 @@ TEST_CASE("emulated device: the gradient norm's and the update's launches replay
         harness::Trainer trainer(*backend, comm, c, tokens);
         const std::uint64_t before = tune_emu::graph_launches();
         for (int i = 0; i < 3; ++i) CHECK(std::isfinite(trainer.step().grad_norm));
-        return tune_emu::graph_launches() - before;
+        return tune_emu::graph_launches() - before - trainer.micro_batch_graph_launches();
     };
     CHECK(launches(Optimizer::adamw, 0, Precision::bf16_mixed) == 6);
     CHECK(launches(Optimizer::lion, 0, Precision::bf16) == 6);
@@ -130,6 +138,161 @@ TEST_CASE("emulated device: the gradient norm's and the update's launches replay
     CHECK(launches(Optimizer::adam8bit, 0, Precision::bf16_mixed) == 6);  // a call per tensor, one graph
     CHECK(launches(Optimizer::adafactor, 0, Precision::bf16_mixed) == 3);  // step sizes from the host: the sums
     CHECK(launches(Optimizer::adamw, 0, Precision::fp16_mixed) == 0);      // loss scaling: the host decides first
+}
+
+namespace {
+
+struct Trained {
+    std::vector<double> losses;
+    harness::HostParams weights;  // the trained state: every weight, or the adapters
+    std::uint64_t graph_launches = 0;
+    std::optional<std::string> stopped;
+};
+
+Trained train(const TrialConfig& c, bool graphs) {
+    const auto backend = kernels::make_cuda_backend(0);
+    harness::SingleRankComm comm;
+    const test::FixedTokens tokens(c.model.vocab);
+    harness::Trainer trainer(*backend, comm, c, tokens);
+    if (!graphs) trainer.stop_micro_batch_graphs("the test's eager run");
+    Trained t;
+    for (std::uint32_t s = 0; s < c.steps; ++s) {
+        t.losses.push_back(trainer.step().loss);
+        INFO("step " << s + 1);
+        if (c.optimizer != Optimizer::lomo) CHECK(trainer.memory().phase() == "optimizer-step");
+    }
+    t.weights = trainer.model().download_weights();
+    t.graph_launches = trainer.micro_batch_graph_launches();
+    t.stopped = trainer.micro_batch_graphs_stopped();
+    return t;
+}
+
+}  // namespace
+
+// harness/micro_batch_graphs.h: each kind of micro-batch (a step's first, its later ones) runs eagerly once,
+// is recorded the second time and replayed after, its buffers at fixed places in an arena. Four steps of
+// two micro-batches: 2 recorded and 4 replayed launches, whose gradients decide the weights. The kernels
+// are deterministic, so the losses and weights must be the eager run's to the bit.
+TEST_CASE("emulated device: a micro-batch's forward and backward replay as CUDA graphs, bit for bit as eager") {
+    struct Run {
+        Method method;
+        Precision precision;
+        Checkpointing checkpointing;
+        std::uint32_t stage;
+    };
+    for (const Run& run : {Run{Method::full, Precision::fp32, Checkpointing::none, 0},
+                           Run{Method::full, Precision::bf16_mixed, Checkpointing::full, 1},
+                           Run{Method::lora, Precision::bf16_mixed, Checkpointing::selective_op, 0},
+                           Run{Method::qlora, Precision::bf16, Checkpointing::full, 0}}) {
+        TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, run.precision);
+        c.method = run.method;
+        c.checkpointing = run.checkpointing;
+        c.zero_stage = run.stage;
+        c.steps = 4;
+        INFO(to_string(run.method) << " " << to_string(run.precision) << " " << to_string(run.checkpointing) << " zero "
+                                   << run.stage);
+        const Trained eager = train(c, false);
+        const Trained replayed = train(c, true);
+        CHECK(eager.graph_launches == 0);
+        CHECK(replayed.stopped == std::nullopt);
+        CHECK(replayed.graph_launches == 6);
+        CHECK(replayed.losses == eager.losses);
+        CHECK(replayed.weights == eager.weights);
+    }
+}
+
+// The one rule (micro_batch_graphs_off): what runs collectives or changing arguments inside a micro-batch
+// stays eager, and the trainer says why.
+TEST_CASE("emulated device: micro-batches that gather, reduce-scatter or change arguments are not recorded") {
+    const auto off = [](TrialConfig c) {
+        c.steps = 3;
+        const Trained t = train(c, true);
+        CHECK(t.graph_launches == 0);
+        return t.stopped.value_or("");
+    };
+    TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, Precision::bf16_mixed);
+    TrialConfig zero2 = c, fp16 = c, neftune = c, lomo = c, offload = c;
+    zero2.zero_stage = 2;
+    offload.zero_stage = 2;
+    fp16.precision = Precision::fp16_mixed;
+    neftune.neftune_alpha = 5;
+    lomo = tune_emu_test::tiny_short_trial(Optimizer::lomo, Precision::bf16_mixed);
+    offload.offload = Offload::optimizer;
+    CHECK_THAT(off(zero2), Catch::Contains("ZeRO-2"));
+    CHECK_THAT(off(fp16), Catch::Contains("loss scale"));
+    CHECK_THAT(off(neftune), Catch::Contains("NEFTune"));
+    CHECK_THAT(off(lomo), Catch::Contains("LOMO"));
+    CHECK_THAT(off(offload), Catch::Contains("ZeRO-2"));  // offload runs at stages 2-3 only
+}
+
+TEST_CASE("emulated device: the ledger counts a replayed micro-batch as it counted the recorded one") {
+    TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, Precision::bf16_mixed);
+    c.grad_accum = 1;
+    const auto backend = kernels::make_cuda_backend(0);
+    harness::SingleRankComm comm;
+    const test::FixedTokens tokens(c.model.vocab);
+    harness::Trainer trainer(*backend, comm, c, tokens);
+    harness::Allocator& memory = trainer.memory();
+    // Events as the ledger counts them: which buffer is which is the backend's business.
+    const auto counted = [](harness::LedgerTrace t) {
+        for (harness::LedgerEvent& e : t) e.ptr = nullptr;
+        return t;
+    };
+    harness::LedgerTrace eager;
+    std::uint64_t peak = 0;
+    for (std::uint64_t run = 0; run < 4; ++run) {  // eager, recorded, replayed twice
+        memory.start_trace();
+        trainer.compute_gradients();
+        const harness::LedgerTrace seen = counted(memory.end_trace());
+        INFO("run " << run + 1);
+        CHECK(trainer.micro_batch_graph_launches() == (run == 0 ? 0 : run));
+        CHECK(memory.phase() == "embed-backward");
+        if (run == 0) {
+            eager = seen;
+            peak = memory.peak();
+            CHECK(eager.size() > 50);
+        }
+        CHECK(seen == eager);
+        CHECK(memory.peak() == peak);
+    }
+}
+
+// Where the backend refuses the capture (here an op that waits for the device), the micro-batch runs eagerly
+// and every later one too: nothing is lost, the gradient marks are as the recording found them, and the
+// reason is kept for the trial's result.
+TEST_CASE("emulated device: a micro-batch whose capture fails runs eagerly, and later ones too") {
+    const ModelSpec m = *find_model("tiny");
+    const auto backend = kernels::make_cuda_backend(0);
+    harness::SingleRankComm comm;
+    harness::Allocator memory(*backend, 0);
+    const harness::ParamLayout layout = harness::make_param_layout(m, 1, 256);
+    harness::ModelState state(*backend, memory, layout, harness::precision_plan(Precision::fp32), true, zero_plan(0),
+                              comm, {});
+    harness::MicroBatchGraphs graphs(*backend, memory, state);
+    harness::Buffer out = memory.allocate(Component::activations, 4);
+    const std::uint64_t live = memory.live();
+    int calls = 0;
+    float value = 0;
+    const auto ops = [&] {
+        ++calls;
+        harness::Buffer scratch = memory.allocate(Component::activations, 1024);
+        backend->fill_zero(scratch.get(), 1024);
+        backend->copy(out.get(), scratch.get(), 4);
+        backend->synchronize();  // waits: a capture cannot hold it
+    };
+    for (int run = 0; run < 4; ++run) {
+        state.forget_grads();
+        const float one = 1.0f;
+        backend->copy_to_device(out.get(), &one, 4);
+        graphs.run(ops);
+        backend->copy_to_host(&value, out.get(), 4);
+        CHECK(value == 0.0f);  // the ops ran
+    }
+    CHECK(calls == 5);  // eager, the refused capture and its eager run, eager twice
+    CHECK(graphs.launches() == 0);
+    REQUIRE(graphs.stopped());
+    CHECK_THAT(*graphs.stopped(), Catch::Contains("cudaStreamSynchronize"));
+    CHECK(memory.live() == live);
 }
 
 TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at stages 0 and 3, memory as estimated") {
@@ -221,21 +384,24 @@ TEST_CASE("emulated device: offload's gradient slices cross on the side stream, 
 }
 
 TEST_CASE("emulated device: offload's host ledger is pinned host memory, none of it on the device") {
-    // What the host ledger holds is exactly what cudaHostAlloc holds: the device's
-    // memory keeps only the device ledger (plus the backend's own scratch).
+    // What the host ledger holds is exactly what cudaHostAlloc holds, beside the micro-batch's pinned token
+    // window and losses (harness/trainer.cpp MicroBatchIo): the device's memory keeps only the device
+    // ledger (plus the backend's own scratch).
     auto backend = kernels::make_cuda_backend(0);
     const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
     TrialConfig c = short_trial(Optimizer::adamw, Precision::bf16_mixed);
     c.zero_stage = 3, c.offload = Offload::optimizer_params;
     const std::uint64_t pinned_before = tune_emu::pinned_host_bytes();
+    const std::uint64_t tokens_t = std::uint64_t{c.micro_batch} * c.context;
+    const std::uint64_t io = (tokens_t + 1) * 4 + tokens_t * 4;
     test::FixedTokens tokens(c.model.vocab);
     {
         harness::Trainer trainer(*backend, *nccl, c, tokens);
         CHECK(trainer.host_memory().live() > 0);
-        CHECK(tune_emu::pinned_host_bytes() - pinned_before == trainer.host_memory().live());
+        CHECK(tune_emu::pinned_host_bytes() - pinned_before == trainer.host_memory().live() + io);
         const harness::StepStats s = trainer.step();
         CHECK(std::isfinite(s.loss));
-        CHECK(tune_emu::pinned_host_bytes() - pinned_before == trainer.host_memory().live());
+        CHECK(tune_emu::pinned_host_bytes() - pinned_before == trainer.host_memory().live() + io);
         CHECK(trainer.memory().live(Component::params) == 0);  // every weight shard is on the host
     }
     CHECK(tune_emu::pinned_host_bytes() == pinned_before);
