@@ -19,9 +19,11 @@
 #      breakdown carries the measured CUDA context, cuBLASLt and NCCL bytes;
 #   8. scripts/hf-memory-check.py: the hf-trainer profile against HF Trainer's
 #      measured peaks (needs peft too);
-#   9. tune probe at Llama-7B's shapes: the GEMM, attention, element-wise and
+#   9. graphs vs eager: the same trial of `small` with its micro-batches replayed
+#      as CUDA graphs and with --no-graphs, median steps side by side;
+#  10. tune probe at Llama-7B's shapes: the GEMM, attention, element-wise and
 #      optimizer rates the time model reads;
-#  10. a one-minute sweep of `small`.
+#  11. a one-minute sweep of `small`.
 # A part whose cap the deadline cuts below 10 s, or whose packages are missing,
 # is recorded as skipped. It appends a section with every part's outcome to the
 # day's results file (scripts/gpu-results.sh: docs/results/YYYY-MM-DD-gpu.md) and,
@@ -110,6 +112,7 @@ part "overhead calibration" 25 sh -c "\"$tune\" trial --model small --backend cu
 if has "torch, transformers, peft"; then
   part "hf-trainer memory check" 80 python3 "$repo/scripts/hf-memory-check.py" --tune "$tune" --budget-s 70
 else skip "hf-trainer memory check" "torch, transformers or peft missing"; fi
+part "graphs vs eager" 30 sh -c "\"$tune\" trial --model small --backend cuda --steps 10 --warmup 3 | tail -n 1 > \"$work/graphs.json\" && \"$tune\" trial --model small --backend cuda --steps 10 --warmup 3 --no-graphs | tail -n 1 > \"$work/eager.json\""
 
 cat >"$work/probe.toml" <<TOML
 name = "gpu-validate-probe"
@@ -175,6 +178,13 @@ error = 100 * (estimated - measured) / measured
 print(f"median step {measured:.4f} s, estimate {estimated:.4f} s, error {error:+.1f}%, host ledger {host} bytes")
 ' "$work/offload.json" 2>/dev/null || echo "?")
 
+graphs=$(python3 -c '
+import json, statistics, sys
+step = [statistics.median(json.load(open(f))["step_ms"][3:]) for f in sys.argv[1:3]]
+print(f"median step {step[0]:.3f} ms with graphs, {step[1]:.3f} ms eager, eager / graphs {step[1] / step[0]:.3f}")
+' "$work/graphs.json" "$work/eager.json" 2>/dev/null || echo "?")
+launched=$(grep -m 1 "micro-batch graphs:" "$work/graphs_vs_eager.log" 2>/dev/null || echo "?")
+
 doc="$("$repo/scripts/gpu-results.sh")" || exit 1
 {
   echo
@@ -184,6 +194,8 @@ doc="$("$repo/scripts/gpu-results.sh")" || exit 1
   echo "Measured device overhead (context, cuBLASLt, NCCL): $overhead bytes."
   echo
   echo "Offload trial (small, ZeRO-2, optimizer on the host, bf16-mixed): $offload."
+  echo
+  echo "Micro-batch graphs (small, 10 steps, 3 warm-up): $graphs; the trial's log: $launched."
   echo
   echo "| part | result | time |"
   echo "|---|---|---|"
