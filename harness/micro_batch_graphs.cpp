@@ -1,6 +1,7 @@
 #include "harness/micro_batch_graphs.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -27,7 +28,12 @@ MicroBatchGraphs::MicroBatchGraphs(kernels::Backend& backend, Allocator& memory,
 
 MicroBatchGraphs::~MicroBatchGraphs() {
     recorded_.clear();  // the graphs first: they point into the arena
-    backend_.deallocate(arena_memory_, arena_bytes_);
+    release_arena();
+}
+
+void MicroBatchGraphs::release_arena() noexcept {
+    backend_.deallocate(arena_, plan_.extent);
+    arena_ = nullptr;
 }
 
 MicroBatchGraphs::Recorded& MicroBatchGraphs::entry_for(const UnwrittenTensors& marks) {
@@ -69,20 +75,21 @@ void MicroBatchGraphs::run(const std::function<void()>& ops) {
 }
 
 void MicroBatchGraphs::reserve_arena() {
-    if (arena_) return;
-    arena_bytes_ = arena_bytes(planned_);
-    if (arena_bytes_ == 0) throw std::logic_error("the micro-batch allocated nothing to place");
+    if (arena_ != nullptr) return;
+    plan_ = plan_arena(planned_);
+    if (plan_.extent == 0) throw std::logic_error("the micro-batch allocated nothing to place");
     // What the eager runs freed goes back first: the pool's kept pieces may not hold one range this large.
     backend_.trim_memory();
-    arena_memory_ = backend_.allocate(arena_bytes_);
-    arena_ = std::make_unique<Arena>(arena_memory_, arena_bytes_);
+    arena_ = backend_.allocate(plan_.extent);
 }
 
 void MicroBatchGraphs::record(Recorded& r, const std::function<void()>& ops) {
     const UnwrittenTensors before = trained_.unwritten();
+    std::optional<Arena> places;
     try {
         reserve_arena();
-        memory_.place_in(arena_.get());
+        places.emplace(arena_, plan_);
+        memory_.place_in(&*places);
         memory_.start_trace();
         r.graph = backend_.record(ops);
     } catch (const std::exception& e) {
@@ -93,8 +100,7 @@ void MicroBatchGraphs::record(Recorded& r, const std::function<void()>& ops) {
         trained_.set_unwritten(before);
         stopped_ = e.what();
         recorded_.clear();
-        backend_.deallocate(arena_memory_, arena_bytes_);
-        arena_memory_ = nullptr, arena_bytes_ = 0, arena_.reset();
+        release_arena();
         ops();
         return;
     }

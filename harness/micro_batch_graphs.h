@@ -7,7 +7,8 @@
 // the device), recorded the second time and replayed from then on.
 // Replayed kernels read the pointers they were recorded with, so the
 // micro-batch's buffers live in one arena at fixed offsets, planned from the
-// ledger trace of the first eager run (harness/memory/arena.h). The host's
+// ledger trace of the first eager run (harness/memory/arena.h); every kind
+// takes the same places, since their requests are the same. The host's
 // side of a replay is done again by hand: the ledger counts the recorded
 // trace, and the gradient marks are set to what the recording left.
 #pragma once
@@ -59,15 +60,15 @@ private:
     Recorded& entry_for(const UnwrittenTensors& marks);
     void record(Recorded& r, const std::function<void()>& ops);
     void reserve_arena();
+    void release_arena() noexcept;
 
     kernels::Backend& backend_;
     Allocator& memory_;
     ModelState& trained_;
     std::vector<Recorded> recorded_;
     LedgerTrace planned_;  // the first eager run's trace
-    void* arena_memory_ = nullptr;
-    std::uint64_t arena_bytes_ = 0;
-    std::unique_ptr<Arena> arena_;
+    ArenaPlan plan_;       // its buffers' places, once the arena is reserved
+    void* arena_ = nullptr;
     std::uint64_t launches_ = 0;
     std::optional<std::string> stopped_;
 };

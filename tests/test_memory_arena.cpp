@@ -1,9 +1,11 @@
-// A recorded graph's buffers at fixed offsets (harness/memory/arena.h), and
+// A recorded graph's buffers at planned offsets (harness/memory/arena.h), and
 // the ledger's trace that plans them and counts a replay (Allocator::count).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "harness/memory/arena.h"
@@ -11,33 +13,63 @@
 #include "kernels/cpu/cpu_backend.h"
 
 using namespace tune;
-using harness::Arena;
 
-TEST_CASE("the arena places by best fit over the freed ranges, joined, and rounds to 256 bytes", "[memory]") {
-    Arena a;
-    CHECK(a.take(100) == 0);
-    CHECK(a.take(1000) == 256);  // 1024 bytes
-    CHECK(a.take(300) == 1280);  // 512 bytes
-    CHECK(a.take(256) == 1792);
-    a.give(256, 1000);           // [256, 1280) free
-    a.give(1792, 256);           // [1792, 2048) free, at the end
-    CHECK(a.take(200) == 1792);  // the smaller range that holds it
-    CHECK(a.take(700) == 256);   // then the larger one, split
-    CHECK(a.take(256) == 1024);  // its rest
-    CHECK(a.extent() == 2048);
-    a.give(1280, 300);
-    a.give(1792, 200);            // [1280, 2048) free, joined: it reaches the end
-    CHECK(a.take(4096) == 1280);  // grows from inside it
-    CHECK(a.extent() == 1280 + 4096);
+namespace {
+
+// A trace of buffers allocated and freed in the order given: +n allocates buffer n, -n frees it.
+harness::LedgerTrace trace_of(const std::vector<std::pair<int, std::uint64_t>>& steps) {
+    harness::LedgerTrace t;
+    for (const auto& [id, bytes] : steps) {
+        const auto* ptr = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(std::abs(id)) * 4096);
+        t.push_back({id > 0 ? harness::LedgerEvent::Kind::allocate : harness::LedgerEvent::Kind::release,
+                     Component::activations,
+                     bytes,
+                     ptr,
+                     {}});
+    }
+    return t;
 }
 
-TEST_CASE("a bound arena refuses what passes its bytes, naming the plan", "[memory]") {
-    std::vector<unsigned char> storage(1024);
-    Arena a(storage.data(), storage.size());
-    CHECK(a.at(a.take(512)) == storage.data());
-    CHECK(a.holds(storage.data() + 1023));
-    CHECK_FALSE(a.holds(storage.data() + 1024));
-    CHECK_THROWS_WITH(a.take(513), Catch::Contains("differ from the run it was planned on"));
+}  // namespace
+
+TEST_CASE("the arena plan places the largest buffers first, each at the lowest offset free for its lifetime",
+          "[memory]") {
+    // A kept tensor between two transients: placed in allocation order, the second transient (larger than the
+    // first's hole) would go above the kept one; largest first, the kept one goes above both transients.
+    const harness::LedgerTrace t =
+        trace_of({{1, 1000}, {2, 300}, {-1, 1000}, {3, 1200}, {-3, 1200}, {-2, 300}, {4, 100}, {-4, 100}});
+    const harness::ArenaPlan plan = harness::plan_arena(t);
+    REQUIRE(plan.offsets.size() == 4);
+    CHECK(plan.bytes == std::vector<std::uint64_t>{1000, 300, 1200, 100});
+    CHECK(plan.offsets[2] == 0);     // 1280 bytes rounded, first
+    CHECK(plan.offsets[0] == 0);     // alive apart from buffer 3: the same place
+    CHECK(plan.offsets[1] == 1280);  // beside both
+    CHECK(plan.offsets[3] == 0);
+    CHECK(plan.extent == 1280 + 512);
+    // Best fit in allocation order needs 1024 + 512 + 1280: the micro-batch's peak here is 1200 + 300.
+}
+
+TEST_CASE("an arena takes its plan's places in order and refuses a run that differs from it", "[memory]") {
+    const harness::ArenaPlan plan = harness::plan_arena(trace_of({{1, 512}, {2, 256}, {-1, 512}, {-2, 256}}));
+    std::vector<unsigned char> storage(plan.extent);
+    {
+        harness::Arena a(storage.data(), plan);
+        void* first = a.take(512);
+        void* second = a.take(256);
+        CHECK(first != second);
+        CHECK(a.holds(first));
+        CHECK_FALSE(a.holds(storage.data() + plan.extent));
+        CHECK_THROWS_WITH(a.take(256), Catch::Contains("no more requests"));
+    }
+    harness::Arena wrong_size(storage.data(), plan);
+    CHECK_THROWS_WITH(wrong_size.take(513), Catch::Contains("differ from the run it was planned on"));
+    // Planned apart in time, two buffers may share a place: alive together, the second is refused.
+    const harness::ArenaPlan apart = harness::plan_arena(trace_of({{1, 512}, {-1, 512}, {2, 512}, {-2, 512}}));
+    REQUIRE(apart.offsets[0] == apart.offsets[1]);
+    std::vector<unsigned char> small(apart.extent);
+    harness::Arena together(small.data(), apart);
+    together.take(512);
+    CHECK_THROWS_WITH(together.take(512), Catch::Contains("still alive"));
 }
 
 TEST_CASE("a ledger trace plans an arena and counts a replay as the recorded run was counted", "[memory]") {
@@ -58,8 +90,8 @@ TEST_CASE("a ledger trace plans an arena and counts a replay as the recorded run
     }
     const harness::LedgerTrace trace = recorded.end_trace();
     CHECK(trace.size() == 10);  // 2 phases, 4 allocations, 4 frees
-    // 1024 + 3072 live at once, then 1024 (logits) + 3072 freed + the 2048 dx fits y's place.
-    CHECK(harness::arena_bytes(trace) == 4096);
+    // 1024 + 3072 live at once; logits (1024) and dx (2048) fit beside each other after.
+    CHECK(harness::plan_arena(trace).extent == 4096);
 
     replayed.count(trace);
     CHECK(replayed.live() == recorded.live());
@@ -75,19 +107,20 @@ TEST_CASE("a ledger trace plans an arena and counts a replay as the recorded run
 TEST_CASE("an allocator placing in an arena asks the backend for nothing", "[memory]") {
     kernels::CpuBackend backend({1, 0});
     harness::Allocator memory(backend, 0);
-    std::vector<unsigned char> storage(4096);
-    Arena arena(storage.data(), storage.size());
+    const harness::ArenaPlan plan = harness::plan_arena(trace_of({{1, 1000}, {2, 2000}, {-2, 2000}, {-1, 1000}}));
+    std::vector<unsigned char> storage(plan.extent);
+    harness::Arena arena(storage.data(), plan);
     const std::uint64_t before = backend.live_bytes();
     memory.place_in(&arena);
     {
         harness::Buffer a = memory.allocate(Component::activations, 1000);
         harness::Buffer b = memory.allocate(Component::activations, 2000);
-        CHECK(a.get() == storage.data());
-        CHECK(b.get() == storage.data() + 1024);
+        CHECK(arena.holds(a.get()));
+        CHECK(b.get() == storage.data());  // the larger, placed first
         CHECK(memory.live() == 3000);
         CHECK(backend.live_bytes() == before);
     }
     memory.place_in(nullptr);
     CHECK(memory.live() == 0);
-    CHECK(memory.allocate(Component::activations, 10).get() != storage.data());
+    CHECK_FALSE(arena.holds(memory.allocate(Component::activations, 10).get()));
 }

@@ -1,62 +1,96 @@
 #include "harness/memory/arena.h"
 
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+#include <utility>
+
 #include <fmt/format.h>
 
-#include <iterator>
-#include <stdexcept>
+#include "harness/memory/memory.h"
 
 namespace tune::harness {
 
 namespace {
 
 std::uint64_t rounded(std::uint64_t bytes) {
-    return (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
+    return (bytes + ArenaPlan::kAlignment - 1) / ArenaPlan::kAlignment * ArenaPlan::kAlignment;
 }
+
+struct Span {
+    std::uint64_t begin = 0, end = 0;
+};
+
+bool overlap(Span a, Span b) { return a.begin < b.end && b.begin < a.end; }
 
 }  // namespace
 
-std::uint64_t Arena::take(std::uint64_t bytes) {
-    const std::uint64_t need = rounded(bytes);
-    auto best = free_.end();
-    for (auto it = free_.begin(); it != free_.end(); ++it)
-        if (it->second >= need && (best == free_.end() || it->second < best->second)) best = it;
-    if (best != free_.end()) {
-        const std::uint64_t offset = best->first, left = best->second - need;
-        free_.erase(best);
-        if (left > 0) free_.emplace(offset + need, left);
-        return offset;
-    }
-    // Nothing freed holds it: at the end, starting inside a freed range that reaches the end.
-    std::uint64_t offset = end_;
-    if (!free_.empty() && std::prev(free_.end())->first + std::prev(free_.end())->second == end_) {
-        offset = std::prev(free_.end())->first;
-        free_.erase(std::prev(free_.end()));
-    }
-    if (bound() && offset + need > bound_)
-        throw std::logic_error(
-            fmt::format("arena: {} bytes at offset {} pass its {} bytes: the graph's "
-                        "allocations differ from the run it was planned on",
-                        bytes, offset, bound_));
-    end_ = offset + need;
-    extent_ = std::max(extent_, end_);
-    return offset;
-}
-
-void Arena::give(std::uint64_t offset, std::uint64_t bytes) {
-    std::uint64_t size = rounded(bytes);
-    auto next = free_.lower_bound(offset);
-    if (next != free_.end() && next->first == offset + size) {  // joins the range after
-        size += next->second;
-        next = free_.erase(next);
-    }
-    if (next != free_.begin()) {  // joins the range before
-        auto before = std::prev(next);
-        if (before->first + before->second == offset) {
-            before->second += size;
-            return;
+ArenaPlan plan_arena(const std::vector<LedgerEvent>& trace) {
+    ArenaPlan plan;
+    std::vector<Span> alive;  // per buffer: the events from its allocation to its release
+    std::map<const void*, std::size_t> open;
+    for (std::uint64_t i = 0; i < trace.size(); ++i) {
+        const LedgerEvent& e = trace[i];
+        if (e.kind == LedgerEvent::Kind::allocate) {
+            open[e.ptr] = plan.bytes.size();
+            plan.bytes.push_back(e.bytes);
+            alive.push_back({i, trace.size()});  // to the end unless released
+        } else if (e.kind == LedgerEvent::Kind::release) {
+            // A buffer from before the trace, freed inside it, has no place in the plan.
+            if (const auto it = open.find(e.ptr); it != open.end()) {
+                alive[it->second].end = i;
+                open.erase(it);
+            }
         }
     }
-    free_.emplace(offset, size);
+    std::vector<std::size_t> order(plan.bytes.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return plan.bytes[a] > plan.bytes[b]; });
+    plan.offsets.assign(plan.bytes.size(), 0);
+    std::vector<std::size_t> placed;
+    for (const std::size_t i : order) {
+        std::vector<Span> taken;  // the places of buffers alive beside it, by offset
+        for (const std::size_t j : placed)
+            if (overlap(alive[i], alive[j]))
+                taken.push_back({plan.offsets[j], plan.offsets[j] + rounded(plan.bytes[j])});
+        std::sort(taken.begin(), taken.end(), [](Span a, Span b) { return a.begin < b.begin; });
+        std::uint64_t at = 0;
+        for (const Span s : taken) {
+            if (s.begin >= at + rounded(plan.bytes[i])) break;
+            at = std::max(at, s.end);
+        }
+        plan.offsets[i] = at;
+        plan.extent = std::max(plan.extent, at + rounded(plan.bytes[i]));
+        placed.push_back(i);
+    }
+    return plan;
+}
+
+void* Arena::take(std::uint64_t bytes) {
+    if (next_ >= plan_.bytes.size() || plan_.bytes[next_] != bytes)
+        throw std::logic_error(
+            fmt::format("arena: request {} of {} bytes is not the planned run's ({}): the graph's "
+                        "allocations differ from the run it was planned on",
+                        next_ + 1, bytes,
+                        next_ < plan_.bytes.size() ? fmt::format("{} bytes", plan_.bytes[next_])
+                                                   : std::string("no more requests")));
+    const Span mine{plan_.offsets[next_], plan_.offsets[next_] + rounded(bytes)};
+    for (const std::size_t j : live_)
+        if (overlap(mine, {plan_.offsets[j], plan_.offsets[j] + rounded(plan_.bytes[j])}))
+            throw std::logic_error(
+                fmt::format("arena: request {} would overlap request {}, still alive: the graph's "
+                            "buffers live longer than in the run it was planned on",
+                            next_ + 1, j + 1));
+    live_.push_back(next_);
+    return base_ + plan_.offsets[next_++];
+}
+
+void Arena::give(const void* ptr) {
+    const auto offset = static_cast<std::uint64_t>(static_cast<const unsigned char*>(ptr) - base_);
+    const auto it = std::find_if(live_.begin(), live_.end(), [&](std::size_t j) { return plan_.offsets[j] == offset; });
+    if (it != live_.end()) live_.erase(it);
 }
 
 }  // namespace tune::harness

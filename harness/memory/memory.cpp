@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -47,7 +46,7 @@ Buffer Allocator::allocate(Component tag, std::uint64_t bytes) {
     const std::uint64_t room = peak_.peak > live_ + bytes ? peak_.peak - live_ - bytes : 0;
     void* ptr = nullptr;
     if (arena_ != nullptr) {
-        ptr = arena_->at(arena_->take(bytes));
+        ptr = arena_->take(bytes);
     } else if (maps_pages(bytes)) {
         ptr = pages_.take(bytes, room, live_);
     } else {
@@ -111,23 +110,6 @@ void Allocator::count(const LedgerTrace& trace) {
     }
 }
 
-std::uint64_t arena_bytes(const LedgerTrace& trace) {
-    Arena plan;
-    std::map<const void*, std::uint64_t> at;  // a live buffer's offset
-    for (const LedgerEvent& e : trace) {
-        if (e.kind == LedgerEvent::Kind::allocate) {
-            at[e.ptr] = plan.take(e.bytes);
-        } else if (e.kind == LedgerEvent::Kind::release) {
-            // A buffer from before the trace, freed inside it, had no place in the plan.
-            if (const auto it = at.find(e.ptr); it != at.end()) {
-                plan.give(it->second, e.bytes);
-                at.erase(it);
-            }
-        }
-    }
-    return plan.extent();
-}
-
 Buffer Allocator::zeros(Component tag, std::uint64_t bytes) {
     Buffer b = allocate(tag, bytes);
     if (!b) return b;
@@ -140,7 +122,7 @@ Buffer Allocator::zeros(Component tag, std::uint64_t bytes) {
 
 void Allocator::release(void* ptr, std::uint64_t bytes, Component tag) noexcept {
     if (arena_ != nullptr && arena_->holds(ptr))
-        arena_->give(arena_->offset_of(ptr), bytes);
+        arena_->give(ptr);
     else if (maps_pages(bytes))
         pages_.give(ptr, bytes);
     else if (where_ == Placement::host)

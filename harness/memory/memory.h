@@ -86,7 +86,7 @@ enum class Placement { device, host };
 
 // What the ledger saw, in order: buffers allocated and freed, and the phases
 // set, so that a replayed graph's buffers are counted as the run that recorded
-// it counted them (Allocator::count) and placed as they were (arena_bytes).
+// it counted them (Allocator::count) and planned in its arena (plan_arena).
 struct LedgerEvent {
     enum class Kind : std::uint8_t { allocate, release, phase };
     Kind kind = Kind::phase;
@@ -97,9 +97,6 @@ struct LedgerEvent {
     bool operator==(const LedgerEvent&) const = default;
 };
 using LedgerTrace = std::vector<LedgerEvent>;
-
-// The arena the trace's buffers need, placed by Arena's rule in the trace's order.
-std::uint64_t arena_bytes(const LedgerTrace& trace);
 
 class Allocator {
 public:
@@ -116,7 +113,7 @@ public:
     // The phase the peak is attributed to ("forward", "head-backward", ...).
     void set_phase(std::string phase);
 
-    // While set, buffers are placed in `arena` (bound) instead of asked of the backend: a graph being
+    // While set, buffers take `arena`'s planned places instead of the backend's memory: a graph being
     // recorded (harness/micro_batch_graphs.h). Its buffers must be freed before it is unset.
     void place_in(Arena* arena) { arena_ = arena; }
     // The ledger's events from start_trace() on, returned and no longer kept by the matching

@@ -1,5 +1,5 @@
 // The arena a replayed micro-batch needs (harness/micro_batch_graphs.h)
-// against the micro-batch's own peak: how much its best-fit placement at fixed
+// against the micro-batch's own peak: how much its planned placement at fixed
 // offsets costs beyond the ledger. The ledger's sequence of requests is the
 // same on every backend, so the CPU runs it: one eager micro-batch after a
 // first step, traced, then placed as the GPU's recording would place it.
@@ -46,7 +46,7 @@ void measure(const TrialConfig& c) {
     const harness::LedgerTrace trace = trainer.memory().end_trace();
     std::uint64_t buffers = 0;
     for (const harness::LedgerEvent& e : trace) buffers += e.kind == harness::LedgerEvent::Kind::allocate;
-    const std::uint64_t peak = micro_batch_peak(trace), arena = harness::arena_bytes(trace);
+    const std::uint64_t peak = micro_batch_peak(trace), arena = harness::plan_arena(trace).extent;
     fmt::print("{} L={} b={} s={} {} {} {}: {} buffers, micro-batch peak {:.1f} MiB, arena {:.1f} MiB, ratio {:.4f}\n",
                c.model.name, c.model.layers, c.micro_batch, c.context, to_string(c.precision),
                to_string(c.checkpointing), to_string(c.method), buffers, peak / 1048576.0, arena / 1048576.0,
