@@ -86,17 +86,19 @@ void MicroBatchGraphs::reserve_arena() {
 void MicroBatchGraphs::record(Recorded& r, const std::function<void()>& ops) {
     const UnwrittenTensors before = trained_.unwritten();
     std::optional<Arena> places;
+    bool tracing = false;
     try {
         reserve_arena();
         places.emplace(arena_, plan_);
         memory_.place_in(&*places);
         memory_.start_trace();
+        tracing = true;
         r.graph = backend_.record(ops);
     } catch (const std::exception& e) {
         // A capture the backend refused, an arena the device has no room for, or requests that
         // differ from the plan: this micro-batch and every later one run eagerly.
         memory_.place_in(nullptr);
-        memory_.end_trace();
+        if (tracing) memory_.end_trace();
         trained_.set_unwritten(before);
         stopped_ = e.what();
         recorded_.clear();

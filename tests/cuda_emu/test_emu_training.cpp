@@ -305,6 +305,21 @@ TEST_CASE("emulated device: a micro-batch whose capture fails runs eagerly, and 
     REQUIRE(graphs.stopped());
     CHECK_THAT(*graphs.stopped(), Catch::Contains("cudaStreamSynchronize"));
     CHECK(memory.live() == live);
+
+    // A micro-batch that allocates nothing has nothing to place: recording stops before it opens its
+    // trace, and a trace the caller opened stays open.
+    harness::MicroBatchGraphs none(*backend, memory, state);
+    memory.start_trace();
+    for (int run = 0; run < 3; ++run) {
+        state.forget_grads();
+        none.run([&] { backend->fill_zero(out.get(), 4); });
+    }
+    memory.set_phase("after");
+    const harness::LedgerTrace outer = memory.end_trace();
+    REQUIRE(none.stopped());
+    CHECK_THAT(*none.stopped(), Catch::Contains("nothing to place"));
+    REQUIRE(outer.size() == 1);
+    CHECK(outer[0].phase == "after");
 }
 
 TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at stages 0 and 3, memory as estimated") {
