@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "core/zero_plan.h"
-#include "kernels/error.h"
 
 namespace tune::harness {
 

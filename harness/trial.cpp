@@ -180,8 +180,8 @@ void run_steps(Trainer& trainer, kernels::Backend& backend, Comm& comm, const Tr
     // Which attention ran on a GPU: cuDNN's graphs or tune's kernels, and why.
     if (kernels::cuda_memory_stats(backend)) {
         r.attention = kernels::cuda_attention_path(backend);
-        if (o.log != nullptr) fmt::print(o.log, "attention: {}\n", r.attention);
         if (o.log != nullptr) {
+            fmt::print(o.log, "attention: {}\n", r.attention);
             const std::optional<std::string> stopped = trainer.micro_batch_graphs_stopped();
             fmt::print(o.log, "micro-batch graphs: {} launched{}\n", trainer.micro_batch_graph_launches(),
                        stopped ? "; eager from then on: " + *stopped : std::string());

@@ -4,25 +4,26 @@
 #include <map>
 #include <numeric>
 #include <stdexcept>
-#include <utility>
 
 #include <fmt/format.h>
 
+#include "core/flat_buffer.h"
 #include "harness/memory/memory.h"
 
 namespace tune::harness {
 
 namespace {
 
-std::uint64_t rounded(std::uint64_t bytes) {
-    return (bytes + ArenaPlan::kAlignment - 1) / ArenaPlan::kAlignment * ArenaPlan::kAlignment;
-}
-
 struct Span {
     std::uint64_t begin = 0, end = 0;
 };
 
 bool overlap(Span a, Span b) { return a.begin < b.end && b.begin < a.end; }
+
+// Where buffer i of the plan sits, its rounding included.
+Span place(const ArenaPlan& plan, std::size_t i) {
+    return {plan.offsets[i], plan.offsets[i] + round_up(plan.bytes[i], ArenaPlan::kAlignment)};
+}
 
 }  // namespace
 
@@ -53,16 +54,16 @@ ArenaPlan plan_arena(const std::vector<LedgerEvent>& trace) {
     for (const std::size_t i : order) {
         std::vector<Span> taken;  // the places of buffers alive beside it, by offset
         for (const std::size_t j : placed)
-            if (overlap(alive[i], alive[j]))
-                taken.push_back({plan.offsets[j], plan.offsets[j] + rounded(plan.bytes[j])});
+            if (overlap(alive[i], alive[j])) taken.push_back(place(plan, j));
         std::sort(taken.begin(), taken.end(), [](Span a, Span b) { return a.begin < b.begin; });
+        const std::uint64_t size = round_up(plan.bytes[i], ArenaPlan::kAlignment);
         std::uint64_t at = 0;
         for (const Span s : taken) {
-            if (s.begin >= at + rounded(plan.bytes[i])) break;
+            if (s.begin >= at + size) break;
             at = std::max(at, s.end);
         }
         plan.offsets[i] = at;
-        plan.extent = std::max(plan.extent, at + rounded(plan.bytes[i]));
+        plan.extent = std::max(plan.extent, at + size);
         placed.push_back(i);
     }
     return plan;
@@ -76,9 +77,8 @@ void* Arena::take(std::uint64_t bytes) {
                         next_ + 1, bytes,
                         next_ < plan_.bytes.size() ? fmt::format("{} bytes", plan_.bytes[next_])
                                                    : std::string("no more requests")));
-    const Span mine{plan_.offsets[next_], plan_.offsets[next_] + rounded(bytes)};
     for (const std::size_t j : live_)
-        if (overlap(mine, {plan_.offsets[j], plan_.offsets[j] + rounded(plan_.bytes[j])}))
+        if (overlap(place(plan_, next_), place(plan_, j)))
             throw std::logic_error(
                 fmt::format("arena: request {} would overlap request {}, still alive: the graph's "
                             "buffers live longer than in the run it was planned on",
