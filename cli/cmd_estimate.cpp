@@ -49,6 +49,7 @@ struct EstimateCliOptions {
     std::string framework;  // a framework's memory profile on top of tune's engine
     std::string bitsandbytes;            // its bitsandbytes version, where the profile's QLoRA rules depend on it
     std::optional<double> lora_dropout;  // its LoRA dropout
+    std::string base_dtype;              // the dtype its script loads an adapter model's base in
 };
 
 template <typename T>
@@ -93,9 +94,10 @@ std::vector<std::string> framework_choices() {
     return names;
 }
 
-// --bitsandbytes and --lora-dropout over the sweep's [framework] bitsandbytes and lora_dropout.
+// --bitsandbytes, --lora-dropout and --base-dtype over the sweep's [framework] settings of the same names.
 void apply_library_flags(const EstimateCliOptions& o, EstimateOptions& e) {
     if (o.lora_dropout) e.lora_dropout = *o.lora_dropout;
+    if (!o.base_dtype.empty()) e.base_dtype = *parse_base_dtype(o.base_dtype);  // the flag accepts only the names
     if (o.bitsandbytes.empty()) return;
     e.libraries.bitsandbytes = parse_version(o.bitsandbytes);
     if (!e.libraries.bitsandbytes)
@@ -128,7 +130,8 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
 
 // The stack's views, with what it runs that our engine does not (bitsandbytes, LoRA dropout) echoed.
 nlohmann::json views_json(const FrameworkEstimate& f, FrameworkProfile profile, const EstimateOptions& o) {
-    nlohmann::json views{{"framework", to_string(profile)}, {"lora_dropout", o.lora_dropout}};
+    nlohmann::json views{
+        {"framework", to_string(profile)}, {"lora_dropout", o.lora_dropout}, {"base_dtype", to_string(o.base_dtype)}};
     if (o.libraries.bitsandbytes) views["bitsandbytes"] = to_string(*o.libraries.bitsandbytes);
     for (std::size_t v = 0; v < kMemoryViewNames.size(); ++v)
         views[std::string(kMemoryViewNames[v])] = f.views.bytes[v];
@@ -415,6 +418,13 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
                     "The LoRA dropout your training script runs (default 0.0, as tune's exports write; a sweep's "
                     "[framework] lora_dropout): litgpt keeps each dropout's mask and copy for backward")
         ->check(CLI::Range(0.0, 0.99));
+    cmd->add_option("--base-dtype", opts->base_dtype,
+                    "The dtype your script loads a LoRA or QLoRA model's frozen base in under bf16-mixed or "
+                    "fp16-mixed (from_pretrained's torch_dtype; a sweep's [framework] base_dtype): fp32 (default, as "
+                    "tune's exports write: hf-trainer, torchrun and accelerate-fsdp then hold it in fp32, 2 bytes "
+                    "more a weight) or 16-bit (torch_dtype=torch.bfloat16, as PEFT's sharded-QLoRA examples load "
+                    "it); DeepSpeed casts the model to 16 bits either way")
+        ->check(CLI::IsMember(std::vector<std::string>(kBaseDtypeNames.begin(), kBaseDtypeNames.end())));
     cmd->callback([opts, &exit_code] { exit_code = opts->file.empty() ? run_single(*opts) : run_sweep(*opts); });
 }
 

@@ -35,6 +35,7 @@ EstimateOptions base_estimate_options(const SweepSpec& spec) {
     o.pace_exponent = prior_pace_exponent(spec.hardware.backend);
     o.libraries = spec.libraries;
     o.lora_dropout = spec.lora_dropout;
+    o.base_dtype = spec.base_dtype;
     // A device baseline the probes measured holds no pool slack; the preset's overhead is a round figure.
     if (spec.probed && spec.probed->device_baseline_bytes)
         o.overhead_per_activation_byte = prior_overhead_slope(spec.hardware.backend);

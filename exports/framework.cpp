@@ -62,9 +62,12 @@ FrameworkExport export_config(Framework f, const TrialConfig& c) {
     if (f == Framework::torchtitan || f == Framework::litgpt || f == Framework::megatron) return e;
     // FSDP flattens parameters under every strategy (FSDP2 runs ZeRO-0 as DDP); ZeRO-3 shards them.
     const bool fsdp = f == Framework::accelerate_fsdp1 || (f == Framework::accelerate_fsdp && c.zero_stage > 0);
-    ModelSetup setup = model_setup(c, fsdp                ? FrameworkSharding::fsdp
-                                      : c.zero_stage == 3 ? FrameworkSharding::zero3
-                                                          : FrameworkSharding::none);
+    const bool fp32_model = holds_fp32_model(stack_rules(profile_of(f), c), c, BaseDtype::fp32);
+    ModelSetup setup = model_setup(c,
+                                   fsdp                ? FrameworkSharding::fsdp
+                                   : c.zero_stage == 3 ? FrameworkSharding::zero3
+                                                       : FrameworkSharding::none,
+                                   fp32_model);
     e.in_script.insert(e.in_script.begin(), setup.in_script.begin(), setup.in_script.end());
     e.memory_added.insert(e.memory_added.end(), setup.memory_added.begin(), setup.memory_added.end());
     return e;

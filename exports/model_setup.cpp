@@ -62,9 +62,18 @@ std::string qlora_base_setup(const TrialConfig& c, FrameworkSharding sharding) {
 
 }  // namespace
 
-ModelSetup model_setup(const TrialConfig& c, FrameworkSharding sharding) {
+ModelSetup model_setup(const TrialConfig& c, FrameworkSharding sharding, bool fp32_model) {
     ModelSetup s;
     s.in_script.push_back(attention_setup(c.attention));
+    // QLoRA's load dtype is the 4-bit storage's (qlora_base_setup).
+    if (fp32_model && c.method != Method::qlora)
+        s.in_script.push_back(
+            "load the model in fp32: from_pretrained(..., torch_dtype=torch.float32), which mixed precision casts "
+            "for compute (transformers 5 loads a bf16 checkpoint in bf16 unless told)");
+    if (fp32_model && c.method == Method::lora)
+        s.memory_added.push_back(
+            "the frozen base in fp32: +2 bytes a weight over tune's 16-bit base; loading it with "
+            "torch_dtype=torch.bfloat16 saves them (tune estimate --base-dtype 16-bit predicts that load)");
     if (c.method == Method::full) return s;
     if (c.method == Method::qlora) {
         s.in_script.push_back(qlora_base_setup(c, sharding));

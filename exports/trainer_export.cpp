@@ -8,12 +8,20 @@
 namespace tune {
 namespace {
 
-// What PyTorch's own mixed precision and DDP hold beyond tune's engine.
-std::vector<std::string> trainer_memory_notes() {
-    return {
-        "PyTorch autocast keeps fp32 weights and fp32 gradients (8 bytes per parameter) where tune holds 16-bit "
-        "weights and gradients beside an fp32 master copy (8 bytes per parameter too)",
-        "DDP's gradient buckets hold a second copy of the gradients unless gradient_as_bucket_view is set"};
+// What PyTorch's own mixed precision and DDP hold beyond tune's engine at ZeRO-0
+// (at ZeRO 1-3 DeepSpeed's engine runs the model: its export's notes apply).
+std::vector<std::string> trainer_memory_notes(const TrialConfig& c) {
+    std::vector<std::string> notes;
+    if (c.zero_stage > 0) return notes;
+    if (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed)
+        notes.emplace_back(
+            "PyTorch autocast keeps fp32 weights and fp32 gradients (8 bytes per parameter) where tune holds 16-bit "
+            "weights and gradients beside an fp32 master copy (8 bytes per parameter too)");
+    if (c.world_size > 1)
+        notes.emplace_back(
+            "DDP's gradient buckets hold a second copy of the trainable gradients (gradient_as_bucket_view is "
+            "false under Trainer); tune estimate --framework counts it");
+    return notes;
 }
 
 HfArguments trainer_arguments(FrameworkProfile f, const TrialConfig& c, FrameworkExport& e) {
@@ -26,7 +34,7 @@ HfArguments trainer_arguments(FrameworkProfile f, const TrialConfig& c, Framewor
                         c.zero_stage));
     }
     add_notes(e, notes);
-    e.memory_added = trainer_memory_notes();
+    e.memory_added = trainer_memory_notes(c);
     note_foreach_adamw(f, c, e);
     return args;
 }

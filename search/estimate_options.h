@@ -7,12 +7,26 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "core/config.h"
 #include "search/library_versions.h"
 #include "search/probed_rates.h"
 
 namespace tune {
+
+// The dtype a user's script loads a LoRA or QLoRA model's frozen base in under
+// bf16-mixed or fp16-mixed (from_pretrained's torch_dtype): fp32, as tune's
+// exports write, or the 16-bit compute dtype, as PEFT's sharded-QLoRA examples
+// load it (search/frameworks/model_dtype.cpp says which stack keeps which).
+enum class BaseDtype : std::uint8_t { fp32, half };
+inline constexpr std::array<std::string_view, 2> kBaseDtypeNames{"fp32", "16-bit"};
+inline std::string_view to_string(BaseDtype d) { return kBaseDtypeNames[static_cast<std::size_t>(d)]; }
+inline std::optional<BaseDtype> parse_base_dtype(std::string_view text) {
+    for (std::size_t i = 0; i < kBaseDtypeNames.size(); ++i)
+        if (kBaseDtypeNames[i] == text) return static_cast<BaseDtype>(i);
+    return std::nullopt;
+}
 
 struct EstimateOptions {
     // Bytes a rank may use; unset: TrialConfig::memory_limit when nonzero, else the device's memory.
@@ -77,6 +91,8 @@ struct EstimateOptions {
     // The stack's LoRA dropout probability ([framework] lora_dropout), which our engine
     // does not run; tune's exports write 0.0. A dropout keeps a mask and a copy of each input.
     double lora_dropout = 0.0;
+    // The dtype the stack's script loads an adapter model's frozen base in ([framework] base_dtype).
+    BaseDtype base_dtype = BaseDtype::fp32;
 };
 
 // The trial's ranks on one node, which share its host memory and its host's bandwidth.

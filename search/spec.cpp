@@ -46,7 +46,7 @@ constexpr std::array<std::string_view, 16> kTrialKeys{"steps", "warmup",        
                                                       "adam8bit_block", "beta1", "beta2",          "eps",
                                                       "lora_alpha", "max_cv", "max_steps"};
 constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
-constexpr std::array<std::string_view, 3> kFrameworkKeys{"name", "bitsandbytes", "lora_dropout"};
+constexpr std::array<std::string_view, 4> kFrameworkKeys{"name", "bitsandbytes", "lora_dropout", "base_dtype"};
 constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
 constexpr std::array<std::string_view, 4> kResourceKeys{"gpus_per_node", "nodes", "cpus", "max_concurrent"};
 constexpr std::array<std::string_view, 4> kLaunchers{"auto", "local", "mpirun", "srun"};
@@ -441,6 +441,8 @@ void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec&
                                    *text));
         }
         s.lora_dropout = r.number(*t, "framework", "lora_dropout", 0.0, 0.99).value_or(s.lora_dropout);
+        s.base_dtype = *parse_base_dtype(
+            r.choice(*t, "framework", "base_dtype", kBaseDtypeNames, std::string(to_string(s.base_dtype))));
     }
     if (const toml::table* t = r.section(root, "output")) {
         r.check_keys(*t, "output", kOutputKeys);

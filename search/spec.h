@@ -10,7 +10,7 @@
 //   [constraints] global_batch_tokens, max_world_size            (optional)
 //   [trial]       steps, warmup, timeout, launcher, seed, lr, ... (optional)
 //   [search]      strategy, budget                               (optional)
-//   [framework]   name, bitsandbytes, lora_dropout: the stack the user trains with (optional; search/frameworks)
+//   [framework]   name, bitsandbytes, lora_dropout, base_dtype   (optional: the stack the user trains with)
 //   [resources]   gpus_per_node, nodes, cpus, max_concurrent     (optional: what the sweep may use at once)
 //   [output]      database, report                               (optional)
 #pragma once
@@ -121,6 +121,8 @@ struct SweepSpec {
     LibraryVersions libraries;
     // [framework] lora_dropout = 0.05: the stack's LoRA dropout (EstimateOptions::lora_dropout).
     double lora_dropout = 0.0;
+    // [framework] base_dtype = "16-bit": the dtype its script loads an adapter model's base in.
+    BaseDtype base_dtype = BaseDtype::fp32;
 
     ResourceSpec resources;
 

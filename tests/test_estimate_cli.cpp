@@ -7,6 +7,17 @@
 
 using tune::test::run_tune;
 
+namespace {
+
+// `tune <args>`'s memory.views (args end in --json), the run required to succeed.
+nlohmann::json views_of(const std::string& args) {
+    const auto r = run_tune(args);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.output)["memory"]["views"];
+}
+
+}  // namespace
+
 TEST_CASE("tune estimate --json prints the issue's object with memory in bytes", "[cli][estimate]") {
     const auto r = run_tune("estimate --model llama-7b --optimizer adamw --precision bf16-mixed --zero 3 --gpus 8 "
                             "--micro-batch 1 --context 4096 --grad-accum 1 --checkpointing full --json");
@@ -145,29 +156,37 @@ TEST_CASE("tune estimate --framework reads out allocated, reserved and device fo
     CHECK_THAT(bad.output, Catch::Contains("litgpt"));
 }
 
+TEST_CASE("tune estimate --base-dtype 16-bit drops the fp32 frozen base a stack would keep", "[cli][estimate]") {
+    // Llama-7B LoRA under FSDP on 8 ranks: each rank's fp32 shard of the base is 2 x 842,301,952 bytes more
+    // than a bf16 one (32 layers x 25,297,920 + 32,768,512 elements).
+    const std::string lora =
+        "estimate --model llama-7b --method lora --precision bf16-mixed --zero 3 --gpus 8 --context 2048 "
+        "--checkpointing full --framework accelerate-fsdp --json";
+    const nlohmann::json fp32 = views_of(lora), half = views_of(lora + " --base-dtype 16-bit");
+    CHECK(fp32["allocated"].get<std::uint64_t>() - half["allocated"].get<std::uint64_t>() == 2ULL * 842'301'952);
+    CHECK(fp32["base_dtype"] == "fp32");
+    CHECK(half["base_dtype"] == "16-bit");
+    const auto bad = run_tune(lora + " --base-dtype bf16");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, Catch::Contains("--base-dtype"));
+}
+
 TEST_CASE("tune estimate --bitsandbytes counts what an older bitsandbytes keeps under QLoRA", "[cli][estimate]") {
     const std::string qlora =
         "estimate --model llama-7b --method qlora --precision bf16 --context 1304 --micro-batch 1 "
         "--checkpointing none --device a100-40gb --framework litgpt --json";
-    const auto current = run_tune(qlora);
-    const auto old = run_tune(qlora + " --bitsandbytes 0.41.1");
-    REQUIRE(current.exit_code == 0);
-    REQUIRE(old.exit_code == 0);
-    const auto allocated = [](const std::string& out) {
-        return nlohmann::json::parse(out)["memory"]["views"]["allocated"].get<std::uint64_t>();
-    };
+    const nlohmann::json current = views_of(qlora), old = views_of(qlora + " --bitsandbytes 0.41.1");
+    const auto allocated = [](const nlohmann::json& views) { return views["allocated"].get<std::uint64_t>(); };
     // 32 layers x 1304 tokens x 2 bytes x (2 x 4096 + 11008): the norms' outputs and the gated product (the
     // output projection reads a view of SDPA's output), held at once with the previous step's.
-    CHECK(allocated(old.output) - allocated(current.output) == 2ULL * 32 * 1304 * 2 * (2 * 4096 + 11008));
-    CHECK_THAT(old.output, Catch::Contains("bitsandbytes 0.41.1"));
-    CHECK(nlohmann::json::parse(old.output)["memory"]["views"]["bitsandbytes"] == "0.41.1");
+    CHECK(allocated(old) - allocated(current) == 2ULL * 32 * 1304 * 2 * (2 * 4096 + 11008));
+    CHECK(old["bitsandbytes"] == "0.41.1");
     // A LoRA dropout keeps a mask and a copy of each adapted input (all linears here): 3 bytes each of q, k, v's
     // shared input, o's, gate's, up's (4 x 4096) and down's (11008), where lora_A would keep the normed inputs
     // (2 x 2 x 4096) and the gated product (2 x 11008): 32 layers x 1304 tokens x (8 x 4096 + 11008).
-    const auto dropout = run_tune(qlora + " --lora-dropout 0.05");
-    REQUIRE(dropout.exit_code == 0);
-    CHECK(allocated(dropout.output) - allocated(current.output) == 32ULL * 1304 * (8 * 4096 + 11008));
-    CHECK(nlohmann::json::parse(dropout.output)["memory"]["views"]["lora_dropout"] == 0.05);
+    const nlohmann::json dropout = views_of(qlora + " --lora-dropout 0.05");
+    CHECK(allocated(dropout) - allocated(current) == 32ULL * 1304 * (8 * 4096 + 11008));
+    CHECK(dropout["lora_dropout"] == 0.05);
     CHECK(run_tune(qlora + " --lora-dropout 1").exit_code == 2);
     const auto bad = run_tune(qlora + " --bitsandbytes latest");
     CHECK(bad.exit_code == 2);

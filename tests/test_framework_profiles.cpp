@@ -699,13 +699,15 @@ TEST_CASE("framework predictions carry every stack's views, fits against the lim
     c.precision = Precision::bf16_mixed;
     c.zero_stage = 3;
     const FrameworkPredictions full = framework_predictions(c, hw, o, hw.memory_bytes);
+    // HF Trainer at ZeRO-3 runs DeepSpeed's engine: the same prediction.
+    CHECK(full.at("hf-trainer").device == full.at("deepspeed").device);
     // A limit between two stacks' device views splits them.
-    const std::uint64_t hf = full.at("hf-trainer").device, ds = full.at("deepspeed").device;
-    REQUIRE(hf != ds);
-    const std::uint64_t between = (hf + ds) / 2;
+    const std::uint64_t fsdp = full.at("accelerate-fsdp").device, ds = full.at("deepspeed").device;
+    REQUIRE(fsdp != ds);
+    const std::uint64_t between = (fsdp + ds) / 2;
     const FrameworkPredictions tight = framework_predictions(c, hw, o, between);
-    CHECK(tight.at("hf-trainer").fits == (hf < ds));
-    CHECK(tight.at("deepspeed").fits == (ds < hf));
+    CHECK(tight.at("accelerate-fsdp").fits == (fsdp < ds));
+    CHECK(tight.at("deepspeed").fits == (ds < fsdp));
     // torchtitan overlaps its collectives: our engine's step priced with its options is never slower.
     const FrameworkEstimate titan = framework_estimate(FrameworkProfile::torchtitan, c, hw, o);
     CHECK(full.at("torchtitan").step_s == Approx(titan.step_s));
@@ -745,4 +747,90 @@ TEST_CASE("every published run's configuration is one its stack can run: the val
         ++checked;
     }
     CHECK(checked >= 28);
+}
+
+TEST_CASE("HF Trainer and torchrun at ZeRO 1-3 run DeepSpeed's engine and accelerate's FSDP2 at ZeRO-0 runs DDP",
+          "[frameworks]") {
+    TrialConfig c = variant("llama-7b", Method::full, Precision::bf16_mixed, 8, 2);
+    const Hardware hw = *find_device("h100-80gb");
+    const FrameworkEstimate ds = framework_estimate(FrameworkProfile::deepspeed, c, hw);
+    for (FrameworkProfile f : {FrameworkProfile::hf_trainer, FrameworkProfile::torchrun}) {
+        const FrameworkEstimate e = framework_estimate(f, c, hw);
+        CHECK(e.views.bytes == ds.views.bytes);
+        CHECK(e.step_s == Approx(ds.step_s));
+        CHECK(term(e, "ZeRO-2's flattened gradient partition"));
+        CHECK_FALSE(term(e, "autocast's"));  // DeepSpeed casts the module; no autocast over fp32
+    }
+    c.zero_stage = 0;
+    CHECK(stack_rules(FrameworkProfile::hf_trainer, c) == FrameworkProfile::hf_trainer);
+    CHECK(stack_rules(FrameworkProfile::accelerate_fsdp, c) == FrameworkProfile::hf_trainer);
+    CHECK(framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw).views.bytes ==
+          framework_estimate(FrameworkProfile::hf_trainer, c, hw).views.bytes);
+    c.zero_stage = 3;
+    CHECK(stack_rules(FrameworkProfile::accelerate_fsdp, c) == FrameworkProfile::accelerate_fsdp);
+}
+
+TEST_CASE("an adapter model's frozen base loaded in fp32 costs 2 bytes a weight where the stack keeps it",
+          "[frameworks]") {
+    // Llama-7B: 32 layers of 202,383,360 elements and 262,148,096 outside them (both multiples of 256).
+    TrialConfig c = variant("llama-7b", Method::lora, Precision::bf16_mixed, 1, 0);
+    const Hardware hw = *find_device("h100-80gb");
+    const std::int64_t base = 32 * std::int64_t{202'383'360} + 262'148'096;
+    REQUIRE(base == static_cast<std::int64_t>(c.model.param_count()));
+    const FrameworkEstimate hf = framework_estimate(FrameworkProfile::hf_trainer, c, hw);
+    REQUIRE(term(hf, "the frozen base in fp32"));
+    CHECK(term(hf, "the frozen base in fp32")->bytes == 2 * base);
+    CHECK(term(hf, "autocast's"));
+    // Loaded in bf16: no fp32 base, autocast's casts are no-ops, the stream is 16-bit.
+    EstimateOptions half;
+    half.base_dtype = BaseDtype::half;
+    const FrameworkEstimate hf16 = framework_estimate(FrameworkProfile::hf_trainer, c, hw, half);
+    CHECK_FALSE(term(hf16, "the frozen base in fp32"));
+    CHECK_FALSE(term(hf16, "autocast's"));
+    CHECK(hf16.views[MemoryView::allocated] < hf.views[MemoryView::allocated] - 2 * base);
+    // FSDP at FULL_SHARD, 8 ranks: each FlatParameter's fp32 shard, 2 bytes over our engine's 16-bit one.
+    c.world_size = 8;
+    c.zero_stage = 3;
+    const std::int64_t shard = 32 * std::int64_t{25'297'920} + 32'768'512;  // ceil(n / 8) to 256 elements
+    const FrameworkEstimate fsdp = framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw);
+    REQUIRE(term(fsdp, "the frozen base in fp32"));
+    CHECK(term(fsdp, "the frozen base in fp32")->bytes == 2 * shard);
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw, half), "the frozen base"));
+    // DeepSpeed casts the module to bf16 whatever it was loaded in.
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::deepspeed, c, hw), "the frozen base"));
+    // Pure bf16 and fp32 hold the base as our engine does.
+    c.precision = Precision::bf16;
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw), "the frozen base"));
+    // Unsharded QLoRA: prepare_model_for_kbit_training upcasts the embedding, head and norms
+    // (262,148,096 + 32 x 8,192 elements) whatever the load dtype; FSDP keeps them as loaded.
+    c = variant("llama-7b", Method::qlora, Precision::bf16_mixed, 1, 0);
+    const std::int64_t unquantized = 262'148'096 + 32 * std::int64_t{8'192};  // two norms of 4,096
+    for (const EstimateOptions& o : {EstimateOptions{}, half})
+        CHECK(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw, o), "the frozen base in fp32")->bytes ==
+              2 * unquantized);
+}
+
+TEST_CASE("DDP under HF Trainer keeps a bucket copy of every trainable gradient in the parameters' dtype",
+          "[frameworks]") {
+    TrialConfig c = variant("llama3.2-1b", Method::full, Precision::bf16_mixed, 2, 0);
+    const Hardware hw = *find_device("h100-80gb");
+    const auto params = static_cast<std::int64_t>(c.model.param_count());
+    const FrameworkTerm* bucket = term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "DDP's gradient");
+    REQUIRE(bucket);
+    CHECK(bucket->bytes == 4 * params);  // fp32 parameters under autocast
+    CHECK(bucket->alive == kWholeStep);
+    c.precision = Precision::bf16;
+    CHECK(term(framework_estimate(FrameworkProfile::torchrun, c, hw), "DDP's gradient")->bytes == 2 * params);
+    // LoRA: the fp32 adapters alone (r 8 on all seven linears of 16 layers of Llama-3.2-1B).
+    c.method = Method::lora;
+    // Per layer: q and o 8 x (2,048 + 2,048), k and v 8 x (2,048 + 512), gate, up and down 8 x (2,048 + 8,192).
+    REQUIRE(c.lora_targets == LoraTargets::all_linear);
+    const std::int64_t adapters = 16 * (2 * 32'768 + 2 * 20'480 + 3 * 81'920);
+    CHECK(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "DDP's gradient")->bytes == 4 * adapters);
+    // One rank has no DDP; DeepSpeed (ZeRO 1-3) has its own buckets.
+    c.world_size = 1;
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "DDP's gradient"));
+    c.world_size = 2;
+    c.zero_stage = 2;
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "DDP's gradient"));
 }

@@ -204,3 +204,18 @@ TEST_CASE("the framework section's lora_dropout reaches the estimator, 0 unset, 
     }
     CHECK_THROWS_WITH(parse_sweep(head + "lora_dropout = \"0.1\"\n", "d.toml"), Catch::Contains("expected a number"));
 }
+
+TEST_CASE("the framework section's base_dtype reaches the estimator, fp32 unset, and a bad one names the line",
+          "[spec]") {
+    const std::string head = "[model]\npreset = \"tiny\"\n[space]\n[framework]\nname = \"accelerate-fsdp\"\n";
+    CHECK(parse_sweep(head, "a.toml").base_dtype == BaseDtype::fp32);
+    const SweepSpec set = parse_sweep(head + "base_dtype = \"16-bit\"\n", "b.toml");
+    CHECK(set.base_dtype == BaseDtype::half);
+    CHECK(base_estimate_options(set).base_dtype == BaseDtype::half);
+    try {
+        parse_sweep(head + "base_dtype = \"bfloat16\"\n", "c.toml");
+        FAIL("an unknown base_dtype parsed");
+    } catch (const ConfigError& e) {
+        CHECK_THAT(e.located(), Catch::StartsWith("c.toml:6:") && Catch::Contains("16-bit"));
+    }
+}

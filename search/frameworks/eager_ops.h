@@ -75,7 +75,7 @@ double eager_seconds(const EagerTraffic& t, const TrialConfig& c, const Hardware
 
 // Each stack's list (its rules file: torchtitan.cpp, transformers_model.cpp, litgpt.cpp).
 EagerTraffic torchtitan_eager(const TrialConfig& c);
-EagerTraffic transformers_eager(FrameworkProfile f, const TrialConfig& c);
+EagerTraffic transformers_eager(FrameworkProfile f, const TrialConfig& c, BaseDtype base = BaseDtype::fp32);
 EagerTraffic litgpt_eager(const TrialConfig& c, double lora_dropout);
 
 }  // namespace tune

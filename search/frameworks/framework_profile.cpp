@@ -49,11 +49,12 @@ double fused_elementwise_seconds(const TrialConfig& c, const Hardware& hw, const
     return std::max(0.0, engine.elementwise_s - engine.bucket_s);
 }
 
-// The stack's eager element-wise ops (eager_ops.h) in place of our engine's fused kernels.
+// The stack's eager element-wise ops (eager_ops.h) in place of our engine's fused
+// kernels; `f` the stack whose rules apply (stack_rules).
 std::vector<FrameworkTimeTerm> time_terms(FrameworkProfile f, const TrialConfig& c, const Hardware& hw,
                                           const EstimateOptions& o, double fused) {
     if (f == FrameworkProfile::tune) return {};
-    const EagerTraffic traffic = uses_transformers(f)                ? transformers_eager(f, c)
+    const EagerTraffic traffic = uses_transformers(f)                ? transformers_eager(f, c, o.base_dtype)
                                  : f == FrameworkProfile::torchtitan ? torchtitan_eager(c)
                                                                      : litgpt_eager(c, o.lora_dropout);
     std::vector<FrameworkTimeTerm> terms{
@@ -84,8 +85,10 @@ bool same_time_model(const EstimateOptions& profile, const EstimateOptions& swee
 
 // The profile's estimate from our engine's, already made with the profile's options,
 // its step schedule and its fused element-wise seconds.
-FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
-                                Estimate engine, const StepMemory& s, double fused_elementwise_s) {
+FrameworkEstimate estimate_from(FrameworkProfile profile, const TrialConfig& c, const Hardware& hw,
+                                const EstimateOptions& o, Estimate engine, const StepMemory& s,
+                                double fused_elementwise_s) {
+    const FrameworkProfile f = stack_rules(profile, c);
     FrameworkEstimate e;
     e.engine = std::move(engine);
     if (uses_transformers(f)) e.terms = transformers_terms(f, c, o, s);
@@ -106,6 +109,7 @@ FrameworkEstimate estimate_from(FrameworkProfile f, const TrialConfig& c, const 
         for (FrameworkTerm& t : fsdp_gradient_terms(c, f == FrameworkProfile::torchtitan))
             e.terms.push_back(std::move(t));
     }
+    for (FrameworkTerm& t : model_dtype_terms(f, c, o.base_dtype)) e.terms.push_back(std::move(t));
     if (FrameworkTerm t = foreach_adamw_term(f, c); t.bytes > 0) e.terms.push_back(std::move(t));
     // The runtime outside the allocator: the CUDA context, cuBLAS and NCCL.
     const std::uint64_t outside = s.at_peak()[Component::overhead];

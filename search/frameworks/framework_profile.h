@@ -86,6 +86,17 @@ struct FrameworkEstimate {
     std::uint64_t host = 0;
 };
 
+// The stack whose rules `c` follows under profile `f` (model_dtype.cpp): HF Trainer
+// and a torchrun script at ZeRO 1-3 run DeepSpeed's engine, as their export writes;
+// accelerate's FSDP2 at ZeRO-0 is DDP under autocast, as HF Trainer runs it.
+FrameworkProfile stack_rules(FrameworkProfile f, const TrialConfig& c);
+// Whether stack `r` keeps the model's weights in fp32 under mixed precision, the
+// frozen base loaded in `base` (model_dtype.cpp); false outside mixed precision.
+bool holds_fp32_model(FrameworkProfile r, const TrialConfig& c, BaseDtype base);
+// What stack `r` holds for its weights' dtype beyond our engine: an fp32 frozen
+// base, DDP's bucket copy of the trainable gradients.
+std::vector<FrameworkTerm> model_dtype_terms(FrameworkProfile r, const TrialConfig& c, BaseDtype base);
+
 // The estimator settings a profile changes (torchtitan's overlapped
 // collectives); framework_estimate applies them.
 void apply_profile_options(FrameworkProfile f, EstimateOptions& o);

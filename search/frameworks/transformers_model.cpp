@@ -28,13 +28,13 @@ FrameworkTerm autocast_copies(const TrialConfig& c, bool whole) {
     return t;
 }
 
-// HF Trainer and a torchrun script train a model loaded in fp32 under
-// torch.autocast for bf16-mixed and fp16-mixed, a frozen base too (tune's export
-// loads in bfloat16 for pure bf16 only); DeepSpeed and FSDP cast the parameters
-// themselves (their own 16-bit copies, which our engine's weights stand for).
-bool runs_autocast(FrameworkProfile f, const TrialConfig& c) {
-    return (f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun) &&
-           (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed);
+// HF Trainer and a torchrun script (at ZeRO-0: stack_rules) train under
+// torch.autocast for bf16-mixed and fp16-mixed, over an fp32 model where
+// holds_fp32_model says so; DeepSpeed and FSDP cast the parameters themselves
+// (their own 16-bit copies, which our engine's weights stand for). Over a 16-bit
+// base autocast's casts are no-ops and the residual stream is 16-bit.
+bool runs_autocast(FrameworkProfile f, const TrialConfig& c, BaseDtype base) {
+    return (f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun) && holds_fp32_model(f, c, base);
 }
 
 // PEFT's lora.Linear.forward (tuners/lora/layer.py): `x = self._cast_input_dtype(x,
@@ -44,11 +44,13 @@ bool runs_autocast(FrameworkProfile f, const TrialConfig& c) {
 // (module.bfloat16()) or FSDP's mixed precision gathers it in param_dtype. Under
 // HF Trainer and torchrun they are fp32: over a 16-bit base get_peft_model
 // upcasts them (autocast_adapter_dtype), so each module casts its input to fp32;
-// under autocast (an fp32 model) each lora_A call casts its input to 16 bits.
-// Without a cast or a dropout, modules that read one tensor (q, k, v; gate, up) keep it once.
-double lora_inputs_per_token(FrameworkProfile f, const TrialConfig& c, bool autocast, double lora_dropout) {
+// under mixed precision's autocast (over any base) each lora_A call casts its input
+// to 16 bits. Without a cast or a dropout, modules that read one tensor (q, k, v;
+// gate, up) keep it once.
+double lora_inputs_per_token(FrameworkProfile f, const TrialConfig& c, double lora_dropout) {
     const double s = weight_bytes(c.precision);
     const bool trainer = f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun;
+    const bool autocast = c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed;
     const double a = !trainer ? s : autocast ? 2.0 : 4.0;
     const bool per_module = lora_dropout > 0 || autocast || a != s;
     const std::vector<Linear> linears = layer_linears(c.model, c);
@@ -126,12 +128,12 @@ double transformers_layer_saved_per_token(FrameworkProfile f, const TrialConfig&
     const double qkv = eager ? s * (q + 2 * (grouped ? q : kv)) : s * (q + 2 * kv);
     const double output = (eager ? 0.0 : s * q) + (full ? s * q : 0.0);
     const double mlp = 3 * s * fn + (full ? s * fn : 0.0);
-    return 2 * norm + qkv + output + mlp + (full ? 0.0 : lora_inputs_per_token(f, c, autocast, lora_dropout));
+    return 2 * norm + qkv + output + mlp + (full ? 0.0 : lora_inputs_per_token(f, c, lora_dropout));
 }
 
 std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialConfig& c, const EstimateOptions& o,
                                               const StepMemory& engine) {
-    const bool autocast = runs_autocast(f, c);
+    const bool autocast = runs_autocast(f, c, o.base_dtype);
     const ModelSpec& m = c.model;
     const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
     std::vector<FrameworkTerm> terms;
@@ -170,9 +172,9 @@ std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialCon
 // loss/loss_utils.py ForCausalLMLoss upcasts the logits. Under autocast the
 // fp32 model keeps an fp32 residual stream: each matmul casts its input (the
 // norms' outputs feed q, k, v and gate, up) and, once per forward, its weight.
-EagerTraffic transformers_eager(FrameworkProfile f, const TrialConfig& c) {
+EagerTraffic transformers_eager(FrameworkProfile f, const TrialConfig& c, BaseDtype base) {
     const EagerWidths w = eager_widths(c);
-    const bool autocast = runs_autocast(f, c);
+    const bool autocast = runs_autocast(f, c, base);
     const double s = weight_bytes(c.precision);  // the matmuls' outputs
     const double stream = autocast ? 4.0 : s;    // the residual stream, the norms and cos, sin
     double lora = 0;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,15 @@ void score(const json& point, const Paths& paths, bool engine_only, Errors& all,
     if (t.contains("bitsandbytes")) o.libraries.bitsandbytes = parse_version(t["bitsandbytes"].get<std::string>());
     // The LoRA dropout its script ran, which a stack's saved tensors depend on.
     o.lora_dropout = t.value("lora_dropout", 0.0);
+    // The dtype its script loaded the base in (PEFT's QLoRA examples: the 4-bit storage dtype).
+    if (t.contains("base_dtype")) {
+        const std::string text = t["base_dtype"].get<std::string>();
+        const std::optional<BaseDtype> base = parse_base_dtype(text);
+        if (!base)
+            throw std::invalid_argument(fmt::format("run {}: base_dtype \"{}\" is not fp32 or 16-bit",
+                                                    point.value("id", std::string("?")), text));
+        o.base_dtype = *base;
+    }
     const FrameworkEstimate e = framework_estimate(profile, c, hw, o);
     const json& measured = point["measured"];
     std::string mem = "-", tput = "-";
@@ -134,8 +144,13 @@ int main(int argc, char** argv) {
     fmt::print("{:<34} {:<16} {:<6} {:<44} {}\n", "run", "profile", "", "memory: measured, tune, error, view",
                "tokens/s per GPU: measured, tune, error");
     Errors all, stated, engine_all, engine_stated;
-    for (const json& point : runs["points"]) score(point, paths, false, all, stated);
-    for (const json& point : runs["points"]) score(point, paths, true, engine_all, engine_stated);
+    try {
+        for (const json& point : runs["points"]) score(point, paths, false, all, stated);
+        for (const json& point : runs["points"]) score(point, paths, true, engine_all, engine_stated);
+    } catch (const std::exception& e) {  // a run's field missing or malformed
+        fmt::print(stderr, "bench_published_runs: {}: {}\n", paths.runs.string(), e.what());
+        return 2;
+    }
     fmt::print("median |memory error|      {:5.1f}% over {} runs, {:5.1f}% over the {} fully stated\n",
                100 * median_abs(all.memory), all.memory.size(), 100 * median_abs(stated.memory), stated.memory.size());
     fmt::print("median |throughput error|  {:5.1f}% over {} runs, {:5.1f}% over the {} fully stated\n",
