@@ -74,10 +74,12 @@ void fsdp_config(const TrialConfig& c, int fsdp_version, YamlText& y, FrameworkE
     const FrameworkCheckpointing ckpt = framework_checkpointing(c);
     y.key("fsdp_activation_checkpointing", ckpt.whole_layers);
     y.end_section();
-    if (c.precision != Precision::fp32)
+    // search/frameworks/fsdp.cpp shard_grad_op_terms: at FULL_SHARD the fp32 shards even out.
+    if (c.zero_stage == 2 && !c.adapters())
         e.memory_added.push_back(
-            "FSDP keeps gradients in the sharded parameters' dtype (fp32 under mixed precision): +2 bytes per "
-            "parameter over tune's 16-bit gradients, divided by N when sharded");
+            "SHARD_GRAD_OP keeps each shard and its gradient in the dtype the model loads in (fp32 under mixed "
+            "precision) beside the gathered weights: +2 bytes per parameter / N over tune's 16-bit gradients "
+            "through backward (tune estimate --framework accelerate-fsdp counts it)");
 }
 
 }  // namespace

@@ -174,12 +174,13 @@ TEST_CASE("the accelerate config is YAML that loads with its TrainingArguments: 
     CHECK(y["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] == "LlamaDecoderLayer");
     CHECK_THAT(r.out, Catch::Contains("#   per_device_train_batch_size: 2") &&
                           Catch::Contains("#   gradient_accumulation_steps: 16") &&
-                          Catch::Contains("#   optim: \"adamw_bnb_8bit\"") && Catch::Contains("# memory added: FSDP"));
-    // ZeRO-2 keeps the gathered parameters to backward; FSDP1 names its strategies.
-    const auto z2 = yaml_json(export_config(Framework::accelerate_fsdp,
-                                            llama7b(Optimizer::adamw, Precision::bf16_mixed, 2, Checkpointing::none))
-                                  .body);
-    CHECK(z2["fsdp_config"]["fsdp_reshard_after_forward"] == false);
+                          Catch::Contains("#   optim: \"adamw_bnb_8bit\"") &&
+                          Catch::Contains("# in your script: load the model in fp32"));
+    // ZeRO-2 keeps the gathered parameters to backward, beside fp32 shards; FSDP1 names its strategies.
+    const FrameworkExport z2 = export_config(Framework::accelerate_fsdp,
+                                             llama7b(Optimizer::adamw, Precision::bf16_mixed, 2, Checkpointing::none));
+    CHECK(yaml_json(z2.body)["fsdp_config"]["fsdp_reshard_after_forward"] == false);
+    CHECK_THAT(render(z2, Framework::accelerate_fsdp).out, Catch::Contains("# memory added: SHARD_GRAD_OP"));
     const auto v1 = yaml_json(export_config(Framework::accelerate_fsdp1, c).body);
     CHECK(v1["fsdp_config"]["fsdp_version"] == 1);
     CHECK(v1["fsdp_config"]["fsdp_sharding_strategy"] == "FULL_SHARD");
@@ -650,4 +651,26 @@ TEST_CASE("the litgpt export writes its fine-tuning YAML: precision, quantizatio
     q.world_size = 1;
     q.precision = Precision::bf16_mixed;
     CHECK_THROWS_WITH(export_config(Framework::litgpt, q), Catch::Contains("mixed precision"));
+}
+
+TEST_CASE("an export whose stack keeps fp32 weights says to load the model in fp32, and what a LoRA base costs",
+          "[exports]") {
+    TrialConfig c = llama7b(Optimizer::adamw, Precision::bf16_mixed, 0, Checkpointing::full);
+    c.method = Method::lora;
+    // Every line a rendered export writes: the file, or a JSON file's notes beside it.
+    const auto text = [&](Framework f) {
+        const RenderedExport r = render(export_config(f, c), f);
+        return r.out + r.notes;
+    };
+    const std::string hf = text(Framework::hf_trainer);
+    CHECK_THAT(hf, Catch::Contains("# in your script: load the model in fp32") &&
+                       Catch::Contains("# memory added: the frozen base in fp32") &&
+                       Catch::Contains("--base-dtype 16-bit"));
+    // DeepSpeed casts the module to 16 bits whatever it loaded in; pure bf16 loads in bf16.
+    c.zero_stage = 3;
+    for (Framework f : {Framework::deepspeed, Framework::hf_trainer})
+        CHECK_THAT(text(f), !Catch::Contains("load the model in fp32"));
+    c.zero_stage = 0;
+    c.precision = Precision::bf16;
+    CHECK_THAT(text(Framework::hf_trainer), !Catch::Contains("load the model in fp32"));
 }

@@ -381,8 +381,8 @@ TEST_CASE("FSDP holds the head's gradient to the root's post-backward, FSDP2 the
     c.method = Method::full;
     c.zero_stage = 0;
     CHECK(fsdp_gradient_terms(c, true).empty());
-    c.zero_stage = 2;
-    CHECK(fsdp_gradient_terms(c, true).size() == 2);
+    c.zero_stage = 2;  // and SHARD_GRAD_OP's two shard terms
+    CHECK(fsdp_gradient_terms(c, true).size() == 4);
 }
 
 TEST_CASE("bitsandbytes' quantization state stays whole on each device where ZeRO-3 shards the 4-bit codes",
@@ -833,4 +833,30 @@ TEST_CASE("DDP under HF Trainer keeps a bucket copy of every trainable gradient 
     c.world_size = 2;
     c.zero_stage = 2;
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::hf_trainer, c, hw), "DDP's gradient"));
+}
+
+TEST_CASE("FSDP's SHARD_GRAD_OP keeps fp32 gradient shards and frees the gathered weights for the optimizer step",
+          "[frameworks]") {
+    // Llama-3.2-1B on 2 ranks: 16 layers of 60,821,504 elements and 262,670,336 outside (tied head), each
+    // rank's shard half of 1,235,814,400 (every half a multiple of 256).
+    TrialConfig c = variant("llama3.2-1b", Method::full, Precision::bf16_mixed, 2, 2);
+    const Hardware hw = *find_device("h100-80gb");
+    const std::int64_t params = 1'235'814'400, shard = params / 2;
+    REQUIRE(static_cast<std::int64_t>(c.model.param_count()) == params);
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw);
+    REQUIRE(term(e, "SHARD_GRAD_OP's fp32 gradient shards"));
+    CHECK(term(e, "SHARD_GRAD_OP's fp32 gradient shards")->bytes == 2 * shard);
+    const FrameworkTerm* freed = term(e, "SHARD_GRAD_OP's gathered weights");
+    REQUIRE(freed);
+    CHECK(freed->bytes == -2 * params);
+    CHECK(freed->alive == alive_in({Phase::optimizer_step}));
+    // fp32: no master in our engine, so the fp32 shard itself is the extra.
+    c.precision = Precision::fp32;
+    CHECK(
+        term(framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw), "SHARD_GRAD_OP's parameter shards")->bytes ==
+        4 * shard);
+    // FULL_SHARD evens out: the fp32 shard and gradient stand for our engine's 16-bit shard, master and gradient.
+    c.precision = Precision::bf16_mixed;
+    c.zero_stage = 3;
+    CHECK_FALSE(term(framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw), "SHARD_GRAD_OP"));
 }

@@ -44,6 +44,36 @@ std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c) {
              static_cast<std::int64_t>(layer), alive_in({Phase::layer_backward})}};
 }
 
+namespace {
+
+// SHARD_GRAD_OP (FSDP2: reshard_after_forward false) keeps each FlatParameter's
+// shard in the dtype the model loaded in beside the gathered 16-bit copy our
+// engine's whole weights stand for, and its gradient shard in that dtype too
+// (_runtime_utils.py _post_reduce_grad_callback casts the reduced shard to the
+// parameter's). Under mixed precision the fp32 shard is our engine's master and
+// the fp32 gradient shard 2 bytes over our engine's 16-bit one; otherwise the
+// shard is the extra. After the last backward _should_free_in_backward frees the
+// gathered copy, so the optimizer step holds none of our engine's whole weights.
+// (At FULL_SHARD the fp32 shard alone stands for our engine's 16-bit shard and
+// master, and its fp32 gradient for the rest: they even out.)
+std::vector<FrameworkTerm> shard_grad_op_terms(const TrialConfig& c) {
+    const StateSettings s = StateSettings::of(c);
+    const FlatLayout layout = local_flat_layout(c);
+    const std::uint64_t shard = layout.layer.count * shard_numel(layout.layer.numel, s.world_size, s.align) +
+                                layout.outer.count * shard_numel(layout.outer.numel, s.world_size, s.align);
+    const bool mixed = c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed;
+    const std::uint64_t wb = weight_bytes(c.precision);
+    const std::uint64_t whole = wb * (layout.layer.count * full_numel(layout.layer.numel, s.world_size, s.align) +
+                                      layout.outer.count * full_numel(layout.outer.numel, s.world_size, s.align));
+    return {{mixed ? "SHARD_GRAD_OP's fp32 gradient shards, 2 bytes a parameter over our engine's 16-bit ones"
+                   : "SHARD_GRAD_OP's parameter shards, beside the gathered weights",
+             static_cast<std::int64_t>((mixed ? 2 : wb) * shard), kWholeStep},
+            {"SHARD_GRAD_OP's gathered weights, freed after the last backward", -static_cast<std::int64_t>(whole),
+             alive_in({Phase::optimizer_step})}};
+}
+
+}  // namespace
+
 std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_fp32_reduce) {
     // NO_SHARD all-reduces whole gradients, as our engine's ZeRO-0 and 1; frozen
     // bases give FSDP only the adapters' small gradients to hold.
@@ -59,6 +89,8 @@ std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_
     std::vector<FrameworkTerm> terms{{"the head's whole gradient, held until the root unit's post-backward",
                                       static_cast<std::int64_t>(m.vocab * m.hidden * weight_bytes(c.precision)),
                                       alive_in({Phase::layer_backward, Phase::embed_backward})}};
+    if (c.zero_stage == 2)
+        for (FrameworkTerm& t : shard_grad_op_terms(c)) terms.push_back(std::move(t));
     // FSDP2's foreach_reduce copies a unit's gradients into a reduce-scatter input of
     // the reduce dtype, and FSDPParamGroup.post_backward keeps it (ReduceScatterState)
     // until the next unit's post-backward: one layer's, in fp32 under torchtitan
