@@ -312,7 +312,7 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Hardware
             t.dequantize_s = dequantized_layers_per_micro_batch(m, c) * c.grad_accum * *layer_s / speed;
     if (t.comm_bytes > 0)
         if (const auto seconds = probed_collective_seconds(calls, c, p))
-            t.comm_s = (1 - o.comm_overlap) * *seconds / speed;
+            t.comm_s = (1 - o.comm_overlap[c.zero_stage]) * *seconds / speed;
 }
 
 // Offload on a GPU (core/offload_plan.h). tune's engine runs its parts in order on
@@ -408,7 +408,7 @@ StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware&
     t.comm_bytes = comm_bytes_per_step(calls, c) + tensor_parallel_bytes(tensor_calls);
     const double efficiency = std::min(1.0, o.compute_efficiency * dimension_efficiency(c, o) * device_prior(hw, c));
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
-    t.comm_s = (1 - o.comm_overlap) *
+    t.comm_s = (1 - o.comm_overlap[c.zero_stage]) *
                safe_div(comm_bytes_per_step(calls, c), link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
     t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank, hw.hbm_bytes_per_s);
@@ -417,7 +417,7 @@ StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware&
     if (o.probed) apply_probed_rates(m, c, hw, calls, o, t);
     apply_offload(model, m, c, hw, o, t);
     t.tensor_comm_s = tensor_parallel_seconds(tensor_calls, c, hw, o);
-    // Communication is not overlapped with compute by this engine (comm_overlap = 0): the terms add up.
+    // Communication is not overlapped with compute by this engine (comm_overlap 0): the terms add up.
     t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s + t.offload_s +
                t.tensor_comm_s;
     // Tokens: each replica's; the tensor-parallel ranks of a replica share them.

@@ -860,3 +860,28 @@ TEST_CASE("FSDP's SHARD_GRAD_OP keeps fp32 gradient shards and frees the gathere
     c.zero_stage = 3;
     CHECK_FALSE(term(framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw), "SHARD_GRAD_OP"));
 }
+
+TEST_CASE("each stack hides its collectives behind compute at the ZeRO stages where it overlaps them", "[frameworks]") {
+    TrialConfig c = variant("llama-7b", Method::full, Precision::bf16_mixed, 8, 0);
+    const Hardware hw = *find_device("h100-80gb");
+    // Exposed collective seconds under profile f's options: 0 where hidden, our engine's where not.
+    const auto exposed = [&](FrameworkProfile f, std::uint32_t zero) {
+        TrialConfig z = c;
+        z.zero_stage = zero;
+        EstimateOptions o;
+        apply_profile_options(f, o);
+        return step_time(z.model, z, hw, o).comm_s;
+    };
+    for (std::uint32_t zero : {0u, 1u, 2u, 3u}) {
+        INFO("ZeRO-" << zero);
+        const double serial = exposed(FrameworkProfile::tune, zero);
+        REQUIRE(serial > 0);
+        // DeepSpeed's overlap_comm defaults to stage 3 only; HF Trainer runs it at ZeRO 1-3, DDP at ZeRO-0.
+        CHECK(exposed(FrameworkProfile::deepspeed, zero) == (zero == 3 ? 0.0 : serial));
+        CHECK(exposed(FrameworkProfile::hf_trainer, zero) == (zero == 0 || zero == 3 ? 0.0 : serial));
+        CHECK(exposed(FrameworkProfile::torchrun, zero) == exposed(FrameworkProfile::hf_trainer, zero));
+        for (FrameworkProfile f :
+             {FrameworkProfile::accelerate_fsdp, FrameworkProfile::torchtitan, FrameworkProfile::litgpt})
+            CHECK(exposed(f, zero) == 0.0);
+    }
+}

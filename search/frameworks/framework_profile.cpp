@@ -68,9 +68,20 @@ std::vector<FrameworkTimeTerm> time_terms(FrameworkProfile f, const TrialConfig&
 }  // namespace
 
 void apply_profile_options(FrameworkProfile f, EstimateOptions& o) {
-    // torchtitan's FSDP2 (fully_shard) prefetches the next all-gather and
-    // overlaps reduce-scatters with the backward: its collectives hide behind compute.
-    if (f == FrameworkProfile::torchtitan) o.comm_overlap = 1.0;
+    // Which stacks hide their collectives behind compute, by ZeRO stage (the stack
+    // each stage runs under: stack_rules), taken as wholly hidden:
+    // - FSDP (torchtitan's FSDP2, accelerate's, LitGPT's) all-gathers on its unshard
+    //   stream ahead of use (BACKWARD_PRE prefetch; FSDP2 always prefetches) and
+    //   reduce-scatters on its own stream during backward;
+    // - DDP's Reducer (ZeRO-0 under HF Trainer, torchrun and accelerate) all-reduces
+    //   each bucket as backward fills it;
+    // - DeepSpeed overlaps only at ZeRO-3 (runtime/zero/config.py overlap_comm_valid:
+    //   overlap_comm defaults to stage == 3, and tune's ds_config leaves it); below,
+    //   its reductions wait for backward (engine.py allreduce_gradients at stage 0).
+    using P = FrameworkProfile;
+    if (f == P::torchtitan || f == P::accelerate_fsdp || f == P::litgpt) o.comm_overlap = {1.0, 1.0, 1.0, 1.0};
+    if (f == P::deepspeed) o.comm_overlap = {0.0, 0.0, 0.0, 1.0};
+    if (f == P::hf_trainer || f == P::torchrun) o.comm_overlap = {1.0, 0.0, 0.0, 1.0};
     // Every stack that offloads (DeepSpeed's, FSDP's; framework_validity) overlaps its copies.
     if (f != FrameworkProfile::tune) o.offload_overlap = true;
 }
