@@ -143,9 +143,15 @@ TEST_CASE("DeepSpeed casts its gradient partition to fp32 in the step, torchtita
     CHECK_FALSE(grads.alive[static_cast<std::size_t>(Phase::layer_backward)]);
     const FrameworkEstimate ds = framework_estimate(FrameworkProfile::deepspeed, c, hw);
     CHECK(ds.terms.size() == 4);  // transformers' two, the partition and the bucket
+    // Without ZeRO, FP16_Optimizer casts every gradient to fp32 and flattens the casts: 8 bytes a parameter;
+    // an fp32 model runs the bare optimizer.
     c.zero_stage = 0;
-    CHECK(deepspeed_gradient_term(c).bytes == 0);
+    CHECK(deepspeed_gradient_term(c).bytes == std::int64_t{8} * 6'738'415'616);
+    CHECK(deepspeed_gradient_term(c).alive == alive_in({Phase::optimizer_step}));
     CHECK(deepspeed_bucket_term(c).bytes == 0);
+    c.precision = Precision::fp32;
+    CHECK(deepspeed_gradient_term(c).bytes == 0);
+    c.precision = Precision::bf16_mixed;
     // ZeRO-3 casts one sub-group (at most 1e9 elements) at a time.
     c.zero_stage = 3;
     c.world_size = 1;

@@ -109,7 +109,22 @@ FrameworkTerm deepspeed_gradient_term(const TrialConfig& c) {
     t.alive[static_cast<std::size_t>(Phase::optimizer_step)] = true;
     // Offloaded, the reduced gradients go straight into the host's fp32 partition
     // (stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu): no copy on the device.
-    if (c.zero_stage == 0 || c.offload != Offload::none) return t;
+    if (c.offload != Offload::none) return t;
+    if (c.zero_stage == 0) {
+        // Without ZeRO a 16-bit model's step is FP16_Optimizer's (engine.py
+        // _do_optimizer_sanity_check: FP16, or DDP_BFLOAT16 for bf16; fp32 runs the
+        // bare optimizer). fp16/fused_optimizer.py step() casts every gradient to fp32
+        // in one list, flattens the list into the fp32 master's .grad, and only then
+        // lets the casts go: 4 + 4 bytes a trained element at the flatten.
+        if (c.precision == Precision::fp32) return t;
+        const std::uint64_t elements = trained_parameters(c.model, c);
+        t.bytes = static_cast<std::int64_t>(8 * elements);
+        t.what = fmt::format(
+            "FP16_Optimizer's step without ZeRO: every gradient cast to fp32, then flattened (4 + 4 bytes x {} "
+            "elements)",
+            elements);
+        return t;
+    }
     // At the optimizer step stage_1_and_2.py step() flattens the rank's averaged
     // gradients (a 16-bit copy) and casts them to fp32 for the fp32 master
     // partition; stage3.py _prepare_fp32_grad_for_sub_group does the same per

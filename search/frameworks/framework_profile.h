@@ -133,7 +133,8 @@ std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_
 std::uint64_t fsdp_gathered_layer_bytes(const TrialConfig& c);
 // The blocks torchtitan's loss leaves reserved beside its allocated ones (FrameworkEstimate::cached).
 std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c);
-// DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step (0 bytes below ZeRO-1).
+// DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step; without ZeRO,
+// FP16_Optimizer's fp32 casts and their flat copy (0 bytes at fp32 or under offload).
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);
 // ZeRO-1 to 3's contiguous gradient bucket of reduce_bucket_size elements (0 bytes at ZeRO-0).
 FrameworkTerm deepspeed_bucket_term(const TrialConfig& c);
