@@ -148,6 +148,9 @@ struct ModelSpec {
     bool qk_norm = false;                // RMSNorm over each head of q and k before RoPE (Qwen3's q_norm, k_norm)
     RopeScaling rope_scaling{};          // empty: plain RoPE
 
+    // A model with a shape to size; a TrialConfig of settings alone (what an export may be
+    // given) has none, and its byte counts would divide by zero heads.
+    bool sized() const { return heads != 0; }
     std::uint64_t head_dim() const { return head_dim_setting != 0 ? head_dim_setting : hidden / heads; }
     std::uint64_t q_dim() const { return heads * head_dim(); }
     std::uint64_t kv_dim() const { return kv_heads * head_dim(); }

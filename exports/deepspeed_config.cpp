@@ -109,12 +109,14 @@ void offload(const TrialConfig& c, json& ds, FrameworkExport& e) {
     ds["zero_optimization"]["offload_optimizer"] = cpu;
     if (c.offload == Offload::optimizer_params) ds["zero_optimization"]["offload_param"] = cpu;
     // The host's terms are the profile's (search/frameworks/deepspeed.cpp), so the note and the estimate agree.
+    if (!c.model.sized()) return;
     for (const FrameworkTerm& t : deepspeed_host_terms(c))
         e.memory_added.push_back(fmt::format("offload, host memory beyond tune's engine: {}: {} per rank", t.what,
                                              format_bytes(static_cast<std::uint64_t>(t.bytes))));
 }
 
 void memory_notes(const TrialConfig& c, FrameworkExport& e) {
+    if (!c.model.sized()) return;
     const FrameworkTerm grads = deepspeed_gradient_term(c);
     if (grads.bytes > 0)
         e.memory_added.push_back(

@@ -49,7 +49,7 @@ void add_notes(FrameworkExport& e, const HfNotes& notes) {
 }
 
 void note_foreach_adamw(FrameworkProfile f, const TrialConfig& c, FrameworkExport& e) {
-    if (c.model.heads == 0) return;  // settings without a model's shape: no states to size
+    if (!c.model.sized()) return;
     const FrameworkTerm t = foreach_adamw_term(f, c);
     if (t.bytes <= 0) return;
     e.memory_added.push_back(fmt::format(

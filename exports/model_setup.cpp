@@ -81,7 +81,7 @@ ModelSetup model_setup(const TrialConfig& c, FrameworkSharding sharding, bool fp
             s.memory_added.push_back(
                 "prepare_model_for_kbit_training casts the base's unquantized parameters (embedding, norms, LM "
                 "head) to fp32: +2 bytes each over tune's 16-bit copies");
-        if (const FrameworkTerm state = bnb_quant_state_term(c); state.bytes > 0)
+        if (const FrameworkTerm state = c.model.sized() ? bnb_quant_state_term(c) : FrameworkTerm{}; state.bytes > 0)
             s.memory_added.push_back(fmt::format(
                 "bitsandbytes keeps each Linear4bit's quantization state (absmax codes, nested scales) whole on "
                 "every rank, where {} shards only the 4-bit codes: +{} per rank over tune's engine (tune estimate "

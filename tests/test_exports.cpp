@@ -674,3 +674,23 @@ TEST_CASE("an export whose stack keeps fp32 weights says to load the model in fp
     c.precision = Precision::bf16;
     CHECK_THAT(text(Framework::hf_trainer), !Catch::Contains("load the model in fp32"));
 }
+
+TEST_CASE("every export of settings without a model's shape writes its config and sizes no memory note", "[exports]") {
+    // What a stored trial's settings can reach an export as: no vocabulary, layers or heads to size.
+    for (std::size_t f = 0; f < kFrameworkNames.size(); ++f)
+        for (Precision p : kPrecisions)
+            for (Method m : kMethods)
+                for (Offload o : kOffloads)
+                    for (std::uint32_t zero : {0u, 1u, 2u, 3u}) {
+                        TrialConfig c;
+                        c.precision = p, c.method = m, c.offload = o, c.zero_stage = zero, c.world_size = 2;
+                        INFO(kFrameworkNames[f] << " " << to_string(p) << " " << to_string(m) << " zero " << zero
+                                                << " offload " << to_string(o));
+                        try {
+                            const FrameworkExport e = export_config(static_cast<Framework>(f), c);
+                            CHECK_FALSE(e.body.empty());
+                        } catch (const ExportRefused&) {
+                            // a combination the framework cannot run: refused with its reason
+                        }
+                    }
+}
