@@ -405,12 +405,11 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
     cmd->add_option(
            "--framework", opts->framework,
            "Predict for the stack you train with (search/frameworks): hf-trainer, torchrun, deepspeed, "
-           "accelerate-fsdp (transformers' modelling: full-vocabulary fp32 logits, the decoder's saved "
-           "tensors; DeepSpeed's fp32 gradient partitions), torchtitan, litgpt (the full-state-dict load under "
-           "FSDP); FSDP, DDP and DeepSpeed's ZeRO-3 hide their collectives behind compute, and every "
-           "stack's eager element-wise ops add their HBM "
-           "traffic to the step; tune (default) is tune's engine. Adds memory.views (allocated, reserved "
-           "and device) and time.framework")
+           "accelerate-fsdp (transformers' modelling: full-vocabulary fp32 logits, the decoder's saved tensors; "
+           "DeepSpeed's fp32 gradient partitions), torchtitan, litgpt (the full-state-dict load under FSDP); FSDP, "
+           "DDP and DeepSpeed's ZeRO-3 hide their collectives behind compute, and every stack's eager element-wise "
+           "ops add their HBM traffic to the step; tune (default) is tune's engine. Adds memory.views (allocated, "
+           "reserved and device) and time.framework")
         ->check(CLI::IsMember(framework_choices()));
     cmd->add_option("--bitsandbytes", opts->bitsandbytes,
                     "The bitsandbytes version under the stack (default: a release after 0.43.1; a sweep's "

@@ -13,7 +13,7 @@ namespace {
 std::vector<std::string> trainer_memory_notes(const TrialConfig& c) {
     std::vector<std::string> notes;
     if (c.zero_stage > 0) return notes;
-    if (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed)
+    if (has_master_weights(c.precision))
         notes.emplace_back(
             "PyTorch autocast keeps fp32 weights and fp32 gradients (8 bytes per parameter) where tune holds 16-bit "
             "weights and gradients beside an fp32 master copy (8 bytes per parameter too)");

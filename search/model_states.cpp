@@ -57,12 +57,14 @@ ModelStateBytes model_states(const FlatLayout& layout, const StateSettings& s) {
     return b;
 }
 
+std::uint64_t held_numel(std::uint64_t numel, std::uint64_t count, const StateSettings& s, bool sharded) {
+    return count * (sharded ? shard_numel(numel, s.world_size, s.align) : full_numel(numel, s.world_size, s.align));
+}
+
 namespace {
 
 std::uint64_t frozen_bytes(const BufferKind& kind, const StateSettings& s) {
-    const std::uint64_t n = s.zero.shards_parameters ? shard_numel(kind.numel, s.world_size, s.align)
-                                                     : full_numel(kind.numel, s.world_size, s.align);
-    return weight_bytes(s.precision) * n * kind.count;
+    return weight_bytes(s.precision) * held_numel(kind.numel, kind.count, s, s.zero.shards_parameters);
 }
 
 }  // namespace

@@ -41,6 +41,10 @@ ModelStateBytes model_states(const BufferKind& kind, const StateSettings& s);
 // All buffers of the layout.
 ModelStateBytes model_states(const FlatLayout& layout, const StateSettings& s);
 
+// Elements a rank holds of `count` buffers of `numel` elements: its shard of each
+// (`sharded`), or each whole, padded as the flat buffers are.
+std::uint64_t held_numel(std::uint64_t numel, std::uint64_t count, const StateSettings& s, bool sharded);
+
 // QLoRA (§9): one layer's NF4 storage on this rank, whole or (stage 3) its
 // shard of whole absmax groups; and at stage 3 the layer gathered from every
 // rank before each use (tag comm), else 0.

@@ -59,12 +59,14 @@ namespace {
 std::vector<FrameworkTerm> shard_grad_op_terms(const TrialConfig& c) {
     const StateSettings s = StateSettings::of(c);
     const FlatLayout layout = local_flat_layout(c);
-    const std::uint64_t shard = layout.layer.count * shard_numel(layout.layer.numel, s.world_size, s.align) +
-                                layout.outer.count * shard_numel(layout.outer.numel, s.world_size, s.align);
-    const bool mixed = c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed;
+    const auto held = [&](bool sharded) {
+        return held_numel(layout.layer.numel, layout.layer.count, s, sharded) +
+               held_numel(layout.outer.numel, layout.outer.count, s, sharded);
+    };
+    const std::uint64_t shard = held(true);
+    const bool mixed = has_master_weights(c.precision);
     const std::uint64_t wb = weight_bytes(c.precision);
-    const std::uint64_t whole = wb * (layout.layer.count * full_numel(layout.layer.numel, s.world_size, s.align) +
-                                      layout.outer.count * full_numel(layout.outer.numel, s.world_size, s.align));
+    const std::uint64_t whole = wb * held(false);
     return {{mixed ? "SHARD_GRAD_OP's fp32 gradient shards, 2 bytes a parameter over our engine's 16-bit ones"
                    : "SHARD_GRAD_OP's parameter shards, beside the gathered weights",
              static_cast<std::int64_t>((mixed ? 2 : wb) * shard), kWholeStep},

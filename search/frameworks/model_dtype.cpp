@@ -3,7 +3,7 @@
 // the stack each configuration runs under.
 #include <fmt/format.h>
 
-#include "core/flat_buffer.h"
+#include "search/estimate.h"
 #include "search/frameworks/framework_profile.h"
 #include "search/model_states.h"
 
@@ -21,7 +21,7 @@ FrameworkProfile stack_rules(FrameworkProfile f, const TrialConfig& c) {
 }
 
 bool holds_fp32_model(FrameworkProfile r, const TrialConfig& c, BaseDtype base) {
-    if (c.precision != Precision::bf16_mixed && c.precision != Precision::fp16_mixed) return false;
+    if (!has_master_weights(c.precision)) return false;
     // DeepSpeed's engine casts the whole module to 16 bits (engine.py
     // _configure_distributed_model: module.bfloat16() or half()); torchtitan and
     // LitGPT build their own models.
@@ -43,11 +43,9 @@ namespace {
 std::uint64_t frozen_16bit_elements(const TrialConfig& c, bool sharded) {
     const FlatLayout layout = local_flat_layout(c);
     const StateSettings s = StateSettings::of(c);
-    const auto kept = [&](std::uint64_t n) {
-        return sharded ? shard_numel(n, s.world_size, s.align) : full_numel(n, s.world_size, s.align);
-    };
     const std::uint64_t per_layer = c.method == Method::lora ? layout.layer.numel : c.model.layer_vector_params();
-    return layout.layer.count * kept(per_layer) + layout.outer.count * kept(layout.outer.numel);
+    return held_numel(per_layer, layout.layer.count, s, sharded) +
+           held_numel(layout.outer.numel, layout.outer.count, s, sharded);
 }
 
 // An fp32 frozen base where our engine keeps 16 bits: 2 more bytes an element,
@@ -76,14 +74,9 @@ FrameworkTerm ddp_bucket_term(FrameworkProfile r, const TrialConfig& c, BaseDtyp
     FrameworkTerm t{"DDP's gradient buckets, a copy of every trainable gradient", 0, kWholeStep};
     const bool trainer = r == FrameworkProfile::hf_trainer || r == FrameworkProfile::torchrun;
     if (!trainer || c.zero_stage != 0 || c.world_size <= 1) return t;
-    std::uint64_t elements = c.model.param_count();
+    const std::uint64_t elements = trained_parameters(c.model, c);
     // PEFT keeps adapters in fp32 under Trainer (get_peft_model's autocast_adapter_dtype).
-    std::uint64_t bytes = holds_fp32_model(r, c, base) ? 4 : weight_bytes(c.precision);
-    if (c.adapters()) {
-        const BufferKind a = adapter_buffer(c.model, c.lora_rank, c.lora_targets, c.adam8bit_block);
-        elements = a.count * a.numel;
-        bytes = 4;
-    }
+    const std::uint64_t bytes = c.adapters() || holds_fp32_model(r, c, base) ? 4 : weight_bytes(c.precision);
     t.what = fmt::format("{} ({} elements x {} bytes, gradient_as_bucket_view false)", t.what, elements, bytes);
     t.bytes = static_cast<std::int64_t>(elements * bytes);
     return t;

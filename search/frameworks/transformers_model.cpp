@@ -50,7 +50,7 @@ bool runs_autocast(FrameworkProfile f, const TrialConfig& c, BaseDtype base) {
 double lora_inputs_per_token(FrameworkProfile f, const TrialConfig& c, double lora_dropout) {
     const double s = weight_bytes(c.precision);
     const bool trainer = f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun;
-    const bool autocast = c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed;
+    const bool autocast = has_master_weights(c.precision);  // mixed precision
     const double a = !trainer ? s : autocast ? 2.0 : 4.0;
     const bool per_module = lora_dropout > 0 || autocast || a != s;
     const std::vector<Linear> linears = layer_linears(c.model, c);
