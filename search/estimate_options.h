@@ -67,9 +67,10 @@ struct EstimateOptions {
     std::array<double, kOffloads.size()> offload_efficiency{1.0, 1.0, 1.0};
     // Achieved fraction of the link bandwidth by collectives.
     double comm_efficiency = 0.8;
-    // Fraction of communication hidden behind compute, by ZeRO stage: the stacks
-    // overlap at some stages and not others (framework_profile.cpp
-    // apply_profile_options); our engine: none.
+    // Fraction of communication hidden behind compute, by ZeRO stage, as far as
+    // the compute it runs beside lasts (search/estimate_time.cpp
+    // exposed_comm_seconds): the stacks overlap at some stages and not others
+    // (framework_profile.cpp apply_profile_options); our engine: none.
     std::array<double, 4> comm_overlap{0.0, 0.0, 0.0, 0.0};
     // Whether offload's host copies hide behind compute and the CPU update
     // behind the copy back, as DeepSpeed's ZeRO-Offload and FSDP's CPU offload

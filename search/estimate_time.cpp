@@ -249,6 +249,20 @@ namespace {
 // Of a step's compute, backward's share: its FLOPs are twice forward's.
 double backward_share(double compute_s) { return compute_s * 2.0 / 3.0; }
 
+// Of the step's collectives (serial_s, one after another), what still shows
+// where a stack overlaps a fraction of them (EstimateOptions::comm_overlap): a
+// call hides only behind the compute it runs beside, and what outlasts that
+// compute shows. At ZeRO-0 DDP's all-reduce runs beside the step's last
+// backward alone: the other micro-batches run under no_sync (transformers'
+// Trainer through accelerate's Accelerator.accumulate). At stages 1-3 the
+// gathers and reduce-scatters run beside every micro-batch's forward and
+// backward (FSDP's prefetch, DeepSpeed's overlap_comm).
+double exposed_comm_seconds(double serial_s, const TrialConfig& c, const StepTime& t, double overlap) {
+    const double compute = t.compute_s + t.attention_s;
+    const double window = c.zero_stage == 0 ? backward_share(compute / std::max(1u, c.grad_accum)) : compute;
+    return serial_s - overlap * std::min(serial_s, window);
+}
+
 // The step's collectives at their probed times (search/collective_calls.h):
 // each call at its op's time for its size, latency included. nullopt when an
 // op the step calls was not probed at this world size.
@@ -312,7 +326,7 @@ void apply_probed_rates(const ModelSpec& m, const TrialConfig& c, const Hardware
             t.dequantize_s = dequantized_layers_per_micro_batch(m, c) * c.grad_accum * *layer_s / speed;
     if (t.comm_bytes > 0)
         if (const auto seconds = probed_collective_seconds(calls, c, p))
-            t.comm_s = (1 - o.comm_overlap[c.zero_stage]) * *seconds / speed;
+            t.comm_s = *seconds / speed;  // serial: step_time hides what the stack overlaps
 }
 
 // Offload on a GPU (core/offload_plan.h). tune's engine runs its parts in order on
@@ -408,16 +422,16 @@ StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware&
     t.comm_bytes = comm_bytes_per_step(calls, c) + tensor_parallel_bytes(tensor_calls);
     const double efficiency = std::min(1.0, o.compute_efficiency * dimension_efficiency(c, o) * device_prior(hw, c));
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
-    t.comm_s = (1 - o.comm_overlap[c.zero_stage]) *
-               safe_div(comm_bytes_per_step(calls, c), link_bandwidth(hw, c.world_size) * o.comm_efficiency);
+    t.comm_s = safe_div(comm_bytes_per_step(calls, c), link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
     t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank, hw.hbm_bytes_per_s);
     t.dequantize_s = safe_div(dequantized_layers_per_micro_batch(m, c) * dequantize_bytes_per_layer(m, c) * c.grad_accum,
                               hw.hbm_bytes_per_s);
     if (o.probed) apply_probed_rates(m, c, hw, calls, o, t);
+    t.comm_s = exposed_comm_seconds(t.comm_s, c, t, o.comm_overlap[c.zero_stage]);
     apply_offload(model, m, c, hw, o, t);
     t.tensor_comm_s = tensor_parallel_seconds(tensor_calls, c, hw, o);
-    // Communication is not overlapped with compute by this engine (comm_overlap 0): the terms add up.
+    // What shows of each part adds up: our engine overlaps nothing (comm_overlap 0).
     t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s + t.offload_s +
                t.tensor_comm_s;
     // Tokens: each replica's; the tensor-parallel ranks of a replica share them.
