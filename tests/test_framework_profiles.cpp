@@ -869,6 +869,8 @@ TEST_CASE("FSDP's SHARD_GRAD_OP keeps fp32 gradient shards and frees the gathere
 
 TEST_CASE("each stack hides its collectives behind compute at the ZeRO stages where it overlaps them", "[frameworks]") {
     TrialConfig c = variant("llama-7b", Method::full, Precision::bf16_mixed, 8, 0);
+    c.micro_batch = 4;  // 4 x 4096 tokens of compute outlast every stage's collectives
+    c.context = 4096;
     const Hardware hw = *find_device("h100-80gb");
     // Exposed collective seconds under profile f's options: 0 where hidden, our engine's where not.
     const auto exposed = [&](FrameworkProfile f, std::uint32_t zero) {
@@ -890,4 +892,38 @@ TEST_CASE("each stack hides its collectives behind compute at the ZeRO stages wh
              {FrameworkProfile::accelerate_fsdp, FrameworkProfile::torchtitan, FrameworkProfile::litgpt})
             CHECK(exposed(f, zero) == 0.0);
     }
+}
+
+TEST_CASE("a stack hides its collectives only behind the compute they run beside", "[frameworks]") {
+    const Hardware hw = *find_device("h100-80gb");
+    const auto timed = [&](FrameworkProfile f, const TrialConfig& z) {
+        EstimateOptions o;
+        apply_profile_options(f, o);
+        return step_time(z.model, z, hw, o);
+    };
+    // ZeRO-3 on one short sequence: the gathers and reduce-scatters outlast forward and backward.
+    TrialConfig c = variant("llama-7b", Method::full, Precision::bf16_mixed, 8, 3);
+    c.micro_batch = 1;
+    c.context = 64;
+    c.grad_accum = 1;
+    const StepTime serial = timed(FrameworkProfile::tune, c);
+    const StepTime fsdp = timed(FrameworkProfile::accelerate_fsdp, c);
+    const double compute = fsdp.compute_s + fsdp.attention_s;
+    REQUIRE(serial.comm_s > compute);
+    CHECK(fsdp.comm_s == Approx(serial.comm_s - compute));
+    CHECK(timed(FrameworkProfile::deepspeed, c).comm_s == Approx(serial.comm_s - compute));
+    // DDP at ZeRO-0 all-reduces beside the last micro-batch's backward (2/3 of its compute) only.
+    c.zero_stage = 0;
+    c.grad_accum = 4;
+    c.context = 512;
+    const StepTime serial0 = timed(FrameworkProfile::tune, c);
+    const StepTime ddp = timed(FrameworkProfile::hf_trainer, c);
+    const double last_backward = (ddp.compute_s + ddp.attention_s) / 4 * 2 / 3;
+    REQUIRE(serial0.comm_s > last_backward);
+    CHECK(ddp.comm_s == Approx(serial0.comm_s - last_backward));
+    // Where compute outlasts them, they hide whole.
+    c.context = 4096;
+    c.grad_accum = 1;
+    c.micro_batch = 8;
+    CHECK(timed(FrameworkProfile::hf_trainer, c).comm_s == 0.0);
 }
