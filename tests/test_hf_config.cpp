@@ -33,10 +33,22 @@ TEST_CASE("parameter counts match the published totals", "[hf]") {
         {"llama-3-8b", 8'030'261'248},   {"llama-3-70b", 70'553'706'496},      {"mistral-7b", 7'241'732'096},
         {"qwen2-7b", 7'615'616'512},     {"mistral-nemo-12b", 12'247'782'400}, {"qwen2-0.5b", 494'032'768},
         {"llama-3.1-8b", 8'030'261'248}, {"llama-3.2-1b", 1'235'814'400},      {"llama-3.3-70b", 70'553'706'496},
-        {"qwen2.5-7b", 7'615'616'512}};
+        {"qwen2.5-7b", 7'615'616'512},   {"tinyllama-1.1b", 1'100'048'384}};
     for (const auto& [name, total] : published) {
         INFO(name);
         CHECK(fixture(name).param_count() == total);
+    }
+}
+
+TEST_CASE("LitGPT's Llama 3.2 keeps its head apart from the embedding: the tied total plus vocab x hidden", "[hf]") {
+    // litgpt/model.py builds lm_head beside wte, and scripts/convert_hf_checkpoint.py
+    // copies the tied embedding into it: tests/fixtures/hf/README.md.
+    for (const auto& [name, tied] :
+         {std::pair{"litgpt-llama-3.2-1b", 1'235'814'400ull}, std::pair{"litgpt-llama-3.2-3b", 3'212'749'824ull}}) {
+        INFO(name);
+        const ModelSpec m = fixture(name);
+        CHECK_FALSE(m.tied_embeddings);
+        CHECK(m.param_count() == tied + 128'256ull * m.hidden);
     }
 }
 
