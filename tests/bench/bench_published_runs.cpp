@@ -169,8 +169,11 @@ int main(int argc, char** argv) {
                stated.throughput.size());
     if (!added.memory.empty()) {
         const auto [lo, hi] = std::minmax_element(added.memory.begin(), added.memory.end());
-        fmt::print("runs the project added: median |memory error| {:5.1f}% over {}, from {:+.1f}% to {:+.1f}%\n",
-                   100 * median_abs(added.memory), added.memory.size(), 100 * *lo, 100 * *hi);
+        fmt::print(
+            "runs the project added: median |memory error| {:5.1f}% over {}, from {:+.1f}% to {:+.1f}% (engine alone "
+            "{:.1f}%)\n",
+            100 * median_abs(added.memory), added.memory.size(), 100 * *lo, 100 * *hi,
+            100 * median_abs(engine.added.memory));
     }
     fmt::print("tune's engine alone (no profile): memory {:5.1f}% ({:5.1f}% fully stated), throughput {:5.1f}%\n",
                100 * median_abs(engine.all.memory), 100 * median_abs(engine.stated.memory),
