@@ -485,6 +485,17 @@ TEST_CASE(
     CHECK(head->bytes ==
           (8 + 10) * 256LL * 32000 - static_cast<std::int64_t>(small.at(Phase::head_backward)[Component::logits]));
     CHECK_THAT(head->what, Catch::Contains("head's backward"));
+    // A full fine-tune (finetune/full.py) runs the head whole: at its backward the fp32 logits, every
+    // chunk's fp32 gradient and their concatenation (12 bytes a logit) beat the end of forward.
+    c.method = Method::full;
+    c.context = 1304;
+    c.micro_batch = 1;
+    const StepMemory full_memory = step_memory(c.model, c, hw, {});
+    const FrameworkTerm* whole = term(framework_estimate(FrameworkProfile::litgpt, c, hw), "fp32 logits");
+    REQUIRE(whole);
+    CHECK(whole->bytes ==
+          12 * logits - static_cast<std::int64_t>(full_memory.at(Phase::head_backward)[Component::logits]));
+    CHECK_THAT(whole->what, Catch::Contains("head's backward"));
 }
 
 TEST_CASE("bitsandbytes before 0.43.2 keeps each 4-bit linear's input, under LitGPT into the next step",

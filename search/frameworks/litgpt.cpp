@@ -24,16 +24,21 @@ std::uint64_t tokens_of(const TrialConfig& c) { return std::uint64_t{c.micro_bat
 // that list until the next step's forward returns. Two moments compete:
 //   end of forward: the previous step's fp32 list, this step's 16-bit list and
 //     its fp32 copy, and the previous step's kept 4-bit inputs (`held`);
-//   head backward: the fp32 list, chunked_cross_entropy's fp32 log-softmax
-//     outputs (F.cross_entropy saves them), and one chunk's gradients (fp32
-//     output and input, then 16 bits).
+//   head backward, finetune/lora.py (the head in 128-token chunks): the fp32
+//     list, chunked_cross_entropy's fp32 log-softmax outputs (F.cross_entropy
+//     saves them), and one chunk's gradients (fp32 output and input, then 16 bits);
+//   head backward, finetune/full.py (model(input_ids): the head whole, then
+//     logits[..., :-1, :] split into 128-row chunks): the fp32 logits, every
+//     chunk's gradient held until SplitBackward concatenates them, and the
+//     concatenation; then the concatenation beside the slice's whole-size gradient.
 FrameworkTerm logits_term(const TrialConfig& c, const StepMemory& engine, std::uint64_t held) {
     const ModelSpec& m = c.model;
     const std::uint64_t logits = tokens_of(c) * m.vocab;
     const std::uint64_t chunk = std::uint64_t{c.micro_batch} * std::min<std::uint64_t>(kHeadChunkTokens, c.context);
     const std::uint64_t wb = weight_bytes(c.precision);
     const std::uint64_t forward_end = (4 + wb + 4) * logits + held;
-    const std::uint64_t head_backward = (4 + 4) * logits + (4 + 4 + wb) * chunk * m.vocab;
+    const std::uint64_t head_backward =
+        c.adapters() ? (4 + 4) * logits + (4 + 4 + wb) * chunk * m.vocab : (4 + 4 + 4) * logits;
     const bool at_forward_end = forward_end > head_backward;
     FrameworkTerm t{fmt::format("fp32 logits of the whole sequence ({} x {}), at the {}", tokens_of(c), m.vocab,
                                 at_forward_end ? "end of forward, beside the previous step's" : "head's backward"),
