@@ -28,17 +28,9 @@ std::string decoder_layer_class(const ModelSpec& m) {
     return "LlamaDecoderLayer";
 }
 
-// FSDP1's ShardingStrategy for a ZeRO stage (ZeRO-1 is refused: search/frameworks/framework_validity).
-std::string fsdp1_strategy(const TrialConfig& c) {
-    switch (c.zero_stage) {
-        case 0:
-            return "NO_SHARD";
-        case 2:
-            return "SHARD_GRAD_OP";
-        default:
-            return "FULL_SHARD";
-    }
-}
+// FSDP1's ShardingStrategy for ZeRO 2-3 (ZeRO-1 is refused: search/frameworks/framework_validity;
+// ZeRO-0 runs under DDP: accelerate_export).
+std::string fsdp1_strategy(const TrialConfig& c) { return c.zero_stage == 2 ? "SHARD_GRAD_OP" : "FULL_SHARD"; }
 
 void fsdp1_section(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
     y.key("fsdp_version", 1);
@@ -86,8 +78,10 @@ void fsdp_config(const TrialConfig& c, int fsdp_version, YamlText& y, FrameworkE
 
 FrameworkExport accelerate_export(const TrialConfig& c, int fsdp_version) {
     FrameworkExport e;
-    // ZeRO-0 is data parallelism: FSDP2 has no NO_SHARD, so DDP runs it.
-    const bool ddp = fsdp_version == 2 && c.zero_stage == 0;
+    // ZeRO-0 is data parallelism, which DDP runs: FSDP2 has no NO_SHARD, and
+    // FSDP1's is the same replication through FlatParameters, which the profile
+    // (search/frameworks/model_dtype.cpp stack_rules) does not model.
+    const bool ddp = c.zero_stage == 0;
     YamlText y;
     y.key("compute_environment", "LOCAL_MACHINE");
     y.key("distributed_type", ddp ? "MULTI_GPU" : "FSDP");

@@ -14,8 +14,8 @@ FrameworkProfile stack_rules(FrameworkProfile f, const TrialConfig& c) {
     // torchrun script's) name ds_config.json, and DeepSpeed's engine runs the model.
     if ((f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun) && c.zero_stage > 0)
         return FrameworkProfile::deepspeed;
-    // exports/accelerate_config.cpp: FSDP2 has no NO_SHARD, so ZeRO-0 is accelerate's
-    // MULTI_GPU, Trainer under DDP and autocast as HF Trainer runs it.
+    // exports/accelerate_config.cpp: ZeRO-0 is accelerate's MULTI_GPU (FSDP1 and
+    // FSDP2 alike), Trainer under DDP and autocast as HF Trainer runs it.
     if (f == FrameworkProfile::accelerate_fsdp && c.zero_stage == 0) return FrameworkProfile::hf_trainer;
     return f;
 }
