@@ -71,14 +71,17 @@ TEST_CASE("transformers' modelling keeps full-vocabulary logits and the decoder'
     const Hardware hw = *find_device("h100-80gb");
     const FrameworkEstimate e = framework_estimate(FrameworkProfile::hf_trainer, c, hw);
     const StepMemory s = step_memory(c.model, c, hw, {});
-    // 16-bit logits, their fp32 upcast, log_softmax's fp32 output and the fp32 gradient: 14 bytes a logit,
-    // 1024 tokens x 32000, less the chunk our engine holds.
-    const FrameworkTerm* logits = term(e, "full-vocabulary logits");
+    // log_softmax's fp32 output, its gradient and the input's, once Trainer.compute_loss has let the
+    // outputs' logits go: 12 bytes a logit, 1024 tokens x 32000, less the chunk our engine holds.
+    const FrameworkTerm* logits = term(e, "full-vocabulary fp32 log-softmax");
     REQUIRE(logits);
     CHECK(logits->bytes ==
-          14 * 1024 * 32000 - static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]));
+          12 * 1024 * 32000 - static_cast<std::int64_t>(s.at(Phase::head_backward)[Component::logits]));
     CHECK(logits->alive[static_cast<std::size_t>(Phase::head_backward)]);
     CHECK_FALSE(logits->alive[static_cast<std::size_t>(Phase::layer_backward)]);
+    // The freed 16-bit logits' block stays reserved beside them (2 bytes a logit).
+    REQUIRE(e.cached.size() == 1);
+    CHECK(e.cached[0].bytes == 2 * 1024 * 32000);
     // Without checkpointing all 32 layers keep more than ours. LoRA r8 on all seven linears of a frozen bf16
     // Llama-7B, per token: the norms' fp32 inputs and rsqrt 2 x 16,388; SDPA's q, k, v and output 4 x 8192;
     // act_fn's input and output and up's 3 x 22,016; under HF Trainer PEFT's fp32 adapters, each lora_A keeping
@@ -212,8 +215,7 @@ TEST_CASE(
           framework_estimate(FrameworkProfile::tune, c, hw).views[MemoryView::allocated]);
 }
 
-TEST_CASE("torchtitan's freed 16-bit logits stay reserved beside the fp32 gradient: reserved, not allocated",
-          "[frameworks]") {
+TEST_CASE("the freed 16-bit logits stay reserved beside the fp32 gradient: reserved, not allocated", "[frameworks]") {
     TrialConfig c = torchtitan_llama3_8b();
     c.checkpointing = Checkpointing::selective_op;
     const Hardware hw = *find_device("h100-80gb");
@@ -227,13 +229,22 @@ TEST_CASE("torchtitan's freed 16-bit logits stay reserved beside the fp32 gradie
     // The head's backward is the allocated peak here (the fp32 log-softmax and its gradients).
     CHECK(e.views[MemoryView::reserved] == e.views[MemoryView::allocated] + static_cast<std::uint64_t>(idle));
     CHECK(e.views[MemoryView::device] - e.views[MemoryView::reserved] == e.engine.memory[Component::overhead]);
-    // fp32 logits: .float() is the tensor itself, no block idles; no other stack models one.
+    // fp32 logits: .float() is the tensor itself, no block idles.
     c.precision = Precision::fp32;
     const FrameworkEstimate fp32 = framework_estimate(FrameworkProfile::torchtitan, c, hw);
     CHECK(fp32.cached.empty());
     CHECK(fp32.views[MemoryView::reserved] == fp32.views[MemoryView::allocated]);
-    c.precision = Precision::bf16_mixed;
     CHECK(framework_estimate(FrameworkProfile::hf_trainer, c, hw).cached.empty());
+    // Trainer drops the outputs' logits before backward under every transformers stack; LitGPT's loop keeps them.
+    c.precision = Precision::bf16_mixed;
+    for (FrameworkProfile f : {FrameworkProfile::hf_trainer, FrameworkProfile::deepspeed,
+                               FrameworkProfile::accelerate_fsdp, FrameworkProfile::torchrun}) {
+        INFO(to_string(f));
+        const FrameworkEstimate t = framework_estimate(f, c, hw);
+        REQUIRE(t.cached.size() == 1);
+        CHECK(t.cached[0].bytes == idle);
+    }
+    CHECK(framework_estimate(FrameworkProfile::litgpt, c, hw).cached.empty());
 }
 
 TEST_CASE("LitGPT's layer keeps the fp32 norm inputs, LoRA's dropout and padded output, and the fused qkv output",

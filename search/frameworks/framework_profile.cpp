@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/tensor_parallel.h"
 #include "search/estimate.h"
 #include "search/frameworks/eager_ops.h"
 
@@ -102,7 +103,10 @@ FrameworkEstimate estimate_from(FrameworkProfile profile, const TrialConfig& c, 
     const FrameworkProfile f = stack_rules(profile, c);
     FrameworkEstimate e;
     e.engine = std::move(engine);
-    if (uses_transformers(f)) e.terms = transformers_terms(f, c, o, s);
+    if (uses_transformers(f)) {
+        e.terms = transformers_terms(f, c, o, s);
+        e.cached = full_vocab_loss_cached_terms(c, c.model.vocab);
+    }
     if (f == FrameworkProfile::deepspeed) {
         for (const FrameworkTerm& t :
              {deepspeed_gradient_term(c), deepspeed_bucket_term(c), deepspeed_offload_device_term(c)})
@@ -113,7 +117,7 @@ FrameworkEstimate estimate_from(FrameworkProfile profile, const TrialConfig& c, 
     if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c, o, s);
     if (f == FrameworkProfile::torchtitan) {
         e.terms = torchtitan_terms(c, s);
-        e.cached = torchtitan_cached_terms(c);
+        e.cached = full_vocab_loss_cached_terms(c, tensor_parallel_plan(c).local(c.model).vocab);
     }
     if (f == FrameworkProfile::accelerate_fsdp || f == FrameworkProfile::torchtitan) {
         for (FrameworkTerm& t : fsdp_gather_terms(c)) e.terms.push_back(std::move(t));

@@ -131,8 +131,12 @@ std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c);
 std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_fp32_reduce);
 // One decoder layer as FSDP gathers it on a rank (its NF4 storage under QLoRA).
 std::uint64_t fsdp_gathered_layer_bytes(const TrialConfig& c);
-// The blocks torchtitan's loss leaves reserved beside its allocated ones (FrameworkEstimate::cached).
-std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c);
+// The loss over the whole vocabulary on the upcast logits, the 16-bit logits dropped before
+// backward (torchtitan, transformers under Trainer: full_vocab_loss.cpp): its fp32 log-softmax and
+// gradients at the head's backward, and the blocks it leaves reserved beside them
+// (FrameworkEstimate::cached). `vocab`: the rank's vocabulary (its shard under loss_parallel).
+FrameworkTerm full_vocab_loss_term(const TrialConfig& c, std::uint64_t vocab, const StepMemory& engine);
+std::vector<FrameworkTerm> full_vocab_loss_cached_terms(const TrialConfig& c, std::uint64_t vocab);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step; without ZeRO,
 // FP16_Optimizer's fp32 casts and their flat copy (0 bytes at fp32 or under offload).
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);

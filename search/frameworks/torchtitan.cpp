@@ -14,17 +14,7 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
     const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
     std::vector<FrameworkTerm> terms;
 
-    // components/loss.py cross_entropy_loss runs F.cross_entropy(pred.float(), labels)
-    // over the whole vocabulary; train_step deletes the 16-bit pred before backward. The
-    // log-softmax keeps its fp32 output, and its backward holds that output's gradient and
-    // the fp32 input's at once: 12 bytes per logit at the head's backward, where our
-    // engine holds one chunk.
-    FrameworkTerm head{fmt::format("full-vocabulary fp32 log-softmax and its gradients ({} x {})", tokens, vocab),
-                       static_cast<std::int64_t>(12 * tokens * vocab) -
-                           static_cast<std::int64_t>(engine.at(Phase::head_backward)[Component::logits]),
-                       {}};
-    head.alive[static_cast<std::size_t>(Phase::head_backward)] = true;
-    terms.push_back(head);
+    terms.push_back(full_vocab_loss_term(c, vocab, engine));
 
     // The op policy saves the down projection's output too (the 7th matmul of the
     // block); our engine adds it into the next layer's input, which that layer keeps.
@@ -41,26 +31,6 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
         terms.push_back({"the last decoder layer, not resharded after forward",
                          static_cast<std::int64_t>(fsdp_gathered_layer_bytes(c)), alive_in({Phase::head_backward})});
     return terms;
-}
-
-// PyTorch's caching allocator keeps a freed block reserved for later requests it
-// fits. train_step's `del pred` frees the 16-bit logits (s bytes a logit) before
-// backward; the fp32 upcast, freed when the loss returns, takes cross_entropy's
-// first fp32 gradient, and log_softmax's backward then asks for a second, which
-// the 16-bit block cannot hold: a new segment is reserved beside the idle one.
-// With fp32 logits .float() is the tensor itself and no block idles.
-std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c) {
-    const std::uint64_t s = weight_bytes(c.precision);
-    if (s >= 4) return {};
-    const std::uint64_t vocab = tensor_parallel_plan(c).local(c.model).vocab;
-    const std::uint64_t logits = std::uint64_t{c.micro_batch} * c.context * vocab;
-    FrameworkTerm idle{fmt::format("the freed 16-bit logits' block ({} x {}), too small for the fp32 gradient, "
-                                   "reserved beside it",
-                                   std::uint64_t{c.micro_batch} * c.context, vocab),
-                       static_cast<std::int64_t>(s * logits),
-                       {}};
-    idle.alive[static_cast<std::size_t>(Phase::head_backward)] = true;
-    return {idle};
 }
 
 // torchtitan's Llama (models/llama/model.py at 9dec370, without torch.compile):

@@ -135,21 +135,10 @@ std::vector<FrameworkTerm> transformers_terms(FrameworkProfile f, const TrialCon
                                               const StepMemory& engine) {
     const bool autocast = runs_autocast(f, c, o.base_dtype);
     const ModelSpec& m = c.model;
-    const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
     std::vector<FrameworkTerm> terms;
 
-    // Logits over the whole vocabulary: LlamaForCausalLM.forward keeps the 16-bit
-    // logits, loss/loss_utils.py ForCausalLMLoss upcasts them (logits.float()), and
-    // cross_entropy's log_softmax keeps its fp32 output; its backward holds the
-    // fp32 gradient of that output and of its input at once: 2 + 4 + 4 + 4 bytes
-    // per logit at the head's backward, where our engine holds one chunk.
-    const std::uint64_t logits = 14 * tokens * m.vocab;
-    FrameworkTerm head{fmt::format("full-vocabulary logits, fp32 upcast and log-softmax ({} x {})", tokens, m.vocab),
-                       static_cast<std::int64_t>(logits) -
-                           static_cast<std::int64_t>(engine.at(Phase::head_backward)[Component::logits]),
-                       {}};
-    head.alive[kHead] = true;
-    terms.push_back(head);
+    // Logits over the whole vocabulary (full_vocab_loss.cpp), where our engine holds one chunk.
+    terms.push_back(full_vocab_loss_term(c, m.vocab, engine));
 
     const bool whole = c.checkpointing != Checkpointing::full;
     terms.push_back(saved_tensors_term(f, c, o, autocast, whole));
