@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/tensor_parallel.h"
 #include "search/estimate.h"
 #include "search/frameworks/eager_ops.h"
 
@@ -117,7 +116,7 @@ FrameworkEstimate estimate_from(FrameworkProfile profile, const TrialConfig& c, 
     if (f == FrameworkProfile::litgpt) e.terms = litgpt_terms(c, o, s);
     if (f == FrameworkProfile::torchtitan) {
         e.terms = torchtitan_terms(c, s);
-        e.cached = full_vocab_loss_cached_terms(c, tensor_parallel_plan(c).local(c.model).vocab);
+        e.cached = torchtitan_cached_terms(c);
     }
     if (f == FrameworkProfile::accelerate_fsdp || f == FrameworkProfile::torchtitan) {
         for (FrameworkTerm& t : fsdp_gather_terms(c)) e.terms.push_back(std::move(t));

@@ -137,6 +137,8 @@ std::uint64_t fsdp_gathered_layer_bytes(const TrialConfig& c);
 // (FrameworkEstimate::cached). `vocab`: the rank's vocabulary (its shard under loss_parallel).
 FrameworkTerm full_vocab_loss_term(const TrialConfig& c, std::uint64_t vocab, const StepMemory& engine);
 std::vector<FrameworkTerm> full_vocab_loss_cached_terms(const TrialConfig& c, std::uint64_t vocab);
+// The blocks torchtitan's loss leaves reserved, over the rank's vocabulary shard (torchtitan.cpp).
+std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c);
 // DeepSpeed's flattened gradient partition and its fp32 cast in the optimizer step; without ZeRO,
 // FP16_Optimizer's fp32 casts and their flat copy (0 bytes at fp32 or under offload).
 FrameworkTerm deepspeed_gradient_term(const TrialConfig& c);

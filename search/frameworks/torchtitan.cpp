@@ -1,20 +1,23 @@
 // What torchtitan (its own Llama under FSDP2, train.py's train_step) holds beyond our engine.
-#include <fmt/format.h>
-
 #include "core/tensor_parallel.h"
 #include "search/frameworks/eager_ops.h"
 #include "search/frameworks/framework_profile.h"
 
 namespace tune {
 
+namespace {
+
+// With tensor parallelism, loss_parallel keeps each rank's vocabulary shard of the logits.
+std::uint64_t loss_vocab(const TrialConfig& c) { return tensor_parallel_plan(c).local(c.model).vocab; }
+
+}  // namespace
+
 std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemory& engine) {
     const ModelSpec& m = c.model;
-    // With tensor parallelism, loss_parallel keeps each rank's vocabulary shard of the logits.
-    const std::uint64_t vocab = tensor_parallel_plan(c).local(m).vocab;
     const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.context;
     std::vector<FrameworkTerm> terms;
 
-    terms.push_back(full_vocab_loss_term(c, vocab, engine));
+    terms.push_back(full_vocab_loss_term(c, loss_vocab(c), engine));
 
     // The op policy saves the down projection's output too (the 7th matmul of the
     // block); our engine adds it into the next layer's input, which that layer keeps.
@@ -31,6 +34,10 @@ std::vector<FrameworkTerm> torchtitan_terms(const TrialConfig& c, const StepMemo
         terms.push_back({"the last decoder layer, not resharded after forward",
                          static_cast<std::int64_t>(fsdp_gathered_layer_bytes(c)), alive_in({Phase::head_backward})});
     return terms;
+}
+
+std::vector<FrameworkTerm> torchtitan_cached_terms(const TrialConfig& c) {
+    return full_vocab_loss_cached_terms(c, loss_vocab(c));
 }
 
 // torchtitan's Llama (models/llama/model.py at 9dec370, without torch.compile):
