@@ -150,7 +150,8 @@ constexpr std::array<Dimension, kDimensionCount> kTable{{
      .flag = "--lora-targets",
      .header = "targets",
      .prefix = "",
-     .help = "linears with adapters: attention (q, k, v, o) or all-linear (also gate, up, down)",
+     .help = "linears with adapters: qv (query and value, PEFT's and LitGPT's default for Llama), attention (q, "
+             "k, v, o) or all-linear (also gate, up, down)",
      .kind = DimKind::enumeration,
      .choices = kLoraTargetNames,
      .grid_rank = 10,

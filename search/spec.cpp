@@ -483,6 +483,21 @@ void read_resources(const Reader& r, const toml::table& root, SweepSpec& s) {
 
 }  // namespace
 
+std::vector<SweepFileSection> sweep_file_keys() {
+    const auto keys = [](Names names) { return std::vector<std::string_view>(names.begin(), names.end()); };
+    std::vector<SweepFileSection> out{{"", keys(kSections)}};
+    out.push_back({"model", keys(kModelKeys)});
+    out.push_back({"hardware", keys(kHardwareKeys)});
+    out.push_back({"space", keys(space_keys())});
+    out.push_back({"constraints", keys(kConstraintKeys)});
+    out.push_back({"trial", keys(kTrialKeys)});
+    out.push_back({"search", keys(kSearchKeys)});
+    out.push_back({"framework", keys(kFrameworkKeys)});
+    out.push_back({"output", keys(kOutputKeys)});
+    out.push_back({"resources", keys(kResourceKeys)});
+    return out;
+}
+
 SweepSpec parse_sweep(std::string_view text, const std::filesystem::path& path) {
     const std::string file = path.string();
     Reader r(file);

@@ -140,6 +140,13 @@ struct SweepSpec {
     }
 };
 
+// The keys a sweep file's sections take ("" is the top level), as parse_sweep checks them.
+struct SweepFileSection {
+    std::string_view name;
+    std::vector<std::string_view> keys;
+};
+std::vector<SweepFileSection> sweep_file_keys();
+
 // Reads and validates a sweep file. Throws ConfigError (file:line:column: message).
 SweepSpec load_sweep(const std::filesystem::path& path);
 // The same from text already in memory; `path` is used for messages and relative paths.

@@ -3,6 +3,7 @@
 // tables) to the table, row by row, so a new row is covered without a new test.
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +55,35 @@ TEST_CASE("the dimension table's rows are distinct and their values round-trip",
         CHECK(find_dimension(d.name) == &d);
     }
     CHECK(ranks.size() == kDimensionCount);
+}
+
+namespace {
+
+// Whether `word` stands alone in `text`: not part of a longer name such as
+// bf16-mixed or optimizer+params.
+bool names_alone(std::string_view text, std::string_view word) {
+    const auto joins = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '+'; };
+    for (std::size_t at = text.find(word); at != std::string_view::npos; at = text.find(word, at + 1)) {
+        const bool open = at == 0 || !joins(text[at - 1]);
+        const bool close = at + word.size() == text.size() || !joins(text[at + word.size()]);
+        if (open && close) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+// --help teaches from the row's help text: it names every value the flag takes.
+TEST_CASE("each enumeration's help names every one of its choices", "[dimensions][cli]") {
+    CHECK(names_alone("fp32, bf16-mixed or bf16 (all)", "bf16"));
+    CHECK_FALSE(names_alone("fp32 or bf16-mixed", "bf16"));
+    for (const Dimension& d : dimensions()) {
+        if (!d.is_enum()) continue;
+        for (std::string_view choice : d.choices) {
+            INFO(d.name << ": " << choice << " in \"" << d.help << "\"");
+            CHECK(names_alone(d.help, choice));
+        }
+    }
 }
 
 TEST_CASE("TrialConfig's JSON carries every dimension, and each one round-trips", "[dimensions]") {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -53,6 +54,61 @@ TEST_CASE("every sweep file shipped in sweeps/ validates", "[spec]") {
         ++seen;
     }
     CHECK(seen >= 2);
+}
+
+namespace {
+
+// The ```toml block under "## Sweep files" in docs/commands.md.
+std::string documented_sweep_file() {
+    const std::string doc = slurp(fs::path(TUNE_SOURCE_DIR) / "docs" / "commands.md");
+    const std::size_t section = doc.find("## Sweep files");
+    REQUIRE(section != std::string::npos);
+    const std::size_t open = doc.find("```toml\n", section);
+    REQUIRE(open != std::string::npos);
+    const std::size_t body = open + std::string_view("```toml\n").size();
+    const std::size_t close = doc.find("```", body);
+    REQUIRE(close != std::string::npos);
+    return doc.substr(body, close - body);
+}
+
+// The block's text from its [name] header to the next header ("": before the first).
+std::string section_text(const std::string& block, std::string_view name) {
+    const std::size_t start = name.empty() ? 0 : block.find("\n[" + std::string(name) + "]");
+    if (start == std::string::npos) return {};
+    const std::size_t end = block.find("\n[", start + 1);
+    return block.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+bool names_word(const std::string& text, std::string_view word) {
+    const auto part = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+    for (std::size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1))
+        if ((at == 0 || !part(text[at - 1])) && (at + word.size() == text.size() || !part(text[at + word.size()])))
+            return true;
+    return false;
+}
+
+}  // namespace
+
+// The README sends users to this block for "every key": it must name each key
+// the parser takes, in its own section, and parse as a sweep file itself.
+TEST_CASE("docs/commands.md's sample sweep file names every key and parses", "[spec][docs]") {
+    const std::string block = documented_sweep_file();
+    for (const SweepFileSection& section : sweep_file_keys()) {
+        if (section.name.empty()) {
+            CHECK(names_word(section_text(block, ""), "name"));
+            for (std::string_view key : section.keys) {
+                INFO("section [" << key << "]");
+                CHECK((key == "name" || block.find("[" + std::string(key) + "]") != std::string::npos));
+            }
+            continue;
+        }
+        const std::string text = section_text(block, section.name);
+        for (std::string_view key : section.keys) {
+            INFO("[" << section.name << "] " << key);
+            CHECK(names_word(text, key));
+        }
+    }
+    CHECK_NOTHROW(parse_sweep(block, fs::path(TUNE_SOURCE_DIR) / "docs" / "sample.toml"));
 }
 
 TEST_CASE("malformed sweep files produce their specific messages", "[spec]") {
