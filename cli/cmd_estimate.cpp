@@ -207,10 +207,13 @@ void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate&
 
 // A combination the engine cannot run is answered "invalid" (exit 1, like
 // "does not fit"); a value no configuration may have is bad input (exit 2).
-int report_invalid(const TrialConfig& c, const Hardware& hw, const Invalidity& bad, bool json) {
+// `profile`: the stack that cannot run it (search/frameworks/framework_validity), our engine otherwise.
+int report_invalid(const TrialConfig& c, const Hardware& hw, const Invalidity& bad, bool json,
+                   FrameworkProfile profile = FrameworkProfile::tune) {
     if (refuses_input(bad)) throw ConfigError(bad.reason);
     if (json) {
-        const nlohmann::json j{{"config", c}, {"device", hw.device}, {"invalid", bad.reason}, {"fits", false}};
+        nlohmann::json j{{"config", c}, {"device", hw.device}, {"invalid", bad.reason}, {"fits", false}};
+        if (profile != FrameworkProfile::tune) j["framework"] = to_string(profile);
         fmt::print("{}\n", j.dump(2));
     } else {
         fmt::print("{} on {}: {}\n  invalid      {}\n", printable(c.model.name), hw.device, summary(c),
@@ -226,8 +229,10 @@ int run_single(const EstimateCliOptions& opts) {
     const EstimateOptions o = options_from(opts);
     if (o.memory_limit)
         if (auto w = limit_above_device(*o.memory_limit, hw)) fmt::print(stderr, "warning: {}\n", *w);
-    const Estimate e = estimate(c, hw, o);
     const FrameworkProfile profile = profile_named(opts.framework);
+    if (auto problem = framework_problem(profile, c))
+        return report_invalid(c, hw, Invalidity{"framework", *problem}, opts.json, profile);
+    const Estimate e = estimate(c, hw, o);
     const FrameworkEstimate views = framework_estimate(profile, c, hw, o);
     if (opts.json) {
         nlohmann::json j = estimate_json(c, e);

@@ -59,10 +59,6 @@ void client_optimizer(const TrialConfig& c, json& ds, FrameworkExport& e) {
                 "rows + columns per matrix");
         }
     }
-    if (c.optimizer == Optimizer::lomo)
-        e.cannot_express.push_back(
-            "LOMO: DeepSpeed keeps whole gradients for its optimizer step; LOMO's fused update in backward cannot "
-            "be expressed (the LOMO library's own trainer, or HF's optim=\"lomo\" at ZeRO-0)");
 }
 
 // DeepSpeed's dynamic loss scaling (runtime/fp16/loss_scaler.py,

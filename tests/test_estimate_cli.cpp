@@ -114,6 +114,24 @@ TEST_CASE("tune estimate answers invalid for a combination the engine cannot run
     CHECK_THAT(context.output, Catch::Contains("max_context"));
 }
 
+// Issue 36's bad input: a combination the named stack cannot run is invalid for it, with its
+// reason, never estimated as something the stack would not run.
+TEST_CASE("tune estimate --framework F answers invalid for a combination F cannot run", "[cli][estimate]") {
+    const auto z1 = run_tune("estimate --model llama-7b --gpus 8 --zero 1 --framework accelerate-fsdp");
+    CHECK(z1.exit_code == 1);
+    CHECK_THAT(z1.output, Catch::Contains("invalid") && Catch::Contains("ZeRO-1 under accelerate-fsdp"));
+    CHECK_THAT(z1.output, !Catch::Contains("as accelerate-fsdp allocated"));
+    const auto lomo = run_tune("estimate --model llama-7b --optimizer lomo --framework deepspeed --json");
+    CHECK(lomo.exit_code == 1);
+    const auto j = nlohmann::json::parse(lomo.output);
+    CHECK(j["fits"] == false);
+    CHECK(j["framework"] == "deepspeed");
+    CHECK_THAT(j["invalid"].get<std::string>(), Catch::Contains("LOMO under DeepSpeed (ZeRO-0)"));
+    // Our engine runs both; so does the stack where the rule allows it.
+    CHECK(run_tune("estimate --model llama-7b --gpus 8 --zero 1").exit_code == 0);
+    CHECK(run_tune("estimate --model llama-7b --optimizer lomo --framework hf-trainer").exit_code == 0);
+}
+
 TEST_CASE("tune estimate --hf-config reads a Hugging Face config.json or its folder", "[cli][estimate]") {
     const std::string folder = std::string(TUNE_SOURCE_DIR) + "/tests/fixtures/hf/qwen3-8b";
     const auto r = run_tune("estimate --hf-config " + folder + "/config.json --precision bf16 --context 2048 --json");

@@ -103,12 +103,12 @@ TEST_CASE("the DeepSpeed JSON carries stage, precision, batch, optimizer and che
 }
 
 TEST_CASE("each export says what its framework cannot express", "[exports]") {
-    const TrialConfig lomo = llama7b(Optimizer::lomo, Precision::bf16, 0, Checkpointing::selective);
-    const FrameworkExport ds = export_config(Framework::deepspeed, lomo);
+    const TrialConfig adafactor = llama7b(Optimizer::adafactor, Precision::bf16, 0, Checkpointing::selective);
+    const FrameworkExport ds = export_config(Framework::deepspeed, adafactor);
     CHECK_FALSE(nlohmann::json::parse(ds.body).contains("optimizer"));
     std::string all;
     for (const auto& s : ds.cannot_express) all += s + "\n";
-    CHECK_THAT(all, Catch::Contains("LOMO") && Catch::Contains("pure bf16") && Catch::Contains("selective"));
+    CHECK_THAT(all, Catch::Contains("pure bf16 at ZeRO-0") && Catch::Contains("selective"));
     // ZeRO-1 is no FSDP mode: refused with the profile's reason (search/frameworks/framework_validity), in both
     // versions.
     for (Framework f : {Framework::accelerate_fsdp, Framework::accelerate_fsdp1})
@@ -117,7 +117,7 @@ TEST_CASE("each export says what its framework cannot express", "[exports]") {
     // Rendered: notes beside a JSON body, comments inside YAML.
     const RenderedExport r = render(ds, Framework::deepspeed);
     CHECK_NOTHROW(nlohmann::json::parse(r.out));
-    CHECK_THAT(r.notes, Catch::Contains("# cannot express: LOMO"));
+    CHECK_THAT(r.notes, Catch::Contains("# cannot express: pure bf16 at ZeRO-0"));
 }
 
 TEST_CASE("LoRA, QLoRA and the attention implementation are set in the script, and every export says how", "[exports][lora]") {
@@ -365,7 +365,7 @@ TEST_CASE("LOMO is refused where HF Trainer cannot run it: under DeepSpeed and w
     for (Framework f : {Framework::hf_trainer, Framework::torchrun}) {
         INFO(to_string(f));
         CHECK_THROWS_WITH(export_config(f, llama7b(Optimizer::lomo, Precision::bf16_mixed, 2, Checkpointing::none)),
-                          Catch::Contains("LOMO at ZeRO-2") && Catch::Contains("TypeError"));
+                          Catch::Contains("LOMO under DeepSpeed (ZeRO-2)") && Catch::Contains("TypeError"));
         CHECK_THROWS_AS(export_config(f, llama7b(Optimizer::lomo, Precision::fp16_mixed, 0, Checkpointing::none)),
                         ExportRefused);
         CHECK_NOTHROW(export_config(f, llama7b(Optimizer::lomo, Precision::bf16_mixed, 0, Checkpointing::none)));
@@ -373,6 +373,10 @@ TEST_CASE("LOMO is refused where HF Trainer cannot run it: under DeepSpeed and w
     CHECK_THROWS_AS(export_config(Framework::accelerate_fsdp,
                                   llama7b(Optimizer::lomo, Precision::fp16_mixed, 0, Checkpointing::none)),
                     ExportRefused);
+    // A ds_config runs DeepSpeed's engine at ZeRO-0 too.
+    CHECK_THROWS_WITH(
+        export_config(Framework::deepspeed, llama7b(Optimizer::lomo, Precision::bf16_mixed, 0, Checkpointing::none)),
+        Catch::Contains("LOMO under DeepSpeed (ZeRO-0)"));
     // Through the CLI: --emit answers for the target's stack, which leaves the configuration out,
     // with the reason (exit 1); chosen for our engine, the emit refuses it (exit 2).
     test::ScratchDir dir;

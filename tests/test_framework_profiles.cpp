@@ -662,10 +662,14 @@ TEST_CASE("each stack refuses what it cannot run, with its reason, and our engin
     lomo.optimizer = Optimizer::lomo;
     // LOMO under DeepSpeed (the Trainer's route to ZeRO 1-3): a TypeError in Accelerator.backward.
     for (FrameworkProfile f : {FrameworkProfile::deepspeed, FrameworkProfile::hf_trainer, FrameworkProfile::torchrun})
-        CHECK_THAT(framework_problem(f, lomo).value_or(""), Catch::Contains("LOMO at ZeRO-2"));
+        CHECK_THAT(framework_problem(f, lomo).value_or(""), Catch::Contains("LOMO under DeepSpeed (ZeRO-2)"));
     CHECK_FALSE(framework_problem(FrameworkProfile::tune, lomo));
+    // At ZeRO-0 DeepSpeed's engine still runs the deepspeed stack; HF Trainer and torchrun run DDP.
     lomo.zero_stage = 0;
-    CHECK_FALSE(framework_problem(FrameworkProfile::deepspeed, lomo));
+    CHECK_THAT(framework_problem(FrameworkProfile::deepspeed, lomo).value_or(""),
+               Catch::Contains("LOMO under DeepSpeed (ZeRO-0)"));
+    CHECK_FALSE(framework_problem(FrameworkProfile::hf_trainer, lomo));
+    CHECK_FALSE(framework_problem(FrameworkProfile::torchrun, lomo));
     lomo.precision = Precision::fp16_mixed;
     CHECK_THAT(framework_problem(FrameworkProfile::accelerate_fsdp, lomo).value_or(""), Catch::Contains("GradScaler"));
 
@@ -746,7 +750,7 @@ TEST_CASE("framework predictions round-trip through their stored JSON, and a dam
           "[frameworks]") {
     FrameworkPredictions p;
     p["hf-trainer"] = {1, 2, 3, 0, 0.5, 1000.0, true, ""};
-    p["deepspeed"].invalid = "LOMO at ZeRO-2";
+    p["deepspeed"].invalid = "LOMO under DeepSpeed (ZeRO-2)";
     const std::string text = nlohmann::json(p).dump();
     CHECK(parse_framework_predictions(text) == p);
     CHECK_FALSE(parse_framework_predictions("{\"hf-trainer\": {\"device\": 1}"));

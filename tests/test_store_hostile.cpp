@@ -258,7 +258,7 @@ TEST_CASE(
     const std::string path = dir.file("fw.db");
     FrameworkPredictions p;
     p["hf-trainer"] = {10, 20, 30, 0, 1.5, 2000.0, true, ""};
-    p["deepspeed"].invalid = "LOMO at ZeRO-2";
+    p["deepspeed"].invalid = "LOMO under DeepSpeed (ZeRO-2)";
     SweepRecord record = test::sample_sweep("fw");
     record.framework = "hf-trainer";
     TrialId id = 0;

@@ -14,17 +14,17 @@ bool transformers_stack(FrameworkProfile f) {
 }
 
 // transformers' Trainer.training_step passes learning_rate= to accelerate's
-// Accelerator.backward, which hands it to the DeepSpeed engine or to the
-// GradScaler's scaled loss.backward(): both raise TypeError.
+// Accelerator.backward, which hands it to the DeepSpeed engine (at every ZeRO
+// stage, 0 included: DeepSpeedEngineWrapper.backward forwards it to
+// DeepSpeedEngine.backward) or to the GradScaler's scaled loss.backward(): both
+// raise TypeError. The stacks that run DeepSpeed's engine are stack_rules'.
 std::optional<std::string> transformers_lomo_problem(FrameworkProfile f, const TrialConfig& c) {
     if (c.optimizer != Optimizer::lomo) return std::nullopt;
-    const bool through_deepspeed =
-        f == FrameworkProfile::deepspeed || f == FrameworkProfile::hf_trainer || f == FrameworkProfile::torchrun;
-    if (through_deepspeed && c.zero_stage > 0)
+    if (stack_rules(f, c) == FrameworkProfile::deepspeed)
         return fmt::format(
-            "LOMO at ZeRO-{}: HF Trainer's optim=\"lomo\" cannot run under DeepSpeed (Trainer.training_step passes "
-            "learning_rate to accelerate's DeepSpeedEngineWrapper.backward: TypeError); choose a ZeRO-0 "
-            "configuration, or train it with the LOMO library's own trainer",
+            "LOMO under DeepSpeed (ZeRO-{}): HF Trainer's optim=\"lomo\" cannot run on DeepSpeed's engine "
+            "(Trainer.training_step passes learning_rate to accelerate's DeepSpeedEngineWrapper.backward: "
+            "TypeError); choose hf-trainer or torchrun at ZeRO-0, or train it with the LOMO library's own trainer",
             c.zero_stage);
     if (c.precision == Precision::fp16_mixed)
         return std::string(
