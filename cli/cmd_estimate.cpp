@@ -365,7 +365,9 @@ int run_sweep(const EstimateCliOptions& opts) {
     EstimateOptions o = base_estimate_options(spec);
     if (opts.cpu_threads != 0) o.cpu_threads = opts.cpu_threads;
     apply_library_flags(opts, o);
-    const FrameworkProfile profile = opts.framework.empty() ? spec.framework : profile_named(opts.framework);
+    // --framework F answers for F in place of the sweep's [framework]: what F cannot run is invalid.
+    if (!opts.framework.empty()) spec.framework = profile_named(opts.framework);
+    const FrameworkProfile profile = spec.framework;
     const std::vector<Candidate> candidates = expand_space(spec);
     const SweepEstimates s = estimate_sweep(spec, candidates, o, profile);
     if (opts.json) print_sweep_json(spec, s);

@@ -69,13 +69,6 @@ std::string prune_reason(const Estimate& e, const FrameworkPredictions& framewor
     return {};
 }
 
-std::string framework_invalid_reason(const FrameworkPredictions& frameworks, const SweepSpec& spec) {
-    if (spec.framework == FrameworkProfile::tune) return {};
-    const auto it = frameworks.find(to_string(spec.framework));
-    if (it == frameworks.end() || it->second.invalid.empty()) return {};
-    return fmt::format("[framework] {} cannot run it: {}", to_string(spec.framework), it->second.invalid);
-}
-
 std::vector<double> priorities(std::span<const Estimate* const> estimates, SearchStrategy strategy) {
     std::vector<double> out(estimates.size());
     if (strategy == SearchStrategy::grid) {
@@ -110,13 +103,8 @@ std::vector<NewTrial> plan_trials(const SweepSpec& spec, const std::vector<Candi
             t.estimate = estimate(spec.model, c.config, spec.hardware, settings.estimate);
             t.frameworks =
                 framework_predictions(c.config, spec.hardware, settings.estimate, spec.usable_memory(), *t.estimate);
-            t.reason = framework_invalid_reason(t.frameworks, spec);
-            if (!t.reason.empty()) {
-                t.status = TrialStatus::invalid;
-            } else {
-                t.reason = prune_reason(*t.estimate, t.frameworks, spec, settings.prune_tolerance);
-                t.status = t.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
-            }
+            t.reason = prune_reason(*t.estimate, t.frameworks, spec, settings.prune_tolerance);
+            t.status = t.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
         }
         trials.push_back(std::move(t));
     }

@@ -34,8 +34,6 @@ EstimateOptions base_estimate_options(const SweepSpec& spec);
 // sweep's framework's device view first (where the user trains), then our engine's peak.
 std::string prune_reason(const Estimate& e, const FrameworkPredictions& frameworks, const SweepSpec& spec,
                          double tolerance);
-// Why the sweep's framework cannot run a configuration our engine can, or "".
-std::string framework_invalid_reason(const FrameworkPredictions& frameworks, const SweepSpec& spec);
 
 // Estimates, prunes and orders every candidate (invalid ones keep their reason), with the
 // sweep's base settings: each estimate's step time is also kept as the uncalibrated one.

@@ -9,6 +9,7 @@
 
 #include "core/collapsed_values.h"
 #include "core/tensor_parallel.h"
+#include "search/frameworks/framework_profile.h"
 
 namespace tune {
 
@@ -54,6 +55,10 @@ std::optional<Invalidity> check_validity(const TrialConfig& c, const SweepSpec& 
                               fmt::format("global batch of {} tokens differs from [constraints] global_batch_tokens {}",
                                           tokens, *spec.global_batch_tokens)};
     }
+    // The stack the user trains with ([framework]) runs only what it can (search/frameworks/framework_validity).
+    if (auto problem = framework_problem(spec.framework, c))
+        return Invalidity{"framework",
+                          fmt::format("[framework] {} cannot run it: {}", to_string(spec.framework), *problem)};
     return std::nullopt;
 }
 

@@ -28,7 +28,8 @@ struct Candidate {
 std::vector<Candidate> expand_space(const SweepSpec& spec);
 
 // Why this configuration cannot run in this sweep, or nullopt when it can:
-// the engine's rules (core/validity.h), then the sweep's [constraints].
+// the engine's rules (core/validity.h), the sweep's [constraints], then what
+// its [framework] can run (kind "framework").
 std::optional<Invalidity> check_validity(const TrialConfig& config, const SweepSpec& spec);
 
 // The configuration every trial of the sweep starts from: model, world size,

@@ -79,6 +79,26 @@ global_batch_tokens = 512
     CHECK(counts.invalid.at("global-batch").count == 6);
 }
 
+// validate, estimate and the sweep read one rule: what the sweep's stack cannot run is invalid, with its reason.
+TEST_CASE("a configuration the sweep's [framework] cannot run is invalid for the sweep", "[space][frameworks]") {
+    const std::string text = R"(
+[model]
+preset = "tiny"
+[hardware]
+gpus = 2
+[space]
+optimizer = ["adamw", "lion"]
+zero_stage = [1, 3]
+)";
+    const SpaceCounts engine = count(expand_space(parse_sweep(text, "t.toml")));
+    CHECK(engine.valid == 4);
+    const SpaceCounts titan = count(expand_space(parse_sweep(text + "[framework]\nname = \"torchtitan\"\n", "t.toml")));
+    CHECK(titan.valid == 1);  // adamw at ZeRO-3: torchtitan has no Lion, and FSDP no ZeRO-1
+    REQUIRE(titan.invalid.contains("framework"));
+    CHECK(titan.invalid.at("framework").count == 3);
+    CHECK_THAT(titan.invalid.at("framework").example, Catch::StartsWith("[framework] torchtitan cannot run it: "));
+}
+
 TEST_CASE("sweep settings flow into every trial configuration", "[space]") {
     const SweepSpec spec = parse_sweep(R"(
 [model]
