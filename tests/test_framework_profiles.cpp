@@ -426,6 +426,33 @@ TEST_CASE("bitsandbytes' quantization state stays whole on each device where ZeR
     CHECK(bnb_quant_state_term(c).bytes == 0);
 }
 
+// Llama-2-70B's root unit holds the embedding and the head (2 x 32000 x 8192) and the final norm (8192):
+// 524,296,192 weights, two shards of 262,148,096 (a multiple of 256), in bf16 under PEFT's
+// sharded QLoRA (the base loaded in 16 bits). A decoder layer's NF4 codes are half a byte per weight of
+// its 855,654,400: 213,913,600 bytes a rank, so the root's copy is the largest.
+TEST_CASE("FSDP's CPU offload keeps the largest unit's shard copy reserved on its own stream", "[frameworks]") {
+    TrialConfig c = variant("llama-70b", Method::qlora, Precision::bf16_mixed, 2, 3);
+    c.offload = Offload::optimizer_params;
+    const std::vector<FrameworkTerm> root = fsdp_offload_cached_terms(c, false);
+    REQUIRE(root.size() == 1);
+    CHECK(root[0].bytes == 2 * 262'148'096);
+    CHECK(root[0].alive == kWholeStep);
+    // An fp32 model's shards (an fp32 base under accelerate, torchtitan's): 4 bytes a weight.
+    CHECK(fsdp_offload_cached_terms(c, true)[0].bytes == 4 * 262'148'096);
+    // Reserved, not allocated: the copy dies once its all-gather has it.
+    const Hardware hw = *find_device("rtx4090");
+    EstimateOptions o;
+    o.base_dtype = BaseDtype::half;
+    const FrameworkEstimate e = framework_estimate(FrameworkProfile::accelerate_fsdp, c, hw, o);
+    bool cached = false;
+    for (const FrameworkTerm& t : e.cached) cached = cached || t.bytes == 2 * 262'148'096;
+    CHECK(cached);
+    CHECK(e.views[MemoryView::reserved] >= e.views[MemoryView::allocated] + 2 * 262'148'096);
+    // Without offload nothing is copied from the host.
+    c.offload = Offload::none;
+    CHECK(fsdp_offload_cached_terms(c, false).empty());
+}
+
 // DeepSpeed's partitioned_param_coordinator.py prefetches stage3_prefetch_bucket_size (5e7) elements, the
 // last tensor whole, beside the gathered layer in backward; parameter_offload.py keeps every tensor of at most
 // stage3_param_persistence_threshold (1e5) elements whole. Llama-7B, LoRA r=8 on q, k, v, o, two ranks:

@@ -122,6 +122,10 @@ FrameworkEstimate estimate_from(FrameworkProfile profile, const TrialConfig& c, 
         for (FrameworkTerm& t : fsdp_gather_terms(c)) e.terms.push_back(std::move(t));
         for (FrameworkTerm& t : fsdp_gradient_terms(c, f == FrameworkProfile::torchtitan))
             e.terms.push_back(std::move(t));
+        // torchtitan's FSDP2 keeps fp32 shards under mixed precision (training.mixed_precision_param).
+        const bool fp32_shards =
+            f == FrameworkProfile::torchtitan ? has_master_weights(c.precision) : holds_fp32_model(f, c, o.base_dtype);
+        for (FrameworkTerm& t : fsdp_offload_cached_terms(c, fp32_shards)) e.cached.push_back(std::move(t));
     }
     for (FrameworkTerm& t : model_dtype_terms(f, c, o.base_dtype)) e.terms.push_back(std::move(t));
     if (FrameworkTerm t = foreach_adamw_term(f, c); t.bytes > 0) e.terms.push_back(std::move(t));

@@ -129,6 +129,10 @@ std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c);
 // root unit's post-backward, and with `fsdp2_fp32_reduce` (torchtitan's FSDP2) the
 // previous layer's fp32 reduce-scatter input.
 std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_fp32_reduce);
+// Under CPU offload (optimizer+params): the largest unit's shard, copied to the device on a stream of
+// FSDP's own, whose block the caching allocator keeps reserved (FrameworkEstimate::cached); `fp32_shards`:
+// the stack keeps its shards in fp32 (torchtitan's, or an fp32 model under accelerate's FSDP).
+std::vector<FrameworkTerm> fsdp_offload_cached_terms(const TrialConfig& c, bool fp32_shards);
 // One decoder layer as FSDP gathers it on a rank (its NF4 storage under QLoRA).
 std::uint64_t fsdp_gathered_layer_bytes(const TrialConfig& c);
 // The loss over the whole vocabulary on the upcast logits, the 16-bit logits dropped before

@@ -2,10 +2,13 @@
 // keeps gathered beyond our engine, which at ZeRO-3 gathers one layer at a time
 // and the outer buffer only where the head reads it, and the gradients it holds
 // beyond our engine's buckets, which reduce-scatter each layer as it finishes.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/flat_buffer.h"
 #include "core/tensor_parallel.h"
+#include "kernels/math/nf4.h"
 #include "search/flat_layout.h"
 #include "search/frameworks/framework_profile.h"
 #include "search/model_states.h"
@@ -42,6 +45,30 @@ std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c) {
              static_cast<std::int64_t>(root), alive_in({Phase::forward, Phase::layer_backward, Phase::embed_backward})},
             {fmt::format("the next decoder layer, prefetched during a layer's backward ({} bytes)", layer),
              static_cast<std::int64_t>(layer), alive_in({Phase::layer_backward})}};
+}
+
+std::vector<FrameworkTerm> fsdp_offload_cached_terms(const TrialConfig& c, bool fp32_shards) {
+    if (c.offload != Offload::optimizer_params) return {};
+    const StateSettings s = StateSettings::of(c);
+    const FlatLayout layout = local_flat_layout(c);
+    // Under CPU offload FSDP copies a unit's shard to the device before its all-gather:
+    // FSDP1 on its pre-unshard stream (_runtime_utils.py _unshard, FlatParamHandle.pre_unshard's
+    // flat_param_to(device), which _init_streams gives "allocations and writes for CPU offloading"),
+    // FSDP2 on its copy-in stream (FSDPParam.all_gather_inputs, before foreach_all_gather's
+    // copy-in). The copy dies once the all-gather has it, but PyTorch's caching allocator keeps a
+    // block for the stream it was made on, and nothing else runs on that stream: the largest unit's
+    // copy stays reserved. QLoRA's decoder layers are their NF4 codes; the root unit (embedding,
+    // final norm, head) is in the dtype the shards are kept in.
+    const std::uint64_t weight = fp32_shards ? 4 : weight_bytes(c.precision);
+    const std::uint64_t root = weight * held_numel(layout.outer.numel, 1, s, true);
+    const std::uint64_t layer =
+        c.method == Method::qlora
+            ? static_cast<std::uint64_t>(
+                  math::nf4_sizes(static_cast<std::int64_t>(held_numel(layout.layer.numel, 1, s, true))).packed)
+            : weight * held_numel(layout.layer.numel, 1, s, true);
+    const std::uint64_t largest = std::max(root, layer);
+    return {{fmt::format("the largest unit's shard ({} bytes), copied from the host on FSDP's own stream", largest),
+             static_cast<std::int64_t>(largest), kWholeStep}};
 }
 
 namespace {
