@@ -324,6 +324,9 @@ TEST_CASE("Megatron-LM and torchtitan exports carry the split, and the stacks wi
     CHECK(titan["training"]["global_batch_size"].value<std::int64_t>() == 16);
     for (Framework f : {Framework::deepspeed, Framework::hf_trainer, Framework::torchrun, Framework::litgpt})
         CHECK_THROWS_WITH(export_config(f, c), Catch::Contains("no tensor parallelism for training"));
+    // The way out it names is an export target (`tune export` takes --emit, its --format is csv or json).
+    CHECK_THROWS_WITH(export_config(Framework::deepspeed, c), Catch::Contains("(--emit megatron)"));
+    CHECK(parse_framework("megatron"));
     CHECK_THROWS_WITH(export_config(Framework::accelerate_fsdp, c), Catch::Contains("tp_plan"));
     c.optimizer = Optimizer::lion;
     CHECK_THROWS_WITH(export_config(Framework::megatron, c), Catch::Contains("adam (AdamW) or sgd"));

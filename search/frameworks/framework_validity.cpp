@@ -139,8 +139,7 @@ std::optional<std::string> tensor_parallel_problem(FrameworkProfile f, const Tri
             c.tensor_parallel);
     return fmt::format(
         "tensor_parallel {} under {}: it has no tensor parallelism for training (DeepSpeed only inside "
-        "Megatron-DeepSpeed); choose tensor_parallel 1, or train with torchtitan or Megatron-LM (tune export "
-        "--format megatron)",
+        "Megatron-DeepSpeed); choose tensor_parallel 1, or train with torchtitan or Megatron-LM (--emit megatron)",
         c.tensor_parallel, to_string(f));
 }
 
