@@ -14,6 +14,7 @@
 #include "cli/database_path.h"
 #include "cli/dimension_flags.h"
 #include "cli/emit.h"
+#include "cli/framework_flag.h"
 #include "cli/trial_command.h"
 #include "core/convergence_risk.h"
 #include "core/noise_ties.h"
@@ -59,7 +60,7 @@ BestQuery to_query(const BestOptions& o) {
     q.allow_risk = o.allow_risk;
     // --emit F answers for F's stack unless --framework names another.
     if (!o.framework.empty())
-        q.framework = o.framework;
+        q.framework = std::string(to_string(framework_flag_profile(o.framework)));
     else if (!o.emit.empty())
         q.framework = std::string(to_string(profile_of(*parse_framework(o.emit))));
     return q;
@@ -280,7 +281,7 @@ void add_best_command(CLI::App& app, int& exit_code) {
                     "qualifies when that stack can run it and its predicted device memory fits the sweep's limit, and "
                     "peaks are that prediction. Default: the sweep's [framework] name, else with --emit F, F's stack; "
                     "'tune' is our engine's own numbers")
-        ->check(CLI::IsMember(std::vector<std::string>(kFrameworkProfileNames.begin(), kFrameworkProfileNames.end())));
+        ->check(CLI::IsMember(framework_flag_choices()));
     cmd->callback([&exit_code, o] { exit_code = run_best(*o); });
 }
 

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/dimension_flags.h"
+#include "cli/framework_flag.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
@@ -81,19 +82,6 @@ TrialConfig config_from(const EstimateCliOptions& o) {
     return c;
 }
 
-// A profile name, or an export target's (accelerate-fsdp1 is accelerate-fsdp's stack).
-FrameworkProfile profile_named(const std::string& name) {
-    if (name.empty()) return FrameworkProfile::tune;
-    if (auto p = parse_framework_profile(name)) return *p;
-    return profile_of(*parse_framework(name));  // the flag accepts only these names
-}
-
-std::vector<std::string> framework_choices() {
-    std::vector<std::string> names(kFrameworkProfileNames.begin(), kFrameworkProfileNames.end());
-    names.emplace_back(to_string(Framework::accelerate_fsdp1));
-    return names;
-}
-
 // --bitsandbytes, --lora-dropout and --base-dtype over the sweep's [framework] settings of the same names.
 void apply_library_flags(const EstimateCliOptions& o, EstimateOptions& e) {
     if (o.lora_dropout) e.lora_dropout = *o.lora_dropout;
@@ -113,7 +101,7 @@ EstimateOptions options_from(const EstimateCliOptions& o) {
     if (!o.host_memory.empty()) e.host_memory = require_bytes(o.host_memory, "--host-memory");
     e.host_margin = o.host_margin;
     e.cpu_threads = std::max<std::uint32_t>(o.cpu_threads, 1);
-    apply_profile_options(profile_named(o.framework), e);
+    apply_profile_options(framework_flag_profile(o.framework), e);
     apply_library_flags(o, e);
     return e;
 }
@@ -229,7 +217,7 @@ int run_single(const EstimateCliOptions& opts) {
     const EstimateOptions o = options_from(opts);
     if (o.memory_limit)
         if (auto w = limit_above_device(*o.memory_limit, hw)) fmt::print(stderr, "warning: {}\n", *w);
-    const FrameworkProfile profile = profile_named(opts.framework);
+    const FrameworkProfile profile = framework_flag_profile(opts.framework);
     if (auto problem = framework_problem(profile, c))
         return report_invalid(c, hw, Invalidity{"framework", *problem}, opts.json, profile);
     const Estimate e = estimate(c, hw, o);
@@ -366,7 +354,7 @@ int run_sweep(const EstimateCliOptions& opts) {
     if (opts.cpu_threads != 0) o.cpu_threads = opts.cpu_threads;
     apply_library_flags(opts, o);
     // --framework F answers for F in place of the sweep's [framework]: what F cannot run is invalid.
-    if (!opts.framework.empty()) spec.framework = profile_named(opts.framework);
+    if (!opts.framework.empty()) spec.framework = framework_flag_profile(opts.framework);
     const FrameworkProfile profile = spec.framework;
     const std::vector<Candidate> candidates = expand_space(spec);
     const SweepEstimates s = estimate_sweep(spec, candidates, o, profile);
@@ -417,7 +405,7 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
            "DDP and DeepSpeed's ZeRO-3 hide their collectives behind compute, and every stack's eager element-wise "
            "ops add their HBM traffic to the step; tune (default) is tune's engine. Adds memory.views (allocated, "
            "reserved and device) and time.framework")
-        ->check(CLI::IsMember(framework_choices()));
+        ->check(CLI::IsMember(framework_flag_choices()));
     cmd->add_option("--bitsandbytes", opts->bitsandbytes,
                     "The bitsandbytes version under the stack (default: a release after 0.43.1; a sweep's "
                     "[framework] bitsandbytes): before 0.43.2 its 4-bit matmul keeps every QLoRA linear's input "

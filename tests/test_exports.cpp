@@ -390,6 +390,17 @@ TEST_CASE("LOMO is refused where HF Trainer cannot run it: under DeepSpeed and w
     CHECK_THAT(ours.output, Catch::Contains("LOMO with fp16-mixed"));
 }
 
+// tune estimate and tune best take the same --framework names: accelerate-fsdp1 answers for accelerate-fsdp's stack.
+TEST_CASE("best --framework takes an export target's name for its stack, as estimate does", "[exports][cli]") {
+    test::ScratchDir dir;
+    const std::string db = dry_run_db(dir, "f", "zero_stage = [1, 3]\n");
+    const auto r = test::run_tune("best --framework accelerate-fsdp1 --db " + db);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("Answering for accelerate-fsdp") &&
+                             Catch::Contains("Left out for accelerate-fsdp: 1 it cannot run"));
+    CHECK(test::run_tune("best --framework accelerate-fsdp9 --db " + db).exit_code == 2);
+}
+
 TEST_CASE("selective checkpointing: off with flash attention, whole layers with eager, said either way", "[exports]") {
     TrialConfig c = llama7b(Optimizer::adamw, Precision::bf16_mixed, 0, Checkpointing::selective);
     const FrameworkExport flash = export_config(Framework::hf_trainer, c);
