@@ -35,17 +35,19 @@ struct SweepBest {
     std::uint64_t peak = 0;
 };
 
+// The numbers `tune best` ranks by: under the sweep's [framework], its predicted device peak.
 std::optional<SweepBest> best_of(const Store& store, const std::string& sweep) {
     BestQuery q;
     q.sweep = sweep;
     q.top = 1;
     const BestAnswer measured = find_best(store, q);
     if (!measured.ranked.empty())
-        return SweepBest{Basis::measured, measured.ranked[0].result.tokens_per_s, measured.ranked[0].result.memory.peak};
+        return SweepBest{Basis::measured, answer_tokens_per_s(measured.ranked[0], Basis::measured),
+                         answer_peak(measured.ranked[0], Basis::measured)};
     const BestAnswer predicted = find_best_predicted(store, q);
     if (predicted.ranked.empty()) return std::nullopt;
-    const Estimate& e = *predicted.ranked[0].result.estimate;
-    return SweepBest{Basis::predicted, e.tokens_per_s, e.memory.peak};
+    return SweepBest{Basis::predicted, answer_tokens_per_s(predicted.ranked[0], Basis::predicted),
+                     answer_peak(predicted.ranked[0], Basis::predicted)};
 }
 
 std::string best_text(const std::optional<SweepBest>& b) {

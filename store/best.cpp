@@ -14,18 +14,17 @@
 #include "store/store.h"
 
 namespace tune {
-namespace {
 
-// The numbers a ranking reads: measured, or the estimator's for predicted answers.
-// Under a stack (answered_for), the peak is its predicted device memory for either basis.
-std::uint64_t peak_of(const TrialRecord& t, Basis b) {
+std::uint64_t answer_peak(const TrialRecord& t, Basis b) {
     if (t.answered_for) return t.answered_for->device;
     return b == Basis::measured ? t.result.memory.peak : t.result.estimate->memory.peak;
 }
-double rate_of(const TrialRecord& t, Basis b) {
+double answer_tokens_per_s(const TrialRecord& t, Basis b) {
     if (b == Basis::measured) return t.result.tokens_per_s;
     return t.answered_for ? t.answered_for->tokens_per_s : t.result.estimate->tokens_per_s;
 }
+
+namespace {
 
 // Offload's host bytes per node: the estimate's, or the measured host peak over as many ranks as
 // the estimate put on one node (the trial's, when it has no estimate); 0 without offload.
@@ -103,7 +102,7 @@ std::vector<Constraint> constraints_of(const BestQuery& q, Basis b) {
     const std::string_view word = to_string(b);
     if (q.max_memory)
         out.push_back(byte_limit(*q.max_memory, "", fmt::format("{} peak", word),
-                                 [b](const TrialRecord& t) { return peak_of(t, b); }));
+                                 [b](const TrialRecord& t) { return answer_peak(t, b); }));
     if (q.max_host_memory)
         out.push_back(byte_limit(*q.max_host_memory, " of host memory per node", std::string(word),
                                  [b](const TrialRecord& t) { return host_node_of(t, b); }));
@@ -183,8 +182,8 @@ std::vector<std::string> explain(const std::vector<TrialRecord>& ok, const std::
 }
 
 bool ranks_before(const TrialRecord& a, const TrialRecord& b, BestBy by, Basis basis) {
-    const double ra = rate_of(a, basis), rb = rate_of(b, basis);
-    const std::uint64_t pa = peak_of(a, basis), pb = peak_of(b, basis);
+    const double ra = answer_tokens_per_s(a, basis), rb = answer_tokens_per_s(b, basis);
+    const std::uint64_t pa = answer_peak(a, basis), pb = answer_peak(b, basis);
     if (by == BestBy::tokens_per_s) {
         if (ra != rb) return ra > rb;
         if (pa != pb) return pa < pb;
@@ -243,8 +242,8 @@ BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const St
     if (!query.allow_risk) risk_free_first(answer);
     std::vector<std::optional<ParetoPoint>> points;
     for (const TrialRecord& t : answer.ranked)
-        points.push_back(t.answered_for
-                             ? std::optional(ParetoPoint{static_cast<double>(peak_of(t, basis)), rate_of(t, basis)})
+        points.push_back(t.answered_for ? std::optional(ParetoPoint{static_cast<double>(answer_peak(t, basis)),
+                                                                    answer_tokens_per_s(t, basis)})
                          : basis == Basis::measured ? measured_point(t.result)
                                                     : predicted_point(t.result));
     answer.on_front.assign(answer.ranked.size(), false);
@@ -288,11 +287,11 @@ std::string alternative_gain(const BestAnswer& a, BestBy by) {
     const TrialRecord& best = a.ranked.front();
     const TrialRecord& alt = *a.risky_alternative;
     if (by == BestBy::tokens_per_s) {
-        const double ratio = rate_of(alt, a.basis) / std::max(rate_of(best, a.basis), 1e-300);
+        const double ratio = answer_tokens_per_s(alt, a.basis) / std::max(answer_tokens_per_s(best, a.basis), 1e-300);
         return fmt::format("{:+.0f}% tokens/s", (ratio - 1) * 100);
     }
-    const double ratio =
-        static_cast<double>(peak_of(alt, a.basis)) / std::max<double>(static_cast<double>(peak_of(best, a.basis)), 1);
+    const double ratio = static_cast<double>(answer_peak(alt, a.basis)) /
+                         std::max<double>(static_cast<double>(answer_peak(best, a.basis)), 1);
     return fmt::format("{:+.0f}% peak memory", (ratio - 1) * 100);
 }
 

@@ -64,6 +64,12 @@ struct BestAnswer {
     std::size_t framework_unpredicted = 0;  // recorded before predictions were kept: ranked with our engine's numbers
 };
 
+// The numbers a ranking reads: measured, or the estimator's for predicted answers. Under a
+// stack (answered_for), the peak is its predicted device memory for either basis, and a
+// predicted answer's tokens/s its prediction.
+std::uint64_t answer_peak(const TrialRecord& t, Basis b);
+double answer_tokens_per_s(const TrialRecord& t, Basis b);
+
 // What the alternative gains over the best by the query's order: "+12% tokens/s" or "-20% peak memory".
 std::string alternative_gain(const BestAnswer& a, BestBy by);
 

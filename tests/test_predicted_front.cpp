@@ -113,6 +113,23 @@ TEST_CASE("best, list and report answer an estimate-only sweep with its predicti
                          Catch::Contains("predicted peak"));
 }
 
+// Under the sweep's [framework] the readers agree: list shows the numbers best ranks by, that stack's.
+TEST_CASE("list shows a framework sweep's best as best answers it, with the stack's predictions", "[cli][predicted]") {
+    test::ScratchDir dir;
+    write_sweep(dir.file("s.toml"));
+    std::ofstream(dir.file("s.toml"), std::ios::app) << "[framework]\nname = \"torchtitan\"\n";
+    const std::string db = dir.file("r.db");
+    REQUIRE(run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml")).exit_code == 0);
+    const auto best = nlohmann::json::parse(run_tune("best --json --db " + db).output);
+    const auto& answer = best["predicted"]["best"]["framework_prediction"];
+    REQUIRE(answer.is_object());
+    const auto listed = nlohmann::json::parse(run_tune("list --json --db " + db).output)[0]["best"];
+    CHECK(listed["basis"] == "predicted");
+    CHECK(listed["peak_bytes"] == answer["device"]);
+    CHECK(listed["tokens_per_s"] == answer["tokens_per_s"]);
+    CHECK(listed["peak_bytes"] != best["predicted"]["best"]["estimate"]["peak_bytes"]);
+}
+
 TEST_CASE("the predicted ranking keeps only unmeasured configurations predicted to fit", "[store][predicted]") {
     std::vector<TrialRecord> trials(4);
     for (int i = 0; i < 4; ++i) {
