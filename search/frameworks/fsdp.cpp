@@ -56,8 +56,8 @@ std::vector<FrameworkTerm> fsdp_offload_cached_terms(const TrialConfig& c, bool 
     // flat_param_to(device), which _init_streams gives "allocations and writes for CPU offloading"),
     // FSDP2 on its copy-in stream (FSDPParam.all_gather_inputs, before foreach_all_gather's
     // copy-in). The copy dies once the all-gather has it, but PyTorch's caching allocator keeps a
-    // block for the stream it was made on, and nothing else runs on that stream: the largest unit's
-    // copy stays reserved. QLoRA's decoder layers are their NF4 codes; the root unit (embedding,
+    // block for the stream it was made on, where the compute stream's tensors never reuse it: the
+    // largest unit's copy stays reserved. QLoRA's decoder layers are their NF4 codes; the root unit (embedding,
     // final norm, head) is in the dtype the shards are kept in.
     const std::uint64_t weight = fp32_shards ? 4 : weight_bytes(c.precision);
     const std::uint64_t root = weight * held_numel(layout.outer.numel, 1, s, true);
