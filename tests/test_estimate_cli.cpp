@@ -1,12 +1,12 @@
 // `tune estimate`: the single-configuration form (table, JSON) and the sweep form.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "support/run_command.h"
+#include "test_store_support.h"
 
 using tune::test::run_tune;
 
@@ -137,18 +137,17 @@ TEST_CASE("tune estimate --framework F answers invalid for a combination F canno
 
 TEST_CASE("tune estimate FILE --framework F counts what F cannot run as invalid, not as not fitting",
           "[cli][estimate]") {
-    const std::filesystem::path file = std::filesystem::temp_directory_path() / "tune-estimate-framework.toml";
+    tune::test::ScratchDir dir;
+    const std::string file = dir.file("s.toml");
     std::ofstream(file) << "[model]\npreset = \"llama-7b\"\n[hardware]\ngpus = 8\ndevice = \"h100-80gb\"\n"
                            "[space]\noptimizer = [\"adamw\", \"lion\"]\nzero_stage = [1, 3]\n";
-    const auto engine = nlohmann::json::parse(run_tune("estimate " + file.string() + " --json").output);
+    const auto engine = nlohmann::json::parse(run_tune("estimate " + file + " --json").output);
     CHECK(engine["invalid"] == 0);
-    const auto titan =
-        nlohmann::json::parse(run_tune("estimate " + file.string() + " --framework torchtitan --json").output);
+    const auto titan = nlohmann::json::parse(run_tune("estimate " + file + " --framework torchtitan --json").output);
     CHECK(titan["framework"] == "torchtitan");
     // torchtitan has no Lion and FSDP no ZeRO-1: only adamw at ZeRO-3 is torchtitan's to run.
     CHECK(titan["invalid"] == 3);
     CHECK(titan["fit"].get<std::uint64_t>() + titan["not_fit"].get<std::uint64_t>() == 1);
-    std::filesystem::remove(file);
 }
 
 TEST_CASE("tune estimate --hf-config reads a Hugging Face config.json or its folder", "[cli][estimate]") {

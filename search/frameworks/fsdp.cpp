@@ -61,11 +61,11 @@ std::vector<FrameworkTerm> fsdp_offload_cached_terms(const TrialConfig& c, bool 
     // final norm, head) is in the dtype the shards are kept in.
     const std::uint64_t weight = fp32_shards ? 4 : weight_bytes(c.precision);
     const std::uint64_t root = weight * held_numel(layout.outer.numel, 1, s, true);
+    const std::uint64_t layer_shard = held_numel(layout.layer.numel, 1, s, true);
     const std::uint64_t layer =
         c.method == Method::qlora
-            ? static_cast<std::uint64_t>(
-                  math::nf4_sizes(static_cast<std::int64_t>(held_numel(layout.layer.numel, 1, s, true))).packed)
-            : weight * held_numel(layout.layer.numel, 1, s, true);
+            ? static_cast<std::uint64_t>(math::nf4_sizes(static_cast<std::int64_t>(layer_shard)).packed)
+            : weight * layer_shard;
     const std::uint64_t largest = std::max(root, layer);
     return {{fmt::format("the largest unit's shard ({} bytes), copied from the host on FSDP's own stream", largest),
              static_cast<std::int64_t>(largest), kWholeStep}};
