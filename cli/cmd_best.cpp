@@ -23,7 +23,7 @@
 #include "reports/report_format.h"
 #include "reports/risk_note.h"
 #include "reports/text_table.h"
-#include "search/frameworks/framework_profile.h"
+#include "estimate/frameworks/framework_profile.h"
 #include "store/best.h"
 #include "store/record_json.h"
 #include "store/store.h"

@@ -14,21 +14,22 @@
 #include "cli/commands.h"
 #include "cli/dimension_flags.h"
 #include "cli/framework_flag.h"
+#include "core/hf_config.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
 #include "driver/plan.h"
 #include "exports/framework.h"
-#include "harness/memory/host_memory.h"
+#include "train/memory/host_memory.h"
 #include "kernels/device_query.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
 #include "reports/text_table.h"
-#include "search/estimate.h"
-#include "search/frameworks/framework_profile.h"
-#include "search/memory_limit_check.h"
-#include "search/space.h"
-#include "search/spec.h"
+#include "estimate/estimate.h"
+#include "estimate/frameworks/framework_profile.h"
+#include "estimate/memory_limit_check.h"
+#include "sweep/space.h"
+#include "sweep/spec.h"
 
 namespace tune::cli {
 namespace {
@@ -195,7 +196,7 @@ void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate&
 
 // A combination the engine cannot run is answered "invalid" (exit 1, like
 // "does not fit"); a value no configuration may have is bad input (exit 2).
-// `profile`: the stack that cannot run it (search/frameworks/framework_validity), our engine otherwise.
+// `profile`: the stack that cannot run it (estimate/frameworks/framework_validity), our engine otherwise.
 int report_invalid(const TrialConfig& c, const Hardware& hw, const Invalidity& bad, bool json,
                    FrameworkProfile profile = FrameworkProfile::tune) {
     if (refuses_input(bad)) throw ConfigError(bad.reason);
@@ -280,7 +281,7 @@ void resolve_device(SweepSpec& spec) {
     const DeviceQuery q = query_devices();
     std::optional<Hardware> detected;
     if (!q.devices.empty()) detected = match_device(q.devices.front().name, q.devices.front().total_memory);
-    resolve_auto_device(spec, detected, harness::host_total_bytes());
+    resolve_auto_device(spec, detected, train::host_total_bytes());
 }
 
 // Under a framework (--framework, else the sweep's [framework]) a configuration fits, and the
@@ -399,7 +400,7 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
     cmd->add_flag("--json", opts->json, "Print JSON instead of tables");
     cmd->add_option(
            "--framework", opts->framework,
-           "Predict for the stack you train with (search/frameworks): hf-trainer, torchrun, deepspeed, "
+           "Predict for the stack you train with (estimate/frameworks): hf-trainer, torchrun, deepspeed, "
            "accelerate-fsdp (transformers' modelling: full-vocabulary fp32 logits, the decoder's saved tensors; "
            "DeepSpeed's fp32 gradient partitions), torchtitan, litgpt (the full-state-dict load under FSDP); FSDP, "
            "DDP and DeepSpeed's ZeRO-3 hide their collectives behind compute, and every stack's eager element-wise "

@@ -14,13 +14,13 @@
 #include "core/presets.h"
 #include "driver/collective_probes.h"
 #include "driver/plan.h"
-#include "harness/memory/host_memory.h"
+#include "train/memory/host_memory.h"
 #include "kernels/device_query.h"
 #include "launch/host_name.h"
 #include "launch/launch.h"
 #include "probe/sweep_probes.h"
 #include "reports/text_table.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 #include "store/store.h"
 
 namespace tune::cli {
@@ -62,7 +62,7 @@ int run_probe(const ProbeCliOptions& o) {
         const DeviceQuery q = query_devices();
         std::optional<Hardware> detected;
         if (!q.devices.empty()) detected = match_device(q.devices.front().name, q.devices.front().total_memory);
-        resolve_auto_device(spec, detected, harness::host_total_bytes());
+        resolve_auto_device(spec, detected, train::host_total_bytes());
     }
     std::unique_ptr<Store> store;
     if (!o.no_cache) store = std::make_unique<Store>(o.database.empty() ? spec.database : o.database,

@@ -11,10 +11,10 @@
 #include "cli/commands.h"
 #include "core/config_error.h"
 #include "driver/collective_probes.h"
-#include "harness/comm/collective_probe.h"
-#include "harness/comm/comm_mpi.h"
-#include "harness/comm/comm_nccl.h"
-#include "harness/comm/mpi_runtime.h"
+#include "train/comm/collective_probe.h"
+#include "train/comm/comm_mpi.h"
+#include "train/comm/comm_nccl.h"
+#include "train/comm/mpi_runtime.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "launch/launch.h"
@@ -36,14 +36,14 @@ int run_collectives_child(const CollectiveChildOptions& o) {
         throw ConfigError("tune probe-collectives runs as the ranks of an mpirun or srun job (tune probe and "
                           "tune sweep --probe start it); run `tune probe FILE` instead");
     const std::vector<CollectiveRate> plan = parse_collective_plan(o.plan);
-    const harness::MpiRuntime runtime;
+    const train::MpiRuntime runtime;
     const bool gpu = o.backend == "cuda";
     // The backend before the communicator, so the communicator is destroyed first.
     std::unique_ptr<kernels::Backend> backend =
         gpu ? kernels::make_cuda_backend(env.local_rank)
             : std::make_unique<kernels::CpuBackend>(kernels::CpuBackendOptions{o.threads, 0});
-    std::unique_ptr<harness::Comm> comm = gpu ? harness::make_nccl_comm(runtime, env.local_rank, backend.get())
-                                              : std::make_unique<harness::MpiComm>(runtime);
+    std::unique_ptr<train::Comm> comm = gpu ? train::make_nccl_comm(runtime, env.local_rank, backend.get())
+                                              : std::make_unique<train::MpiComm>(runtime);
     // Each call after a GEMM, with the core's cache displaced, as a step makes it
     // (probe/probe_timing.h gemm_primer, cache_displacer).
     const std::function<void()> gemm = probe::gemm_primer(*backend);
@@ -53,7 +53,7 @@ int run_collectives_child(const CollectiveChildOptions& o) {
         displace();
     };
     std::vector<probe::CollectiveResult> results;
-    for (const auto& t : harness::time_collectives(*comm, *backend, plan, o.min_time, primer))
+    for (const auto& t : train::time_collectives(*comm, *backend, plan, o.min_time, primer))
         results.push_back({t.rate, t.seconds});
     if (comm->rank() == 0) fmt::print("{}\n", collective_result_line(results));
     return kExitOk;

@@ -20,9 +20,9 @@
 
 #include "cli/commands.h"
 #include "core/units.h"
-#include "harness/comm/comm_nccl.h"
-#include "harness/comm/mpi_runtime.h"
-#include "harness/selftest_training.h"
+#include "train/comm/comm_nccl.h"
+#include "train/comm/mpi_runtime.h"
+#include "train/selftest_training.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/device_query.h"
@@ -135,7 +135,7 @@ std::string memory_note(const kernels::Backend& backend) {
 
 int run_selftest(const SelftestOptions& o) {
     std::vector<st::Case> all = st::standard_cases();
-    for (auto& c : harness::training_cases()) all.push_back(std::move(c));
+    for (auto& c : train::training_cases()) all.push_back(std::move(c));
     const std::vector<st::Case> cases = st::filter_cases(std::move(all), o.op);
     std::vector<st::CaseResult> results;
     const bool on_cpu = o.candidate == "cpu";
@@ -160,7 +160,7 @@ std::string gpus_candidate(std::uint32_t gpus) { return fmt::format("cuda x{} (n
 
 // Why N GPU ranks cannot run here, or empty when they can.
 std::string why_no_gpus(std::uint32_t gpus) {
-    if (!kernels::cuda_backend_compiled() || !harness::nccl_compiled())
+    if (!kernels::cuda_backend_compiled() || !train::nccl_compiled())
         return "this build of tune has no CUDA backend (and no NCCL)";
     const DeviceQuery q = query_devices();
     if (q.devices.empty()) return "no CUDA device: " + q.why_none;
@@ -172,7 +172,7 @@ std::string why_no_gpus(std::uint32_t gpus) {
 
 std::string diff_text(double v) { return fmt::format("{:.2e}", v); }
 
-void report_stages(const std::vector<harness::ZeroStageResult>& rows, const std::string& why_skipped,
+void report_stages(const std::vector<train::ZeroStageResult>& rows, const std::string& why_skipped,
                    const SelftestOptions& o) {
     int pass = 0, fail = 0, skipped = 0;
     for (const auto& r : rows) {
@@ -222,10 +222,10 @@ void report_stages(const std::vector<harness::ZeroStageResult>& rows, const std:
                skipped, reference, gpus_candidate(o.gpus));
 }
 
-std::vector<harness::ZeroStageResult> unrun_stages(std::uint32_t gpus) {
-    std::vector<harness::ZeroStageResult> rows;
+std::vector<train::ZeroStageResult> unrun_stages(std::uint32_t gpus) {
+    std::vector<train::ZeroStageResult> rows;
     for (std::uint32_t stage = 0; stage <= 3; ++stage) {
-        harness::ZeroStageResult r;
+        train::ZeroStageResult r;
         r.stage = stage;
         r.ranks = static_cast<int>(gpus);
         rows.push_back(r);
@@ -258,7 +258,7 @@ int relaunch_selftest(const SelftestOptions& o) {
 
 // One rank of N: its GPU (local rank), NCCL, the stages; rank 0 reports.
 int run_selftest_rank(const SelftestOptions& o) {
-    const harness::MpiRuntime runtime;
+    const train::MpiRuntime runtime;
     try {
         if (runtime.world_size() != static_cast<int>(o.gpus))
             throw std::runtime_error(fmt::format("--gpus {} but this job has {} ranks", o.gpus, runtime.world_size()));
@@ -269,10 +269,10 @@ int run_selftest_rank(const SelftestOptions& o) {
                                                  "per rank)",
                                                  env.local_rank, devices));
         std::unique_ptr<kernels::Backend> backend = kernels::make_cuda_backend(env.local_rank);
-        std::unique_ptr<harness::Comm> comm = harness::make_nccl_comm(runtime, env.local_rank, backend.get());
-        harness::ZeroSelftestOptions zo;
+        std::unique_ptr<train::Comm> comm = train::make_nccl_comm(runtime, env.local_rank, backend.get());
+        train::ZeroSelftestOptions zo;
         zo.seed = o.seed;
-        const std::vector<harness::ZeroStageResult> rows = harness::zero_stages_against_cpu(*backend, *comm, zo);
+        const std::vector<train::ZeroStageResult> rows = train::zero_stages_against_cpu(*backend, *comm, zo);
         if (runtime.rank() != 0) return kExitOk;  // rank 0's exit code is the job's
         report_stages(rows, "", o);
         std::fflush(stdout);

@@ -20,7 +20,7 @@
 #include "launch/launch.h"
 #include "launch/process.h"
 #include "reports/text_table.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 
 namespace tune::cli {
 namespace {

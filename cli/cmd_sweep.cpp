@@ -20,14 +20,14 @@
 #include "core/units.h"
 #include "driver/makespan.h"
 #include "driver/sweep.h"
-#include "harness/memory/host_memory.h"
+#include "train/memory/host_memory.h"
 #include "launch/host_name.h"
 #include "reports/html_report.h"
 #include "reports/measured_front_text.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
-#include "search/estimate.h"
-#include "search/memory_limit_check.h"
+#include "estimate/estimate.h"
+#include "estimate/memory_limit_check.h"
 #include "store/store.h"
 
 namespace tune::cli {
@@ -63,7 +63,7 @@ SweepEnvironment detect(SweepSpec& spec) {
         env.device_name = q.devices.front().name;
         detected = match_device(q.devices.front().name, q.devices.front().total_memory);
     }
-    resolve_auto_device(spec, detected, harness::host_total_bytes());
+    resolve_auto_device(spec, detected, train::host_total_bytes());
     if (env.device_name.empty() || spec.device != "auto") env.device_name = spec.hardware.device;
     return env;
 }

@@ -21,9 +21,9 @@
 #include "core/units.h"
 #include "core/validity.h"
 #include "driver/trial_child.h"
-#include "harness/io/hf_model.h"
-#include "harness/io/peft_adapter.h"
-#include "harness/trial.h"
+#include "train/io/hf_model.h"
+#include "train/io/peft_adapter.h"
+#include "train/trial.h"
 #include "kernels/error.h"
 #include "launch/launch.h"
 #include "launch/process.h"
@@ -32,7 +32,7 @@
 namespace tune::cli {
 namespace {
 
-using harness::unrun;
+using train::unrun;
 
 struct TrialFlags {
     std::string config_json, model = "tiny", memory_limit, init, tokens, init_adapter, save_adapter;
@@ -101,10 +101,10 @@ TrialConfig build_config(const TrialFlags& o, const Given& given) {
         c.model = model_named(o.model);
     }
     if (given("--model")) c.model = model_named(o.model);
-    if (given("--init")) c.model = harness::load_hf_config(o.init);
+    if (given("--init")) c.model = train::load_hf_config(o.init);
     apply_settings(o, given, c);
     // The adapter folder decides rank, alpha and targets (and lora, unless qlora was asked for).
-    if (given("--init-adapter")) harness::apply_peft_config(harness::load_peft_config(o.init_adapter), c);
+    if (given("--init-adapter")) train::apply_peft_config(train::load_peft_config(o.init_adapter), c);
     // The default warmup (2) leaves at least one measured step when only --steps is given.
     if (given("--steps") && !given("--warmup") && c.steps > 0 && c.warmup >= c.steps) c.warmup = c.steps - 1;
     return c;
@@ -189,12 +189,12 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
         return trial_exit_code(r.status);
     };
     try {
-        harness::check_runnable(config);  // no ranks are started for a combination that cannot run
+        train::check_runnable(config);  // no ranks are started for a combination that cannot run
         // One GPU per rank: say so before starting any rank (each rank checks again for its own device).
         const int ranks = static_cast<int>(config.world_size);
-        if (harness::uses_cuda(backend_of(o))) harness::check_gpu_for_rank(ranks - 1, ranks);
+        if (train::uses_cuda(backend_of(o))) train::check_gpu_for_rank(ranks - 1, ranks);
     } catch (...) {
-        return report(harness::result_of_current_exception(config));
+        return report(train::result_of_current_exception(config));
     }
     const Launcher launcher = choose_launcher("auto", config.world_size);
     // Bad input, before mpirun is asked to start a hundred thousand processes.
@@ -227,7 +227,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         const TrialFlags& o = *opts;
         const TrialConfig config = build_config(o, Given{cmd});
         check_flag_values(config, o);
-        if (!o.save_adapter.empty()) harness::check_adapter_destination(o.save_adapter);
+        if (!o.save_adapter.empty()) train::check_adapter_destination(o.save_adapter);
         const std::string f = fault();
         if (f == "crash") std::abort();
         if (f == "hang")
@@ -238,7 +238,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         }
         // Under a launcher every rank runs the trial; only rank 0 reports.
         const bool reporter = rank_environment().rank == 0;
-        harness::TrialOptions run;
+        train::TrialOptions run;
         if (!o.init.empty()) run.init_dir = o.init;
         if (!o.tokens.empty()) run.tokens_file = o.tokens;
         if (!o.init_adapter.empty()) run.init_adapter_dir = o.init_adapter;
@@ -263,7 +263,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
             return trial_exit_code(failed.status);
         };
         if (reporter) fmt::print(stderr, "trial: {} on {}\n", summary(config), printable(config.model.name));
-        const TrialResult r = harness::run_trial(config, run);
+        const TrialResult r = train::run_trial(config, run);
         if (r.status != TrialStatus::ok)
             fmt::print(stderr, "trial {}: {}\n", to_string(r.status), printable(r.reason, "\n"));
         if (reporter) fmt::print("{}\n", result_line(r));

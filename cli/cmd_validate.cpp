@@ -12,8 +12,8 @@
 #include "core/units.h"
 #include "launch/launch.h"
 #include "reports/text_table.h"
-#include "search/space.h"
-#include "search/spec.h"
+#include "sweep/space.h"
+#include "sweep/spec.h"
 
 namespace tune::cli {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "search/spec.h"
+#include "sweep/spec.h"
 
 namespace tune::cli {
 

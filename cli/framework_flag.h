@@ -1,12 +1,12 @@
 // `--framework F` on `tune estimate` and `tune best`: the stack the answer is for,
-// named as a profile (search/frameworks) or as an export target whose stack it is
+// named as a profile (estimate/frameworks) or as an export target whose stack it is
 // (accelerate-fsdp1 is accelerate-fsdp's).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "search/frameworks/framework_profile.h"
+#include "estimate/frameworks/framework_profile.h"
 
 namespace tune::cli {
 

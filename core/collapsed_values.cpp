@@ -4,7 +4,7 @@ namespace tune {
 
 std::optional<Collapse> collapsed(const TrialConfig& c) {
     // Selective checkpointing drops only the attention probabilities, which flash attention never
-    // keeps (harness/model.cpp, docs/memory-model.md §3): the same memory and the same work as none.
+    // keeps (train/model.cpp, docs/memory-model.md §3): the same memory and the same work as none.
     if (c.checkpointing == Checkpointing::selective && c.attention == Attention::flash) {
         TrialConfig same = c;
         same.checkpointing = Checkpointing::none;

@@ -1,5 +1,5 @@
 // Core value types shared by the search side (spec, estimator, driver, store,
-// reports) and the trial side (harness). Plain structs, JSON round-trip, and a
+// reports) and the trial side (train). Plain structs, JSON round-trip, and a
 // canonical hash that is stable across runs and platforms.
 //
 //   ModelSpec     what is trained (Llama dimensions)
@@ -29,7 +29,7 @@ enum class Optimizer : std::uint8_t { adamw, lion, adam8bit, adafactor, lomo };
 enum class Precision : std::uint8_t { fp32, bf16_mixed, fp16_mixed, bf16 };
 // selective drops the eager attention probabilities; selective_op is torchtitan's
 // "op" policy, which keeps the matmul outputs but every second one and the
-// attention output (harness/model.cpp LlamaLayer::drop says what each keeps).
+// attention output (train/model.cpp LlamaLayer::drop says what each keeps).
 enum class Checkpointing : std::uint8_t { none, selective, full, selective_op };
 // flash keeps only the log-sum-exp (b, heads, s) and recomputes the scores in
 // backward; eager keeps the (b, heads, s, s) probabilities (docs/memory-model.md §3).
@@ -136,9 +136,9 @@ struct ModelSpec {
     std::uint64_t max_context = 0;
     double rms_norm_eps = 1e-5;
     double rope_theta = 10000.0;
-    // Hugging Face fields beyond the Llama shape (search/hf_config.cpp reads them). The
+    // Hugging Face fields beyond the Llama shape (core/hf_config.cpp reads them). The
     // estimator counts each; the trainer refuses a trial that needs one it cannot run
-    // (harness/io/hf_model.h: trainer_unsupported), naming the field.
+    // (train/io/hf_model.h: trainer_unsupported), naming the field.
     std::uint64_t head_dim_setting = 0;  // head_dim when it is not hidden/heads (Mistral-Nemo); 0: hidden/heads
     bool tied_embeddings = false;        // tie_word_embeddings: the LM head is the embedding matrix
     bool qkv_bias = false;               // biases on q, k, v (attention_bias; always in Qwen2)
@@ -298,7 +298,7 @@ struct TrialResult {
     double comm_s = 0;
     std::uint64_t oom_requested = 0;    // set when status is oom
     std::uint64_t oom_live = 0;
-    // What the machine saw (harness/memory/real_memory.h): the process's resident
+    // What the machine saw (train/memory/real_memory.h): the process's resident
     // set on a CPU, the device's used bytes on a GPU. Largest over ranks, then per rank.
     std::uint64_t real_peak = 0;        // 0: not measured; on the CPU, less the host ledger
     std::uint64_t baseline = 0;         // before the model's first allocation

@@ -1,5 +1,5 @@
-// The rules both the estimator (search/flat_layout) and the trainer
-// (harness/param_layout) lay flat parameter buffers out by (docs/memory-model.md §1):
+// The rules both the estimator (estimate/flat_layout) and the trainer
+// (train/param_layout) lay flat parameter buffers out by (docs/memory-model.md §1):
 // every tensor's slot and every rank's shard is a multiple of the alignment, so
 // a shard starts on an 8-bit Adam block and on 256 elements.
 #pragma once

@@ -1,5 +1,5 @@
 // What the estimator predicts a stack users train with (hf-trainer, deepspeed,
-// torchtitan, ...: search/frameworks) would show for one configuration: the
+// torchtitan, ...: estimate/frameworks) would show for one configuration: the
 // three memory readings a user meets, the step, whether the device view fits
 // the sweep's limit, or why that stack cannot run the configuration at all.
 // A sweep keeps one per stack beside our engine's estimate, so `tune best
@@ -27,7 +27,7 @@ struct FrameworkPrediction {
     bool operator==(const FrameworkPrediction&) const = default;
 };
 
-// By profile name (search/frameworks: "hf-trainer", "deepspeed", ...).
+// By profile name (estimate/frameworks: "hf-trainer", "deepspeed", ...).
 using FrameworkPredictions = std::map<std::string, FrameworkPrediction, std::less<>>;
 
 void to_json(nlohmann::json& j, const FrameworkPrediction& p);

@@ -1,6 +1,6 @@
 // A configuration's optimizer hyperparameters with each optimizer's published
 // defaults filled in where the configuration leaves them unset: what the
-// trainer runs (harness/optimizer_state) and what the exports write, so a
+// trainer runs (train/optimizer_state) and what the exports write, so a
 // framework's own defaults (DeepSpeed's and bitsandbytes' Lion: beta2 0.999)
 // never stand in for tune's.
 #pragma once

@@ -1,5 +1,5 @@
 // When a Llama layer runs projections that share an input as one GEMM each
-// way (harness/model.h LlamaLayer): q, k and v as one (T, q + 2kv) product
+// way (train/model.h LlamaLayer): q, k and v as one (T, q + 2kv) product
 // [q | k | v], gate and up as one (T, 2f) product [g | u], and in backward one
 // input gradient [dq dk dv] [Wq; Wk; Wv], [dg du] [Wg; Wu]. It needs the
 // weights adjacent in the flat layout (each one's size a multiple of the

@@ -3,7 +3,7 @@
 // count aside, which they read from device memory (kernels::AdamWParams::
 // device_step). AdamW and Lion make a call per flat buffer, 8-bit Adam one per
 // tensor. Adafactor's relative step sizes are computed on the host, and LOMO
-// updates inside backward. The trainer (harness/optimizer_state) and the
+// updates inside backward. The trainer (train/optimizer_state) and the
 // optimizer probe (probe/optimizer_probe) both follow this.
 #pragma once
 

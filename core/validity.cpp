@@ -169,7 +169,7 @@ std::optional<Invalidity> model_problem(const ModelSpec& m) {
         return shape(fmt::format("heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
     if (m.head_dim() % 2 != 0)
         return shape(fmt::format("head dimension {} must be even for RoPE", m.head_dim()));
-    // The bounds a sweep file's [model] and a config.json are read with (search/spec, search/hf_config).
+    // The bounds a sweep file's [model] and a config.json are read with (sweep/spec, core/hf_config).
     if (!(m.rms_norm_eps > 0 && m.rms_norm_eps <= 1))
         return Invalidity{"model-constants", fmt::format("rms_norm_eps {} must be in (0, 1]", m.rms_norm_eps)};
     if (!(m.rope_theta >= 1 && m.rope_theta <= 1e12))

@@ -1,7 +1,7 @@
 // The one rule set that says whether a configuration can run: used by the
-// space expansion (search/space), `tune estimate` and `tune trial` flags, the
-// trial (harness/trial) and the trainer. A sweep's own [constraints] rules
-// stay in search/space; everything the engine itself cannot express is here.
+// space expansion (sweep/space), `tune estimate` and `tune trial` flags, the
+// trial (train/trial) and the trainer. A sweep's own [constraints] rules
+// stay in sweep/space; everything the engine itself cannot express is here.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +35,7 @@ inline constexpr std::uint32_t kMaxAdam8bitBlock = 4096;
 struct Invalidity {
     // Short stable tag for counting: "model-shape", "model-size", "model-constants", "counts", "zero-stage",
     // "lomo-accumulation", "context", "adam8bit-block", "hyperparameters", "warmup", "tensor-parallel",
-    // and the sweep's own "world-size", "global-batch", "framework" (search/space).
+    // and the sweep's own "world-size", "global-batch", "framework" (sweep/space).
     std::string_view kind;
     std::string reason;  // the sentence shown to the user
 };

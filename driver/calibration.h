@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/config.h"
-#include "search/estimate_options.h"
+#include "estimate/estimate_options.h"
 
 namespace tune {
 

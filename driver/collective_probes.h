@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "probe/probes.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 
 namespace tune {
 

@@ -8,7 +8,7 @@
 #include "driver/slots.h"
 #include "driver/trial_cost.h"
 #include "launch/allocation.h"
-#include "search/space.h"
+#include "sweep/space.h"
 
 namespace tune {
 double predicted_trial_s(const Estimate& e, const SweepSpec& spec) { return TrialCost(spec).trial_s(e); }

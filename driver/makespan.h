@@ -16,7 +16,7 @@
 
 #include "driver/slots.h"
 #include "driver/trial_cost.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 #include "store/records.h"
 #include "store/store.h"
 

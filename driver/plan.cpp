@@ -11,8 +11,8 @@
 #include "core/units.h"
 #include "driver/calibration.h"
 #include "driver/slots.h"
-#include "search/estimate.h"
-#include "search/frameworks/framework_profile.h"
+#include "estimate/estimate.h"
+#include "estimate/frameworks/framework_profile.h"
 
 namespace tune {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "search/estimate_options.h"
-#include "search/space.h"
-#include "search/spec.h"
+#include "estimate/estimate_options.h"
+#include "sweep/space.h"
+#include "sweep/spec.h"
 #include "store/records.h"
 
 namespace tune {

@@ -11,7 +11,7 @@
 
 #include "launch/allocation.h"
 #include "launch/job_step.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 
 namespace tune {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "search/spec.h"
+#include "sweep/spec.h"
 #include "store/records.h"
 
 namespace tune {

@@ -15,7 +15,7 @@
 #include "driver/trial_cost.h"
 #include "driver/trial_runner.h"
 #include "launch/process.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 
 namespace tune {
 namespace {

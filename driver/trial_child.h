@@ -13,7 +13,7 @@
 #include "launch/process.h"
 #include "core/config.h"
 #include "core/trial_protocol.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 
 namespace tune {
 

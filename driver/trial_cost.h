@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/config.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 
 namespace tune {
 

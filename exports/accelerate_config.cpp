@@ -28,7 +28,7 @@ std::string decoder_layer_class(const ModelSpec& m) {
     return "LlamaDecoderLayer";
 }
 
-// FSDP1's ShardingStrategy for ZeRO 2-3 (ZeRO-1 is refused: search/frameworks/framework_validity;
+// FSDP1's ShardingStrategy for ZeRO 2-3 (ZeRO-1 is refused: estimate/frameworks/framework_validity;
 // ZeRO-0 runs under DDP: accelerate_export).
 std::string fsdp1_strategy(const TrialConfig& c) { return c.zero_stage == 2 ? "SHARD_GRAD_OP" : "FULL_SHARD"; }
 
@@ -61,12 +61,12 @@ void fsdp_config(const TrialConfig& c, int fsdp_version, YamlText& y, FrameworkE
     y.key("fsdp_state_dict_type", "SHARDED_STATE_DICT");
     y.key("fsdp_cpu_ram_efficient_loading", true);
     // FSDP's CPUOffload(offload_params=True): parameters, gradients and optimizer states on the host
-    // (search/frameworks/framework_validity refuses optimizer-only offload under FSDP).
+    // (estimate/frameworks/framework_validity refuses optimizer-only offload under FSDP).
     y.key("fsdp_offload_params", c.offload == Offload::optimizer_params);
     const FrameworkCheckpointing ckpt = framework_checkpointing(c);
     y.key("fsdp_activation_checkpointing", ckpt.whole_layers);
     y.end_section();
-    // search/frameworks/fsdp.cpp shard_grad_op_terms: at FULL_SHARD the fp32 shards even out.
+    // estimate/frameworks/fsdp.cpp shard_grad_op_terms: at FULL_SHARD the fp32 shards even out.
     if (c.zero_stage == 2 && !c.adapters())
         e.memory_added.push_back(
             "SHARD_GRAD_OP keeps each shard and its gradient in the dtype the model loads in (fp32 under mixed "
@@ -80,7 +80,7 @@ FrameworkExport accelerate_export(const TrialConfig& c, int fsdp_version) {
     FrameworkExport e;
     // ZeRO-0 is data parallelism, which DDP runs: FSDP2 has no NO_SHARD, and
     // FSDP1's is the same replication through FlatParameters, which the profile
-    // (search/frameworks/model_dtype.cpp stack_rules) does not model.
+    // (estimate/frameworks/model_dtype.cpp stack_rules) does not model.
     const bool ddp = c.zero_stage == 0;
     YamlText y;
     y.key("compute_environment", "LOCAL_MACHINE");

@@ -10,7 +10,7 @@
 #include "exports/framework.h"
 #include "exports/framework_checkpointing.h"
 #include "exports/hf_arguments.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 
 namespace tune {
 namespace {
@@ -104,7 +104,7 @@ void offload(const TrialConfig& c, json& ds, FrameworkExport& e) {
     const json cpu{{"device", "cpu"}, {"pin_memory", true}};
     ds["zero_optimization"]["offload_optimizer"] = cpu;
     if (c.offload == Offload::optimizer_params) ds["zero_optimization"]["offload_param"] = cpu;
-    // The host's terms are the profile's (search/frameworks/deepspeed.cpp), so the note and the estimate agree.
+    // The host's terms are the profile's (estimate/frameworks/deepspeed.cpp), so the note and the estimate agree.
     if (!c.model.sized()) return;
     for (const FrameworkTerm& t : deepspeed_host_terms(c))
         e.memory_added.push_back(fmt::format("offload, host memory beyond tune's engine: {}: {} per rank", t.what,

@@ -16,12 +16,12 @@
 
 #include "core/config.h"
 #include "exports/framework_export.h"
-#include "search/estimate_options.h"
-#include "search/frameworks/framework_profile.h"
+#include "estimate/estimate_options.h"
+#include "estimate/frameworks/framework_profile.h"
 
 namespace tune {
 
-// Every profile of search/frameworks but our engine's has a target here, and every target but
+// Every profile of estimate/frameworks but our engine's has a target here, and every target but
 // Megatron-LM's a profile: Megatron-LM runs the tensor-parallel scheme our engine does, and is
 // estimated as it (exports/megatron_args.h).
 enum class Framework : std::uint8_t {
@@ -49,7 +49,7 @@ struct RenderedExport {
 };
 RenderedExport render(const FrameworkExport& e, Framework f);
 
-// The estimator's profile of the stack an export targets (search/frameworks), and its settings.
+// The estimator's profile of the stack an export targets (estimate/frameworks), and its settings.
 FrameworkProfile profile_of(Framework f);
 void apply_framework_profile(Framework f, EstimateOptions& o);
 

@@ -10,7 +10,7 @@
 
 #include "core/config.h"
 #include "exports/framework_export.h"
-#include "search/frameworks/framework_profile.h"
+#include "estimate/frameworks/framework_profile.h"
 
 namespace tune {
 

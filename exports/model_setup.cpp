@@ -6,7 +6,7 @@
 #include "core/peft_modules.h"
 #include "core/units.h"
 #include "exports/framework_checkpointing.h"
-#include "search/frameworks/framework_profile.h"
+#include "estimate/frameworks/framework_profile.h"
 
 namespace tune {
 namespace {

@@ -24,7 +24,7 @@ struct ModelSetup {
 enum class FrameworkSharding : std::uint8_t { none, zero3, fsdp };
 
 // `fp32_model`: the stack keeps the weights in fp32 under mixed precision when the
-// model loads in fp32 (search/frameworks holds_fp32_model), so the script must load it so.
+// model loads in fp32 (estimate/frameworks holds_fp32_model), so the script must load it so.
 ModelSetup model_setup(const TrialConfig& c, FrameworkSharding sharding, bool fp32_model);
 
 }  // namespace tune

@@ -74,7 +74,7 @@ toml::table training(const TrialConfig& c) {
         {"mixed_precision_reduce", "float32"},
         {"seed", static_cast<std::int64_t>(c.seed)}};
     // torchtitan/config/configs.py Training.enable_cpu_offload: FSDP2's CPUOffloadPolicy, parameters, gradients and
-    // optimizer states on the host (the only offload FSDP has: search/frameworks/framework_validity).
+    // optimizer states on the host (the only offload FSDP has: estimate/frameworks/framework_validity).
     if (c.offload == Offload::optimizer_params) t.insert("enable_cpu_offload", true);
     return t;
 }

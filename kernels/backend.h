@@ -279,14 +279,14 @@ public:
     virtual ~Backend() = default;
     virtual std::string_view name() const = 0;  // "cpu", "cuda:0"
 
-    // ---- memory: raw device buffers; harness/memory/memory wraps these with tags.
+    // ---- memory: raw device buffers; train/memory/memory wraps these with tags.
     // allocate raises tune::OutOfMemoryError (requested, bytes this backend
     // holds) when the device cannot satisfy it; buffers are 256-byte aligned.
     virtual void* allocate(std::uint64_t bytes) = 0;
     virtual void deallocate(void* ptr, std::uint64_t bytes) noexcept = 0;
     virtual std::uint64_t live_bytes() const = 0;
     // The pages large buffers may be taken from instead of allocate(), for a
-    // caller that keeps them by its own rule (harness/memory/page_pool); nullptr:
+    // caller that keeps them by its own rule (train/memory/page_pool); nullptr:
     // allocate() only. The backend keeps ownership.
     virtual PageMapper* page_mapper() { return nullptr; }
     // `ops` (calls of this backend's ops) as a graph; where there are no graphs (the CPU), a

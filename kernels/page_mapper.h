@@ -1,5 +1,5 @@
 // Whole pages of a backend's memory, moved between address ranges without
-// copying: what harness/memory/page_pool needs to keep freed buffers resident and
+// copying: what train/memory/page_pool needs to keep freed buffers resident and
 // hand their pages to a larger request, so the memory a process holds
 // follows the tagged peak instead of an allocator's slack. The CPU's pages
 // are the kernel's (mmap, mremap); a GPU's are the driver's physical

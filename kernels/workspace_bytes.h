@@ -1,6 +1,6 @@
 // Workspace sizes as plain formulas, one place for each: the backends answer
 // their *_workspace_bytes() queries with them and the estimator
-// (search/estimate_memory.cpp) sizes the `workspace` and `logits`
+// (estimate/estimate_memory.cpp) sizes the `workspace` and `logits`
 // components with the same ones, so the two cannot drift apart
 // (docs/memory-model.md §6). Header-only and dependency-free on purpose:
 // the estimator includes it without linking any kernel code.

@@ -1,13 +1,13 @@
-// The gradient bucket probe (search/probed_rates.h BucketRate): a ZeRO-2/3
-// bucket's memory work around its reduce-scatter, as harness/trainer.cpp
+// The gradient bucket probe (estimate/probed_rates.h BucketRate): a ZeRO-2/3
+// bucket's memory work around its reduce-scatter, as train/trainer.cpp
 // BucketSink does it: the rank's slice added into its gradient shard (a step's
 // first is copied, a little less work; the bucket is not zeroed ahead,
-// harness/grad_targets.h). The reduce-scatter itself is the collective probes'.
+// train/grad_targets.h). The reduce-scatter itself is the collective probes'.
 #pragma once
 
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "search/probed_rates.h"
+#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

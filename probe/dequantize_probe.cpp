@@ -4,14 +4,14 @@
 #include <vector>
 
 #include "kernels/math/nf4.h"
-#include "search/flat_layout.h"
+#include "estimate/flat_layout.h"
 
 namespace tune::probe {
 namespace {
 
 // The layer's matrices in the trainer's order (q, k, v, o, gate, up, down), in
 // elements; the probe lays them out in slots of whole 256 elements, as the
-// trainer's flat layer buffer does (search/flat_layout.h). q and o are taken as
+// trainer's flat layer buffer does (estimate/flat_layout.h). q and o are taken as
 // (hidden, hidden), as the optimizer probe's tensors are: a model whose heads
 // times head_dim is not its hidden size (Mistral-Nemo) is probed a little off.
 std::vector<std::int64_t> matrix_sizes(const DequantizeRate& r) {

@@ -1,12 +1,12 @@
-// The NF4 dequantization probe (search/probed_rates.h DequantizeRate): one
+// The NF4 dequantization probe (estimate/probed_rates.h DequantizeRate): one
 // QLoRA layer's seven matrices dequantized into the compute dtype, each in its
-// own call, as harness/model.cpp LlamaLayer::weight does before each GEMM that
+// own call, as train/model.cpp LlamaLayer::weight does before each GEMM that
 // reads a base weight.
 #pragma once
 
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "search/probed_rates.h"
+#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

@@ -1,5 +1,5 @@
 // The element-wise probe: one micro-batch's element-wise ops at a model's
-// shapes (search/probed_rates.h ElementwiseRate), as the trainer runs them:
+// shapes (estimate/probed_rates.h ElementwiseRate), as the trainer runs them:
 // a layer's forward (norms, RoPE, SwiGLU; the residuals enter the GEMMs), its backward, and
 // the ops outside the layers (embedding, final norm, cross-entropy).
 #pragma once
@@ -9,7 +9,7 @@
 
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "search/probed_rates.h"
+#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

@@ -1,11 +1,11 @@
-// The host link probe (search/probed_rates.h HostLinkRate): one copy of a
+// The host link probe (estimate/probed_rates.h HostLinkRate): one copy of a
 // layer's parameter shard from the host's pinned memory (Backend::allocate_host)
-// to the device, as offload's gathers make it (harness/model_state.cpp gather_flat).
+// to the device, as offload's gathers make it (train/model_state.cpp gather_flat).
 #pragma once
 
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "search/probed_rates.h"
+#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

@@ -5,14 +5,14 @@
 
 #include "core/replayed_update.h"
 #include "probe/probe_timing.h"
-#include "search/flat_layout.h"
+#include "estimate/flat_layout.h"
 
 namespace tune::probe {
 namespace {
 
 using kernels::DType;
 
-// harness/model_state.cpp precision_plan: the weights' (and gradients') dtype, the
+// train/model_state.cpp precision_plan: the weights' (and gradients') dtype, the
 // states', and fp32 master weights beside 16-bit ones in the mixed precisions.
 struct Dtypes {
     DType weights = DType::f32, state = DType::f32;
@@ -72,7 +72,7 @@ unsigned char* at(const Scratch& s, std::int64_t element, std::uint64_t bytes) {
     return static_cast<unsigned char*>(s.ptr) + static_cast<std::uint64_t>(element) * bytes;
 }
 
-// n elements from `offset` of the buffers, as harness/optimizer_state.cpp OptimizerState::param_tensor makes them.
+// n elements from `offset` of the buffers, as train/optimizer_state.cpp OptimizerState::param_tensor makes them.
 kernels::ParamTensor param_at(const Dtypes& d, const Buffers& b, std::int64_t offset, std::int64_t n, bool decay) {
     kernels::ParamTensor p;
     p.n = n;
@@ -104,7 +104,7 @@ void update_buffer(kernels::Backend& backend, const OptimizerRate& r, const Dtyp
         backend.lion_update(p, b.m.ptr, d.state, kernels::LionParams{});
 }
 
-// One tensor's call, as harness/optimizer_state.cpp OptimizerState::update makes it.
+// One tensor's call, as train/optimizer_state.cpp OptimizerState::update makes it.
 void update(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, Buffers& b, const TensorShape& t,
             std::int64_t offset, std::int64_t& stats, const kernels::AdamWParams& adam) {
     const kernels::ParamTensor p = param_at(d, b, offset, t.numel(), t.rows > 1);
@@ -146,7 +146,7 @@ double probe_optimizer(kernels::Backend& backend, const OptimizerRate& r, const 
     const Placement placement = place(r);
     Buffers b(backend, r, d, placement);
     const bool replays = update_replays(r.optimizer);
-    // A replayed update reads its step on the device (harness/trainer.cpp update_on_device); the probe's stays 1.
+    // A replayed update reads its step on the device (train/trainer.cpp update_on_device); the probe's stays 1.
     Scratch device_step(backend, replays ? sizeof(std::int32_t) : 0);
     kernels::AdamWParams adam{1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
     if (replays) {
@@ -155,7 +155,7 @@ double probe_optimizer(kernels::Backend& backend, const OptimizerRate& r, const 
         adam.device_step = static_cast<const std::int32_t*>(device_step.ptr);
     }
     const auto step = [&] {
-        // The clipping norm's sum of squares over the gradients first (harness/trainer.cpp
+        // The clipping norm's sum of squares over the gradients first (train/trainer.cpp
         // optimizer_step); LOMO finds it in its own backward pass instead.
         if (r.optimizer != Optimizer::lomo)
             backend.sum_squares(static_cast<float*>(b.norm.ptr), b.grads.ptr, placement.numel, d.weights);

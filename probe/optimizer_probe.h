@@ -1,12 +1,12 @@
 // The optimizer probe: one step's update of an optimizer over the tensors of
-// an OptimizerRate (search/optimizer_rates.cpp picks them: a layer's and the
+// an OptimizerRate (estimate/optimizer_rates.cpp picks them: a layer's and the
 // outer buffer's, or a layer's adapters), with the backend calls the trainer
-// makes (harness/optimizer_state.cpp), in its precision's dtypes.
+// makes (train/optimizer_state.cpp), in its precision's dtypes.
 #pragma once
 
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "search/probed_rates.h"
+#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "search/probed_rates.h"
+#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

@@ -8,7 +8,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/scratch.h"
-#include "search/probed_rates.h"
+#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

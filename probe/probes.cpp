@@ -21,11 +21,11 @@
 #include "probe/host_link_probe.h"
 #include "probe/optimizer_probe.h"
 #include "probe/probe_timing.h"
-#include "search/collective_calls.h"
-#include "search/estimate_time.h"
-#include "search/gemm_calls.h"
-#include "search/model_flops.h"
-#include "search/tensor_parallel_calls.h"
+#include "estimate/collective_calls.h"
+#include "estimate/estimate_time.h"
+#include "estimate/gemm_calls.h"
+#include "estimate/model_flops.h"
+#include "estimate/tensor_parallel_calls.h"
 
 namespace tune::probe {
 namespace {
@@ -45,7 +45,7 @@ double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSetti
     backend.neftune_noise(c.ptr, g.m * g.n, 1e-3f, 3, c_dt);
     kernels::GemmArgs args;
     args.m = g.m, args.n = g.n, args.k = g.k;
-    // The trainer's layouts (harness/model.cpp): forward, activations (m, k) times weights
+    // The trainer's layouts (train/model.cpp): forward, activations (m, k) times weights
     // stored (n, k); dX, dY (m, k) times weights (k, n); dW, dY stored (k, m) transposed
     // times activations (k, n), added to the gradient.
     args.trans_a = g.pass == GemmPass::weight_grad;
@@ -56,7 +56,7 @@ double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSetti
     args.beta = g.pass == GemmPass::weight_grad || g.output.accumulate ? 1.0f : 0.0f;
     args.a_dtype = args.b_dtype = dt;
     args.c_dtype = c_dt;
-    // A forward one adds the residual stream, which it reads from its own buffer (harness/model.cpp project).
+    // A forward one adds the residual stream, which it reads from its own buffer (train/model.cpp project).
     const bool residual = g.pass == GemmPass::forward && g.output.accumulate;
     Scratch stream(backend, residual ? static_cast<std::uint64_t>(g.m * g.n) * kernels::dtype_bytes(c_dt) : 0);
     if (residual) {
@@ -136,7 +136,7 @@ std::vector<std::uint64_t> probed_sizes(const std::set<std::uint64_t>& sizes) {
 void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
     std::map<std::pair<std::uint32_t, ProbeDtype>, std::set<std::uint64_t>> sizes;  // ranks, dtype -> message bytes
     // ZeRO's collectives run over the data-parallel replicas (core/tensor_parallel.h); the
-    // tensor-parallel group's at its own size, at the sizes its calls move (search/tensor_parallel_calls.h).
+    // tensor-parallel group's at its own size, at the sizes its calls move (estimate/tensor_parallel_calls.h).
     for (const TrialConfig& c : configs) {
         if (data_parallel_size(c) > 1)
             sizes[{data_parallel_size(c), probe_dtype(c.precision)}].insert(
@@ -157,7 +157,7 @@ void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& co
     }
 }
 
-// Each gradient bucket a ZeRO-2/3 configuration fills (search/collective_calls.h), per
+// Each gradient bucket a ZeRO-2/3 configuration fills (estimate/collective_calls.h), per
 // rank count, dtype and size: the layers' and the outer buffer's (LoRA: the adapters'),
 // and where the shard it adds into lives (the host's under offload).
 void plan_buckets(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
@@ -210,7 +210,7 @@ void plan_optimizers(const ModelSpec& model, const std::vector<TrialConfig>& con
     }
 }
 
-// Every distinct GEMM a micro-batch of c calls (search/gemm_calls.h): each
+// Every distinct GEMM a micro-batch of c calls (estimate/gemm_calls.h): each
 // linear's base and adapter calls and the LM head's, each with its pass and output.
 void plan_gemms(const ModelSpec& model, const TrialConfig& c, bool widening_backend, ProbedRates& plan) {
     const auto t = static_cast<std::int64_t>(c.micro_batch) * c.context;

@@ -1,4 +1,4 @@
-// Micro-benchmarks of what the time model needs (search/probed_rates.h),
+// Micro-benchmarks of what the time model needs (estimate/probed_rates.h),
 // run on a kernels::Backend at a sweep's own shapes: every GEMM of a layer
 // and the LM head at each tokens-per-micro-batch and dtype the sweep holds,
 // attention forward and backward per shape, the element-wise ops, and each
@@ -13,14 +13,14 @@
 #include "kernels/backend.h"
 #include "probe/probe_records.h"
 #include "probe/probe_timing.h"
-#include "search/probed_rates.h"
+#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 
 // The shapes a sweep's configurations will ask the time model about (rates 0);
-// the optimizer probes cut at optimizer_elements (search/probed_rates.h says
+// the optimizer probes cut at optimizer_elements (estimate/probed_rates.h says
 // which size a backend needs). widening_backend: the CPU backend's GEMMs, which
-// fuse no 16-bit projections (search/gemm_calls.h layer_gemm_calls).
+// fuse no 16-bit projections (estimate/gemm_calls.h layer_gemm_calls).
 ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& configs,
                         std::int64_t optimizer_elements = kOptimizerProbeElements, bool widening_backend = true);
 

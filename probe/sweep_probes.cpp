@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "search/space.h"
+#include "sweep/space.h"
 
 namespace tune::probe {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "probe/probes.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 #include "store/store.h"
 
 namespace tune::probe {

@@ -33,7 +33,7 @@ struct HtmlCell {
 HtmlCell bytes_cell(std::uint64_t bytes);
 HtmlCell throughput_cell(double tokens_per_s);
 
-// The tooltip of a "real peak" column (harness/memory/real_memory.h).
+// The tooltip of a "real peak" column (train/memory/real_memory.h).
 inline constexpr const char* kRealPeakTitle =
     "the most the machine held for the trial: the process's resident set (CPU) or the device's used memory (GPU)";
 

@@ -37,7 +37,7 @@ struct BestQuery {
     // Rank configurations with a convergence risk (core/convergence_risk) among the rest; by default
     // every configuration without one ranks first, and the best risky one is offered as the alternative.
     bool allow_risk = false;
-    // The stack to answer for (search/frameworks' names; "tune" is our engine). Unset: each
+    // The stack to answer for (estimate/frameworks' names; "tune" is our engine). Unset: each
     // trial's sweep's [framework]. Under a stack, what fits and the peak are its predicted device
     // memory; measured throughput still ranks (our engine's measurement of the configuration).
     std::optional<std::string> framework;

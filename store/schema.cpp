@@ -218,7 +218,7 @@ ALTER TABLE trials ADD COLUMN est_pace_exponent REAL;
 )sql";
 
 // Version 10: the stack a sweep answers for ([framework] name; 'tune' is our engine), and
-// each trial's predictions for every stack users train with (search/frameworks), as one
+// each trial's predictions for every stack users train with (estimate/frameworks), as one
 // JSON object by stack name; NULL for trials before.
 constexpr const char* kVersion10 = R"sql(
 ALTER TABLE sweeps ADD COLUMN framework TEXT NOT NULL DEFAULT 'tune';

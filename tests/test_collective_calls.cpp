@@ -1,4 +1,4 @@
-// The collectives of one step, call by call (search/collective_calls.h): their
+// The collectives of one step, call by call (estimate/collective_calls.h): their
 // bytes add up to what a rank sends (StepTime::comm_bytes), their counts follow
 // the trainer's schedule, and the probed time model prices each call at its
 // op's latency plus bytes over bandwidth.
@@ -8,9 +8,9 @@
 
 #include "core/presets.h"
 #include "core/validity.h"
-#include "search/collective_calls.h"
-#include "search/estimate_time.h"
-#include "search/flat_layout.h"
+#include "estimate/collective_calls.h"
+#include "estimate/estimate_time.h"
+#include "estimate/flat_layout.h"
 
 using namespace tune;
 

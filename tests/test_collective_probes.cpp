@@ -14,8 +14,8 @@
 #include "core/presets.h"
 #include "driver/collective_probes.h"
 #include "probe/probes.h"
-#include "search/collective_calls.h"
-#include "search/estimate_time.h"
+#include "estimate/collective_calls.h"
+#include "estimate/estimate_time.h"
 
 using namespace tune;
 

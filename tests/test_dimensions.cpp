@@ -12,8 +12,8 @@
 #include "core/config.h"
 #include "core/dimensions.h"
 #include "core/presets.h"
-#include "search/space.h"
-#include "search/spec.h"
+#include "sweep/space.h"
+#include "sweep/spec.h"
 #include "support/run_command.h"
 #include "test_store_support.h"
 

@@ -11,7 +11,7 @@
 #include "driver/calibration.h"
 #include "driver/plan.h"
 #include "driver/sweep.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 #include "store/best.h"
 #include "store/store.h"
 #include "tests/support/tiny_cpu_sweep.h"

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "driver/calibration.h"
-#include "search/estimate.h"
-#include "search/estimate_time.h"
+#include "estimate/estimate.h"
+#include "estimate/estimate_time.h"
 #include "core/machine_speed.h"
 #include "core/presets.h"
 #include "core/step_statistics.h"

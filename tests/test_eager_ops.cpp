@@ -1,13 +1,13 @@
-// The frameworks' eager element-wise ops in their step time (search/frameworks/eager_ops.h).
+// The frameworks' eager element-wise ops in their step time (estimate/frameworks/eager_ops.h).
 #include <catch2/catch.hpp>
 
 #include <memory>
 
 #include "core/presets.h"
 #include "probe/probes.h"
-#include "search/estimate.h"
-#include "search/frameworks/eager_ops.h"
-#include "search/frameworks/framework_profile.h"
+#include "estimate/estimate.h"
+#include "estimate/frameworks/eager_ops.h"
+#include "estimate/frameworks/framework_profile.h"
 
 using namespace tune;
 

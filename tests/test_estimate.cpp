@@ -2,7 +2,7 @@
 // tokens/s and MFU, and the options the driver calibrates.
 #include <catch2/catch.hpp>
 
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 #include "core/presets.h"
 
 using namespace tune;

@@ -4,8 +4,8 @@
 
 #include <random>
 
-#include "search/estimate.h"
-#include "search/model_states.h"
+#include "estimate/estimate.h"
+#include "estimate/model_states.h"
 #include "core/presets.h"
 
 using namespace tune;

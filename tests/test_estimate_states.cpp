@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "search/estimate.h"
-#include "search/model_states.h"
+#include "estimate/estimate.h"
+#include "estimate/model_states.h"
 #include "core/presets.h"
 
 using namespace tune;

@@ -17,9 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/presets.h"
-#include "search/flat_layout.h"
+#include "estimate/flat_layout.h"
 #include "exports/framework.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 #include "tests/support/run_command.h"
 #include "tests/test_store_support.h"
 
@@ -109,7 +109,7 @@ TEST_CASE("each export says what its framework cannot express", "[exports]") {
     std::string all;
     for (const auto& s : ds.cannot_express) all += s + "\n";
     CHECK_THAT(all, Catch::Contains("pure bf16 at ZeRO-0") && Catch::Contains("selective"));
-    // ZeRO-1 is no FSDP mode: refused with the profile's reason (search/frameworks/framework_validity), in both
+    // ZeRO-1 is no FSDP mode: refused with the profile's reason (estimate/frameworks/framework_validity), in both
     // versions.
     for (Framework f : {Framework::accelerate_fsdp, Framework::accelerate_fsdp1})
         CHECK_THROWS_WITH(export_config(f, llama7b(Optimizer::adamw, Precision::bf16_mixed, 1, Checkpointing::none)),

@@ -1,4 +1,4 @@
-// The framework profiles (search/frameworks) against hand-computed terms, and
+// The framework profiles (estimate/frameworks) against hand-computed terms, and
 // the three memory views they read out.
 #include <catch2/catch.hpp>
 
@@ -7,11 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/hf_config.h"
 #include "core/presets.h"
 #include "kernels/math/nf4.h"
-#include "search/estimate.h"
-#include "search/frameworks/framework_profile.h"
-#include "search/spec.h"
+#include "estimate/estimate.h"
+#include "estimate/frameworks/framework_profile.h"
+#include "sweep/spec.h"
 
 using namespace tune;
 

@@ -1,14 +1,14 @@
-// harness/grad_targets.h: which tensors a step has not yet written, and the
+// train/grad_targets.h: which tensors a step has not yet written, and the
 // zeroing of a flat buffer's padding, on the CPU backend's memory.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include "harness/grad_targets.h"
+#include "train/grad_targets.h"
 #include "kernels/cpu/cpu_backend.h"
 
 using namespace tune;
-using namespace tune::harness;
+using namespace tune::train;
 
 namespace {
 

@@ -9,11 +9,12 @@
 #include <fstream>
 #include <tuple>
 
+#include "core/hf_config.h"
 #include "core/presets.h"
-#include "harness/io/hf_model.h"
-#include "search/estimate.h"
-#include "search/flat_layout.h"
-#include "search/spec.h"
+#include "train/io/hf_model.h"
+#include "estimate/estimate.h"
+#include "estimate/flat_layout.h"
+#include "sweep/spec.h"
 #include "tests/test_store_support.h"
 
 using namespace tune;
@@ -140,15 +141,15 @@ TEST_CASE("the trainer runs the Llama-family variants and refuses, by name, what
                              "llama-3.1-8b", "llama-3.2-1b"}) {
         INFO(name);
         c.model = fixture(name);
-        CHECK_FALSE(harness::trainer_unsupported(c));
+        CHECK_FALSE(train::trainer_unsupported(c));
     }
     c.model = fixture("mistral-7b");
     c.context = 8192;
-    CHECK_THAT(*harness::trainer_unsupported(c), Catch::Contains("sliding_window 4096"));
+    CHECK_THAT(*train::trainer_unsupported(c), Catch::Contains("sliding_window 4096"));
     c.context = 4096;
-    CHECK_FALSE(harness::trainer_unsupported(c));  // the window covers the whole context: plain attention
+    CHECK_FALSE(train::trainer_unsupported(c));  // the window covers the whole context: plain attention
     c.model.rope_scaling = RopeScaling{"yarn", 4.0};
-    CHECK_THAT(*harness::trainer_unsupported(c), Catch::Contains("rope_scaling type 'yarn'"));
+    CHECK_THAT(*train::trainer_unsupported(c), Catch::Contains("rope_scaling type 'yarn'"));
 }
 
 TEST_CASE("the estimator counts biases and q/k norms", "[hf]") {
@@ -173,14 +174,14 @@ TEST_CASE("a model's config.json round-trips through save_hf_model", "[hf]") {
         INFO(name);
         ModelSpec m = fixture(name);
         m.layers = 1, m.vocab = 64;  // small weights; the fields under test stay
-        const harness::ParamLayout layout = harness::make_param_layout(m, 1, 256);
+        const train::ParamLayout layout = train::make_param_layout(m, 1, 256);
         test::ScratchDir dir;
         const std::filesystem::path folder(dir.file("model"));
-        harness::save_hf_model(folder, m, layout, harness::random_init(layout, 1));
-        ModelSpec back = harness::load_hf_config(folder);
+        train::save_hf_model(folder, m, layout, train::random_init(layout, 1));
+        ModelSpec back = train::load_hf_config(folder);
         back.name = m.name;
         CHECK(back == m);
-        CHECK(harness::load_hf_weights(folder, layout).size() == layout.buffers());
+        CHECK(train::load_hf_weights(folder, layout).size() == layout.buffers());
     }
 }
 

@@ -1,9 +1,9 @@
 // A CPU trial's default memory limit: the machine's MemAvailable.
 #include <catch2/catch.hpp>
 
-#include "harness/memory/host_memory.h"
+#include "train/memory/host_memory.h"
 
-using namespace tune::harness;
+using namespace tune::train;
 
 TEST_CASE("MemAvailable is read from /proc/meminfo's text in bytes", "[memory]") {
     const char* text = "MemTotal:       16318412 kB\nMemFree:         1234 kB\nMemAvailable:    8000000 kB\n";

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "core/output_file.h"
-#include "harness/io/safetensors.h"
+#include "train/io/safetensors.h"
 #include "reports/report_error.h"
 #include "reports/text_table.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 #include "store/store.h"
 #include "tests/support/run_command.h"
 #include "tests/test_store_support.h"
@@ -136,11 +136,11 @@ TEST_CASE("safetensors whose tensors overlap, or whose shapes overflow, are refu
     const auto overlap = write("o.safetensors",
                                R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
                                R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})", 24);
-    CHECK_THROWS_WITH(harness::SafetensorsFile::load(overlap), Catch::Contains("overlap"));
+    CHECK_THROWS_WITH(train::SafetensorsFile::load(overlap), Catch::Contains("overlap"));
     const auto huge = write("h.safetensors", R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0);
-    CHECK_THROWS_WITH(harness::SafetensorsFile::load(huge), Catch::Contains("shape"));
+    CHECK_THROWS_WITH(train::SafetensorsFile::load(huge), Catch::Contains("shape"));
     const auto negative = write("n.safetensors", R"({"a":{"dtype":"F32","shape":[-1,4],"data_offsets":[0,16]}})", 16);
-    CHECK_THROWS_WITH(harness::SafetensorsFile::load(negative), Catch::Contains("negative"));
+    CHECK_THROWS_WITH(train::SafetensorsFile::load(negative), Catch::Contains("negative"));
 }
 
 TEST_CASE("control characters and escapes are escaped by validate, report --format text and export csv",

@@ -12,13 +12,13 @@
 #include <set>
 
 #include "core/validity.h"
-#include "harness/io/hf_model.h"
-#include "harness/io/peft_adapter.h"
-#include "harness/io/safetensors.h"
-#include "harness/lora.h"
+#include "train/io/hf_model.h"
+#include "train/io/peft_adapter.h"
+#include "train/io/safetensors.h"
+#include "train/lora.h"
 #include "kernels/math/nf4.h"
-#include "search/space.h"
-#include "search/spec.h"
+#include "sweep/space.h"
+#include "sweep/spec.h"
 #include "support/run_command.h"
 #include "support/trainer_fixture.h"
 
@@ -30,34 +30,34 @@ const std::filesystem::path kBase = std::filesystem::path(TUNE_SOURCE_DIR) / "te
 const std::filesystem::path kLora = std::filesystem::path(TUNE_SOURCE_DIR) / "tests/fixtures/torch/llama_tiny_lora";
 
 TrialConfig fixture_config() {
-    TrialConfig c = test::trainer_config(harness::load_hf_config(kBase));
+    TrialConfig c = test::trainer_config(train::load_hf_config(kBase));
     c.micro_batch = 2;
     c.context = 16;
     c.lr = 1e-3;
     c.weight_decay = 0.1;
     c.clip = 1.0;
-    harness::apply_peft_config(harness::load_peft_config(kLora), c);
+    train::apply_peft_config(train::load_peft_config(kLora), c);
     return c;
 }
 
 struct Rig {
     TrialConfig config = fixture_config();
-    harness::ParamLayout layout = harness::make_param_layout(config.model, 1, config.adam8bit_block);
-    harness::ParamLayout adapter_layout =
-        harness::make_adapter_layout(config.model, config.lora_rank, config.lora_targets, 1, config.adam8bit_block);
-    harness::HostParams init = harness::load_hf_weights(kBase, layout);
-    harness::HostParams adapters = harness::load_peft_adapter(kLora, adapter_layout);
-    harness::SafetensorsFile ref = harness::SafetensorsFile::load(kLora / "reference.safetensors");
-    test::TrainerRig rig{config, harness::file_tokens(kBase / "tokens.bin", config.model.vocab), &init, &adapters};
+    train::ParamLayout layout = train::make_param_layout(config.model, 1, config.adam8bit_block);
+    train::ParamLayout adapter_layout =
+        train::make_adapter_layout(config.model, config.lora_rank, config.lora_targets, 1, config.adam8bit_block);
+    train::HostParams init = train::load_hf_weights(kBase, layout);
+    train::HostParams adapters = train::load_peft_adapter(kLora, adapter_layout);
+    train::SafetensorsFile ref = train::SafetensorsFile::load(kLora / "reference.safetensors");
+    test::TrainerRig rig{config, train::file_tokens(kBase / "tokens.bin", config.model.vocab), &init, &adapters};
 };
 
-std::vector<float> tensor_of(const harness::HostParams& p, const harness::ParamLayout& l, std::size_t b,
+std::vector<float> tensor_of(const train::HostParams& p, const train::ParamLayout& l, std::size_t b,
                              std::size_t k) {
-    const harness::TensorView& v = l.flat(b).tensors[k];
+    const train::TensorView& v = l.flat(b).tensors[k];
     return {p[b].begin() + v.offset, p[b].begin() + v.offset + v.numel()};
 }
 
-double max_diff(const harness::HostParams& a, const harness::HostParams& b) {
+double max_diff(const train::HostParams& a, const train::HostParams& b) {
     double most = 0;
     for (std::size_t i = 0; i < a.size(); ++i) most = std::max(most, test::max_abs_diff(a[i], b[i]));
     return most;
@@ -74,12 +74,12 @@ TEST_CASE("LoRA: the loss and every adapter gradient match PyTorch (fp32)", "[lo
     const double want_loss = r.ref.read_f32("loss")[0];
     INFO("loss " << loss << " vs " << want_loss);
     CHECK(loss == Approx(want_loss).epsilon(1e-5));
-    const harness::HostParams grads = r.rig.trainer->model().download_grads();
+    const train::HostParams grads = r.rig.trainer->model().download_grads();
     std::size_t checked = 0;
     double worst = 0;
     for (std::size_t b = 0; b < r.adapter_layout.buffers(); ++b) {
         for (std::size_t k = 0; k < r.adapter_layout.flat(b).tensors.size(); ++k) {
-            const std::string name = harness::tensor_name(r.adapter_layout, b, k);
+            const std::string name = train::tensor_name(r.adapter_layout, b, k);
             const std::vector<float> want = r.ref.read_f32("grad." + name);
             const std::vector<float> got = tensor_of(grads, r.adapter_layout, b, k);
             const double diff = test::max_abs_diff(got, want);
@@ -98,15 +98,15 @@ TEST_CASE("LoRA: the loss and every adapter gradient match PyTorch (fp32)", "[lo
 TEST_CASE("LoRA: adapters after 3 AdamW steps with clipping match PyTorch, the base does not move", "[lora][torch]") {
     Rig r;
     const std::vector<float> losses = r.ref.read_f32("losses");
-    const harness::HostParams base_before = r.rig.trainer->base().download_weights();
+    const train::HostParams base_before = r.rig.trainer->base().download_weights();
     for (int s = 0; s < 3; ++s) {
-        const harness::StepStats stats = r.rig.trainer->step();
+        const train::StepStats stats = r.rig.trainer->step();
         CHECK(stats.loss == Approx(losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
     }
-    const harness::HostParams weights = r.rig.trainer->model().download_weights();
+    const train::HostParams weights = r.rig.trainer->model().download_weights();
     for (std::size_t b = 0; b < r.adapter_layout.buffers(); ++b) {
         for (std::size_t k = 0; k < r.adapter_layout.flat(b).tensors.size(); ++k) {
-            const std::string name = harness::tensor_name(r.adapter_layout, b, k);
+            const std::string name = train::tensor_name(r.adapter_layout, b, k);
             INFO(name);
             CHECK(test::max_abs_diff(tensor_of(weights, r.adapter_layout, b, k), r.ref.read_f32("step3." + name)) <=
                   3e-5);
@@ -124,8 +124,8 @@ TEST_CASE("LoRA: B starts at zero, so the first loss is the base model's", "[lor
     test::TrainerRig b(lora, std::make_unique<test::FixedTokens>(lora.model.vocab));
     CHECK(b.trainer->compute_gradients() == Approx(a.trainer->compute_gradients()).epsilon(1e-6));
     // Only A's gradients are zero (dA = s (dy B)^T x with B = 0); B's are not.
-    const harness::HostParams grads = b.trainer->model().download_grads();
-    const harness::ParamLayout& l = b.trainer->model().layout();
+    const train::HostParams grads = b.trainer->model().download_grads();
+    const train::ParamLayout& l = b.trainer->model().layout();
     CHECK(test::max_abs(tensor_of(grads, l, 0, 0)) == 0.0);
     CHECK(test::max_abs(tensor_of(grads, l, 0, 1)) > 0.0);
 }
@@ -143,8 +143,8 @@ TEST_CASE("LoRA: every optimizer, precision and ZeRO stage trains the adapters o
                     c.steps = 2;
                     INFO(summary(c));
                     test::TrainerRig rig(c, std::make_unique<test::FixedTokens>(c.model.vocab));
-                    const harness::HostParams base = rig.trainer->base().download_weights();
-                    const harness::HostParams adapters = rig.trainer->model().download_weights();
+                    const train::HostParams base = rig.trainer->base().download_weights();
+                    const train::HostParams adapters = rig.trainer->model().download_weights();
                     double first = 0, last = 0;
                     for (int s = 0; s < 3; ++s) {
                         const double loss = rig.trainer->step().loss;
@@ -222,46 +222,46 @@ TEST_CASE("PEFT adapter folders: saved ones load back, unknown targets and missi
     Rig r;
     const auto dir = std::filesystem::path(TUNE_BUILD_DIR) / "test_lora_peft";
     std::filesystem::remove_all(dir);
-    harness::save_peft_adapter(dir, r.config, r.adapter_layout, r.adapters);
-    const harness::PeftAdapterConfig peft = harness::load_peft_config(dir);
+    train::save_peft_adapter(dir, r.config, r.adapter_layout, r.adapters);
+    const train::PeftAdapterConfig peft = train::load_peft_config(dir);
     CHECK(peft.rank == 4);
     CHECK(peft.alpha == 8.0);
     CHECK(peft.targets == LoraTargets::all_linear);
-    CHECK(max_diff(harness::load_peft_adapter(dir, r.adapter_layout), r.adapters) == 0.0);
+    CHECK(max_diff(train::load_peft_adapter(dir, r.adapter_layout), r.adapters) == 0.0);
     std::ofstream(dir / "adapter_config.json") << R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "lm_head"]})";
-    CHECK_THROWS_WITH(harness::load_peft_config(dir), Catch::Contains("no adapter for \"lm_head\""));
+    CHECK_THROWS_WITH(train::load_peft_config(dir), Catch::Contains("no adapter for \"lm_head\""));
     // lora_alpha as a string is refused by name, never replaced by PEFT's default of 8.
     for (const char* alpha : {"\"100\"", "-2", "true", "0"}) {
         INFO(alpha);
         std::ofstream(dir / "adapter_config.json")
             << R"({"r": 4, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "lora_alpha": )" << alpha << "}";
-        CHECK_THROWS_WITH(harness::load_peft_config(dir), Catch::Contains("lora_alpha"));
+        CHECK_THROWS_WITH(train::load_peft_config(dir), Catch::Contains("lora_alpha"));
     }
     std::ofstream(dir / "adapter_config.json")
         << R"({"r": 4, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]})";
-    CHECK(harness::load_peft_config(dir).alpha == 8.0);  // absent: PEFT's default
-    const harness::ParamLayout attention =
-        harness::make_adapter_layout(r.config.model, 4, LoraTargets::attention, 1, r.config.adam8bit_block);
-    CHECK_THROWS_WITH(harness::load_peft_adapter(dir, attention),
+    CHECK(train::load_peft_config(dir).alpha == 8.0);  // absent: PEFT's default
+    const train::ParamLayout attention =
+        train::make_adapter_layout(r.config.model, 4, LoraTargets::attention, 1, r.config.adam8bit_block);
+    CHECK_THROWS_WITH(train::load_peft_adapter(dir, attention),
                       Catch::Contains("unexpected base_model.model.model.layers.0.mlp.down_proj.lora_A.weight"));
     // q and v only (PEFT's default for Llama) is its own target set, saved and read back as such.
     TrialConfig qv = r.config;
     qv.lora_targets = LoraTargets::qv;
-    const harness::ParamLayout qv_layout =
-        harness::make_adapter_layout(qv.model, qv.lora_rank, qv.lora_targets, 1, qv.adam8bit_block);
+    const train::ParamLayout qv_layout =
+        train::make_adapter_layout(qv.model, qv.lora_rank, qv.lora_targets, 1, qv.adam8bit_block);
     CHECK(qv_layout.layer.tensors.size() == 4);  // A and B of q_proj and v_proj
-    harness::save_peft_adapter(dir, qv, qv_layout, harness::lora_init(qv_layout, 3));
-    CHECK(harness::load_peft_config(dir).targets == LoraTargets::qv);
-    CHECK(harness::load_peft_adapter(dir, qv_layout).size() == qv_layout.buffers());
+    train::save_peft_adapter(dir, qv, qv_layout, train::lora_init(qv_layout, 3));
+    CHECK(train::load_peft_config(dir).targets == LoraTargets::qv);
+    CHECK(train::load_peft_adapter(dir, qv_layout).size() == qv_layout.buffers());
 }
 
 namespace {
 
 // The base as QLoRA holds it: each layer buffer through NF4 and back (the
 // CPU backend's quantize and dequantize), norm weights left exact.
-harness::HostParams nf4_round_trip(const harness::HostParams& host, const harness::ParamLayout& layout) {
+train::HostParams nf4_round_trip(const train::HostParams& host, const train::ParamLayout& layout) {
     kernels::CpuBackend cpu(kernels::CpuBackendOptions{1, 0});
-    harness::HostParams out = host;
+    train::HostParams out = host;
     const std::int64_t n = layout.layer.padded;
     std::vector<std::uint8_t> q(static_cast<std::size_t>(math::nf4_sizes(n).bytes));
     std::vector<float> absmax(static_cast<std::size_t>(n / 64));
@@ -270,7 +270,7 @@ harness::HostParams nf4_round_trip(const harness::HostParams& host, const harnes
         cpu.nf4_quantize(q.data(), buf.data(), n, absmax.data());
         std::vector<float> back(buf.size());
         cpu.nf4_dequantize(back.data(), kernels::DType::f32, q.data(), n, 0, n);
-        for (const harness::TensorView& t : layout.layer.tensors)
+        for (const train::TensorView& t : layout.layer.tensors)
             if (t.matrix()) std::copy(back.begin() + t.offset, back.begin() + t.offset + t.numel(), buf.begin() + t.offset);
     }
     return out;
@@ -284,9 +284,9 @@ TEST_CASE("QLoRA computes what LoRA computes on the NF4-rounded base, bit for bi
         c.method = Method::qlora;
         c.lora_rank = 4;
         INFO(summary(c));
-        const harness::ParamLayout layout = harness::make_param_layout(c.model, 1, c.adam8bit_block);
-        const harness::HostParams base = harness::random_init(layout, 7, 0.1);
-        const harness::HostParams rounded = nf4_round_trip(base, layout);
+        const train::ParamLayout layout = train::make_param_layout(c.model, 1, c.adam8bit_block);
+        const train::HostParams base = train::random_init(layout, 7, 0.1);
+        const train::HostParams rounded = nf4_round_trip(base, layout);
         test::TrainerRig q(c, std::make_unique<test::FixedTokens>(c.model.vocab), &base);
         c.method = Method::lora;
         test::TrainerRig l(c, std::make_unique<test::FixedTokens>(c.model.vocab), &rounded);
@@ -344,14 +344,14 @@ TEST_CASE("tune trial starts from a PEFT adapter and saves one PEFT can read", "
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("\"method\":\"lora\"") && Catch::Contains("\"lora_rank\":4"));
-    const harness::PeftAdapterConfig peft = harness::load_peft_config(dir);
+    const train::PeftAdapterConfig peft = train::load_peft_config(dir);
     CHECK(peft.rank == 4);
     CHECK(peft.alpha == 8.0);
     const TrialConfig c = fixture_config();
-    const harness::ParamLayout layout =
-        harness::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, 1, c.adam8bit_block);
-    const harness::HostParams saved = harness::load_peft_adapter(dir, layout);
-    CHECK(max_diff(saved, harness::load_peft_adapter(kLora, layout)) > 0);  // trained
+    const train::ParamLayout layout =
+        train::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, 1, c.adam8bit_block);
+    const train::HostParams saved = train::load_peft_adapter(dir, layout);
+    CHECK(max_diff(saved, train::load_peft_adapter(kLora, layout)) > 0);  // trained
 }
 
 TEST_CASE("tune trial --save-adapter writes through a rename and refuses what it cannot replace, before training",
@@ -373,7 +373,7 @@ TEST_CASE("tune trial --save-adapter writes through a rename and refuses what it
     std::string line;
     std::getline(victim, line);
     CHECK(line == "precious");
-    CHECK(harness::load_peft_config(dir / "out").rank == 4);
+    CHECK(train::load_peft_config(dir / "out").rank == 4);
 
     // A FIFO in a file's place, or a file in the folder's place: exit 2 at once, naming the path.
     std::filesystem::create_directories(dir / "fifo");

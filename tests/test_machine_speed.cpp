@@ -21,7 +21,7 @@
 #include "reports/html_report.h"
 #include "reports/sweep_data.h"
 #include "reports/text_report.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 #include "store/record_json.h"
 #include "store/store.h"
 #include "test_store_support.h"

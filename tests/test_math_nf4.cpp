@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "harness/io/safetensors.h"
+#include "train/io/safetensors.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/math/nf4.h"
 
@@ -38,7 +38,7 @@ TEST_CASE("NF4: each code value quantizes to itself, midpoints split neighbours"
 }
 
 TEST_CASE("NF4: quantize and dequantize match the NumPy reference bit for bit", "[math][nf4]") {
-    const harness::SafetensorsFile f = harness::SafetensorsFile::load(kFixture);
+    const train::SafetensorsFile f = train::SafetensorsFile::load(kFixture);
     const std::vector<float> x = f.read_f32("x");
     const auto n = static_cast<std::int64_t>(x.size());
     const math::Nf4Sizes sizes = math::nf4_sizes(n);

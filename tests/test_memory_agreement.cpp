@@ -1,4 +1,4 @@
-// The estimator (search/estimate) and the trainer's allocator agree: for
+// The estimator (estimate/estimate) and the trainer's allocator agree: for
 // every single-rank configuration of a grid on the tiny model (5 optimizers
 // x 4 precisions x 3 checkpointing modes x grad_accum {1, 4} x 2 contexts x
 // 2 micro-batches x 2 attention kernels; LOMO with accumulation is invalid),
@@ -10,8 +10,8 @@
 
 #include "core/presets.h"
 #include "core/validity.h"
-#include "harness/trial.h"
-#include "search/estimate.h"
+#include "train/trial.h"
+#include "estimate/estimate.h"
 #include "support/memory_agreement.h"
 #include "support/trainer_fixture.h"
 

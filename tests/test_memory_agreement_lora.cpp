@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "core/presets.h"
-#include "harness/trial.h"
-#include "search/estimate.h"
+#include "train/trial.h"
+#include "estimate/estimate.h"
 #include "support/memory_agreement.h"
 #include "support/trainer_fixture.h"
 

@@ -3,7 +3,7 @@
 // out-of-memory error at the limit.
 #include <catch2/catch.hpp>
 
-#include "harness/memory/memory.h"
+#include "train/memory/memory.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 
@@ -11,15 +11,15 @@ using namespace tune;
 
 TEST_CASE("allocator tracks live bytes per tag and frees on scope exit", "[memory]") {
     kernels::CpuBackend backend({1, 0});
-    harness::Allocator memory(backend, 0);
+    train::Allocator memory(backend, 0);
     {
-        harness::Buffer a = memory.allocate(Component::params, 1000);
-        harness::Buffer b = memory.zeros(Component::activations, 24);
+        train::Buffer a = memory.allocate(Component::params, 1000);
+        train::Buffer b = memory.zeros(Component::activations, 24);
         CHECK(memory.live() == 1024);
         CHECK(memory.live(Component::params) == 1000);
         CHECK(memory.live(Component::activations) == 24);
         CHECK(b.as<unsigned char>()[23] == 0);
-        harness::Buffer moved = std::move(a);
+        train::Buffer moved = std::move(a);
         CHECK_FALSE(a);
         CHECK(memory.live() == 1024);
     }
@@ -31,13 +31,13 @@ TEST_CASE("allocator tracks live bytes per tag and frees on scope exit", "[memor
 
 TEST_CASE("the breakdown is taken at the first moment of the peak, with its phase", "[memory]") {
     kernels::CpuBackend backend({1, 0});
-    harness::Allocator memory(backend, 0);
-    harness::Buffer params = memory.allocate(Component::params, 100);
+    train::Allocator memory(backend, 0);
+    train::Buffer params = memory.allocate(Component::params, 100);
     memory.set_phase("forward");
-    harness::Buffer act = memory.allocate(Component::activations, 300);
+    train::Buffer act = memory.allocate(Component::activations, 300);
     act.reset();
     memory.set_phase("head-backward");
-    harness::Buffer logits = memory.allocate(Component::logits, 300);  // ties: the earlier phase keeps the peak
+    train::Buffer logits = memory.allocate(Component::logits, 300);  // ties: the earlier phase keeps the peak
     logits.reset();
     const MemoryBreakdown& peak = memory.peak_breakdown();
     CHECK(peak.peak == 400);
@@ -51,10 +51,10 @@ TEST_CASE("the breakdown is taken at the first moment of the peak, with its phas
 
 TEST_CASE("an allocation past the limit raises OutOfMemoryError with requested and live bytes", "[memory]") {
     kernels::CpuBackend backend({1, 0});
-    harness::Allocator memory(backend, 1000);
-    harness::Buffer a = memory.allocate(Component::params, 600);
+    train::Allocator memory(backend, 1000);
+    train::Buffer a = memory.allocate(Component::params, 600);
     try {
-        harness::Buffer b = memory.allocate(Component::optim, 500);
+        train::Buffer b = memory.allocate(Component::optim, 500);
         FAIL("no error");
     } catch (const OutOfMemoryError& e) {
         CHECK(e.requested() == 500);

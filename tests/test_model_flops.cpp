@@ -1,11 +1,11 @@
-// Model FLOPs (search/model_flops.h): one count for the estimator's MFU and
+// Model FLOPs (estimate/model_flops.h): one count for the estimator's MFU and
 // the trial's measured MFU, against numbers worked out by hand for Llama-2-7B.
 #include <catch2/catch.hpp>
 
 #include "core/presets.h"
-#include "harness/trial.h"
-#include "search/estimate_time.h"
-#include "search/model_flops.h"
+#include "train/trial.h"
+#include "estimate/estimate_time.h"
+#include "estimate/model_flops.h"
 
 using namespace tune;
 
@@ -42,7 +42,7 @@ TEST_CASE("model FLOPs: 6N for full training, 4N + 6N_adapter with a frozen base
         // The estimator's MFU and the measured MFU count the same FLOPs.
         const StepTime t = step_time(c.model, c, *find_device("rtx4090"), {});
         CHECK(t.model_flops_per_token == model_flops_per_token(c.model, c));
-        CHECK(harness::step_flops(c) == Approx(kLora * 4096 * 2).epsilon(1e-12));
+        CHECK(train::step_flops(c) == Approx(kLora * 4096 * 2).epsilon(1e-12));
     }
     // The attention-only targets: N_a = 32 * 64 * 4 (h + h) = 67,108,864.
     TrialConfig attention = llama7b(Method::lora);

@@ -7,13 +7,13 @@
 #include <cstdlib>
 #include <string>
 
-#include "harness/comm/comm_error.h"
-#include "harness/comm/comm_nccl.h"
-#include "harness/comm/comm_rules.h"
-#include "harness/comm/nccl_id.h"
+#include "train/comm/comm_error.h"
+#include "train/comm/comm_nccl.h"
+#include "train/comm/comm_rules.h"
+#include "train/comm/nccl_id.h"
 #include "kernels/device_query.h"
 
-using namespace tune::harness;
+using namespace tune::train;
 using tune::kernels::DType;
 
 namespace {

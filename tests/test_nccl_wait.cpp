@@ -3,10 +3,10 @@
 // clock is simulated: nothing here sleeps or measures time.
 #include <catch2/catch.hpp>
 
-#include "harness/comm/comm_error.h"
-#include "harness/comm/nccl_wait.h"
+#include "train/comm/comm_error.h"
+#include "train/comm/nccl_wait.h"
 
-using namespace tune::harness;
+using namespace tune::train;
 using namespace std::chrono_literals;
 
 namespace {

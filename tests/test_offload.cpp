@@ -15,11 +15,11 @@
 #include "core/units.h"
 #include "core/validity.h"
 #include "exports/framework.h"
-#include "search/estimate.h"
-#include "search/estimate_memory.h"
-#include "search/flat_layout.h"
-#include "search/frameworks/framework_profile.h"
-#include "search/spec.h"
+#include "estimate/estimate.h"
+#include "estimate/estimate_memory.h"
+#include "estimate/flat_layout.h"
+#include "estimate/frameworks/framework_profile.h"
+#include "sweep/spec.h"
 
 using namespace tune;
 
@@ -133,7 +133,7 @@ TEST_CASE("the estimator moves offloaded states from the device's ledger to the 
     CHECK(none.host_node_bytes == 0);
 }
 
-// harness/trainer.cpp BucketSink: offload's slice crosses the link on the side stream while the next
+// train/trainer.cpp BucketSink: offload's slice crosses the link on the side stream while the next
 // buffer's backward runs, so that backward holds the previous bucket too: the layers' first beside the
 // head's, a lower layer beside the one above it (less that layer's kept activations, freed by then), and
 // the embedding's beside layer 0's. Nothing else moves.

@@ -9,7 +9,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "probe/optimizer_probe.h"
 #include "probe/probes.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 
 using namespace tune;
 

@@ -1,4 +1,4 @@
-// The CPU backend's page pool (harness/memory/page_pool.h): freed buffers are kept
+// The CPU backend's page pool (train/memory/page_pool.h): freed buffers are kept
 // for the next request, split to fit or moved into a larger one, and in-use plus kept bytes
 // never pass the tagged peak, so a step after the first faults in little and
 // the resident set still follows the tagged peak.
@@ -10,16 +10,16 @@
 #include <vector>
 
 #include "core/presets.h"
-#include "harness/io/data.h"
-#include "harness/memory/host_page_mapper.h"
-#include "harness/memory/memory.h"
-#include "harness/memory/page_pool.h"
+#include "train/io/data.h"
+#include "train/memory/host_page_mapper.h"
+#include "train/memory/memory.h"
+#include "train/memory/page_pool.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
 #include "tests/support/trainer_fixture.h"
 
 using namespace tune;
-using namespace tune::harness;
+using namespace tune::train;
 
 namespace {
 
@@ -207,7 +207,7 @@ TEST_CASE("in-use plus kept host bytes never pass the tagged peak but by the sma
 TEST_CASE("a training step after the first maps no new pages", "[memory][trainer]") {
     TrialConfig c = test::trainer_config(find_model("tiny").value());  // the demo's: activations of 64 KiB and more
     c.context = 128;
-    test::TrainerRig rig(c, harness::synthetic_tokens(c.seed, c.model.vocab));
+    test::TrainerRig rig(c, train::synthetic_tokens(c.seed, c.model.vocab));
     const Allocator& memory = rig.trainer->memory();
     rig.trainer->step();
     const std::uint64_t first = memory.mapped();

@@ -18,9 +18,9 @@
 #include "probe/probe_timing.h"
 #include "probe/probes.h"
 #include "probe/sweep_probes.h"
-#include "search/estimate.h"
-#include "search/model_flops.h"
-#include "search/spec.h"
+#include "estimate/estimate.h"
+#include "estimate/model_flops.h"
+#include "sweep/spec.h"
 #include "store/store.h"
 #include "tests/support/tiny_cpu_sweep.h"
 #include "tests/test_store_support.h"
@@ -315,7 +315,7 @@ TEST_CASE("LoRA's adapter GEMMs are probed at their rank-r shapes and priced at 
             return g.m == rows && g.n == n && g.k == k && g.pass == pass && g.output == output;
         });
     };
-    // q's adapter as harness/lora.cpp calls it: x A^T, y += s xa B^T, dY B, dX += s tmp A, dA, dB.
+    // q's adapter as train/lora.cpp calls it: x A^T, y += s xa B^T, dY B, dX += s tmp A, dA, dB.
     CHECK(planned(t, r, h, GemmPass::forward, {}));
     CHECK(planned(t, h, r, GemmPass::forward, {.accumulate = true}));
     CHECK(planned(t, r, h, GemmPass::input_grad, {}));

@@ -1,19 +1,19 @@
 // q, k, v and gate, up as one GEMM each way (core/projection_fusion.h,
-// harness/model.h): the rules that allow it, and that the fused layer
+// train/model.h): the rules that allow it, and that the fused layer
 // computes the gradients the separate GEMMs do.
 #include <catch2/catch.hpp>
 
 #include "core/projection_fusion.h"
-#include "harness/model_state.h"
+#include "train/model_state.h"
 #include "support/trainer_fixture.h"
 
 using namespace tune;
 
 namespace {
 
-harness::HostParams gradients(const TrialConfig& c) {
-    const harness::ParamLayout layout = harness::make_param_layout(c.model, 1, c.adam8bit_block);
-    harness::HostParams params = harness::random_init(layout, 7, 0.3);
+train::HostParams gradients(const TrialConfig& c) {
+    const train::ParamLayout layout = train::make_param_layout(c.model, 1, c.adam8bit_block);
+    train::HostParams params = train::random_init(layout, 7, 0.3);
     test::TrainerRig rig(c, std::make_unique<test::FixedTokens>(c.model.vocab), &params);
     rig.trainer->compute_gradients();
     return rig.trainer->model().download_grads();
@@ -72,7 +72,7 @@ TEST_CASE("fused projections give the gradients of separate GEMMs", "[trainer][f
     apart.checkpointing = Checkpointing::selective_op;
     REQUIRE((fuses_qkv(fused, fused.model, 256, true) && fuses_gate_up(fused, fused.model, 256, true)));
     REQUIRE_FALSE((fuses_qkv(apart, apart.model, 256, true) || fuses_gate_up(apart, apart.model, 256, true)));
-    const harness::HostParams a = gradients(fused), b = gradients(apart);
+    const train::HostParams a = gradients(fused), b = gradients(apart);
     REQUIRE(a.size() == b.size());
     double largest = 0, worst = 0;
     for (std::size_t i = 0; i < a.size(); ++i)

@@ -10,14 +10,14 @@
 #include <limits>
 #include <vector>
 
-#include "harness/memory/host_memory.h"
-#include "harness/memory/memory.h"
-#include "harness/memory/real_memory.h"
+#include "train/memory/host_memory.h"
+#include "train/memory/memory.h"
+#include "train/memory/real_memory.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/support/trainer_fixture.h"
 
 using namespace tune;
-using namespace tune::harness;
+using namespace tune::train;
 
 TEST_CASE("VmRSS and VmHWM are read from /proc/<pid>/status's text in bytes", "[memory]") {
     const char* status = "Name:\ttune\nVmPeak:\t  900 kB\nVmHWM:\t    5000 kB\nVmRSS:\t    4000 kB\nRssAnon:\t 10 kB\n";
@@ -133,8 +133,8 @@ TEST_CASE("weights drawn in chunks on upload equal the whole host init, every pr
         const TrialConfig c = test::trainer_config(test::micro_model(), Optimizer::adamw, p);
         const ParamLayout layout = make_param_layout(c.model, c.world_size, c.adam8bit_block);
         const HostParams whole = random_init(layout, c.seed);
-        test::TrainerRig chunked(c, harness::synthetic_tokens(c.seed, c.model.vocab));
-        test::TrainerRig reference(c, harness::synthetic_tokens(c.seed, c.model.vocab), &whole);
+        test::TrainerRig chunked(c, train::synthetic_tokens(c.seed, c.model.vocab));
+        test::TrainerRig reference(c, train::synthetic_tokens(c.seed, c.model.vocab), &whole);
         CHECK(chunked.trainer->model().download_weights() == reference.trainer->model().download_weights());
     }
 }

@@ -9,14 +9,14 @@
 #include <string>
 
 #include "core/config.h"
-#include "harness/comm/comm.h"
-#include "harness/selftest_training.h"
+#include "train/comm/comm.h"
+#include "train/selftest_training.h"
 #include "kernels/cpu/cpu_backend.h"
 
 using namespace tune::kernels;
 
 TEST_CASE("every optimizer and precision has a training case") {
-    const auto cases = tune::harness::training_cases();
+    const auto cases = tune::train::training_cases();
     // 5 optimizers x 4 precisions, one with checkpointing/accumulation each, and four of tiny-variants.
     CHECK(cases.size() == 29);
     int scheduled = 0, variants = 0;
@@ -39,7 +39,7 @@ TEST_CASE("every optimizer and precision has a training case") {
 
 TEST_CASE("training cases agree CPU against CPU and produce plausible losses") {
     CpuBackend reference, candidate;
-    for (const auto& c : tune::harness::training_cases()) {
+    for (const auto& c : tune::train::training_cases()) {
         INFO(c.op << " " << c.dtype);
         const auto r = selftest::run_case(c, reference, candidate, 3);
         INFO(r.message);
@@ -48,7 +48,7 @@ TEST_CASE("training cases agree CPU against CPU and produce plausible losses") {
         CHECK(r.outputs[0].stats.max_abs == 0.0);
     }
     // The losses themselves, read from one run.
-    const auto c = tune::harness::training_cases().front();
+    const auto c = tune::train::training_cases().front();
     const auto data = c.make(3);
     auto tensors = data.tensors;
     {
@@ -63,10 +63,10 @@ TEST_CASE("training cases agree CPU against CPU and produce plausible losses") {
 
 TEST_CASE("the ZeRO stages on one CPU rank agree with the CPU reference (the --gpus comparison itself)") {
     CpuBackend backend;
-    tune::harness::SingleRankComm comm;
-    tune::harness::ZeroSelftestOptions o;
+    tune::train::SingleRankComm comm;
+    tune::train::ZeroSelftestOptions o;
     o.context = 16;
-    const auto rows = tune::harness::zero_stages_against_cpu(backend, comm, o);
+    const auto rows = tune::train::zero_stages_against_cpu(backend, comm, o);
     REQUIRE(rows.size() == 4);
     for (std::uint32_t stage = 0; stage < 4; ++stage) {
         const auto& r = rows[stage];

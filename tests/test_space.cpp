@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/collapsed_values.h"
-#include "search/space.h"
+#include "sweep/space.h"
 #include "tests/support/run_command.h"
 
 using namespace tune;

@@ -11,7 +11,7 @@
 #include "core/presets.h"
 #include "driver/plan.h"
 #include "driver/trial_child.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 
 using namespace tune;
 namespace fs = std::filesystem;

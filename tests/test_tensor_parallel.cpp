@@ -15,14 +15,14 @@
 #include "core/tensor_parallel.h"
 #include "core/validity.h"
 #include "exports/framework.h"
-#include "harness/lora.h"
-#include "harness/model_state.h"
-#include "harness/trainer.h"
-#include "harness/trial.h"
+#include "train/lora.h"
+#include "train/model_state.h"
+#include "train/trainer.h"
+#include "train/trial.h"
 #include "probe/probes.h"
-#include "search/estimate.h"
-#include "search/model_states.h"
-#include "search/tensor_parallel_calls.h"
+#include "estimate/estimate.h"
+#include "estimate/model_states.h"
+#include "estimate/tensor_parallel_calls.h"
 #include "support/run_command.h"
 #include "support/trainer_fixture.h"
 
@@ -341,18 +341,18 @@ TEST_CASE("a tensor-parallel rank starts from its shard of the whole model's bas
     c.world_size = 2, c.tensor_parallel = 2;
     c.method = Method::lora, c.lora_rank = 4;
     const ModelSpec local = tensor_parallel_plan(c).local(c.model);
-    const harness::ParamLayout mine = harness::make_param_layout(local, 1, c.adam8bit_block),
-                               all = harness::make_param_layout(c.model, 1, c.adam8bit_block);
-    const harness::LoraSpec adapters = harness::make_lora_spec(c);
-    const harness::ParamLayout all_adapters =
-        harness::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, 1, c.adam8bit_block);
-    const auto same = [](const harness::HostParams& part, const harness::HostParams& whole,
-                         const harness::ParamLayout& layout, const harness::LayoutSource& from) {
+    const train::ParamLayout mine = train::make_param_layout(local, 1, c.adam8bit_block),
+                               all = train::make_param_layout(c.model, 1, c.adam8bit_block);
+    const train::LoraSpec adapters = train::make_lora_spec(c);
+    const train::ParamLayout all_adapters =
+        train::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, 1, c.adam8bit_block);
+    const auto same = [](const train::HostParams& part, const train::HostParams& whole,
+                         const train::ParamLayout& layout, const train::LayoutSource& from) {
         std::size_t compared = 0, differ = 0;
         for (std::size_t i = 0; i < layout.buffers(); ++i)
             for (std::size_t t = 0; t < layout.flat(i).tensors.size(); ++t) {
-                const harness::TensorView& v = layout.flat(i).tensors[t];
-                const harness::TensorSource& s = from[i][t];
+                const train::TensorView& v = layout.flat(i).tensors[t];
+                const train::TensorSource& s = from[i][t];
                 for (std::int64_t e = 0; e < v.numel(); ++e) {
                     const std::int64_t row = s.row_begin + e / v.cols, col = s.col_begin + e % v.cols;
                     if (row >= s.rows) continue;  // the vocabulary's padding
@@ -365,28 +365,28 @@ TEST_CASE("a tensor-parallel rank starts from its shard of the whole model's bas
     };
     for (std::uint32_t rank : {0u, 1u}) {
         INFO("tensor-parallel rank " << rank);
-        const harness::LayoutSource base =
-            harness::tensor_parallel_source(c.model, mine, {rank, rank}, c.adam8bit_block);
-        CHECK(same(harness::random_init(mine, c.seed, 0.02, &base), harness::random_init(all, c.seed), mine, base) ==
+        const train::LayoutSource base =
+            train::tensor_parallel_source(c.model, mine, {rank, rank}, c.adam8bit_block);
+        CHECK(same(train::random_init(mine, c.seed, 0.02, &base), train::random_init(all, c.seed), mine, base) ==
               0);
-        const harness::LayoutSource lora = harness::adapter_parallel_source(c, adapters.layout, {rank, rank});
-        CHECK(same(harness::lora_init(adapters.layout, c.seed, &lora), harness::lora_init(all_adapters, c.seed),
+        const train::LayoutSource lora = train::adapter_parallel_source(c, adapters.layout, {rank, rank});
+        CHECK(same(train::lora_init(adapters.layout, c.seed, &lora), train::lora_init(all_adapters, c.seed),
                    adapters.layout, lora) == 0);
         // Without the source a rank draws its own values, not its shard's.
-        CHECK(same(harness::random_init(mine, c.seed), harness::random_init(all, c.seed), mine, base) > 0);
+        CHECK(same(train::random_init(mine, c.seed), train::random_init(all, c.seed), mine, base) > 0);
     }
     // One KV head on both ranks: each holds the whole k and v, and every other tensor's shard.
     c.model.kv_heads = 1;
     const ModelSpec one_kv = tensor_parallel_plan(c).local(c.model);
-    const harness::ParamLayout kv_mine = harness::make_param_layout(one_kv, 1, c.adam8bit_block),
-                               kv_all = harness::make_param_layout(c.model, 1, c.adam8bit_block);
+    const train::ParamLayout kv_mine = train::make_param_layout(one_kv, 1, c.adam8bit_block),
+                               kv_all = train::make_param_layout(c.model, 1, c.adam8bit_block);
     for (std::uint32_t rank : {0u, 1u}) {
-        const harness::LayoutSource base =
-            harness::tensor_parallel_source(c.model, kv_mine, {rank, 0}, c.adam8bit_block);
-        CHECK(same(harness::random_init(kv_mine, c.seed, 0.02, &base), harness::random_init(kv_all, c.seed), kv_mine,
+        const train::LayoutSource base =
+            train::tensor_parallel_source(c.model, kv_mine, {rank, 0}, c.adam8bit_block);
+        CHECK(same(train::random_init(kv_mine, c.seed, 0.02, &base), train::random_init(kv_all, c.seed), kv_mine,
                    base) == 0);
-        CHECK(base[0][kv_mine.index(harness::LayerTensor::k)].row_begin == 0);
-        CHECK(base[0][kv_mine.index(harness::LayerTensor::q)].row_begin == rank * 128);
+        CHECK(base[0][kv_mine.index(train::LayerTensor::k)].row_begin == 0);
+        CHECK(base[0][kv_mine.index(train::LayerTensor::q)].row_begin == rank * 128);
     }
     // q's adapters: A (r, h) whole, B (q / 2, r) by rows; o's: A (r, q / 2) by columns, B (h, r) whole.
     CHECK(adapters.layout.layer.tensors[0].cols == 256);
@@ -401,10 +401,10 @@ TEST_CASE("a tensor-parallel trial refuses whole Hugging Face weights and PEFT a
     c.model = *find_model("tiny");
     c.world_size = 2, c.tensor_parallel = 2, c.method = Method::lora, c.lora_rank = 4;
     c.micro_batch = 1, c.context = 16, c.steps = 1;
-    harness::TrialOptions o = test::quiet_trial();
+    train::TrialOptions o = test::quiet_trial();
     o.save_adapter_dir = "adapter-out";
-    harness::SingleRankComm one;  // refused before the communicator is asked for its ranks
-    const TrialResult r = harness::run_trial(c, o, one);
+    train::SingleRankComm one;  // refused before the communicator is asked for its ranks
+    const TrialResult r = train::run_trial(c, o, one);
     CHECK(r.status == TrialStatus::invalid);
     CHECK_THAT(r.reason, Catch::Contains("--save-adapter") && Catch::Contains("tensor_parallel 1"));
 }

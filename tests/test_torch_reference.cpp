@@ -8,9 +8,9 @@
 // (flash, the default, and eager) must match.
 #include <catch2/catch.hpp>
 
-#include "harness/io/data.h"
-#include "harness/io/hf_model.h"
-#include "harness/io/safetensors.h"
+#include "train/io/data.h"
+#include "train/io/hf_model.h"
+#include "train/io/safetensors.h"
 #include "support/trainer_fixture.h"
 
 using namespace tune;
@@ -22,7 +22,7 @@ const std::filesystem::path kFixture = kFixtures / "llama_tiny";
 
 // The fixture's training settings (scripts/make_torch_fixtures.py).
 TrialConfig fixture_config(Attention attention = Attention::flash, const std::filesystem::path& dir = kFixture) {
-    TrialConfig c = test::trainer_config(harness::load_hf_config(dir));
+    TrialConfig c = test::trainer_config(train::load_hf_config(dir));
     c.attention = attention;
     c.micro_batch = 2;
     c.context = 16;
@@ -37,16 +37,16 @@ struct Rig {
         : dir(kFixtures / fixture), config(fixture_config(attention, dir)) {}
     std::filesystem::path dir;
     TrialConfig config;
-    harness::ParamLayout layout = harness::make_param_layout(config.model, 1, config.adam8bit_block);
-    harness::HostParams init = harness::load_hf_weights(dir, layout);
-    harness::SafetensorsFile ref = harness::SafetensorsFile::load(dir / "reference.safetensors");
-    test::TrainerRig rig{config, harness::file_tokens(dir / "tokens.bin", config.model.vocab), &init};
+    train::ParamLayout layout = train::make_param_layout(config.model, 1, config.adam8bit_block);
+    train::HostParams init = train::load_hf_weights(dir, layout);
+    train::SafetensorsFile ref = train::SafetensorsFile::load(dir / "reference.safetensors");
+    test::TrainerRig rig{config, train::file_tokens(dir / "tokens.bin", config.model.vocab), &init};
 };
 
 // Tensor k of buffer b of host params, as a flat vector.
-std::vector<float> tensor_of(const harness::HostParams& p, const harness::ParamLayout& l, std::size_t b,
+std::vector<float> tensor_of(const train::HostParams& p, const train::ParamLayout& l, std::size_t b,
                              std::size_t k) {
-    const harness::TensorView& v = l.flat(b).tensors[k];
+    const train::TensorView& v = l.flat(b).tensors[k];
     return {p[b].begin() + v.offset, p[b].begin() + v.offset + v.numel()};
 }
 
@@ -59,10 +59,10 @@ TEST_CASE("loss and every gradient match PyTorch (fp32)", "[trainer][torch]") {
     Rig r(attention, fixture);
     const double loss = r.rig.trainer->compute_gradients();
     CHECK(loss == Approx(r.ref.read_f32("loss")[0]).epsilon(1e-5));
-    const harness::HostParams grads = r.rig.trainer->model().download_grads();
+    const train::HostParams grads = r.rig.trainer->model().download_grads();
     for (std::size_t b = 0; b < r.layout.buffers(); ++b) {
         for (std::size_t k = 0; k < r.layout.flat(b).tensors.size(); ++k) {
-            const std::string name = harness::tensor_name(r.layout, b, k);
+            const std::string name = train::tensor_name(r.layout, b, k);
             const std::vector<float> want = r.ref.read_f32("grad." + name);
             const std::vector<float> got = tensor_of(grads, r.layout, b, k);
             INFO(name << ": max |diff| " << test::max_abs_diff(got, want) << ", max |grad| " << test::max_abs(want));
@@ -79,13 +79,13 @@ TEST_CASE("weights after 3 AdamW steps with clipping match PyTorch (fp32)", "[tr
     Rig r(attention, fixture);
     const std::vector<float> losses = r.ref.read_f32("losses");
     for (int s = 0; s < 3; ++s) {
-        const harness::StepStats stats = r.rig.trainer->step();
+        const train::StepStats stats = r.rig.trainer->step();
         CHECK(stats.loss == Approx(losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
     }
-    const harness::HostParams weights = r.rig.trainer->model().download_weights();
+    const train::HostParams weights = r.rig.trainer->model().download_weights();
     for (std::size_t b = 0; b < r.layout.buffers(); ++b) {
         for (std::size_t k = 0; k < r.layout.flat(b).tensors.size(); ++k) {
-            const std::string name = harness::tensor_name(r.layout, b, k);
+            const std::string name = train::tensor_name(r.layout, b, k);
             const std::vector<float> want = r.ref.read_f32("step3." + name);
             const std::vector<float> got = tensor_of(weights, r.layout, b, k);
             INFO(name << ": max |diff| " << test::max_abs_diff(got, want));
@@ -101,17 +101,17 @@ TEST_CASE("init loading rejects missing, extra and mis-shaped tensors and bad dt
     std::filesystem::create_directories(dir);
     std::filesystem::copy_file(kFixture / "config.json", dir / "config.json",
                                std::filesystem::copy_options::overwrite_existing);
-    const harness::ParamLayout layout = harness::make_param_layout(c.model, 1, c.adam8bit_block);
-    const harness::SafetensorsFile good = harness::SafetensorsFile::load(kFixture / "model.safetensors");
-    auto write_without = [&](const std::string& drop, std::vector<harness::NamedTensor> extra) {
+    const train::ParamLayout layout = train::make_param_layout(c.model, 1, c.adam8bit_block);
+    const train::SafetensorsFile good = train::SafetensorsFile::load(kFixture / "model.safetensors");
+    auto write_without = [&](const std::string& drop, std::vector<train::NamedTensor> extra) {
         for (const auto& [name, e] : good.entries())
             if (name != drop) extra.push_back({name, e.shape, good.read_f32(name)});
-        harness::write_safetensors(dir / "model.safetensors", extra);
+        train::write_safetensors(dir / "model.safetensors", extra);
     };
     write_without("model.norm.weight", {});
-    CHECK_THROWS_WITH(harness::load_hf_weights(dir, layout), Catch::Contains("missing tensors: model.norm.weight"));
+    CHECK_THROWS_WITH(train::load_hf_weights(dir, layout), Catch::Contains("missing tensors: model.norm.weight"));
     write_without("", {{"model.extra.weight", {2}, {1.0f, 2.0f}}});
-    CHECK_THROWS_WITH(harness::load_hf_weights(dir, layout), Catch::Contains("unexpected tensors: model.extra.weight"));
+    CHECK_THROWS_WITH(train::load_hf_weights(dir, layout), Catch::Contains("unexpected tensors: model.extra.weight"));
     write_without("model.norm.weight", {{"model.norm.weight", {3}, {1.0f, 1.0f, 1.0f}}});
-    CHECK_THROWS_WITH(harness::load_hf_weights(dir, layout), Catch::Contains("model.norm.weight is [3], expected [32]"));
+    CHECK_THROWS_WITH(train::load_hf_weights(dir, layout), Catch::Contains("model.norm.weight is [3], expected [32]"));
 }

@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "harness/model_state.h"
+#include "train/model_state.h"
 #include "support/trainer_fixture.h"
 
 using namespace tune;
@@ -15,7 +15,7 @@ using namespace tune;
 namespace {
 
 // Elements to probe in one tensor: its largest gradients and a few spread out.
-std::vector<std::int64_t> probes(const std::vector<float>& grad, const harness::TensorView& t) {
+std::vector<std::int64_t> probes(const std::vector<float>& grad, const train::TensorView& t) {
     std::vector<std::int64_t> idx(static_cast<std::size_t>(t.numel()));
     for (std::int64_t i = 0; i < t.numel(); ++i) idx[static_cast<std::size_t>(i)] = i;
     std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](std::int64_t a, std::int64_t b) {
@@ -30,24 +30,24 @@ std::vector<std::int64_t> probes(const std::vector<float>& grad, const harness::
 // Checks every tensor of `model`; returns the number of elements checked.
 int check_gradients(const ModelSpec& model) {
     const TrialConfig c = test::trainer_config(model);
-    const harness::ParamLayout layout = harness::make_param_layout(c.model, 1, c.adam8bit_block);
-    harness::HostParams params = harness::random_init(layout, 7, 0.3);
+    const train::ParamLayout layout = train::make_param_layout(c.model, 1, c.adam8bit_block);
+    train::HostParams params = train::random_init(layout, 7, 0.3);
     // Vectors away from their initial 0 (biases) and 1 (norms), so each one's use is seen.
     std::mt19937 rng(11);
     std::normal_distribution<float> noise(0.0f, 0.3f);
     for (std::size_t b = 0; b < layout.buffers(); ++b)
-        for (const harness::TensorView& v : layout.flat(b).tensors)
+        for (const train::TensorView& v : layout.flat(b).tensors)
             if (!v.matrix())
                 for (std::int64_t e = 0; e < v.numel(); ++e)
                     params[b][static_cast<std::size_t>(v.offset + e)] += noise(rng);
     test::TrainerRig rig(c, std::make_unique<test::FixedTokens>(c.model.vocab), &params);
-    harness::Trainer& t = *rig.trainer;
+    train::Trainer& t = *rig.trainer;
     t.compute_gradients();
-    const harness::HostParams grads = t.model().download_grads();
+    const train::HostParams grads = t.model().download_grads();
 
     const double delta = 1e-2;
     auto loss_at = [&](std::size_t buffer, std::int64_t element, double value) {
-        harness::HostParams p = params;
+        train::HostParams p = params;
         p[buffer][static_cast<std::size_t>(element)] = static_cast<float>(value);
         t.model().upload(p);
         return t.compute_gradients();
@@ -55,13 +55,13 @@ int check_gradients(const ModelSpec& model) {
     int checked = 0;
     for (std::size_t b = 0; b < layout.buffers(); ++b) {
         for (std::size_t k = 0; k < layout.flat(b).tensors.size(); ++k) {
-            const harness::TensorView& view = layout.flat(b).tensors[k];
+            const train::TensorView& view = layout.flat(b).tensors[k];
             for (std::int64_t e : probes(grads[b], view)) {
                 const std::int64_t at = view.offset + e;
                 const double w = params[b][static_cast<std::size_t>(at)];
                 const double fd = (loss_at(b, at, w + delta) - loss_at(b, at, w - delta)) / (2 * delta);
                 const double an = grads[b][static_cast<std::size_t>(at)];
-                INFO(harness::tensor_name(layout, b, k) << "[" << e << "]: analytic " << an << ", numeric " << fd);
+                INFO(train::tensor_name(layout, b, k) << "[" << e << "]: analytic " << an << ", numeric " << fd);
                 CHECK(std::abs(fd - an) <= 2e-4 + 2e-2 * std::abs(an));
                 ++checked;
             }

@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "harness/trial.h"
-#include "search/estimate.h"
+#include "train/trial.h"
+#include "estimate/estimate.h"
 #include "support/trainer_fixture.h"
 
 using namespace tune;
@@ -21,7 +21,7 @@ TEST_CASE("a small model trains at contexts up to 4096 on the CPU with flash att
     c.context = context;
     c.steps = 1, c.warmup = 0;
     INFO(summary(c));
-    const TrialResult r = harness::run_trial(c, test::quiet_trial());
+    const TrialResult r = train::run_trial(c, test::quiet_trial());
     INFO(r.reason);
     REQUIRE(r.status == TrialStatus::ok);
     REQUIRE(!r.losses.empty());

@@ -7,7 +7,7 @@
 
 #include "driver/makespan.h"
 #include "driver/trial_cost.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 
 using namespace tune;
 

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/io/safetensors.h"
+#include "train/io/safetensors.h"
 
 using namespace tune;
 
@@ -35,16 +35,16 @@ std::filesystem::path write_raw(const std::string& file, const std::string& dtyp
 
 TEST_CASE("safetensors BF16 and F16 tensors widen to fp32 exactly", "[trial][safetensors]") {
     // 1.0, -2.0 as bf16 (0x3f80, 0xc000) and as f16 (0x3c00, 0xc000), little-endian.
-    auto bf = harness::SafetensorsFile::load(write_raw("st_bf16.safetensors", "BF16", 2, {0x80, 0x3f, 0x00, 0xc0}));
+    auto bf = train::SafetensorsFile::load(write_raw("st_bf16.safetensors", "BF16", 2, {0x80, 0x3f, 0x00, 0xc0}));
     CHECK(bf.read_f32("t") == std::vector<float>{1.0f, -2.0f});
-    auto hf = harness::SafetensorsFile::load(write_raw("st_f16.safetensors", "F16", 2, {0x00, 0x3c, 0x00, 0xc0}));
+    auto hf = train::SafetensorsFile::load(write_raw("st_f16.safetensors", "F16", 2, {0x00, 0x3c, 0x00, 0xc0}));
     CHECK(hf.read_f32("t") == std::vector<float>{1.0f, -2.0f});
 }
 
 TEST_CASE("safetensors round-trips F32 through the writer", "[trial][safetensors]") {
     const auto path = std::filesystem::path(TUNE_BUILD_DIR) / "st_f32.safetensors";
-    harness::write_safetensors(path, {{"a", {2, 2}, {1, 2, 3, 4}}, {"b", {1}, {0.5f}}});
-    const auto f = harness::SafetensorsFile::load(path);
+    train::write_safetensors(path, {{"a", {2, 2}, {1, 2, 3, 4}}, {"b", {1}, {0.5f}}});
+    const auto f = train::SafetensorsFile::load(path);
     CHECK(f.entries().size() == 2);
     CHECK(f.entries().at("a").shape == std::vector<std::int64_t>{2, 2});
     CHECK(f.read_f32("a") == std::vector<float>{1, 2, 3, 4});
@@ -52,13 +52,13 @@ TEST_CASE("safetensors round-trips F32 through the writer", "[trial][safetensors
 }
 
 TEST_CASE("safetensors errors name the tensor, its dtype and the file", "[trial][safetensors]") {
-    auto f64 = harness::SafetensorsFile::load(write_raw("st_f64.safetensors", "F64", 1, std::vector<unsigned char>(8)));
+    auto f64 = train::SafetensorsFile::load(write_raw("st_f64.safetensors", "F64", 1, std::vector<unsigned char>(8)));
     CHECK_THROWS_WITH(f64.read_f32("t"), Catch::Contains("tensor t has dtype F64; supported: F32, BF16, F16"));
-    CHECK_THROWS_WITH(harness::SafetensorsFile::load(write_raw("st_short.safetensors", "F32", 4, {0, 0, 0, 0})).read_f32("t"),
+    CHECK_THROWS_WITH(train::SafetensorsFile::load(write_raw("st_short.safetensors", "F32", 4, {0, 0, 0, 0})).read_f32("t"),
                       Catch::Contains("4 bytes for 4 elements"));
     const auto junk = std::filesystem::path(TUNE_BUILD_DIR) / "st_junk.safetensors";
     std::ofstream(junk) << "not a safetensors file at all";
-    CHECK_THROWS_WITH(harness::SafetensorsFile::load(junk), Catch::Contains("st_junk.safetensors"));
+    CHECK_THROWS_WITH(train::SafetensorsFile::load(junk), Catch::Contains("st_junk.safetensors"));
 }
 
 namespace {
@@ -75,7 +75,7 @@ long child_peak_growth_kib(const std::string& path) {
         }, after{};
         ::getrusage(RUSAGE_SELF, &before);
         try {
-            harness::SafetensorsFile::load(path);
+            train::SafetensorsFile::load(path);
         } catch (const std::exception&) {
         }
         ::getrusage(RUSAGE_SELF, &after);
@@ -107,7 +107,7 @@ TEST_CASE("a crafted header on a large sparse file is refused from the header, b
         out << header;
     }
     REQUIRE(::truncate(path.c_str(), 1l << 30) == 0);
-    CHECK_THROWS_WITH(harness::SafetensorsFile::load(path), Catch::Contains("outside the") && Catch::Contains(path));
+    CHECK_THROWS_WITH(train::SafetensorsFile::load(path), Catch::Contains("outside the") && Catch::Contains(path));
     // Read whole, the file would add 1 GiB (twice that with the copy); judged from its header, a few MiB.
     const long growth = child_peak_growth_kib(path);
     INFO("peak growth " << growth << " KiB");

@@ -25,7 +25,7 @@ struct CudaBackendOptions {
     // the spike stays bounded. One that overwrites C is timed writing C itself.
     std::uint64_t gemm_tuning_scratch_limit = 64ull << 20;
     // Large buffers as the driver's pages (kernels/cuda/device_pages.cuh),
-    // which the harness keeps within the tagged peak, instead of the
+    // which the trainer keeps within the tagged peak, instead of the
     // stream-ordered pool. Off by default: keeping within the peak moves
     // pages every step, and each move waits for the device (the cost on an
     // H100: the real-memory file in docs/results/). make_cuda_backend(int) turns it on when
@@ -95,7 +95,7 @@ std::unique_ptr<DeviceTimer> make_cuda_timer(Backend& backend);
 std::string cuda_attention_path(const Backend& backend);
 
 // The cudaStream_t `backend` runs its ops on (untyped, so this header needs
-// no CUDA headers): NCCL collectives (harness/comm/comm_nccl) are enqueued on it,
+// no CUDA headers): NCCL collectives (train/comm/comm_nccl) are enqueued on it,
 // ordered with the ops. Raises BackendError when it is not a CUDA backend.
 void* cuda_stream(Backend& backend);
 

@@ -1,7 +1,7 @@
 // The device's memory as pages of the driver's allocation granularity (2 MiB
 // on an H100), each a physical allocation (cuMemCreate) mapped into reserved
 // virtual ranges (cuMemAddressReserve, cuMemMap): the page mapper through
-// which harness/memory/page_pool keeps the trainer's large buffers within the tagged
+// which train/memory/page_pool keeps the trainer's large buffers within the tagged
 // peak, where the stream-ordered pool holds its slack beyond it. PyTorch's
 // expandable segments map pages the same way. Opt-in (TUNE_CUDA_PAGES=1):
 // staying within the peak moves pages every step, and each unmap waits for

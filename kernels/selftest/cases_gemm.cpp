@@ -65,7 +65,7 @@ void add_gemm_cases(std::vector<Case>& out) {
         // Odd alignment: operands one element past an aligned start, odd leading dimensions.
         {7, 9, 13, 1, false, false, 1.0f, 1.0f, false, 1},
         {11, 6, 5, 3, true, true, 0.5f, 0.0f, false, 3},
-        // The bias GEMMs (harness/model.h): y += ones (T, 1) b (1, n), and db += ones^T dy.
+        // The bias GEMMs (train/model.h): y += ones (T, 1) b (1, n), and db += ones^T dy.
         {96, 40, 1, 1, false, false, 1.0f, 1.0f, false},
         {1, 40, 96, 1, true, false, 1.0f, 1.0f, false},
         // A residual entering the product from its own buffer (the layer output = x2 + m Wd^T).

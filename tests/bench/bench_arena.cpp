@@ -1,4 +1,4 @@
-// The arena a replayed micro-batch needs (harness/micro_batch_graphs.h)
+// The arena a replayed micro-batch needs (train/micro_batch_graphs.h)
 // against the micro-batch's own peak: how much its planned placement at fixed
 // offsets costs beyond the ledger. The ledger's sequence of requests is the
 // same on every backend, so the CPU runs it: one eager micro-batch after a
@@ -14,10 +14,10 @@
 #include <CLI/CLI.hpp>
 
 #include "core/presets.h"
-#include "harness/comm/comm.h"
-#include "harness/io/data.h"
-#include "harness/memory/memory.h"
-#include "harness/trainer.h"
+#include "train/comm/comm.h"
+#include "train/io/data.h"
+#include "train/memory/memory.h"
+#include "train/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace {
@@ -25,11 +25,11 @@ namespace {
 using namespace tune;
 
 // The micro-batch's own bytes at their most (its ledger peak above what was live when it began).
-std::uint64_t micro_batch_peak(const harness::LedgerTrace& trace) {
+std::uint64_t micro_batch_peak(const train::LedgerTrace& trace) {
     std::uint64_t live = 0, most = 0;
-    for (const harness::LedgerEvent& e : trace) {
-        if (e.kind == harness::LedgerEvent::Kind::allocate) live += e.bytes;
-        if (e.kind == harness::LedgerEvent::Kind::release) live -= e.bytes;
+    for (const train::LedgerEvent& e : trace) {
+        if (e.kind == train::LedgerEvent::Kind::allocate) live += e.bytes;
+        if (e.kind == train::LedgerEvent::Kind::release) live -= e.bytes;
         most = std::max(most, live);
     }
     return most;
@@ -37,16 +37,16 @@ std::uint64_t micro_batch_peak(const harness::LedgerTrace& trace) {
 
 void measure(const TrialConfig& c) {
     kernels::CpuBackend backend;
-    harness::SingleRankComm comm;
-    const auto tokens = harness::synthetic_tokens(c.seed, c.model.vocab);
-    harness::Trainer trainer(backend, comm, c, *tokens);
+    train::SingleRankComm comm;
+    const auto tokens = train::synthetic_tokens(c.seed, c.model.vocab);
+    train::Trainer trainer(backend, comm, c, *tokens);
     trainer.compute_gradients();  // the first calls of each shape behind
     trainer.memory().start_trace();
     trainer.compute_gradients();
-    const harness::LedgerTrace trace = trainer.memory().end_trace();
+    const train::LedgerTrace trace = trainer.memory().end_trace();
     std::uint64_t buffers = 0;
-    for (const harness::LedgerEvent& e : trace) buffers += e.kind == harness::LedgerEvent::Kind::allocate;
-    const std::uint64_t peak = micro_batch_peak(trace), arena = harness::plan_arena(trace).extent;
+    for (const train::LedgerEvent& e : trace) buffers += e.kind == train::LedgerEvent::Kind::allocate;
+    const std::uint64_t peak = micro_batch_peak(trace), arena = train::plan_arena(trace).extent;
     fmt::print("{} L={} b={} s={} {} {} {}: {} buffers, micro-batch peak {:.1f} MiB, arena {:.1f} MiB, ratio {:.4f}\n",
                c.model.name, c.model.layers, c.micro_batch, c.context, to_string(c.precision),
                to_string(c.checkpointing), to_string(c.method), buffers, peak / 1048576.0, arena / 1048576.0,

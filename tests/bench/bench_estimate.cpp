@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 #include "core/pareto.h"
 #include "core/presets.h"
 

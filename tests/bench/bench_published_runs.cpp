@@ -19,10 +19,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/hf_config.h"
 #include "core/presets.h"
-#include "search/estimate.h"
-#include "search/frameworks/framework_profile.h"
-#include "search/spec.h"
+#include "estimate/estimate.h"
+#include "estimate/frameworks/framework_profile.h"
+#include "sweep/spec.h"
 
 namespace {
 

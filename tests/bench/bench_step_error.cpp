@@ -25,9 +25,9 @@
 #include "driver/collective_probes.h"
 #include "driver/plan.h"
 #include "probe/sweep_probes.h"
-#include "search/estimate.h"
-#include "search/estimate_time.h"
-#include "search/spec.h"
+#include "estimate/estimate.h"
+#include "estimate/estimate_time.h"
+#include "sweep/spec.h"
 #include "store/store.h"
 
 namespace {

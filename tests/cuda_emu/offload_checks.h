@@ -10,7 +10,7 @@
 
 #include "core/config.h"
 #include "core/presets.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 
 namespace tune_emu_test {
 

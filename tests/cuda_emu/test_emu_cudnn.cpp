@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "harness/selftest_training.h"
+#include "train/selftest_training.h"
 
 namespace {
 
@@ -35,7 +35,7 @@ TEST_CASE("emulated device: training cases with cuDNN's attention on the stand-i
     const StandinCudnn on;
     // The tiny model groups its key/value heads (4 and 2): its 16-bit cases run cuDNN's graphs both ways
     // (fp32 falls back to tune's kernels).
-    check_ran_cudnn(tune_emu_test::run_cases(tune::harness::training_cases(), {"train_3_steps/adamw"}));
+    check_ran_cudnn(tune_emu_test::run_cases(tune::train::training_cases(), {"train_3_steps/adamw"}));
 }
 
 // The stand-in records its work into a capturing stream as cuDNN's kernels are recorded on a GPU:

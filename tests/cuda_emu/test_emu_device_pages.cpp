@@ -1,5 +1,5 @@
 // The CUDA backend's large buffers as driver pages (kernels/cuda/device_pages)
-// kept by the harness's page pool, on the emulated device, whose pages are
+// kept by the trainer's page pool, on the emulated device, whose pages are
 // TUNE_EMU_PAGE_BYTES (64 KiB) so the tiny model takes them too.
 #include <catch2/catch.hpp>
 
@@ -8,17 +8,17 @@
 #include <vector>
 
 #include "core/presets.h"
-#include "harness/comm/comm.h"
-#include "harness/io/data.h"
-#include "harness/memory/memory.h"
-#include "harness/trainer.h"
+#include "train/comm/comm.h"
+#include "train/io/data.h"
+#include "train/memory/memory.h"
+#include "train/trainer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "tests/gpu/device_pages_case.h"
 #include "tests/support/trainer_fixture.h"
 
 using namespace tune;
-using harness::Allocator;
-using harness::Buffer;
+using train::Allocator;
+using train::Buffer;
 
 TEST_CASE("emulated device: device pages are backed, moved with their contents and released, what the device cannot hold backs nothing") {
     const std::uint64_t total = tune_emu::device_memory_total();
@@ -93,11 +93,11 @@ TEST_CASE("emulated device: a training step after the first maps no new device p
     TrialConfig c = test::trainer_config(find_model("tiny").value());
     c.context = 128;
     c.micro_batch = 2;  // (T, h) activations of 64 KiB: pages
-    harness::SingleRankComm comm;
-    const auto tokens = harness::synthetic_tokens(c.seed, c.model.vocab);
+    train::SingleRankComm comm;
+    const auto tokens = train::synthetic_tokens(c.seed, c.model.vocab);
     const std::uint64_t before = tune_emu::device_pages_bytes();
     {
-        harness::Trainer trainer(*backend, comm, c, *tokens);
+        train::Trainer trainer(*backend, comm, c, *tokens);
         const Allocator& memory = trainer.memory();
         trainer.step();
         const std::uint64_t first = memory.mapped();

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "core/presets.h"
-#include "harness/comm/comm_error.h"
-#include "harness/comm/comm_nccl.h"
-#include "harness/trial.h"
+#include "train/comm/comm_error.h"
+#include "train/comm/comm_nccl.h"
+#include "train/trial.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/error.h"
 
@@ -29,28 +29,28 @@ struct Injection {
 
 TEST_CASE("emulated NCCL: a failed communicator init raises CommError") {
     const Injection fail(ncclSystemError, ncclSuccess);
-    CHECK_THROWS_AS(harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr}),
-                    harness::CommError);
+    CHECK_THROWS_AS(train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, nullptr}),
+                    train::CommError);
 }
 
 TEST_CASE("emulated NCCL: an asynchronous error after a collective is enqueued raises CommError") {
     auto backend = kernels::make_cuda_backend(0);
-    auto comm = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, backend.get()});
+    auto comm = train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, backend.get()});
     void* d = backend->allocate(64 * 4);
-    comm->all_reduce(d, 64, kernels::DType::f32, harness::ReduceOp::sum);  // fine before the failure
+    comm->all_reduce(d, 64, kernels::DType::f32, train::ReduceOp::sum);  // fine before the failure
     {
         const Injection peer_gone(ncclSuccess, ncclRemoteError);
-        CHECK_THROWS_WITH(comm->all_reduce(d, 64, kernels::DType::f32, harness::ReduceOp::sum),
+        CHECK_THROWS_WITH(comm->all_reduce(d, 64, kernels::DType::f32, train::ReduceOp::sum),
                           Catch::Contains("aborted"));
     }
     // Aborted: later collectives refuse at once instead of using a dead communicator.
-    CHECK_THROWS_AS(comm->all_reduce(d, 64, kernels::DType::f32, harness::ReduceOp::sum), harness::CommError);
+    CHECK_THROWS_AS(comm->all_reduce(d, 64, kernels::DType::f32, train::ReduceOp::sum), train::CommError);
     backend->deallocate(d, 64 * 4);
 }
 
 TEST_CASE("emulated NCCL: running out of device memory in NCCL is out of memory, not a failure") {
     const Injection oom(ncclUnhandledCudaError, ncclSuccess, "Cuda failure 2 'out of memory'");
-    CHECK_THROWS_AS(harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr}),
+    CHECK_THROWS_AS(train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, nullptr}),
                     OutOfMemoryError);
 }
 
@@ -58,14 +58,14 @@ TEST_CASE("emulated NCCL: the communicator's device memory is measured into the 
     TrialConfig c;
     c.model = *find_model("tiny");
     c.micro_batch = 1, c.context = 16, c.steps = 1, c.warmup = 0;
-    harness::TrialOptions options;
+    train::TrialOptions options;
     options.backend = BackendKind::cuda;
     options.log = nullptr;
-    harness::SingleRankComm single;
-    const TrialResult without = harness::run_trial(c, options, single);
-    const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
+    train::SingleRankComm single;
+    const TrialResult without = train::run_trial(c, options, single);
+    const auto nccl = train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, nullptr});
     CHECK(nccl->device_bytes() == tune_emu::kNcclCommBytes);
-    const TrialResult with = harness::run_trial(c, options, *nccl);
+    const TrialResult with = train::run_trial(c, options, *nccl);
     REQUIRE(without.status == TrialStatus::ok);
     REQUIRE(with.status == TrialStatus::ok);
     // At least NCCL's bytes more (here the trial's backend is made after the
@@ -75,7 +75,7 @@ TEST_CASE("emulated NCCL: the communicator's device memory is measured into the 
 }
 
 TEST_CASE("emulated NCCL: several ranks outside mpirun are refused at once, saying they need MPI") {
-    CHECK_THROWS_WITH(harness::make_nccl_comm(harness::new_nccl_id(), 0, 2, harness::NcclPlacement{0, nullptr}),
+    CHECK_THROWS_WITH(train::make_nccl_comm(train::new_nccl_id(), 0, 2, train::NcclPlacement{0, nullptr}),
                       Catch::Contains("only under MPI"));
 }
 
@@ -83,9 +83,9 @@ TEST_CASE("emulated NCCL: several ranks outside mpirun are refused at once, sayi
 // capture is refused rather than run outside the graph it was meant for.
 TEST_CASE("emulated NCCL: a collective inside a graph capture is refused, not run outside the graph") {
     auto backend = kernels::make_cuda_backend(0);
-    auto comm = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, backend.get()});
+    auto comm = train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, backend.get()});
     void* d = backend->allocate(64 * 4);
-    CHECK_THROWS_AS(backend->record([&] { comm->all_reduce(d, 64, kernels::DType::f32, harness::ReduceOp::sum); }),
-                    harness::CommError);
+    CHECK_THROWS_AS(backend->record([&] { comm->all_reduce(d, 64, kernels::DType::f32, train::ReduceOp::sum); }),
+                    train::CommError);
     backend->deallocate(d, 64 * 4);
 }

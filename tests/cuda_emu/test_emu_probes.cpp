@@ -9,7 +9,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "probe/bucket_probe.h"
 #include "probe/optimizer_probe.h"
-#include "search/probed_rates.h"
+#include "estimate/probed_rates.h"
 
 using namespace tune;
 

@@ -19,17 +19,17 @@
 #include "core/presets.h"
 #include "core/validity.h"
 #include "core/zero_plan.h"
-#include "harness/comm/comm.h"
-#include "harness/comm/comm_nccl.h"
-#include "harness/micro_batch_graphs.h"
-#include "harness/model_state.h"
-#include "harness/selftest_training.h"
-#include "harness/trainer.h"
-#include "harness/trial.h"
+#include "train/comm/comm.h"
+#include "train/comm/comm_nccl.h"
+#include "train/micro_batch_graphs.h"
+#include "train/model_state.h"
+#include "train/selftest_training.h"
+#include "train/trainer.h"
+#include "train/trial.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/math/half.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 #include "tests/support/trainer_fixture.h"
 
 using namespace tune;
@@ -37,7 +37,7 @@ using namespace tune;
 namespace {
 
 void training_cases_for(const char* optimizer) {
-    tune_emu_test::run_cases(harness::training_cases(), {std::string("train_3_steps/") + optimizer});
+    tune_emu_test::run_cases(train::training_cases(), {std::string("train_3_steps/") + optimizer});
 }
 
 // Two steps of the tiny model, the second timed; checkpointing and
@@ -60,7 +60,7 @@ TEST_CASE("emulated device: LOMO training cases") { training_cases_for("lomo"); 
 // states, buckets and gathers go through NCCL in every dtype), and the
 // estimator's workspace term against the trainer's workspace on CUDA.
 TEST_CASE("emulated device: a short trial per optimizer and precision runs ok on the CUDA backend over NCCL") {
-    harness::TrialOptions options;
+    train::TrialOptions options;
     options.backend = BackendKind::cuda;
     options.log = nullptr;
     int index = 0;
@@ -68,8 +68,8 @@ TEST_CASE("emulated device: a short trial per optimizer and precision runs ok on
         for (Precision p : {Precision::fp32, Precision::bf16_mixed, Precision::fp16_mixed, Precision::bf16}) {
             TrialConfig c = short_trial(o, p);
             c.zero_stage = static_cast<std::uint32_t>(index++ % 4);
-            const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
-            const TrialResult r = harness::run_trial(c, options, *nccl);
+            const auto nccl = train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, nullptr});
+            const TrialResult r = train::run_trial(c, options, *nccl);
             INFO(to_string(o) << " " << to_string(p) << " zero " << c.zero_stage << ": " << r.reason);
             REQUIRE(r.status == TrialStatus::ok);
             CHECK(r.losses.size() == c.steps);
@@ -82,7 +82,7 @@ TEST_CASE("emulated device: a short trial per optimizer and precision runs ok on
         }
 }
 
-// harness/grad_targets.h: the gradients are written where a GEMM first produces them (stages 0-1), or
+// train/grad_targets.h: the gradients are written where a GEMM first produces them (stages 0-1), or
 // a bucket's first slice is copied into the shard (2-3); only an op that adds (the embedding's rows, the
 // norms' dw) zeroes its tensor first. Zeroing every buffer ahead was 2 bytes a parameter each step.
 TEST_CASE("emulated device: a step's backward zeroes no gradient buffer ahead") {
@@ -90,9 +90,9 @@ TEST_CASE("emulated device: a step's backward zeroes no gradient buffer ahead") 
         TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, Precision::bf16_mixed);
         c.zero_stage = stage;
         const auto backend = kernels::make_cuda_backend(0);
-        harness::SingleRankComm comm;
+        train::SingleRankComm comm;
         const test::FixedTokens tokens(c.model.vocab);
-        harness::Trainer trainer(*backend, comm, c, tokens);
+        train::Trainer trainer(*backend, comm, c, tokens);
         trainer.step();
         const std::uint64_t before = tune_emu::memset_bytes();
         trainer.compute_gradients();
@@ -113,7 +113,7 @@ TEST_CASE("emulated device: a step's backward zeroes no gradient buffer ahead") 
     }
 }
 
-// harness/trainer.cpp gradient_sums: without sharding, loss scaling or offload, the gradients' squared
+// train/trainer.cpp gradient_sums: without sharding, loss scaling or offload, the gradients' squared
 // sums and their multiplier are one graph, recorded at the first step and launched at every step; where a
 // collective (ZeRO-1's shards) or the host must see the norm, the ops run one by one. update_on_device:
 // AdamW's, Lion's and 8-bit Adam's update is a second graph at every stage, the step count read on the
@@ -125,9 +125,9 @@ TEST_CASE("emulated device: the gradient norm's and the update's launches replay
         c.zero_stage = stage;
         c.clip = 1.0;
         const auto backend = kernels::make_cuda_backend(0);
-        harness::SingleRankComm comm;
+        train::SingleRankComm comm;
         const test::FixedTokens tokens(c.model.vocab);
-        harness::Trainer trainer(*backend, comm, c, tokens);
+        train::Trainer trainer(*backend, comm, c, tokens);
         const std::uint64_t before = tune_emu::graph_launches();
         for (int i = 0; i < 3; ++i) CHECK(std::isfinite(trainer.step().grad_norm));
         return tune_emu::graph_launches() - before - trainer.micro_batch_graph_launches();
@@ -144,16 +144,16 @@ namespace {
 
 struct Trained {
     std::vector<double> losses;
-    harness::HostParams weights;  // the trained state: every weight, or the adapters
+    train::HostParams weights;  // the trained state: every weight, or the adapters
     std::uint64_t graph_launches = 0;
     std::optional<std::string> stopped;
 };
 
 Trained train(const TrialConfig& c, bool graphs) {
     const auto backend = kernels::make_cuda_backend(0);
-    harness::SingleRankComm comm;
+    train::SingleRankComm comm;
     const test::FixedTokens tokens(c.model.vocab);
-    harness::Trainer trainer(*backend, comm, c, tokens);
+    train::Trainer trainer(*backend, comm, c, tokens);
     if (!graphs) trainer.stop_micro_batch_graphs("the test's eager run");
     Trained t;
     for (std::uint32_t s = 0; s < c.steps; ++s) {
@@ -169,7 +169,7 @@ Trained train(const TrialConfig& c, bool graphs) {
 
 }  // namespace
 
-// harness/micro_batch_graphs.h: each kind of micro-batch (a step's first, its later ones) runs eagerly once,
+// train/micro_batch_graphs.h: each kind of micro-batch (a step's first, its later ones) runs eagerly once,
 // is recorded the second time and replayed after, its buffers at fixed places in an arena. Four steps of
 // two micro-batches: 2 recorded and 4 replayed launches, whose gradients decide the weights. The kernels
 // are deterministic, so the losses and weights must be the eager run's to the bit. The last run takes every
@@ -241,21 +241,21 @@ TEST_CASE("emulated device: the ledger counts a replayed micro-batch as it count
     TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, Precision::bf16_mixed);
     c.grad_accum = 1;
     const auto backend = kernels::make_cuda_backend(0);
-    harness::SingleRankComm comm;
+    train::SingleRankComm comm;
     const test::FixedTokens tokens(c.model.vocab);
-    harness::Trainer trainer(*backend, comm, c, tokens);
-    harness::Allocator& memory = trainer.memory();
+    train::Trainer trainer(*backend, comm, c, tokens);
+    train::Allocator& memory = trainer.memory();
     // Events as the ledger counts them: which buffer is which is the backend's business.
-    const auto counted = [](harness::LedgerTrace t) {
-        for (harness::LedgerEvent& e : t) e.ptr = nullptr;
+    const auto counted = [](train::LedgerTrace t) {
+        for (train::LedgerEvent& e : t) e.ptr = nullptr;
         return t;
     };
-    harness::LedgerTrace eager;
+    train::LedgerTrace eager;
     std::uint64_t peak = 0;
     for (std::uint64_t run = 0; run < 4; ++run) {  // eager, recorded, replayed twice
         memory.start_trace();
         trainer.compute_gradients();
-        const harness::LedgerTrace seen = counted(memory.end_trace());
+        const train::LedgerTrace seen = counted(memory.end_trace());
         INFO("run " << run + 1);
         CHECK(trainer.micro_batch_graph_launches() == (run == 0 ? 0 : run));
         CHECK(memory.phase() == "embed-backward");
@@ -275,19 +275,19 @@ TEST_CASE("emulated device: the ledger counts a replayed micro-batch as it count
 TEST_CASE("emulated device: a micro-batch whose capture fails runs eagerly, and later ones too") {
     const ModelSpec m = *find_model("tiny");
     const auto backend = kernels::make_cuda_backend(0);
-    harness::SingleRankComm comm;
-    harness::Allocator memory(*backend, 0);
-    const harness::ParamLayout layout = harness::make_param_layout(m, 1, 256);
-    harness::ModelState state(*backend, memory, layout, harness::precision_plan(Precision::fp32), true, zero_plan(0),
+    train::SingleRankComm comm;
+    train::Allocator memory(*backend, 0);
+    const train::ParamLayout layout = train::make_param_layout(m, 1, 256);
+    train::ModelState state(*backend, memory, layout, train::precision_plan(Precision::fp32), true, zero_plan(0),
                               comm, {});
-    harness::MicroBatchGraphs graphs(*backend, memory, state);
-    harness::Buffer out = memory.allocate(Component::activations, 4);
+    train::MicroBatchGraphs graphs(*backend, memory, state);
+    train::Buffer out = memory.allocate(Component::activations, 4);
     const std::uint64_t live = memory.live();
     int calls = 0;
     float value = 0;
     const auto ops = [&] {
         ++calls;
-        harness::Buffer scratch = memory.allocate(Component::activations, 1024);
+        train::Buffer scratch = memory.allocate(Component::activations, 1024);
         backend->fill_zero(scratch.get(), 1024);
         backend->copy(out.get(), scratch.get(), 4);
         backend->synchronize();  // waits: a capture cannot hold it
@@ -308,14 +308,14 @@ TEST_CASE("emulated device: a micro-batch whose capture fails runs eagerly, and 
 
     // A micro-batch that allocates nothing has nothing to place: recording stops before it opens its
     // trace, and a trace the caller opened stays open.
-    harness::MicroBatchGraphs none(*backend, memory, state);
+    train::MicroBatchGraphs none(*backend, memory, state);
     memory.start_trace();
     for (int run = 0; run < 3; ++run) {
         state.forget_grads();
         none.run([&] { backend->fill_zero(out.get(), 4); });
     }
     memory.set_phase("after");
-    const harness::LedgerTrace outer = memory.end_trace();
+    const train::LedgerTrace outer = memory.end_trace();
     REQUIRE(none.stopped());
     CHECK_THAT(*none.stopped(), Catch::Contains("nothing to place"));
     REQUIRE(outer.size() == 1);
@@ -323,7 +323,7 @@ TEST_CASE("emulated device: a micro-batch whose capture fails runs eagerly, and 
 }
 
 TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at stages 0 and 3, memory as estimated") {
-    harness::TrialOptions options;
+    train::TrialOptions options;
     options.backend = BackendKind::cuda;
     options.log = nullptr;
     for (int run = 0; run < 4; ++run) {
@@ -333,8 +333,8 @@ TEST_CASE("emulated device: lora and qlora trials run on the CUDA backend at sta
         c.method = method;
         c.lora_rank = 8;
         c.zero_stage = stage;  // qlora at stage 3: its NF4 shard gathered through NCCL before each use
-        const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
-        const TrialResult r = harness::run_trial(c, options, *nccl);
+        const auto nccl = train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, nullptr});
+        const TrialResult r = train::run_trial(c, options, *nccl);
         INFO(summary(c) << ": " << r.reason);
         REQUIRE(r.status == TrialStatus::ok);
         CHECK(r.losses.size() == c.steps);
@@ -352,7 +352,7 @@ TEST_CASE("emulated device: offload trials run on the CUDA backend, host and dev
     // Every optimizer and precision the GPU engine offloads (AdamW and Lion; the
     // precisions with an fp32 master), both offloads at the stages they run,
     // full fine-tuning, LoRA and QLoRA.
-    harness::TrialOptions on_gpu, on_cpu;
+    train::TrialOptions on_gpu, on_cpu;
     on_gpu.backend = BackendKind::cuda;
     on_cpu.backend = BackendKind::cpu;
     on_gpu.log = on_cpu.log = nullptr;
@@ -366,16 +366,16 @@ TEST_CASE("emulated device: offload trials run on the CUDA backend, host and dev
                     c.zero_stage = stage, c.offload = off, c.method = method, c.lora_rank = 8;
                     if (invalid_reason(c)) continue;
                     const auto nccl =
-                        harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
-                    tune_emu_test::check_offload_trial(c, harness::run_trial(c, on_gpu, *nccl),
-                                                       harness::run_trial(c, on_cpu));
+                        train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, nullptr});
+                    tune_emu_test::check_offload_trial(c, train::run_trial(c, on_gpu, *nccl),
+                                                       train::run_trial(c, on_cpu));
                     ++runs;
                 }
     // 2 optimizers x 2 precisions x 3 placements x 3 methods.
     CHECK(runs == 36);
 }
 
-// harness/trainer.cpp BucketSink: each gradient slice reaches its host shard as side work
+// train/trainer.cpp BucketSink: each gradient slice reaches its host shard as side work
 // (kernels/backend.h Backend::beside): a copy, then adds for the later micro-batches. The emulator
 // holds a side stream's work until something waits for it, the latest a GPU may run it, so a bucket
 // freed before its slice crossed fails the copy, and a host read before synchronize() sees stale
@@ -384,11 +384,11 @@ TEST_CASE("emulated device: offload's gradient slices cross on the side stream, 
     TrialConfig c = tune_emu_test::tiny_short_trial(Optimizer::adamw, Precision::bf16_mixed);
     c.zero_stage = 2, c.offload = Offload::optimizer, c.grad_accum = 2;
     const auto gpu = kernels::make_cuda_backend(0);
-    harness::SingleRankComm gpu_comm;
+    train::SingleRankComm gpu_comm;
     const test::FixedTokens tokens(c.model.vocab);
-    harness::Trainer on_gpu(*gpu, gpu_comm, c, tokens);
+    train::Trainer on_gpu(*gpu, gpu_comm, c, tokens);
     test::TrainerRig cpu_side(c, std::make_unique<test::FixedTokens>(c.model.vocab));
-    harness::Trainer& on_cpu = *cpu_side.trainer;
+    train::Trainer& on_cpu = *cpu_side.trainer;
     const std::uint64_t before = tune_emu::held_work_ran();
     on_gpu.compute_gradients();
     on_cpu.compute_gradients();
@@ -412,10 +412,10 @@ TEST_CASE("emulated device: offload's gradient slices cross on the side stream, 
 
 TEST_CASE("emulated device: offload's host ledger is pinned host memory, none of it on the device") {
     // What the host ledger holds is exactly what cudaHostAlloc holds, beside the micro-batch's pinned token
-    // window and losses (harness/trainer.cpp MicroBatchIo): the device's memory keeps only the device
+    // window and losses (train/trainer.cpp MicroBatchIo): the device's memory keeps only the device
     // ledger (plus the backend's own scratch).
     auto backend = kernels::make_cuda_backend(0);
-    const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
+    const auto nccl = train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, nullptr});
     TrialConfig c = short_trial(Optimizer::adamw, Precision::bf16_mixed);
     c.zero_stage = 3, c.offload = Offload::optimizer_params;
     const std::uint64_t pinned_before = tune_emu::pinned_host_bytes();
@@ -423,10 +423,10 @@ TEST_CASE("emulated device: offload's host ledger is pinned host memory, none of
     const std::uint64_t io = (tokens_t + 1) * 4 + tokens_t * 4;
     test::FixedTokens tokens(c.model.vocab);
     {
-        harness::Trainer trainer(*backend, *nccl, c, tokens);
+        train::Trainer trainer(*backend, *nccl, c, tokens);
         CHECK(trainer.host_memory().live() > 0);
         CHECK(tune_emu::pinned_host_bytes() - pinned_before == trainer.host_memory().live() + io);
-        const harness::StepStats s = trainer.step();
+        const train::StepStats s = trainer.step();
         CHECK(std::isfinite(s.loss));
         CHECK(tune_emu::pinned_host_bytes() - pinned_before == trainer.host_memory().live() + io);
         CHECK(trainer.memory().live(Component::params) == 0);  // every weight shard is on the host
@@ -435,16 +435,16 @@ TEST_CASE("emulated device: offload's host ledger is pinned host memory, none of
 }
 
 TEST_CASE("emulated device: offload without an fp32 master is refused on the CUDA backend, saying where it runs") {
-    // The host update writes the fp32 master (harness/optimizer_state.h): with fp32 or bf16
+    // The host update writes the fp32 master (train/optimizer_state.h): with fp32 or bf16
     // weights it would have to write device memory, so the trial is invalid, not failed.
-    harness::TrialOptions options;
+    train::TrialOptions options;
     options.backend = BackendKind::cuda;
     options.log = nullptr;
     for (Precision p : {Precision::fp32, Precision::bf16}) {
         TrialConfig c = short_trial(Optimizer::adamw, p);
         c.zero_stage = 2, c.offload = Offload::optimizer;
-        const auto nccl = harness::make_nccl_comm(harness::new_nccl_id(), 0, 1, harness::NcclPlacement{0, nullptr});
-        const TrialResult r = harness::run_trial(c, options, *nccl);
+        const auto nccl = train::make_nccl_comm(train::new_nccl_id(), 0, 1, train::NcclPlacement{0, nullptr});
+        const TrialResult r = train::run_trial(c, options, *nccl);
         CHECK(r.status == TrialStatus::invalid);
         CHECK_THAT(r.reason, Catch::Contains("CPU backend only") && Catch::Contains("bf16-mixed"));
     }

@@ -8,14 +8,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/comm/comm_error.h"
-#include "harness/comm/comm_nccl.h"
-#include "harness/selftest_training.h"
+#include "train/comm/comm_error.h"
+#include "train/comm/comm_nccl.h"
+#include "train/selftest_training.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/math/half.h"
 
 using namespace tune;
-using namespace tune::harness;
+using namespace tune::train;
 using kernels::DType;
 
 namespace {

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "driver/collective_probes.h"
-#include "search/spec.h"
+#include "sweep/spec.h"
 
 using namespace tune;
 

@@ -17,11 +17,11 @@ namespace tune::test {
 namespace {
 
 // Set once by main() before any test runs; tests only read through it.
-const harness::MpiRuntime* session_runtime = nullptr;
+const train::MpiRuntime* session_runtime = nullptr;
 
 }  // namespace
 
-const harness::MpiRuntime& mpi_runtime() {
+const train::MpiRuntime& mpi_runtime() {
     if (session_runtime == nullptr) throw std::logic_error("mpi_runtime() used outside the MPI test main");
     return *session_runtime;
 }
@@ -29,7 +29,7 @@ const harness::MpiRuntime& mpi_runtime() {
 }  // namespace tune::test
 
 int main(int argc, char* argv[]) {
-    const tune::harness::MpiRuntime runtime;
+    const tune::train::MpiRuntime runtime;
     tune::test::session_runtime = &runtime;
     const int failed = Catch::Session().run(argc, argv);
     int worst = 0;

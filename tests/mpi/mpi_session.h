@@ -2,10 +2,10 @@
 // here to build their own MpiComm (a fresh communicator and byte count each).
 #pragma once
 
-#include "harness/comm/mpi_runtime.h"
+#include "train/comm/mpi_runtime.h"
 
 namespace tune::test {
 
-const harness::MpiRuntime& mpi_runtime();
+const train::MpiRuntime& mpi_runtime();
 
 }  // namespace tune::test

@@ -10,16 +10,16 @@
 #include <sys/resource.h>
 #include <vector>
 
-#include "harness/comm/comm_error.h"
-#include "harness/comm/comm_mpi.h"
+#include "train/comm/comm_error.h"
+#include "train/comm/comm_mpi.h"
 #include "kernels/math/half.h"
 #include "tests/mpi/mpi_session.h"
 
 namespace {
 
-using tune::harness::CommError;
-using tune::harness::MpiComm;
-using tune::harness::ReduceOp;
+using tune::train::CommError;
+using tune::train::MpiComm;
+using tune::train::ReduceOp;
 using tune::kernels::DType;
 namespace math = tune::math;
 
@@ -252,8 +252,8 @@ TEST_CASE("mpi comm: split makes the groups of a dp x tp grid, each reducing ove
     const int n = world.world_size(), r = world.rank();
     const int tp = n >= 4 ? 2 : 1;
     // Tensor-parallel groups are consecutive ranks; data-parallel groups stride by tp.
-    const std::unique_ptr<tune::harness::Comm> tensor = world.split(r / tp, r);
-    const std::unique_ptr<tune::harness::Comm> data = world.split(r % tp, r);
+    const std::unique_ptr<tune::train::Comm> tensor = world.split(r / tp, r);
+    const std::unique_ptr<tune::train::Comm> data = world.split(r % tp, r);
     CHECK(tensor->world_size() == tp);
     CHECK(tensor->rank() == r % tp);
     CHECK(data->world_size() == n / tp);

@@ -9,12 +9,12 @@
 #include <cmath>
 
 #include "core/presets.h"
-#include "harness/comm/comm_mpi.h"
-#include "harness/trainer.h"
-#include "harness/trial.h"
+#include "train/comm/comm_mpi.h"
+#include "train/trainer.h"
+#include "train/trial.h"
 #include "kernels/math/nf4.h"
-#include "search/estimate.h"
-#include "search/estimate_time.h"
+#include "estimate/estimate.h"
+#include "estimate/estimate_time.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 
@@ -37,7 +37,7 @@ TrialConfig qlora_config(Optimizer o, Precision p, int world) {
 }  // namespace
 
 TEST_CASE("qlora at ZeRO stage 3: every rank's memory equals the estimate, byte for byte", "[mpi][zero][qlora]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const int n = comm.world_size();
     int runs = 0;
     for (Optimizer o : kOptimizers)
@@ -46,7 +46,7 @@ TEST_CASE("qlora at ZeRO stage 3: every rank's memory equals the estimate, byte 
                 TrialConfig c = qlora_config(o, p, n);
                 c.checkpointing = ck;
                 c.grad_accum = o == Optimizer::lomo ? 1 : 2;
-                const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
+                const TrialResult r = train::run_trial(c, test::quiet_trial(), comm);
                 INFO(summary(c) << " on " << n << " ranks: " << r.reason);
                 REQUIRE(r.status == TrialStatus::ok);
                 EstimateOptions eo;
@@ -67,19 +67,19 @@ TEST_CASE("qlora at ZeRO stage 3: every rank's memory equals the estimate, byte 
 
 TEST_CASE("qlora at ZeRO stage 3: each rank keeps 1/N of the NF4 blocks, lora and qlora gathers move what the estimator says",
           "[mpi][zero][qlora]") {
-    harness::MpiComm comm(test::mpi_runtime());  // counts from zero
+    train::MpiComm comm(test::mpi_runtime());  // counts from zero
     const int n = comm.world_size();
     const TrialConfig c = qlora_config(Optimizer::adamw, Precision::bf16_mixed, n);
-    const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
+    const TrialResult r = train::run_trial(c, test::quiet_trial(), comm);
     REQUIRE(r.status == TrialStatus::ok);
-    const harness::ParamLayout layout = harness::make_param_layout(c.model, c.world_size, c.adam8bit_block);
+    const train::ParamLayout layout = train::make_param_layout(c.model, c.world_size, c.adam8bit_block);
     const math::Nf4Shard shard = math::nf4_shard(layout.layer.padded, n);
     CHECK(shard.shard % math::kNf4ShardUnit == 0);
     CHECK(shard.padded >= layout.layer.padded);
     // The frozen base per rank: its NF4 shards, the whole norms, its shard of the bf16 outer buffer;
     // the rest of params is the rank's shard of the adapters' bf16 weights.
-    const harness::ParamLayout adapters =
-        harness::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, c.world_size, c.adam8bit_block);
+    const train::ParamLayout adapters =
+        train::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, c.world_size, c.adam8bit_block);
     const std::uint64_t base = c.model.layers * (static_cast<std::uint64_t>(math::nf4_sizes(shard.shard).bytes) +
                                                  2 * c.model.hidden * 2) +
                                static_cast<std::uint64_t>(layout.outer.shard) * 2;
@@ -92,8 +92,8 @@ TEST_CASE("qlora at ZeRO stage 3: each rank keeps 1/N of the NF4 blocks, lora an
         TrialConfig m = c;
         m.method = method;
         m.grad_accum = 2;
-        harness::MpiComm fresh(test::mpi_runtime());
-        const TrialResult rm = harness::run_trial(m, test::quiet_trial(), fresh);
+        train::MpiComm fresh(test::mpi_runtime());
+        const TrialResult rm = train::run_trial(m, test::quiet_trial(), fresh);
         REQUIRE(rm.status == TrialStatus::ok);
         const double predicted = step_time(m.model, m, *find_device("cpu"), EstimateOptions{}).comm_bytes;
         INFO(summary(m) << ": measured " << rm.comm_bytes << " bytes per step, estimated " << predicted);
@@ -102,7 +102,7 @@ TEST_CASE("qlora at ZeRO stage 3: each rank keeps 1/N of the NF4 blocks, lora an
 }
 
 TEST_CASE("qlora at ZeRO stage 3 across ranks has the losses of one rank with the global batch", "[mpi][zero][qlora]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const int n = comm.world_size();
     TrialConfig ranks = qlora_config(Optimizer::adamw, Precision::bf16_mixed, n);
     ranks.context = 8, ranks.steps = 3, ranks.lr = 1e-3;
@@ -112,16 +112,16 @@ TEST_CASE("qlora at ZeRO stage 3 across ranks has the losses of one rank with th
     // The tiny layer buffer splits into equal 256-aligned halves (not quarters): at 2 ranks
     // both quantize the same padded buffer, so the NF4 bases are identical; at 4 the
     // padding moves the absmax offset (the mean over the padded buffer) a little.
-    const bool same_base = harness::make_param_layout(ranks.model, ranks.world_size, 256).layer.padded ==
-                           harness::make_param_layout(one.model, 1, 256).layer.padded;
+    const bool same_base = train::make_param_layout(ranks.model, ranks.world_size, 256).layer.padded ==
+                           train::make_param_layout(one.model, 1, 256).layer.padded;
 
     kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
-    const auto tokens = harness::synthetic_tokens(ranks.seed, ranks.model.vocab);
-    harness::Trainer multi(backend, comm, ranks, *tokens);
-    test::TrainerRig single(one, harness::synthetic_tokens(one.seed, one.model.vocab));
+    const auto tokens = train::synthetic_tokens(ranks.seed, ranks.model.vocab);
+    train::Trainer multi(backend, comm, ranks, *tokens);
+    test::TrainerRig single(one, train::synthetic_tokens(one.seed, one.model.vocab));
     for (std::uint32_t s = 0; s < ranks.steps; ++s) {
         float loss = static_cast<float>(multi.step().loss);
-        comm.all_reduce(&loss, 1, kernels::DType::f32, harness::ReduceOp::average);
+        comm.all_reduce(&loss, 1, kernels::DType::f32, train::ReduceOp::average);
         const double reference = single.trainer->step().loss;
         INFO("step " << s + 1 << ": " << n << " ranks " << loss << ", one rank " << reference);
         // bf16 gradients averaged over ranks instead of summed in one GEMM: a quarter of a bf16

@@ -17,12 +17,12 @@
 
 #include "core/presets.h"
 #include "core/tensor_parallel.h"
-#include "harness/comm/comm_mpi.h"
-#include "harness/lora.h"
-#include "harness/trainer.h"
-#include "harness/trial.h"
-#include "search/estimate.h"
-#include "search/tensor_parallel_calls.h"
+#include "train/comm/comm_mpi.h"
+#include "train/lora.h"
+#include "train/trainer.h"
+#include "train/trial.h"
+#include "estimate/estimate.h"
+#include "estimate/tensor_parallel_calls.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 
@@ -44,14 +44,14 @@ TrialConfig tp_config(Optimizer o, std::uint32_t tp, std::uint32_t world, std::u
 }
 
 // Each step's loss over the whole global batch: the ranks' mean (tp ranks share theirs).
-std::vector<double> losses(harness::Comm& comm, const TrialConfig& c) {
+std::vector<double> losses(train::Comm& comm, const TrialConfig& c) {
     kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
-    const auto tokens = harness::synthetic_tokens(c.seed, c.model.vocab);
-    harness::Trainer trainer(backend, comm, c, *tokens);
+    const auto tokens = train::synthetic_tokens(c.seed, c.model.vocab);
+    train::Trainer trainer(backend, comm, c, *tokens);
     std::vector<double> out;
     for (std::uint32_t s = 0; s < c.steps; ++s) {
         float loss = static_cast<float>(trainer.step().loss);
-        comm.all_reduce(&loss, 1, kernels::DType::f32, harness::ReduceOp::average);
+        comm.all_reduce(&loss, 1, kernels::DType::f32, train::ReduceOp::average);
         out.push_back(loss);
     }
     return out;
@@ -61,12 +61,12 @@ std::vector<double> losses(harness::Comm& comm, const TrialConfig& c) {
 std::vector<double> single_rank_losses(TrialConfig c) {
     c.micro_batch *= data_parallel_size(c);
     c.world_size = 1, c.tensor_parallel = 1, c.sequence_parallel = false;
-    harness::SingleRankComm one;
+    train::SingleRankComm one;
     return losses(one, c);
 }
 
 // This rank's place in a tensor-parallel group that is the world.
-harness::ParallelRank parallel_rank(const harness::Comm& comm, const TrialConfig& c) {
+train::ParallelRank parallel_rank(const train::Comm& comm, const TrialConfig& c) {
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     return {rank, rank / static_cast<std::uint32_t>(tensor_parallel_plan(c).kv_replicas(c.model))};
 }
@@ -74,13 +74,13 @@ harness::ParallelRank parallel_rank(const harness::Comm& comm, const TrialConfig
 // Each adapter gradient of this tensor-parallel rank against the whole adapter's at the elements its shard
 // holds (replicated tensors whole): ||mine - theirs|| / ||theirs||, checked against `tolerance`. Returns
 // that over all the rank's adapters.
-double check_adapter_grads(const harness::HostParams& g, const harness::HostParams& ref,
-                           const harness::ParamLayout& mine, const harness::LayoutSource& from, double tolerance) {
+double check_adapter_grads(const train::HostParams& g, const train::HostParams& ref,
+                           const train::ParamLayout& mine, const train::LayoutSource& from, double tolerance) {
     double all_diff = 0, all_norm = 0;
     for (std::size_t i = 0; i < mine.buffers(); ++i)
         for (std::size_t t = 0; t < mine.flat(i).tensors.size(); ++t) {
-            const harness::TensorView& v = mine.flat(i).tensors[t];
-            const harness::TensorSource& s = from[i][t];
+            const train::TensorView& v = mine.flat(i).tensors[t];
+            const train::TensorSource& s = from[i][t];
             double diff = 0, norm = 0;
             for (std::int64_t e = 0; e < v.numel(); ++e) {
                 const std::int64_t at = s.offset + (s.row_begin + e / v.cols) * s.cols + s.col_begin + e % v.cols;
@@ -98,20 +98,20 @@ double check_adapter_grads(const harness::HostParams& g, const harness::HostPara
 
 // After one step (B is no longer zero, so every adapter has a gradient), the adapters' gradients of the
 // tensor-parallel configuration `c` (tp = the world) against one rank's.
-double check_adapter_grads_after_a_step(harness::Comm& comm, const TrialConfig& c, double tolerance) {
+double check_adapter_grads_after_a_step(train::Comm& comm, const TrialConfig& c, double tolerance) {
     kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
-    const auto tokens = harness::synthetic_tokens(c.seed, c.model.vocab);
-    harness::Trainer split_trainer(backend, comm, c, *tokens);
+    const auto tokens = train::synthetic_tokens(c.seed, c.model.vocab);
+    train::Trainer split_trainer(backend, comm, c, *tokens);
     split_trainer.step();
     split_trainer.compute_gradients();
     TrialConfig one = c;
     one.world_size = 1, one.tensor_parallel = 1, one.sequence_parallel = false;
-    test::TrainerRig single(one, harness::synthetic_tokens(one.seed, one.model.vocab));
+    test::TrainerRig single(one, train::synthetic_tokens(one.seed, one.model.vocab));
     single.trainer->step();
     single.trainer->compute_gradients();
-    const harness::ParamLayout& mine = split_trainer.model().layout();
+    const train::ParamLayout& mine = split_trainer.model().layout();
     return check_adapter_grads(split_trainer.model().download_grads(), single.trainer->model().download_grads(), mine,
-                               harness::adapter_parallel_source(c, mine, parallel_rank(comm, c)), tolerance);
+                               train::adapter_parallel_source(c, mine, parallel_rank(comm, c)), tolerance);
 }
 
 double worst(const std::vector<double>& a, const std::vector<double>& b) {
@@ -124,7 +124,7 @@ double worst(const std::vector<double>& a, const std::vector<double>& b) {
 
 TEST_CASE("tensor-parallel ranks give one rank's losses after three steps, AdamW, Lion and LOMO",
           "[mpi][tensor-parallel]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (const auto& [o, sp] : {std::pair{Optimizer::adamw, false},
                                 {Optimizer::lion, false},
@@ -146,7 +146,7 @@ TEST_CASE("tensor parallelism with biases, NEFTune's noise, selective-op checkpo
     // A row-parallel bias goes once into the sum the group reduces; NEFTune's noise too; selective-op
     // recomputes its rows of the norms and gathers the regions' inputs again; LOMO sums the q/k norms'
     // gradients over the group before it applies them.
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (bool sp : {false, true})
         for (Optimizer o : {Optimizer::adamw, Optimizer::lomo}) {
@@ -170,7 +170,7 @@ TEST_CASE("Adafactor and 8-bit Adam under tensor parallelism: statistics over ea
     // flat buffer: a column-parallel shard is whole rows, the same blocks as one rank's; a row-parallel
     // (o, down) shard cuts each row, so its blocks and their absmax differ. Those states' quantization
     // error is far below the update: its losses stay within this test's tolerance of one rank's.
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     const TrialConfig factored = tp_config(Optimizer::adafactor, n, n, 0);
     const std::vector<double> split = losses(comm, factored), whole = single_rank_losses(factored);
@@ -185,7 +185,7 @@ TEST_CASE("Adafactor and 8-bit Adam under tensor parallelism: statistics over ea
 
 TEST_CASE("Qwen3's q/k norms under tensor parallelism: their weights' gradients sum over the heads' ranks",
           "[mpi][tensor-parallel]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (bool sp : {false, true}) {
         TrialConfig c = tp_config(Optimizer::adamw, n, n, 0, sp);
@@ -196,19 +196,19 @@ TEST_CASE("Qwen3's q/k norms under tensor parallelism: their weights' gradients 
         CHECK(worst(split, whole) < 1e-5);
         // Adam's first steps hardly see a gradient's scale: compare the norms' gradients themselves.
         kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
-        const auto tokens = harness::synthetic_tokens(c.seed, c.model.vocab);
-        harness::Trainer split_trainer(backend, comm, c, *tokens);
+        const auto tokens = train::synthetic_tokens(c.seed, c.model.vocab);
+        train::Trainer split_trainer(backend, comm, c, *tokens);
         split_trainer.compute_gradients();
         TrialConfig one = c;
         one.world_size = 1, one.tensor_parallel = 1, one.sequence_parallel = false;
-        test::TrainerRig single(one, harness::synthetic_tokens(one.seed, one.model.vocab));
+        test::TrainerRig single(one, train::synthetic_tokens(one.seed, one.model.vocab));
         single.trainer->compute_gradients();
-        const harness::HostParams g = split_trainer.model().download_grads(),
+        const train::HostParams g = split_trainer.model().download_grads(),
                                   ref = single.trainer->model().download_grads();
-        for (harness::LayerTensor t : {harness::LayerTensor::q_norm, harness::LayerTensor::k_norm,
-                                       harness::LayerTensor::attn_norm, harness::LayerTensor::mlp_norm}) {
-            const harness::TensorView& mine = split_trainer.layout().at(t);
-            const harness::TensorView& theirs = single.trainer->layout().at(t);
+        for (train::LayerTensor t : {train::LayerTensor::q_norm, train::LayerTensor::k_norm,
+                                       train::LayerTensor::attn_norm, train::LayerTensor::mlp_norm}) {
+            const train::TensorView& mine = split_trainer.layout().at(t);
+            const train::TensorView& theirs = single.trainer->layout().at(t);
             double most = 0, scale = 0;
             for (std::int64_t e = 0; e < mine.numel(); ++e) {
                 most = std::max(most, std::abs(static_cast<double>(g[0][mine.offset + e]) - ref[0][theirs.offset + e]));
@@ -222,7 +222,7 @@ TEST_CASE("Qwen3's q/k norms under tensor parallelism: their weights' gradients 
 
 TEST_CASE("LoRA under tensor parallelism: adapters follow their base's split and give one rank's losses and gradients",
           "[mpi][tensor-parallel][lora]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (bool sp : {false, true}) {
         TrialConfig c = tp_config(Optimizer::adamw, n, n, 0, sp);
@@ -241,7 +241,7 @@ TEST_CASE("KV heads replicated over more ranks than they are: the ranks sharing 
           "[mpi][tensor-parallel]") {
     // Megatron's grouped-query split when tp > kv_heads: each rank holds one KV head, and the tp / kv_heads
     // ranks holding the same one each back-propagate their own query heads into it.
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (std::uint32_t kv = 1; kv < n; kv *= 2)
         for (const auto& [o, sp, method] : {std::tuple{Optimizer::adamw, false, Method::full},
@@ -263,7 +263,7 @@ TEST_CASE("offload under tensor parallelism: each rank's host update of its shar
           "[mpi][tensor-parallel][offload]") {
     // The host holds the gradients, master and states of the rank's shard; the group sums its replicated
     // tensors' gradients there (the norms', with sequence parallelism) before the update.
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (const auto& [offload, sp, method] : {std::tuple{Offload::optimizer, true, Method::full},
                                               {Offload::optimizer_params, false, Method::full},
@@ -283,7 +283,7 @@ TEST_CASE("QLoRA under tensor parallelism: each rank quantizes its shard of the 
     // its dequantized base is one rank's but for part of a quantization step, so the adapters' gradients
     // are one rank's within that (a base drawn anew, or an adapter not summed over the group, is off by
     // its whole size).
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     TrialConfig c = tp_config(Optimizer::adamw, n, n, 0);
     c.method = Method::qlora, c.precision = Precision::bf16_mixed, c.lora_rank = 4;
@@ -293,7 +293,7 @@ TEST_CASE("QLoRA under tensor parallelism: each rank quantizes its shard of the 
 }
 
 TEST_CASE("tensor x data parallel 2 x 2 with ZeRO 0-3 gives one rank's losses", "[mpi][tensor-parallel][zero]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     if (n != 4) return;  // the grid needs four ranks (ctest mpi_ranks_4)
     for (std::uint32_t stage = 0; stage <= 3; ++stage) {
@@ -314,7 +314,7 @@ TEST_CASE("tensor x data parallel 2 x 2 with ZeRO 0-3 gives one rank's losses", 
 }
 
 TEST_CASE("the bytes the tensor-parallel collectives move equal the schedule's", "[mpi][tensor-parallel]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (const auto& [ck, sp, method] : {std::tuple{Checkpointing::none, false, Method::full},
                                          {Checkpointing::full, false, Method::full},
@@ -326,8 +326,8 @@ TEST_CASE("the bytes the tensor-parallel collectives move equal the schedule's",
         TrialConfig c = tp_config(Optimizer::adamw, n, n, 0, sp);  // one replica: no data-parallel traffic
         c.checkpointing = ck, c.grad_accum = 2, c.method = method, c.lora_rank = 4;
         c.model.kv_heads = ck == Checkpointing::full ? 1 : 4;  // KV heads shared by the ranks, or split
-        harness::MpiComm fresh(test::mpi_runtime());           // counts from zero
-        const TrialResult r = harness::run_trial(c, test::quiet_trial(), fresh);
+        train::MpiComm fresh(test::mpi_runtime());           // counts from zero
+        const TrialResult r = train::run_trial(c, test::quiet_trial(), fresh);
         INFO(summary(c) << ": " << r.reason);
         REQUIRE(r.status == TrialStatus::ok);
         CHECK(static_cast<double>(r.comm_bytes) ==
@@ -337,7 +337,7 @@ TEST_CASE("the bytes the tensor-parallel collectives move equal the schedule's",
 
 TEST_CASE("every tensor-parallel rank's measured peak equals the estimate, component by component",
           "[mpi][tensor-parallel][memory]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const auto n = static_cast<std::uint32_t>(comm.world_size());
     for (std::uint32_t stage : {0u, 3u})
         for (const auto& [ck, sp, method] : {std::tuple{Checkpointing::none, false, Method::full},
@@ -357,7 +357,7 @@ TEST_CASE("every tensor-parallel rank's measured peak equals the estimate, compo
             // Offload (ZeRO 3, the parameters too): the host ledger, apart from the device's.
             if (ck == Checkpointing::selective && stage == 3 && method == Method::full)
                 c.offload = Offload::optimizer_params;
-            const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
+            const TrialResult r = train::run_trial(c, test::quiet_trial(), comm);
             INFO(summary(c) << " on " << n << " ranks: " << r.reason);
             REQUIRE(r.status == TrialStatus::ok);
             EstimateOptions eo;

@@ -17,10 +17,10 @@
 #include <fmt/format.h>
 
 #include "core/presets.h"
-#include "harness/comm/comm_mpi.h"
-#include "harness/param_layout.h"
-#include "harness/trial.h"
-#include "search/estimate_time.h"
+#include "train/comm/comm_mpi.h"
+#include "train/param_layout.h"
+#include "train/trial.h"
+#include "estimate/estimate_time.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 
@@ -35,16 +35,16 @@ struct Ring {
 };
 
 // Floats in the first all-reduce of sharded Adafactor's sums for one buffer.
-std::uint64_t adafactor_sums(const harness::FlatLayout& f) {
+std::uint64_t adafactor_sums(const train::FlatLayout& f) {
     std::uint64_t floats = f.tensors.size();
-    for (const harness::TensorView& t : f.tensors)
+    for (const train::TensorView& t : f.tensors)
         if (t.matrix()) floats += static_cast<std::uint64_t>(t.rows + t.cols);
     return floats;
 }
 
 std::uint64_t expected_bytes(const TrialConfig& c) {
     const Ring ring{c.world_size};
-    const harness::ParamLayout layout = harness::make_param_layout(c.model, c.world_size, c.adam8bit_block);
+    const train::ParamLayout layout = train::make_param_layout(c.model, c.world_size, c.adam8bit_block);
     const std::uint64_t wb = weight_bytes(c.precision), layers = c.model.layers, ga = c.grad_accum;
     const std::uint64_t pl = static_cast<std::uint64_t>(layout.layer.padded) * wb;
     const std::uint64_t po = static_cast<std::uint64_t>(layout.outer.padded) * wb;
@@ -54,7 +54,7 @@ std::uint64_t expected_bytes(const TrialConfig& c) {
         const std::uint64_t passes = c.clip > 0 || c.precision == Precision::fp16_mixed ? 2 : 1;
         std::uint64_t per_pass = 0;
         for (std::size_t i = 0; i < layout.buffers(); ++i)
-            for (const harness::TensorView& t : layout.flat(i).tensors)
+            for (const train::TensorView& t : layout.flat(i).tensors)
                 per_pass += ring.all_reduce(static_cast<std::uint64_t>(t.numel()) * wb);
         std::uint64_t total = passes * per_pass;
         if (c.zero_stage == 1 || c.zero_stage == 2) total += gather_all + ring.part(po);
@@ -80,7 +80,7 @@ std::uint64_t expected_bytes(const TrialConfig& c) {
 }  // namespace
 
 TEST_CASE("each ZeRO stage moves the bytes the theory says, per step", "[mpi][zero][comm]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const int n = comm.world_size();
     double worst_estimate = 0;
     for (std::uint32_t stage = 0; stage <= 3; ++stage)
@@ -93,8 +93,8 @@ TEST_CASE("each ZeRO stage moves the bytes the theory says, per step", "[mpi][ze
                     c.optimizer = o, c.precision = p, c.zero_stage = stage, c.grad_accum = ga;
                     c.world_size = static_cast<std::uint32_t>(n);
                     c.context = 32, c.micro_batch = 1, c.steps = 2, c.warmup = 0;
-                    harness::MpiComm fresh(test::mpi_runtime());  // counts from zero
-                    const TrialResult r = harness::run_trial(c, test::quiet_trial(), fresh);
+                    train::MpiComm fresh(test::mpi_runtime());  // counts from zero
+                    const TrialResult r = train::run_trial(c, test::quiet_trial(), fresh);
                     INFO(summary(c) << " on " << n << " ranks: " << r.reason);
                     REQUIRE(r.status == TrialStatus::ok);
                     CHECK(r.comm_bytes == expected_bytes(c));

@@ -10,11 +10,11 @@
 
 #include "core/presets.h"
 #include "core/validity.h"
-#include "harness/comm/comm_mpi.h"
-#include "harness/param_layout.h"
-#include "harness/trial.h"
-#include "search/estimate.h"
-#include "search/flat_layout.h"
+#include "train/comm/comm_mpi.h"
+#include "train/param_layout.h"
+#include "train/trial.h"
+#include "estimate/estimate.h"
+#include "estimate/flat_layout.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 
@@ -47,7 +47,7 @@ std::uint64_t model_state_bytes(const MemoryBreakdown& m) {
 
 TEST_CASE("every rank's measured peak equals the estimate across stages, optimizers and precisions",
           "[mpi][zero][memory]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const int n = comm.world_size();
     double worst = 0;
     int runs = 0;
@@ -57,7 +57,7 @@ TEST_CASE("every rank's measured peak equals the estimate across stages, optimiz
                 for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
                     TrialConfig c = tiny_config(o, p, stage, n);
                     c.checkpointing = ck;
-                    const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
+                    const TrialResult r = train::run_trial(c, test::quiet_trial(), comm);
                     INFO(summary(c) << " on " << n << " ranks: " << r.reason);
                     REQUIRE(r.status == TrialStatus::ok);
                     const Estimate e = estimate_for(c, r.memory[Component::overhead]);
@@ -86,16 +86,16 @@ TEST_CASE("every rank's measured peak equals the estimate across stages, optimiz
 }
 
 TEST_CASE("model states per rank shrink with N as the ZeRO stages say", "[mpi][zero][memory]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const int n = comm.world_size();
     for (Optimizer o : {Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit})
         for (std::uint32_t stage = 0; stage <= 3; ++stage) {
             const TrialConfig many = tiny_config(o, Precision::bf16_mixed, stage, n);
             TrialConfig one = many;
             one.world_size = 1;
-            const TrialResult rn = harness::run_trial(many, test::quiet_trial(), comm);
-            harness::SingleRankComm single;
-            const TrialResult r1 = harness::run_trial(one, test::quiet_trial(), single);
+            const TrialResult rn = train::run_trial(many, test::quiet_trial(), comm);
+            train::SingleRankComm single;
+            const TrialResult r1 = train::run_trial(one, test::quiet_trial(), single);
             REQUIRE(rn.status == TrialStatus::ok);
             REQUIRE(r1.status == TrialStatus::ok);
             INFO(summary(many) << " on " << n << " ranks");
@@ -124,7 +124,7 @@ TEST_CASE("model states per rank shrink with N as the ZeRO stages say", "[mpi][z
 }
 
 TEST_CASE("under offload every rank's device and host ledgers equal the estimate", "[mpi][zero][memory][offload]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const int n = comm.world_size();
     int runs = 0;
     for (Offload off : {Offload::optimizer, Offload::optimizer_params})
@@ -134,7 +134,7 @@ TEST_CASE("under offload every rank's device and host ledgers equal the estimate
                     TrialConfig c = tiny_config(o, p, stage, n);
                     c.offload = off;
                     if (invalid_reason(c)) continue;
-                    const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
+                    const TrialResult r = train::run_trial(c, test::quiet_trial(), comm);
                     INFO(summary(c) << " on " << n << " ranks: " << r.reason);
                     REQUIRE(r.status == TrialStatus::ok);
                     const Estimate e = estimate_for(c, r.memory[Component::overhead]);

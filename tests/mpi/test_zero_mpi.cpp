@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "harness/comm/comm_mpi.h"
-#include "harness/trainer.h"
+#include "train/comm/comm_mpi.h"
+#include "train/trainer.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
 
@@ -18,10 +18,10 @@ namespace {
 using namespace tune;
 
 // Largest |a - b| over the real tensors (padding differs between world sizes).
-double max_param_diff(const harness::ParamLayout& layout, const harness::HostParams& a, const harness::HostParams& b) {
+double max_param_diff(const train::ParamLayout& layout, const train::HostParams& a, const train::HostParams& b) {
     double most = 0;
     for (std::size_t i = 0; i < layout.buffers(); ++i)
-        for (const harness::TensorView& t : layout.flat(i).tensors)
+        for (const train::TensorView& t : layout.flat(i).tensors)
             for (std::int64_t e = t.offset; e < t.offset + t.numel(); ++e) {
                 const auto k = static_cast<std::size_t>(e);
                 most = std::max(most, std::abs(static_cast<double>(a[i][k]) - b[i][k]));
@@ -52,22 +52,22 @@ struct Outcome {
 };
 
 Outcome compare_with_single_rank(Optimizer opt, std::uint32_t stage) {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     TrialConfig ranks = zero_config(opt, stage);
     ranks.world_size = static_cast<std::uint32_t>(comm.world_size());
     TrialConfig one = zero_config(opt, stage);
     one.micro_batch = ranks.micro_batch * ranks.world_size;
 
     kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
-    const auto tokens = harness::synthetic_tokens(ranks.seed, ranks.model.vocab);
-    harness::Trainer multi(backend, comm, ranks, *tokens);
-    test::TrainerRig single(one, harness::synthetic_tokens(one.seed, one.model.vocab));
-    const harness::HostParams init = single.trainer->model().download_weights();
+    const auto tokens = train::synthetic_tokens(ranks.seed, ranks.model.vocab);
+    train::Trainer multi(backend, comm, ranks, *tokens);
+    test::TrainerRig single(one, train::synthetic_tokens(one.seed, one.model.vocab));
+    const train::HostParams init = single.trainer->model().download_weights();
     for (std::uint32_t s = 0; s < ranks.steps; ++s) {
         multi.step();
         single.trainer->step();
     }
-    const harness::HostParams reference = single.trainer->model().download_weights();
+    const train::HostParams reference = single.trainer->model().download_weights();
     Outcome o;
     o.diff = max_param_diff(single.trainer->layout(), multi.model().download_weights(), reference);
     o.moved = max_param_diff(single.trainer->layout(), init, reference);
@@ -89,21 +89,21 @@ TEST_CASE("ZeRO stages 0-3 across ranks equal one rank with the global batch, ev
 }
 
 TEST_CASE("a stage-0 trial across ranks: averaged losses, every rank's peak, all-reduce volume", "[mpi][zero][trial]") {
-    harness::MpiComm comm(test::mpi_runtime());
+    train::MpiComm comm(test::mpi_runtime());
     const int n = comm.world_size();
     TrialConfig c = zero_config(Optimizer::adamw, 0);
     c.world_size = static_cast<std::uint32_t>(n);
-    const TrialResult r = harness::run_trial(c, test::quiet_trial(), comm);
+    const TrialResult r = train::run_trial(c, test::quiet_trial(), comm);
     REQUIRE(r.status == TrialStatus::ok);
     CHECK(r.rank_peaks.size() == static_cast<std::size_t>(n));
     CHECK(r.memory.peak == *std::max_element(r.rank_peaks.begin(), r.rank_peaks.end()));
     // Every rank holds the same averaged losses.
     std::vector<float> losses(r.losses.begin(), r.losses.end());
     std::vector<float> summed = losses;
-    comm.all_reduce(summed.data(), static_cast<std::int64_t>(summed.size()), kernels::DType::f32, harness::ReduceOp::sum);
+    comm.all_reduce(summed.data(), static_cast<std::int64_t>(summed.size()), kernels::DType::f32, train::ReduceOp::sum);
     for (std::size_t i = 0; i < losses.size(); ++i) CHECK(summed[i] == Approx(losses[i] * static_cast<float>(n)));
     // Stage 0 moves one all-reduce of every gradient buffer per step: 2(n-1)/n of its bytes each.
-    const harness::ParamLayout layout = harness::make_param_layout(c.model, c.world_size, c.adam8bit_block);
+    const train::ParamLayout layout = train::make_param_layout(c.model, c.world_size, c.adam8bit_block);
     std::uint64_t expect = 0;
     for (std::size_t i = 0; i < layout.buffers(); ++i)
         expect += 2 * static_cast<std::uint64_t>(n - 1) * static_cast<std::uint64_t>(layout.flat(i).padded) * 4 /

@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include "core/presets.h"
-#include "harness/trial.h"
-#include "search/estimate.h"
+#include "train/trial.h"
+#include "estimate/estimate.h"
 #include "tests/support/trainer_fixture.h"
 
 namespace tune::test {
@@ -20,7 +20,7 @@ struct TrialAndEstimate {
 // Runs `c` (it must end ok) and estimates it as the trial itself does: one thread, the process's
 // baseline before the model as the overhead.
 inline TrialAndEstimate run_and_estimate(const TrialConfig& c) {
-    TrialAndEstimate out{harness::run_trial(c, quiet_trial()), {}};
+    TrialAndEstimate out{train::run_trial(c, quiet_trial()), {}};
     INFO(summary(c) << ": " << out.trial.reason);
     REQUIRE(out.trial.status == TrialStatus::ok);
     EstimateOptions eo;

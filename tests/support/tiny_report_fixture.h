@@ -10,7 +10,7 @@
 
 #include "core/presets.h"
 #include "core/units.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 #include "store/store.h"
 
 namespace tune::test {

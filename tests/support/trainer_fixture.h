@@ -9,10 +9,10 @@
 
 #include "core/config.h"
 #include "core/presets.h"
-#include "harness/comm/comm.h"
-#include "harness/io/data.h"
-#include "harness/trainer.h"
-#include "harness/trial.h"
+#include "train/comm/comm.h"
+#include "train/io/data.h"
+#include "train/trainer.h"
+#include "train/trial.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace tune::test {
@@ -62,7 +62,7 @@ inline TrialConfig trainer_config(const ModelSpec& model, Optimizer opt = Optimi
 }
 
 // The same window for every micro-batch, so repeated evaluations see the same data.
-class FixedTokens final : public harness::TokenSource {
+class FixedTokens final : public train::TokenSource {
 public:
     explicit FixedTokens(std::uint64_t vocab) : vocab_(vocab) {}
     void read(std::uint64_t, std::int32_t* out, std::int64_t count) const override {
@@ -77,20 +77,20 @@ private:
 // A backend, a comm and a trainer that live together.
 struct TrainerRig {
     kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
-    harness::SingleRankComm comm;
-    std::unique_ptr<harness::TokenSource> tokens;
-    std::unique_ptr<harness::Trainer> trainer;
+    train::SingleRankComm comm;
+    std::unique_ptr<train::TokenSource> tokens;
+    std::unique_ptr<train::Trainer> trainer;
 
-    TrainerRig(const TrialConfig& c, std::unique_ptr<harness::TokenSource> source,
-               const harness::HostParams* init = nullptr, const harness::HostParams* adapters = nullptr)
+    TrainerRig(const TrialConfig& c, std::unique_ptr<train::TokenSource> source,
+               const train::HostParams* init = nullptr, const train::HostParams* adapters = nullptr)
         : tokens(std::move(source)) {
-        trainer = std::make_unique<harness::Trainer>(backend, comm, c, *tokens, init, adapters);
+        trainer = std::make_unique<train::Trainer>(backend, comm, c, *tokens, init, adapters);
     }
 };
 
 // In-process trial options: no per-step log, one thread (memory agrees with an estimate for 1 thread).
-inline harness::TrialOptions quiet_trial() {
-    harness::TrialOptions o;
+inline train::TrialOptions quiet_trial() {
+    train::TrialOptions o;
     o.log = nullptr;
     o.threads = 1;
     return o;

@@ -20,7 +20,7 @@ namespace {
 
 // Paths as the build passed them are absolute; from the repository root on they read better.
 std::string_view repository_relative(std::string_view file) {
-    for (std::string_view top : {"/kernels/", "/harness/", "/tests/"}) {
+    for (std::string_view top : {"/kernels/", "/train/", "/tests/"}) {
         const auto at = file.rfind(top);
         if (at != std::string_view::npos) return file.substr(at + 1);
     }

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "core/presets.h"
-#include "harness/comm/comm_mpi.h"
-#include "harness/comm/comm_nccl.h"
-#include "harness/selftest_training.h"
-#include "harness/trial.h"
+#include "train/comm/comm_mpi.h"
+#include "train/comm/comm_nccl.h"
+#include "train/selftest_training.h"
+#include "train/trial.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/math/half.h"
-#include "search/estimate.h"
+#include "estimate/estimate.h"
 #include "tests/cuda_emu/offload_checks.h"
 #include "tests/cuda_emu/short_trial.h"
 #include "tests/mpi/mpi_session.h"
@@ -30,8 +30,8 @@ namespace {
 
 using kernels::DType;
 
-std::unique_ptr<harness::Comm> nccl_on(kernels::Backend& backend) {
-    return harness::make_nccl_comm(test::mpi_runtime(), 0, &backend);
+std::unique_ptr<train::Comm> nccl_on(kernels::Backend& backend) {
+    return train::make_nccl_comm(test::mpi_runtime(), 0, &backend);
 }
 
 // Values exact in every float dtype; rank r's element i.
@@ -66,19 +66,19 @@ std::vector<float> through(DType t, std::vector<float> v, Op&& op) {
 TEST_CASE("emulated nccl: ncclCommSplit makes one-rank and two-rank groups on the backend's stream",
           "[cuda-emu][mpi]") {
     auto backend = kernels::make_cuda_backend(0);
-    const std::unique_ptr<harness::Comm> world = nccl_on(*backend);
+    const std::unique_ptr<train::Comm> world = nccl_on(*backend);
     const int r = world->rank();
     // Alone: each rank its own group, where a sum is the rank's own value.
-    const std::unique_ptr<harness::Comm> alone = world->split(r, 0);
+    const std::unique_ptr<train::Comm> alone = world->split(r, 0);
     CHECK(alone->world_size() == 1);
     CHECK(alone->rank() == 0);
     // Together, ranked in reverse by the key.
-    const std::unique_ptr<harness::Comm> both = world->split(7, -r);
+    const std::unique_ptr<train::Comm> both = world->split(7, -r);
     CHECK(both->world_size() == 2);
     CHECK(both->rank() == 1 - r);
-    const auto sum_in = [&](harness::Comm& comm) {
+    const auto sum_in = [&](train::Comm& comm) {
         return through(DType::f32, {static_cast<float>(r + 1)},
-                       [&](void* p) { comm.all_reduce(p, 1, DType::f32, harness::ReduceOp::sum); })[0];
+                       [&](void* p) { comm.all_reduce(p, 1, DType::f32, train::ReduceOp::sum); })[0];
     };
     CHECK(sum_in(*alone) == static_cast<float>(r + 1));
     CHECK(sum_in(*both) == 3.0f);
@@ -111,10 +111,10 @@ TEST_CASE("emulated NCCL on 2 ranks: each collective's values in every float dty
     for (std::int64_t i = 0; i < kCount; ++i) mine[static_cast<std::size_t>(i)] = value(me, i);
     for (DType t : {DType::f32, DType::bf16, DType::f16}) {
         INFO(kernels::dtype_name(t));
-        const auto sum = through(t, mine, [&](void* p) { comm->all_reduce(p, kCount, t, harness::ReduceOp::sum); });
-        const auto avg = through(t, mine, [&](void* p) { comm->all_reduce(p, kCount, t, harness::ReduceOp::average); });
+        const auto sum = through(t, mine, [&](void* p) { comm->all_reduce(p, kCount, t, train::ReduceOp::sum); });
+        const auto avg = through(t, mine, [&](void* p) { comm->all_reduce(p, kCount, t, train::ReduceOp::average); });
         const auto scattered =
-            through(t, mine, [&](void* p) { comm->reduce_scatter(p, kCount, t, harness::ReduceOp::sum); });
+            through(t, mine, [&](void* p) { comm->reduce_scatter(p, kCount, t, train::ReduceOp::sum); });
         const auto gathered = through(t, mine, [&](void* p) { comm->all_gather(p, kCount, t); });
         const auto sent = through(t, mine, [&](void* p) { comm->broadcast(p, kCount, t, 1); });
         const std::int64_t block = kCount / n;
@@ -132,9 +132,9 @@ TEST_CASE("emulated NCCL on 2 ranks: each collective's values in every float dty
 TEST_CASE("emulated NCCL on 2 ranks: every ZeRO stage matches the CPU (tune selftest --gpus 2)") {
     auto backend = kernels::make_cuda_backend(0);
     auto comm = nccl_on(*backend);
-    harness::ZeroSelftestOptions options;
+    train::ZeroSelftestOptions options;
     options.context = 32;
-    const auto rows = harness::zero_stages_against_cpu(*backend, *comm, options);
+    const auto rows = train::zero_stages_against_cpu(*backend, *comm, options);
     REQUIRE(rows.size() == 4);
     if (comm->rank() != 0) return;  // rank 0 compares
     for (const auto& r : rows) {
@@ -155,17 +155,17 @@ TEST_CASE("emulated NCCL on 2 ranks: short trials per optimizer, precision and Z
                             {Optimizer::adam8bit, Precision::fp32, 3},
                             {Optimizer::adafactor, Precision::bf16, 0},
                             {Optimizer::lomo, Precision::fp32, 0}};
-    harness::TrialOptions on_gpu, on_cpu;
+    train::TrialOptions on_gpu, on_cpu;
     on_gpu.backend = BackendKind::cuda;
     on_cpu.backend = BackendKind::cpu;
     on_gpu.log = on_cpu.log = nullptr;
     for (const Combo& k : combos) {
         const TrialConfig c = two_rank_trial(k.optimizer, k.precision, k.stage);
         // The trial makes its own backend; the communicator's collectives wait for the device.
-        auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
-        const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
-        harness::MpiComm mpi(test::mpi_runtime());
-        const TrialResult cpu = harness::run_trial(c, on_cpu, mpi);
+        auto nccl = train::make_nccl_comm(test::mpi_runtime(), train::NcclPlacement{0, nullptr});
+        const TrialResult gpu = train::run_trial(c, on_gpu, *nccl);
+        train::MpiComm mpi(test::mpi_runtime());
+        const TrialResult cpu = train::run_trial(c, on_cpu, mpi);
         INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
         REQUIRE(gpu.status == TrialStatus::ok);
         REQUIRE(cpu.status == TrialStatus::ok);
@@ -199,7 +199,7 @@ TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, mem
                             {Optimizer::adamw, Precision::bf16_mixed, false, Method::lora},
                             {Optimizer::adamw, Precision::bf16_mixed, true, Method::qlora},
                             {Optimizer::adamw, Precision::bf16_mixed, false, Method::full, 1}};
-    harness::TrialOptions on_gpu, on_cpu;
+    train::TrialOptions on_gpu, on_cpu;
     on_gpu.backend = BackendKind::cuda;
     on_cpu.backend = BackendKind::cpu;
     on_gpu.log = on_cpu.log = nullptr;
@@ -207,10 +207,10 @@ TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, mem
         TrialConfig c = two_rank_trial(optimizer, precision, 0);
         c.tensor_parallel = 2, c.sequence_parallel = sp, c.method = method, c.model.kv_heads = kv_heads;
         if (c.adapters()) c.lora_rank = 4;
-        auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
-        const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
-        harness::MpiComm mpi(test::mpi_runtime());
-        const TrialResult cpu = harness::run_trial(c, on_cpu, mpi);
+        auto nccl = train::make_nccl_comm(test::mpi_runtime(), train::NcclPlacement{0, nullptr});
+        const TrialResult gpu = train::run_trial(c, on_gpu, *nccl);
+        train::MpiComm mpi(test::mpi_runtime());
+        const TrialResult cpu = train::run_trial(c, on_cpu, mpi);
         INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
         REQUIRE(gpu.status == TrialStatus::ok);
         REQUIRE(cpu.status == TrialStatus::ok);
@@ -229,8 +229,8 @@ TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, mem
     // Offload under tensor parallelism sums host gradients over the group: the CPU backend's MPI does, NCCL not.
     TrialConfig offloaded = two_rank_trial(Optimizer::adamw, Precision::bf16_mixed, 2);
     offloaded.tensor_parallel = 2, offloaded.offload = Offload::optimizer;
-    auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
-    const TrialResult refused = harness::run_trial(offloaded, on_gpu, *nccl);
+    auto nccl = train::make_nccl_comm(test::mpi_runtime(), train::NcclPlacement{0, nullptr});
+    const TrialResult refused = train::run_trial(offloaded, on_gpu, *nccl);
     CHECK(refused.status == TrialStatus::invalid);
     CHECK_THAT(refused.reason, Catch::Contains("CPU backend only") && Catch::Contains("tensor_parallel 2"));
 }
@@ -246,18 +246,18 @@ TEST_CASE("emulated NCCL on 2 ranks: offload trials match CPU ranks, each rank's
     };
     const Combo combos[] = {{Optimizer::adamw, Precision::bf16_mixed, 2, Offload::optimizer},
                             {Optimizer::lion, Precision::fp16_mixed, 3, Offload::optimizer_params}};
-    harness::TrialOptions on_gpu, on_cpu;
+    train::TrialOptions on_gpu, on_cpu;
     on_gpu.backend = BackendKind::cuda;
     on_cpu.backend = BackendKind::cpu;
     on_gpu.log = on_cpu.log = nullptr;
     for (const Combo& k : combos) {
         TrialConfig c = two_rank_trial(k.optimizer, k.precision, k.stage);
         c.offload = k.offload;
-        auto nccl = harness::make_nccl_comm(test::mpi_runtime(), harness::NcclPlacement{0, nullptr});
-        const TrialResult gpu = harness::run_trial(c, on_gpu, *nccl);
-        harness::MpiComm mpi(test::mpi_runtime());
+        auto nccl = train::make_nccl_comm(test::mpi_runtime(), train::NcclPlacement{0, nullptr});
+        const TrialResult gpu = train::run_trial(c, on_gpu, *nccl);
+        train::MpiComm mpi(test::mpi_runtime());
         INFO("rank " << nccl->rank());
-        const Estimate e = tune_emu_test::check_offload_trial(c, gpu, harness::run_trial(c, on_cpu, mpi));
+        const Estimate e = tune_emu_test::check_offload_trial(c, gpu, train::run_trial(c, on_cpu, mpi));
         REQUIRE(gpu.rank_host_peaks.size() == 2);
         for (std::uint64_t peak : gpu.rank_host_peaks) CHECK(peak == e.host_memory.peak);
     }

@@ -14,7 +14,7 @@
 namespace tune_emu::nccl_mpi {
 
 // Makes comm.mpi: the MPI_COMM_WORLD ranks that joined with the same id,
-// ordered by `rank` (collective over MPI_COMM_WORLD, as the harness's ranks
+// ordered by `rank` (collective over MPI_COMM_WORLD, as the trainer's ranks
 // are). Fails with a reason when MPI is not running or the ranks disagree.
 ncclResult_t join(ncclComm& comm, const ncclUniqueId& id, int nranks, int rank, std::string& why);
 void leave(ncclComm& comm);

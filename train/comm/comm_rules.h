@@ -1,0 +1,47 @@
+// What every multi-rank Comm (comm_mpi, comm_nccl) agrees on, so they
+// reject the same requests with the same words and count the same bytes.
+//
+// Byte counting: what a bandwidth-optimal ring moves per rank for a buffer of
+// S bytes in the buffer's own dtype, i.e. nccl-tests' busbw factors:
+// all-reduce 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S,
+// broadcast S (nothing on one rank), barrier 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "train/comm/comm.h"
+#include "train/comm/comm_error.h"
+#include "kernels/dtype.h"
+
+namespace tune::train {
+
+// factor_numerator * (n-1)/n of the buffer: 2 for all-reduce, 1 for reduce-scatter and all-gather.
+inline std::uint64_t ring_bytes(std::int64_t count, kernels::DType dtype, int world_size,
+                                std::uint64_t factor_numerator) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(count) * kernels::dtype_bytes(dtype);
+    const auto n = static_cast<std::uint64_t>(world_size);
+    return factor_numerator * (n - 1) * bytes / n;
+}
+
+// Every byte of a broadcast crosses one link (nccl-tests' busbw factor 1).
+inline std::uint64_t broadcast_bytes(std::int64_t count, kernels::DType dtype, int world_size) {
+    return world_size > 1 ? static_cast<std::uint64_t>(count) * kernels::dtype_bytes(dtype) : 0;
+}
+
+// count / world_size, or CommError when count does not split into equal parts.
+inline std::int64_t shard_count_of(std::int64_t count, int world_size, const char* what) {
+    if (count % world_size != 0)
+        throw CommError(std::string(what) + ": count " + std::to_string(count) + " is not a multiple of world size " +
+                        std::to_string(world_size));
+    return count / world_size;
+}
+
+inline void require_summable(kernels::DType t, ReduceOp op, const char* what) {
+    if (t == kernels::DType::u8)
+        throw CommError(std::string(what) + ": u8 buffers hold quantized states and cannot be summed");
+    if (t == kernels::DType::i32 && op == ReduceOp::average)
+        throw CommError(std::string(what) + ": averaging i32 buffers is not defined");
+}
+
+}  // namespace tune::train
