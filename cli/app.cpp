@@ -1,6 +1,6 @@
 #include <cstring>
-#include <filesystem>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -32,16 +32,17 @@ std::vector<std::string> with_default_command(int argc, const char* const* argv)
 }  // namespace
 
 int run_cli(int argc, const char* const* argv) {
-    CLI::App app{"tune: find the LLM training configuration that fits your GPUs and runs fastest there.\n\n"
-                 "  tune sweeps/demo.toml                run a sweep (= tune sweep FILE): estimate, prune, run, record\n"
-                 "  tune validate sweeps/llama7b.toml    check a sweep file and count its configurations\n"
-                 "  tune estimate sweeps/llama7b.toml    the estimator over a whole sweep (or one config by flags)\n"
-                 "  tune best --max-memory 40GiB         the fastest measured configuration that fits\n"
-                 "  tune report -o report.html           a self-contained HTML report (or --format text)\n"
-                 "  tune trial --model tiny ...          one configuration for real\n"
-                 "  tune list | export | presets | devices | selftest\n\n"
-                 "Run `tune COMMAND --help` for each command's options.",
-                 "tune"};
+    CLI::App app{
+        "tune: find the LLM training configuration that fits your GPUs and runs fastest there.\n\n"
+        "  tune sweeps/demo.toml                run a sweep (= tune sweep FILE): estimate, prune, run, record\n"
+        "  tune validate sweeps/llama7b.toml    check a sweep file and count its configurations\n"
+        "  tune estimate sweeps/llama7b.toml    the estimator over a whole sweep (or one config by flags)\n"
+        "  tune best --max-memory 40GiB         the fastest measured configuration that fits\n"
+        "  tune report -o report.html           a self-contained HTML report (or --format text)\n"
+        "  tune trial --model tiny ...          one configuration for real\n"
+        "  tune list | export | presets | devices | selftest\n\n"
+        "Run `tune COMMAND --help` for each command's options.",
+        "tune"};
     app.set_version_flag("--version", version_text());
     app.require_subcommand(1);
     app.fallthrough(false);

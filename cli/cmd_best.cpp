@@ -19,11 +19,11 @@
 #include "core/convergence_risk.h"
 #include "core/noise_ties.h"
 #include "core/units.h"
+#include "estimate/frameworks/framework_profile.h"
 #include "exports/framework.h"
 #include "reports/report_format.h"
 #include "reports/risk_note.h"
 #include "reports/text_table.h"
-#include "estimate/frameworks/framework_profile.h"
 #include "store/best.h"
 #include "store/record_json.h"
 #include "store/store.h"
@@ -108,9 +108,10 @@ void print_ties(const BestAnswer& a) {
             if (a.ranked[i].id == id) name += fmt::format(" (#{})", i + 1);
         names.push_back(std::move(name));
     }
-    fmt::print("Ties within noise: {} (throughput intervals from median step time +/- {:g} x stddev / sqrt(timed "
-               "steps) overlap; the order among them is not measured)\n",
-               fmt::join(names, ", "), kNoiseSigmas);
+    fmt::print(
+        "Ties within noise: {} (throughput intervals from median step time +/- {:g} x stddev / sqrt(timed "
+        "steps) overlap; the order among them is not measured)\n",
+        fmt::join(names, ", "), kNoiseSigmas);
 }
 
 // The best configuration with a convergence risk, when it outranked the answer: what it gains and why not.
@@ -145,7 +146,8 @@ void print_framework(const BestAnswer& a) {
 void print_answer(const BestAnswer& a, BestBy by) {
     const bool measured = a.basis == Basis::measured;
     std::vector<std::string> header{"#", "front", "sweep", "trial"};
-    for (const char* h : {"tokens/s", "peak", "step s", "MFU"}) header.push_back(measured ? h : fmt::format("est. {}", h));
+    for (const char* h : {"tokens/s", "peak", "step s", "MFU"})
+        header.push_back(measured ? h : fmt::format("est. {}", h));
     // Under a stack the peak is its predicted device memory, whatever the basis.
     if (a.framework != "tune") header[5] = fmt::format("{} peak (pred.)", a.framework);
     for (auto& h : config_header({"gpus"})) header.push_back(std::move(h));
@@ -160,12 +162,16 @@ void print_answer(const BestAnswer& a, BestBy by) {
     for (std::size_t i = 0; i < a.ranked.size(); ++i)
         table.add_row(row_of(i + 1, a.ranked[i], a.on_front[i], a.basis, notes, host));
     if (measured)
-        fmt::print("Best of {} qualifying configurations ({} measured ok; front: on the Pareto front of peak memory\n"
-                   "against tokens/s among those that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));
+        fmt::print(
+            "Best of {} qualifying configurations ({} measured ok; front: on the Pareto front of peak memory\n"
+            "against tokens/s among those that qualify):\n{}",
+            a.qualifying, a.measured_ok, table.render("  "));
     else
-        fmt::print("Predicted best of {} qualifying configurations (predicted: estimates only, not measured; {} "
-                   "unmeasured\nconfigurations are predicted to fit; front: on the predicted Pareto front among those "
-                   "that qualify):\n{}", a.qualifying, a.measured_ok, table.render("  "));
+        fmt::print(
+            "Predicted best of {} qualifying configurations (predicted: estimates only, not measured; {} "
+            "unmeasured\nconfigurations are predicted to fit; front: on the predicted Pareto front among those "
+            "that qualify):\n{}",
+            a.qualifying, a.measured_ok, table.render("  "));
     fmt::print("{}", risk_footnotes(configs));
     print_framework(a);
     print_alternative(a, by);
@@ -225,8 +231,8 @@ int run_best(const BestOptions& o) {
     if (!o.emit.empty() && any) {
         const BestAnswer& a = measured.ranked.empty() ? predicted : measured;
         print_emit(o.emit, a.ranked.front().result.config,
-                   fmt::format("the best {} configuration: trial {} of sweep {}", to_string(a.basis), a.ranked.front().id,
-                               a.ranked.front().sweep_name));
+                   fmt::format("the best {} configuration: trial {} of sweep {}", to_string(a.basis),
+                               a.ranked.front().id, a.ranked.front().sweep_name));
         return kExitOk;
     }
     if (o.json) {
@@ -241,7 +247,8 @@ int run_best(const BestOptions& o) {
     }
     if (!measured.ranked.empty())
         print_answer(measured, query.by);
-    else print_why(measured, "Nothing measured qualifies");
+    else
+        print_why(measured, "Nothing measured qualifies");
     if (!predicted.ranked.empty()) {
         fmt::print("\n");
         print_answer(predicted, query.by);
@@ -261,7 +268,8 @@ void add_best_command(CLI::App& app, int& exit_code) {
     auto o = std::make_shared<BestOptions>();
     add_database_flags(cmd, o->db);
     cmd->add_option("--sweep", o->sweep, "Only this sweep (default: every sweep)");
-    cmd->add_option("--max-memory", o->max_memory, "Peak per GPU (measured, or predicted) at most this, e.g. 40GiB (a unit is required)");
+    cmd->add_option("--max-memory", o->max_memory,
+                    "Peak per GPU (measured, or predicted) at most this, e.g. 40GiB (a unit is required)");
     cmd->add_option("--max-host-memory", o->max_host_memory,
                     "Host memory per node that --offload keeps there (measured, or predicted) at most this, e.g. "
                     "256GiB");

@@ -38,7 +38,8 @@ void print_devices(const DeviceQuery& q, bool as_json) {
             cuda_version(q.runtime_version), branch);
     if (q.devices.empty()) {
         fmt::print("devices: none ({})\n", q.why_none);
-        fmt::print("Sweeps that need GPUs run estimate-only here; sweeps with device = \"cpu\" run on the CPU backend.\n");
+        fmt::print(
+            "Sweeps that need GPUs run estimate-only here; sweeps with device = \"cpu\" run on the CPU backend.\n");
         return;
     }
     TextTable table({"#", "name", "memory", "free", "sm", "SMs", "preset"});
@@ -55,7 +56,8 @@ void print_devices(const DeviceQuery& q, bool as_json) {
 }  // namespace
 
 void add_devices_command(CLI::App& app, int& exit_code) {
-    auto* cmd = app.add_subcommand("devices", "List the CUDA devices visible to this process, or say why there are none.");
+    auto* cmd =
+        app.add_subcommand("devices", "List the CUDA devices visible to this process, or say why there are none.");
     auto as_json = std::make_shared<bool>(false);
     cmd->add_flag("--json", *as_json, "Print one JSON object");
     cmd->callback([&exit_code, as_json] {

@@ -19,17 +19,17 @@
 #include "core/units.h"
 #include "core/validity.h"
 #include "driver/plan.h"
+#include "estimate/estimate.h"
+#include "estimate/frameworks/framework_profile.h"
+#include "estimate/memory_limit_check.h"
 #include "exports/framework.h"
-#include "train/memory/host_memory.h"
 #include "kernels/device_query.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
 #include "reports/text_table.h"
-#include "estimate/estimate.h"
-#include "estimate/frameworks/framework_profile.h"
-#include "estimate/memory_limit_check.h"
 #include "sweep/space.h"
 #include "sweep/spec.h"
+#include "train/memory/host_memory.h"
 
 namespace tune::cli {
 namespace {
@@ -48,7 +48,7 @@ struct EstimateCliOptions {
     std::uint32_t cpu_threads = 0;  // 0: one (single form), the sweep's own share of the cores (file form)
     std::optional<double> lora_alpha;
     bool json = false;
-    std::string framework;  // a framework's memory profile on top of tune's engine
+    std::string framework;               // a framework's memory profile on top of tune's engine
     std::string bitsandbytes;            // its bitsandbytes version, where the profile's QLoRA rules depend on it
     std::optional<double> lora_dropout;  // its LoRA dropout
     std::string base_dtype;              // the dtype its script loads an adapter model's base in
@@ -96,8 +96,7 @@ void apply_library_flags(const EstimateCliOptions& o, EstimateOptions& e) {
 
 EstimateOptions options_from(const EstimateCliOptions& o) {
     EstimateOptions e;
-    if (!o.memory_limit.empty())
-        e.memory_limit = require_bytes(o.memory_limit, "--memory-limit");
+    if (!o.memory_limit.empty()) e.memory_limit = require_bytes(o.memory_limit, "--memory-limit");
     e.margin = o.margin;
     if (!o.host_memory.empty()) e.host_memory = require_bytes(o.host_memory, "--host-memory");
     e.host_margin = o.host_margin;
@@ -180,13 +179,14 @@ void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate&
     const double peak = static_cast<double>(std::max<std::uint64_t>(e.memory.peak, 1));
     for (Component comp : kComponents) {
         const std::uint64_t b = e.memory[comp];
-        table.add_row({std::string(to_string(comp)), std::to_string(b), bytes_text(b), percent(static_cast<double>(b) / peak)});
+        table.add_row(
+            {std::string(to_string(comp)), std::to_string(b), bytes_text(b), percent(static_cast<double>(b) / peak)});
     }
     table.add_row({"peak", std::to_string(e.memory.peak), bytes_text(e.memory.peak), "100.0%"});
     fmt::print("{}", table.render("  "));
     fmt::print("  peak phase   {}\n", e.memory.peak_phase);
-    fmt::print("  step time    {:.4g} s    tokens/s {} (all ranks)    MFU {}\n", e.step_s, throughput_text(e.tokens_per_s),
-               percent(e.mfu));
+    fmt::print("  step time    {:.4g} s    tokens/s {} (all ranks)    MFU {}\n", e.step_s,
+               throughput_text(e.tokens_per_s), percent(e.mfu));
     print_host_text(c, e, o);
     const bool device_fits = e.limit.find("device") == std::string::npos;
     fmt::print("  fits         {}{} (peak {} {} usable {}: limit less {:.0f}% margin)\n", e.fits ? "yes" : "no",
@@ -349,7 +349,8 @@ int run_sweep(const EstimateCliOptions& opts) {
     SweepSpec spec = load_sweep(opts.file);
     resolve_device(spec);
     if (spec.memory_limit_setting)
-        if (auto w = limit_above_device(*spec.memory_limit_setting, spec.hardware)) fmt::print(stderr, "warning: {}\n", *w);
+        if (auto w = limit_above_device(*spec.memory_limit_setting, spec.hardware))
+            fmt::print(stderr, "warning: {}\n", *w);
     // The options the sweep itself estimates with, so both print the same front.
     EstimateOptions o = base_estimate_options(spec);
     if (opts.cpu_threads != 0) o.cpu_threads = opts.cpu_threads;
@@ -359,8 +360,10 @@ int run_sweep(const EstimateCliOptions& opts) {
     const FrameworkProfile profile = spec.framework;
     const std::vector<Candidate> candidates = expand_space(spec);
     const SweepEstimates s = estimate_sweep(spec, candidates, o, profile);
-    if (opts.json) print_sweep_json(spec, s);
-    else print_sweep_text(spec, s, o);
+    if (opts.json)
+        print_sweep_json(spec, s);
+    else
+        print_sweep_text(spec, s, o);
     return s.fit > 0 ? kExitOk : kExitNo;
 }
 
@@ -388,7 +391,9 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--gpus", opts->gpus, "Ranks (world size)")->capture_default_str()->check(CLI::PositiveNumber);
     cmd->add_option("--device", opts->device, "Device preset (tune presets)")->capture_default_str();
     cmd->add_option("--memory-limit", opts->memory_limit, "Bytes per rank, e.g. 40GiB (default: the device's memory)");
-    cmd->add_option("--margin", opts->margin, "Fraction of the limit kept free")->capture_default_str()->check(CLI::Range(0.0, 0.99));
+    cmd->add_option("--margin", opts->margin, "Fraction of the limit kept free")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 0.99));
     cmd->add_option("--host-memory", opts->host_memory,
                     "Host memory per node for what --offload keeps there, e.g. 256GiB (default: unbounded)");
     cmd->add_option("--host-margin", opts->host_margin, "Fraction of --host-memory kept free")

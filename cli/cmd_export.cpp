@@ -52,8 +52,10 @@ std::string number(double v) { return fmt::format("{}", v); }
 template <typename T>
 std::string opt(bool present, T value) {
     if (!present) return "";
-    if constexpr (std::is_floating_point_v<T>) return number(value);
-    else return fmt::format("{}", value);
+    if constexpr (std::is_floating_point_v<T>)
+        return number(value);
+    else
+        return fmt::format("{}", value);
 }
 
 std::vector<std::string> csv_header() {
@@ -84,8 +86,9 @@ std::vector<std::string> csv_header() {
 std::vector<std::string> csv_row(const TrialRecord& t) {
     const TrialResult& r = t.result;
     const TrialConfig& c = r.config;
-    std::vector<std::string> row{t.sweep_name, std::to_string(t.id), t.config_hash, std::string(to_string(r.status)),
-                                 r.reason, std::to_string(t.attempts), c.model.name};
+    std::vector<std::string> row{
+        t.sweep_name, std::to_string(t.id),       t.config_hash, std::string(to_string(r.status)),
+        r.reason,     std::to_string(t.attempts), c.model.name};
     for (const Dimension& d : dimensions()) row.push_back(d.text(c));
     for (auto v : {c.world_size, c.steps, c.warmup}) row.push_back(std::to_string(v));
     row.push_back(std::to_string(c.seed));

@@ -52,7 +52,8 @@ std::optional<SweepBest> best_of(const Store& store, const std::string& sweep) {
 
 std::string best_text(const std::optional<SweepBest>& b) {
     if (!b) return "-";
-    return fmt::format("{} tok/s at {} ({})", throughput_text(b->tokens_per_s), bytes_text(b->peak), to_string(b->basis));
+    return fmt::format("{} tok/s at {} ({})", throughput_text(b->tokens_per_s), bytes_text(b->peak),
+                       to_string(b->basis));
 }
 
 void print_sweeps(const Store& store, const std::vector<SweepSummary>& sweeps) {
@@ -62,8 +63,9 @@ void print_sweeps(const Store& store, const std::vector<SweepSummary>& sweeps) {
     TextTable table(header);
     for (const auto& s : sweeps) {
         const SweepRecord& r = s.record;
-        std::vector<std::string> row{r.name, format_timestamp(r.created_at).substr(0, 16), r.host,
-                                     device_text(r.device), r.backend, std::to_string(s.total())};
+        std::vector<std::string> row{r.name,    format_timestamp(r.created_at).substr(0, 16),
+                                     r.host,    device_text(r.device),
+                                     r.backend, std::to_string(s.total())};
         for (TrialStatus st : kStatuses) row.push_back(std::to_string(s.count(st)));
         row.push_back(best_text(best_of(store, r.name)));
         table.add_row(std::move(row));

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "reports/text_table.h"
 #include "core/presets.h"
 #include "core/units.h"
+#include "reports/text_table.h"
 
 namespace tune::cli {
 namespace {
@@ -39,10 +39,9 @@ void print_presets(bool as_json) {
     TextTable models({"model", "params", "exact", "vocab", "hidden", "layers", "heads", "kv", "ffn", "max ctx"});
     for (const auto& p : model_presets()) {
         const auto& m = p.spec;
-        models.add_row({m.name, short_count(m.param_count()), std::to_string(m.param_count()),
-                        std::to_string(m.vocab), std::to_string(m.hidden), std::to_string(m.layers),
-                        std::to_string(m.heads), std::to_string(m.kv_heads), std::to_string(m.ffn),
-                        std::to_string(m.max_context)});
+        models.add_row({m.name, short_count(m.param_count()), std::to_string(m.param_count()), std::to_string(m.vocab),
+                        std::to_string(m.hidden), std::to_string(m.layers), std::to_string(m.heads),
+                        std::to_string(m.kv_heads), std::to_string(m.ffn), std::to_string(m.max_context)});
     }
     TextTable devices({"device", "backend", "memory", "bf16 TFLOP/s", "fp32 TFLOP/s", "HBM TB/s", "link GB/s",
                        "overhead", "training"});

@@ -2,9 +2,9 @@
 // shapes (GEMMs per tokens-per-micro-batch and dtype, attention forward and
 // backward, the optimizer update's bandwidth), printed; cached in the
 // database per host, software version and device, as a sweep does at start.
+#include <unistd.h>
 #include <memory>
 #include <string>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,14 +14,14 @@
 #include "core/presets.h"
 #include "driver/collective_probes.h"
 #include "driver/plan.h"
-#include "train/memory/host_memory.h"
 #include "kernels/device_query.h"
 #include "launch/host_name.h"
 #include "launch/launch.h"
 #include "probe/sweep_probes.h"
 #include "reports/text_table.h"
-#include "sweep/spec.h"
 #include "store/store.h"
+#include "sweep/spec.h"
+#include "train/memory/host_memory.h"
 
 namespace tune::cli {
 namespace {
@@ -52,7 +52,8 @@ std::string value_text(const probe::ProbeRecord& r) {
     // An optimizer's pass: also per element updated, the rate the time model uses.
     const nlohmann::json key = nlohmann::json::parse(r.key, nullptr, false);  // discarded when not JSON
     if (const auto o = probe::optimizer_from_key(key); o && o->elements() > 0)
-        return fmt::format("{:.3f} ms ({:.3g} ns/element)", r.value * 1e3, r.value * 1e9 / o->elements());  // a GPU's is near 0.01
+        return fmt::format("{:.3f} ms ({:.3g} ns/element)", r.value * 1e3,
+                           r.value * 1e9 / o->elements());  // a GPU's is near 0.01
     return fmt::format("{:.3f} ms", r.value * 1e3);
 }
 
@@ -65,8 +66,8 @@ int run_probe(const ProbeCliOptions& o) {
         resolve_auto_device(spec, detected, train::host_total_bytes());
     }
     std::unique_ptr<Store> store;
-    if (!o.no_cache) store = std::make_unique<Store>(o.database.empty() ? spec.database : o.database,
-                                                     Store::Mode::read_write);
+    if (!o.no_cache)
+        store = std::make_unique<Store>(o.database.empty() ? spec.database : o.database, Store::Mode::read_write);
     probe::ProbeSettings settings;
     settings.min_seconds = o.min_time;
     const std::uint32_t threads = cpu_threads_per_rank(spec);
@@ -98,13 +99,14 @@ int run_probe(const ProbeCliOptions& o) {
 
 void add_probe_command(CLI::App& app, int& exit_code) {
     auto* cmd = app.add_subcommand(
-        "probe", "Measure what the time model needs at a sweep's shapes: GEMM rates, attention forward and "
-                 "backward, the element-wise ops, each optimizer's update in each precision (its time per pass "
-                 "over a layer's and the outer buffer's tensors, and per element), and the bus bandwidth "
-                 "(nccl-tests' busbw) of all-reduce, reduce-scatter and all-gather at the sweep's world sizes, "
-                 "over MPI ranks started by the sweep's launcher (NCCL on GPUs). `tune sweep --probe` does this "
-                 "at start and reuses the rates cached in its database for the same host, software version "
-                 "and device.");
+        "probe",
+        "Measure what the time model needs at a sweep's shapes: GEMM rates, attention forward and "
+        "backward, the element-wise ops, each optimizer's update in each precision (its time per pass "
+        "over a layer's and the outer buffer's tensors, and per element), and the bus bandwidth "
+        "(nccl-tests' busbw) of all-reduce, reduce-scatter and all-gather at the sweep's world sizes, "
+        "over MPI ranks started by the sweep's launcher (NCCL on GPUs). `tune sweep --probe` does this "
+        "at start and reuses the rates cached in its database for the same host, software version "
+        "and device.");
     auto o = std::make_shared<ProbeCliOptions>();
     cmd->add_option("file", o->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();
     cmd->add_option("--db", o->database, "Results database holding the cache (default: the sweep's [output] database)");

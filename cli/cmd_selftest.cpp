@@ -20,9 +20,6 @@
 
 #include "cli/commands.h"
 #include "core/units.h"
-#include "train/comm/comm_nccl.h"
-#include "train/comm/mpi_runtime.h"
-#include "train/selftest_training.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/device_query.h"
@@ -30,6 +27,9 @@
 #include "launch/launch.h"
 #include "launch/process.h"
 #include "reports/text_table.h"
+#include "train/comm/comm_nccl.h"
+#include "train/comm/mpi_runtime.h"
+#include "train/selftest_training.h"
 
 namespace tune::cli {
 namespace {
@@ -38,11 +38,11 @@ namespace st = kernels::selftest;
 
 struct SelftestOptions {
     int device = 0;
-    std::uint32_t gpus = 1;         // > 1: the ZeRO stages across that many GPU ranks
+    std::uint32_t gpus = 1;  // > 1: the ZeRO stages across that many GPU ranks
     bool json = false;
-    std::string op;                 // only cases whose op contains this
-    std::string candidate = "cuda"; // "cpu" compares the CPU backend with itself (checks the harness)
-    bool require_gpu = false;       // no usable GPU is a failure, not a skip
+    std::string op;                  // only cases whose op contains this
+    std::string candidate = "cuda";  // "cpu" compares the CPU backend with itself (checks the harness)
+    bool require_gpu = false;        // no usable GPU is a failure, not a skip
     std::uint64_t seed = 20240611;
 };
 
@@ -78,7 +78,10 @@ nlohmann::json to_json(const st::CaseResult& r) {
                            {"tol_nmse", o.tolerance.max_nmse},
                            {"tol_max_abs", o.tolerance.max_abs},
                            {"pass", o.pass}});
-    nlohmann::json j{{"op", r.op}, {"dtype", r.dtype}, {"shape", r.shape}, {"status", st::status_name(r.status)},
+    nlohmann::json j{{"op", r.op},
+                     {"dtype", r.dtype},
+                     {"shape", r.shape},
+                     {"status", st::status_name(r.status)},
                      {"outputs", outputs}};
     if (!r.message.empty()) j["message"] = r.message;
     return j;
@@ -88,10 +91,14 @@ struct Tally {
     int pass = 0, fail = 0, error = 0, skipped = 0;
     explicit Tally(const std::vector<st::CaseResult>& results) {
         for (const auto& r : results) {
-            if (r.status == st::Status::pass) ++pass;
-            else if (r.status == st::Status::fail) ++fail;
-            else if (r.status == st::Status::error) ++error;
-            else ++skipped;
+            if (r.status == st::Status::pass)
+                ++pass;
+            else if (r.status == st::Status::fail)
+                ++fail;
+            else if (r.status == st::Status::error)
+                ++error;
+            else
+                ++skipped;
         }
     }
 };
@@ -102,17 +109,16 @@ void report(const std::vector<st::CaseResult>& results, const std::string& again
     if (o.json) {
         nlohmann::json cases = nlohmann::json::array();
         for (const auto& r : results) cases.push_back(to_json(r));
-        nlohmann::json out{{"reference", "cpu"}, {"candidate", against}, {"seed", o.seed},
-                           {"passed", t.pass}, {"failed", t.fail}, {"errors", t.error}, {"skipped", t.skipped},
-                           {"cases", cases}};
+        nlohmann::json out{{"reference", "cpu"}, {"candidate", against}, {"seed", o.seed},       {"passed", t.pass},
+                           {"failed", t.fail},   {"errors", t.error},    {"skipped", t.skipped}, {"cases", cases}};
         if (!note.empty()) out["note"] = note;
         fmt::print("{}\n", out.dump(2));
         return;
     }
     if (!note.empty()) fmt::print("{}\n", note);
     print_table(results);
-    fmt::print("{} cases: {} passed, {} failed, {} errors, {} skipped (reference cpu, candidate {})\n",
-               results.size(), t.pass, t.fail, t.error, t.skipped, against);
+    fmt::print("{} cases: {} passed, {} failed, {} errors, {} skipped (reference cpu, candidate {})\n", results.size(),
+               t.pass, t.fail, t.error, t.skipped, against);
 }
 
 // Why the CUDA candidate cannot run here, or empty when it can.
@@ -176,9 +182,12 @@ void report_stages(const std::vector<train::ZeroStageResult>& rows, const std::s
                    const SelftestOptions& o) {
     int pass = 0, fail = 0, skipped = 0;
     for (const auto& r : rows) {
-        if (!why_skipped.empty()) ++skipped;
-        else if (r.pass) ++pass;
-        else ++fail;
+        if (!why_skipped.empty())
+            ++skipped;
+        else if (r.pass)
+            ++pass;
+        else
+            ++fail;
     }
     const std::string reference = fmt::format("cpu (1 process, micro-batch {})", o.gpus);
     if (o.json) {
@@ -188,23 +197,27 @@ void report_stages(const std::vector<train::ZeroStageResult>& rows, const std::s
             if (!why_skipped.empty()) {
                 j["status"] = "skipped";
             } else {
-                j.update({{"status", r.pass ? "pass" : "fail"}, {"max_param_diff", r.param_diff},
-                          {"max_loss_diff", r.loss_diff}, {"moved", r.moved}, {"tol_param", r.param_tolerance},
+                j.update({{"status", r.pass ? "pass" : "fail"},
+                          {"max_param_diff", r.param_diff},
+                          {"max_loss_diff", r.loss_diff},
+                          {"moved", r.moved},
+                          {"tol_param", r.param_tolerance},
                           {"tol_loss", r.loss_tolerance}});
                 if (!r.error.empty()) j["message"] = r.error;
             }
             stages.push_back(j);
         }
-        nlohmann::json out{{"reference", reference}, {"candidate", gpus_candidate(o.gpus)}, {"gpus", o.gpus},
-                           {"seed", o.seed}, {"passed", pass}, {"failed", fail}, {"skipped", skipped},
-                           {"stages", stages}};
+        nlohmann::json out{{"reference", reference}, {"candidate", gpus_candidate(o.gpus)},
+                           {"gpus", o.gpus},         {"seed", o.seed},
+                           {"passed", pass},         {"failed", fail},
+                           {"skipped", skipped},     {"stages", stages}};
         if (!why_skipped.empty()) out["note"] = why_skipped + "; every case is skipped";
         fmt::print("{}\n", out.dump(2));
         return;
     }
     if (!why_skipped.empty()) fmt::print("{}; every case is skipped\n", why_skipped);
-    TextTable table({"case", "ranks", "max |diff| params", "max |diff| losses", "moved", "tol params", "tol losses",
-                     "result"});
+    TextTable table(
+        {"case", "ranks", "max |diff| params", "max |diff| losses", "moved", "tol params", "tol losses", "result"});
     for (const auto& r : rows) {
         const std::string name = fmt::format("zero{}/adamw fp32 2 steps", r.stage);
         if (!why_skipped.empty()) {
@@ -240,8 +253,8 @@ int relaunch_selftest(const SelftestOptions& o) {
         fmt::print(stderr, "selftest: cannot start {} ranks: {}\n", o.gpus, *problem);
         return kExitNo;
     }
-    std::vector<std::string> argv{self_executable(), "selftest", "--gpus", std::to_string(o.gpus), "--seed",
-                                  std::to_string(o.seed)};
+    std::vector<std::string> argv{self_executable(),      "selftest", "--gpus",
+                                  std::to_string(o.gpus), "--seed",   std::to_string(o.seed)};
     if (o.json) argv.emplace_back("--json");
     ProcessSpec spec;
     spec.argv = launch_command(launcher, o.gpus, argv);
@@ -265,9 +278,10 @@ int run_selftest_rank(const SelftestOptions& o) {
         const RankEnvironment env = rank_environment();
         const std::size_t devices = query_devices().devices.size();
         if (static_cast<std::size_t>(env.local_rank) >= devices)
-            throw std::runtime_error(fmt::format("local rank {} has no GPU of its own ({} visible; NCCL needs one "
-                                                 "per rank)",
-                                                 env.local_rank, devices));
+            throw std::runtime_error(
+                fmt::format("local rank {} has no GPU of its own ({} visible; NCCL needs one "
+                            "per rank)",
+                            env.local_rank, devices));
         std::unique_ptr<kernels::Backend> backend = kernels::make_cuda_backend(env.local_rank);
         std::unique_ptr<train::Comm> comm = train::make_nccl_comm(runtime, env.local_rank, backend.get());
         train::ZeroSelftestOptions zo;
@@ -304,8 +318,9 @@ int run_selftest_gpus(const SelftestOptions& o) {
 }  // namespace
 
 void add_selftest_command(CLI::App& app, int& exit_code) {
-    auto* cmd = app.add_subcommand("selftest", "Run every backend op on the GPU and the CPU and compare (exit 1 on any "
-                                               "failure; without a GPU every case is skipped and the exit is 0).");
+    auto* cmd = app.add_subcommand("selftest",
+                                   "Run every backend op on the GPU and the CPU and compare (exit 1 on any "
+                                   "failure; without a GPU every case is skipped and the exit is 0).");
     auto o = std::make_shared<SelftestOptions>();
     cmd->add_option("--device", o->device, "CUDA device index")->capture_default_str();
     cmd->add_flag("--json", o->json, "Print one JSON object");

@@ -27,7 +27,7 @@ struct StatusOptions {
 double seconds_between(Timestamp a, Timestamp b) { return std::chrono::duration<double>(b - a).count(); }
 
 struct Timing {
-    double finished_s = 0;   // summed wall time of the trials that ended
+    double finished_s = 0;  // summed wall time of the trials that ended
     std::uint64_t finished = 0;
     std::optional<Timestamp> first_start, last_end;
 };
@@ -75,7 +75,8 @@ void print_sweep(const Store& store, const SweepSummary& s) {
     if (t.first_start) {
         const Timestamp until = running > 0 || !t.last_end ? now : *t.last_end;
         std::string eta = "?";
-        if (pending + running == 0) eta = "done";
+        if (pending + running == 0)
+            eta = "done";
         else if (t.finished > 0)
             // The trials running now show how many run at once.
             eta = format_duration(t.finished_s / static_cast<double>(t.finished) *
@@ -94,8 +95,7 @@ void print_sweep(const Store& store, const SweepSummary& s) {
 int run_status(const StatusOptions& o) {
     const Store store = Store::open_reader(o.db);
     auto sweeps = store.sweeps();
-    if (!o.sweep.empty())
-        std::erase_if(sweeps, [&](const SweepSummary& s) { return s.record.name != o.sweep; });
+    if (!o.sweep.empty()) std::erase_if(sweeps, [&](const SweepSummary& s) { return s.record.name != o.sweep; });
     if (sweeps.empty()) {
         fmt::print("{} holds no sweep{}.\n", printable(o.db),
                    o.sweep.empty() ? std::string(" yet") : " named " + printable(o.sweep));

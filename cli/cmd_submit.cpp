@@ -91,7 +91,8 @@ std::string batch_script(const SweepSpec& spec, const SubmitOptions& o, double l
     s += "# Requeued, the job runs this script again and the sweep resumes from its database.\n";
     s += "# SIGINT near the limit: tune starts no more trials and lets the running ones finish.\n";
     s += fmt::format("cd {}\n", quoted(fs::current_path().string()));
-    std::string command = fmt::format("exec {} sweep {}", quoted(self_executable()), quoted(fs::absolute(o.file).string()));
+    std::string command =
+        fmt::format("exec {} sweep {}", quoted(self_executable()), quoted(fs::absolute(o.file).string()));
     if (!o.db.empty()) command += " --db " + quoted(o.db);
     if (!o.probe) command += " --no-probe";
     return s + command + "\n";

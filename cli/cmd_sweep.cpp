@@ -20,15 +20,15 @@
 #include "core/units.h"
 #include "driver/makespan.h"
 #include "driver/sweep.h"
-#include "train/memory/host_memory.h"
+#include "estimate/estimate.h"
+#include "estimate/memory_limit_check.h"
 #include "launch/host_name.h"
 #include "reports/html_report.h"
 #include "reports/measured_front_text.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
-#include "estimate/estimate.h"
-#include "estimate/memory_limit_check.h"
 #include "store/store.h"
+#include "train/memory/host_memory.h"
 
 namespace tune::cli {
 namespace {
@@ -56,8 +56,10 @@ SweepEnvironment detect(SweepSpec& spec) {
     const DeviceQuery q = query_devices_in_child();  // the sweep process never loads CUDA itself
     env.visible_gpus = q.devices.size();
     env.why_no_gpu = q.why_none;
-    if (q.runtime_version) env.software.cuda = fmt::format("{}.{}", q.runtime_version / 1000, q.runtime_version % 1000 / 10);
-    if (q.driver_version) env.software.driver = fmt::format("{}.{}", q.driver_version / 1000, q.driver_version % 1000 / 10);
+    if (q.runtime_version)
+        env.software.cuda = fmt::format("{}.{}", q.runtime_version / 1000, q.runtime_version % 1000 / 10);
+    if (q.driver_version)
+        env.software.driver = fmt::format("{}.{}", q.driver_version / 1000, q.driver_version % 1000 / 10);
     std::optional<Hardware> detected;
     if (!q.devices.empty()) {
         env.device_name = q.devices.front().name;
@@ -111,19 +113,22 @@ void print_calibration(const SweepReport& r) {
         return value == prior ? fmt::format("{:g} (the prior: too little variation to fit)", prior)
                               : fmt::format("{:.2f}", value);
     };
-    fmt::print("Calibration from {} ok trial(s): measured speed {:.2f}x the estimate's; a step slows as the speed "
-               "reference's time to the power {}; speed over the estimate grows as a micro-batch's tokens to the power {}.\n",
-               r.calibrated_trials, r.efficiency_factor, fitted(r.pace_exponent, r.pace_prior), fitted(r.size_exponent, 0.0));
+    fmt::print(
+        "Calibration from {} ok trial(s): measured speed {:.2f}x the estimate's; a step slows as the speed "
+        "reference's time to the power {}; speed over the estimate grows as a micro-batch's tokens to the power {}.\n",
+        r.calibrated_trials, r.efficiency_factor, fitted(r.pace_exponent, r.pace_prior), fitted(r.size_exponent, 0.0));
 }
 
 int print_plan(const SweepSpec& spec, const SweepEnvironment& env, std::uint32_t nodes) {
     const MakespanPrediction p =
         plan_makespan(spec, env.visible_gpus, nodes ? std::optional<std::uint32_t>(nodes) : std::nullopt);
     fmt::print("{} trials to run, {} at a time on {} node(s)\n", p.trials, p.slots, p.nodes);
-    fmt::print("Predicted makespan: {} (one at a time: {})\n", format_duration(p.makespan_s), format_duration(p.serial_s));
+    fmt::print("Predicted makespan: {} (one at a time: {})\n", format_duration(p.makespan_s),
+               format_duration(p.serial_s));
     if (spec.budget_s)
-        fmt::print("[search] budget {}: {}\n", format_duration(*spec.budget_s),
-                   p.makespan_s <= *spec.budget_s ? "fits" : "does not fit; the sweep stops starting trials at the budget");
+        fmt::print(
+            "[search] budget {}: {}\n", format_duration(*spec.budget_s),
+            p.makespan_s <= *spec.budget_s ? "fits" : "does not fit; the sweep stops starting trials at the budget");
     return kExitOk;
 }
 
@@ -131,7 +136,8 @@ int run(SweepCliOptions& o) {
     SweepSpec spec = load_sweep(o.file);
     SweepEnvironment env = detect(spec);
     if (spec.memory_limit_setting)
-        if (auto w = limit_above_device(*spec.memory_limit_setting, spec.hardware)) fmt::print(stderr, "warning: {}\n", *w);
+        if (auto w = limit_above_device(*spec.memory_limit_setting, spec.hardware))
+            fmt::print(stderr, "warning: {}\n", *w);
     if (auto note = host_memory_note(spec)) fmt::print("note: {}\n", *note);
     if (o.plan_only) return print_plan(spec, env, o.nodes);
     SweepOptions options;
@@ -158,15 +164,18 @@ int run(SweepCliOptions& o) {
 
     if (o.json) return kExitOk;  // the events said everything
     if (r.requeued.pending + r.requeued.failed > 0)
-        fmt::print("Resumed: {} trial(s) left running by an earlier run were queued again ({} given up after {} attempts)\n",
-                   r.requeued.pending, r.requeued.failed, kMaxAttempts);
+        fmt::print(
+            "Resumed: {} trial(s) left running by an earlier run were queued again ({} given up after {} attempts)\n",
+            r.requeued.pending, r.requeued.failed, kMaxAttempts);
     print_counts(r);
     Store store(r.database, Store::Mode::read_only);
     if (r.estimate_only) {
-        fmt::print("Nothing was measured: {}. Every configuration was estimated and recorded.\n", r.estimate_only_reason);
+        fmt::print("Nothing was measured: {}. Every configuration was estimated and recorded.\n",
+                   r.estimate_only_reason);
         print_predicted_front(store, r.sweep);
     } else {
-        fmt::print("Ran {} trial(s) this time{}{}{}.\n", r.trials_run, r.interrupted ? "; interrupted (run the same command to resume)" : "",
+        fmt::print("Ran {} trial(s) this time{}{}{}.\n", r.trials_run,
+                   r.interrupted ? "; interrupted (run the same command to resume)" : "",
                    r.budget_reached ? "; stopped at the [search] budget" : "",
                    r.max_trials_reached ? "; stopped at --max-trials" : "");
         print_calibration(r);
@@ -191,7 +200,9 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
         "`tune FILE.toml` is the same as `tune sweep FILE.toml`. Re-running resumes; Ctrl-C once lets the\n"
         "running trial finish, twice stops it (it runs again on resume). Exit 0 when done, 130 when interrupted.");
     cmd->add_option("file", o->file, "Sweep file (TOML), e.g. sweeps/demo.toml")->required();
-    cmd->add_option("--db", o->database, "Results database (default: the sweep's [output] database, relative to the file, else $TUNE_DB, else tune.db)");
+    cmd->add_option(
+        "--db", o->database,
+        "Results database (default: the sweep's [output] database, relative to the file, else $TUNE_DB, else tune.db)");
     cmd->add_flag("--dry-run", o->dry_run, "Estimate and record every configuration, run nothing");
     cmd->add_option("--max-trials", o->max_trials, "Run at most this many trials now (0: no limit)")
         ->check(CLI::NonNegativeNumber);
@@ -202,7 +213,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     cmd->add_flag("--no-report", o->no_report, "Do not write the HTML report");
     cmd->add_flag("--plan-only", o->plan_only,
                   "Predict the makespan (estimated trial times packed onto the slots [resources] gives), run nothing");
-    cmd->add_option("--nodes", o->nodes, "With --plan-only: pack onto this many nodes, as `tune submit --nodes N` would")
+    cmd->add_option("--nodes", o->nodes,
+                    "With --plan-only: pack onto this many nodes, as `tune submit --nodes N` would")
         ->check(CLI::Range(1, 4096));
     // On by default: without probes a sweep's first estimates rest on the device's nominal peaks, far
     // from any one machine until calibration has learnt it from the trials.

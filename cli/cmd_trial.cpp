@@ -21,13 +21,13 @@
 #include "core/units.h"
 #include "core/validity.h"
 #include "driver/trial_child.h"
-#include "train/io/hf_model.h"
-#include "train/io/peft_adapter.h"
-#include "train/trial.h"
 #include "kernels/error.h"
 #include "launch/launch.h"
 #include "launch/process.h"
 #include "reports/text_table.h"
+#include "train/io/hf_model.h"
+#include "train/io/peft_adapter.h"
+#include "train/trial.h"
 
 namespace tune::cli {
 namespace {
@@ -168,7 +168,8 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
                     "More steps while the timed steps' coefficient of variation (stddev / mean) is above this, "
                     "e.g. 0.05, up to --max-steps (default 0: the configured steps only)")
         ->check(CLI::Range(0.0, 10.0));
-    cmd->add_option("--max-steps", o.noise.max_steps, "At most this many steps in all, warm-up included, with --max-cv");
+    cmd->add_option("--max-steps", o.noise.max_steps,
+                    "At most this many steps in all, warm-up included, with --max-cv");
     cmd->add_option("--backend", o.backend, "auto (CUDA when a device is visible, else the CPU), cpu or cuda")
         ->check(CLI::IsMember({std::string(to_string(BackendKind::automatic)), std::string(to_string(BackendKind::cpu)),
                                std::string(to_string(BackendKind::cuda))}))

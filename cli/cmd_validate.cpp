@@ -34,14 +34,16 @@ void print_text(const SweepSpec& spec, const SpaceCounts& counts) {
     std::string out;
     const ModelSpec& m = spec.model;
     out += fmt::format("{}: sweep \"{}\" is valid\n", spec.path.string(), spec.name);
-    out += fmt::format("  model     {}: {:.3f}B parameters ({} layers, hidden {}, {} heads / {} KV, ffn {}, vocab {})\n", m.name,
-               static_cast<double>(m.param_count()) / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab);
+    out += fmt::format(
+        "  model     {}: {:.3f}B parameters ({} layers, hidden {}, {} heads / {} KV, ffn {}, vocab {})\n", m.name,
+        static_cast<double>(m.param_count()) / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab);
     const std::string limit_source = spec.memory_limit_setting ? "set" : "the device's";
-    out += fmt::format("  hardware  {} rank(s) per trial ({} GPU(s) x {} node(s)), device {}{}; memory limit {} ({}), "
-               "margin {:.0f}% -> {} usable\n",
-               spec.world_size(), spec.gpus, spec.nodes, spec.device,
-               spec.device == "auto" ? " (resolved when the sweep runs)" : "", format_bytes(spec.memory_limit()),
-               limit_source, spec.margin * 100, format_bytes(spec.usable_memory()));
+    out += fmt::format(
+        "  hardware  {} rank(s) per trial ({} GPU(s) x {} node(s)), device {}{}; memory limit {} ({}), "
+        "margin {:.0f}% -> {} usable\n",
+        spec.world_size(), spec.gpus, spec.nodes, spec.device,
+        spec.device == "auto" ? " (resolved when the sweep runs)" : "", format_bytes(spec.memory_limit()), limit_source,
+        spec.margin * 100, format_bytes(spec.usable_memory()));
     if (spec.host_memory)
         out += fmt::format("  host      {} per node for offloaded states, margin {:.0f}%\n",
                            format_bytes(*spec.host_memory), spec.host_margin * 100);
@@ -59,14 +61,14 @@ void print_text(const SweepSpec& spec, const SpaceCounts& counts) {
         out += fmt::format("  collapsed {}  (run once, as the value they equal; e.g. {})\n", n_collapsed,
                            collapsed->second.example);
     out += fmt::format("  runnable  {}\n", counts.valid);
-    out += fmt::format("  trial     {} steps ({} warmup), timeout {}, launcher {}\n", spec.trial.steps, spec.trial.warmup,
-               format_duration(spec.trial.timeout_s), spec.trial.launcher);
+    out += fmt::format("  trial     {} steps ({} warmup), timeout {}, launcher {}\n", spec.trial.steps,
+                       spec.trial.warmup, format_duration(spec.trial.timeout_s), spec.trial.launcher);
     // Validation may happen on another machine than the sweep, so this informs, it does not fail.
     const Launcher launcher = choose_launcher(spec.trial.launcher, spec.world_size());
     if (auto problem = placement_problem(launcher, spec.world_size(), spec.nodes))
         out += fmt::format("  launch    cannot start here: {}\n", *problem);
     out += fmt::format("  search    {}, budget {}\n", to_string(spec.strategy),
-               spec.budget_s ? format_duration(*spec.budget_s) : std::string("none"));
+                       spec.budget_s ? format_duration(*spec.budget_s) : std::string("none"));
     if (spec.framework != FrameworkProfile::tune)
         out += fmt::format(
             "  framework {}: pruning, best and the reports answer with its predicted device memory; "
@@ -116,8 +118,10 @@ void add_validate_command(CLI::App& app, int& exit_code) {
     cmd->callback([opts, &exit_code] {
         const SweepSpec spec = load_sweep(opts->file);
         const SpaceCounts counts = count(expand_space(spec));
-        if (opts->json) print_json(spec, counts);
-        else print_text(spec, counts);
+        if (opts->json)
+            print_json(spec, counts);
+        else
+            print_text(spec, counts);
         exit_code = counts.valid > 0 ? kExitOk : kExitNo;
     });
 }

@@ -13,7 +13,8 @@ std::string environment_database() {
 }  // namespace
 
 void add_database_flags(CLI::App* cmd, DatabaseFlags& flags) {
-    auto* db = cmd->add_option("--db", flags.db, "Results database (default: --sweep-file's, else $TUNE_DB, else tune.db)");
+    auto* db =
+        cmd->add_option("--db", flags.db, "Results database (default: --sweep-file's, else $TUNE_DB, else tune.db)");
     cmd->add_option("--sweep-file", flags.sweep_file,
                     "Read the database this sweep file names ([output] database, relative to the file)")
         ->excludes(db);

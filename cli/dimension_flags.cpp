@@ -32,7 +32,8 @@ void add_dimension_flags(CLI::App* cmd, DimensionFlags& flags, const TrialConfig
                          std::string_view help_prefix) {
     for (std::size_t i = 0; i < kDimensionCount; ++i) {
         const Dimension& d = dimensions()[i];
-        const std::string help = fmt::format("{}{}{}", help_prefix, d.help, d.is_enum() ? "" : fmt::format(" ({})", d.allowed()));
+        const std::string help =
+            fmt::format("{}{}{}", help_prefix, d.help, d.is_enum() ? "" : fmt::format(" ({})", d.allowed()));
         CLI::Option* option = cmd->add_option(std::string(d.flag), flags.text[i], help);
         if (defaults) option->default_str(d.text(*defaults));
         option->type_name(d.is_enum() ? "TEXT" : "UINT");

@@ -47,7 +47,8 @@ void append_optional_flags(std::string& out, const TrialConfig& c) {
 
 std::string shell_quote(std::string_view text) {
     const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) {
-        return std::isalnum(static_cast<unsigned char>(ch)) || std::string_view("._-+/:=,@%").find(ch) != std::string_view::npos;
+        return std::isalnum(static_cast<unsigned char>(ch)) ||
+               std::string_view("._-+/:=,@%").find(ch) != std::string_view::npos;
     });
     if (plain) return std::string(text);
     std::string out = "'";
@@ -58,14 +59,14 @@ std::string shell_quote(std::string_view text) {
 std::string trial_command(const TrialConfig& c) {
     std::string out = "tune trial";
     if (needs_full_config(c))
-        out += " --config " + shell_quote(nlohmann::json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        out += " --config " +
+               shell_quote(nlohmann::json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     else
         out += " --model " + shell_quote(c.model.name);
     const TrialConfig defaults;
     for (const Dimension& d : dimensions()) {
         // As summary(): a value that means nothing here, or a later row at its default, is left out.
-        if (!d.applies_to(c) || (d.applies == nullptr && d.legacy && d.get(c) == d.get(defaults)))
-            continue;
+        if (!d.applies_to(c) || (d.applies == nullptr && d.legacy && d.get(c) == d.get(defaults))) continue;
         out += fmt::format(" {} {}", d.flag, d.text(c));
     }
     out += fmt::format(" --gpus {} --steps {} --warmup {} --seed {}", c.world_size, c.steps, c.warmup, c.seed);

@@ -76,9 +76,15 @@ std::string to_string(const RopeScaling& r) {
 }
 
 void to_json(json& j, const ModelSpec& m) {
-    j = json{{"name", m.name},   {"vocab", m.vocab},       {"hidden", m.hidden},
-             {"layers", m.layers}, {"heads", m.heads},     {"kv_heads", m.kv_heads},
-             {"ffn", m.ffn},     {"max_context", m.max_context}, {"rms_norm_eps", m.rms_norm_eps},
+    j = json{{"name", m.name},
+             {"vocab", m.vocab},
+             {"hidden", m.hidden},
+             {"layers", m.layers},
+             {"heads", m.heads},
+             {"kv_heads", m.kv_heads},
+             {"ffn", m.ffn},
+             {"max_context", m.max_context},
+             {"rms_norm_eps", m.rms_norm_eps},
              {"rope_theta", m.rope_theta}};
     // Written only when set, so every configuration stored before these existed keeps its hash.
     if (m.head_dim_setting) j["head_dim"] = m.head_dim_setting;
@@ -163,14 +169,18 @@ namespace {
 
 // The search dimensions come from the dimension table; the rest are the trial's settings.
 constexpr std::array<std::string_view, 16> kSettingKeys{
-    "model", "world_size", "steps", "warmup", "seed", "lr", "weight_decay", "clip", "neftune_alpha", "beta1",
-    "beta2", "eps", "adam8bit_block", "loss_scale_init", "loss_scale_window", "lora_alpha"};
+    "model",     "world_size",   "steps",          "warmup",          "seed",
+    "lr",        "weight_decay", "clip",           "neftune_alpha",   "beta1",
+    "beta2",     "eps",          "adam8bit_block", "loss_scale_init", "loss_scale_window",
+    "lora_alpha"};
 
 void write_dimensions(json& j, const TrialConfig& c) {
     for (const Dimension& d : dimensions()) {
         if (d.legacy && d.get(c) == *d.legacy) continue;
-        if (d.is_enum()) j[std::string(d.name)] = d.text(c);
-        else j[std::string(d.name)] = d.get(c);
+        if (d.is_enum())
+            j[std::string(d.name)] = d.text(c);
+        else
+            j[std::string(d.name)] = d.get(c);
     }
 }
 
@@ -182,8 +192,10 @@ void read_dimensions(const json& j, TrialConfig& c) {
             continue;
         }
         std::optional<DimValue> value;
-        if (d.is_enum() && it->is_string()) value = d.parse(it->get<std::string>());
-        else if (!d.is_enum() && it->is_number_unsigned()) value = d.parse(std::to_string(it->get<std::uint64_t>()));
+        if (d.is_enum() && it->is_string())
+            value = d.parse(it->get<std::string>());
+        else if (!d.is_enum() && it->is_number_unsigned())
+            value = d.parse(std::to_string(it->get<std::uint64_t>()));
         if (value) {
             d.set(c, *value);
             continue;
@@ -254,8 +266,8 @@ void to_json(json& j, const MemoryBreakdown& m) {
 
 void from_json(const json& j, MemoryBreakdown& m) {
     check_keys(j, "memory",
-               {"params", "master", "grads", "optim", "activations", "logits", "workspace", "comm", "overhead",
-                "peak", "peak_phase"});
+               {"params", "master", "grads", "optim", "activations", "logits", "workspace", "comm", "overhead", "peak",
+                "peak_phase"});
     for (Component c : kComponents) read(j, std::string(to_string(c)).c_str(), m[c]);
     read(j, "peak", m.peak);
     read(j, "peak_phase", m.peak_phase);

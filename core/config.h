@@ -48,14 +48,14 @@ enum class Offload : std::uint8_t { none, optimizer, optimizer_params };
 
 inline constexpr std::array<Optimizer, 5> kOptimizers{Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit,
                                                       Optimizer::adafactor, Optimizer::lomo};
-inline constexpr std::array<Precision, 4> kPrecisions{Precision::fp32, Precision::bf16_mixed,
-                                                      Precision::fp16_mixed, Precision::bf16};
+inline constexpr std::array<Precision, 4> kPrecisions{Precision::fp32, Precision::bf16_mixed, Precision::fp16_mixed,
+                                                      Precision::bf16};
 inline constexpr std::array<Checkpointing, 4> kCheckpointings{Checkpointing::none, Checkpointing::selective,
                                                               Checkpointing::full, Checkpointing::selective_op};
 inline constexpr std::array<Attention, 2> kAttentions{Attention::flash, Attention::eager};
-inline constexpr std::array<TrialStatus, 8> kStatuses{
-    TrialStatus::pending, TrialStatus::running, TrialStatus::ok,      TrialStatus::oom,
-    TrialStatus::failed,  TrialStatus::timeout, TrialStatus::invalid, TrialStatus::pruned};
+inline constexpr std::array<TrialStatus, 8> kStatuses{TrialStatus::pending, TrialStatus::running, TrialStatus::ok,
+                                                      TrialStatus::oom,     TrialStatus::failed,  TrialStatus::timeout,
+                                                      TrialStatus::invalid, TrialStatus::pruned};
 inline constexpr std::array<BackendKind, 3> kBackendKinds{BackendKind::cpu, BackendKind::cuda, BackendKind::automatic};
 inline constexpr std::array<Method, 3> kMethods{Method::full, Method::lora, Method::qlora};
 inline constexpr std::array<LoraTargets, 3> kLoraTargets{LoraTargets::attention, LoraTargets::all_linear,
@@ -167,26 +167,26 @@ struct ModelSpec {
         return 2 * hidden + layer_bias_params() + (qk_norm ? 2 * head_dim() : 0);
     }
     std::uint64_t embedding_params() const { return vocab * hidden; }
-    std::uint64_t head_params() const { return tied_embeddings ? 0 : vocab * hidden; }  // tied: shared with the embedding
+    std::uint64_t head_params() const {
+        return tied_embeddings ? 0 : vocab * hidden;
+    }  // tied: shared with the embedding
     // embedding + layers + final norm + head, exactly.
-    std::uint64_t param_count() const {
-        return embedding_params() + layers * layer_params() + hidden + head_params();
-    }
+    std::uint64_t param_count() const { return embedding_params() + layers * layer_params() + hidden + head_params(); }
     bool operator==(const ModelSpec&) const = default;
 };
 
 // ------------------------------------------------------------- Hardware ----
 
 struct Hardware {
-    std::string device;                       // preset name, e.g. "h100-80gb", or "cpu"
-    BackendKind backend = BackendKind::cuda;  // cuda or cpu (JSON: "cuda", "cpu")
-    std::uint64_t memory_bytes = 0;           // per device
-    double peak_flops_half = 0;               // dense bf16/fp16 tensor FLOP/s
-    double peak_flops_fp32 = 0;               // dense fp32 FLOP/s
-    double hbm_bytes_per_s = 0;               // device memory bandwidth
-    double intra_node_bytes_per_s = 0;        // per-GPU link bandwidth inside a node (NVLink, PCIe)
-    double inter_node_bytes_per_s = 0;        // per-GPU bandwidth across nodes
-    std::uint64_t runtime_overhead_bytes = 0; // CUDA context + cuBLAS + NCCL, measured per device kind
+    std::string device;                        // preset name, e.g. "h100-80gb", or "cpu"
+    BackendKind backend = BackendKind::cuda;   // cuda or cpu (JSON: "cuda", "cpu")
+    std::uint64_t memory_bytes = 0;            // per device
+    double peak_flops_half = 0;                // dense bf16/fp16 tensor FLOP/s
+    double peak_flops_fp32 = 0;                // dense fp32 FLOP/s
+    double hbm_bytes_per_s = 0;                // device memory bandwidth
+    double intra_node_bytes_per_s = 0;         // per-GPU link bandwidth inside a node (NVLink, PCIe)
+    double inter_node_bytes_per_s = 0;         // per-GPU bandwidth across nodes
+    std::uint64_t runtime_overhead_bytes = 0;  // CUDA context + cuBLAS + NCCL, measured per device kind
     // Offload's paths: pinned copies between host and one GPU (PCIe, per direction), and the host
     // memory bandwidth the CPU optimizer's update streams through, shared by the node's ranks.
     double host_link_bytes_per_s = 0;
@@ -217,16 +217,16 @@ struct TrialConfig {
     std::uint32_t warmup = 2;  // steps excluded from throughput
     std::uint64_t seed = 1234;
     double lr = 1e-4;
-    double weight_decay = 0.0;  // decoupled; matrices only
-    double clip = 1.0;          // global grad-norm clip; 0 disables
-    double neftune_alpha = 0.0; // 0 disables NEFTune
+    double weight_decay = 0.0;   // decoupled; matrices only
+    double clip = 1.0;           // global grad-norm clip; 0 disables
+    double neftune_alpha = 0.0;  // 0 disables NEFTune
 
     // Unset means the optimizer's published default (see kernels/math/).
     std::optional<double> beta1;
     std::optional<double> beta2;
     std::optional<double> eps;
-    std::uint32_t adam8bit_block = 256;   // bitsandbytes' current block size
-    double loss_scale_init = 65536.0;     // fp16 dynamic loss scaling
+    std::uint32_t adam8bit_block = 256;  // bitsandbytes' current block size
+    double loss_scale_init = 65536.0;    // fp16 dynamic loss scaling
     std::uint32_t loss_scale_window = 1000;
 
     std::uint64_t memory_limit = 0;  // allocator limit in bytes per rank; 0 = the device's memory
@@ -283,30 +283,30 @@ struct Estimate {
 // What one trial produced. Printed by `tune trial` as its last stdout line.
 struct TrialResult {
     TrialStatus status = TrialStatus::pending;
-    std::string reason;                 // why, for every status but ok
+    std::string reason;  // why, for every status but ok
     TrialConfig config;
-    MemoryBreakdown memory;             // measured, at the peak (max over ranks)
+    MemoryBreakdown memory;  // measured, at the peak (max over ranks)
     std::vector<std::uint64_t> rank_peaks;
     MemoryBreakdown host_memory;                 // the host ledger (offload), the rank with the most; zero without
     std::vector<std::uint64_t> rank_host_peaks;  // empty without offload
     std::optional<Estimate> estimate;
-    std::vector<double> step_ms;        // every optimizer step, warmup included
-    std::vector<double> losses;         // mean loss over the step's micro-batches, before the update
-    double tokens_per_s = 0;            // warmup excluded
+    std::vector<double> step_ms;  // every optimizer step, warmup included
+    std::vector<double> losses;   // mean loss over the step's micro-batches, before the update
+    double tokens_per_s = 0;      // warmup excluded
     double mfu = 0;
-    std::uint64_t comm_bytes = 0;       // bytes moved by collectives per step, rank 0
+    std::uint64_t comm_bytes = 0;  // bytes moved by collectives per step, rank 0
     double comm_s = 0;
-    std::uint64_t oom_requested = 0;    // set when status is oom
+    std::uint64_t oom_requested = 0;  // set when status is oom
     std::uint64_t oom_live = 0;
     // What the machine saw (train/memory/real_memory.h): the process's resident
     // set on a CPU, the device's used bytes on a GPU. Largest over ranks, then per rank.
-    std::uint64_t real_peak = 0;        // 0: not measured; on the CPU, less the host ledger
-    std::uint64_t baseline = 0;         // before the model's first allocation
-    std::int64_t untracked = 0;         // real_peak - baseline - tagged peak
+    std::uint64_t real_peak = 0;  // 0: not measured; on the CPU, less the host ledger
+    std::uint64_t baseline = 0;   // before the model's first allocation
+    std::int64_t untracked = 0;   // real_peak - baseline - tagged peak
     std::vector<std::uint64_t> rank_real_peaks;
     std::vector<std::uint64_t> rank_baselines;
     std::vector<std::int64_t> rank_untracked;
-    StepStatistics step_stats;          // timing noise of the timed steps (rank 0)
+    StepStatistics step_stats;  // timing noise of the timed steps (rank 0)
     // Seconds of the speed reference run before each timed step: the median
     // over steps, the slowest rank's (it sets the pace); 0: not measured.
     double speed_reference_s = 0;

@@ -213,7 +213,8 @@ constexpr std::array<std::size_t, kDimensionCount> kGridOrder = make_grid_order(
 constexpr bool ranks_are_a_permutation() {
     std::array<bool, kDimensionCount> seen{};
     for (const Dimension& d : kTable) {
-        if (d.grid_rank < 0 || static_cast<std::size_t>(d.grid_rank) >= kDimensionCount || seen[d.grid_rank]) return false;
+        if (d.grid_rank < 0 || static_cast<std::size_t>(d.grid_rank) >= kDimensionCount || seen[d.grid_rank])
+            return false;
         seen[d.grid_rank] = true;
     }
     return true;

@@ -33,7 +33,7 @@ struct Dimension {
     std::string_view help{};    // one line for --help and the docs
     DimKind kind = DimKind::integer;
     std::span<const std::string_view> choices{};  // enumeration values in order; empty for integers
-    DimValue min = 0;                            // integer bounds, inclusive
+    DimValue min = 0;                             // integer bounds, inclusive
     DimValue max = 0;
     int grid_rank = 0;  // position in the expansion's nesting: 0 is outermost (most expensive to change)
     // Rows added after schema 3: configurations stored before the row existed ran
@@ -42,7 +42,7 @@ struct Dimension {
     // before flash attention ran eager, though flash is now the default).
     std::optional<DimValue> legacy{};
     bool curves_over_context = false;  // the report draws one throughput curve per value against context
-    DimValue (*fallback)(const ModelSpec&) = nullptr;   // the value an omitted [space] key takes
+    DimValue (*fallback)(const ModelSpec&) = nullptr;  // the value an omitted [space] key takes
     DimValue (*get)(const TrialConfig&) = nullptr;
     void (*set)(TrialConfig&, DimValue) = nullptr;
     // Whether the value means anything in `c` (a LoRA rank does not with method full).

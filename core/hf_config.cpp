@@ -23,9 +23,9 @@ constexpr std::uint64_t kMaxConfigJsonBytes = 1024 * 1024;
 constexpr std::uint64_t kMaxDimension = std::uint64_t{1} << 40;
 
 // Fields that change what is trained or its memory and that tune cannot count.
-constexpr std::array<const char*, 6> kUncountable{"num_local_experts", "num_experts", "moe_intermediate_size",
-                                                  "quantization_config", "cross_attention_hidden_size",
-                                                  "num_experts_per_tok"};
+constexpr std::array<const char*, 6> kUncountable{"num_local_experts",           "num_experts",
+                                                  "moe_intermediate_size",       "quantization_config",
+                                                  "cross_attention_hidden_size", "num_experts_per_tok"};
 
 class HfReader {
 public:
@@ -81,7 +81,8 @@ RopeScaling rope_scaling_of(const HfReader& r) {
     RopeScaling out;
     if (!r.has("rope_scaling")) return out;
     const nlohmann::json& rs = r.json()["rope_scaling"];
-    if (!rs.is_object()) r.fail("\"rope_scaling\" must be an object such as {\"rope_type\": \"llama3\", \"factor\": 8}");
+    if (!rs.is_object())
+        r.fail("\"rope_scaling\" must be an object such as {\"rope_type\": \"llama3\", \"factor\": 8}");
     out.type = "scaled";
     for (const char* key : {"rope_type", "type"})
         if (rs.contains(key) && rs[key].is_string()) out.type = rs[key].get<std::string>();
@@ -159,10 +160,11 @@ ModelSpec load_hf_config(const std::filesystem::path& path) {
     m.rope_scaling = rope_scaling_of(r);
     read_architecture(r, type, m);
     if ((m.head_dim_setting == 0 && m.hidden % m.heads != 0) || m.heads % m.kv_heads != 0 || m.head_dim() % 2 != 0)
-        r.fail(fmt::format("num_attention_heads ({}) must divide hidden_size ({}) into an even head dimension (or "
-                           "head_dim must be given and even), and num_key_value_heads ({}) must divide "
-                           "num_attention_heads",
-                           m.heads, m.hidden, m.kv_heads));
+        r.fail(
+            fmt::format("num_attention_heads ({}) must divide hidden_size ({}) into an even head dimension (or "
+                        "head_dim must be given and even), and num_key_value_heads ({}) must divide "
+                        "num_attention_heads",
+                        m.heads, m.hidden, m.kv_heads));
     return m;
 }
 

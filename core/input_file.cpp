@@ -42,10 +42,11 @@ int open_checked(const std::string& name, std::uint64_t max_bytes, std::string_v
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) throw refuse(fmt::format("cannot read: {}", std::strerror(errno)));
     if (S_ISDIR(st.st_mode)) throw refuse(fmt::format("is a directory, not a {}", what));
-    if (!S_ISREG(st.st_mode)) throw refuse(fmt::format("is not a regular file: a {} is never read from a device, FIFO or socket", what));
+    if (!S_ISREG(st.st_mode))
+        throw refuse(fmt::format("is not a regular file: a {} is never read from a device, FIFO or socket", what));
     if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
-        throw refuse(fmt::format("the {} is {}, more than the {} this tune reads", what, format_bytes(static_cast<std::uint64_t>(st.st_size)),
-                                 format_bytes(max_bytes)));
+        throw refuse(fmt::format("the {} is {}, more than the {} this tune reads", what,
+                                 format_bytes(static_cast<std::uint64_t>(st.st_size)), format_bytes(max_bytes)));
     size = static_cast<std::uint64_t>(st.st_size);
     return fd.release();
 }
@@ -88,7 +89,8 @@ std::string read_input_file(const std::filesystem::path& path, std::uint64_t max
     std::size_t used = 0;
     for (;;) {
         if (used == text.size()) {
-            if (used > max_bytes) throw refuse(fmt::format("the {} grew past the {} this tune reads", what, format_bytes(max_bytes)));
+            if (used > max_bytes)
+                throw refuse(fmt::format("the {} grew past the {} this tune reads", what, format_bytes(max_bytes)));
             text.resize(std::min<std::uint64_t>(max_bytes + 1, used * 2 + 4096));
         }
         const ssize_t n = ::read(fd.get(), text.data() + used, text.size() - used);
@@ -97,7 +99,8 @@ std::string read_input_file(const std::filesystem::path& path, std::uint64_t max
         if (n == 0) break;
         used += static_cast<std::size_t>(n);
     }
-    if (used > max_bytes) throw refuse(fmt::format("the {} grew past the {} this tune reads", what, format_bytes(max_bytes)));
+    if (used > max_bytes)
+        throw refuse(fmt::format("the {} grew past the {} this tune reads", what, format_bytes(max_bytes)));
     text.resize(used);
     return text;
 }

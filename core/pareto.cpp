@@ -19,9 +19,7 @@ std::vector<std::size_t> sweep_order(std::span<const ParetoPoint> points) {
     return order;
 }
 
-bool same(const ParetoPoint& a, const ParetoPoint& b) {
-    return a.memory == b.memory && a.throughput == b.throughput;
-}
+bool same(const ParetoPoint& a, const ParetoPoint& b) { return a.memory == b.memory && a.throughput == b.throughput; }
 
 }  // namespace
 
@@ -49,11 +47,13 @@ std::vector<std::uint32_t> pareto_ranks(std::span<const ParetoPoint> points) {
             continue;
         }
         // The first front none of whose points is at least as fast as i (all of them use no more memory).
-        const auto it = std::partition_point(best.begin(), best.end(),
-                                             [&](double b) { return b >= points[i].throughput; });
+        const auto it =
+            std::partition_point(best.begin(), best.end(), [&](double b) { return b >= points[i].throughput; });
         const auto k = static_cast<std::size_t>(it - best.begin());
-        if (k == best.size()) best.push_back(points[i].throughput);
-        else best[k] = points[i].throughput;
+        if (k == best.size())
+            best.push_back(points[i].throughput);
+        else
+            best[k] = points[i].throughput;
         rank[i] = static_cast<std::uint32_t>(k);
     }
     return rank;

@@ -20,8 +20,7 @@ struct ParetoPoint {
 
 // a dominates b: no worse in both, better in one. Equal points do not dominate each other.
 inline bool dominates(const ParetoPoint& a, const ParetoPoint& b) {
-    return a.memory <= b.memory && a.throughput >= b.throughput &&
-           (a.memory < b.memory || a.throughput > b.throughput);
+    return a.memory <= b.memory && a.throughput >= b.throughput && (a.memory < b.memory || a.throughput > b.throughput);
 }
 
 // Indices of the non-dominated points, by memory ascending (ties: input order).

@@ -10,9 +10,9 @@
 namespace tune {
 namespace {
 
-ModelSpec llama(std::string name, std::uint64_t vocab, std::uint64_t hidden, std::uint64_t layers,
-                std::uint64_t heads, std::uint64_t kv_heads, std::uint64_t ffn, std::uint64_t max_context,
-                double rms_eps, double rope_theta) {
+ModelSpec llama(std::string name, std::uint64_t vocab, std::uint64_t hidden, std::uint64_t layers, std::uint64_t heads,
+                std::uint64_t kv_heads, std::uint64_t ffn, std::uint64_t max_context, double rms_eps,
+                double rope_theta) {
     return ModelSpec{std::move(name), vocab, hidden, layers, heads, kv_heads, ffn, max_context, rms_eps, rope_theta};
 }
 
@@ -214,8 +214,8 @@ std::optional<Hardware> match_device(std::string_view cuda_name, std::uint64_t t
     for (const auto& p : devices()) {
         if (p.hardware.backend != BackendKind::cuda) continue;
         const std::string family = std::string(p.hardware.device.substr(0, 4));
-        const bool close_memory = total_memory > p.hardware.memory_bytes * 9 / 10 &&
-                                  total_memory < p.hardware.memory_bytes * 11 / 10;
+        const bool close_memory =
+            total_memory > p.hardware.memory_bytes * 9 / 10 && total_memory < p.hardware.memory_bytes * 11 / 10;
         if (name.find(family) != std::string::npos && close_memory) return p.hardware;
     }
     return std::nullopt;

@@ -16,9 +16,9 @@ struct ModelPreset {
 };
 
 struct DevicePreset {
-    Hardware hardware;        // one node's worth of this device, nodes = 1
+    Hardware hardware;  // one node's worth of this device, nodes = 1
     std::string_view source;
-    std::string_view match;   // substring of the CUDA device name, lower case ("h100"), for auto-detection
+    std::string_view match;  // substring of the CUDA device name, lower case ("h100"), for auto-detection
 };
 
 std::span<const ModelPreset> model_presets();

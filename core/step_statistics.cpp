@@ -34,8 +34,11 @@ StepStatistics step_statistics(const std::vector<double>& step_ms, std::size_t w
 }
 
 void to_json(nlohmann::json& j, const StepStatistics& s) {
-    j = nlohmann::json{{"count", s.count}, {"mean_ms", s.mean_ms}, {"median_ms", s.median_ms},
-                       {"stddev_ms", s.stddev_ms}, {"cv", s.cv}};
+    j = nlohmann::json{{"count", s.count},
+                       {"mean_ms", s.mean_ms},
+                       {"median_ms", s.median_ms},
+                       {"stddev_ms", s.stddev_ms},
+                       {"cv", s.cv}};
 }
 
 void from_json(const nlohmann::json& j, StepStatistics& s) {

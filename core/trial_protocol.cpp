@@ -39,10 +39,14 @@ TrialResult missing_result(const ChildEnd& end) {
 
 int trial_exit_code(TrialStatus s) {
     switch (s) {
-        case TrialStatus::ok: return kTrialExitOk;
-        case TrialStatus::oom: return kTrialExitOom;
-        case TrialStatus::invalid: return kTrialExitInvalid;
-        default: return kTrialExitFailed;
+        case TrialStatus::ok:
+            return kTrialExitOk;
+        case TrialStatus::oom:
+            return kTrialExitOom;
+        case TrialStatus::invalid:
+            return kTrialExitInvalid;
+        default:
+            return kTrialExitFailed;
     }
 }
 

@@ -52,10 +52,10 @@ std::optional<TrialResult> parse_result_line(const std::string& stdout_text);
 struct ChildEnd {
     bool timed_out = false;
     bool spawn_failed = false;
-    int exit_code = -1;       // when it exited
-    int term_signal = 0;      // when a signal ended it
+    int exit_code = -1;   // when it exited
+    int term_signal = 0;  // when a signal ended it
     double wall_s = 0;
-    std::string how;          // "exit 3", "killed by signal 9 (Killed)", ...
+    std::string how;  // "exit 3", "killed by signal 9 (Killed)", ...
     std::string stderr_tail;
 };
 

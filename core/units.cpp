@@ -41,11 +41,21 @@ std::optional<std::uint64_t> parse_bytes(std::string_view text) {
     auto parsed = split_number(text);
     if (!parsed) return std::nullopt;
     auto [value, unit] = *parsed;
-    struct Unit { std::string_view name; double scale; };
+    struct Unit {
+        std::string_view name;
+        double scale;
+    };
     static constexpr std::array<Unit, 10> units{{
         {"B", 1},
-        {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-        {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1024.0},
+        {"KiB", 1024.0},
+        {"MiB", 1048576.0},
+        {"GiB", 1073741824.0},
+        {"TiB", 1099511627776.0},
+        {"KB", 1e3},
+        {"MB", 1e6},
+        {"GB", 1e9},
+        {"TB", 1e12},
+        {"K", 1024.0},
     }};
     for (const auto& u : units) {
         // Case matters only for the i in KiB; "gb" and "GB" mean the same thing to users.

@@ -20,18 +20,25 @@ __extension__ typedef unsigned __int128 Wide;
 Invalidity shape(std::string reason) { return Invalidity{"model-shape", std::move(reason)}; }
 
 std::optional<Invalidity> model_bounds(const ModelSpec& m) {
-    const std::array<std::pair<std::uint64_t, const char*>, 7> dims{
-        {{m.vocab, "vocab"}, {m.hidden, "hidden"}, {m.layers, "layers"}, {m.heads, "heads"},
-         {m.kv_heads, "kv_heads"}, {m.ffn, "ffn"}, {m.max_context, "max_context"}}};
+    const std::array<std::pair<std::uint64_t, const char*>, 7> dims{{{m.vocab, "vocab"},
+                                                                     {m.hidden, "hidden"},
+                                                                     {m.layers, "layers"},
+                                                                     {m.heads, "heads"},
+                                                                     {m.kv_heads, "kv_heads"},
+                                                                     {m.ffn, "ffn"},
+                                                                     {m.max_context, "max_context"}}};
     for (auto [value, key] : dims)
         if (value == 0) return shape(fmt::format("{} is missing or zero: give a preset or every dimension", key));
     const std::array<std::tuple<std::uint64_t, std::uint64_t, const char*>, 5> limits{
-        {{m.vocab, kMaxVocab, "vocab"}, {m.hidden, kMaxHidden, "hidden"}, {m.layers, kMaxLayers, "layers"},
-         {m.ffn, kMaxFfn, "ffn"}, {m.max_context, kMaxContext, "max_context"}}};
+        {{m.vocab, kMaxVocab, "vocab"},
+         {m.hidden, kMaxHidden, "hidden"},
+         {m.layers, kMaxLayers, "layers"},
+         {m.ffn, kMaxFfn, "ffn"},
+         {m.max_context, kMaxContext, "max_context"}}};
     for (auto [value, limit, key] : limits)
         if (value > limit)
-            return Invalidity{"model-size", fmt::format("{} = {} is beyond any model tune can train (at most {})",
-                                                        key, value, limit)};
+            return Invalidity{"model-size", fmt::format("{} = {} is beyond any model tune can train (at most {})", key,
+                                                        value, limit)};
     return std::nullopt;
 }
 
@@ -39,8 +46,10 @@ std::optional<Invalidity> counts_problem(const TrialConfig& c) {
     if (c.steps == 0 || c.micro_batch == 0 || c.context == 0 || c.grad_accum == 0 || c.world_size == 0)
         return Invalidity{"counts", "steps, micro_batch, context, grad_accum and world_size must be positive"};
     const std::array<std::tuple<std::uint32_t, std::uint32_t, const char*>, 4> limits{
-        {{c.micro_batch, kMaxMicroBatch, "micro_batch"}, {c.grad_accum, kMaxGradAccum, "grad_accum"},
-         {c.world_size, kMaxWorldSize, "world_size"}, {c.steps, kMaxSteps, "steps"}}};
+        {{c.micro_batch, kMaxMicroBatch, "micro_batch"},
+         {c.grad_accum, kMaxGradAccum, "grad_accum"},
+         {c.world_size, kMaxWorldSize, "world_size"},
+         {c.steps, kMaxSteps, "steps"}}};
     for (auto [value, limit, key] : limits)
         if (value > limit) return Invalidity{"counts", fmt::format("{} = {} is more than {}", key, value, limit)};
     return std::nullopt;
@@ -72,8 +81,9 @@ std::optional<Invalidity> hyper_problem(const TrialConfig& c) {
     auto outside = [](double v, double lo, double hi) { return !(v >= lo && v <= hi); };  // NaN is outside
     if (outside(c.lr, 0, 10) || outside(c.weight_decay, 0, 10) || outside(c.clip, 0, 1e6) ||
         outside(c.neftune_alpha, 0, 1000))
-        return Invalidity{"hyperparameters", "lr and weight_decay must be in 0..10, clip in 0..1e6 and "
-                                             "neftune_alpha in 0..1000"};
+        return Invalidity{"hyperparameters",
+                          "lr and weight_decay must be in 0..10, clip in 0..1e6 and "
+                          "neftune_alpha in 0..1000"};
     if ((c.beta1 && outside(*c.beta1, 0, 0.999999)) || (c.beta2 && outside(*c.beta2, 0, 0.999999)) ||
         (c.eps && outside(*c.eps, 1e-30, 1)))
         return Invalidity{"hyperparameters", "beta1 and beta2 must be in 0..0.999999 and eps in 1e-30..1"};
@@ -100,9 +110,10 @@ std::optional<Invalidity> lora_problem(const TrialConfig& c) {
     if (c.lora_alpha && !(*c.lora_alpha > 0 && *c.lora_alpha <= 1e6))
         return Invalidity{"hyperparameters", "lora_alpha must be in (0, 1e6]; leave it out for 2 x lora_rank"};
     if (c.method == Method::qlora && c.precision == Precision::fp32)
-        return Invalidity{"qlora-precision", "qlora stores the base as 4-bit NF4 and computes in 16 bits: fp32 "
-                                             "storage cannot be had for its base; use bf16-mixed, fp16-mixed or "
-                                             "bf16, or method lora for an fp32 base"};
+        return Invalidity{"qlora-precision",
+                          "qlora stores the base as 4-bit NF4 and computes in 16 bits: fp32 "
+                          "storage cannot be had for its base; use bf16-mixed, fp16-mixed or "
+                          "bf16, or method lora for an fp32 base"};
     return std::nullopt;
 }
 
@@ -167,8 +178,7 @@ std::optional<Invalidity> model_problem(const ModelSpec& m) {
         return shape(fmt::format("hidden ({}) must be divisible by heads ({})", m.hidden, m.heads));
     if (m.heads % m.kv_heads != 0)
         return shape(fmt::format("heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
-    if (m.head_dim() % 2 != 0)
-        return shape(fmt::format("head dimension {} must be even for RoPE", m.head_dim()));
+    if (m.head_dim() % 2 != 0) return shape(fmt::format("head dimension {} must be even for RoPE", m.head_dim()));
     // The bounds a sweep file's [model] and a config.json are read with (sweep/spec, core/hf_config).
     if (!(m.rms_norm_eps > 0 && m.rms_norm_eps <= 1))
         return Invalidity{"model-constants", fmt::format("rms_norm_eps {} must be in (0, 1]", m.rms_norm_eps)};
@@ -189,11 +199,12 @@ std::optional<Invalidity> invalid_reason(const TrialConfig& c) {
     if (c.zero_stage > kMaxZeroStage)
         return Invalidity{"zero-stage", fmt::format("ZeRO stage {} does not exist (0-3)", c.zero_stage)};
     if (c.optimizer == Optimizer::lomo && c.grad_accum > 1)
-        return Invalidity{"lomo-accumulation",
-                          "lomo applies each gradient as backward produces it, so it cannot accumulate (grad_accum > 1)"};
+        return Invalidity{
+            "lomo-accumulation",
+            "lomo applies each gradient as backward produces it, so it cannot accumulate (grad_accum > 1)"};
     if (c.context > c.model.max_context)
-        return Invalidity{"context", fmt::format("context {} exceeds the model's max_context {}", c.context,
-                                                 c.model.max_context)};
+        return Invalidity{"context",
+                          fmt::format("context {} exceeds the model's max_context {}", c.context, c.model.max_context)};
     if (auto bad = size_problem(c)) return bad;
     if (auto bad = lora_problem(c)) return bad;
     if (auto bad = offload_problem(c)) return bad;
@@ -218,9 +229,10 @@ std::optional<Invalidity> warmup_problem(const TrialConfig& c) {
 std::optional<std::string> threads_problem(int threads, unsigned cores) {
     const long long limit = static_cast<long long>(std::max(cores, 1u)) * kThreadsPerCoreLimit;
     if (threads < 0 || threads > limit)
-        return fmt::format("--threads {} must be between 1 and {} ({} per core of this machine's {}); 0 or "
-                           "leaving it out means OpenMP's default",
-                           threads, limit, kThreadsPerCoreLimit, cores);
+        return fmt::format(
+            "--threads {} must be between 1 and {} ({} per core of this machine's {}); 0 or "
+            "leaving it out means OpenMP's default",
+            threads, limit, kThreadsPerCoreLimit, cores);
     return std::nullopt;
 }
 

@@ -189,8 +189,7 @@ EstimateOptions Calibration::options() const {
     EstimateOptions o = base_;
     o.compute_efficiency = std::clamp(base_.compute_efficiency * efficiency_factor(), 1e-4, 1.0);
     const auto apply = [&](auto& learned, const auto& from, Dim d) {
-        for (std::size_t v = 0; v < learned.size(); ++v)
-            learned[v] = std::clamp(from[v] * factor(d, v), 1e-2, 1e2);
+        for (std::size_t v = 0; v < learned.size(); ++v) learned[v] = std::clamp(from[v] * factor(d, v), 1e-2, 1e2);
     };
     apply(o.precision_efficiency, base_.precision_efficiency, kPrecisionDim);
     apply(o.optimizer_efficiency, base_.optimizer_efficiency, kOptimizerDim);

@@ -58,7 +58,9 @@ public:
     // mode or a ZeRO stage ran than the overall factor says; 1 until one has been measured.
     double precision_factor(Precision p) const { return factor(kPrecisionDim, static_cast<std::size_t>(p)); }
     double optimizer_factor(Optimizer o) const { return factor(kOptimizerDim, static_cast<std::size_t>(o)); }
-    double checkpointing_factor(Checkpointing c) const { return factor(kCheckpointingDim, static_cast<std::size_t>(c)); }
+    double checkpointing_factor(Checkpointing c) const {
+        return factor(kCheckpointingDim, static_cast<std::size_t>(c));
+    }
     double zero_factor(std::uint32_t stage) const { return factor(kZeroDim, stage); }
     double offload_factor(Offload o) const { return factor(kOffloadDim, static_cast<std::size_t>(o)); }
     // The step's time as a power of the speed reference's (Estimate::pace_exponent):
@@ -115,9 +117,7 @@ private:
     static Fit fit(const std::vector<Ratio>& ratios, const Fit& start, double pace_prior);
     static void fit_effects(const std::vector<Ratio>& ratios, Fit& f);
     static Exponents fit_exponents(const std::vector<Ratio>& ratios, const Fit& f, double pace_prior);
-    double factor(Dim d, std::size_t level) const {
-        return level < kLevels[d] ? std::exp(fit_.effect[d][level]) : 1.0;
-    }
+    double factor(Dim d, std::size_t level) const { return level < kLevels[d] ? std::exp(fit_.effect[d][level]) : 1.0; }
 
     EstimateOptions base_;
     double base_tolerance_;

@@ -71,9 +71,8 @@ std::vector<CollectiveRate> parse_collective_plan(const std::string& json) {
 std::string collective_result_line(const std::vector<probe::CollectiveResult>& results) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : results)
-        j.push_back({{"key", probe::probe_key(r.rate)},
-                     {"bus_bytes_per_s", r.rate.bus_bytes_per_s},
-                     {"seconds", r.seconds}});
+        j.push_back(
+            {{"key", probe::probe_key(r.rate)}, {"bus_bytes_per_s", r.rate.bus_bytes_per_s}, {"seconds", r.seconds}});
     return j.dump();
 }
 

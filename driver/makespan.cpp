@@ -70,7 +70,10 @@ MakespanPrediction plan_makespan(SweepSpec spec, std::size_t visible_gpus, std::
 }
 
 nlohmann::json to_json(const MakespanPrediction& p) {
-    return {{"predicted_s", p.makespan_s}, {"serial_s", p.serial_s}, {"slots", p.slots}, {"nodes", p.nodes},
+    return {{"predicted_s", p.makespan_s},
+            {"serial_s", p.serial_s},
+            {"slots", p.slots},
+            {"nodes", p.nodes},
             {"trials", p.trials}};
 }
 

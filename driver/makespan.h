@@ -16,15 +16,15 @@
 
 #include "driver/slots.h"
 #include "driver/trial_cost.h"
-#include "sweep/spec.h"
 #include "store/records.h"
 #include "store/store.h"
+#include "sweep/spec.h"
 
 namespace tune {
 
 struct MakespanPrediction {
-    double makespan_s = 0;   // first start to last end
-    double serial_s = 0;     // the same trials one at a time
+    double makespan_s = 0;  // first start to last end
+    double serial_s = 0;    // the same trials one at a time
     std::uint32_t slots = 1;
     std::uint32_t nodes = 1;
     std::uint64_t trials = 0;

@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "estimate/estimate_options.h"
+#include "store/records.h"
 #include "sweep/space.h"
 #include "sweep/spec.h"
-#include "store/records.h"
 
 namespace tune {
 
 struct PlanSettings {
-    EstimateOptions estimate;      // calibrated options
-    double prune_tolerance = 0.02; // relative memory error the estimator may have
+    EstimateOptions estimate;       // calibrated options
+    double prune_tolerance = 0.02;  // relative memory error the estimator may have
     SearchStrategy strategy = SearchStrategy::pareto_first;
 };
 

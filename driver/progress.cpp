@@ -11,14 +11,15 @@
 namespace tune {
 
 SweepProgress::SweepProgress(bool progress_line, bool json_events, std::FILE* line_out, std::FILE* event_out)
-    : line_(progress_line && ::isatty(::fileno(line_out))), plain_(progress_line && !line_ && !json_events),
-      json_(json_events), line_out_(line_out),
+    : line_(progress_line && ::isatty(::fileno(line_out))),
+      plain_(progress_line && !line_ && !json_events),
+      json_(json_events),
+      line_out_(line_out),
       event_out_(event_out) {}
 
 void SweepProgress::emit(nlohmann::json event) {
     if (!json_) return;
-    event["elapsed_s"] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    event["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     fmt::print(event_out_, "{}\n", event.dump());
     std::fflush(event_out_);
 }
@@ -77,9 +78,8 @@ void SweepProgress::trial_finished(std::int64_t id, const TrialResult& r, double
     if (plain_) {
         // A log line stands alone: which trial, how it ended, where the sweep is.
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-        fmt::print(line_out_, "{} | trial {} {} {} in {} | elapsed {} | ETA {}\n", counts_text(), id,
-                   summary(r.config), to_string(r.status), format_duration(wall_s), format_duration(elapsed),
-                   eta_text());
+        fmt::print(line_out_, "{} | trial {} {} {} in {} | elapsed {} | ETA {}\n", counts_text(), id, summary(r.config),
+                   to_string(r.status), format_duration(wall_s), format_duration(elapsed), eta_text());
         std::fflush(line_out_);
     }
     emit({{"event", "trial_finished"},
@@ -94,8 +94,10 @@ void SweepProgress::trial_finished(std::int64_t id, const TrialResult& r, double
 }
 
 void SweepProgress::note(const std::string& message) {
-    if (line_) fmt::print(line_out_, "\r\033[K{}\n", message);
-    else if (!json_) fmt::print(line_out_, "{}\n", message);
+    if (line_)
+        fmt::print(line_out_, "\r\033[K{}\n", message);
+    else if (!json_)
+        fmt::print(line_out_, "{}\n", message);
     emit({{"event", "note"}, {"message", message}});
 }
 

@@ -27,7 +27,8 @@ std::uint32_t fitting(std::uint32_t per_node_capacity, std::uint32_t per_trial, 
     return nodes / spec.nodes;
 }
 
-void layout_gpus(const SweepSpec& spec, const Allocation& a, std::uint32_t nodes, std::uint32_t count, SlotLayout& out) {
+void layout_gpus(const SweepSpec& spec, const Allocation& a, std::uint32_t nodes, std::uint32_t count,
+                 SlotLayout& out) {
     const std::uint32_t per_node = spec.resources.gpus_per_node.value_or(static_cast<std::uint32_t>(a.gpus.size()));
     out.threads_per_rank = 1;
     const std::vector<std::string> gpus = first_gpus(a.gpus, per_node);
@@ -39,11 +40,12 @@ void layout_gpus(const SweepSpec& spec, const Allocation& a, std::uint32_t nodes
                           gpus.begin() + std::min<std::size_t>(gpus.size(), (i + 1) * spec.gpus));
         out.slots.push_back(std::move(r));
     }
-    out.description = fmt::format("{} at a time: {} GPU(s) per node on {} node(s), {} per trial", count, per_node,
-                                  nodes, spec.gpus);
+    out.description =
+        fmt::format("{} at a time: {} GPU(s) per node on {} node(s), {} per trial", count, per_node, nodes, spec.gpus);
 }
 
-void layout_cpus(const SweepSpec& spec, const Allocation& a, std::uint32_t nodes, std::uint32_t count, SlotLayout& out) {
+void layout_cpus(const SweepSpec& spec, const Allocation& a, std::uint32_t nodes, std::uint32_t count,
+                 SlotLayout& out) {
     const std::uint32_t cores = spec.resources.cpus.value_or(static_cast<std::uint32_t>(a.cpus.size()));
     const std::vector<int> list = first_cores(a.cpus, cores);
     // Per node: the trials placed on one node share its cores.
@@ -59,8 +61,8 @@ void layout_cpus(const SweepSpec& spec, const Allocation& a, std::uint32_t nodes
         }
         out.slots.push_back(std::move(r));
     }
-    out.description = fmt::format("{} at a time: {} core(s) per node on {} node(s), {} per trial", count, cores, nodes,
-                                  per_trial);
+    out.description =
+        fmt::format("{} at a time: {} core(s) per node on {} node(s), {} per trial", count, cores, nodes, per_trial);
 }
 
 }  // namespace
@@ -81,8 +83,10 @@ SlotLayout slot_layout(const SweepSpec& spec, const Allocation& a) {
         count = std::max(1u, fitting(capacity, spec.gpus, nodes, spec));
         if (spec.resources.max_concurrent) count = std::min(count, *spec.resources.max_concurrent);
     }
-    if (gpu) layout_gpus(spec, a, nodes, count, out);
-    else layout_cpus(spec, a, nodes, count, out);
+    if (gpu)
+        layout_gpus(spec, a, nodes, count, out);
+    else
+        layout_cpus(spec, a, nodes, count, out);
     return out;
 }
 

@@ -2,20 +2,20 @@
 
 #include <fmt/format.h>
 
-#include "launch/launch.h"
-#include "launch/allocation.h"
+#include "core/config_error.h"
+#include "core/units.h"
 #include "driver/collective_probes.h"
 #include "driver/lease.h"
 #include "driver/makespan.h"
 #include "driver/plan.h"
 #include "driver/slots.h"
 #include "driver/sweep_loop.h"
-#include "probe/sweep_probes.h"
 #include "estimate/estimate.h"
-#include "sweep/space.h"
-#include "core/config_error.h"
-#include "core/units.h"
+#include "launch/allocation.h"
+#include "launch/launch.h"
+#include "probe/sweep_probes.h"
 #include "store/store.h"
+#include "sweep/space.h"
 
 namespace tune {
 namespace {
@@ -92,19 +92,19 @@ SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOp
     if (options.probe && !report.estimate_only) {
         const std::uint32_t threads = cpu_threads_per_rank(spec);
         const probe::ProbeSettings probe_settings;
-        spec.probed = probe::probes_for_sweep(spec, threads, &store,
-                                              {env.host, probe::probe_software(env.software), ""}, false,
-                                              probe_settings,
-                                              collective_prober(spec, {self_executable(), "probe-collectives"},
-                                                                probe_settings.min_seconds, threads))
-                          .rates;
+        spec.probed =
+            probe::probes_for_sweep(
+                spec, threads, &store, {env.host, probe::probe_software(env.software), ""}, false, probe_settings,
+                collective_prober(spec, {self_executable(), "probe-collectives"}, probe_settings.min_seconds, threads))
+                .rates;
     }
     PlanSettings settings{base_estimate_options(spec), options.prune_tolerance, strategy};
     const std::vector<NewTrial> plan = plan_trials(spec, expand_space(spec), settings);
     store.add_trials(opened.id, plan);
 
     const SlotLayout layout = slot_layout(spec, detect_allocation(env.visible_gpus));
-    if (opened.created && !report.estimate_only) record_makespan_prediction(store, opened.id, spec.name, plan, spec, layout);
+    if (opened.created && !report.estimate_only)
+        record_makespan_prediction(store, opened.id, spec.name, plan, spec, layout);
     if (!report.estimate_only) run_trials(spec, options, layout, store, opened.id, report);
     report.counts = counts_of(store, opened.id);
     return report;

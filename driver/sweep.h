@@ -12,17 +12,17 @@
 #include <string>
 #include <vector>
 
-#include "sweep/spec.h"
 #include "store/records.h"
+#include "sweep/spec.h"
 
 namespace tune {
 
 // What the caller found out about this machine (the driver includes no kernels code).
 struct SweepEnvironment {
     std::size_t visible_gpus = 0;
-    std::string why_no_gpu;        // when visible_gpus is 0
+    std::string why_no_gpu;  // when visible_gpus is 0
     std::string host;
-    std::string device_name;       // as the driver reports it, or the preset name
+    std::string device_name;  // as the driver reports it, or the preset name
     SoftwareVersions software;
 };
 
@@ -48,15 +48,15 @@ struct SweepReport {
     bool interrupted = false;
     bool budget_reached = false;
     bool max_trials_reached = false;
-    RequeueCounts requeued;            // trials a dead driver had left running
-    StatusCounts counts{};             // the whole sweep, at the end
+    RequeueCounts requeued;  // trials a dead driver had left running
+    StatusCounts counts{};   // the whole sweep, at the end
     // What calibration learned from this invocation's ok trials (driver/calibration.h).
     std::size_t calibrated_trials = 0;
-    double efficiency_factor = 1.0;    // measured / predicted speed (Calibration::efficiency_factor)
-    double pace_exponent = 1.0;        // Calibration::pace_exponent
-    double pace_prior = 1.0;           // the backend's (prior_pace_exponent), what it starts from
-    double size_exponent = 0.0;        // Calibration::size_exponent, 0 the prior
-    std::vector<double> memory_errors; // per measured trial: (measured - estimated) / estimated peak
+    double efficiency_factor = 1.0;     // measured / predicted speed (Calibration::efficiency_factor)
+    double pace_exponent = 1.0;         // Calibration::pace_exponent
+    double pace_prior = 1.0;            // the backend's (prior_pace_exponent), what it starts from
+    double size_exponent = 0.0;         // Calibration::size_exponent, 0 the prior
+    std::vector<double> memory_errors;  // per measured trial: (measured - estimated) / estimated peak
 };
 
 SweepReport run_sweep(SweepSpec spec, const SweepEnvironment& env, const SweepOptions& options);

@@ -14,8 +14,8 @@
 #include "driver/trial_child.h"
 #include "driver/trial_cost.h"
 #include "driver/trial_runner.h"
-#include "launch/process.h"
 #include "estimate/estimate.h"
+#include "launch/process.h"
 
 namespace tune {
 namespace {
@@ -74,8 +74,10 @@ private:
             watch_interrupts();
             while (!exhausted && runner_.free_slot() && !stop_before_next()) {
                 auto claimed = store_.claim_next_pending(sweep_, ClaimOrder::priority);
-                if (!claimed) exhausted = true;
-                else launch(*runner_.free_slot(), std::move(*claimed));
+                if (!claimed)
+                    exhausted = true;
+                else
+                    launch(*runner_.free_slot(), std::move(*claimed));
             }
             if (runner_.in_flight() == 0) break;
             if (auto done = runner_.wait_next(0.2)) record(*done);
@@ -119,7 +121,8 @@ private:
     // Slurm cancels a job's steps (requeue, time limit, scancel) a moment before its SIGTERM reaches
     // this process: a step that failed may be such a cancellation, so the signal gets time to arrive.
     void await_stop_signal() {
-        for (int i = 0; i < 20 && interrupts_.poll() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        for (int i = 0; i < 20 && interrupts_.poll() == 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
 
     bool stop_before_next() {
@@ -160,8 +163,8 @@ private:
         if (result.status == TrialStatus::failed && layout_.launcher == Launcher::srun) await_stop_signal();
         // Stopped by us, or failed after SIGINT/SIGTERM reached the sweep (Slurm cancelling the job's
         // steps at a requeue or the time limit): not a result of the configuration, so it runs again.
-        const bool cut_short = done.outcome.interrupted ||
-                               (interrupts_.count() > 0 && result.status == TrialStatus::failed);
+        const bool cut_short =
+            done.outcome.interrupted || (interrupts_.count() > 0 && result.status == TrialStatus::failed);
         if (cut_short) {
             store_.release(done.claimed.id, "interrupted; it runs again when the sweep resumes");
             unrecorded_.erase(done.claimed.id);

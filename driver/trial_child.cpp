@@ -39,7 +39,7 @@ StepCommand trial_step(const TrialConfig& config, const SweepSpec& spec, const s
 }
 
 ChildEnd child_end(const ProcessOutcome& outcome) {
-    return ChildEnd{outcome.timed_out, outcome.spawn_failed, outcome.exit_code, outcome.term_signal,
+    return ChildEnd{outcome.timed_out, outcome.spawn_failed, outcome.exit_code,  outcome.term_signal,
                     outcome.wall_s,    outcome.describe(),   outcome.stderr_tail};
 }
 

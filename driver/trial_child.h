@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
+#include "core/trial_protocol.h"
 #include "driver/slots.h"
 #include "launch/job_step.h"
 #include "launch/process.h"
-#include "core/config.h"
-#include "core/trial_protocol.h"
 #include "sweep/spec.h"
 
 namespace tune {

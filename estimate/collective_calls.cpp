@@ -4,8 +4,8 @@
 
 #include "core/tensor_parallel.h"
 #include "core/zero_plan.h"
-#include "kernels/math/nf4.h"
 #include "estimate/flat_layout.h"
+#include "kernels/math/nf4.h"
 
 namespace tune {
 

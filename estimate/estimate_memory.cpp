@@ -7,9 +7,9 @@
 #include "core/offload_plan.h"
 #include "core/peft_modules.h"
 #include "core/tensor_parallel.h"
-#include "kernels/workspace_bytes.h"
 #include "estimate/flat_layout.h"
 #include "estimate/model_states.h"
+#include "kernels/workspace_bytes.h"
 
 namespace tune {
 namespace {
@@ -24,9 +24,12 @@ bool cpu_backend(const Hardware& hw) { return hw.backend == BackendKind::cpu; }
 // Activation bytes a layer keeps after its forward under each Checkpointing mode.
 std::uint64_t kept_bytes(const ActivationSizes& a, Checkpointing mode, bool fused) {
     switch (mode) {
-        case Checkpointing::none: return a.kept_none;
-        case Checkpointing::selective: return fused ? a.kept_none : a.kept_none - a.probs;
-        case Checkpointing::full: return a.hidden;
+        case Checkpointing::none:
+            return a.kept_none;
+        case Checkpointing::selective:
+            return fused ? a.kept_none : a.kept_none - a.probs;
+        case Checkpointing::full:
+            return a.hidden;
         case Checkpointing::selective_op:
             return a.kept_none - a.op_dropped;
     }
@@ -40,8 +43,10 @@ std::uint64_t lm_head_bytes(std::uint64_t rows, std::uint64_t v, std::uint64_t h
     const std::uint64_t cells = rows * v;
     std::uint64_t bytes = aligned(4 * cells);
     if (ab != 4) bytes += aligned(ab * cells);
-    if (!cpu) bytes += aligned(kernels::workspace::kCudaGemmBytes);
-    else if (ab != 4) bytes += 4 * (cells + v * h + rows * h);
+    if (!cpu)
+        bytes += aligned(kernels::workspace::kCudaGemmBytes);
+    else if (ab != 4)
+        bytes += 4 * (cells + v * h + rows * h);
     return bytes;
 }
 
@@ -112,7 +117,7 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
     const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;
     const PhaseBytes phase{base, c};
     const std::uint64_t gathered_base = c.method == Method::qlora ? nf4_gathered_layer_bytes(layout, settings)
-                                                                   : comm_bytes(layout.layer.numel, settings, true);
+                                                                  : comm_bytes(layout.layer.numel, settings, true);
     const std::uint64_t gathered_layer = gathered_base + comm_bytes(adapters.numel, settings, true);
     const std::uint64_t bucket =
         comm_bytes(adapters.numel, settings, lomo) - comm_bytes(adapters.numel, settings, true);
@@ -283,7 +288,7 @@ StepMemory step_memory(const ModelSpec& model, const TrialConfig& c, const Hardw
     const ActivationSizes a = activation_sizes(model, c, hw, o);
     const bool lomo = c.optimizer == Optimizer::lomo;
     const std::uint64_t below = m.layers > 0 ? m.layers - 1 : 0;  // kept layers under the last one
-    const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;     // the last layer, whole
+    const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;    // the last layer, whole
 
     ComponentBytes base{};
     base[Component::params] = states.params;

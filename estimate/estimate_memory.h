@@ -31,11 +31,11 @@ struct ActivationSizes {
     std::uint64_t gathered = 0;  // sequence parallelism: a tensor-parallel region's input gathered whole (T, h); else 0
     std::uint64_t rstd = 0;      // one (T) fp32 RMSNorm statistic
     std::uint64_t probs = 0;     // attention probabilities (b, a, s, s), or the fused kernel's lse
-    std::uint64_t kept_none = 0; // K_none: everything one layer keeps with no recompute
+    std::uint64_t kept_none = 0;   // K_none: everything one layer keeps with no recompute
     std::uint64_t op_dropped = 0;  // what selective-op frees of K_none (and recomputes)
-    std::uint64_t kept = 0;      // K_mode: what one layer keeps under the configured Checkpointing mode
-    std::uint64_t scratch = 0;   // Tmp: the activation-gradient scratch of one layer's backward
-    std::uint64_t logits = 0;    // the LM-head workspace (fp32 logits chunk, 16-bit dlogits, GEMM staging)
+    std::uint64_t kept = 0;        // K_mode: what one layer keeps under the configured Checkpointing mode
+    std::uint64_t scratch = 0;     // Tmp: the activation-gradient scratch of one layer's backward
+    std::uint64_t logits = 0;      // the LM-head workspace (fp32 logits chunk, 16-bit dlogits, GEMM staging)
     std::uint64_t chunk_rows = 0;
 };
 

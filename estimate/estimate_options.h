@@ -48,7 +48,7 @@ struct EstimateOptions {
     // activations (the real-memory file in docs/results/). Calibration learns it with
     // overhead_bytes; 0 until then.
     double overhead_per_activation_byte = 0.0;
-    std::uint32_t cpu_threads = 1;                      // OpenMP threads per rank: sizes attention scratch
+    std::uint32_t cpu_threads = 1;  // OpenMP threads per rank: sizes attention scratch
 
     // Achieved fraction of the peak FLOP/s over a whole step's GEMMs.
     double compute_efficiency = 0.5;

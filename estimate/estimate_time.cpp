@@ -76,11 +76,16 @@ double optimizer_traffic_per_element(const TrialConfig& c) {
     const double wb = weight_bytes(c.precision), sb = state_bytes(c.precision);
     const double weights = has_master_weights(c.precision) ? 8 + wb : 2 * wb;
     switch (c.optimizer) {
-        case Optimizer::adamw: return wb + weights + 4 * sb;
-        case Optimizer::lion: return wb + weights + 2 * sb;
-        case Optimizer::adam8bit: return wb + weights + 4;
-        case Optimizer::adafactor: return 3 * wb + weights;  // statistics, RMS and apply passes
-        case Optimizer::lomo: return wb + weights;
+        case Optimizer::adamw:
+            return wb + weights + 4 * sb;
+        case Optimizer::lion:
+            return wb + weights + 2 * sb;
+        case Optimizer::adam8bit:
+            return wb + weights + 4;
+        case Optimizer::adafactor:
+            return 3 * wb + weights;  // statistics, RMS and apply passes
+        case Optimizer::lomo:
+            return wb + weights;
     }
     return wb + weights;
 }
@@ -93,7 +98,8 @@ double owned_elements(const ModelSpec& m, const TrialConfig& c) {
         return sharded ? shard_numel(numel, n, layout.align) : full_numel(numel, n, layout.align);
     };
     if (c.adapters())
-        return static_cast<double>(m.layers * part(adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block).numel));
+        return static_cast<double>(m.layers *
+                                   part(adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block).numel));
     return static_cast<double>(m.layers * part(layout.layer.numel) + part(layout.outer.numel));
 }
 
@@ -385,7 +391,8 @@ double offload_shard_bytes(const ModelSpec& m, const TrialConfig& c) {
 double collective_message_bytes(const ModelSpec& model, const TrialConfig& c) {
     const ModelSpec m = tensor_parallel_plan(c).local(model);
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
-    const BufferKind buffer = c.adapters() ? adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block) : layout.layer;
+    const BufferKind buffer =
+        c.adapters() ? adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block) : layout.layer;
     const std::uint64_t n = data_parallel_size(c);
     return static_cast<double>(full_numel(buffer.numel, n, layout.align)) * weight_bytes(c.precision);
 }
@@ -424,9 +431,10 @@ StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware&
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
     t.comm_s = safe_div(comm_bytes_per_step(calls, c), link_bandwidth(hw, c.world_size) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
-    t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank, hw.hbm_bytes_per_s);
-    t.dequantize_s = safe_div(dequantized_layers_per_micro_batch(m, c) * dequantize_bytes_per_layer(m, c) * c.grad_accum,
-                              hw.hbm_bytes_per_s);
+    t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank,
+                             hw.hbm_bytes_per_s);
+    t.dequantize_s = safe_div(
+        dequantized_layers_per_micro_batch(m, c) * dequantize_bytes_per_layer(m, c) * c.grad_accum, hw.hbm_bytes_per_s);
     if (o.probed) apply_probed_rates(m, c, hw, calls, o, t);
     t.comm_s = exposed_comm_seconds(t.comm_s, c, t, o.comm_overlap[c.zero_stage]);
     apply_offload(model, m, c, hw, o, t);

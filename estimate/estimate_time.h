@@ -15,16 +15,16 @@ struct StepTime {
     double flops_per_token = 0;        // plus recomputation (and LOMO's norm pass)
     double comm_bytes = 0;             // sent per rank per step (to its replicas and its tensor-parallel peers)
     double compute_s = 0;
-    double comm_s = 0;                 // exposed (not overlapped)
+    double comm_s = 0;  // exposed (not overlapped)
     double optimizer_s = 0;
-    double attention_s = 0;            // materialized attention's (B, H, S, S) traffic through HBM
-    double dequantize_s = 0;           // qlora: each GEMM's NF4 weight dequantized (probed, else through HBM)
-    double elementwise_s = 0;          // with probes: norms, RoPE, SwiGLU, embedding, cross-entropy
-    double bucket_s = 0;               // of elementwise_s: ZeRO-2/3's gradient buckets (probed)
-    double offload_s = 0;              // offload on a GPU: exposed host copies and the CPU's update
-    double tensor_comm_s = 0;          // the tensor-parallel group's collectives, on the critical path
+    double attention_s = 0;    // materialized attention's (B, H, S, S) traffic through HBM
+    double dequantize_s = 0;   // qlora: each GEMM's NF4 weight dequantized (probed, else through HBM)
+    double elementwise_s = 0;  // with probes: norms, RoPE, SwiGLU, embedding, cross-entropy
+    double bucket_s = 0;       // of elementwise_s: ZeRO-2/3's gradient buckets (probed)
+    double offload_s = 0;      // offload on a GPU: exposed host copies and the CPU's update
+    double tensor_comm_s = 0;  // the tensor-parallel group's collectives, on the critical path
     double step_s = 0;
-    double tokens_per_s = 0;           // all ranks together
+    double tokens_per_s = 0;  // all ranks together
     double mfu = 0;
 };
 

@@ -35,15 +35,15 @@ FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
     const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, v = m.vocab;
 
     BufferBuilder layer{align};
-    layer.vector(h);        // attn_norm
-    layer.matrix(q, h);     // q
-    layer.matrix(kv, h);    // k
-    layer.matrix(kv, h);    // v
-    layer.matrix(h, q);     // o
-    layer.vector(h);        // mlp_norm
-    layer.matrix(f, h);     // gate
-    layer.matrix(f, h);     // up
-    layer.matrix(h, f);     // down
+    layer.vector(h);      // attn_norm
+    layer.matrix(q, h);   // q
+    layer.matrix(kv, h);  // k
+    layer.matrix(kv, h);  // v
+    layer.matrix(h, q);   // o
+    layer.vector(h);      // mlp_norm
+    layer.matrix(f, h);   // gate
+    layer.matrix(f, h);   // up
+    layer.matrix(h, f);   // down
     // Hugging Face biases (Qwen2's q, k, v; attention_bias, mlp_bias) and Qwen3's q/k norms,
     // in train/param_layout's order.
     if (m.qkv_bias) {
@@ -64,8 +64,8 @@ FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
     layer.kind.count = m.layers;
 
     BufferBuilder outer{align};
-    outer.matrix(v, h);     // embedding
-    outer.vector(h);        // final_norm
+    outer.matrix(v, h);                          // embedding
+    outer.vector(h);                             // final_norm
     if (!m.tied_embeddings) outer.matrix(v, h);  // lm_head (tied: the embedding serves)
     outer.kind.count = 1;
 
@@ -76,9 +76,11 @@ BufferKind adapter_buffer(const ModelSpec& m, std::uint32_t rank, LoraTargets ta
     const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, r = rank;
     BufferBuilder b{flat_alignment(adam8bit_block)};
     auto linear = [&](std::uint64_t out, std::uint64_t in) {
-        if (r > 1) b.matrix(r, in);  // A; a (1, in) A is a vector to the optimizers
-        else b.vector(in);
-        b.matrix(out, r);            // B
+        if (r > 1)
+            b.matrix(r, in);  // A; a (1, in) A is a vector to the optimizers
+        else
+            b.vector(in);
+        b.matrix(out, r);  // B
     };
     // (out, in) of each linear in core/peft_modules.h's order: q, k, v, o, gate, up, down.
     const std::uint64_t shapes[7][2] = {{q, h}, {kv, h}, {kv, h}, {h, q}, {f, h}, {f, h}, {h, f}};

@@ -17,8 +17,8 @@ struct BufferKind {
     std::uint64_t stats = 0;       // Adafactor: rows + cols per matrix, numel per vector
     std::uint64_t max_tensor = 0;  // largest tensor's numel (LOMO holds one gradient)
     std::uint64_t count = 0;
-    std::uint64_t tensors = 0;     // tensors in the buffer
-    std::uint64_t sums = 0;        // Adafactor over shards: fp32 partial sums, rows + cols per matrix + 3 per tensor
+    std::uint64_t tensors = 0;  // tensors in the buffer
+    std::uint64_t sums = 0;     // Adafactor over shards: fp32 partial sums, rows + cols per matrix + 3 per tensor
 };
 
 struct FlatLayout {

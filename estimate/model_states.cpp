@@ -11,14 +11,18 @@ namespace {
 std::uint64_t optimizer_bytes(const BufferKind& kind, std::uint64_t region, const StateSettings& s) {
     const std::uint64_t sb = state_bytes(s.precision);
     switch (s.optimizer) {
-        case Optimizer::adamw: return 2 * sb * region;
-        case Optimizer::lion: return sb * region;
+        case Optimizer::adamw:
+            return 2 * sb * region;
+        case Optimizer::lion:
+            return sb * region;
         case Optimizer::adam8bit:
             // uint8 codes for m and v over the region, one fp32 absmax per block and
             // state, plus replicated full-width m and v of the small tensors.
             return 2 * region + 2 * 4 * (region / s.adam8bit_block) + 2 * sb * kind.small;
-        case Optimizer::adafactor: return sb * kind.stats;  // replicated, never sharded
-        case Optimizer::lomo: return 0;
+        case Optimizer::adafactor:
+            return sb * kind.stats;  // replicated, never sharded
+        case Optimizer::lomo:
+            return 0;
     }
     return 0;
 }

@@ -66,11 +66,12 @@ std::optional<double> seconds_per_element(const std::vector<OptimizerRate>& rate
     for (const OptimizerRate& r : rates) {
         if (r.host != host) continue;
         const bool block = c.optimizer != Optimizer::adam8bit || r.block == static_cast<std::int64_t>(c.adam8bit_block);
-        const bool same = r.optimizer == c.optimizer && r.precision == c.precision && block && r.seconds > 0 &&
-                          r.elements() > 0;
+        const bool same =
+            r.optimizer == c.optimizer && r.precision == c.precision && block && r.seconds > 0 && r.elements() > 0;
         if (!same) continue;
         // Cut at its own size, c's tensors are the probe's exactly when it probed them.
-        if (r.tensors == optimizer_probe_tensors(m, c, r.elements())) return r.seconds / static_cast<double>(r.elements());
+        if (r.tensors == optimizer_probe_tensors(m, c, r.elements()))
+            return r.seconds / static_cast<double>(r.elements());
         if (best == nullptr) best = &r;
     }
     if (best == nullptr) return std::nullopt;

@@ -37,9 +37,12 @@ std::uint32_t probe_dtype_bytes(ProbeDtype d) { return d == ProbeDtype::f32 ? 4 
 
 const char* probe_dtype_name(ProbeDtype d) {
     switch (d) {
-        case ProbeDtype::f32: return "f32";
-        case ProbeDtype::bf16: return "bf16";
-        case ProbeDtype::f16: return "f16";
+        case ProbeDtype::f32:
+            return "f32";
+        case ProbeDtype::bf16:
+            return "bf16";
+        case ProbeDtype::f16:
+            return "f16";
     }
     return "f32";
 }
@@ -50,8 +53,8 @@ std::optional<ProbeDtype> parse_probe_dtype(const std::string& name) {
     return std::nullopt;
 }
 
-std::optional<double> ProbedRates::gemm_flops_per_s(std::int64_t m, std::int64_t n, std::int64_t k,
-                                                    ProbeDtype dtype, GemmPass pass, GemmOutput output) const {
+std::optional<double> ProbedRates::gemm_flops_per_s(std::int64_t m, std::int64_t n, std::int64_t k, ProbeDtype dtype,
+                                                    GemmPass pass, GemmOutput output) const {
     const double want = std::log(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
     // The exact shape among `usable` rates, else the nearest in FLOPs.
     const auto nearest = [&](const auto& usable) -> std::optional<double> {
@@ -72,8 +75,7 @@ std::optional<double> ProbedRates::gemm_flops_per_s(std::int64_t m, std::int64_t
 }
 
 std::optional<AttentionRate> ProbedRates::attention_at(std::int64_t batch, std::int64_t seq, std::int64_t heads,
-                                                       std::int64_t head_dim, ProbeDtype dtype,
-                                                       bool fused) const {
+                                                       std::int64_t head_dim, ProbeDtype dtype, bool fused) const {
     // Work grows as batch * heads * seq^2 * head_dim: scale the nearest probe by it.
     const auto work = [](double b, double s, double h, double d) { return b * h * s * s * d; };
     const double want = work(static_cast<double>(batch), static_cast<double>(seq), static_cast<double>(heads),

@@ -30,9 +30,12 @@ std::optional<ProbeDtype> parse_probe_dtype(const std::string& name);
 // The backend's dtype of a probe's (the same three, one for one).
 inline kernels::DType kernel_dtype(ProbeDtype d) {
     switch (d) {
-        case ProbeDtype::f32: return kernels::DType::f32;
-        case ProbeDtype::bf16: return kernels::DType::bf16;
-        case ProbeDtype::f16: return kernels::DType::f16;
+        case ProbeDtype::f32:
+            return kernels::DType::f32;
+        case ProbeDtype::bf16:
+            return kernels::DType::bf16;
+        case ProbeDtype::f16:
+            return kernels::DType::f16;
     }
     return kernels::DType::f32;
 }

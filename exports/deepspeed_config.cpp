@@ -7,10 +7,10 @@
 
 #include "core/optimizer_hyperparameters.h"
 #include "core/units.h"
+#include "estimate/estimate.h"
 #include "exports/framework.h"
 #include "exports/framework_checkpointing.h"
 #include "exports/hf_arguments.h"
-#include "estimate/estimate.h"
 
 namespace tune {
 namespace {

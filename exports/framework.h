@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/config.h"
-#include "exports/framework_export.h"
 #include "estimate/estimate_options.h"
 #include "estimate/frameworks/framework_profile.h"
+#include "exports/framework_export.h"
 
 namespace tune {
 

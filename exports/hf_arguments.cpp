@@ -14,11 +14,16 @@ namespace {
 // Adafactor has none that matches: see adafactor_script.
 std::string optim_name(Optimizer o) {
     switch (o) {
-        case Optimizer::adamw: return "adamw_torch";
-        case Optimizer::lion: return "lion_32bit";
-        case Optimizer::adam8bit: return "adamw_bnb_8bit";
-        case Optimizer::adafactor: return "adafactor";
-        case Optimizer::lomo: return "lomo";
+        case Optimizer::adamw:
+            return "adamw_torch";
+        case Optimizer::lion:
+            return "lion_32bit";
+        case Optimizer::adam8bit:
+            return "adamw_bnb_8bit";
+        case Optimizer::adafactor:
+            return "adafactor";
+        case Optimizer::lomo:
+            return "lomo";
     }
     return "adamw_torch";
 }

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
-#include "exports/framework_export.h"
 #include "estimate/frameworks/framework_profile.h"
+#include "exports/framework_export.h"
 
 namespace tune {
 

@@ -5,8 +5,8 @@
 
 #include "core/peft_modules.h"
 #include "core/units.h"
-#include "exports/framework_checkpointing.h"
 #include "estimate/frameworks/framework_profile.h"
+#include "exports/framework_checkpointing.h"
 
 namespace tune {
 namespace {
@@ -22,17 +22,21 @@ std::string attention_setup(Attention a) {
 
 std::string compute_dtype(Precision p) {
     switch (p) {
-        case Precision::fp32: return "torch.float32";
-        case Precision::fp16_mixed: return "torch.float16";
-        default: return "torch.bfloat16";
+        case Precision::fp32:
+            return "torch.float32";
+        case Precision::fp16_mixed:
+            return "torch.float16";
+        default:
+            return "torch.bfloat16";
     }
 }
 
 std::string lora_setup(const TrialConfig& c) {
-    return fmt::format("{}: model = peft.get_peft_model(model, peft.LoraConfig(r={}, lora_alpha={}, lora_dropout=0.0, "
-                       "bias=\"none\", target_modules=[\"{}\"], task_type=\"CAUSAL_LM\")) after loading",
-                       c.method == Method::qlora ? "QLoRA adapters" : "LoRA", c.lora_rank, c.lora_scale() * c.lora_rank,
-                       fmt::join(peft_target_modules(c.lora_targets), "\", \""));
+    return fmt::format(
+        "{}: model = peft.get_peft_model(model, peft.LoraConfig(r={}, lora_alpha={}, lora_dropout=0.0, "
+        "bias=\"none\", target_modules=[\"{}\"], task_type=\"CAUSAL_LM\")) after loading",
+        c.method == Method::qlora ? "QLoRA adapters" : "LoRA", c.lora_rank, c.lora_scale() * c.lora_rank,
+        fmt::join(peft_target_modules(c.lora_targets), "\", \""));
 }
 
 // The dtype the model loads in (torch_dtype), which the 4-bit storage must

@@ -93,29 +93,29 @@ struct AttentionForwardArgs {
     const void* k = nullptr;  // (B, S, KVH, D) row stride k_stride >= KVH*D
     const void* v = nullptr;  // (B, S, KVH, D) row stride v_stride >= KVH*D
     std::int64_t q_stride = 0, k_stride = 0, v_stride = 0;
-    void* out = nullptr;      // (B, S, H, D)   row stride out_stride >= H*D
+    void* out = nullptr;  // (B, S, H, D)   row stride out_stride >= H*D
     std::int64_t out_stride = 0;
-    void* probs = nullptr;    // (B, H, S, S) in dtype, materialized: written (upper triangle 0), kept for backward
-    float* lse = nullptr;     // (B, H, S) fused only
+    void* probs = nullptr;  // (B, H, S, S) in dtype, materialized: written (upper triangle 0), kept for backward
+    float* lse = nullptr;   // (B, H, S) fused only
 };
 
 struct AttentionBackwardArgs {
     AttentionShape shape;
     AttentionKind kind = AttentionKind::materialized;
     DType dtype = DType::f32;
-    const void* q = nullptr;     // (B, S, H, D)   as in forward
-    const void* k = nullptr;     // (B, S, KVH, D)
-    const void* v = nullptr;     // (B, S, KVH, D)
+    const void* q = nullptr;  // (B, S, H, D)   as in forward
+    const void* k = nullptr;  // (B, S, KVH, D)
+    const void* v = nullptr;  // (B, S, KVH, D)
     std::int64_t q_stride = 0, k_stride = 0, v_stride = 0;
-    const void* probs = nullptr; // (B, H, S, S) materialized: from forward
-    const void* out = nullptr;   // (B, S, H, D) fused only, with out_stride
-    const float* lse = nullptr;  // (B, H, S) fused only
+    const void* probs = nullptr;  // (B, H, S, S) materialized: from forward
+    const void* out = nullptr;    // (B, S, H, D) fused only, with out_stride
+    const float* lse = nullptr;   // (B, H, S) fused only
     std::int64_t out_stride = 0;
     const void* dout = nullptr;  // (B, S, H, D)   row stride dout_stride
     std::int64_t dout_stride = 0;
-    void* dq = nullptr;          // (B, S, H, D)   overwritten, row stride q_stride; may alias dout (same stride)
-    void* dk = nullptr;          // (B, S, KVH, D) overwritten, row stride k_stride
-    void* dv = nullptr;          // (B, S, KVH, D) overwritten, row stride v_stride
+    void* dq = nullptr;  // (B, S, H, D)   overwritten, row stride q_stride; may alias dout (same stride)
+    void* dk = nullptr;  // (B, S, KVH, D) overwritten, row stride k_stride
+    void* dv = nullptr;  // (B, S, KVH, D) overwritten, row stride v_stride
 };
 
 // ----------------------------------------------------------- embedding ----
@@ -151,12 +151,12 @@ struct VocabRange {
 enum class CrossEntropyStage : std::uint8_t { whole, max, sum, finish };
 
 struct CrossEntropyArgs {
-    std::int64_t rows = 0;                 // N
-    std::int64_t vocab = 0;                // V: the columns of `logits`
-    const float* logits = nullptr;         // (N, V) fp32
-    const std::int32_t* targets = nullptr; // (N)
-    float* losses = nullptr;               // (N) per-row loss in nats
-    void* dlogits = nullptr;               // (N, V) in dlogits_dtype; may alias logits when f32; nullptr: forward only
+    std::int64_t rows = 0;                  // N
+    std::int64_t vocab = 0;                 // V: the columns of `logits`
+    const float* logits = nullptr;          // (N, V) fp32
+    const std::int32_t* targets = nullptr;  // (N)
+    float* losses = nullptr;                // (N) per-row loss in nats
+    void* dlogits = nullptr;                // (N, V) in dlogits_dtype; may alias logits when f32; nullptr: forward only
     DType dlogits_dtype = DType::f32;
     float grad_scale = 1.0f;
     CrossEntropyStage stage = CrossEntropyStage::whole;
@@ -180,17 +180,18 @@ struct ElementRange {
 // the rest follow `decay`. The others take one tensor per call.
 struct ParamTensor {
     std::int64_t n = 0;
-    void* param = nullptr;       // (n) the weights updated: fp32 master (fp32, mixed) or bf16 (pure bf16)
+    void* param = nullptr;  // (n) the weights updated: fp32 master (fp32, mixed) or bf16 (pure bf16)
     DType param_dtype = DType::f32;
     const void* grad = nullptr;  // (n)
     DType grad_dtype = DType::f32;
-    float grad_scale = 1.0f;     // multiplies each gradient first: clip coefficient / loss scale
+    float grad_scale = 1.0f;  // multiplies each gradient first: clip coefficient / loss scale
     // Optional, in the backend's memory: multiplies each gradient too (Backend::gradient_multiplier's
     // output), so the update needs no read of the norm by the host first.
     const float* grad_multiplier = nullptr;
-    void* param_copy = nullptr;  // (n) optional: also receives the new weights rounded to copy_dtype (mixed precision model weights)
+    void* param_copy =
+        nullptr;  // (n) optional: also receives the new weights rounded to copy_dtype (mixed precision model weights)
     DType copy_dtype = DType::bf16;
-    bool decay = true;           // apply weight decay (matrices) or not (norm weights)
+    bool decay = true;                        // apply weight decay (matrices) or not (norm weights)
     const ElementRange* undecayed = nullptr;  // host memory, undecayed_count ranges
     std::int64_t undecayed_count = 0;
 };
@@ -421,8 +422,8 @@ public:
     // the whole tensor as its piece computes what adafactor_update does.
     // 1. param_sq += sum of p^2 over the piece; matrices: row_sums (rows) and
     //    col_sums (cols) += sums of g^2 + eps1 over the piece's elements.
-    virtual void adafactor_partial_sums(const AdafactorPiece& piece, float* param_sq, float* row_sums,
-                                        float* col_sums, const AdafactorParams& hp) = 0;
+    virtual void adafactor_partial_sums(const AdafactorPiece& piece, float* param_sq, float* row_sums, float* col_sums,
+                                        const AdafactorParams& hp) = 0;
     // 2. With the sums complete: matrices update their whole (replicated)
     //    statistics from row_sums, col_sums and write the mean row statistic
     //    to row_mean; vectors update the piece's own statistics. Then

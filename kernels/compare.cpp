@@ -12,10 +12,14 @@ namespace {
 
 double element(const void* p, DType t, std::int64_t i) {
     switch (t) {
-        case DType::f32: return static_cast<const float*>(p)[i];
-        case DType::bf16: return math::to_float(static_cast<const math::bf16*>(p)[i]);
-        case DType::f16: return math::to_float(static_cast<const math::fp16*>(p)[i]);
-        default: break;
+        case DType::f32:
+            return static_cast<const float*>(p)[i];
+        case DType::bf16:
+            return math::to_float(static_cast<const math::bf16*>(p)[i]);
+        case DType::f16:
+            return math::to_float(static_cast<const math::fp16*>(p)[i]);
+        default:
+            break;
     }
     throw BackendError("compare_buffers: dtype " + std::string(dtype_name(t)) + " is not a float storage type");
 }

@@ -9,9 +9,9 @@
 namespace tune::kernels {
 
 struct ErrorStats {
-    double nmse = 0;             // sum (got - ref)^2 / sum ref^2 (plain sum of squares when ref is all zero)
-    double max_abs = 0;          // max |got - ref|
-    std::int64_t worst = -1;     // index of max_abs, -1 when n == 0
+    double nmse = 0;                        // sum (got - ref)^2 / sum ref^2 (plain sum of squares when ref is all zero)
+    double max_abs = 0;                     // max |got - ref|
+    std::int64_t worst = -1;                // index of max_abs, -1 when n == 0
     std::int64_t mismatched_nonfinite = 0;  // elements where exactly one side is inf/nan, or they differ in kind
 };
 

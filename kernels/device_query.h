@@ -10,7 +10,7 @@ namespace tune {
 
 struct VisibleDevice {
     int index = 0;
-    std::string name;              // as the driver reports it, e.g. "NVIDIA H100 80GB HBM3"
+    std::string name;  // as the driver reports it, e.g. "NVIDIA H100 80GB HBM3"
     std::uint64_t total_memory = 0;
     std::uint64_t free_memory = 0;  // from NVML; 0 when it cannot say
     int compute_major = 0;
@@ -20,10 +20,10 @@ struct VisibleDevice {
 
 struct DeviceQuery {
     std::vector<VisibleDevice> devices;
-    std::string why_none;          // filled when devices is empty
-    bool cuda_compiled = false;    // whether this binary has the CUDA backend at all
-    int runtime_version = 0;       // CUDA runtime, e.g. 13000
-    int driver_version = 0;        // 0 when no driver is installed
+    std::string why_none;        // filled when devices is empty
+    bool cuda_compiled = false;  // whether this binary has the CUDA backend at all
+    int runtime_version = 0;     // CUDA runtime, e.g. 13000
+    int driver_version = 0;      // 0 when no driver is installed
 };
 
 // The oldest NVIDIA driver branch that runs a CUDA runtime of this version

@@ -12,22 +12,32 @@ enum class DType : std::uint8_t { f32, bf16, f16, u8, i32 };
 
 inline constexpr std::uint64_t dtype_bytes(DType t) {
     switch (t) {
-        case DType::f32: return 4;
-        case DType::bf16: return 2;
-        case DType::f16: return 2;
-        case DType::u8: return 1;
-        case DType::i32: return 4;
+        case DType::f32:
+            return 4;
+        case DType::bf16:
+            return 2;
+        case DType::f16:
+            return 2;
+        case DType::u8:
+            return 1;
+        case DType::i32:
+            return 4;
     }
     return 0;
 }
 
 inline constexpr std::string_view dtype_name(DType t) {
     switch (t) {
-        case DType::f32: return "f32";
-        case DType::bf16: return "bf16";
-        case DType::f16: return "f16";
-        case DType::u8: return "u8";
-        case DType::i32: return "i32";
+        case DType::f32:
+            return "f32";
+        case DType::bf16:
+            return "bf16";
+        case DType::f16:
+            return "f16";
+        case DType::u8:
+            return "u8";
+        case DType::i32:
+            return "i32";
     }
     return "?";
 }

@@ -24,13 +24,34 @@ ChunkGemms chunk_gemms(const LmHeadLossArgs& a, std::int64_t r0, std::int64_t r,
     const auto* x = static_cast<const unsigned char*>(a.x) + r0 * C * dtype_bytes(a.dtype);
     ChunkGemms g;
     // logits (r, V) = x (r, C) @ W^T, W (V, C)
-    g.logits = GemmArgs{.m = r, .n = V, .k = C, .trans_a = false, .trans_b = true, .a = x, .lda = C,
-                        .b = a.weight, .ldb = C, .c = logits, .ldc = V, .a_dtype = a.dtype, .b_dtype = a.dtype,
+    g.logits = GemmArgs{.m = r,
+                        .n = V,
+                        .k = C,
+                        .trans_a = false,
+                        .trans_b = true,
+                        .a = x,
+                        .lda = C,
+                        .b = a.weight,
+                        .ldb = C,
+                        .c = logits,
+                        .ldc = V,
+                        .a_dtype = a.dtype,
+                        .b_dtype = a.dtype,
                         .c_dtype = DType::f32};
     // dx (r, C) = dlogits (r, V) @ W (V, C)
     auto* dx = a.dx == nullptr ? nullptr : static_cast<unsigned char*>(a.dx) + r0 * C * dtype_bytes(a.dtype);
-    g.dx = GemmArgs{.m = r, .n = C, .k = V, .a = dlogits, .lda = V, .b = a.weight, .ldb = C, .c = dx, .ldc = C,
-                    .a_dtype = dlogits_dtype, .b_dtype = a.dtype, .c_dtype = a.dtype};
+    g.dx = GemmArgs{.m = r,
+                    .n = C,
+                    .k = V,
+                    .a = dlogits,
+                    .lda = V,
+                    .b = a.weight,
+                    .ldb = C,
+                    .c = dx,
+                    .ldc = C,
+                    .a_dtype = dlogits_dtype,
+                    .b_dtype = a.dtype,
+                    .c_dtype = a.dtype};
     // dW (V, C) += dlogits^T (V, r) @ x (r, C); the first chunk overwrites a fresh dW
     g.dweight = GemmArgs{.m = V,
                          .n = C,

@@ -21,11 +21,11 @@ public:
 };
 
 struct LmHeadLossArgs {
-    std::int64_t rows = 0;        // N tokens
-    std::int64_t hidden = 0;      // C
-    std::int64_t vocab = 0;       // V
-    std::int64_t chunk_rows = 0;  // R rows of logits at a time; 0 or >= N: all rows at once
-    DType dtype = DType::f32;     // of hidden, weight, dhidden, dweight
+    std::int64_t rows = 0;                  // N tokens
+    std::int64_t hidden = 0;                // C
+    std::int64_t vocab = 0;                 // V
+    std::int64_t chunk_rows = 0;            // R rows of logits at a time; 0 or >= N: all rows at once
+    DType dtype = DType::f32;               // of hidden, weight, dhidden, dweight
     const void* x = nullptr;                // (N, C) final-norm output
     const void* weight = nullptr;           // (V, C) lm_head.weight
     const std::int32_t* targets = nullptr;  // (N); negative: ignored row

@@ -57,8 +57,8 @@ void check_gemm_args(const GemmArgs& g, std::string_view backend) {
             "c_in overlaps C without being C");
 }
 
-void check_attention_shape(const AttentionShape& sh, AttentionKind, std::int64_t qs, std::int64_t ks,
-                           std::int64_t vs, std::string_view backend, std::string_view op) {
+void check_attention_shape(const AttentionShape& sh, AttentionKind, std::int64_t qs, std::int64_t ks, std::int64_t vs,
+                           std::string_view backend, std::string_view op) {
     require_arg(sh.batch > 0 && sh.seq > 0 && sh.head_dim > 0 && sh.kv_heads > 0 && sh.heads % sh.kv_heads == 0,
                 backend, op, "bad shape (heads must be a multiple of kv_heads)");
     require_arg(qs >= sh.heads * sh.head_dim && ks >= sh.kv_heads * sh.head_dim && vs >= sh.kv_heads * sh.head_dim,

@@ -28,8 +28,7 @@ bool disjoint(const void* x, std::uint64_t x_bytes, const void* y, std::uint64_t
 // Materialized attention only, heads a multiple of kv_heads, row strides that
 // hold their heads, and the probabilities buffer that backward reads.
 void check_attention_shape(const AttentionShape& shape, AttentionKind kind, std::int64_t q_stride,
-                           std::int64_t k_stride, std::int64_t v_stride, std::string_view backend,
-                           std::string_view op);
+                           std::int64_t k_stride, std::int64_t v_stride, std::string_view backend, std::string_view op);
 void check_attention_args(const AttentionForwardArgs& args, std::string_view backend);
 void check_attention_args(const AttentionBackwardArgs& args, std::string_view backend);
 

@@ -5,14 +5,18 @@
 namespace tune::kernels {
 
 ReferenceGemm::ReferenceGemm(Backend& backend)
-    : a_(backend, kBytes), b_(backend, kBytes), c_(backend, kBytes), args_([this] {
+    : a_(backend, kBytes),
+      b_(backend, kBytes),
+      c_(backend, kBytes),
+      args_([this] {
           GemmArgs g;
           g.m = g.n = g.k = SpeedReference::kSize;
           g.a = a_.ptr, g.b = b_.ptr, g.c = c_.ptr;
           g.lda = g.ldb = g.ldc = SpeedReference::kSize;
           return g;
       }()),
-      ws_bytes_(backend.gemm_workspace_bytes(args_)), ws_(backend, ws_bytes_) {}
+      ws_bytes_(backend.gemm_workspace_bytes(args_)),
+      ws_(backend, ws_bytes_) {}
 
 void ReferenceGemm::run() { a_.backend.gemm(args_, {ws_.ptr, ws_bytes_}); }
 

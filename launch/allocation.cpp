@@ -59,7 +59,8 @@ Allocation detect_allocation(std::size_t detected_gpus) {
     // Inside a job the batch step's affinity is this node's share; SLURM_CPUS_ON_NODE says the same
     // when the step was not bound.
     if (a.in_slurm)
-        if (auto on_node = env_count("SLURM_CPUS_ON_NODE"); on_node && static_cast<std::size_t>(*on_node) < a.cpus.size())
+        if (auto on_node = env_count("SLURM_CPUS_ON_NODE");
+            on_node && static_cast<std::size_t>(*on_node) < a.cpus.size())
             a.cpus.resize(static_cast<std::size_t>(*on_node));
     return a;
 }

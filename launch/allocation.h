@@ -12,7 +12,7 @@
 namespace tune {
 
 struct Allocation {
-    bool in_slurm = false;          // SLURM_JOB_ID is set: trials are job steps (srun)
+    bool in_slurm = false;  // SLURM_JOB_ID is set: trials are job steps (srun)
     std::uint32_t nodes = 1;
     std::vector<std::string> gpus;  // this node's GPUs as CUDA_VISIBLE_DEVICES names them ("0", "3", "GPU-uuid")
     std::vector<int> cpus;          // cores this process may run on, per node

@@ -16,18 +16,18 @@ namespace tune {
 
 struct StepResources {
     std::uint32_t nodes = 1;
-    std::uint32_t ranks = 1;            // tasks over all nodes
-    std::uint32_t gpus_per_node = 0;    // 0: a CPU trial
+    std::uint32_t ranks = 1;          // tasks over all nodes
+    std::uint32_t gpus_per_node = 0;  // 0: a CPU trial
     std::uint32_t cpus_per_rank = 1;
-    std::vector<std::string> gpus;      // local: the devices it may see; empty: leave CUDA_VISIBLE_DEVICES alone
-    std::vector<int> cpus;              // local: the cores it may run on; empty: no confinement
-    std::string name = "tune-trial";    // Slurm: the step's name, as sacct and squeue show it
+    std::vector<std::string> gpus;    // local: the devices it may see; empty: leave CUDA_VISIBLE_DEVICES alone
+    std::vector<int> cpus;            // local: the cores it may run on; empty: no confinement
+    std::string name = "tune-trial";  // Slurm: the step's name, as sacct and squeue show it
 };
 
 struct StepCommand {
     std::vector<std::string> argv;
     std::vector<std::pair<std::string, std::string>> env;
-    std::vector<int> cpu_affinity;      // empty: inherit
+    std::vector<int> cpu_affinity;  // empty: inherit
 };
 
 // `program_argv` is one rank's command (`tune trial ...`).

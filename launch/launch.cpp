@@ -40,9 +40,12 @@ bool on_path(const std::string& program) {
 
 std::string_view to_string(Launcher l) {
     switch (l) {
-        case Launcher::local: return "local";
-        case Launcher::mpirun: return "mpirun";
-        case Launcher::srun: return "srun";
+        case Launcher::local:
+            return "local";
+        case Launcher::mpirun:
+            return "mpirun";
+        case Launcher::srun:
+            return "srun";
     }
     return "?";
 }
@@ -86,8 +89,9 @@ std::optional<std::string> placement_problem(Launcher l, std::uint32_t ranks, st
         return launcher_problem(l);
     }
     if (nodes > 1)
-        return fmt::format("{} nodes need srun inside a Slurm allocation of {} nodes; {} starts ranks on this host only",
-                           nodes, nodes, to_string(l));
+        return fmt::format(
+            "{} nodes need srun inside a Slurm allocation of {} nodes; {} starts ranks on this host only", nodes, nodes,
+            to_string(l));
     if (auto problem = host_ranks_problem(ranks)) return problem;
     return launcher_problem(l);
 }

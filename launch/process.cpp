@@ -57,8 +57,8 @@ std::vector<std::string> child_environment(const ProcessSpec& spec) {
         const std::string_view entry(*e);
         bool replaced = false;
         for (const auto& [key, value] : spec.env)
-            replaced = replaced || (entry.size() > key.size() && entry.substr(0, key.size()) == key &&
-                                    entry[key.size()] == '=');
+            replaced = replaced ||
+                       (entry.size() > key.size() && entry.substr(0, key.size()) == key && entry[key.size()] == '=');
         if (!replaced) env.emplace_back(entry);
     }
     for (const auto& [key, value] : spec.env) env.push_back(key + "=" + value);
@@ -223,8 +223,10 @@ ProcessOutcome run_process(const ProcessSpec& spec) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             const ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
             if (n > 0) {
-                if (i == 0) append_tail(outcome.stdout_text, buffer, static_cast<std::size_t>(n), spec.stdout_limit_bytes);
-                else append_tail(outcome.stderr_tail, buffer, static_cast<std::size_t>(n), spec.stderr_tail_bytes);
+                if (i == 0)
+                    append_tail(outcome.stdout_text, buffer, static_cast<std::size_t>(n), spec.stdout_limit_bytes);
+                else
+                    append_tail(outcome.stderr_tail, buffer, static_cast<std::size_t>(n), spec.stderr_tail_bytes);
             } else if (n == 0 || errno != EINTR) {
                 ::close(fds[i].fd);
                 fds[i].fd = -1;

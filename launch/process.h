@@ -37,23 +37,23 @@ private:
 };
 
 struct ProcessSpec {
-    std::vector<std::string> argv;                            // argv[0] is looked up on PATH
-    std::vector<std::pair<std::string, std::string>> env;     // added to the parent's environment
-    double timeout_s = 0;                                     // 0: no limit
+    std::vector<std::string> argv;                         // argv[0] is looked up on PATH
+    std::vector<std::pair<std::string, std::string>> env;  // added to the parent's environment
+    double timeout_s = 0;                                  // 0: no limit
     std::size_t stderr_tail_bytes = 16 * 1024;
-    std::size_t stdout_limit_bytes = 4 * 1024 * 1024;         // beyond it, the oldest output is dropped
-    InterruptWatcher* interrupts = nullptr;                   // optional
-    int kill_at_interrupt = 2;                                // the interrupt count that stops the child
-    const std::atomic<bool>* cancel = nullptr;                // set: stop the child as if interrupted
-    std::vector<int> cpu_affinity;                            // cores the child may run on; empty: inherit
+    std::size_t stdout_limit_bytes = 4 * 1024 * 1024;  // beyond it, the oldest output is dropped
+    InterruptWatcher* interrupts = nullptr;            // optional
+    int kill_at_interrupt = 2;                         // the interrupt count that stops the child
+    const std::atomic<bool>* cancel = nullptr;         // set: stop the child as if interrupted
+    std::vector<int> cpu_affinity;                     // cores the child may run on; empty: inherit
 };
 
 struct ProcessOutcome {
-    int exit_code = -1;          // when it exited
-    int term_signal = 0;         // when a signal ended it
-    bool timed_out = false;      // we ended it at the timeout
-    bool interrupted = false;    // we ended it because of an interrupt
-    bool spawn_failed = false;   // it never started (the reason is in stderr_tail)
+    int exit_code = -1;         // when it exited
+    int term_signal = 0;        // when a signal ended it
+    bool timed_out = false;     // we ended it at the timeout
+    bool interrupted = false;   // we ended it because of an interrupt
+    bool spawn_failed = false;  // it never started (the reason is in stderr_tail)
     std::string stdout_text;
     std::string stderr_tail;
     double wall_s = 0;

@@ -5,9 +5,9 @@
 // train/grad_targets.h). The reduce-scatter itself is the collective probes'.
 #pragma once
 
+#include "estimate/probed_rates.h"
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

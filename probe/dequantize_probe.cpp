@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/math/nf4.h"
 #include "estimate/flat_layout.h"
+#include "kernels/math/nf4.h"
 
 namespace tune::probe {
 namespace {

@@ -4,9 +4,9 @@
 // reads a base weight.
 #pragma once
 
+#include "estimate/probed_rates.h"
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

@@ -6,8 +6,8 @@ namespace {
 constexpr float kNormEps = 1e-5f;
 constexpr math::RopeFrequencies kRope{10000.0f};
 
-void fill_noise(kernels::Backend& backend, const Scratch& s, std::uint64_t elements, float scale,
-                std::uint64_t seed, kernels::DType dtype) {
+void fill_noise(kernels::Backend& backend, const Scratch& s, std::uint64_t elements, float scale, std::uint64_t seed,
+                kernels::DType dtype) {
     backend.neftune_noise(s.ptr, static_cast<std::int64_t>(elements), scale, seed, dtype);
 }
 
@@ -106,9 +106,12 @@ void ElementwiseOps::outer() {
 void probe_elementwise(kernels::Backend& backend, ElementwiseRate& e, const ProbeSettings& s, double* spent) {
     ElementwiseOps ops(backend, e);
     double spent_forward = 0, spent_backward = 0, spent_outer = 0;
-    e.layer_forward_s = seconds_per_call(backend, [&] { ops.layer_forward(); }, s, &spent_forward);
-    e.layer_backward_s = seconds_per_call(backend, [&] { ops.layer_backward(); }, s, &spent_backward);
-    e.outer_s = seconds_per_call(backend, [&] { ops.outer(); }, s, &spent_outer);
+    e.layer_forward_s = seconds_per_call(
+        backend, [&] { ops.layer_forward(); }, s, &spent_forward);
+    e.layer_backward_s = seconds_per_call(
+        backend, [&] { ops.layer_backward(); }, s, &spent_backward);
+    e.outer_s = seconds_per_call(
+        backend, [&] { ops.outer(); }, s, &spent_outer);
     if (spent) *spent = spent_forward + spent_backward + spent_outer;
 }
 

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "estimate/probed_rates.h"
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 
@@ -38,13 +38,13 @@ struct ElementwiseOps {
     kernels::Backend& backend;
     ElementwiseRate shape;
     kernels::DType dtype;
-    std::uint64_t t, b;  // tokens, bytes per element
-    Scratch x, n, dx, dn;                    // (t, hidden)
-    Scratch w, dw, rstd;                     // (hidden), (hidden), (t) fp32
-    Scratch q, k;                            // (t, hidden), (t, kv_dim)
-    Scratch gate, up, mlp, dgate, dup;       // (t, ffn)
-    Scratch logits, dlogits, losses;         // (t, vocab) fp32, (t, vocab), (t) fp32
-    Scratch tokens, table, dtable;           // (t + 1) int32, (vocab, hidden) x 2
+    std::uint64_t t, b;                 // tokens, bytes per element
+    Scratch x, n, dx, dn;               // (t, hidden)
+    Scratch w, dw, rstd;                // (hidden), (hidden), (t) fp32
+    Scratch q, k;                       // (t, hidden), (t, kv_dim)
+    Scratch gate, up, mlp, dgate, dup;  // (t, ffn)
+    Scratch logits, dlogits, losses;    // (t, vocab) fp32, (t, vocab), (t) fp32
+    Scratch tokens, table, dtable;      // (t + 1) int32, (vocab, hidden) x 2
     std::uint64_t embedding_workspace_bytes;
     Scratch embedding_workspace;
 };

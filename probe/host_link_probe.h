@@ -3,9 +3,9 @@
 // to the device, as offload's gathers make it (train/model_state.cpp gather_flat).
 #pragma once
 
+#include "estimate/probed_rates.h"
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "core/replayed_update.h"
-#include "probe/probe_timing.h"
 #include "estimate/flat_layout.h"
+#include "probe/probe_timing.h"
 
 namespace tune::probe {
 namespace {
@@ -50,7 +50,8 @@ struct Buffers {
           grads(b, n * wb),
           // AdamW, 8-bit Adam's small tensors: m, v; Lion: m; 8-bit codes beside; Adafactor: statistics.
           m(b, r.optimizer == Optimizer::adamw || r.optimizer == Optimizer::lion || r.optimizer == Optimizer::adam8bit
-                   ? n * sb : 0),
+                   ? n * sb
+                   : 0),
           v(b, r.optimizer == Optimizer::adamw || r.optimizer == Optimizer::adam8bit ? n * sb : 0),
           codes(b, r.optimizer == Optimizer::adam8bit ? 2 * n : 0),
           absmax(b, r.optimizer == Optimizer::adam8bit ? 2 * 4 * (n / static_cast<std::uint64_t>(r.block) + 1) : 0),
@@ -135,7 +136,9 @@ void update(kernels::Backend& backend, const OptimizerRate& r, const Dtypes& d, 
             stats += matrix ? t.rows + t.cols : t.numel();
             break;
         }
-        case Optimizer::lomo: backend.sgd_update(p, kernels::SgdParams{}); break;
+        case Optimizer::lomo:
+            backend.sgd_update(p, kernels::SgdParams{});
+            break;
     }
 }
 

@@ -4,9 +4,9 @@
 // makes (train/optimizer_state.cpp), in its precision's dtypes.
 #pragma once
 
+#include "estimate/probed_rates.h"
 #include "kernels/backend.h"
 #include "probe/probe_timing.h"
-#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <functional>
 
+#include "estimate/probed_rates.h"
 #include "kernels/backend.h"
 #include "kernels/scratch.h"
-#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

@@ -12,6 +12,11 @@
 #include "core/offload_plan.h"
 #include "core/step_statistics.h"
 #include "core/tensor_parallel.h"
+#include "estimate/collective_calls.h"
+#include "estimate/estimate_time.h"
+#include "estimate/gemm_calls.h"
+#include "estimate/model_flops.h"
+#include "estimate/tensor_parallel_calls.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/speed_reference.h"
@@ -21,11 +26,6 @@
 #include "probe/host_link_probe.h"
 #include "probe/optimizer_probe.h"
 #include "probe/probe_timing.h"
-#include "estimate/collective_calls.h"
-#include "estimate/estimate_time.h"
-#include "estimate/gemm_calls.h"
-#include "estimate/model_flops.h"
-#include "estimate/tensor_parallel_calls.h"
 
 namespace tune::probe {
 namespace {
@@ -76,7 +76,11 @@ double probe_gemm(kernels::Backend& backend, const GemmRate& g, const ProbeSetti
         backend.copy(a.ptr, produced_a.ptr, a_bytes);
     };
     const double t = seconds_per_call(
-        backend, [&] { backend.gemm(args, {ws.ptr, backend.gemm_workspace_bytes(args)}); }, as_in_step, spent);
+        backend,
+        [&] {
+            backend.gemm(args, {ws.ptr, backend.gemm_workspace_bytes(args)});
+        },
+        as_in_step, spent);
     return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) / t;
 }
 
@@ -107,9 +111,18 @@ void probe_attention(kernels::Backend& backend, AttentionRate& a, const ProbeSet
     bw.dout = dout.ptr, bw.dout_stride = f.q_stride;
     bw.dq = dq.ptr, bw.dk = dk.ptr, bw.dv = dv.ptr;
     double spent_f = 0, spent_b = 0;
-    a.forward_s = seconds_per_call(backend, [&] { backend.attention_forward(f, {ws.ptr, ws_bytes}); }, s, &spent_f);
-    a.backward_s = seconds_per_call(backend, [&] { backend.attention_backward(bw, {ws.ptr, ws_bytes}); },
-                                    s, &spent_b);
+    a.forward_s = seconds_per_call(
+        backend,
+        [&] {
+            backend.attention_forward(f, {ws.ptr, ws_bytes});
+        },
+        s, &spent_f);
+    a.backward_s = seconds_per_call(
+        backend,
+        [&] {
+            backend.attention_backward(bw, {ws.ptr, ws_bytes});
+        },
+        s, &spent_b);
     if (spent) *spent = spent_f + spent_b;
 }
 
@@ -128,7 +141,8 @@ std::vector<std::uint64_t> probed_sizes(const std::set<std::uint64_t>& sizes) {
     if (all.size() <= 3) return all;
     const double middle = std::sqrt(static_cast<double>(all.front()) * static_cast<double>(all.back()));
     const auto mid = std::min_element(all.begin() + 1, all.end() - 1, [&](std::uint64_t a, std::uint64_t b) {
-        return std::fabs(std::log(static_cast<double>(a) / middle)) < std::fabs(std::log(static_cast<double>(b) / middle));
+        return std::fabs(std::log(static_cast<double>(a) / middle)) <
+               std::fabs(std::log(static_cast<double>(b) / middle));
     });
     return {all.front(), *mid, all.back()};
 }
@@ -254,8 +268,8 @@ ProbedRates plan_probes(const ModelSpec& model, const std::vector<TrialConfig>& 
                                   static_cast<std::int64_t>(model.head_dim()), dtype, flash, 0, 0});
     for (const auto& [t, dtype] : tokens)
         plan.elementwise.push_back({t, dtype, h, kv, f, v, static_cast<std::int64_t>(model.heads),
-                                    static_cast<std::int64_t>(model.kv_heads), static_cast<std::int64_t>(model.head_dim()),
-                                    0, 0, 0});
+                                    static_cast<std::int64_t>(model.kv_heads),
+                                    static_cast<std::int64_t>(model.head_dim()), 0, 0, 0});
     plan.speed_reference_s = 1;  // asked for
     plan_optimizers(model, configs, optimizer_elements, plan);
     std::set<ProbeDtype> dequantized;  // qlora's compute dtypes

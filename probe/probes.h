@@ -2,18 +2,18 @@
 // run on a kernels::Backend at a sweep's own shapes: every GEMM of a layer
 // and the LM head at each tokens-per-micro-batch and dtype the sweep holds,
 // attention forward and backward per shape, the element-wise ops, and each
-// optimizer's update in each precision (probe/optimizer_probe.h). Each probe repeats its op until a minimum time has passed
-// (after one untimed run), as Google Benchmark does.
+// optimizer's update in each precision (probe/optimizer_probe.h). Each probe repeats its op until a minimum time has
+// passed (after one untimed run), as Google Benchmark does.
 #pragma once
 
 #include <functional>
 #include <vector>
 
 #include "core/config.h"
+#include "estimate/probed_rates.h"
 #include "kernels/backend.h"
 #include "probe/probe_records.h"
 #include "probe/probe_timing.h"
-#include "estimate/probed_rates.h"
 
 namespace tune::probe {
 

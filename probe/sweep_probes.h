@@ -9,16 +9,16 @@
 #include <vector>
 
 #include "probe/probes.h"
-#include "sweep/spec.h"
 #include "store/store.h"
+#include "sweep/spec.h"
 
 namespace tune::probe {
 
 struct SweepProbes {
     std::shared_ptr<const ProbedRates> rates;
     std::vector<ProbeRecord> records;
-    bool cached = false;   // every probe came from the store
-    double seconds = 0;    // spent measuring (0 when cached)
+    bool cached = false;  // every probe came from the store
+    double seconds = 0;   // spent measuring (0 when cached)
 };
 
 // The software part of a probe cache key: rates change with tune and its libraries.

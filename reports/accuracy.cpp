@@ -81,19 +81,22 @@ std::string step_error_medians_text(const Accuracy& a) {
     const ErrorSummary& after = a.step_summary;
     if (after.count == 0) return {};
     if (before.count == 0)
-        return fmt::format("Median |step-time error|: {:.1f}% as calibrated (n={}); the estimates before calibration "
-                           "were not kept (a database from before schema 7).",
-                           after.median_abs_pct, after.count);
-    std::string text = fmt::format("Median |step-time error|: {:.1f}% before any trial fed calibration (n={}), {:.1f}% "
-                                   "after (the calibrated estimate each trial ran with, n={}).",
-                                   before.median_abs_pct, before.count, after.median_abs_pct, after.count);
+        return fmt::format(
+            "Median |step-time error|: {:.1f}% as calibrated (n={}); the estimates before calibration "
+            "were not kept (a database from before schema 7).",
+            after.median_abs_pct, after.count);
+    std::string text = fmt::format(
+        "Median |step-time error|: {:.1f}% before any trial fed calibration (n={}), {:.1f}% "
+        "after (the calibrated estimate each trial ran with, n={}).",
+        before.median_abs_pct, before.count, after.median_abs_pct, after.count);
     const ErrorSummary& before_paced = a.step_before_calibration_at_trial_speed_summary;
     if (before_paced.count > 0 && !a.slowdowns.empty()) {
         const auto [slowest, fastest] = std::minmax_element(a.slowdowns.begin(), a.slowdowns.end());
-        text += fmt::format(" At each trial's machine speed (its speed reference against the probes', which ranged "
-                            "{:.2f}x to {:.2f}x): {:.1f}% before calibration (n={}), {:.1f}% after (n={}).",
-                            *slowest, *fastest, before_paced.median_abs_pct, before_paced.count,
-                            a.step_at_trial_speed_summary.median_abs_pct, a.step_at_trial_speed_summary.count);
+        text += fmt::format(
+            " At each trial's machine speed (its speed reference against the probes', which ranged "
+            "{:.2f}x to {:.2f}x): {:.1f}% before calibration (n={}), {:.1f}% after (n={}).",
+            *slowest, *fastest, before_paced.median_abs_pct, before_paced.count,
+            a.step_at_trial_speed_summary.median_abs_pct, a.step_at_trial_speed_summary.count);
         if (a.pace_exponent != 1)
             text += fmt::format(" Calibration learned that a step slows as the reference's time to the power {:.2f}.",
                                 a.pace_exponent);

@@ -17,12 +17,12 @@ struct ErrorSample {
     std::size_t trial = 0;  // index into SweepData::trials
     double estimated = 0;   // bytes or seconds
     double measured = 0;
-    double error_pct = 0;   // (estimated - measured) / measured
+    double error_pct = 0;  // (estimated - measured) / measured
 };
 
 struct ErrorSummary {
     std::size_t count = 0;
-    double bias_pct = 0;          // mean signed error: > 0 means the estimator overestimates
+    double bias_pct = 0;  // mean signed error: > 0 means the estimator overestimates
     double mean_abs_pct = 0;
     double median_abs_pct = 0;
     double p90_abs_pct = 0;
@@ -59,7 +59,7 @@ struct Accuracy {
     ErrorSummary step_at_trial_speed_summary;
     ErrorSummary step_before_calibration_at_trial_speed_summary;
     ErrorSummary real_memory_summary;
-    std::size_t fit_but_oom = 0;      // estimated to fit, then ran out of memory
+    std::size_t fit_but_oom = 0;  // estimated to fit, then ran out of memory
 };
 
 Accuracy estimator_accuracy(const SweepData& sweep);

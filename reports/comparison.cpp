@@ -50,7 +50,8 @@ Comparison compare_sweeps(const SweepData& baseline, const SweepData& other) {
         if (!both_ok(a, b)) continue;
         ++c.both_ok;
         tokens.push_back(delta_percent(a.result.tokens_per_s, b.result.tokens_per_s));
-        peaks.push_back(delta_percent(static_cast<double>(a.result.memory.peak), static_cast<double>(b.result.memory.peak)));
+        peaks.push_back(
+            delta_percent(static_cast<double>(a.result.memory.peak), static_cast<double>(b.result.memory.peak)));
     }
     c.tokens_delta_median_pct = median(std::move(tokens));
     c.peak_delta_median_pct = median(std::move(peaks));

@@ -19,12 +19,12 @@ struct DimensionValue {
     std::size_t trials = 0;
     std::size_t ok = 0;
     std::size_t oom = 0;
-    std::optional<double> best_tokens_per_s;   // among ok trials
-    std::optional<std::uint64_t> min_peak;     // among ok trials
+    std::optional<double> best_tokens_per_s;  // among ok trials
+    std::optional<std::uint64_t> min_peak;    // among ok trials
 };
 
 struct DimensionEffect {
-    std::string dimension;  // "optimizer", "context", ...
+    std::string dimension;               // "optimizer", "context", ...
     std::vector<DimensionValue> values;  // enum order, or ascending numbers
 };
 
@@ -33,13 +33,13 @@ struct DimensionEffect {
 std::vector<DimensionEffect> dimension_effects(const SweepData& sweep);
 
 struct ContextCurve {
-    std::string label;                                  // "full", "adamw", ...
-    std::vector<std::optional<double>> best_tokens_per_s;   // per context; nullopt where nothing finished
+    std::string label;                                     // "full", "adamw", ...
+    std::vector<std::optional<double>> best_tokens_per_s;  // per context; nullopt where nothing finished
     std::vector<std::optional<std::uint64_t>> min_peak;
 };
 
 struct ContextEffect {
-    std::string grouped_by;  // a dimension's name, e.g. "optimizer"
+    std::string grouped_by;               // a dimension's name, e.g. "optimizer"
     std::vector<std::uint32_t> contexts;  // ascending
     std::vector<ContextCurve> curves;     // only groups present in the sweep
 };

@@ -30,11 +30,12 @@ std::vector<std::string> front_noise_texts(const SweepData& sweep) {
 }
 
 std::string front_tie_legend() {
-    return fmt::format("tie \"= trial N\": its tokens/s is within noise of trial N, which needs less memory "
-                       "(throughput intervals from the median step time +/- {:g} x stddev / sqrt(timed steps) "
-                       "overlap), so its extra memory buys no measurable speed. noise: the coefficient of "
-                       "variation of the timed steps.",
-                       kNoiseSigmas);
+    return fmt::format(
+        "tie \"= trial N\": its tokens/s is within noise of trial N, which needs less memory "
+        "(throughput intervals from the median step time +/- {:g} x stddev / sqrt(timed steps) "
+        "overlap), so its extra memory buys no measurable speed. noise: the coefficient of "
+        "variation of the timed steps.",
+        kNoiseSigmas);
 }
 
 }  // namespace tune

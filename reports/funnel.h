@@ -11,10 +11,10 @@
 namespace tune {
 
 struct FunnelStage {
-    std::string name;      // "enumerated", "invalid", ...
+    std::string name;  // "enumerated", "invalid", ...
     std::uint64_t count = 0;
-    int depth = 0;         // 0 for the whole, 1 for a part of the stage above it
-    std::string meaning;   // one line for readers who do not know the word
+    int depth = 0;        // 0 for the whole, 1 for a part of the stage above it
+    std::string meaning;  // one line for readers who do not know the word
 };
 
 // enumerated, invalid, pruned, run, ok, oom, failed, timeout; then "not run

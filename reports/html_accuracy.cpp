@@ -34,7 +34,10 @@ nlohmann::json versus_spec(const SweepData& sweep, const std::vector<ErrorSample
         lines.push_back(fmt::format("error {}", percent_text(e.error_pct)));
         points.push_back({{"x", e.estimated * scale}, {"y", e.measured * scale}, {"t", std::move(lines)}});
     }
-    return {{"kind", "versus"}, {"x_label", "estimated " + unit}, {"y_label", "measured " + unit}, {"points", std::move(points)}};
+    return {{"kind", "versus"},
+            {"x_label", "estimated " + unit},
+            {"y_label", "measured " + unit},
+            {"points", std::move(points)}};
 }
 
 // Peak memory against peak memory, in the unit the largest value reaches.
@@ -75,9 +78,14 @@ nlohmann::json histogram_spec(const Accuracy& a) {
 
 void add_summary_row(HtmlTable& table, const std::string& quantity, const ErrorSummary& s) {
     const auto pct = [&](double v) { return s.count ? fmt::format("{:.1f}", v) : std::string(); };
-    table.add_row({{quantity, ""}, {std::to_string(s.count), ""}, {s.count ? percent_text(s.bias_pct) : "", ""},
-                   {pct(s.mean_abs_pct), ""}, {pct(s.median_abs_pct), ""}, {pct(s.p90_abs_pct), ""},
-                   {pct(s.max_abs_pct), ""}, {std::to_string(s.within_10pct), ""}});
+    table.add_row({{quantity, ""},
+                   {std::to_string(s.count), ""},
+                   {s.count ? percent_text(s.bias_pct) : "", ""},
+                   {pct(s.mean_abs_pct), ""},
+                   {pct(s.median_abs_pct), ""},
+                   {pct(s.p90_abs_pct), ""},
+                   {pct(s.max_abs_pct), ""},
+                   {std::to_string(s.within_10pct), ""}});
 }
 
 HtmlTable summary_table(const Accuracy& a) {
@@ -110,7 +118,8 @@ HtmlTable summary_table(const Accuracy& a) {
 HtmlTable worst_table(const SweepData& sweep, const Accuracy& a) {
     std::vector<HtmlColumn> columns{{"trial", true, ""}, {"quantity", false, ""}};
     for (auto& c : config_columns()) columns.push_back(std::move(c));
-    columns.insert(columns.end(), {{"estimated", true, "bytes or seconds"}, {"measured", true, "bytes or seconds"},
+    columns.insert(columns.end(), {{"estimated", true, "bytes or seconds"},
+                                   {"measured", true, "bytes or seconds"},
                                    {"error", true, "(estimated - measured) / measured"}});
     HtmlTable table(std::move(columns));
     const auto add = [&](const std::vector<ErrorSample>& samples, const std::string& quantity, bool memory) {
@@ -135,8 +144,7 @@ HtmlTable worst_table(const SweepData& sweep, const Accuracy& a) {
 
 }  // namespace
 
-void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& sweep,
-                            const std::string& prefix) {
+void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix) {
     open_section(html, prefix + "accuracy", "Estimator accuracy");
     const Accuracy a = estimator_accuracy(sweep);
     summary_table(a).write(html, prefix + "accuracy-table", false, "");

@@ -85,8 +85,7 @@ HtmlTable breakdown_table(const SweepData& sweep, const std::vector<std::size_t>
 
 }  // namespace
 
-void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& sweep,
-                             const std::string& prefix) {
+void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix) {
     open_section(html, prefix + "breakdown", "Memory breakdown of the front");
     const auto trials = shown(sweep);
     if (trials.empty()) {
@@ -97,7 +96,8 @@ void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& 
     const auto components = used_components(sweep, trials);
     std::string caption = "Per GPU, at the moment of the peak. Left bar of each pair: estimated; right: measured.";
     if (sweep.front.size() > trials.size())
-        caption += fmt::format(" The first {} of {} front configurations, by peak memory.", trials.size(), sweep.front.size());
+        caption +=
+            fmt::format(" The first {} of {} front configurations, by peak memory.", trials.size(), sweep.front.size());
     // The overhead (the process's baseline, the CUDA context) is the same in every bar and can dwarf
     // the states that differ: the chart leaves it out and says so; the table keeps it.
     std::vector<Component> drawn = components;

@@ -61,7 +61,8 @@ std::vector<std::size_t> plotted_trials(const SweepData& sweep, std::size_t max_
 nlohmann::json tooltip_lines(const TrialRecord& t) {
     const TrialConfig& c = t.result.config;
     nlohmann::json lines = nlohmann::json::array();
-    lines.push_back(fmt::format("trial {}: {} ({} GPU{})", t.id, c.model.name, c.world_size, c.world_size == 1 ? "" : "s"));
+    lines.push_back(
+        fmt::format("trial {}: {} ({} GPU{})", t.id, c.model.name, c.world_size, c.world_size == 1 ? "" : "s"));
     // The dimensions, three to a line.
     std::string line;
     for (std::size_t i = 0; i < kDimensionCount; ++i) {
@@ -73,7 +74,8 @@ nlohmann::json tooltip_lines(const TrialRecord& t) {
                                 t.result.memory.peak_phase.empty() ? "phase unknown" : t.result.memory.peak_phase,
                                 throughput_text(t.result.tokens_per_s), t.result.mfu * 100));
     if (const auto& e = t.result.estimate)
-        lines.push_back(fmt::format("estimated {}, {} tokens/s", bytes_text(e->memory.peak), throughput_text(e->tokens_per_s)));
+        lines.push_back(
+            fmt::format("estimated {}, {} tokens/s", bytes_text(e->memory.peak), throughput_text(e->tokens_per_s)));
     if (const auto risk = convergence_risk(c)) lines.push_back(fmt::format("{}: {}", kConvergenceRiskLabel, *risk));
     return lines;
 }
@@ -84,7 +86,8 @@ ByteUnit memory_axis_unit(std::span<const SweepData* const> sweeps) {
         largest = std::max(largest, s->memory_limit);
         for (const TrialRecord& t : s->trials) {
             if (plottable(t)) largest = std::max(largest, t.result.memory.peak);
-            if (t.result.estimate && t.result.estimate->fits) largest = std::max(largest, t.result.estimate->memory.peak);
+            if (t.result.estimate && t.result.estimate->fits)
+                largest = std::max(largest, t.result.estimate->memory.peak);
         }
     }
     return byte_unit_for(largest);

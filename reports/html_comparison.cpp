@@ -34,7 +34,9 @@ nlohmann::json fronts_spec(const SweepData& a, const SweepData& b) {
 }
 
 bool finished(const TrialRecord& t) { return t.result.status == TrialStatus::ok && t.measured; }
-HtmlCell measured_rate(const TrialRecord& t) { return finished(t) ? throughput_cell(t.result.tokens_per_s) : HtmlCell{}; }
+HtmlCell measured_rate(const TrialRecord& t) {
+    return finished(t) ? throughput_cell(t.result.tokens_per_s) : HtmlCell{};
+}
 HtmlCell measured_peak(const TrialRecord& t) { return finished(t) ? bytes_cell(t.result.memory.peak) : HtmlCell{}; }
 
 HtmlTable delta_table(const SweepData& a, const SweepData& b, const Comparison& c) {
@@ -75,9 +77,10 @@ HtmlTable delta_table(const SweepData& a, const SweepData& b, const Comparison& 
 }
 
 std::string summary_text(const SweepData& a, const SweepData& b, const Comparison& c) {
-    std::string out = fmt::format("A = {}, B = {}. {} configurations are in both ({} matched by config hash, {} by the "
-                                  "searched dimensions); {} finished in both.",
-                                  a.name(), b.name(), c.matched.size(), c.by_hash, c.by_dimensions, c.both_ok);
+    std::string out = fmt::format(
+        "A = {}, B = {}. {} configurations are in both ({} matched by config hash, {} by the "
+        "searched dimensions); {} finished in both.",
+        a.name(), b.name(), c.matched.size(), c.by_hash, c.by_dimensions, c.both_ok);
     if (c.tokens_delta_median_pct && c.peak_delta_median_pct)
         out += fmt::format(" Median change from A to B: tokens/s {}, peak memory {}.",
                            percent_text(*c.tokens_delta_median_pct), percent_text(*c.peak_delta_median_pct));
@@ -86,8 +89,8 @@ std::string summary_text(const SweepData& a, const SweepData& b, const Compariso
 
 }  // namespace
 
-void write_comparison_section(HtmlWriter& html, PageData& page, const SweepData& baseline,
-                              const SweepData& other, const std::string& prefix) {
+void write_comparison_section(HtmlWriter& html, PageData& page, const SweepData& baseline, const SweepData& other,
+                              const std::string& prefix) {
     open_section(html, prefix + "comparison", fmt::format("{} against {}", other.name(), baseline.name()));
     const Comparison c = compare_sweeps(baseline, other);
     html.element("p", summary_text(baseline, other, c));

@@ -34,8 +34,9 @@ nlohmann::json curves_spec(const ContextEffect& e, bool memory) {
     const ByteUnit unit = curves_unit(e);
     nlohmann::json series = nlohmann::json::array();
     for (const auto& c : e.curves) {
-        nlohmann::json values = memory ? values_or_null(c.min_peak, [unit](std::uint64_t b) { return in_unit(b, unit); })
-                                       : values_or_null(c.best_tokens_per_s, [](double v) { return v; });
+        nlohmann::json values = memory
+                                    ? values_or_null(c.min_peak, [unit](std::uint64_t b) { return in_unit(b, unit); })
+                                    : values_or_null(c.best_tokens_per_s, [](double v) { return v; });
         series.push_back({{"label", c.label}, {"values", std::move(values)}});
     }
     return {{"kind", "lines"},

@@ -14,10 +14,14 @@ std::size_t utf8_length(std::string_view text, std::size_t i) {
     std::size_t n = 0;
     std::uint32_t min = 0;
     if (lead < 0x80) return 1;
-    if (lead >= 0xC2 && lead <= 0xDF) n = 2, min = 0x80;
-    else if (lead >= 0xE0 && lead <= 0xEF) n = 3, min = 0x800;
-    else if (lead >= 0xF0 && lead <= 0xF4) n = 4, min = 0x10000;
-    else return 0;
+    if (lead >= 0xC2 && lead <= 0xDF)
+        n = 2, min = 0x80;
+    else if (lead >= 0xE0 && lead <= 0xEF)
+        n = 3, min = 0x800;
+    else if (lead >= 0xF0 && lead <= 0xF4)
+        n = 4, min = 0x10000;
+    else
+        return 0;
     if (i + n > text.size()) return 0;
     std::uint32_t code = lead & (0xFF >> (n + 1));
     for (std::size_t k = 1; k < n; ++k) {
@@ -54,12 +58,23 @@ std::string escape_html(std::string_view text) {
     out.reserve(clean.size() + clean.size() / 8);
     for (char c : clean) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            case '\'':
+                out += "&#39;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;
@@ -72,13 +87,18 @@ std::string json_for_script(const nlohmann::json& value) {
     out.reserve(json.size() + json.size() / 16);
     for (std::size_t i = 0; i < json.size(); ++i) {
         const char c = json[i];
-        if (c == '<') out += "\\u003c";
-        else if (c == '>') out += "\\u003e";
-        else if (c == '&') out += "\\u0026";
-        else if (c == '\xE2' && i + 2 < json.size() && json[i + 1] == '\x80' && (json[i + 2] == '\xA8' || json[i + 2] == '\xA9')) {
+        if (c == '<')
+            out += "\\u003c";
+        else if (c == '>')
+            out += "\\u003e";
+        else if (c == '&')
+            out += "\\u0026";
+        else if (c == '\xE2' && i + 2 < json.size() && json[i + 1] == '\x80' &&
+                 (json[i + 2] == '\xA8' || json[i + 2] == '\xA9')) {
             out += json[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
             i += 2;
-        } else out += c;
+        } else
+            out += c;
     }
     return out;
 }

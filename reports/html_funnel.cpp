@@ -15,7 +15,8 @@ void write_count_cell(HtmlWriter& html, const FunnelStage& stage, std::uint64_t 
     html.open("td", {{"class", "funnel-cell"}});
     html.open("span", {{"class", "funnel-count"}}).text(std::to_string(stage.count)).close("span");
     const std::string width = fmt::format("width:{:.1f}%", std::clamp(share * 100.0, 0.0, 100.0));
-    html.open("span", {{"class", "funnel-bar"}}).empty("span", {{"class", "funnel-fill st-" + stage.name.substr(0, stage.name.find(' '))}, {"style", width}});
+    html.open("span", {{"class", "funnel-bar"}})
+        .empty("span", {{"class", "funnel-fill st-" + stage.name.substr(0, stage.name.find(' '))}, {"style", width}});
     html.close("span");
     html.close("span");
     html.close("td");
@@ -39,11 +40,14 @@ void write_funnel_section(HtmlWriter& html, std::span<const SweepData> sweeps) {
         const FunnelStage* any = nullptr;
         for (const auto& st : stages)
             if (r < st.size()) any = &st[r];
-        html.open("tr").open("th", {{"scope", "row"}, {"class", fmt::format("depth{}", any->depth)}, {"title", any->meaning}});
+        html.open("tr").open(
+            "th", {{"scope", "row"}, {"class", fmt::format("depth{}", any->depth)}, {"title", any->meaning}});
         html.text(any->name).close("th");
         for (std::size_t i = 0; i < sweeps.size(); ++i) {
-            if (r < stages[i].size()) write_count_cell(html, stages[i][r], sweeps[i].summary.total());
-            else html.element("td", "");
+            if (r < stages[i].size())
+                write_count_cell(html, stages[i][r], sweeps[i].summary.total());
+            else
+                html.element("td", "");
         }
         html.close("tr");
     }

@@ -19,13 +19,14 @@ struct OverviewRow {
 std::string model_text(const SweepData& s) {
     if (s.trials.empty()) return "unknown (no trials)";
     const ModelSpec& m = s.trials.front().result.config.model;
-    return fmt::format("{} ({} parameters, {} layers, hidden {})", m.name, count_text(static_cast<double>(m.param_count())),
-                       m.layers, m.hidden);
+    return fmt::format("{} ({} parameters, {} layers, hidden {})", m.name,
+                       count_text(static_cast<double>(m.param_count())), m.layers, m.hidden);
 }
 
 std::string device_text(const SweepData& s) {
     const DeviceInfo& d = s.summary.record.device;
-    return fmt::format("{} x {} ({} each)", d.count, d.name.empty() ? "unknown device" : d.name, bytes_text(d.memory_bytes));
+    return fmt::format("{} x {} ({} each)", d.count, d.name.empty() ? "unknown device" : d.name,
+                       bytes_text(d.memory_bytes));
 }
 
 std::string software_text(const SweepData& s) {

@@ -90,12 +90,14 @@ void write_pareto_section(HtmlWriter& html, PageData& page, const SweepData& swe
         "triangle 2, diamond 3). The line joins the {} Pareto-optimal trials; the dashed line is the memory limit.",
         sweep.front.size());
     if (plotted.size() < ok)
-        caption += fmt::format(" {} of {} trials are drawn (the front plus one per grid cell); the table below has all.",
-                               plotted.size(), ok);
+        caption +=
+            fmt::format(" {} of {} trials are drawn (the front plus one per grid cell); the table below has all.",
+                        plotted.size(), ok);
     write_chart(html, page, prefix + "pareto-chart", pareto_spec(sweep), caption);
     html.element("h3", "Pareto-optimal configurations");
     html.element("p", front_tie_legend());
-    front_table(sweep).write(html, prefix + "front-table", false, "No trial was measured ok, so there is no measured front; see the predicted front below.");
+    front_table(sweep).write(html, prefix + "front-table", false,
+                             "No trial was measured ok, so there is no measured front; see the predicted front below.");
     html.close("section");
 }
 

@@ -28,7 +28,8 @@ nlohmann::json predicted_point_json(const TrialRecord& t, ByteUnit unit) {
     lines.push_back(fmt::format("{}peak {} ({}), {} tokens/s, MFU {:.1f}%",
                                 row.framework ? "tune's engine: " : "predicted ", bytes_text(e.memory.peak),
                                 e.memory.peak_phase, throughput_text(e.tokens_per_s), e.mfu * 100));
-    if (const auto risk = convergence_risk(t.result.config)) lines.push_back(fmt::format("{}: {}", kConvergenceRiskLabel, *risk));
+    if (const auto risk = convergence_risk(t.result.config))
+        lines.push_back(fmt::format("{}: {}", kConvergenceRiskLabel, *risk));
     const std::uint64_t x = row.framework ? row.framework->device : e.memory.peak;
     const double y = row.framework ? row.framework->tokens_per_s : e.tokens_per_s;
     return {{"x", in_unit(x, unit)}, {"y", y}, {"z", t.result.config.zero_stage}, {"t", lines}};
@@ -41,8 +42,10 @@ nlohmann::json predicted_spec(const SweepData& sweep) {
     for (Optimizer o : kOptimizers) {
         nlohmann::json points = nlohmann::json::array();
         for (auto i : sweep.predicted_front)
-            if (sweep.trials[i].result.config.optimizer == o) points.push_back(predicted_point_json(sweep.trials[i], unit));
-        if (!points.empty()) groups.push_back({{"label", fmt::format("{} (predicted)", to_string(o))}, {"points", std::move(points)}});
+            if (sweep.trials[i].result.config.optimizer == o)
+                points.push_back(predicted_point_json(sweep.trials[i], unit));
+        if (!points.empty())
+            groups.push_back({{"label", fmt::format("{} (predicted)", to_string(o))}, {"points", std::move(points)}});
     }
     nlohmann::json line = nlohmann::json::array();
     for (auto i : sweep.predicted_front) line.push_back(predicted_point_json(sweep.trials[i], unit));

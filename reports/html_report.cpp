@@ -1,6 +1,5 @@
 #include "reports/html_report.h"
 
-
 #include <fmt/format.h>
 
 #include "core/output_file.h"
@@ -42,7 +41,8 @@ void write_nav(HtmlWriter& html, std::span<const SweepData> sweeps) {
     link("what-to-run", "what to run");
     link("overview", "overview");
     link("funnel", "funnel");
-    for (std::size_t i = 1; i < sweeps.size(); ++i) link(fmt::format("cmp{}-comparison", i), "comparison: " + sweeps[i].name());
+    for (std::size_t i = 1; i < sweeps.size(); ++i)
+        link(fmt::format("cmp{}-comparison", i), "comparison: " + sweeps[i].name());
     for (std::size_t i = 0; i < sweeps.size(); ++i) {
         const std::string p = fmt::format("s{}-", i);
         const std::string suffix = sweeps.size() > 1 ? " (" + sweeps[i].name() + ")" : "";
@@ -83,7 +83,8 @@ void write_body(HtmlWriter& html, std::span<const SweepData> sweeps) {
     html.open("header", {{"class", "page"}}).element("h1", title_of(sweeps));
     write_nav(html, sweeps);
     html.close("header");
-    html.element("noscript", "JavaScript is off: the charts are not drawn, and every table shows all of its rows, unsorted.");
+    html.element("noscript",
+                 "JavaScript is off: the charts are not drawn, and every table shows all of its rows, unsorted.");
     html.element("pre", "", {{"id", "report-errors"}, {"class", "errors"}, {"hidden", "hidden"}});
     html.open("main").raw(main.str()).close("main");
     html.open("script", {{"type", "application/json"}, {"id", "report-data"}})

@@ -15,7 +15,8 @@ void open_section(HtmlWriter& html, const std::string& id, std::string_view titl
 
 std::vector<HtmlColumn> config_columns() {
     std::vector<HtmlColumn> columns;
-    for (const Dimension& d : dimensions()) columns.push_back({std::string(d.header), !d.is_enum(), std::string(d.help)});
+    for (const Dimension& d : dimensions())
+        columns.push_back({std::string(d.header), !d.is_enum(), std::string(d.help)});
     columns.push_back({"GPUs", true, "ranks per trial"});
     return columns;
 }

@@ -27,16 +27,14 @@ void write_funnel_section(HtmlWriter& html, std::span<const SweepData> sweeps);
 void write_pareto_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
 // The predicted front of the configurations not measured, labelled "predicted".
 void write_predicted_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
-void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& sweep,
-                             const std::string& prefix);
-void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& sweep,
-                            const std::string& prefix);
+void write_breakdown_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
+void write_accuracy_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
 void write_effects_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
 void write_trials_section(HtmlWriter& html, PageData& page, const SweepData& sweep, const std::string& prefix);
 
 // Both fronts on one chart and the deltas of the configurations in both.
-void write_comparison_section(HtmlWriter& html, PageData& page, const SweepData& baseline,
-                              const SweepData& other, const std::string& prefix);
+void write_comparison_section(HtmlWriter& html, PageData& page, const SweepData& baseline, const SweepData& other,
+                              const std::string& prefix);
 
 // <h2 id=...>title</h2> opening a <section>; the caller closes the section.
 void open_section(HtmlWriter& html, const std::string& id, std::string_view title);

@@ -11,8 +11,10 @@ namespace {
 void write_header(HtmlWriter& html, const std::vector<HtmlColumn>& columns) {
     html.open("thead").open("tr");
     for (const auto& c : columns) {
-        if (c.help.empty()) html.open("th", {{"data-type", c.numeric ? "num" : "text"}});
-        else html.open("th", {{"data-type", c.numeric ? "num" : "text"}, {"title", c.help}});
+        if (c.help.empty())
+            html.open("th", {{"data-type", c.numeric ? "num" : "text"}});
+        else
+            html.open("th", {{"data-type", c.numeric ? "num" : "text"}, {"title", c.help}});
         html.text(c.title).close("th");
     }
     html.close("tr").close("thead");
@@ -49,8 +51,10 @@ void HtmlTable::write(HtmlWriter& html, const std::string& id, bool interactive,
     }
     const char* css = interactive ? "data interactive" : "data";
     html.open("div", {{"class", "table-wrap"}});
-    if (id.empty()) html.open("table", {{"class", css}});
-    else html.open("table", {{"class", css}, {"id", id}});
+    if (id.empty())
+        html.open("table", {{"class", css}});
+    else
+        html.open("table", {{"class", css}, {"id", id}});
     write_header(html, columns_);
     html.open("tbody");
     html.raw("\n");
@@ -70,8 +74,10 @@ nlohmann::json HtmlTable::rows_json() const {
     for (const auto& row : rows_) {
         nlohmann::json cells = nlohmann::json::array();
         for (const auto& cell : row) {
-            if (cell.css_class.empty() && cell.sort.empty() && cell.title.empty()) cells.push_back(cell.text);
-            else cells.push_back(nlohmann::json::array({cell.text, cell.css_class, cell.sort, cell.title}));
+            if (cell.css_class.empty() && cell.sort.empty() && cell.title.empty())
+                cells.push_back(cell.text);
+            else
+                cells.push_back(nlohmann::json::array({cell.text, cell.css_class, cell.sort, cell.title}));
         }
         out.push_back(std::move(cells));
     }

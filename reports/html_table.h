@@ -25,8 +25,8 @@ struct HtmlColumn {
 struct HtmlCell {
     std::string text;
     std::string css_class;  // e.g. "st-ok"; empty for none
-    std::string sort{};     // the number a numeric column sorts by when the text has a unit ("2.50 MiB"); empty: the text
-    std::string title{};    // the full text on hover when `text` is shortened; empty for none
+    std::string sort{};   // the number a numeric column sorts by when the text has a unit ("2.50 MiB"); empty: the text
+    std::string title{};  // the full text on hover when `text` is shortened; empty for none
 };
 
 // Cells of a scaled number: the text in its unit, sorted by the plain value.

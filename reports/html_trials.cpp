@@ -34,17 +34,19 @@ HtmlCell reason_cell(const std::string& reason) {
 // The reason beside the status, where it is read, rather than past twenty columns.
 // host: the sweep offloads somewhere, so its host ledger (per rank) gets two columns.
 std::vector<HtmlColumn> trial_columns(bool host) {
-    std::vector<HtmlColumn> columns{{"trial", true, ""},
-                                    {"status", false, ""},
-                                    {"reason", false, "why a trial did not finish ok; hover or click for the whole text"}};
+    std::vector<HtmlColumn> columns{
+        {"trial", true, ""},
+        {"status", false, ""},
+        {"reason", false, "why a trial did not finish ok; hover or click for the whole text"}};
     for (auto& c : config_columns()) columns.push_back(std::move(c));
-    columns.insert(columns.end(), {{"peak", true, "measured peak memory per GPU: the allocator's, baseline included"},
-                                   {"real peak", true, kRealPeakTitle},
-                                   {"tokens/s", true, "measured, warmup excluded"},
-                                   {"MFU %", true, ""},
-                                   {"est. peak", true, "the estimator's prediction"},
-                                   {"est. tokens/s", true, "the estimator's prediction"},
-                                   {"mem err", true, "(estimated - measured) / measured peak: the real peak where measured"}});
+    columns.insert(columns.end(),
+                   {{"peak", true, "measured peak memory per GPU: the allocator's, baseline included"},
+                    {"real peak", true, kRealPeakTitle},
+                    {"tokens/s", true, "measured, warmup excluded"},
+                    {"MFU %", true, ""},
+                    {"est. peak", true, "the estimator's prediction"},
+                    {"est. tokens/s", true, "the estimator's prediction"},
+                    {"mem err", true, "(estimated - measured) / measured peak: the real peak where measured"}});
     if (host)
         columns.insert(columns.end(),
                        {{"host", true, "offload: measured host memory per rank (the host ledger's peak)"},

@@ -37,7 +37,8 @@ HtmlTable what_to_run_table(const SweepData& sweep, const WhatToRunChoice& choic
         }
         const TrialRecord& t = sweep.trials[*row.trial];
         const bool measured = row.basis == Basis::measured;
-        cells.push_back({measured ? "measured" : "predicted (not measured)", measured ? "basis st-ok" : "basis predicted"});
+        cells.push_back(
+            {measured ? "measured" : "predicted (not measured)", measured ? "basis st-ok" : "basis predicted"});
         cells.push_back({std::to_string(t.id), ""});
         cells.push_back({summary(t.result.config), "config"});
         cells.push_back(throughput_cell(answer_tokens_per_s(sweep, row)));
@@ -100,7 +101,8 @@ void write_what_to_run_section(HtmlWriter& html, std::span<const SweepData> swee
                  "where nothing else fits; a faster one is shown beside the answer as the alternative, with what it "
                  "gains.",
                  {{"class", "note"}});
-    const bool cpu = std::any_of(sweeps.begin(), sweeps.end(), [](const SweepData& s) { return s.summary.record.backend == "cpu"; });
+    const bool cpu =
+        std::any_of(sweeps.begin(), sweeps.end(), [](const SweepData& s) { return s.summary.record.backend == "cpu"; });
     if (cpu)
         html.element("p",
                      "On the CPU backend the memory limit bounds what the trainer allocates; the peak shown also holds "

@@ -67,8 +67,7 @@ std::uint64_t tokens_per_step(const TrialConfig& c) {
 std::optional<double> measured_step_s(const TrialRecord& t) {
     if (!t.measured || t.result.status != TrialStatus::ok) return std::nullopt;
     if (t.median_step_s && *t.median_step_s > 0) return t.median_step_s;
-    if (t.result.tokens_per_s > 0)
-        return static_cast<double>(tokens_per_step(t.result.config)) / t.result.tokens_per_s;
+    if (t.result.tokens_per_s > 0) return static_cast<double>(tokens_per_step(t.result.config)) / t.result.tokens_per_s;
     return std::nullopt;
 }
 

@@ -22,7 +22,7 @@ std::string count_text(double n);
 std::string throughput_text(double tokens_per_s);
 // Seconds to three significant digits: "12.3", "0.412", "0.00123".
 std::string seconds_text(double seconds);
-std::string percent_text(double percent);            // "+12.3%"
+std::string percent_text(double percent);  // "+12.3%"
 
 // The unit a chart draws bytes in: the largest IEC unit the biggest value reaches,
 // so the axis of a tiny model's peaks reads 0-3 MiB, not 0.000-0.003 GiB.

@@ -9,10 +9,13 @@
 namespace tune {
 
 bool any_risk(std::span<const TrialConfig* const> configs) {
-    return std::any_of(configs.begin(), configs.end(), [](const TrialConfig* c) { return convergence_risk(*c).has_value(); });
+    return std::any_of(configs.begin(), configs.end(),
+                       [](const TrialConfig* c) { return convergence_risk(*c).has_value(); });
 }
 
-std::string risk_cell_text(const TrialConfig& c) { return convergence_risk(c) ? std::string(kConvergenceRiskLabel) : ""; }
+std::string risk_cell_text(const TrialConfig& c) {
+    return convergence_risk(c) ? std::string(kConvergenceRiskLabel) : "";
+}
 
 std::string risk_footnotes(std::span<const TrialConfig* const> configs, const std::string& indent) {
     std::vector<std::string_view> seen;

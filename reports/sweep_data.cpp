@@ -49,7 +49,8 @@ std::vector<std::size_t> predicted_front_indices(const SweepData& data) {
 SweepData load_sweep_data(const Store& store, std::string_view name) {
     auto summary = store.find_sweep(name);
     if (!summary)
-        throw ConfigError(fmt::format("no sweep named \"{}\" in {} (it has: {})", name, store.path(), known_sweeps(store)));
+        throw ConfigError(
+            fmt::format("no sweep named \"{}\" in {} (it has: {})", name, store.path(), known_sweeps(store)));
     SweepData data;
     data.summary = std::move(*summary);
     TrialQuery query;

@@ -22,7 +22,7 @@ struct SweepData {
     // The predicted front of the trials not measured (reports/predicted_front's rule):
     // indices into `trials`, by increasing predicted peak; every one predicted to fit.
     std::vector<std::size_t> predicted_front;
-    std::uint64_t memory_limit = 0;   // per device: the trials' allocator limit, else the device's memory
+    std::uint64_t memory_limit = 0;  // per device: the trials' allocator limit, else the device's memory
 
     const std::string& name() const { return summary.record.name; }
 };

@@ -6,9 +6,9 @@
 
 #include "reports/accuracy.h"
 #include "reports/comparison.h"
+#include "reports/front_ties.h"
 #include "reports/funnel.h"
 #include "reports/makespan_text.h"
-#include "reports/front_ties.h"
 #include "reports/predicted_front.h"
 #include "reports/report_format.h"
 #include "reports/risk_note.h"
@@ -23,8 +23,10 @@ std::string funnel_text(const SweepData& sweep) {
     TextTable t({"stage", "trials", "share"});
     const double total = static_cast<double>(sweep.summary.total());
     for (const auto& stage : funnel(sweep.summary)) {
-        const std::string share = total > 0 ? fmt::format("{:.1f}%", static_cast<double>(stage.count) / total * 100) : "";
-        t.add_row({std::string(static_cast<std::size_t>(stage.depth) * 2, ' ') + stage.name, std::to_string(stage.count), share});
+        const std::string share =
+            total > 0 ? fmt::format("{:.1f}%", static_cast<double>(stage.count) / total * 100) : "";
+        t.add_row({std::string(static_cast<std::size_t>(stage.depth) * 2, ' ') + stage.name,
+                   std::to_string(stage.count), share});
     }
     return t.render("  ");
 }
@@ -39,18 +41,23 @@ std::string front_text(const SweepData& sweep) {
     if (sweep.front.empty()) return "  no trial was measured ok, so there is no measured front\n";
     const auto configs = configs_of(sweep, sweep.front);
     const bool notes = any_risk(configs);
-    std::vector<std::string> header{"trial", "configuration", "peak", "tokens/s", "MFU", "est. peak", "est. tokens/s",
-                                    "noise", "tie"};
+    std::vector<std::string> header{"trial",     "configuration", "peak",  "tokens/s", "MFU",
+                                    "est. peak", "est. tokens/s", "noise", "tie"};
     if (notes) header.emplace_back("note");
     TextTable t(header);
     const std::vector<std::string> ties = front_tie_marks(sweep), noise = front_noise_texts(sweep);
     for (std::size_t k = 0; k < sweep.front.size(); ++k) {
         const TrialRecord& r = sweep.trials[sweep.front[k]];
         const auto& e = r.result.estimate;
-        std::vector<std::string> row{std::to_string(r.id), summary(r.result.config), bytes_text(r.result.memory.peak),
-                                     throughput_text(r.result.tokens_per_s), fmt::format("{:.1f}%", r.result.mfu * 100),
-                                     e ? bytes_text(e->memory.peak) : "-", e ? throughput_text(e->tokens_per_s) : "-",
-                                     noise[k], ties[k]};
+        std::vector<std::string> row{std::to_string(r.id),
+                                     summary(r.result.config),
+                                     bytes_text(r.result.memory.peak),
+                                     throughput_text(r.result.tokens_per_s),
+                                     fmt::format("{:.1f}%", r.result.mfu * 100),
+                                     e ? bytes_text(e->memory.peak) : "-",
+                                     e ? throughput_text(e->tokens_per_s) : "-",
+                                     noise[k],
+                                     ties[k]};
         if (notes) row.push_back(risk_cell_text(r.result.config));
         t.add_row(std::move(row));
     }
@@ -88,9 +95,11 @@ std::string what_to_run_text(const SweepData& sweep) {
             continue;
         }
         const TrialRecord& r = sweep.trials[*row.trial];
-        std::vector<std::string> cells{budget_text(row), std::to_string(row.context),
+        std::vector<std::string> cells{budget_text(row),
+                                       std::to_string(row.context),
                                        row.basis == Basis::measured ? "measured" : "predicted",
-                                       std::to_string(r.id), summary(r.result.config),
+                                       std::to_string(r.id),
+                                       summary(r.result.config),
                                        throughput_text(answer_tokens_per_s(sweep, row)),
                                        bytes_text(answer_peak(sweep, row))};
         if (notes) cells.push_back(risk_cell_text(r.result.config));
@@ -99,7 +108,9 @@ std::string what_to_run_text(const SweepData& sweep) {
     }
     std::string out = t.render("  ") + risk_footnotes(configs);
     if (sweep.summary.record.backend == "cpu")
-        out += "  (CPU backend: the limit bounds what the trainer allocates; the peak also holds the process's baseline)\n";
+        out +=
+            "  (CPU backend: the limit bounds what the trainer allocates; the peak also holds the process's "
+            "baseline)\n";
     return out;
 }
 
@@ -129,8 +140,8 @@ void add_error_row(TextTable& t, const std::string& quantity, const ErrorSummary
         return;
     }
     t.add_row({quantity, std::to_string(s.count), percent_text(s.bias_pct), fmt::format("{:.1f}%", s.mean_abs_pct),
-               fmt::format("{:.1f}%", s.median_abs_pct), fmt::format("{:.1f}%", s.p90_abs_pct), fmt::format("{:.1f}%", s.max_abs_pct),
-               fmt::format("{}/{}", s.within_10pct, s.count)});
+               fmt::format("{:.1f}%", s.median_abs_pct), fmt::format("{:.1f}%", s.p90_abs_pct),
+               fmt::format("{:.1f}%", s.max_abs_pct), fmt::format("{}/{}", s.within_10pct, s.count)});
 }
 
 std::string accuracy_text(const SweepData& sweep) {
@@ -142,7 +153,8 @@ std::string accuracy_text(const SweepData& sweep) {
     add_error_row(t, before ? "step time, after calibration" : "step time", a.step_summary);
     // The same at each trial's machine speed: the host's pace taken out (core/machine_speed.h).
     if (a.step_before_calibration_at_trial_speed_summary.count > 0)
-        add_error_row(t, "step time, before calibration, at trial speed", a.step_before_calibration_at_trial_speed_summary);
+        add_error_row(t, "step time, before calibration, at trial speed",
+                      a.step_before_calibration_at_trial_speed_summary);
     if (a.step_at_trial_speed_summary.count > 0)
         add_error_row(t, "step time, after calibration, at trial speed", a.step_at_trial_speed_summary);
     std::string out = t.render("  ");
@@ -170,8 +182,9 @@ std::string sweep_text(const SweepData& sweep) {
 
 std::string comparison_text(const SweepData& a, const SweepData& b) {
     const Comparison c = compare_sweeps(a, b);
-    std::string out = fmt::format("{} against {}: {} configurations in both ({} by hash, {} by dimensions), {} finished in both",
-                                  b.name(), a.name(), c.matched.size(), c.by_hash, c.by_dimensions, c.both_ok);
+    std::string out =
+        fmt::format("{} against {}: {} configurations in both ({} by hash, {} by dimensions), {} finished in both",
+                    b.name(), a.name(), c.matched.size(), c.by_hash, c.by_dimensions, c.both_ok);
     if (c.tokens_delta_median_pct && c.peak_delta_median_pct)
         out += fmt::format("; median change tokens/s {}, peak memory {}", percent_text(*c.tokens_delta_median_pct),
                            percent_text(*c.peak_delta_median_pct));

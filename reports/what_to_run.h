@@ -21,11 +21,11 @@
 namespace tune {
 
 struct WhatToRunRow {
-    std::uint64_t budget = 0;           // bytes per GPU
-    bool budget_is_limit = false;       // the sweep's own memory limit
+    std::uint64_t budget = 0;      // bytes per GPU
+    bool budget_is_limit = false;  // the sweep's own memory limit
     std::uint32_t context = 0;
-    std::optional<std::size_t> trial;   // index into SweepData::trials; nullopt: nothing fits
-    Basis basis = Basis::measured;      // what the trial's numbers are
+    std::optional<std::size_t> trial;  // index into SweepData::trials; nullopt: nothing fits
+    Basis basis = Basis::measured;     // what the trial's numbers are
     // Without allow_risk: the faster configuration with a convergence risk the answer passed over
     // (index into SweepData::trials), and what it gains ("+12% tokens/s").
     std::optional<std::size_t> alternative;

@@ -19,7 +19,7 @@ packages=(
 # one-node cluster from slurm-wlm and munge, with slurmdbd on a MariaDB of its
 # own so the test reads job steps from sacct.
 extras=(chromium libxml2-utils python3 python3-torch python3-numpy python3-yaml)
-# The format check of changed lines (scripts/check-format.sh).
+# The format check of every C++/CUDA file (scripts/check-format.sh).
 extras+=(clang-format)
 extras+=(slurm-wlm munge)
 extras+=(slurmdbd mariadb-server)

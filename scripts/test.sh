@@ -3,7 +3,7 @@
 # Labels: mpi (multi-rank, under mpirun), browser (headless Chromium),
 # gpu (skipped, visibly, on machines without a CUDA device), cuda-emu (the CUDA
 # backend on an emulated device), fuzz (mutated inputs through tune), format
-# (the lines changed since scripts/check-format.sh began follow .clang-format).
+# (every C++/CUDA file follows .clang-format).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --with-test-extras

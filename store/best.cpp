@@ -177,7 +177,8 @@ std::vector<std::string> explain(const std::vector<TrialRecord>& ok, const std::
             why.push_back(fmt::format("of the {} {} that meet the other constraints, {}", others.size(), kind,
                                       cs[i].why_none(others)));
     }
-    if (why.empty()) why.push_back(fmt::format("each constraint is met by one of the {}, but none meets them together", kind));
+    if (why.empty())
+        why.push_back(fmt::format("each constraint is met by one of the {}, but none meets them together", kind));
     return why;
 }
 
@@ -248,7 +249,8 @@ BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const St
                                                     : predicted_point(t.result));
     answer.on_front.assign(answer.ranked.size(), false);
     for (std::size_t i : front_of(points)) answer.on_front[i] = true;
-    if (basis == Basis::measured && query.by == BestBy::tokens_per_s) answer.tied_with_best = ties_with_best(answer.ranked);
+    if (basis == Basis::measured && query.by == BestBy::tokens_per_s)
+        answer.tied_with_best = ties_with_best(answer.ranked);
     if (answer.ranked.size() > query.top) {
         answer.ranked.resize(std::max<std::size_t>(query.top, 1));
         answer.on_front.resize(answer.ranked.size());

@@ -25,15 +25,15 @@ enum class Basis { measured, predicted };
 inline std::string_view to_string(Basis b) { return b == Basis::measured ? "measured" : "predicted"; }
 
 struct BestQuery {
-    std::optional<std::string> sweep;          // every sweep when unset
-    std::optional<std::uint64_t> max_memory;   // measured peak bytes per rank
+    std::optional<std::string> sweep;              // every sweep when unset
+    std::optional<std::uint64_t> max_memory;       // measured peak bytes per rank
     std::optional<std::uint64_t> max_host_memory;  // host bytes per node offload keeps there (none: 0)
     std::optional<std::uint32_t> min_context;
-    std::optional<std::uint32_t> gpus;         // world size, exactly
+    std::optional<std::uint32_t> gpus;  // world size, exactly
     // Search dimensions that must equal a value: (index into dimensions(), value).
     std::vector<std::pair<std::size_t, DimValue>> equal;
     BestBy by = BestBy::tokens_per_s;
-    std::size_t top = 5;                       // best plus runners-up
+    std::size_t top = 5;  // best plus runners-up
     // Rank configurations with a convergence risk (core/convergence_risk) among the rest; by default
     // every configuration without one ranks first, and the best risky one is offered as the alternative.
     bool allow_risk = false;
@@ -45,11 +45,11 @@ struct BestQuery {
 
 struct BestAnswer {
     Basis basis = Basis::measured;
-    std::vector<TrialRecord> ranked;   // best first, at most `top`
-    std::vector<bool> on_front;        // per ranked: on the Pareto front of the qualifying trials
-    std::size_t qualifying = 0;        // ok trials (predicted: fitting estimates) meeting every constraint
-    std::size_t measured_ok = 0;       // ok trials in scope (predicted: unmeasured configurations predicted to fit)
-    std::vector<std::string> why_none; // when nothing qualifies: one sentence per cause
+    std::vector<TrialRecord> ranked;    // best first, at most `top`
+    std::vector<bool> on_front;         // per ranked: on the Pareto front of the qualifying trials
+    std::size_t qualifying = 0;         // ok trials (predicted: fitting estimates) meeting every constraint
+    std::size_t measured_ok = 0;        // ok trials in scope (predicted: unmeasured configurations predicted to fit)
+    std::vector<std::string> why_none;  // when nothing qualifies: one sentence per cause
     // Measured, by tokens/s: the qualifying trials (shown or not) whose throughput is within
     // noise of the best's, best first (core/noise_ties.h); empty when none ties with it.
     std::vector<TrialId> tied_with_best;

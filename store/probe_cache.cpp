@@ -6,8 +6,9 @@
 namespace tune {
 namespace {
 
-constexpr sql::Sql kRead{"read_probes", "SELECT probe, value, unit, seconds FROM probes "
-                                        "WHERE host = ?1 AND software = ?2 AND device = ?3 ORDER BY probe"};
+constexpr sql::Sql kRead{"read_probes",
+                         "SELECT probe, value, unit, seconds FROM probes "
+                         "WHERE host = ?1 AND software = ?2 AND device = ?3 ORDER BY probe"};
 constexpr sql::Sql kUpsert{"cache_probe", R"sql(
 INSERT INTO probes (host, software, device, probe, value, unit, seconds, measured_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
 ON CONFLICT (host, software, device, probe) DO UPDATE SET

@@ -16,12 +16,17 @@ nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::js
 
 nlohmann::json estimate_json(const std::optional<Estimate>& e) {
     if (!e) return nullptr;
-    nlohmann::json j{{"peak_bytes", e->memory.peak}, {"peak_phase", e->memory.peak_phase}, {"step_s", e->step_s},
-                     {"tokens_per_s", e->tokens_per_s}, {"mfu", e->mfu}, {"fits", e->fits},
+    nlohmann::json j{{"peak_bytes", e->memory.peak},
+                     {"peak_phase", e->memory.peak_phase},
+                     {"step_s", e->step_s},
+                     {"tokens_per_s", e->tokens_per_s},
+                     {"mfu", e->mfu},
+                     {"fits", e->fits},
                      {"memory", components_json(e->memory)}};
     // The machine speed step_s holds for (the probes' speed reference); absent without probes.
     if (e->speed_reference_s > 0) j["speed_reference_s"] = e->speed_reference_s;
-    if (e->pace_exponent != 1) j["pace_exponent"] = e->pace_exponent;  // what calibration had learned (core/machine_speed.h)
+    if (e->pace_exponent != 1)
+        j["pace_exponent"] = e->pace_exponent;  // what calibration had learned (core/machine_speed.h)
     // Offload's host ledger per rank, per node, and the limit a configuration that does not fit passes.
     if (e->host_memory.peak > 0) {
         j["host_memory"] = {{"peak", e->host_memory.peak}, {"memory", components_json(e->host_memory)}};
@@ -34,11 +39,11 @@ nlohmann::json estimate_json(const std::optional<Estimate>& e) {
 nlohmann::json measured_json(const TrialRecord& t) {
     if (!t.measured) return nullptr;
     const TrialResult& r = t.result;
-    nlohmann::json j{{"peak_bytes", r.memory.peak},     {"peak_phase", r.memory.peak_phase},
-                     {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
-                     {"comm_bytes", r.comm_bytes},     {"comm_s", r.comm_s},
+    nlohmann::json j{{"peak_bytes", r.memory.peak},      {"peak_phase", r.memory.peak_phase},
+                     {"tokens_per_s", r.tokens_per_s},   {"mfu", r.mfu},
+                     {"comm_bytes", r.comm_bytes},       {"comm_s", r.comm_s},
                      {"oom_requested", r.oom_requested}, {"oom_live", r.oom_live},
-                     {"rank_peaks", r.rank_peaks},     {"memory", components_json(r.memory)}};
+                     {"rank_peaks", r.rank_peaks},       {"memory", components_json(r.memory)}};
     j["median_step_s"] = t.median_step_s ? nlohmann::json(*t.median_step_s) : nlohmann::json();
     // The step-time noise (Google Benchmark's statistics over the timed steps); null when none was timed.
     const auto or_null = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
@@ -104,6 +109,8 @@ nlohmann::json sweep_json(const SweepSummary& s) {
             {"counts", counts}};
 }
 
-std::string dump_json(const nlohmann::json& j) { return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string dump_json(const nlohmann::json& j) {
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 }  // namespace tune

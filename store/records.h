@@ -31,7 +31,7 @@ struct SweepLease {
 };
 
 struct DeviceInfo {
-    std::string name;              // "NVIDIA H100 80GB HBM3", or a preset name when estimate-only
+    std::string name;  // "NVIDIA H100 80GB HBM3", or a preset name when estimate-only
     std::uint32_t count = 0;
     std::uint64_t memory_bytes = 0;  // per device
     bool operator==(const DeviceInfo&) const = default;
@@ -40,7 +40,7 @@ struct DeviceInfo {
 struct SoftwareVersions {
     std::string tune_version;
     std::string git_commit;
-    std::string cuda;    // empty when not present
+    std::string cuda;  // empty when not present
     std::string nccl;
     std::string driver;
     bool operator==(const SoftwareVersions&) const = default;
@@ -97,7 +97,7 @@ struct NewTrial {
     // Made with the sweep's base settings, before any trial fed calibration: its step
     // time stays as est_base_step_s while est_step_s follows recalibration (schema 7).
     std::optional<Estimate> estimate;
-    double priority = 0;  // lower runs first under ClaimOrder::priority
+    double priority = 0;              // lower runs first under ClaimOrder::priority
     FrameworkPredictions frameworks;  // every stack's prediction beside our engine's (schema 10)
 };
 
@@ -128,7 +128,7 @@ struct TrialRecord {
     std::string sweep_name;
     std::string config_hash;
     TrialResult result;
-    bool measured = false;              // record_result has run for it
+    bool measured = false;                // record_result has run for it
     std::optional<double> median_step_s;  // over the steps after warmup
     // The step-time noise over the same steps (Google Benchmark's statistics; schema 6).
     std::optional<double> mean_step_s;
@@ -158,10 +158,10 @@ struct TrialRecord {
 };
 
 struct TrialQuery {
-    std::optional<SweepId> sweep;        // all sweeps when unset
-    std::optional<TrialStatus> status;   // every status when unset
-    bool with_memory = true;             // per-component rows
-    bool with_steps = false;             // step series
+    std::optional<SweepId> sweep;       // all sweeps when unset
+    std::optional<TrialStatus> status;  // every status when unset
+    bool with_memory = true;            // per-component rows
+    bool with_steps = false;            // step series
 };
 
 }  // namespace tune
@@ -178,7 +178,8 @@ struct ProbeKey {
 };
 
 struct ProbeRow {
-    std::string probe;  // the probe's key, compact JSON: {"dtype":"f32","k":64,"m":256,...,"probe":"gemm"} (probe/probe_records.h)
+    std::string probe;  // the probe's key, compact JSON: {"dtype":"f32","k":64,"m":256,...,"probe":"gemm"}
+                        // (probe/probe_records.h)
     double value = 0;
     std::string unit;
     double seconds = 0;  // how long it ran

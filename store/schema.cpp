@@ -1,8 +1,8 @@
 #include "store/schema.h"
 
 #include <array>
-#include <set>
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -245,8 +245,8 @@ constexpr std::array<const char*, kSchemaVersion> kMigrations{kVersion1, kVersio
 
 constexpr sql::Sql kUserVersion{"schema_version", "PRAGMA user_version"};
 constexpr sql::Sql kTableCount{"schema_tables", "SELECT count(*) FROM sqlite_schema"};
-constexpr sql::Sql kOurTables{"schema_our_tables",
-                              "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('sweeps', 'trials')"};
+constexpr sql::Sql kOurTables{
+    "schema_our_tables", "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('sweeps', 'trials')"};
 
 constexpr sql::Sql kTrialColumns{"trial_columns", "SELECT name FROM pragma_table_info('trials')"};
 
@@ -295,7 +295,8 @@ void check_known(sql::Connection& db, int version) {
                          true);
     if (version < 0)
         throw StoreError("schema", 0,
-                         fmt::format("the database has schema version {}, which no tune writes: {}", version, kForeign), true);
+                         fmt::format("the database has schema version {}, which no tune writes: {}", version, kForeign),
+                         true);
     if (version == 0 && count(db, kTableCount) != 0) throw StoreError("schema", 0, kForeign, true);
     if (version > 0 && count(db, kOurTables) != 2) throw StoreError("schema", 0, kForeign, true);
 }

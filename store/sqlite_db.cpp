@@ -18,8 +18,16 @@ namespace {
 // Codes that describe the file, its directory or its disk rather than a mistake in tune.
 bool about_the_file(int primary) {
     switch (primary) {
-        case SQLITE_PERM: case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_READONLY: case SQLITE_IOERR:
-        case SQLITE_CORRUPT: case SQLITE_FULL: case SQLITE_CANTOPEN: case SQLITE_NOTADB: case SQLITE_AUTH:
+        case SQLITE_PERM:
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+        case SQLITE_READONLY:
+        case SQLITE_IOERR:
+        case SQLITE_CORRUPT:
+        case SQLITE_FULL:
+        case SQLITE_CANTOPEN:
+        case SQLITE_NOTADB:
+        case SQLITE_AUTH:
             return true;
         default:
             return false;
@@ -132,8 +140,10 @@ std::string file_uri(const std::string& path, const char* query) {
     std::string uri = "file:";
     for (const char c : path) {
         const auto u = static_cast<unsigned char>(c);
-        if (std::isalnum(u) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') uri += c;
-        else uri += fmt::format("%{:02X}", u);
+        if (std::isalnum(u) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~')
+            uri += c;
+        else
+            uri += fmt::format("%{:02X}", u);
     }
     return uri + "?" + query;
 }
@@ -204,7 +214,9 @@ constexpr Sql kCommit{"commit", "COMMIT"};
 }  // namespace
 
 // Cached statements: one transaction per recorded trial makes their parsing show.
-Transaction::Transaction(Connection& db, Kind kind) : db_(db) { db_.query(kind == Kind::write ? kBeginWrite : kBeginRead).run(); }
+Transaction::Transaction(Connection& db, Kind kind) : db_(db) {
+    db_.query(kind == Kind::write ? kBeginWrite : kBeginRead).run();
+}
 
 Transaction::~Transaction() {
     if (open_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);

@@ -33,7 +33,9 @@ public:
     // Parameters are 1-based, as in SQLite. Text is bound with its length, so any bytes
     // (quotes, NUL, invalid UTF-8) are stored verbatim.
     template <std::integral T>
-    Query& bind(int index, T value) { return bind_int64(index, static_cast<std::int64_t>(value)); }
+    Query& bind(int index, T value) {
+        return bind_int64(index, static_cast<std::int64_t>(value));
+    }
     Query& bind(int index, double value);
     Query& bind(int index, std::string_view value);
     Query& bind(int index, const std::string& value) { return bind(index, std::string_view(value)); }

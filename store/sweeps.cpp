@@ -92,11 +92,11 @@ OpenedSweep Store::open_sweep(const SweepRecord& record, bool restart) {
         if (q.step()) existing.emplace(q.int64(0), q.text(1));
     }
     if (existing && !restart && existing->second != record.spec_hash) {
-        throw SpecChangedError(fmt::format(
-            "sweep '{}' already exists in {} with a different spec (stored spec hash {}, this one {}); "
-            "give the sweep a new name to keep both, or pass --restart to discard its {} recorded trials "
-            "and start over",
-            record.name, path_, existing->second, record.spec_hash, trial_count(*db_, existing->first)));
+        throw SpecChangedError(
+            fmt::format("sweep '{}' already exists in {} with a different spec (stored spec hash {}, this one {}); "
+                        "give the sweep a new name to keep both, or pass --restart to discard its {} recorded trials "
+                        "and start over",
+                        record.name, path_, existing->second, record.spec_hash, trial_count(*db_, existing->first)));
     }
     if (existing && !restart) {
         opened.id = existing->first;

@@ -28,7 +28,8 @@ namespace {
     "t.est_speed_reference_s, t.est_pace_exponent, t.speed_reference_s, t.est_frameworks_json, s.framework, "       \
     "t.attention, t.est_host_json, t.host_json "
 // ?1 sweep, ?2 status, ?3 trial id; NULL matches all.
-#define TUNE_TRIAL_FILTER "WHERE (?1 IS NULL OR t.sweep_id = ?1) AND (?2 IS NULL OR t.status = ?2) AND (?3 IS NULL OR t.id = ?3)"
+#define TUNE_TRIAL_FILTER \
+    "WHERE (?1 IS NULL OR t.sweep_id = ?1) AND (?2 IS NULL OR t.status = ?2) AND (?3 IS NULL OR t.id = ?3)"
 
 constexpr sql::Sql kSelectTrials{"read_trials", TUNE_TRIAL_COLUMNS
                                  "FROM trials t JOIN sweeps s ON s.id = t.sweep_id " TUNE_TRIAL_FILTER

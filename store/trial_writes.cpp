@@ -41,8 +41,10 @@ const sql::Sql& insert_trial_sql() {
 void bind_dimensions(sql::Query& q, const TrialConfig& c) {
     int index = kFirstDimensionParameter;
     for (const Dimension& d : dimensions()) {
-        if (d.is_enum()) q.bind(index++, d.text(c));
-        else q.bind(index++, d.get(c));
+        if (d.is_enum())
+            q.bind(index++, d.text(c));
+        else
+            q.bind(index++, d.get(c));
     }
 }
 
@@ -120,9 +122,12 @@ constexpr sql::Sql kRequeue{"requeue_stale_running",
 
 const sql::Sql& claim_sql(ClaimOrder order) {
     switch (order) {
-        case ClaimOrder::estimated_fastest: return kClaimFastest;
-        case ClaimOrder::estimated_smallest: return kClaimSmallest;
-        case ClaimOrder::priority: break;
+        case ClaimOrder::estimated_fastest:
+            return kClaimFastest;
+        case ClaimOrder::estimated_smallest:
+            return kClaimSmallest;
+        case ClaimOrder::priority:
+            break;
     }
     return kClaimByPriority;
 }
@@ -262,10 +267,15 @@ void Store::record_result(TrialId trial, const TrialResult& r, std::string_view 
     require(db_->changes() == 1, "record_result", fmt::format("no trial with id {}", trial));
     sql::write_step_statistics(*db_, trial, steps);
     if (r.real_peak > 0) {
-        const nlohmann::json ranks{{"real_peaks", r.rank_real_peaks}, {"baselines", r.rank_baselines},
-                                   {"untracked", r.rank_untracked}};
-        db_->query(kRecordRealMemory).bind(1, trial).bind(2, r.real_peak).bind(3, r.baseline)
-            .bind(4, r.untracked).bind(5, ranks.dump()).run();
+        const nlohmann::json ranks{
+            {"real_peaks", r.rank_real_peaks}, {"baselines", r.rank_baselines}, {"untracked", r.rank_untracked}};
+        db_->query(kRecordRealMemory)
+            .bind(1, trial)
+            .bind(2, r.real_peak)
+            .bind(3, r.baseline)
+            .bind(4, r.untracked)
+            .bind(5, ranks.dump())
+            .run();
     }
     if (r.speed_reference_s > 0) {
         auto q = db_->query(kRecordSpeedReference);
@@ -298,7 +308,12 @@ RequeueCounts Store::requeue_in_transaction(SweepId sweep) {
     RequeueCounts counts;
     const std::string reason = fmt::format(
         "abandoned: it was still running when its driver died, {} times (attempts exhausted)", kMaxAttempts);
-    db_->query(kGiveUp).bind(1, sweep).bind(2, reason).bind(3, kMaxAttempts).bind(4, format_timestamp(now_timestamp())).run();
+    db_->query(kGiveUp)
+        .bind(1, sweep)
+        .bind(2, reason)
+        .bind(3, kMaxAttempts)
+        .bind(4, format_timestamp(now_timestamp()))
+        .run();
     counts.failed = static_cast<std::uint64_t>(db_->changes());
     db_->query(kRequeue).bind(1, sweep).run();
     counts.pending = static_cast<std::uint64_t>(db_->changes());

@@ -11,11 +11,11 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
+#include <nlohmann/json.hpp>
 
-#include "core/hf_config.h"
 #include "core/dimensions.h"
+#include "core/hf_config.h"
 #include "core/input_file.h"
 #include "core/nearest.h"
 #include "core/presets.h"
@@ -30,8 +30,8 @@ using Names = std::span<const std::string_view>;
 
 constexpr std::array<std::string_view, 10> kSections{"name",  "model",  "hardware",  "space",  "constraints",
                                                      "trial", "search", "framework", "output", "resources"};
-constexpr std::array<std::string_view, 12> kModelKeys{"preset", "hf_config", "name",        "vocab",
-                                                      "hidden", "layers",    "heads",       "kv_heads",
+constexpr std::array<std::string_view, 12> kModelKeys{"preset", "hf_config",   "name",         "vocab",
+                                                      "hidden", "layers",      "heads",        "kv_heads",
                                                       "ffn",    "max_context", "rms_norm_eps", "rope_theta"};
 constexpr std::array<std::string_view, 7> kHardwareKeys{"gpus",   "nodes",       "device",     "memory_limit",
                                                         "margin", "host_memory", "host_margin"};
@@ -42,10 +42,9 @@ std::array<std::string_view, kDimensionCount> space_keys() {
     return keys;
 }
 constexpr std::array<std::string_view, 2> kConstraintKeys{"global_batch_tokens", "max_world_size"};
-constexpr std::array<std::string_view, 16> kTrialKeys{"steps", "warmup",        "timeout",        "launcher", "seed",
-                                                      "lr",    "weight_decay",  "clip",           "neftune_alpha",
-                                                      "adam8bit_block", "beta1", "beta2",          "eps",
-                                                      "lora_alpha", "max_cv", "max_steps"};
+constexpr std::array<std::string_view, 16> kTrialKeys{
+    "steps",         "warmup",         "timeout", "launcher", "seed", "lr",         "weight_decay", "clip",
+    "neftune_alpha", "adam8bit_block", "beta1",   "beta2",    "eps",  "lora_alpha", "max_cv",       "max_steps"};
 constexpr std::array<std::string_view, 2> kSearchKeys{"strategy", "budget"};
 constexpr std::array<std::string_view, 4> kFrameworkKeys{"name", "bitsandbytes", "lora_dropout", "base_dtype"};
 constexpr std::array<std::string_view, 2> kOutputKeys{"database", "report"};
@@ -60,13 +59,20 @@ std::string join(Names names) {
 
 std::string_view type_name(const toml::node& node) {
     switch (node.type()) {
-        case toml::node_type::string: return "a string";
-        case toml::node_type::integer: return "an integer";
-        case toml::node_type::floating_point: return "a float";
-        case toml::node_type::boolean: return "a boolean";
-        case toml::node_type::table: return "a table";
-        case toml::node_type::array: return "a list";
-        default: return "a date or time";
+        case toml::node_type::string:
+            return "a string";
+        case toml::node_type::integer:
+            return "an integer";
+        case toml::node_type::floating_point:
+            return "a float";
+        case toml::node_type::boolean:
+            return "a boolean";
+        case toml::node_type::table:
+            return "a table";
+        case toml::node_type::array:
+            return "a list";
+        default:
+            return "a date or time";
     }
 }
 
@@ -87,7 +93,8 @@ public:
             bool known = false;
             for (auto a : allowed) known = known || a == k;
             if (known) continue;
-            const std::string where = section.empty() ? std::string("at the top level") : fmt::format("in [{}]", section);
+            const std::string where =
+                section.empty() ? std::string("at the top level") : fmt::format("in [{}]", section);
             if (auto guess = nearest(k, allowed))
                 fail(key.source(), fmt::format("unknown key '{}' {}; did you mean '{}'?", k, where, *guess));
             fail(key.source(), fmt::format("unknown key '{}' {}; valid keys: {}", k, where, join(allowed)));
@@ -110,8 +117,8 @@ public:
         return integer_value(*node, section, key, min, max);
     }
 
-    std::int64_t integer_value(const toml::node& node, std::string_view section, std::string_view key,
-                               std::int64_t min, std::int64_t max) const {
+    std::int64_t integer_value(const toml::node& node, std::string_view section, std::string_view key, std::int64_t min,
+                               std::int64_t max) const {
         if (!node.is_integer())
             fail(node.source(), fmt::format("[{}] {}: expected an integer, got {}", section, key, type_name(node)));
         const std::int64_t v = node.as_integer()->get();
@@ -125,9 +132,12 @@ public:
         const toml::node* node = t.get(key);
         if (!node) return std::nullopt;
         double v = 0;
-        if (node->is_integer()) v = static_cast<double>(node->as_integer()->get());
-        else if (node->is_floating_point()) v = node->as_floating_point()->get();
-        else fail(node->source(), fmt::format("[{}] {}: expected a number, got {}", section, key, type_name(*node)));
+        if (node->is_integer())
+            v = static_cast<double>(node->as_integer()->get());
+        else if (node->is_floating_point())
+            v = node->as_floating_point()->get();
+        else
+            fail(node->source(), fmt::format("[{}] {}: expected a number, got {}", section, key, type_name(*node)));
         if (!(v >= min && v <= max))
             fail(node->source(), fmt::format("[{}] {}: {} is out of range ({} to {})", section, key, v, min, max));
         return v;
@@ -156,7 +166,7 @@ public:
         if (!node) return std::nullopt;
         if (node->is_integer() || node->is_floating_point()) {
             const std::string number = node->is_integer() ? std::to_string(node->as_integer()->get())
-                                                           : fmt::format("{}", node->as_floating_point()->get());
+                                                          : fmt::format("{}", node->as_floating_point()->get());
             fail(node->source(), fmt::format("[{}] {}: {}: add a unit, e.g. \"{}GiB\"", section, key, number, number));
         }
         if (node->is_string()) {
@@ -165,8 +175,8 @@ public:
             if (auto bytes = parse_bytes(text); bytes && *bytes > 0) return bytes;
             fail(node->source(), fmt::format("[{}] {}: {} (or \"auto\")", section, key, size_problem(text)));
         }
-        fail(node->source(), fmt::format("[{}] {}: expected a size such as \"80GiB\", got {}", section, key,
-                                         type_name(*node)));
+        fail(node->source(),
+             fmt::format("[{}] {}: expected a size such as \"80GiB\", got {}", section, key, type_name(*node)));
     }
 
     // "10m", "8h", "90s", or an integer number of seconds.
@@ -174,20 +184,26 @@ public:
         const toml::node* node = t.get(key);
         if (!node) return std::nullopt;
         std::optional<double> seconds;
-        if (node->is_integer()) seconds = static_cast<double>(node->as_integer()->get());
-        else if (node->is_string()) seconds = parse_duration(node->as_string()->get());
-        else fail(node->source(), fmt::format("[{}] {}: expected a duration such as \"10m\", got {}", section, key,
-                                              type_name(*node)));
+        if (node->is_integer())
+            seconds = static_cast<double>(node->as_integer()->get());
+        else if (node->is_string())
+            seconds = parse_duration(node->as_string()->get());
+        else
+            fail(node->source(),
+                 fmt::format("[{}] {}: expected a duration such as \"10m\", got {}", section, key, type_name(*node)));
         if (!seconds || *seconds <= 0)
-            fail(node->source(), fmt::format("[{}] {}: '{}' is not a positive duration; write e.g. \"90s\", \"10m\" or \"8h\"",
-                                             section, key, node->is_string() ? std::string(node->as_string()->get())
-                                                                             : std::to_string(node->as_integer()->get())));
+            fail(node->source(),
+                 fmt::format("[{}] {}: '{}' is not a positive duration; write e.g. \"90s\", \"10m\" or \"8h\"", section,
+                             key,
+                             node->is_string() ? std::string(node->as_string()->get())
+                                               : std::to_string(node->as_integer()->get())));
         return seconds;
     }
 
     // A list (or a single value, taken as a list of one). Empty lists and repeats are errors.
     template <typename T, typename ParseOne>
-    std::vector<T> list(const toml::table& t, std::string_view section, std::string_view key, ParseOne parse_one) const {
+    std::vector<T> list(const toml::table& t, std::string_view section, std::string_view key,
+                        ParseOne parse_one) const {
         const toml::node* node = t.get(key);
         if (!node) return {};
         std::vector<T> values;
@@ -250,8 +266,9 @@ void check_model_shape(const Reader& r, const ModelSpec& m, const toml::source_r
 ModelSpec read_model(const Reader& r, const toml::table& root, const std::filesystem::path& sweep_path) {
     const toml::table* t = r.section(root, "model");
     if (!t)
-        r.fail("missing section [model]: name a preset (preset = \"llama-7b\"), give dimensions, "
-               "or point hf_config at a Hugging Face config.json");
+        r.fail(
+            "missing section [model]: name a preset (preset = \"llama-7b\"), give dimensions, "
+            "or point hf_config at a Hugging Face config.json");
     r.check_keys(*t, "model", kModelKeys);
     auto preset = r.string(*t, "model", "preset");
     auto hf_config = r.string(*t, "model", "hf_config");
@@ -296,8 +313,10 @@ ModelSpec read_model(const Reader& r, const toml::table& root, const std::filesy
     dim("max_context", m.max_context);
     if (auto v = r.number(*t, "model", "rms_norm_eps", 0, 1)) m.rms_norm_eps = *v;
     if (auto v = r.number(*t, "model", "rope_theta", 1, 1e12)) m.rope_theta = *v;
-    if (auto name = r.string(*t, "model", "name")) m.name = *name;
-    else if (preset && overridden) m.name = *preset + "-modified";
+    if (auto name = r.string(*t, "model", "name"))
+        m.name = *name;
+    else if (preset && overridden)
+        m.name = *preset + "-modified";
     check_model_shape(r, m, t->source());
     return m;
 }
@@ -332,8 +351,9 @@ void read_hardware(const Reader& r, const toml::table& root, SweepSpec& s) {
     } else if (auto preset = find_device(s.device)) {
         s.hardware = *preset;
     } else {
-        r.fail(t->get("device")->source(), fmt::format("[hardware] device: unknown device '{}'; known devices: auto, {}",
-                                                       s.device, device_names()));
+        r.fail(
+            t->get("device")->source(),
+            fmt::format("[hardware] device: unknown device '{}'; known devices: auto, {}", s.device, device_names()));
     }
     s.hardware.nodes = s.nodes;
     s.memory_limit_setting = r.size(*t, "hardware", "memory_limit");
@@ -344,8 +364,9 @@ void read_hardware(const Reader& r, const toml::table& root, SweepSpec& s) {
 void read_space(const Reader& r, const toml::table& root, SweepSpec& s) {
     const toml::table* t = r.section(root, "space");
     if (!t)
-        r.fail("missing section [space]: list the values to try, e.g. optimizer = [\"adamw\", \"lion\"] "
-               "(see sweeps/demo.toml)");
+        r.fail(
+            "missing section [space]: list the values to try, e.g. optimizer = [\"adamw\", \"lion\"] "
+            "(see sweeps/demo.toml)");
     r.check_keys(*t, "space", space_keys());
     // An omitted dimension is held at the value a plain training script would use.
     for (std::size_t i = 0; i < kDimensionCount; ++i) {

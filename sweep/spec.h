@@ -76,11 +76,11 @@ struct TrialSettings {
 // side by side run concurrently. Each trial still takes [hardware] gpus x nodes.
 // A count left out or written "auto" is read from the allocation (Slurm) or the machine.
 struct ResourceSpec {
-    bool declared = false;                         // without the section, trials run one at a time
-    std::optional<std::uint32_t> gpus_per_node;    // nullopt: auto
-    std::optional<std::uint32_t> nodes;            // nullopt: auto
-    std::optional<std::uint32_t> cpus;             // cores the CPU backend shares out; nullopt: auto
-    std::optional<std::uint32_t> max_concurrent;   // at most this many trials at once
+    bool declared = false;                        // without the section, trials run one at a time
+    std::optional<std::uint32_t> gpus_per_node;   // nullopt: auto
+    std::optional<std::uint32_t> nodes;           // nullopt: auto
+    std::optional<std::uint32_t> cpus;            // cores the CPU backend shares out; nullopt: auto
+    std::optional<std::uint32_t> max_concurrent;  // at most this many trials at once
 };
 
 struct SweepSpec {
@@ -93,12 +93,12 @@ struct SweepSpec {
 
     ModelSpec model;
 
-    std::string device = "auto";   // as written
-    Hardware hardware;             // the preset for `device`; the cpu preset until "auto" is resolved
-    std::uint32_t gpus = 1;        // ranks per node in each trial
+    std::string device = "auto";  // as written
+    Hardware hardware;            // the preset for `device`; the cpu preset until "auto" is resolved
+    std::uint32_t gpus = 1;       // ranks per node in each trial
     std::uint32_t nodes = 1;
     std::optional<std::uint64_t> memory_limit_setting;  // nullopt means "auto": the device's memory
-    double margin = 0.05;          // keep this fraction of the limit free
+    double margin = 0.05;                               // keep this fraction of the limit free
     // Host memory per node for offloaded states; nullopt: unbounded (or "auto" before it is resolved).
     std::optional<std::uint64_t> host_memory;
     bool host_memory_auto = false;  // written "auto": this machine's MemTotal, once resolved

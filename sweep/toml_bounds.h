@@ -12,8 +12,8 @@ namespace tune {
 
 inline constexpr std::size_t kMaxSweepFileBytes = 1024 * 1024;
 inline constexpr std::size_t kMaxTomlLineBytes = 16 * 1024;
-inline constexpr int kMaxTomlDepth = 32;      // [ and { open at once, outside strings
-inline constexpr int kMaxTomlKeyParts = 32;   // dotted key parts on one line, outside strings
+inline constexpr int kMaxTomlDepth = 32;     // [ and { open at once, outside strings
+inline constexpr int kMaxTomlKeyParts = 32;  // dotted key parts on one line, outside strings
 
 // Throws a ConfigError located at the first line over a limit. A lexical scan only: strings
 // and comments are skipped, everything else is left to the parser.

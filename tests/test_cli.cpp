@@ -25,16 +25,19 @@ TEST_CASE("tune validate accepts the shipped sweeps and reports their size", "[c
 }
 
 TEST_CASE("tune validate exits 2 with file:line:col on a bad file, 1 when nothing is runnable", "[cli]") {
-    auto bad = run_tune(std::string("validate ") + TUNE_SOURCE_DIR + "/tests/sweeps_bad/04-zero-stage-out-of-range.toml");
+    auto bad =
+        run_tune(std::string("validate ") + TUNE_SOURCE_DIR + "/tests/sweeps_bad/04-zero-stage-out-of-range.toml");
     CHECK(bad.exit_code == 2);
-    CHECK_THAT(bad.output, Catch::Contains("04-zero-stage-out-of-range.toml:6:18: [space] zero_stage: 5 is out of range"));
+    CHECK_THAT(bad.output,
+               Catch::Contains("04-zero-stage-out-of-range.toml:6:18: [space] zero_stage: 5 is out of range"));
 
     auto missing = run_tune("validate /nonexistent.toml");
     CHECK(missing.exit_code == 2);
     CHECK_THAT(missing.output, Catch::Contains("cannot open"));
 
     const std::string path = std::string(TUNE_BUILD_DIR) + "/nothing-runnable.toml";
-    tune::test::run_command("printf '[model]\\npreset = \"tiny\"\\n[space]\\noptimizer = \"lomo\"\\ngrad_accum = 4\\n' > " + path);
+    tune::test::run_command(
+        "printf '[model]\\npreset = \"tiny\"\\n[space]\\noptimizer = \"lomo\"\\ngrad_accum = 4\\n' > " + path);
     auto none = run_tune("validate " + path);
     CHECK(none.exit_code == 1);
     CHECK_THAT(none.output, Catch::Contains("nothing to run"));
@@ -57,7 +60,8 @@ TEST_CASE("every subcommand has --help, and usage errors exit 2", "[cli]") {
     const auto negative_top = run_tune("best --top -1");
     CHECK(negative_top.exit_code == 2);
     CHECK_THAT(negative_top.output, Catch::Contains("--top"));
-    const auto max_trials = run_tune(std::string("sweep ") + TUNE_SOURCE_DIR + "/sweeps/demo.toml --dry-run --max-trials -1");
+    const auto max_trials =
+        run_tune(std::string("sweep ") + TUNE_SOURCE_DIR + "/sweeps/demo.toml --dry-run --max-trials -1");
     CHECK(max_trials.exit_code == 2);
     CHECK_THAT(max_trials.output, Catch::Contains("--max-trials"));
 }

@@ -57,7 +57,8 @@ TEST_CASE("a step's collective calls add up to the bytes a rank sends", "[estima
                         CHECK(bytes == Approx(step_time(c.model, c, cpu, EstimateOptions{}).comm_bytes));
                     }
     CHECK(collective_calls(config(Optimizer::adamw, 3, 2, Method::full, 1).model,
-                           config(Optimizer::adamw, 3, 2, Method::full, 1)).empty());
+                           config(Optimizer::adamw, 3, 2, Method::full, 1))
+              .empty());
 }
 
 TEST_CASE("the calls follow the trainer's schedule", "[estimate][collectives]") {
@@ -85,7 +86,7 @@ TEST_CASE("probed collectives: latency plus bytes over bandwidth, per call", "[e
     // All-reduce at 2 ranks (bus factor 1): 8 bytes in 10 us, 80008 bytes in 110 us.
     p.collectives = {{Collective::all_reduce, 2, 8, 8 / 10e-6}, {Collective::all_reduce, 2, 80008, 80008 / 110e-6}};
     CHECK(*p.collective_seconds(Collective::all_reduce, 2, 40008) == Approx(60e-6));
-    CHECK(*p.collective_seconds(Collective::all_reduce, 2, 4) == Approx(10e-6));       // the latency floor
+    CHECK(*p.collective_seconds(Collective::all_reduce, 2, 4) == Approx(10e-6));        // the latency floor
     CHECK(*p.collective_seconds(Collective::all_reduce, 2, 160008) == Approx(210e-6));  // the last slope
     CHECK_FALSE(p.collective_seconds(Collective::all_gather, 2, 8));
     CHECK_FALSE(p.collective_seconds(Collective::all_reduce, 4, 8));

@@ -13,9 +13,9 @@
 
 #include "core/presets.h"
 #include "driver/collective_probes.h"
-#include "probe/probes.h"
 #include "estimate/collective_calls.h"
 #include "estimate/estimate_time.h"
+#include "probe/probes.h"
 
 using namespace tune;
 
@@ -36,18 +36,20 @@ TrialConfig two_ranks(std::uint32_t zero_stage, Precision p = Precision::fp32) {
 
 TEST_CASE("bus bandwidth is nccl-tests' algbw times 2(n-1)/n or (n-1)/n", "[probe][collectives]") {
     // 1 MB in 1 ms: algbw 1 GB/s.
-    CHECK(bus_bandwidth(Collective::all_reduce, 4, 1e6, 1e-3) == Approx(1.5e9));     // x 2 * 3/4
-    CHECK(bus_bandwidth(Collective::reduce_scatter, 4, 1e6, 1e-3) == Approx(0.75e9)); // x 3/4
+    CHECK(bus_bandwidth(Collective::all_reduce, 4, 1e6, 1e-3) == Approx(1.5e9));       // x 2 * 3/4
+    CHECK(bus_bandwidth(Collective::reduce_scatter, 4, 1e6, 1e-3) == Approx(0.75e9));  // x 3/4
     CHECK(bus_bandwidth(Collective::all_gather, 4, 1e6, 1e-3) == Approx(0.75e9));
-    CHECK(bus_bandwidth(Collective::all_reduce, 2, 1e6, 1e-3) == Approx(1e9));       // x 2 * 1/2
+    CHECK(bus_bandwidth(Collective::all_reduce, 2, 1e6, 1e-3) == Approx(1e9));  // x 2 * 1/2
     CHECK(bus_bandwidth(Collective::all_gather, 8, 1e6, 1e-3) == Approx(0.875e9));
-    CHECK(bus_bandwidth(Collective::all_reduce, 1, 1e6, 1e-3) == 0);                 // one rank moves nothing
+    CHECK(bus_bandwidth(Collective::all_reduce, 1, 1e6, 1e-3) == 0);  // one rank moves nothing
     CHECK(bus_bandwidth(Collective::all_reduce, 2, 1e6, 0) == 0);
 }
 
-TEST_CASE("the probed bus bandwidth is the nearest probed message size at the same rank count", "[probe][collectives]") {
+TEST_CASE("the probed bus bandwidth is the nearest probed message size at the same rank count",
+          "[probe][collectives]") {
     ProbedRates p;
-    p.collectives = {{Collective::all_reduce, 2, 1000, 1e9}, {Collective::all_reduce, 2, 1000000, 5e9},
+    p.collectives = {{Collective::all_reduce, 2, 1000, 1e9},
+                     {Collective::all_reduce, 2, 1000000, 5e9},
                      {Collective::all_reduce, 4, 1000, 7e9}};
     CHECK(p.bus_bytes_per_s(Collective::all_reduce, 2, 2000) == Approx(1e9));
     CHECK(p.bus_bytes_per_s(Collective::all_reduce, 2, 500000) == Approx(5e9));
@@ -60,7 +62,8 @@ TEST_CASE("a multi-rank sweep plans the three collectives at its layer buffers' 
     const ModelSpec m = *find_model("tiny");
     TrialConfig one = two_ranks(0);
     one.world_size = 1;
-    const ProbedRates plan = probe::plan_probes(m, {two_ranks(0), two_ranks(3), two_ranks(2, Precision::bf16_mixed), one});
+    const ProbedRates plan =
+        probe::plan_probes(m, {two_ranks(0), two_ranks(3), two_ranks(2, Precision::bf16_mixed), one});
     // At 2 ranks, per dtype the trainer reduces in (fp32, then bf16): one element per rank for the
     // latency and the layer buffer's size, three collectives each; none at 1 rank.
     REQUIRE(plan.collectives.size() == 12);
@@ -70,7 +73,8 @@ TEST_CASE("a multi-rank sweep plans the three collectives at its layer buffers' 
     CHECK(plan.collectives[3].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(0))));
     CHECK(plan.collectives[6].bytes == 4);
     CHECK(plan.collectives[6].dtype == ProbeDtype::bf16);
-    CHECK(plan.collectives[9].bytes == static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(2, Precision::bf16_mixed))));
+    CHECK(plan.collectives[9].bytes ==
+          static_cast<std::uint64_t>(collective_message_bytes(m, two_ranks(2, Precision::bf16_mixed))));
     CHECK(plan.collectives[9].dtype == ProbeDtype::bf16);
     // An fp32 record keeps the name cached before dtypes; a 16-bit one names its dtype.
     CHECK(probe::collective_record_name(plan.collectives[3]) ==
@@ -122,7 +126,8 @@ TEST_CASE("a collective plan of anything but collective probes' keys is refused,
     CHECK_THROWS_AS(parse_collective_plan(R"({"probe":"collective"})"), std::invalid_argument);
 }
 
-TEST_CASE("a 16-bit step's collectives are priced at its dtype's probes, else at fp32's", "[probe][collectives][estimate]") {
+TEST_CASE("a 16-bit step's collectives are priced at its dtype's probes, else at fp32's",
+          "[probe][collectives][estimate]") {
     const Hardware cpu = *find_device("cpu");
     const TrialConfig fp32 = two_ranks(2), bf16 = two_ranks(2, Precision::bf16_mixed);
     const auto at = [](double fp32_busbw, std::optional<double> bf16_busbw) {
@@ -173,5 +178,6 @@ TEST_CASE("the time model prices collectives at the probed bus bandwidth", "[pro
     // Another world size was not probed: nominal link rate.
     TrialConfig four = stage0;
     four.world_size = 4;
-    CHECK(step_time(four.model, four, h100, with_probes).comm_s == Approx(step_time(four.model, four, h100, nominal).comm_s));
+    CHECK(step_time(four.model, four, h100, with_probes).comm_s ==
+          Approx(step_time(four.model, four, h100, nominal).comm_s));
 }

@@ -72,7 +72,8 @@ Run run(const Layout& l, const std::vector<float>& qkv, const std::vector<float>
     // Byte buffers in the storage dtype.
     auto store = [&](const std::vector<float>& v) {
         std::vector<std::uint8_t> bytes(v.size() * es);
-        if (t == DType::f32) std::memcpy(bytes.data(), v.data(), bytes.size());
+        if (t == DType::f32)
+            std::memcpy(bytes.data(), v.data(), bytes.size());
         else {
             const auto s = tune::testing::to_storage(v, t);
             std::memcpy(bytes.data(), s.data(), bytes.size());
@@ -81,7 +82,8 @@ Run run(const Layout& l, const std::vector<float>& qkv, const std::vector<float>
     };
     auto load = [&](const std::vector<std::uint8_t>& bytes) {
         std::vector<float> v(bytes.size() / es);
-        if (t == DType::f32) std::memcpy(v.data(), bytes.data(), bytes.size());
+        if (t == DType::f32)
+            std::memcpy(v.data(), bytes.data(), bytes.size());
         else {
             std::vector<std::uint16_t> s(v.size());
             std::memcpy(s.data(), bytes.data(), bytes.size());
@@ -95,9 +97,17 @@ Run run(const Layout& l, const std::vector<float>& qkv, const std::vector<float>
     std::vector<float> ws(backend.attention_workspace_bytes(sh, AttentionKind::materialized, t) / 4);
     const Workspace w{ws.data(), ws.size() * 4};
     const auto* q = in.data();
-    AttentionForwardArgs f{.shape = sh, .dtype = t, .q = q, .k = q + l.k_off() * es, .v = q + l.v_off() * es,
-                           .q_stride = l.stride(), .k_stride = l.stride(), .v_stride = l.stride(),
-                           .out = out.data(), .out_stride = HD, .probs = probs.data()};
+    AttentionForwardArgs f{.shape = sh,
+                           .dtype = t,
+                           .q = q,
+                           .k = q + l.k_off() * es,
+                           .v = q + l.v_off() * es,
+                           .q_stride = l.stride(),
+                           .k_stride = l.stride(),
+                           .v_stride = l.stride(),
+                           .out = out.data(),
+                           .out_stride = HD,
+                           .probs = probs.data()};
     backend.attention_forward(f, w);
 
     auto grads = store(std::vector<float>(qkv.size(), 7.0f));  // overwritten, whatever was there
@@ -107,10 +117,19 @@ Run run(const Layout& l, const std::vector<float>& qkv, const std::vector<float>
     if (dq_over_dout)
         for (std::int64_t r = 0; r < l.tokens(); ++r)
             std::memcpy(g + r * l.stride() * es, dout.data() + r * HD * es, HD * es);
-    AttentionBackwardArgs bw{.shape = sh, .dtype = t, .q = f.q, .k = f.k, .v = f.v, .q_stride = l.stride(),
-                             .k_stride = l.stride(), .v_stride = l.stride(), .probs = probs.data(),
+    AttentionBackwardArgs bw{.shape = sh,
+                             .dtype = t,
+                             .q = f.q,
+                             .k = f.k,
+                             .v = f.v,
+                             .q_stride = l.stride(),
+                             .k_stride = l.stride(),
+                             .v_stride = l.stride(),
+                             .probs = probs.data(),
                              .dout = dq_over_dout ? static_cast<const void*>(g) : dout.data(),
-                             .dout_stride = dq_over_dout ? l.stride() : HD, .dq = g, .dk = g + l.k_off() * es,
+                             .dout_stride = dq_over_dout ? l.stride() : HD,
+                             .dq = g,
+                             .dk = g + l.k_off() * es,
                              .dv = g + l.v_off() * es};
     backend.attention_backward(bw, w);
     return {load(out), load(probs), load(grads)};
@@ -175,7 +194,8 @@ TEST_CASE("cpu attention: bf16 and fp16 storage stay close to the double referen
     }
 }
 
-TEST_CASE("cpu attention: dS is rounded to the storage dtype, so fp16 overflows as on CUDA and in PyTorch", "[cpu][attention]") {
+TEST_CASE("cpu attention: dS is rounded to the storage dtype, so fp16 overflows as on CUDA and in PyTorch",
+          "[cpu][attention]") {
     // Tiny q and k give uniform probabilities; v alternating +-1000 per key and
     // dout = 100 give dP = +-8e5, so dS = P (dP - rowsum(P dP)) = +-4e5 for
     // every row past the first: beyond fp16's 65504, within bf16's range. dQ

@@ -69,10 +69,10 @@ TEST_CASE("cpu sum_squares: accumulates, in double, independent of threads", "[c
     double ref = 0;
     for (float v : x) ref += static_cast<double>(v) * v;
     float one = 2.0f, many = 2.0f;
-    CpuBackend(CpuBackendOptions{.threads = 1}).sum_squares(&one, x.data(), static_cast<std::int64_t>(x.size()),
-                                                            DType::f32);
-    CpuBackend(CpuBackendOptions{.threads = 3}).sum_squares(&many, x.data(), static_cast<std::int64_t>(x.size()),
-                                                            DType::f32);
+    CpuBackend(CpuBackendOptions{.threads = 1})
+        .sum_squares(&one, x.data(), static_cast<std::int64_t>(x.size()), DType::f32);
+    CpuBackend(CpuBackendOptions{.threads = 3})
+        .sum_squares(&many, x.data(), static_cast<std::int64_t>(x.size()), DType::f32);
     CHECK(one == many);
     CHECK(one == Approx(ref + 2.0).epsilon(1e-6));
     const auto h = tune::testing::to_storage(x, DType::bf16);

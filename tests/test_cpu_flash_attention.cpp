@@ -67,19 +67,41 @@ Result run(const AttentionShape& sh, AttentionKind kind, DType t, bool dq_over_d
     std::vector<float> ws(backend.attention_workspace_bytes(sh, kind, t) / 4);
     const Workspace w{ws.data(), ws.size() * 4};
 
-    AttentionForwardArgs f{.shape = sh, .kind = kind, .dtype = t, .q = q.data(), .k = k.data(), .v = v.data(),
-                           .q_stride = qw, .k_stride = kw, .v_stride = kw, .out = out.data(), .out_stride = qw,
-                           .probs = flash ? nullptr : probs.data(), .lse = flash ? lse.data() : nullptr};
+    AttentionForwardArgs f{.shape = sh,
+                           .kind = kind,
+                           .dtype = t,
+                           .q = q.data(),
+                           .k = k.data(),
+                           .v = v.data(),
+                           .q_stride = qw,
+                           .k_stride = kw,
+                           .v_stride = kw,
+                           .out = out.data(),
+                           .out_stride = qw,
+                           .probs = flash ? nullptr : probs.data(),
+                           .lse = flash ? lse.data() : nullptr};
     backend.attention_forward(f, w);
 
     auto dq = dq_over_dout ? dout : to_bytes(std::vector<float>(n * qw, 7.0f), t);
     auto dk = to_bytes(std::vector<float>(n * kw, 7.0f), t), dv = dk;
-    AttentionBackwardArgs b{.shape = sh, .kind = kind, .dtype = t, .q = q.data(), .k = k.data(), .v = v.data(),
-                            .q_stride = qw, .k_stride = kw, .v_stride = kw,
-                            .probs = flash ? nullptr : probs.data(), .out = flash ? out.data() : nullptr,
-                            .lse = flash ? lse.data() : nullptr, .out_stride = qw,
-                            .dout = dq_over_dout ? dq.data() : dout.data(), .dout_stride = qw, .dq = dq.data(),
-                            .dk = dk.data(), .dv = dv.data()};
+    AttentionBackwardArgs b{.shape = sh,
+                            .kind = kind,
+                            .dtype = t,
+                            .q = q.data(),
+                            .k = k.data(),
+                            .v = v.data(),
+                            .q_stride = qw,
+                            .k_stride = kw,
+                            .v_stride = kw,
+                            .probs = flash ? nullptr : probs.data(),
+                            .out = flash ? out.data() : nullptr,
+                            .lse = flash ? lse.data() : nullptr,
+                            .out_stride = qw,
+                            .dout = dq_over_dout ? dq.data() : dout.data(),
+                            .dout_stride = qw,
+                            .dq = dq.data(),
+                            .dk = dk.data(),
+                            .dv = dv.data()};
     backend.attention_backward(b, w);
     return {to_floats(out, t), to_floats(dq, t), to_floats(dk, t), to_floats(dv, t), lse};
 }
@@ -171,13 +193,33 @@ TEST_CASE("cpu flash attention: the kernels stay inside the workspace and reach 
     constexpr std::size_t kGuard = 64;
     std::vector<float> ws(bytes / 4 + kGuard, kUntouched);
     const Workspace w{ws.data(), bytes};
-    AttentionForwardArgs f{.shape = sh, .kind = AttentionKind::fused, .q = q.data(), .k = k.data(), .v = v.data(),
-                           .q_stride = qw, .k_stride = kw, .v_stride = kw, .out = out.data(), .out_stride = qw,
+    AttentionForwardArgs f{.shape = sh,
+                           .kind = AttentionKind::fused,
+                           .q = q.data(),
+                           .k = k.data(),
+                           .v = v.data(),
+                           .q_stride = qw,
+                           .k_stride = kw,
+                           .v_stride = kw,
+                           .out = out.data(),
+                           .out_stride = qw,
                            .lse = lse.data()};
-    AttentionBackwardArgs b{.shape = sh, .kind = AttentionKind::fused, .q = q.data(), .k = k.data(),
-                            .v = v.data(), .q_stride = qw, .k_stride = kw, .v_stride = kw, .out = out.data(),
-                            .lse = lse.data(), .out_stride = qw, .dout = dout.data(), .dout_stride = qw,
-                            .dq = dq.data(), .dk = dk.data(), .dv = dv.data()};
+    AttentionBackwardArgs b{.shape = sh,
+                            .kind = AttentionKind::fused,
+                            .q = q.data(),
+                            .k = k.data(),
+                            .v = v.data(),
+                            .q_stride = qw,
+                            .k_stride = kw,
+                            .v_stride = kw,
+                            .out = out.data(),
+                            .lse = lse.data(),
+                            .out_stride = qw,
+                            .dout = dout.data(),
+                            .dout_stride = qw,
+                            .dq = dq.data(),
+                            .dk = dk.data(),
+                            .dv = dv.data()};
     backend.attention_forward(f, w);
     backend.attention_backward(b, w);
     // One thread: its dV accumulator, the last (s, d) block, ends the workspace.

@@ -20,8 +20,8 @@ struct Case {
     std::int64_t m, n, k, batch;
     bool ta, tb;
     float alpha, beta;
-    bool broadcast_b;  // stride_b = 0
-    std::int64_t pad;  // extra columns in every leading dimension
+    bool broadcast_b;         // stride_b = 0
+    std::int64_t pad;         // extra columns in every leading dimension
     bool separate_c = false;  // beta's C from GemmArgs::c_in; C starts as other values
 };
 
@@ -50,10 +50,10 @@ std::vector<double> reference(const Case& c, const std::vector<float>& a, std::i
 double run_case(const Case& c, DType ab, DType cd, int threads = 0) {
     CpuBackend backend(CpuBackendOptions{.threads = threads});
     const std::int64_t lda = (c.ta ? c.m : c.k) + c.pad, ldb = (c.tb ? c.k : c.n) + c.pad, ldc = c.n + c.pad;
-    const std::int64_t sa = (c.ta ? c.k : c.m) * lda, sb = c.broadcast_b ? 0 : (c.tb ? c.n : c.k) * ldb,
-                       sc = c.m * ldc;
+    const std::int64_t sa = (c.ta ? c.k : c.m) * lda, sb = c.broadcast_b ? 0 : (c.tb ? c.n : c.k) * ldb, sc = c.m * ldc;
     const auto a = rounded(random_floats(static_cast<std::size_t>(sa * c.batch), 1), ab);
-    const auto b = rounded(random_floats(static_cast<std::size_t>(c.broadcast_b ? (c.tb ? c.n : c.k) * ldb : sb * c.batch), 2), ab);
+    const auto b = rounded(
+        random_floats(static_cast<std::size_t>(c.broadcast_b ? (c.tb ? c.n : c.k) * ldb : sb * c.batch), 2), ab);
     const auto c0 = rounded(random_floats(static_cast<std::size_t>(sc * c.batch), 3), cd);
     const auto ref = reference(c, a, lda, sa, b, ldb, sb, c0, ldc, sc);
 
@@ -64,9 +64,25 @@ double run_case(const Case& c, DType ab, DType cd, int threads = 0) {
             for (std::int64_t j = 0; j < c.n; ++j) c_start[p * sc + i * ldc + j] = 7.0f;
     std::vector<std::uint16_t> a16, b16, c16, in16 = tune::testing::to_storage(c0, cd);
     std::vector<float> c32 = c_start, in32 = c0;
-    GemmArgs g{.m = c.m, .n = c.n, .k = c.k, .trans_a = c.ta, .trans_b = c.tb, .a = a.data(), .lda = lda,
-               .stride_a = sa, .b = b.data(), .ldb = ldb, .stride_b = sb, .c = c32.data(), .ldc = ldc,
-               .stride_c = sc, .batch = c.batch, .alpha = c.alpha, .beta = c.beta, .a_dtype = ab, .b_dtype = ab,
+    GemmArgs g{.m = c.m,
+               .n = c.n,
+               .k = c.k,
+               .trans_a = c.ta,
+               .trans_b = c.tb,
+               .a = a.data(),
+               .lda = lda,
+               .stride_a = sa,
+               .b = b.data(),
+               .ldb = ldb,
+               .stride_b = sb,
+               .c = c32.data(),
+               .ldc = ldc,
+               .stride_c = sc,
+               .batch = c.batch,
+               .alpha = c.alpha,
+               .beta = c.beta,
+               .a_dtype = ab,
+               .b_dtype = ab,
                .c_dtype = cd};
     if (ab != DType::f32) {
         a16 = tune::testing::to_storage(a, ab);

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/math/half.h"
 #include "kernels/error.h"
+#include "kernels/math/half.h"
 #include "tests/backend_test_util.h"
 
 using namespace tune::kernels;
@@ -129,8 +129,7 @@ TEST_CASE("cpu rmsnorm: forward and backward against double references", "[cpu][
     const auto gx = numeric_grad([&](const auto& v) { return dot(rmsnorm_ref(v, widen(w), N, C, eps), dy); }, widen(x));
     const auto gw = numeric_grad([&](const auto& v) { return dot(rmsnorm_ref(widen(x), v, N, C, eps), dy); }, widen(w));
     std::vector<float> dx(N * C, 0.0f), dw(C, 0.5f);
-    backend.rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C, false,
-                             DType::f32);
+    backend.rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C, false, DType::f32);
     CHECK(rel_error(dx, gx) < 1e-5);
     std::vector<double> gw_acc = gw;
     for (auto& v : gw_acc) v += 0.5;  // the weight gradient accumulates
@@ -201,8 +200,7 @@ TEST_CASE("cpu swiglu: forward and backward, halves of a fused gate|up buffer", 
 
     const auto g = numeric_grad([&](const auto& v) { return dot(ref(v), dy); }, widen(gu));
     std::vector<float> dgu(N * stride);
-    backend.swiglu_backward(dgu.data(), dgu.data() + F, dy.data(), gu.data(), gu.data() + F, N, F, stride,
-                            DType::f32);
+    backend.swiglu_backward(dgu.data(), dgu.data() + F, dy.data(), gu.data(), gu.data() + F, N, F, stride, DType::f32);
     CHECK(rel_error(dgu, g) < 1e-5);
 }
 

@@ -47,9 +47,18 @@ HeadRun run_head(std::int64_t chunk, DType t, const std::vector<float>& x, const
     CpuBackend backend;
     HeadRun r{std::vector<float>(N), std::vector<float>(N * C), std::vector<float>(V * C, 0.25f)};
     std::vector<std::uint16_t> x16, w16, dx16(N * C), dw16;
-    LmHeadLossArgs a{.rows = N, .hidden = C, .vocab = V, .chunk_rows = chunk, .dtype = t, .x = x.data(),
-                     .weight = w.data(), .targets = targets.data(), .losses = r.losses.data(), .dx = r.dx.data(),
-                     .dweight = r.dw.data(), .grad_scale = 1.0f / static_cast<float>(N)};
+    LmHeadLossArgs a{.rows = N,
+                     .hidden = C,
+                     .vocab = V,
+                     .chunk_rows = chunk,
+                     .dtype = t,
+                     .x = x.data(),
+                     .weight = w.data(),
+                     .targets = targets.data(),
+                     .losses = r.losses.data(),
+                     .dx = r.dx.data(),
+                     .dweight = r.dw.data(),
+                     .grad_scale = 1.0f / static_cast<float>(N)};
     if (t != DType::f32) {
         x16 = tune::testing::to_storage(x, t);
         w16 = tune::testing::to_storage(w, t);
@@ -73,8 +82,13 @@ TEST_CASE("cpu cross-entropy: losses and the mean-loss gradient, ignored rows", 
     const std::vector<std::int32_t> targets{3, -1, 10, 0};
     const auto z = random_floats(N * V, 1, 3.0f);
     std::vector<float> losses(N), dz(N * V);
-    backend.cross_entropy({.rows = N, .vocab = V, .logits = z.data(), .targets = targets.data(),
-                           .losses = losses.data(), .dlogits = dz.data(), .grad_scale = 1.0f / 3.0f});
+    backend.cross_entropy({.rows = N,
+                           .vocab = V,
+                           .logits = z.data(),
+                           .targets = targets.data(),
+                           .losses = losses.data(),
+                           .dlogits = dz.data(),
+                           .grad_scale = 1.0f / 3.0f});
     double mean = 0;
     for (float l : losses) mean += l / 3.0;
     CHECK(mean == Approx(mean_loss_ref(widen(z), targets, V)).epsilon(1e-6));
@@ -84,13 +98,18 @@ TEST_CASE("cpu cross-entropy: losses and the mean-loss gradient, ignored rows", 
 
     // In place (dlogits over the logits) gives the same gradient.
     auto inplace = z;
-    backend.cross_entropy({.rows = N, .vocab = V, .logits = inplace.data(), .targets = targets.data(),
-                           .losses = losses.data(), .dlogits = inplace.data(), .grad_scale = 1.0f / 3.0f});
+    backend.cross_entropy({.rows = N,
+                           .vocab = V,
+                           .logits = inplace.data(),
+                           .targets = targets.data(),
+                           .losses = losses.data(),
+                           .dlogits = inplace.data(),
+                           .grad_scale = 1.0f / 3.0f});
     CHECK(inplace == dz);
 
     const std::vector<std::int32_t> bad{0, 11, 0, 0};
-    CHECK_THROWS_AS(backend.cross_entropy({.rows = N, .vocab = V, .logits = z.data(), .targets = bad.data(),
-                                           .losses = losses.data()}),
+    CHECK_THROWS_AS(backend.cross_entropy(
+                        {.rows = N, .vocab = V, .logits = z.data(), .targets = bad.data(), .losses = losses.data()}),
                     tune::BackendError);
 }
 
@@ -138,8 +157,8 @@ TEST_CASE("cpu lm head loss: bf16 follows fp32 and sizes its workspace", "[cpu][
     CHECK(rel_error(half.dw, widen(ref.dw)) < 2e-2);
 
     CpuBackend backend;
-    const LmHeadLossArgs a{.rows = N, .hidden = C, .vocab = V, .chunk_rows = 3, .dtype = DType::bf16,
-                           .dx = reinterpret_cast<void*>(1)};
+    const LmHeadLossArgs a{
+        .rows = N, .hidden = C, .vocab = V, .chunk_rows = 3, .dtype = DType::bf16, .dx = reinterpret_cast<void*>(1)};
     auto al = [](std::uint64_t b) { return (b + 255) / 256 * 256; };
     // fp32 logits + bf16 dlogits of the chunk + staging of its largest GEMM (docs/memory-model.md, H).
     CHECK(lm_head_loss_workspace_bytes(backend, a) == al(4 * 3 * V) + al(2 * 3 * V) + al(4 * (3 * V + V * C + 3 * C)));

@@ -29,7 +29,10 @@ std::vector<std::vector<float>> grads(std::size_t n, int steps) {
 }
 
 ParamTensor tensor(std::vector<float>& p, const std::vector<float>& g, bool decay) {
-    return {.n = static_cast<std::int64_t>(p.size()), .param = p.data(), .grad = g.data(), .grad_scale = kGradScale,
+    return {.n = static_cast<std::int64_t>(p.size()),
+            .param = p.data(),
+            .grad = g.data(),
+            .grad_scale = kGradScale,
             .decay = decay};
 }
 
@@ -129,8 +132,12 @@ TEST_CASE("cpu adamw: pure bf16 weights and states follow fp32", "[cpu][optim]")
     for (int s = 1; s <= 3; ++s) {
         const AdamWParams h{.lr = 1e-2f, .step = s};
         const auto g16 = tune::testing::to_storage(g[s - 1], DType::bf16);
-        const ParamTensor t{.n = static_cast<std::int64_t>(n), .param = p16.data(), .param_dtype = DType::bf16,
-                            .grad = g16.data(), .grad_dtype = DType::bf16, .grad_scale = kGradScale};
+        const ParamTensor t{.n = static_cast<std::int64_t>(n),
+                            .param = p16.data(),
+                            .param_dtype = DType::bf16,
+                            .grad = g16.data(),
+                            .grad_dtype = DType::bf16,
+                            .grad_scale = kGradScale};
         backend.adamw_update(t, m.data(), v.data(), DType::bf16, h);
         adamw_ref(pr, mr, vr, tune::testing::rounded(g[s - 1], DType::bf16), h, true);
     }
@@ -244,7 +251,8 @@ TEST_CASE("cpu adam8bit: blockwise states track fp32 Adam, thread-independent", 
     std::vector<double> m(n);
     for (std::int64_t i = 0; i < n; ++i) m[i] = code[mq1[i]] * am1[i / 256];
     double err = 0, mag = 0;
-    for (std::int64_t i = 0; i < n; ++i) err = std::max(err, std::abs(m[i] - mr[i])), mag = std::max(mag, std::abs(mr[i]));
+    for (std::int64_t i = 0; i < n; ++i)
+        err = std::max(err, std::abs(m[i] - mr[i])), mag = std::max(mag, std::abs(mr[i]));
     CHECK(err / mag < 0.05);
 }
 

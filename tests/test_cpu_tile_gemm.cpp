@@ -36,24 +36,28 @@ void check_against_reference(std::optional<TileIsa> isa, bool ta, Shape s, float
     std::vector<float> c = beta == 0.0f ? std::vector<float>(c0.size(), std::numeric_limits<float>::quiet_NaN()) : c0;
     const float alpha = 0.75f;
     const Mat ma{const_cast<float*>(a.data()), lda}, mb{const_cast<float*>(b.data()), ldb}, mc{c.data(), ldc};
-    if (isa) tile_mm_on(*isa, ta, s.m, s.n, s.k, alpha, ma, mb, beta, mc);
-    else tile_mm(ta, s.m, s.n, s.k, alpha, ma, mb, beta, mc);
+    if (isa)
+        tile_mm_on(*isa, ta, s.m, s.n, s.k, alpha, ma, mb, beta, mc);
+    else
+        tile_mm(ta, s.m, s.n, s.k, alpha, ma, mb, beta, mc);
     double worst = 0;
     for (std::int64_t i = 0; i < s.m; ++i)
         for (std::int64_t j = 0; j < s.n; ++j) {
             double sum = 0;
-            for (std::int64_t p = 0; p < s.k; ++p)
-                sum += double{ta ? a[p * lda + i] : a[i * lda + p]} * b[p * ldb + j];
+            for (std::int64_t p = 0; p < s.k; ++p) sum += double{ta ? a[p * lda + i] : a[i * lda + p]} * b[p * ldb + j];
             const double want = alpha * sum + (beta == 0.0f ? 0.0 : double{beta} * c0[i * ldc + j]);
             worst = std::max(worst, std::abs(c[i * ldc + j] - want) / (1.0 + std::abs(want)));
         }
-    INFO((isa ? to_string(*isa) : "tile_mm") << " ta " << ta << " m " << s.m << " n " << s.n << " k " << s.k << " beta " << beta);
+    INFO((isa ? to_string(*isa) : "tile_mm")
+         << " ta " << ta << " m " << s.m << " n " << s.n << " k " << s.k << " beta " << beta);
     CHECK(worst < 1e-5);
     // Nothing beyond the n columns of each row is written.
     for (std::int64_t i = 0; i < s.m; ++i)
         for (std::int64_t j = s.n; j < ldc; ++j)
-            if (beta != 0.0f) REQUIRE(c[i * ldc + j] == c0[i * ldc + j]);
-            else REQUIRE(std::isnan(c[i * ldc + j]));
+            if (beta != 0.0f)
+                REQUIRE(c[i * ldc + j] == c0[i * ldc + j]);
+            else
+                REQUIRE(std::isnan(c[i * ldc + j]));
 }
 
 }  // namespace

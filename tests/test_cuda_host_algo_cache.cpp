@@ -100,9 +100,9 @@ TEST_CASE("a strided batch promises only the alignment every batch matrix keeps"
     g.a_dtype = g.b_dtype = g.c_dtype = DType::f16;
     g.stride_a = 20 * 36, g.stride_b = 0, g.stride_c = 64 * 64;
     const GemmKey k = make_gemm_key(g, 1 << 20);
-    CHECK(k.align_a == 32);   // 1440 = 32 * 45
-    CHECK(k.align_b == 256);  // broadcast: one matrix, the pointer's alignment
-    CHECK(k.align_c == 256);  // 8192 bytes apart
+    CHECK(k.align_a == 32);                                          // 1440 = 32 * 45
+    CHECK(k.align_b == 256);                                         // broadcast: one matrix, the pointer's alignment
+    CHECK(k.align_c == 256);                                         // 8192 bytes apart
     CHECK(batch_alignment(addr(16), 1024, DType::f32, true) == 16);  // never above the pointer's own
     CHECK(batch_alignment(addr(0), 3, DType::bf16, false) == 256);   // a batch of one does not step
 }

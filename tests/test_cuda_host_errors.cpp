@@ -20,8 +20,9 @@ TEST_CASE("a call failure names library, call, code, description and location") 
     CallFailure f{Library::cublas, 15, "CUBLAS_STATUS_NOT_SUPPORTED", "the functionality requested is not supported",
                   CallSite{"cublasLtMatmul(handle, ...)", "/home/ci/tune/kernels/cuda/gemm_lt.cu", 214}};
     const std::string m = describe(f);
-    CHECK(m == "cublas: cublasLtMatmul(handle, ...) failed with CUBLAS_STATUS_NOT_SUPPORTED (15): the functionality "
-               "requested is not supported at kernels/cuda/gemm_lt.cu:214");
+    CHECK(m ==
+          "cublas: cublasLtMatmul(handle, ...) failed with CUBLAS_STATUS_NOT_SUPPORTED (15): the functionality "
+          "requested is not supported at kernels/cuda/gemm_lt.cu:214");
 }
 
 TEST_CASE("a CallError is a BackendError that keeps its parts") {

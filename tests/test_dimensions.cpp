@@ -12,9 +12,9 @@
 #include "core/config.h"
 #include "core/dimensions.h"
 #include "core/presets.h"
+#include "support/run_command.h"
 #include "sweep/space.h"
 #include "sweep/spec.h"
-#include "support/run_command.h"
 #include "test_store_support.h"
 
 using namespace tune;
@@ -198,7 +198,7 @@ TEST_CASE("every command that takes a configuration has every dimension's flag",
     }
     TrialConfig c;
     c.model = *find_model("tiny");
-    c.method = Method::lora;  // so that every row means something
+    c.method = Method::lora;         // so that every row means something
     c.attention = Attention::eager;  // and differs from the default, which the line leaves out
     c.offload = Offload::optimizer;
     c.tensor_parallel = 2, c.sequence_parallel = true, c.world_size = 2;

@@ -90,11 +90,11 @@ TEST_CASE("a sweep records every outcome, faults included, and its front is the 
     const SweepReport r = run_sweep(parse_sweep(driver_spec(), "driver-test.toml"), {}, fake_options(db));
     CHECK_FALSE(r.estimate_only);
     CHECK(r.trials_run == 18);
-    CHECK(n(r, TrialStatus::ok) == 4);        // adamw
-    CHECK(n(r, TrialStatus::failed) == 6);    // lion crashes (4), lomo NaN (2)
-    CHECK(n(r, TrialStatus::timeout) == 4);   // adafactor hangs
-    CHECK(n(r, TrialStatus::oom) == 4);       // adam8bit
-    CHECK(n(r, TrialStatus::invalid) == 2);   // lomo with grad_accum 2
+    CHECK(n(r, TrialStatus::ok) == 4);       // adamw
+    CHECK(n(r, TrialStatus::failed) == 6);   // lion crashes (4), lomo NaN (2)
+    CHECK(n(r, TrialStatus::timeout) == 4);  // adafactor hangs
+    CHECK(n(r, TrialStatus::oom) == 4);      // adam8bit
+    CHECK(n(r, TrialStatus::invalid) == 2);  // lomo with grad_accum 2
     CHECK(n(r, TrialStatus::pending) == 0);
     CHECK(n(r, TrialStatus::running) == 0);
     CHECK(r.calibrated_trials == 4);  // calibration learns from the ok trials alone
@@ -165,7 +165,8 @@ device = "h100-80gb"
 gpus = 8
 [space]
 optimizer = ["adamw", "lomo"]
-)", "gpu.toml");
+)",
+                                "gpu.toml");
     SweepEnvironment no_gpu;
     no_gpu.why_no_gpu = "no NVIDIA driver is installed";
     const SweepReport g = run_sweep(gpu, no_gpu, fake_options(fresh_db("gpu")));
@@ -187,7 +188,8 @@ preset = "llama-7b"
 device = "h100-80gb"
 [space]
 optimizer = ["adamw"]
-)", "gpu.toml");
+)",
+                                "gpu.toml");
     CHECK(base_estimate_options(gpu).overhead_per_activation_byte == 0.0);  // the preset's round figure holds it
     auto probed = std::make_shared<ProbedRates>();
     probed->device_baseline_bytes = 557ull << 20;
@@ -227,7 +229,8 @@ optimizer = ["adamw", "lomo"]
 precision = ["fp32", "bf16"]
 context = [128, 1024]
 micro_batch = [1, 8]
-)", "prune.toml");
+)",
+                                 "prune.toml");
     SweepOptions o = fake_options(fresh_db("prune"));
     o.dry_run = true;
     const SweepReport r = run_sweep(spec, {}, o);

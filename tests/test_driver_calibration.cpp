@@ -8,12 +8,12 @@
 #include <cmath>
 #include <memory>
 
-#include "driver/calibration.h"
-#include "estimate/estimate.h"
-#include "estimate/estimate_time.h"
 #include "core/machine_speed.h"
 #include "core/presets.h"
 #include "core/step_statistics.h"
+#include "driver/calibration.h"
+#include "estimate/estimate.h"
+#include "estimate/estimate_time.h"
 
 using namespace tune;
 
@@ -70,7 +70,8 @@ TEST_CASE("optimizer and precision effects are separated", "[driver][calibration
             TrialConfig c = config(p);
             c.optimizer = o;
             const Estimate e = estimate(c, cpu);
-            const double ratio = 0.4 * (o == Optimizer::adam8bit ? 0.5 : 1.0) * (p == Precision::fp16_mixed ? 0.25 : 1.0);
+            const double ratio =
+                0.4 * (o == Optimizer::adam8bit ? 0.5 : 1.0) * (p == Precision::fp16_mixed ? 0.25 : 1.0);
             cal.observe(measured(c, e, ratio), e);
         }
     CHECK(cal.optimizer_factor(Optimizer::adamw) / cal.optimizer_factor(Optimizer::adam8bit) == Approx(2.0));

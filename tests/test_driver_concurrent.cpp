@@ -112,9 +112,10 @@ TEST_CASE("CPU trials get disjoint core sets, their OpenMP places and affinity",
 }
 
 TEST_CASE("GPU trials get disjoint GPU sets locally and srun --exact steps inside Slurm", "[concurrent]") {
-    SweepSpec spec = parse_sweep("[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"h100-80gb\"\ngpus = 2\n[space]\n"
-                                 "[resources]\ngpus_per_node = 8\n",
-                                 "g.toml");
+    SweepSpec spec = parse_sweep(
+        "[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"h100-80gb\"\ngpus = 2\n[space]\n"
+        "[resources]\ngpus_per_node = 8\n",
+        "g.toml");
     Allocation here = local_machine(8, 16);
     here.gpus = {"0", "1", "2", "3", "4", "5", "6", "7"};
     const SlotLayout local = slot_layout(spec, here);
@@ -144,9 +145,10 @@ TEST_CASE("GPU trials get disjoint GPU sets locally and srun --exact steps insid
 }
 
 TEST_CASE("inside Slurm a trial's job step asks for its GPUs and is named for its configuration", "[concurrent]") {
-    SweepSpec spec = parse_sweep("[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"h100-80gb\"\n[space]\n"
-                                 "[resources]\ngpus_per_node = 2\n",
-                                 "g.toml");
+    SweepSpec spec = parse_sweep(
+        "[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"h100-80gb\"\n[space]\n"
+        "[resources]\ngpus_per_node = 2\n",
+        "g.toml");
     Allocation slurm = local_machine(2, 2);
     slurm.in_slurm = true;
     const SlotLayout layout = slot_layout(spec, slurm);
@@ -154,7 +156,9 @@ TEST_CASE("inside Slurm a trial's job step asks for its GPUs and is named for it
     TrialConfig config;
     config.world_size = 1;
     const StepCommand step = trial_step(config, spec, {"tune", "trial"}, layout, 1);
-    const auto has = [&](const std::string& arg) { return std::find(step.argv.begin(), step.argv.end(), arg) != step.argv.end(); };
+    const auto has = [&](const std::string& arg) {
+        return std::find(step.argv.begin(), step.argv.end(), arg) != step.argv.end();
+    };
     CHECK(has("--gpus-per-node=1"));
     CHECK(has("--ntasks=1"));
     // sacct's JobName ties the step to the store's trial.
@@ -164,8 +168,8 @@ TEST_CASE("inside Slurm a trial's job step asks for its GPUs and is named for it
 TEST_CASE("a [resources] count that is not a number or auto is refused with the fix", "[concurrent]") {
     CHECK_THROWS_WITH(parse_sweep("[model]\npreset = \"tiny\"\n[space]\n[resources]\nnodes = \"many\"\n", "r.toml"),
                       Catch::Contains("[resources] nodes: 'many' is not a count"));
-    const SweepSpec automatic =
-        parse_sweep("[model]\npreset = \"tiny\"\n[space]\n[resources]\nnodes = \"auto\"\ngpus_per_node = 4\n", "r.toml");
+    const SweepSpec automatic = parse_sweep(
+        "[model]\npreset = \"tiny\"\n[space]\n[resources]\nnodes = \"auto\"\ngpus_per_node = 4\n", "r.toml");
     CHECK(automatic.resources.declared);
     CHECK(!automatic.resources.nodes);
     CHECK(automatic.resources.gpus_per_node == 4u);
@@ -357,7 +361,8 @@ TEST_CASE("tune submit --dry-run prints a requeueable batch script that resumes 
     const fs::path dir = scratch("submit");
     const fs::path sweep = dir / "s.toml";
     std::ofstream(sweep) << cpu_spec();
-    const auto r = run_tune("submit " + sweep.string() + " --nodes 2 --partition debug --time 90m --account ml --dry-run");
+    const auto r =
+        run_tune("submit " + sweep.string() + " --nodes 2 --partition debug --time 90m --account ml --dry-run");
     REQUIRE(r.exit_code == 0);
     for (const char* line : {"#SBATCH --nodes=2", "#SBATCH --partition=debug", "#SBATCH --time=0-01:30:00",
                              "#SBATCH --account=ml", "#SBATCH --requeue", "#SBATCH --signal=B:INT@90", " sweep "})

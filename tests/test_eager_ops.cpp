@@ -4,10 +4,10 @@
 #include <memory>
 
 #include "core/presets.h"
-#include "probe/probes.h"
 #include "estimate/estimate.h"
 #include "estimate/frameworks/eager_ops.h"
 #include "estimate/frameworks/framework_profile.h"
+#include "probe/probes.h"
 
 using namespace tune;
 

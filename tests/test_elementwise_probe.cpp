@@ -27,7 +27,9 @@ ElementwiseRate tiny_rate(ProbeDtype dtype) {
             static_cast<std::int64_t>(m.heads),
             static_cast<std::int64_t>(m.kv_heads),
             static_cast<std::int64_t>(m.head_dim()),
-            0, 0, 0};
+            0,
+            0,
+            0};
 }
 
 // A buffer's values as floats.

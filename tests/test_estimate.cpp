@@ -2,8 +2,8 @@
 // tokens/s and MFU, and the options the driver calibrates.
 #include <catch2/catch.hpp>
 
-#include "estimate/estimate.h"
 #include "core/presets.h"
+#include "estimate/estimate.h"
 
 using namespace tune;
 
@@ -168,9 +168,10 @@ TEST_CASE("flash attention: masked tiles skipped, scores recomputed in backward,
     CHECK(step_time(c.model, c, h100, {}).flops_per_token == flash.flops_per_token);
 }
 
-TEST_CASE("the issue's stories: llama3-8b on 4 x A100-40GB at 8k fits a mixed AdamW config with flash, "
-          "llama-7b without checkpointing at 4k no longer needs ~144 GiB",
-          "[estimate][memory][flash]") {
+TEST_CASE(
+    "the issue's stories: llama3-8b on 4 x A100-40GB at 8k fits a mixed AdamW config with flash, "
+    "llama-7b without checkpointing at 4k no longer needs ~144 GiB",
+    "[estimate][memory][flash]") {
     // Llama-3-8B, 4 x A100-40GB, context 8192, bf16-mixed AdamW: with eager
     // attention nothing fits; with flash some ZeRO-3 configuration does.
     TrialConfig c;

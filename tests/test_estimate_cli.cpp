@@ -22,15 +22,17 @@ nlohmann::json views_of(const std::string& args) {
 }  // namespace
 
 TEST_CASE("tune estimate --json prints the issue's object with memory in bytes", "[cli][estimate]") {
-    const auto r = run_tune("estimate --model llama-7b --optimizer adamw --precision bf16-mixed --zero 3 --gpus 8 "
-                            "--micro-batch 1 --context 4096 --grad-accum 1 --checkpointing full --json");
+    const auto r = run_tune(
+        "estimate --model llama-7b --optimizer adamw --precision bf16-mixed --zero 3 --gpus 8 "
+        "--micro-batch 1 --context 4096 --grad-accum 1 --checkpointing full --json");
     REQUIRE(r.exit_code == 0);
     const auto j = nlohmann::json::parse(r.output);
     CHECK(j["config"]["zero_stage"] == 3);
     CHECK(j["config"]["world_size"] == 8);
     CHECK(j["config"]["model"]["name"] == "llama-7b");
     std::uint64_t sum = 0;
-    for (const char* k : {"params", "master", "grads", "optim", "activations", "logits", "workspace", "comm", "overhead"}) {
+    for (const char* k :
+         {"params", "master", "grads", "optim", "activations", "logits", "workspace", "comm", "overhead"}) {
         INFO(k);
         REQUIRE(j["memory"].contains(k));
         sum += j["memory"][k].get<std::uint64_t>();

@@ -4,9 +4,9 @@
 
 #include <random>
 
+#include "core/presets.h"
 #include "estimate/estimate.h"
 #include "estimate/model_states.h"
-#include "core/presets.h"
 
 using namespace tune;
 
@@ -80,9 +80,9 @@ TEST_CASE("hand-derived: small, 8-bit Adam bf16-mixed, ZeRO-2 on 4 ranks, full c
 
     // Layer 725504 elements: shard ceil(725504/4) = 181376 -> 181504 (709 x 256), full 726016.
     // Outer 1048832: shard 262208 -> 262400 (1025 x 256), full 1049600.
-    CHECK(p[Component::params] == 2 * (4 * 726016 + 1049600));       // bf16, whole (stage 2)
-    CHECK(p[Component::master] == 4 * (4 * 181504 + 262400));         // fp32, sharded
-    CHECK(p[Component::grads] == 2 * (4 * 181504 + 262400));          // bf16, sharded
+    CHECK(p[Component::params] == 2 * (4 * 726016 + 1049600));  // bf16, whole (stage 2)
+    CHECK(p[Component::master] == 4 * (4 * 181504 + 262400));   // fp32, sharded
+    CHECK(p[Component::grads] == 2 * (4 * 181504 + 262400));    // bf16, sharded
     // 8-bit: codes 2/element, absmax 2 x 4 bytes per 256-block, fp32 m, v of small tensors (norms 512, 256).
     CHECK(p[Component::optim] == 4 * (2 * 181504 + 8 * 709 + 8 * 512) + (2 * 262400 + 8 * 1025 + 8 * 256));
     // Largest workspace: the bf16 gate/up/down GEMM staging 4*(256*256 + 256*688 + 688*256) = 1671168,
@@ -118,7 +118,7 @@ TEST_CASE("ZeRO-3 gathers one layer at a time and LOMO holds one gradient", "[es
 
     c.optimizer = Optimizer::lomo;
     const StepMemory lomo = step_memory(c.model, c, cpu, {});
-    CHECK(lomo.at(Phase::layer_backward)[Component::comm] == 2 * 726016);  // gathers, no bucket
+    CHECK(lomo.at(Phase::layer_backward)[Component::comm] == 2 * 726016);      // gathers, no bucket
     CHECK(lomo.at(Phase::layer_backward)[Component::grads] == 2 * 688 * 256);  // one FFN matrix
     CHECK(lomo.at(Phase::optimizer_step)[Component::grads] == 0);
     CHECK(lomo.at(Phase::optimizer_step)[Component::optim] == 0);
@@ -164,8 +164,8 @@ struct RandomConfigs {
     TrialConfig next() {
         TrialConfig c;
         c.model = *find_model(pick<const char*>({"tiny", "small", "llama-7b", "llama-70b", "llama3-8b"}));
-        c.optimizer = pick({Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit, Optimizer::adafactor,
-                            Optimizer::lomo});
+        c.optimizer =
+            pick({Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit, Optimizer::adafactor, Optimizer::lomo});
         c.precision = pick({Precision::fp32, Precision::bf16_mixed, Precision::fp16_mixed, Precision::bf16});
         c.zero_stage = pick({0u, 1u, 2u, 3u});
         c.world_size = pick({1u, 2u, 4u, 8u, 16u, 64u});
@@ -186,7 +186,6 @@ const Hardware& device(int i) {
     static const Hardware cpu = *find_device("cpu"), h100 = *find_device("h100-80gb");
     return i % 2 ? cpu : h100;
 }
-
 
 // Whether a stage shards any model state of this optimizer and precision
 // (Adafactor's statistics are replicated and LOMO has no gradients: in pure
@@ -301,7 +300,8 @@ TEST_CASE("the peak is the largest phase and the breakdown sums to it", "[estima
     }
 }
 
-TEST_CASE("hand-derived: flash keeps the lse instead of P and needs a scratch linear in s", "[estimate][memory][flash]") {
+TEST_CASE("hand-derived: flash keeps the lse instead of P and needs a scratch linear in s",
+          "[estimate][memory][flash]") {
     // The first case's configuration (tiny, AdamW fp32, b 2, s 64), flash.
     TrialConfig c = config_for("tiny", Attention::flash);
     c.optimizer = Optimizer::adamw;

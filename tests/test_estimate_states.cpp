@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "core/presets.h"
 #include "estimate/estimate.h"
 #include "estimate/model_states.h"
-#include "core/presets.h"
 
 using namespace tune;
 
@@ -109,7 +109,8 @@ TEST_CASE("llama-70b in pure bf16 is the 70B example to the printed digits", "[e
     CHECK(a.optim < s.params / 1000);
 }
 
-TEST_CASE("LOMO on LLaMA-7B in 16 bits: params 12.55 GiB, gradients 0.24 GiB (Lv et al. Table 1)", "[estimate][states]") {
+TEST_CASE("LOMO on LLaMA-7B in 16 bits: params 12.55 GiB, gradients 0.24 GiB (Lv et al. Table 1)",
+          "[estimate][states]") {
     const Hardware h100 = *find_device("h100-80gb");
     for (Precision p : {Precision::bf16, Precision::fp16_mixed}) {
         TrialConfig c;

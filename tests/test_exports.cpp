@@ -17,9 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/presets.h"
+#include "estimate/estimate.h"
 #include "estimate/flat_layout.h"
 #include "exports/framework.h"
-#include "estimate/estimate.h"
 #include "tests/support/run_command.h"
 #include "tests/test_store_support.h"
 
@@ -95,7 +95,8 @@ TEST_CASE("the DeepSpeed JSON carries stage, precision, batch, optimizer and che
     CHECK_THAT(e.memory_added[1], Catch::Contains("contiguous gradient bucket") && Catch::Contains("953.67 MiB"));
 
     const auto fp16 = nlohmann::json::parse(
-        export_config(Framework::deepspeed, llama7b(Optimizer::lion, Precision::fp16_mixed, 1, Checkpointing::none)).body);
+        export_config(Framework::deepspeed, llama7b(Optimizer::lion, Precision::fp16_mixed, 1, Checkpointing::none))
+            .body);
     CHECK(fp16["fp16"]["enabled"] == true);
     CHECK(fp16["fp16"]["initial_scale_power"] == 16);
     CHECK(fp16["optimizer"]["type"] == "Lion");
@@ -120,7 +121,8 @@ TEST_CASE("each export says what its framework cannot express", "[exports]") {
     CHECK_THAT(r.notes, Catch::Contains("# cannot express: pure bf16 at ZeRO-0"));
 }
 
-TEST_CASE("LoRA, QLoRA and the attention implementation are set in the script, and every export says how", "[exports][lora]") {
+TEST_CASE("LoRA, QLoRA and the attention implementation are set in the script, and every export says how",
+          "[exports][lora]") {
     TrialConfig q = llama7b(Optimizer::adamw, Precision::bf16_mixed, 3, Checkpointing::full);
     q.method = Method::qlora;
     q.lora_rank = 64;
@@ -152,7 +154,8 @@ TEST_CASE("LoRA, QLoRA and the attention implementation are set in the script, a
     l.attention = Attention::eager;
     std::string script;
     for (const auto& s : export_config(Framework::hf_trainer, l).in_script) script += s + "\n";
-    CHECK_THAT(script, Catch::Contains("lora_alpha=16,") && Catch::Contains(R"("gate_proj", "up_proj", "down_proj"])") &&
+    CHECK_THAT(script, Catch::Contains("lora_alpha=16,") &&
+                           Catch::Contains(R"("gate_proj", "up_proj", "down_proj"])") &&
                            Catch::Contains("attn_implementation=\"eager\""));
     CHECK_THAT(script, !Catch::Contains("BitsAndBytesConfig"));
     // Full fine-tuning needs only the attention implementation.
@@ -214,7 +217,8 @@ TEST_CASE("torchrun and TrainingArguments carry the same settings", "[exports]")
     CHECK(args["bf16"] == true);
     CHECK_FALSE(args.contains("deepspeed"));
     const auto z3 = nlohmann::json::parse(
-        export_config(Framework::hf_trainer, llama7b(Optimizer::adamw, Precision::bf16_mixed, 3, Checkpointing::none)).body);
+        export_config(Framework::hf_trainer, llama7b(Optimizer::adamw, Precision::bf16_mixed, 3, Checkpointing::none))
+            .body);
     CHECK(z3["deepspeed"] == "ds_config.json");
 }
 
@@ -241,9 +245,12 @@ TEST_CASE("tune estimate --framework deepspeed adds the step's flattened partiti
     for (int zero : {1, 2, 3}) {
         INFO(zero);
         const auto plain = nlohmann::json::parse(test::run_command(std::string(TUNE_BINARY) + " " + flags + "--zero " +
-                                                                   std::to_string(zero) + " 2>/dev/null").output);
-        const auto ds = nlohmann::json::parse(test::run_command(std::string(TUNE_BINARY) + " " + flags + "--zero " +
-                                                                std::to_string(zero) + " --framework deepspeed 2>/dev/null").output);
+                                                                   std::to_string(zero) + " 2>/dev/null")
+                                                     .output);
+        const auto ds =
+            nlohmann::json::parse(test::run_command(std::string(TUNE_BINARY) + " " + flags + "--zero " +
+                                                    std::to_string(zero) + " --framework deepspeed 2>/dev/null")
+                                      .output);
         // Our engine's estimate is the same; the framework's views add 2 + 4 bytes a parameter over 8 ranks.
         CHECK(ds["memory"]["peak"] == plain["memory"]["peak"]);
         const std::uint64_t extra = 6 * ((find_model("llama-7b")->param_count() + 7) / 8);
@@ -282,10 +289,12 @@ TEST_CASE("tune best --emit and tune export --trial N --emit write the chosen co
     CHECK(j["bf16"]["enabled"] == true);
     const int stage = j["zero_optimization"]["stage"];
     CHECK((stage == 2 || stage == 3));
-    const auto notes = test::run_command(std::string(TUNE_BINARY) + " best --emit deepspeed --db " + db + " 2>&1 >/dev/null");
+    const auto notes =
+        test::run_command(std::string(TUNE_BINARY) + " best --emit deepspeed --db " + db + " 2>&1 >/dev/null");
     CHECK_THAT(notes.output, Catch::Contains("predicted") && Catch::Contains("fp32 cast"));
     // --sweep-file finds the database the file names; here the file names none, so TUNE_DB does.
-    const auto yaml = test::run_command("TUNE_DB=" + db + " " + TUNE_BINARY + " export --trial 1 --emit accelerate-fsdp");
+    const auto yaml =
+        test::run_command("TUNE_DB=" + db + " " + TUNE_BINARY + " export --trial 1 --emit accelerate-fsdp");
     REQUIRE(yaml.exit_code == 0);
     CHECK(yaml_json(yaml.output)["distributed_type"] == "FSDP");
     CHECK(test::run_tune("export --emit torchrun --db " + db).exit_code == 2);  // --trial is needed

@@ -9,9 +9,9 @@
 
 #include "core/hf_config.h"
 #include "core/presets.h"
-#include "kernels/math/nf4.h"
 #include "estimate/estimate.h"
 #include "estimate/frameworks/framework_profile.h"
+#include "kernels/math/nf4.h"
 #include "sweep/spec.h"
 
 using namespace tune;

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "train/grad_targets.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "train/grad_targets.h"
 
 using namespace tune;
 using namespace tune::train;

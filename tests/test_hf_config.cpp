@@ -11,11 +11,11 @@
 
 #include "core/hf_config.h"
 #include "core/presets.h"
-#include "train/io/hf_model.h"
 #include "estimate/estimate.h"
 #include "estimate/flat_layout.h"
 #include "sweep/spec.h"
 #include "tests/test_store_support.h"
+#include "train/io/hf_model.h"
 
 using namespace tune;
 
@@ -128,7 +128,8 @@ TEST_CASE("a field tune cannot count is an error naming it", "[hf]") {
     test::ScratchDir dir;
     std::ofstream(dir.file("config.json")) << R"({"model_type": "mistral", "vocab_size": 1000, "hidden_size": 64,
         "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_local_experts": 8})";
-    CHECK_THROWS_WITH(load_hf_config(dir.file("config.json")), Catch::Contains("\"num_local_experts\" is not supported"));
+    CHECK_THROWS_WITH(load_hf_config(dir.file("config.json")),
+                      Catch::Contains("\"num_local_experts\" is not supported"));
     std::ofstream(dir.file("config.json")) << R"({"model_type": "gpt2", "vocab_size": 1000})";
     CHECK_THROWS_WITH(load_hf_config(dir.file("config.json")), Catch::Contains("model_type 'gpt2'"));
 }

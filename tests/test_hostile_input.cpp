@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "core/output_file.h"
-#include "train/io/safetensors.h"
 #include "reports/report_error.h"
 #include "reports/text_table.h"
-#include "sweep/spec.h"
 #include "store/store.h"
+#include "sweep/spec.h"
 #include "tests/support/run_command.h"
 #include "tests/test_store_support.h"
+#include "train/io/safetensors.h"
 
 using namespace tune;
 using tune::test::run_command;
@@ -35,8 +35,9 @@ const char* kTiny = "[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n[
 // Files in `dir` whose names start with `prefix` (temporary files left behind).
 int leftovers(const fs::path& dir) {
     int n = 0;
-    for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().find(".tmp") != std::string::npos ||
-                                                          e.path().filename().string().rfind(".r.html.", 0) == 0;
+    for (const auto& e : fs::directory_iterator(dir))
+        n += e.path().filename().string().find(".tmp") != std::string::npos ||
+             e.path().filename().string().rfind(".r.html.", 0) == 0;
     return n;
 }
 
@@ -63,8 +64,10 @@ TEST_CASE("a sweep file with a 50,000-part table name is refused before the TOML
     CHECK_THROWS_WITH(parse_sweep("name = \"" + std::string(20000, 'n') + "\"\n", "long.toml"),
                       Catch::Contains("longer than"));
     // Dots inside numbers, times, strings and comments are not key parts.
-    std::string ok = std::string(kTiny) + "# a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.a.b.c.d.e.f.g.h\n"
-                     "[trial]\nlr = 0.5\nname_ignored_by_toml = \"1.2.3.4.5.6.7.8.9.1.2.3.4.5.6.7.8.9.1.2.3.4.5.6.7.8.9.1.2.3.4.5.6\"\n";
+    std::string ok = std::string(kTiny) +
+                     "# a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.a.b.c.d.e.f.g.h\n"
+                     "[trial]\nlr = 0.5\nname_ignored_by_toml = "
+                     "\"1.2.3.4.5.6.7.8.9.1.2.3.4.5.6.7.8.9.1.2.3.4.5.6.7.8.9.1.2.3.4.5.6\"\n";
     CHECK_THROWS_WITH(parse_sweep(ok, "ok.toml"), Catch::Contains("name_ignored_by_toml"));  // unknown key, not a bound
     auto out = run_tune("validate " + std::string(TUNE_SOURCE_DIR) + "/sweeps/demo.toml");
     CHECK(out.exit_code == 0);
@@ -95,7 +98,8 @@ TEST_CASE("devices, FIFOs and oversized files are refused as sweep files, config
     CHECK_THAT(hf.output, Catch::Contains("not a regular file"));
 
     for (const std::string& flag : std::vector<std::string>{"--tokens /dev/zero", "--tokens " + fifo, "--init /dev"}) {
-        auto t = run_command("timeout 20 " + std::string(TUNE_BINARY) + " trial --threads 1 --steps 1 " + flag + " 2>&1");
+        auto t =
+            run_command("timeout 20 " + std::string(TUNE_BINARY) + " trial --threads 1 --steps 1 " + flag + " 2>&1");
         INFO(flag << ": " << t.output);
         CHECK(t.exit_code == 2);
     }
@@ -135,9 +139,11 @@ TEST_CASE("safetensors whose tensors overlap, or whose shapes overflow, are refu
     };
     const auto overlap = write("o.safetensors",
                                R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                               R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})", 24);
+                               R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+                               24);
     CHECK_THROWS_WITH(train::SafetensorsFile::load(overlap), Catch::Contains("overlap"));
-    const auto huge = write("h.safetensors", R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0);
+    const auto huge =
+        write("h.safetensors", R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0);
     CHECK_THROWS_WITH(train::SafetensorsFile::load(huge), Catch::Contains("shape"));
     const auto negative = write("n.safetensors", R"({"a":{"dtype":"F32","shape":[-1,4],"data_offsets":[0,16]}})", 16);
     CHECK_THROWS_WITH(train::SafetensorsFile::load(negative), Catch::Contains("negative"));
@@ -147,7 +153,8 @@ TEST_CASE("control characters and escapes are escaped by validate, report --form
           "[report][hostile]") {
     CHECK(printable("a\x1b[31mred\x07\n") == "a\\x1b[31mred\\x07\\x0a");
     CHECK(printable("line\nnext", "\n") == "line\nnext");
-    CHECK(printable("\xc2\x9b" "2J") == "\\xc2\\x9b2J");
+    CHECK(printable("\xc2\x9b"
+                    "2J") == "\\xc2\\x9b2J");
     CHECK(printable("caf\xc3\xa9") == "caf\xc3\xa9");
 
     test::ScratchDir dir;
@@ -171,7 +178,8 @@ TEST_CASE("control characters and escapes are escaped by validate, report --form
     }
 }
 
-TEST_CASE("report paths: only regular files are written, through an unpredictable temporary file", "[report][hostile]") {
+TEST_CASE("report paths: only regular files are written, through an unpredictable temporary file",
+          "[report][hostile]") {
     test::ScratchDir scratch;
     const fs::path dir = scratch.file("out");
     fs::create_directories(dir / "sub");
@@ -205,7 +213,8 @@ TEST_CASE("report paths: only regular files are written, through an unpredictabl
         Store store(db, Store::Mode::read_write);
         store.open_sweep(test::sample_sweep("s"), false);
     }
-    for (const std::string& o : {(dir / "sub").string(), (dir / "sub").string() + "/", std::string("''"), fifo.string()}) {
+    for (const std::string& o :
+         {(dir / "sub").string(), (dir / "sub").string() + "/", std::string("''"), fifo.string()}) {
         auto out = run_tune("report --db " + db + " -o " + o);
         INFO(o << ": " << out.output);
         CHECK(out.exit_code == 2);
@@ -228,8 +237,9 @@ TEST_CASE("a sweep checks its report path before the first trial", "[driver][hos
 
 TEST_CASE("resources the launcher cannot start here are refused with the reason", "[driver][hostile]") {
     test::ScratchDir dir;
-    std::ofstream(dir.file("s.toml")) << "[model]\npreset = \"tiny\"\n[hardware]\ngpus = 1024\nnodes = 4096\ndevice = \"cpu\"\n"
-                                         "[space]\ncontext = [64]\n";
+    std::ofstream(dir.file("s.toml"))
+        << "[model]\npreset = \"tiny\"\n[hardware]\ngpus = 1024\nnodes = 4096\ndevice = \"cpu\"\n"
+           "[space]\ncontext = [64]\n";
     auto v = run_tune("validate " + dir.file("s.toml"));
     CHECK_THAT(v.output, Catch::Contains("cannot start here"));
     auto out = run_tune("sweep --no-probe --no-report --db " + dir.file("r.db") + " " + dir.file("s.toml"));

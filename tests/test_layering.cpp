@@ -32,8 +32,10 @@ std::map<std::string, std::set<std::string>> layering_table() {
     const std::regex folder("`([a-z]+)/`");
     bool in_section = false;
     for (std::string line; std::getline(doc, line);) {
-        if (line.starts_with("### Layering")) in_section = true;
-        else if (line.starts_with("#")) in_section = false;
+        if (line.starts_with("### Layering"))
+            in_section = true;
+        else if (line.starts_with("#"))
+            in_section = false;
         std::smatch m;
         if (!in_section || !std::regex_search(line, m, row)) continue;
         std::set<std::string>& may = allowed[m[1]];

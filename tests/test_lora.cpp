@@ -12,15 +12,15 @@
 #include <set>
 
 #include "core/validity.h"
+#include "kernels/math/nf4.h"
+#include "support/run_command.h"
+#include "support/trainer_fixture.h"
+#include "sweep/space.h"
+#include "sweep/spec.h"
 #include "train/io/hf_model.h"
 #include "train/io/peft_adapter.h"
 #include "train/io/safetensors.h"
 #include "train/lora.h"
-#include "kernels/math/nf4.h"
-#include "sweep/space.h"
-#include "sweep/spec.h"
-#include "support/run_command.h"
-#include "support/trainer_fixture.h"
 
 using namespace tune;
 
@@ -51,8 +51,7 @@ struct Rig {
     test::TrainerRig rig{config, train::file_tokens(kBase / "tokens.bin", config.model.vocab), &init, &adapters};
 };
 
-std::vector<float> tensor_of(const train::HostParams& p, const train::ParamLayout& l, std::size_t b,
-                             std::size_t k) {
+std::vector<float> tensor_of(const train::HostParams& p, const train::ParamLayout& l, std::size_t b, std::size_t k) {
     const train::TensorView& v = l.flat(b).tensors[k];
     return {p[b].begin() + v.offset, p[b].begin() + v.offset + v.numel()};
 }
@@ -91,8 +90,7 @@ TEST_CASE("LoRA: the loss and every adapter gradient match PyTorch (fp32)", "[lo
         }
     }
     CHECK(checked == 2 * 7 * 2);  // A and B, 7 linears, 2 layers
-    WARN("LoRA fixture: |loss - torch| = " << std::abs(loss - want_loss) << ", worst adapter gradient error "
-                                           << worst);
+    WARN("LoRA fixture: |loss - torch| = " << std::abs(loss - want_loss) << ", worst adapter gradient error " << worst);
 }
 
 TEST_CASE("LoRA: adapters after 3 AdamW steps with clipping match PyTorch, the base does not move", "[lora][torch]") {
@@ -217,8 +215,7 @@ TEST_CASE("LoRA validity: a rank past a targeted matrix, qlora with fp32, are ba
     CHECK_FALSE(invalid_reason(c));
 }
 
-TEST_CASE("PEFT adapter folders: saved ones load back, unknown targets and missing tensors are named",
-          "[lora][peft]") {
+TEST_CASE("PEFT adapter folders: saved ones load back, unknown targets and missing tensors are named", "[lora][peft]") {
     Rig r;
     const auto dir = std::filesystem::path(TUNE_BUILD_DIR) / "test_lora_peft";
     std::filesystem::remove_all(dir);
@@ -228,7 +225,8 @@ TEST_CASE("PEFT adapter folders: saved ones load back, unknown targets and missi
     CHECK(peft.alpha == 8.0);
     CHECK(peft.targets == LoraTargets::all_linear);
     CHECK(max_diff(train::load_peft_adapter(dir, r.adapter_layout), r.adapters) == 0.0);
-    std::ofstream(dir / "adapter_config.json") << R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "lm_head"]})";
+    std::ofstream(dir / "adapter_config.json")
+        << R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "lm_head"]})";
     CHECK_THROWS_WITH(train::load_peft_config(dir), Catch::Contains("no adapter for \"lm_head\""));
     // lora_alpha as a string is refused by name, never replaced by PEFT's default of 8.
     for (const char* alpha : {"\"100\"", "-2", "true", "0"}) {
@@ -271,7 +269,8 @@ train::HostParams nf4_round_trip(const train::HostParams& host, const train::Par
         std::vector<float> back(buf.size());
         cpu.nf4_dequantize(back.data(), kernels::DType::f32, q.data(), n, 0, n);
         for (const train::TensorView& t : layout.layer.tensors)
-            if (t.matrix()) std::copy(back.begin() + t.offset, back.begin() + t.offset + t.numel(), buf.begin() + t.offset);
+            if (t.matrix())
+                std::copy(back.begin() + t.offset, back.begin() + t.offset + t.numel(), buf.begin() + t.offset);
     }
     return out;
 }
@@ -319,8 +318,9 @@ TEST_CASE("QLoRA at ZeRO stage 3 gathers its NF4 shards and computes what stage 
 }
 
 TEST_CASE("tune trial and tune estimate take the method flags, bad adapter input is exit 2", "[lora][cli]") {
-    const auto est = test::run_tune("estimate --model llama-7b --device rtx4090 --method qlora --lora-rank 64 "
-                                    "--lora-targets all-linear --lora-alpha 16 --checkpointing full --context 512");
+    const auto est = test::run_tune(
+        "estimate --model llama-7b --device rtx4090 --method qlora --lora-rank 64 "
+        "--lora-targets all-linear --lora-alpha 16 --checkpointing full --context 512");
     CHECK(est.exit_code == 0);
     CHECK_THAT(est.output, Catch::Contains("qlora"));
     const auto rank = test::run_tune("trial --model tiny --method lora --lora-rank 4096 --steps 2");

@@ -14,6 +14,7 @@
 #include "core/presets.h"
 #include "core/step_statistics.h"
 #include "driver/calibration.h"
+#include "estimate/estimate.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/speed_reference.h"
 #include "probe/probes.h"
@@ -21,7 +22,6 @@
 #include "reports/html_report.h"
 #include "reports/sweep_data.h"
 #include "reports/text_report.h"
-#include "estimate/estimate.h"
 #include "store/record_json.h"
 #include "store/store.h"
 #include "test_store_support.h"
@@ -60,8 +60,7 @@ void add_slowed_sweep(Store& db, const std::string& name, double slowdown, doubl
 
 }  // namespace
 
-TEST_CASE("the slowdown is the trial's speed reference over the probes', 1 when either is unknown",
-          "[machine-speed]") {
+TEST_CASE("the slowdown is the trial's speed reference over the probes', 1 when either is unknown", "[machine-speed]") {
     CHECK(machine_slowdown(0.003, 0.002) == Approx(1.5));
     CHECK(machine_slowdown(0.001, 0.002) == Approx(0.5));
     CHECK(machine_slowdown(0.0, 0.002) == 1.0);  // a trial from before the reference
@@ -79,7 +78,7 @@ TEST_CASE("the pace factor is the slowdown to the estimate's exponent", "[machin
     CHECK(pace_factor(4.0, 1.0) == Approx(4.0));
     CHECK(pace_factor(4.0, 0.5) == Approx(2.0));
     CHECK(pace_factor(0.25, 0.5) == Approx(0.5));  // a faster machine: the step shrinks less than the reference
-    CHECK(pace_factor(3.0, 0.0) == 1.0);            // a step the pace does not move
+    CHECK(pace_factor(3.0, 0.0) == 1.0);           // a step the pace does not move
     TrialResult r;
     r.speed_reference_s = 0.008;
     CHECK(pace_factor(r) == 1.0);  // no estimate

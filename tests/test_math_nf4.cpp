@@ -9,9 +9,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "train/io/safetensors.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/math/nf4.h"
+#include "train/io/safetensors.h"
 
 using namespace tune;
 

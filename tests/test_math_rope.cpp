@@ -13,16 +13,17 @@ using namespace tune::math;
 namespace {
 
 std::vector<double> hf_rope(const std::vector<double>& q, int pos, double theta) {
-  const auto d = static_cast<int>(q.size()), half = d / 2;
-  std::vector<double> cos_full(q.size()), sin_full(q.size()), rotated(q.size()), out(q.size());
-  for (int j = 0; j < d; ++j) {
-    const double inv_freq = 1.0 / std::pow(theta, static_cast<double>(2 * (j % half)) / d);
-    cos_full[static_cast<std::size_t>(j)] = std::cos(pos * inv_freq);
-    sin_full[static_cast<std::size_t>(j)] = std::sin(pos * inv_freq);
-    rotated[static_cast<std::size_t>(j)] = j < half ? -q[static_cast<std::size_t>(j + half)] : q[static_cast<std::size_t>(j - half)];
-  }
-  for (std::size_t j = 0; j < q.size(); ++j) out[j] = q[j] * cos_full[j] + rotated[j] * sin_full[j];
-  return out;
+    const auto d = static_cast<int>(q.size()), half = d / 2;
+    std::vector<double> cos_full(q.size()), sin_full(q.size()), rotated(q.size()), out(q.size());
+    for (int j = 0; j < d; ++j) {
+        const double inv_freq = 1.0 / std::pow(theta, static_cast<double>(2 * (j % half)) / d);
+        cos_full[static_cast<std::size_t>(j)] = std::cos(pos * inv_freq);
+        sin_full[static_cast<std::size_t>(j)] = std::sin(pos * inv_freq);
+        rotated[static_cast<std::size_t>(j)] =
+            j < half ? -q[static_cast<std::size_t>(j + half)] : q[static_cast<std::size_t>(j - half)];
+    }
+    for (std::size_t j = 0; j < q.size(); ++j) out[j] = q[j] * cos_full[j] + rotated[j] * sin_full[j];
+    return out;
 }
 
 }  // namespace
@@ -41,38 +42,38 @@ TEST_CASE("RoPE inverse frequencies and angles", "[math][rope]") {
 }
 
 TEST_CASE("RoPE matches transformers' rotate_half form", "[math][rope]") {
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int pos : {0, 1, 7, 100, 2047}) {
-    std::vector<float> x(64);
-    for (float& v : x) v = normal(rng);
-    const std::vector<double> want = hf_rope({x.begin(), x.end()}, pos, 10000.0);
-    rope_apply(x.data(), 64, pos, RopeFrequencies{10000.0f}, false);
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      INFO("pos " << pos << " j " << j);
-      // fp32 angles of positions up to 2047 carry ~1e-4 absolute error.
-      REQUIRE(x[j] == Approx(want[j]).margin(pos > 100 ? 1e-3 : 1e-5));
+    std::mt19937 rng(9);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int pos : {0, 1, 7, 100, 2047}) {
+        std::vector<float> x(64);
+        for (float& v : x) v = normal(rng);
+        const std::vector<double> want = hf_rope({x.begin(), x.end()}, pos, 10000.0);
+        rope_apply(x.data(), 64, pos, RopeFrequencies{10000.0f}, false);
+        for (std::size_t j = 0; j < x.size(); ++j) {
+            INFO("pos " << pos << " j " << j);
+            // fp32 angles of positions up to 2047 carry ~1e-4 absolute error.
+            REQUIRE(x[j] == Approx(want[j]).margin(pos > 100 ? 1e-3 : 1e-5));
+        }
     }
-  }
 }
 
 TEST_CASE("RoPE backward is the adjoint (inverse rotation) of the forward", "[math][rope]") {
-  std::mt19937 rng(10);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(32), y(32);
-  for (float& v : x) v = normal(rng);
-  for (float& v : y) v = normal(rng);
-  std::vector<float> rx = x, ry = y;
-  rope_apply(rx.data(), 32, 13, RopeFrequencies{10000.0f}, false);
-  rope_apply(ry.data(), 32, 13, RopeFrequencies{10000.0f}, true);
-  double lhs = 0, rhs = 0;
-  for (std::size_t j = 0; j < x.size(); ++j) {
-    lhs += double{rx[j]} * y[j];
-    rhs += double{x[j]} * ry[j];
-  }
-  CHECK(lhs == Approx(rhs).epsilon(1e-5));
-  rope_apply(rx.data(), 32, 13, RopeFrequencies{10000.0f}, true);  // back where it started
-  for (std::size_t j = 0; j < x.size(); ++j) REQUIRE(rx[j] == Approx(x[j]).margin(1e-6));
+    std::mt19937 rng(10);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(32), y(32);
+    for (float& v : x) v = normal(rng);
+    for (float& v : y) v = normal(rng);
+    std::vector<float> rx = x, ry = y;
+    rope_apply(rx.data(), 32, 13, RopeFrequencies{10000.0f}, false);
+    rope_apply(ry.data(), 32, 13, RopeFrequencies{10000.0f}, true);
+    double lhs = 0, rhs = 0;
+    for (std::size_t j = 0; j < x.size(); ++j) {
+        lhs += double{rx[j]} * y[j];
+        rhs += double{x[j]} * ry[j];
+    }
+    CHECK(lhs == Approx(rhs).epsilon(1e-5));
+    rope_apply(rx.data(), 32, 13, RopeFrequencies{10000.0f}, true);  // back where it started
+    for (std::size_t j = 0; j < x.size(); ++j) REQUIRE(rx[j] == Approx(x[j]).margin(1e-6));
 }
 
 TEST_CASE("llama3 rope_scaling keeps short wavelengths, divides long ones and blends between", "[math][rope]") {

@@ -10,10 +10,10 @@
 
 #include "core/presets.h"
 #include "core/validity.h"
-#include "train/trial.h"
 #include "estimate/estimate.h"
 #include "support/memory_agreement.h"
 #include "support/trainer_fixture.h"
+#include "train/trial.h"
 
 using namespace tune;
 
@@ -37,31 +37,32 @@ TEST_CASE("measured memory agrees with the estimator over the grid", "[memory][e
                 for (std::uint32_t ga : {1u, 4u})
                     for (std::uint32_t ctx : {32u, 64u})
                         for (std::uint32_t mb : {1u, 2u})
-                        for (Attention at : kAttentions) {
-                            TrialConfig c;
-                            c.model = *find_model("tiny");
-                            c.optimizer = o, c.precision = p, c.checkpointing = ck, c.attention = at;
-                            c.grad_accum = ga, c.context = ctx, c.micro_batch = mb;
-                            c.steps = 1, c.warmup = 0;
-                            if (o == Optimizer::lomo && ga > 1) continue;
-                            const auto [r, e] = test::run_and_estimate(c);
-                            INFO(summary(c));
-                            const double peak_err = std::abs(static_cast<double>(r.memory.peak) - e.memory.peak) /
-                                                    static_cast<double>(e.memory.peak);
-                            CHECK(peak_err <= 0.01);
-                            for (Component k : kComponents) {
-                                const double want = static_cast<double>(e.memory[k]);
-                                const double err = std::abs(static_cast<double>(r.memory[k]) - want) / std::max(want, 1.0);
-                                INFO(to_string(k) << ": measured " << r.memory[k] << ", estimated " << e.memory[k]);
-                                CHECK(err <= 0.02);
-                                worst_component = std::max(worst_component, err);
+                            for (Attention at : kAttentions) {
+                                TrialConfig c;
+                                c.model = *find_model("tiny");
+                                c.optimizer = o, c.precision = p, c.checkpointing = ck, c.attention = at;
+                                c.grad_accum = ga, c.context = ctx, c.micro_batch = mb;
+                                c.steps = 1, c.warmup = 0;
+                                if (o == Optimizer::lomo && ga > 1) continue;
+                                const auto [r, e] = test::run_and_estimate(c);
+                                INFO(summary(c));
+                                const double peak_err = std::abs(static_cast<double>(r.memory.peak) - e.memory.peak) /
+                                                        static_cast<double>(e.memory.peak);
+                                CHECK(peak_err <= 0.01);
+                                for (Component k : kComponents) {
+                                    const double want = static_cast<double>(e.memory[k]);
+                                    const double err =
+                                        std::abs(static_cast<double>(r.memory[k]) - want) / std::max(want, 1.0);
+                                    INFO(to_string(k) << ": measured " << r.memory[k] << ", estimated " << e.memory[k]);
+                                    CHECK(err <= 0.02);
+                                    worst_component = std::max(worst_component, err);
+                                }
+                                if (peak_err >= worst_peak) {
+                                    worst_peak = peak_err;
+                                    worst = summary(c);
+                                }
+                                ++runs;
                             }
-                            if (peak_err >= worst_peak) {
-                                worst_peak = peak_err;
-                                worst = summary(c);
-                            }
-                            ++runs;
-                        }
     // 16 shapes per optimizer, precision and mode; LOMO runs grad_accum 1 only (8).
     CHECK(runs == (4 * 16 + 8) * 4 * static_cast<int>(kCheckpointings.size()));
     WARN(fmt::format("{} configurations; worst peak mismatch {:.4f}% ({}), worst component {:.4f}%", runs,
@@ -74,13 +75,13 @@ TEST_CASE("measured memory agrees with the estimator for ZeRO stages 1-3 on one 
     for (std::uint32_t stage : {1u, 2u, 3u})
         for (Optimizer o : kOptimizers)
             for (Precision p : kPrecisions)
-            for (Attention at : kAttentions) {
-                TrialConfig c;
-                c.model = *find_model("tiny");
-                c.optimizer = o, c.precision = p, c.zero_stage = stage, c.attention = at;
-                check_exact_agreement(c);
-                ++runs;
-            }
+                for (Attention at : kAttentions) {
+                    TrialConfig c;
+                    c.model = *find_model("tiny");
+                    c.optimizer = o, c.precision = p, c.zero_stage = stage, c.attention = at;
+                    check_exact_agreement(c);
+                    ++runs;
+                }
     CHECK(runs == 120);
 }
 

@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 
 #include "core/presets.h"
-#include "train/trial.h"
 #include "estimate/estimate.h"
 #include "support/memory_agreement.h"
 #include "support/trainer_fixture.h"
+#include "train/trial.h"
 
 using namespace tune;
 

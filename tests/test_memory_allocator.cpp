@@ -3,9 +3,9 @@
 // out-of-memory error at the limit.
 #include <catch2/catch.hpp>
 
-#include "train/memory/memory.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/error.h"
+#include "train/memory/memory.h"
 
 using namespace tune;
 

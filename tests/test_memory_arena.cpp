@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "train/memory/arena.h"
 #include "train/memory/memory.h"
-#include "kernels/cpu/cpu_backend.h"
 
 using namespace tune;
 

@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include "core/presets.h"
-#include "train/trial.h"
 #include "estimate/estimate_time.h"
 #include "estimate/model_flops.h"
+#include "train/trial.h"
 
 using namespace tune;
 
@@ -26,8 +26,8 @@ TrialConfig llama7b(Method method) {
 // N   = 32 (4 h^2 + 3 h f) + V h            = 6,607,077,376 matmul weights (layers and LM head)
 // N_a = 32 * 64 (4 (h + h) + 3 (h + f))     =   159,907,840 adapter weights
 // attention, flash: 3 L (2 s h)             = 3,221,225,472
-constexpr double kFull = 6 * 6607077376.0 + 3221225472.0;                      // 42,863,689,728
-constexpr double kLora = 4 * 6607077376.0 + 6 * 159907840.0 + 3221225472.0;   // 30,608,982,016
+constexpr double kFull = 6 * 6607077376.0 + 3221225472.0;                    // 42,863,689,728
+constexpr double kLora = 4 * 6607077376.0 + 6 * 159907840.0 + 3221225472.0;  // 30,608,982,016
 
 }  // namespace
 

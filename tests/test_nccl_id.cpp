@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/device_query.h"
 #include "train/comm/comm_error.h"
 #include "train/comm/comm_nccl.h"
 #include "train/comm/comm_rules.h"
 #include "train/comm/nccl_id.h"
-#include "kernels/device_query.h"
 
 using namespace tune::train;
 using tune::kernels::DType;
@@ -28,8 +28,10 @@ NcclId sample_id() {
 struct ScopedEnv {
     std::string name;
     ScopedEnv(const char* n, const char* value) : name(n) {
-        if (value) setenv(n, value, 1);
-        else unsetenv(n);
+        if (value)
+            setenv(n, value, 1);
+        else
+            unsetenv(n);
     }
     ~ScopedEnv() { unsetenv(name.c_str()); }
 };
@@ -55,9 +57,9 @@ TEST_CASE("an NCCL id survives hex and back, in either case") {
 TEST_CASE("a malformed NCCL id names its source and what is wrong") {
     const std::string hex = encode_nccl_id(sample_id());
     CHECK_THROWS_AS(decode_nccl_id(hex.substr(1)), CommError);
-    CHECK_THROWS_WITH(decode_nccl_id(hex.substr(1)),
-                      Catch::Contains("TUNE_NCCL_ID") && Catch::Contains("256 hex digits") &&
-                          Catch::Contains("got 255"));
+    CHECK_THROWS_WITH(decode_nccl_id(hex.substr(1)), Catch::Contains("TUNE_NCCL_ID") &&
+                                                         Catch::Contains("256 hex digits") &&
+                                                         Catch::Contains("got 255"));
     CHECK_THROWS_WITH(decode_nccl_id(hex + "00"), Catch::Contains("got 258"));
     CHECK_THROWS_WITH(decode_nccl_id(""), Catch::Contains("got 0"));
     std::string bad = hex;

@@ -24,8 +24,11 @@ struct FakeClock {
 TEST_CASE("nccl wait: done after some pending polls returns without aborting") {
     FakeClock fake;
     int polls = 0, aborts = 0;
-    wait_or_abort([&] { return ++polls < 3 ? NcclPoll{NcclPoll::State::pending, ""} : NcclPoll{}; }, 60s,
-                  [&] { ++aborts; }, "all_reduce", fake.clock());
+    wait_or_abort(
+        [&] {
+            return ++polls < 3 ? NcclPoll{NcclPoll::State::pending, ""} : NcclPoll{};
+        },
+        60s, [&] { ++aborts; }, "all_reduce", fake.clock());
     CHECK(polls == 3);
     CHECK(aborts == 0);
 }
@@ -34,7 +37,8 @@ TEST_CASE("nccl wait: an asynchronous error aborts the communicator and raises C
     FakeClock fake;
     int aborts = 0;
     auto failing = [] { return NcclPoll{NcclPoll::State::failed, "ncclRemoteError: a peer exited"}; };
-    CHECK_THROWS_WITH(wait_or_abort(failing, 60s, [&] { ++aborts; }, "all_reduce", fake.clock()),
+    CHECK_THROWS_WITH(wait_or_abort(
+                          failing, 60s, [&] { ++aborts; }, "all_reduce", fake.clock()),
                       Catch::Contains("a peer exited") && Catch::Contains("aborted"));
     CHECK(aborts == 1);
 }
@@ -46,7 +50,9 @@ TEST_CASE("nccl wait: a collective that never finishes is aborted at the deadlin
         ++polls;
         return NcclPoll{NcclPoll::State::pending, ""};
     };
-    CHECK_THROWS_AS(wait_or_abort(pending, 5s, [&] { ++aborts; }, "init", fake.clock()), CommError);
+    CHECK_THROWS_AS(wait_or_abort(
+                        pending, 5s, [&] { ++aborts; }, "init", fake.clock()),
+                    CommError);
     CHECK(aborts == 1);
     CHECK(polls >= 2);
     CHECK(polls <= 6);

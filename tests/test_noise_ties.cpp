@@ -45,7 +45,7 @@ TEST_CASE("a noisy trial runs more steps up to the cap, a quiet one does not", "
     CHECK(needs_more_steps(noisy, 1, rule));
     CHECK_FALSE(needs_more_steps(quiet, 1, rule));
     CHECK_FALSE(needs_more_steps({50, 100, 140, 100, 90, 130, 100, 140}, 1, rule));  // the cap: 8 steps in all
-    CHECK_FALSE(needs_more_steps(noisy, 1, NoiseRule{0, 8}));                       // max_cv 0: off
+    CHECK_FALSE(needs_more_steps(noisy, 1, NoiseRule{0, 8}));                        // max_cv 0: off
 }
 
 TEST_CASE("throughput intervals come from median +/- k stddev / sqrt(n)", "[noise]") {
@@ -63,9 +63,9 @@ TEST_CASE("throughput intervals come from median +/- k stddev / sqrt(n)", "[nois
 }
 
 TEST_CASE("two throughputs tie when their intervals overlap", "[noise]") {
-    const NoisyRate a = timed(1000, 1.0, 0.1, 4);     // 909 .. 1111
-    const NoisyRate b = timed(1050, 0.952, 0.1, 4);   // overlaps a
-    const NoisyRate c = timed(2000, 0.5, 0.01, 4);    // far above
+    const NoisyRate a = timed(1000, 1.0, 0.1, 4);    // 909 .. 1111
+    const NoisyRate b = timed(1050, 0.952, 0.1, 4);  // overlaps a
+    const NoisyRate c = timed(2000, 0.5, 0.01, 4);   // far above
     CHECK(within_noise(a, b));
     CHECK(within_noise(b, a));
     CHECK_FALSE(within_noise(a, c));

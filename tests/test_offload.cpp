@@ -14,11 +14,11 @@
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
-#include "exports/framework.h"
 #include "estimate/estimate.h"
 #include "estimate/estimate_memory.h"
 #include "estimate/flat_layout.h"
 #include "estimate/frameworks/framework_profile.h"
+#include "exports/framework.h"
 #include "sweep/spec.h"
 
 using namespace tune;

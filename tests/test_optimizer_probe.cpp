@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/presets.h"
+#include "estimate/estimate.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "probe/optimizer_probe.h"
 #include "probe/probes.h"
-#include "estimate/estimate.h"
 
 using namespace tune;
 

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "core/presets.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/error.h"
+#include "tests/support/trainer_fixture.h"
 #include "train/io/data.h"
 #include "train/memory/host_page_mapper.h"
 #include "train/memory/memory.h"
 #include "train/memory/page_pool.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/error.h"
-#include "tests/support/trainer_fixture.h"
 
 using namespace tune;
 using namespace tune::train;

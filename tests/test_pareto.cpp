@@ -91,11 +91,11 @@ TEST_CASE("fronts are drawn over what finished ok (measured) or fits (predicted)
         return r;
     };
     const std::vector<TrialResult> results{
-        result(TrialStatus::ok, 10, 100, true),       // 0: on both fronts
-        result(TrialStatus::oom, 5, 1000, false),     // 1: faster and smaller, but neither measured ok nor fitting
-        result(TrialStatus::ok, 20, 150, true),       // 2: on both fronts
+        result(TrialStatus::ok, 10, 100, true),           // 0: on both fronts
+        result(TrialStatus::oom, 5, 1000, false),         // 1: faster and smaller, but neither measured ok nor fitting
+        result(TrialStatus::ok, 20, 150, true),           // 2: on both fronts
         result(TrialStatus::ok, 30, std::nan(""), true),  // 3: no throughput measured
-        result(TrialStatus::pending, 25, 200, true),  // 4: predicted only
+        result(TrialStatus::pending, 25, 200, true),      // 4: predicted only
     };
     std::vector<std::optional<ParetoPoint>> measured, predicted;
     for (const auto& r : results) {

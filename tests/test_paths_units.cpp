@@ -23,7 +23,8 @@ TEST_CASE("a bare number where a size is expected is an error that says to add a
 
 TEST_CASE("a memory limit above the device's is a warning", "[units][cli]") {
     const auto over = run_tune("estimate --model llama-7b --device h100-80gb --memory-limit 100GiB");
-    CHECK_THAT(over.output, Catch::Contains("warning: the memory limit 100.00 GiB is above the h100-80gb device's own"));
+    CHECK_THAT(over.output,
+               Catch::Contains("warning: the memory limit 100.00 GiB is above the h100-80gb device's own"));
     const auto under = run_tune("estimate --model llama-7b --device h100-80gb --memory-limit 40GiB");
     CHECK_THAT(under.output, !Catch::Contains("warning"));
 }
@@ -31,9 +32,10 @@ TEST_CASE("a memory limit above the device's is a warning", "[units][cli]") {
 TEST_CASE("paths in a sweep file are relative to it, and readers find its database", "[cli][paths]") {
     test::ScratchDir dir;
     std::filesystem::create_directories(dir.file("sweeps"));
-    std::ofstream(dir.file("sweeps/s.toml")) << "name = \"rel\"\n[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n"
-                                                "[space]\noptimizer = [\"adamw\"]\n[output]\ndatabase = \"r.db\"\n"
-                                                "report = \"r.html\"\n";
+    std::ofstream(dir.file("sweeps/s.toml"))
+        << "name = \"rel\"\n[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n"
+           "[space]\noptimizer = [\"adamw\"]\n[output]\ndatabase = \"r.db\"\n"
+           "report = \"r.html\"\n";
     // Run from another directory: the database and the report land beside the file.
     const std::string in_dir = "cd " + dir.file("") + " && " + TUNE_BINARY + " ";
     REQUIRE(run_command(in_dir + "sweep --dry-run sweeps/s.toml 2>&1").exit_code == 0);

@@ -48,7 +48,8 @@ std::multiset<std::string> summaries_of(const nlohmann::json& front) {
 
 }  // namespace
 
-TEST_CASE("tune estimate FILE and the estimate-only sweep print the same front, all of it fitting", "[cli][predicted]") {
+TEST_CASE("tune estimate FILE and the estimate-only sweep print the same front, all of it fitting",
+          "[cli][predicted]") {
     test::ScratchDir dir;
     write_sweep(dir.file("s.toml"));
     const auto est = run_tune("estimate --json " + dir.file("s.toml"));
@@ -105,7 +106,8 @@ TEST_CASE("best, list and report answer an estimate-only sweep with its predicti
 
     const auto text = run_tune("report --format text --db " + db);
     REQUIRE(text.exit_code == 0);
-    CHECK_THAT(text.output, Catch::Contains("no measured front") && Catch::Contains("Predicted Pareto front (predicted"));
+    CHECK_THAT(text.output,
+               Catch::Contains("no measured front") && Catch::Contains("Predicted Pareto front (predicted"));
     REQUIRE(run_tune("report --db " + db + " -o " + dir.file("r.html")).exit_code == 0);
     std::ifstream in(dir.file("r.html"));
     const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -140,8 +142,8 @@ TEST_CASE("the predicted ranking keeps only unmeasured configurations predicted 
         trials[i].result.estimate->fits = true;
         trials[i].result.estimate->tokens_per_s = 100.0 * (i + 1);
     }
-    trials[3].result.estimate->fits = false;        // the fastest does not fit
-    trials[2].result.status = TrialStatus::ok;      // measured: the measured answer speaks for it
+    trials[3].result.estimate->fits = false;    // the fastest does not fit
+    trials[2].result.status = TrialStatus::ok;  // measured: the measured answer speaks for it
     trials[2].measured = true;
     const BestAnswer a = rank_predicted(trials, BestQuery{});
     CHECK(a.basis == Basis::predicted);

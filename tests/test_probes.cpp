@@ -14,14 +14,14 @@
 #include <fmt/format.h>
 
 #include "core/presets.h"
+#include "estimate/estimate.h"
+#include "estimate/model_flops.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "probe/probe_timing.h"
 #include "probe/probes.h"
 #include "probe/sweep_probes.h"
-#include "estimate/estimate.h"
-#include "estimate/model_flops.h"
-#include "sweep/spec.h"
 #include "store/store.h"
+#include "sweep/spec.h"
 #include "tests/support/tiny_cpu_sweep.h"
 #include "tests/test_store_support.h"
 
@@ -37,7 +37,6 @@ TrialConfig tiny_config(std::uint32_t micro_batch, std::uint32_t context, Precis
     c.precision = p;
     return c;
 }
-
 
 // A plan measured briefly on a one-thread CPU backend, and the rates read back from its records.
 struct Measured {
@@ -92,7 +91,7 @@ TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per
     // 15 (forward qkv, o, gate|up, down; dX qkv, o, gate|up, down; the same four dW, the head's three).
     CHECK(plan.gemm.size() == 32);
     CHECK(plan.attention.size() == 3);
-    CHECK(plan.elementwise.size() == 2);  // per tokens per micro-batch and dtype
+    CHECK(plan.elementwise.size() == 2);   // per tokens per micro-batch and dtype
     REQUIRE(plan.optimizers.size() == 2);  // adamw in fp32 and in bf16-mixed
     CHECK(plan.optimizers[0].precision == Precision::fp32);
     CHECK(plan.optimizers[1].precision == Precision::bf16_mixed);
@@ -110,8 +109,8 @@ TEST_CASE("a sweep's probes: each GEMM shape per tokens and dtype, attention per
 
 TEST_CASE("the GEMM probes call C as the trainer does: accumulated, or fp32 logits", "[probe]") {
     const ModelSpec m = *find_model("tiny");
-    const ProbedRates plan = probe::plan_probes(m, {tiny_config(2, 64, Precision::fp32),
-                                                    tiny_config(2, 64, Precision::bf16_mixed)});
+    const ProbedRates plan =
+        probe::plan_probes(m, {tiny_config(2, 64, Precision::fp32), tiny_config(2, 64, Precision::bf16_mixed)});
     const auto h = static_cast<std::int64_t>(m.hidden), kv = static_cast<std::int64_t>(m.kv_dim());
     const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
     const auto has = [&](std::int64_t mm, std::int64_t n, std::int64_t k, GemmPass pass, GemmOutput out,
@@ -280,7 +279,8 @@ TEST_CASE("probed passes: dX and dW at their own rates, element-wise ops per lay
     const auto step = [&](double dw_flops, const TrialConfig& config) {
         for (GemmRate& g : rates.gemm) g.flops_per_s = g.pass == GemmPass::weight_grad ? dw_flops : 1e9;
         for (AttentionRate& a : rates.attention) a.forward_s = a.backward_s = 1e-3;
-        for (ElementwiseRate& e : rates.elementwise) e.layer_forward_s = 1e-3, e.layer_backward_s = 2e-3, e.outer_s = 5e-4;
+        for (ElementwiseRate& e : rates.elementwise)
+            e.layer_forward_s = 1e-3, e.layer_backward_s = 2e-3, e.outer_s = 5e-4;
         EstimateOptions o;
         o.probed = std::make_shared<const ProbedRates>(rates);
         return step_time(config.model, config, cpu, o);

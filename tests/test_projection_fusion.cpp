@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "core/projection_fusion.h"
-#include "train/model_state.h"
 #include "support/trainer_fixture.h"
+#include "train/model_state.h"
 
 using namespace tune;
 

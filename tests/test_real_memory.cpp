@@ -10,11 +10,11 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/support/trainer_fixture.h"
 #include "train/memory/host_memory.h"
 #include "train/memory/memory.h"
 #include "train/memory/real_memory.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "tests/support/trainer_fixture.h"
 
 using namespace tune;
 using namespace tune::train;
@@ -25,8 +25,8 @@ TEST_CASE("VmRSS and VmHWM are read from /proc/<pid>/status's text in bytes", "[
     REQUIRE(m);
     CHECK(m->rss == 4000 * 1024);
     CHECK(m->hwm == 5000 * 1024);
-    CHECK_FALSE(process_memory("VmRSS:\t 10 kB\n"));                   // no VmHWM
-    CHECK_FALSE(proc_kib_field("XVmRSS:\t 10 kB\n", "VmRSS"));         // a key only starts a line
+    CHECK_FALSE(process_memory("VmRSS:\t 10 kB\n"));            // no VmHWM
+    CHECK_FALSE(proc_kib_field("XVmRSS:\t 10 kB\n", "VmRSS"));  // a key only starts a line
     CHECK(proc_kib_field("A: 1 kB\nVmRSS:\t 10 kB\n", "VmRSS") == 10240);
 }
 
@@ -118,8 +118,17 @@ TEST_CASE("a GEMM over many rows keeps little memory outside the allocator", "[m
     std::vector<float> dlogits(static_cast<std::size_t>(r * V), 0.5f), x(static_cast<std::size_t>(r * C), 0.25f);
     std::vector<float> dweight(static_cast<std::size_t>(V * C), 1.0f);
     kernels::CpuBackend backend({2, 0});
-    kernels::GemmArgs g{.m = V, .n = C, .k = r, .trans_a = true, .a = dlogits.data(), .lda = V, .b = x.data(),
-                        .ldb = C, .c = dweight.data(), .ldc = C, .beta = 1.0f};
+    kernels::GemmArgs g{.m = V,
+                        .n = C,
+                        .k = r,
+                        .trans_a = true,
+                        .a = dlogits.data(),
+                        .lda = V,
+                        .b = x.data(),
+                        .ldb = C,
+                        .c = dweight.data(),
+                        .ldc = C,
+                        .beta = 1.0f};
     const std::uint64_t before = this_process_memory().value().rss;
     backend.gemm(g, {});
     const std::uint64_t after = this_process_memory().value().rss;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/config_error.h"
 #include "reports/accuracy.h"
 #include "reports/comparison.h"
 #include "reports/dimension_effects.h"
@@ -11,7 +12,6 @@
 #include "reports/html_chart.h"
 #include "reports/report_format.h"
 #include "reports/sweep_data.h"
-#include "core/config_error.h"
 #include "store/store.h"
 #include "tests/support/report_files.h"
 
@@ -110,7 +110,8 @@ TEST_CASE("the fixture's sweep data, accuracy, effects and comparison", "[report
         CHECK(e.curves[0].label == "none");
         // Full checkpointing needs less memory than none at every context.
         for (std::size_t i = 0; i < e.contexts.size(); ++i)
-            if (e.curves[0].min_peak[i] && e.curves[1].min_peak[i]) CHECK(*e.curves[1].min_peak[i] < *e.curves[0].min_peak[i]);
+            if (e.curves[0].min_peak[i] && e.curves[1].min_peak[i])
+                CHECK(*e.curves[1].min_peak[i] < *e.curves[0].min_peak[i]);
     }
     SECTION("comparison matches by dimensions when the memory limit changes the hash") {
         const Comparison c = compare_sweeps(h100, a100);

@@ -16,10 +16,10 @@ TEST_CASE("escape_html turns markup characters into references", "[report]") {
 }
 
 TEST_CASE("sanitize_text replaces invalid UTF-8 and control characters", "[report]") {
-    CHECK(sanitize_text("ok \xC3\xA9") == "ok \xC3\xA9");                       // é stays
-    CHECK(sanitize_text("bad \xFF byte") == "bad \xEF\xBF\xBD byte");           // stray byte
-    CHECK(sanitize_text("cut \xE2\x82") == "cut \xEF\xBF\xBD\xEF\xBF\xBD");     // truncated sequence
-    CHECK(sanitize_text("over \xC0\xAF") == "over \xEF\xBF\xBD\xEF\xBF\xBD");   // overlong '/'
+    CHECK(sanitize_text("ok \xC3\xA9") == "ok \xC3\xA9");                      // é stays
+    CHECK(sanitize_text("bad \xFF byte") == "bad \xEF\xBF\xBD byte");          // stray byte
+    CHECK(sanitize_text("cut \xE2\x82") == "cut \xEF\xBF\xBD\xEF\xBF\xBD");    // truncated sequence
+    CHECK(sanitize_text("over \xC0\xAF") == "over \xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
     CHECK(sanitize_text(std::string("nul \0 bell \a", 12)) == "nul \xEF\xBF\xBD bell \xEF\xBF\xBD");
     CHECK(sanitize_text("tab\tnewline\n") == "tab\tnewline\n");
     CHECK(sanitize_text("surrogate \xED\xA0\x80") == "surrogate \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");

@@ -58,10 +58,10 @@ TEST_CASE("the HTML report of one sweep is well-formed and has every section", "
     INFO(check.error);
     REQUIRE(check.ok);
 
-    for (const char* id : {"overview", "funnel", "s0-pareto", "s0-front-table", "s0-breakdown", "s0-accuracy",
-                           "s0-effects", "s0-trials", "s0-trials-table", "s0-pareto-chart", "s0-breakdown-chart",
-                           "s0-accuracy-memory", "s0-accuracy-step", "s0-accuracy-histogram",
-                           "s0-effect-tokens-checkpointing", "s0-effect-memory-optimizer"})
+    for (const char* id :
+         {"overview", "funnel", "s0-pareto", "s0-front-table", "s0-breakdown", "s0-accuracy", "s0-effects", "s0-trials",
+          "s0-trials-table", "s0-pareto-chart", "s0-breakdown-chart", "s0-accuracy-memory", "s0-accuracy-step",
+          "s0-accuracy-histogram", "s0-effect-tokens-checkpointing", "s0-effect-memory-optimizer"})
         CHECK(html.find(std::string("id=\"") + id + "\"") != std::string::npos);
 
     // The header carries where and with what it ran.
@@ -72,9 +72,10 @@ TEST_CASE("the HTML report of one sweep is well-formed and has every section", "
     CHECK(table_rows(html, "s0-trials-table") == sweep.trials.size());
     CHECK(table_rows(html, "s0-front-table") == sweep.front.size());
     // Funnel counts from the store.
-    CHECK(html.find("<span class=\"funnel-count\">" + std::to_string(sweep.summary.total()) + "</span>") != std::string::npos);
-    CHECK(html.find("<span class=\"funnel-count\">" + std::to_string(sweep.summary.count(TrialStatus::oom)) + "</span>") !=
+    CHECK(html.find("<span class=\"funnel-count\">" + std::to_string(sweep.summary.total()) + "</span>") !=
           std::string::npos);
+    CHECK(html.find("<span class=\"funnel-count\">" + std::to_string(sweep.summary.count(TrialStatus::oom)) +
+                    "</span>") != std::string::npos);
 }
 
 TEST_CASE("the HTML report is self-contained and fetches nothing", "[report]") {
@@ -90,7 +91,8 @@ TEST_CASE("the HTML report is self-contained and fetches nothing", "[report]") {
     CHECK(report_content_security_policy().find("connect-src 'none'") != std::string::npos);
     // Scripts by hash only: no 'unsafe-inline' for them.
     const std::string policy = report_content_security_policy();
-    const std::string scripts = policy.substr(policy.find("script-src"), policy.find(';', policy.find("script-src")) - policy.find("script-src"));
+    const std::string scripts = policy.substr(policy.find("script-src"),
+                                              policy.find(';', policy.find("script-src")) - policy.find("script-src"));
     CHECK(test::count_of(scripts, "'sha256-") == 3);
     CHECK(scripts.find("unsafe") == std::string::npos);
     // No external resources: the only references are in-page anchors.
@@ -110,9 +112,11 @@ TEST_CASE("the embedded chart data is JSON that cannot close its element", "[rep
     const auto data = nlohmann::json::parse(json);
     const auto& charts = data.at("charts");
     CHECK(html.find("data-charts=\"" + std::to_string(charts.size()) + "\"") != std::string::npos);
-    for (const auto& c : charts) CHECK(html.find("<canvas id=\"" + c.at("id").get<std::string>() + "\"") != std::string::npos);
+    for (const auto& c : charts)
+        CHECK(html.find("<canvas id=\"" + c.at("id").get<std::string>() + "\"") != std::string::npos);
     // The Pareto chart carries the memory limit and the front.
-    const auto pareto = std::find_if(charts.begin(), charts.end(), [](const auto& c) { return c["id"] == "s0-pareto-chart"; });
+    const auto pareto =
+        std::find_if(charts.begin(), charts.end(), [](const auto& c) { return c["id"] == "s0-pareto-chart"; });
     REQUIRE(pareto != charts.end());
     CHECK((*pareto)["limits"][0]["x"].get<double>() == Approx(80.0));
     CHECK((*pareto)["fronts"][0]["points"].size() == load_sweep_data(db, "h100-demo").front.size());

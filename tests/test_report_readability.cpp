@@ -138,7 +138,8 @@ TEST_CASE("a tiny model's report reads MiB and K parameters, never 0.00", "[repo
 
     const std::string text = render_text_report(std::vector<SweepData>{sweep});
     INFO(text);
-    CHECK(text.find("model tiny (" + count_text(static_cast<double>(m.param_count())) + " parameters") != std::string::npos);
+    CHECK(text.find("model tiny (" + count_text(static_cast<double>(m.param_count())) + " parameters") !=
+          std::string::npos);
     CHECK(text.find(" MiB") != std::string::npos);
     CHECK(text.find("0.00 GiB") == std::string::npos);
 }
@@ -148,7 +149,8 @@ TEST_CASE("the report opens with what to run: per budget and context, the fastes
     const Store db(test::report_fixture_db(dir), Store::Mode::read_only);
 
     SECTION("budgets are the sweep's limit and the common sizes below it") {
-        CHECK(what_to_run_budgets(load_sweep_data(db, "h100-demo")) == std::vector<std::uint64_t>{24 * GiB, 40 * GiB, 80 * GiB});
+        CHECK(what_to_run_budgets(load_sweep_data(db, "h100-demo")) ==
+              std::vector<std::uint64_t>{24 * GiB, 40 * GiB, 80 * GiB});
         CHECK(what_to_run_budgets(load_sweep_data(db, "a100-demo")) == std::vector<std::uint64_t>{24 * GiB, 40 * GiB});
     }
     SECTION("each answer is the fastest measured trial that fits at that context") {
@@ -246,12 +248,13 @@ TEST_CASE("the all-trials table keeps the reason beside the status, shortened, w
         if (row[2].find("class=\"reason\"") == std::string::npos || cell_text(row[2]).empty()) continue;
         found = true;
         const std::string text = cell_text(row[2]);
-        CHECK(text.size() <= 170);  // shortened in the cell
+        CHECK(text.size() <= 170);                                                 // shortened in the cell
         CHECK(row[2].find("the end of a very long reason") != std::string::npos);  // whole in the title
     }
     CHECK(found);
     // The style sheet cuts it to one line.
-    CHECK(html.find("table.data td.reason { max-width: 24em; overflow: hidden; text-overflow: ellipsis;") != std::string::npos);
+    CHECK(html.find("table.data td.reason { max-width: 24em; overflow: hidden; text-overflow: ellipsis;") !=
+          std::string::npos);
 }
 
 TEST_CASE("worst estimates lists no exact rows", "[report][accuracy]") {

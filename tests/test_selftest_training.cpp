@@ -9,9 +9,9 @@
 #include <string>
 
 #include "core/config.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "train/comm/comm.h"
 #include "train/selftest_training.h"
-#include "kernels/cpu/cpu_backend.h"
 
 using namespace tune::kernels;
 

@@ -25,7 +25,8 @@ grad_accum = [1, 4]
 checkpointing = ["none", "full"]
 context = [128, 512]
 micro_batch = [1, 2]
-)", "t.toml");
+)",
+                                       "t.toml");
     const auto candidates = expand_space(spec);
     REQUIRE(candidates.size() == 128);
     std::set<std::string> hashes;
@@ -53,7 +54,8 @@ preset = "tiny"
 precision = ["fp32", "bf16-mixed"]
 zero_stage = [0, 1]
 micro_batch = [1, 2]
-)", "t.toml");
+)",
+                                       "t.toml");
     const auto c = expand_space(spec);
     REQUIRE(c.size() == 8);
     CHECK(c[0].config.precision == Precision::fp32);
@@ -73,7 +75,8 @@ micro_batch = [1, 2, 4]
 context = [128]
 [constraints]
 global_batch_tokens = 512
-)", "t.toml");
+)",
+                                       "t.toml");
     const SpaceCounts counts = count(expand_space(spec));
     CHECK(counts.valid == 3);  // (1,4), (2,2), (4,1)
     CHECK(counts.invalid.at("global-batch").count == 6);
@@ -112,7 +115,8 @@ warmup = 3
 lr = 0.01
 seed = 7
 beta2 = 0.95
-)", "t.toml");
+)",
+                                       "t.toml");
     const TrialConfig c = expand_space(spec).at(0).config;
     CHECK(c.steps == 9);
     CHECK(c.warmup == 3);

@@ -168,7 +168,8 @@ layers = 3
 memory_limit = "80 GB"
 [space]
 optimizer = "lion"
-)", "inline.toml");
+)",
+                                    "inline.toml");
     CHECK(s.name == "inline");
     CHECK(s.model.layers == 3);
     CHECK(s.model.name == "tiny-modified");
@@ -214,10 +215,13 @@ TEST_CASE("a sweep file's [trial] max_cv and max_steps: more steps for a noisy t
     const SweepSpec none = parse_sweep("[model]\npreset = \"tiny\"\n[space]\noptimizer = \"adamw\"\n", "inline.toml");
     CHECK(none.trial.noise.max_cv == 0.05);
     CHECK(none.trial.noise.max_steps == 12);  // 2 x the default 6 steps
-    const SweepSpec steps = parse_sweep("[model]\npreset = \"tiny\"\n[space]\noptimizer = \"adamw\"\n[trial]\nsteps = 3\nwarmup = 1\n", "inline.toml");
+    const SweepSpec steps = parse_sweep(
+        "[model]\npreset = \"tiny\"\n[space]\noptimizer = \"adamw\"\n[trial]\nsteps = 3\nwarmup = 1\n", "inline.toml");
     CHECK(steps.trial.noise.max_steps == 6);
     const SweepSpec set = parse_sweep(
-        "[model]\npreset = \"tiny\"\n[space]\noptimizer = \"adamw\"\n[trial]\nsteps = 3\nwarmup = 1\nmax_cv = 0.1\nmax_steps = 20\n", "inline.toml");
+        "[model]\npreset = \"tiny\"\n[space]\noptimizer = \"adamw\"\n[trial]\nsteps = 3\nwarmup = 1\nmax_cv = "
+        "0.1\nmax_steps = 20\n",
+        "inline.toml");
     CHECK(set.trial.noise.max_cv == 0.1);
     CHECK(set.trial.noise.max_steps == 20);
     // The driver hands them to every trial it starts.

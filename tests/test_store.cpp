@@ -23,11 +23,11 @@
 #include "tests/test_store_support.h"
 
 using namespace tune;
-using tune::test::ScratchDir;
 using tune::test::sample_config;
 using tune::test::sample_estimate;
 using tune::test::sample_result;
 using tune::test::sample_sweep;
+using tune::test::ScratchDir;
 
 namespace {
 
@@ -247,8 +247,8 @@ TEST_CASE("claim order, release and re-estimates of pending trials", "[store]") 
     std::vector<NewTrial> trials;
     for (int i = 0; i < 3; ++i) {
         Estimate e = sample_estimate(i);
-        e.tokens_per_s = 100.0 * (i == 1 ? 3 : 1 + i % 2);  // trial 1 fastest
-        e.memory.peak = 1000u - static_cast<std::uint64_t>(i) * 100;  // trial 2 smallest
+        e.tokens_per_s = 100.0 * (i == 1 ? 3 : 1 + i % 2);                               // trial 1 fastest
+        e.memory.peak = 1000u - static_cast<std::uint64_t>(i) * 100;                     // trial 2 smallest
         trials.push_back({sample_config(i), TrialStatus::pending, "", e, 3.0 - i, {}});  // trial 2 first by priority
     }
     db.add_trials(sweep, trials);
@@ -394,7 +394,8 @@ TEST_CASE("best says why nothing qualifies", "[store][best]") {
     q.max_memory = 40 * GiB;
     none = find_best(db, q);
     REQUIRE(none.why_none.size() == 1);
-    CHECK_THAT(none.why_none[0], Catch::Contains("40.00 GiB") && Catch::Contains("smallest measured peak is 52.00 GiB"));
+    CHECK_THAT(none.why_none[0],
+               Catch::Contains("40.00 GiB") && Catch::Contains("smallest measured peak is 52.00 GiB"));
 
     // Each constraint alone is met, together not: explained among the trials meeting the other.
     q.max_memory = 55 * GiB;
@@ -525,9 +526,7 @@ TEST_CASE("a version-1 database migrates forward with its data", "[store][migrat
 
 TEST_CASE("databases this tune cannot read are refused clearly", "[store][migration]") {
     ScratchDir dir;
-    {
-        Store db(dir.file("new.db"), kRw);
-    }
+    { Store db(dir.file("new.db"), kRw); }
     CHECK_THROWS_WITH(Store::open_reader(dir.file("missing.db")), Catch::Contains("no results database"));
     CHECK_THROWS_AS(Store(dir.file("missing.db"), kRo), StoreError);
     {

@@ -58,7 +58,8 @@ TEST_CASE("tune best prints the winner, the runners-up and the command that repr
     auto out = run_tune("best --db " + dir.file("r.db"));
     REQUIRE(out.exit_code == 0);
     CHECK_THAT(out.output, Catch::Contains("tune trial --model tiny --optimizer lion"));
-    CHECK_THAT(out.output, Catch::Contains("2.00K") && Catch::Contains("1.00K"));  // tokens/s, scaled (reports/report_format)
+    CHECK_THAT(out.output,
+               Catch::Contains("2.00K") && Catch::Contains("1.00K"));  // tokens/s, scaled (reports/report_format)
 
     auto json = run_tune("best --json --max-memory 15GiB --db " + dir.file("r.db"));
     REQUIRE(json.exit_code == 0);
@@ -73,7 +74,8 @@ TEST_CASE("tune best exits 1 and says why when nothing qualifies", "[store][cli]
     build(dir.file("r.db"));
     auto out = run_tune("best --max-memory 5GiB --db " + dir.file("r.db"));
     CHECK(out.exit_code == 1);
-    CHECK_THAT(out.output, Catch::Contains("Nothing qualifies") && Catch::Contains("smallest measured peak is 10.00 GiB"));
+    CHECK_THAT(out.output,
+               Catch::Contains("Nothing qualifies") && Catch::Contains("smallest measured peak is 10.00 GiB"));
     auto json = run_tune("best --json --gpus 3 --db " + dir.file("r.db"));
     CHECK(json.exit_code == 1);
     CHECK(nlohmann::json::parse(json.output)["best"].is_null());
@@ -88,7 +90,9 @@ TEST_CASE("tune export writes every trial as quoted CSV or as JSON", "[store][cl
     auto csv = run_tune("export --format csv --db " + dir.file("r.db"));
     REQUIRE(csv.exit_code == 0);
     // The hostile reason is one quoted field: quotes doubled, the comma and newline kept inside.
-    CHECK_THAT(csv.output, Catch::Contains(R"(,"say ""hi"", then)" "\n" R"(bye; it's '; DROP TABLE trials; --",)"));
+    CHECK_THAT(csv.output, Catch::Contains(R"(,"say ""hi"", then)"
+                                           "\n"
+                                           R"(bye; it's '; DROP TABLE trials; --",)"));
     CHECK_THAT(csv.output, Catch::StartsWith("sweep,trial_id,config_hash,status,reason,"));
     // Every column name once (pandas and DictReader keep only one of two equal names).
     const std::string header = csv.output.substr(0, csv.output.find('\n'));

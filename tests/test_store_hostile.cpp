@@ -116,8 +116,8 @@ TEST_CASE("readers work on a database in a directory nobody may write", "[store]
         std::string p;
         ~Unlock() { run_command("chattr -i '" + p + "'"); }
     } unlock{place.string()};
-    for (const std::string& args : {"list --db " + db, "best --db " + db, "export --format json --db " + db,
-                                    "report --format text --db " + db}) {
+    for (const std::string& args :
+         {"list --db " + db, "best --db " + db, "export --format json --db " + db, "report --format text --db " + db}) {
         auto out = run_tune(args);
         INFO(args << ": " << out.output);
         CHECK(out.exit_code != 3);
@@ -215,8 +215,8 @@ TEST_CASE("a second driver of the same sweep refuses while the first is alive, a
     auto refused = run_tune("sweep --dry-run --no-report --db " + db + " " + dir.file("s.toml"));
     INFO(refused.output);
     CHECK(refused.exit_code == 2);
-    CHECK_THAT(refused.output, Catch::Contains("being run by another driver") &&
-                                   Catch::Contains("pid " + std::to_string(::getpid())));
+    CHECK_THAT(refused.output,
+               Catch::Contains("being run by another driver") && Catch::Contains("pid " + std::to_string(::getpid())));
 
     // A process that no longer exists: its lease is taken over.
     const pid_t child = ::fork();
@@ -240,7 +240,8 @@ TEST_CASE("a lease from another host is honoured while its heartbeat is fresh", 
     const SweepLease far{"elsewhere", 12345, {}};
     REQUIRE(!store.take_lease("s", far, [](const SweepLease&) { return false; }));
     const SweepLease me{"here", 1, {}};
-    auto held = store.take_lease("s", me, [](const SweepLease& l) { return now_timestamp() - l.heartbeat > kLeaseStaleAfter; });
+    auto held =
+        store.take_lease("s", me, [](const SweepLease& l) { return now_timestamp() - l.heartbeat > kLeaseStaleAfter; });
     REQUIRE(held);
     CHECK(held->host == "elsewhere");
     CHECK(held->pid == 12345);

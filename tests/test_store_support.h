@@ -21,8 +21,8 @@ class ScratchDir {
 public:
     ScratchDir() {
         static std::atomic<int> counter{0};
-        path_ = std::filesystem::temp_directory_path() /
-                fmt::format("tune-store-{}-{}", ::getpid(), counter.fetch_add(1));
+        path_ =
+            std::filesystem::temp_directory_path() / fmt::format("tune-store-{}-{}", ::getpid(), counter.fetch_add(1));
         std::filesystem::remove_all(path_);
         std::filesystem::create_directories(path_);
     }
@@ -71,7 +71,8 @@ inline TrialConfig sample_config(int i) {
 
 inline Estimate sample_estimate(int i) {
     Estimate e;
-    for (std::size_t k = 0; k < kComponentCount; ++k) e.memory.bytes[k] = 1000 * (k + 1) + static_cast<std::uint64_t>(i);
+    for (std::size_t k = 0; k < kComponentCount; ++k)
+        e.memory.bytes[k] = 1000 * (k + 1) + static_cast<std::uint64_t>(i);
     e.memory.peak = e.memory.total();
     e.memory.peak_phase = "lm-head-backward";
     e.step_s = 0.25 + i * 1e-3;
@@ -86,7 +87,8 @@ inline TrialResult sample_result(const TrialConfig& c, int i) {
     TrialResult r;
     r.status = TrialStatus::ok;
     r.config = c;
-    for (std::size_t k = 0; k < kComponentCount; ++k) r.memory.bytes[k] = 2000 * (k + 1) + static_cast<std::uint64_t>(i);
+    for (std::size_t k = 0; k < kComponentCount; ++k)
+        r.memory.bytes[k] = 2000 * (k + 1) + static_cast<std::uint64_t>(i);
     r.memory.peak = r.memory.total() + 17;
     r.memory.peak_phase = "optimizer-step";
     r.rank_peaks = {r.memory.peak, r.memory.peak - 5};

@@ -43,10 +43,10 @@ fs::path write_sweep(const fs::path& dir, const std::string& name, const std::st
                      const std::string& extra = "") {
     const fs::path file = dir / (name + ".toml");
     std::ofstream(file) << "name = \"" << name << "\"\n[model]\npreset = \"tiny\"\n[hardware]\ndevice = \"cpu\"\n"
-                        << "memory_limit = \"" << limit << "\"\nmargin = 0.0\n[space]\n" << space
-                        << "\n[trial]\nsteps = 2\nwarmup = 1\ntimeout = \"120s\"\n" << extra << "\n[output]\ndatabase = \""
-                        << (dir / (name + ".db")).string() << "\"\nreport = \"" << (dir / (name + ".html")).string()
-                        << "\"\n";
+                        << "memory_limit = \"" << limit << "\"\nmargin = 0.0\n[space]\n"
+                        << space << "\n[trial]\nsteps = 2\nwarmup = 1\ntimeout = \"120s\"\n"
+                        << extra << "\n[output]\ndatabase = \"" << (dir / (name + ".db")).string() << "\"\nreport = \""
+                        << (dir / (name + ".html")).string() << "\"\n";
     return file;
 }
 
@@ -80,8 +80,8 @@ TEST_CASE("a real sweep: statuses add up, the front is true, pruning drops only 
     for (const json& t : all_trials) {
         REQUIRE(t["status"] == "ok");
         // What the CPU limit applies to: the tagged bytes, not the process's baseline (`overhead`).
-        measured_peak[key(t)] = t["measured"]["peak_bytes"].get<std::uint64_t>() -
-                                t["measured"]["memory"]["overhead"].get<std::uint64_t>();
+        measured_peak[key(t)] =
+            t["measured"]["peak_bytes"].get<std::uint64_t>() - t["measured"]["memory"]["overhead"].get<std::uint64_t>();
     }
     REQUIRE(measured_peak.size() == 16);
 
@@ -137,8 +137,7 @@ TEST_CASE("faults injected into tune trial are recorded with the right status", 
         {"crash", "failed"}, {"hang", "timeout"}, {"nan", "failed"}, {"oom", "oom"}};
     for (const auto& [fault, status] : expected) {
         INFO(fault);
-        const fs::path sweep = write_sweep(dir, "fault-" + fault, "1GiB", "optimizer = \"adamw\"\ncontext = 64",
-                                           "");
+        const fs::path sweep = write_sweep(dir, "fault-" + fault, "1GiB", "optimizer = \"adamw\"\ncontext = 64", "");
         std::string text;
         {
             std::ifstream in(sweep);

@@ -33,8 +33,8 @@ std::string read_all(const fs::path& p) {
 bool loads_driver(const std::string& loader_log) {
     std::istringstream lines(loader_log);
     for (std::string line; std::getline(lines, line);) {
-        const bool driver = line.find("file=libcuda.so") != std::string::npos ||
-                            line.find("file=libnvidia-ml.so") != std::string::npos;
+        const bool driver =
+            line.find("file=libcuda.so") != std::string::npos || line.find("file=libnvidia-ml.so") != std::string::npos;
         if (driver && line.find("libcublasLt") == std::string::npos) return true;
     }
     return false;
@@ -51,9 +51,10 @@ TEST_CASE("the sweep process asks a child for the devices and never loads the CU
     fs::remove_all(dir);
     fs::create_directories(dir);
     // `exec` keeps the shell's pid, so the sweep's own loader log is ld.<pid>.
-    const std::string command = "sh -c 'echo $$ > " + (dir / "pid").string() + "; exec env LD_DEBUG=files LD_DEBUG_OUTPUT=" +
-                                (dir / "ld").string() + " " + TUNE_BINARY + " sweep " + TUNE_SOURCE_DIR +
-                                "/sweeps/llama7b.toml --db " + (dir / "r.db").string() + " --no-report' 2>&1";
+    const std::string command = "sh -c 'echo $$ > " + (dir / "pid").string() +
+                                "; exec env LD_DEBUG=files LD_DEBUG_OUTPUT=" + (dir / "ld").string() + " " +
+                                TUNE_BINARY + " sweep " + TUNE_SOURCE_DIR + "/sweeps/llama7b.toml --db " +
+                                (dir / "r.db").string() + " --no-report' 2>&1";
     const auto r = run_command(command);
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
@@ -63,7 +64,8 @@ TEST_CASE("the sweep process asks a child for the devices and never loads the CU
     CHECK_FALSE(loads_driver(read_all(own_log)));
     bool child_loaded = false;  // the check is live: some process did look for the driver
     for (const auto& e : fs::directory_iterator(dir))
-        if (e.path() != own_log && e.path().filename().string().rfind("ld.", 0) == 0 && loads_driver(read_all(e.path())))
+        if (e.path() != own_log && e.path().filename().string().rfind("ld.", 0) == 0 &&
+            loads_driver(read_all(e.path())))
             child_loaded = true;
     CHECK(child_loaded);
     fs::remove_all(dir);

@@ -14,17 +14,17 @@
 #include "core/presets.h"
 #include "core/tensor_parallel.h"
 #include "core/validity.h"
+#include "estimate/estimate.h"
+#include "estimate/model_states.h"
+#include "estimate/tensor_parallel_calls.h"
 #include "exports/framework.h"
+#include "probe/probes.h"
+#include "support/run_command.h"
+#include "support/trainer_fixture.h"
 #include "train/lora.h"
 #include "train/model_state.h"
 #include "train/trainer.h"
 #include "train/trial.h"
-#include "probe/probes.h"
-#include "estimate/estimate.h"
-#include "estimate/model_states.h"
-#include "estimate/tensor_parallel_calls.h"
-#include "support/run_command.h"
-#include "support/trainer_fixture.h"
 
 using namespace tune;
 using tune::test::run_tune;
@@ -342,7 +342,7 @@ TEST_CASE("a tensor-parallel rank starts from its shard of the whole model's bas
     c.method = Method::lora, c.lora_rank = 4;
     const ModelSpec local = tensor_parallel_plan(c).local(c.model);
     const train::ParamLayout mine = train::make_param_layout(local, 1, c.adam8bit_block),
-                               all = train::make_param_layout(c.model, 1, c.adam8bit_block);
+                             all = train::make_param_layout(c.model, 1, c.adam8bit_block);
     const train::LoraSpec adapters = train::make_lora_spec(c);
     const train::ParamLayout all_adapters =
         train::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, 1, c.adam8bit_block);
@@ -365,10 +365,8 @@ TEST_CASE("a tensor-parallel rank starts from its shard of the whole model's bas
     };
     for (std::uint32_t rank : {0u, 1u}) {
         INFO("tensor-parallel rank " << rank);
-        const train::LayoutSource base =
-            train::tensor_parallel_source(c.model, mine, {rank, rank}, c.adam8bit_block);
-        CHECK(same(train::random_init(mine, c.seed, 0.02, &base), train::random_init(all, c.seed), mine, base) ==
-              0);
+        const train::LayoutSource base = train::tensor_parallel_source(c.model, mine, {rank, rank}, c.adam8bit_block);
+        CHECK(same(train::random_init(mine, c.seed, 0.02, &base), train::random_init(all, c.seed), mine, base) == 0);
         const train::LayoutSource lora = train::adapter_parallel_source(c, adapters.layout, {rank, rank});
         CHECK(same(train::lora_init(adapters.layout, c.seed, &lora), train::lora_init(all_adapters, c.seed),
                    adapters.layout, lora) == 0);
@@ -379,10 +377,9 @@ TEST_CASE("a tensor-parallel rank starts from its shard of the whole model's bas
     c.model.kv_heads = 1;
     const ModelSpec one_kv = tensor_parallel_plan(c).local(c.model);
     const train::ParamLayout kv_mine = train::make_param_layout(one_kv, 1, c.adam8bit_block),
-                               kv_all = train::make_param_layout(c.model, 1, c.adam8bit_block);
+                             kv_all = train::make_param_layout(c.model, 1, c.adam8bit_block);
     for (std::uint32_t rank : {0u, 1u}) {
-        const train::LayoutSource base =
-            train::tensor_parallel_source(c.model, kv_mine, {rank, 0}, c.adam8bit_block);
+        const train::LayoutSource base = train::tensor_parallel_source(c.model, kv_mine, {rank, 0}, c.adam8bit_block);
         CHECK(same(train::random_init(kv_mine, c.seed, 0.02, &base), train::random_init(kv_all, c.seed), kv_mine,
                    base) == 0);
         CHECK(base[0][kv_mine.index(train::LayerTensor::k)].row_begin == 0);

@@ -8,10 +8,10 @@
 // (flash, the default, and eager) must match.
 #include <catch2/catch.hpp>
 
+#include "support/trainer_fixture.h"
 #include "train/io/data.h"
 #include "train/io/hf_model.h"
 #include "train/io/safetensors.h"
-#include "support/trainer_fixture.h"
 
 using namespace tune;
 
@@ -44,8 +44,7 @@ struct Rig {
 };
 
 // Tensor k of buffer b of host params, as a flat vector.
-std::vector<float> tensor_of(const train::HostParams& p, const train::ParamLayout& l, std::size_t b,
-                             std::size_t k) {
+std::vector<float> tensor_of(const train::HostParams& p, const train::ParamLayout& l, std::size_t b, std::size_t k) {
     const train::TensorView& v = l.flat(b).tensors[k];
     return {p[b].begin() + v.offset, p[b].begin() + v.offset + v.numel()};
 }

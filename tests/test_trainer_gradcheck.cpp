@@ -7,8 +7,8 @@
 
 #include <random>
 
-#include "train/model_state.h"
 #include "support/trainer_fixture.h"
+#include "train/model_state.h"
 
 using namespace tune;
 
@@ -19,7 +19,8 @@ std::vector<std::int64_t> probes(const std::vector<float>& grad, const train::Te
     std::vector<std::int64_t> idx(static_cast<std::size_t>(t.numel()));
     for (std::int64_t i = 0; i < t.numel(); ++i) idx[static_cast<std::size_t>(i)] = i;
     std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](std::int64_t a, std::int64_t b) {
-        return std::abs(grad[static_cast<std::size_t>(t.offset + a)]) > std::abs(grad[static_cast<std::size_t>(t.offset + b)]);
+        return std::abs(grad[static_cast<std::size_t>(t.offset + a)]) >
+               std::abs(grad[static_cast<std::size_t>(t.offset + b)]);
     });
     std::vector<std::int64_t> out(idx.begin(), idx.begin() + 3);
     out.push_back(t.numel() / 3);

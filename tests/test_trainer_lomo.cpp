@@ -3,8 +3,8 @@
 // accumulation is an invalid combination, reported with the reason.
 #include <catch2/catch.hpp>
 
-#include "train/trial.h"
 #include "support/trainer_fixture.h"
+#include "train/trial.h"
 
 using namespace tune;
 

@@ -6,9 +6,9 @@
 
 #include <cmath>
 
-#include "train/trial.h"
 #include "estimate/estimate.h"
 #include "support/trainer_fixture.h"
+#include "train/trial.h"
 
 using namespace tune;
 

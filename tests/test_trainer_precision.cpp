@@ -4,8 +4,8 @@
 // fp32 master weights beside 16-bit weights.
 #include <catch2/catch.hpp>
 
-#include "train/trial.h"
 #include "support/trainer_fixture.h"
+#include "train/trial.h"
 
 using namespace tune;
 

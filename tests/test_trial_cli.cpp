@@ -43,8 +43,9 @@ TrialConfig small_config(Optimizer optimizer, std::uint32_t steps) {
 
 TEST_CASE("tune trial prints per-step lines and a TrialResult, exit 0", "[trial][cli]") {
     // stderr and stdout merged: the progress lines, then the JSON as the last line.
-    const auto out = test::run_tune("trial --threads 1 --model tiny --optimizer adamw --precision bf16-mixed --micro-batch 2 "
-                                    "--context 32 --grad-accum 2 --checkpointing full --steps 3 --warmup 1 --json");
+    const auto out = test::run_tune(
+        "trial --threads 1 --model tiny --optimizer adamw --precision bf16-mixed --micro-batch 2 "
+        "--context 32 --grad-accum 2 --checkpointing full --steps 3 --warmup 1 --json");
     CHECK(out.exit_code == 0);
     CHECK_THAT(out.output, Catch::Contains("step   1/3 | loss"));
     CHECK_THAT(out.output, Catch::Contains("MFU"));
@@ -90,7 +91,8 @@ TEST_CASE("TUNE_TRIAL_FAULT makes a trial crash, fail on NaN or run out of memor
 }
 
 TEST_CASE("tune trial --init and --tokens train the fixture model", "[trial][cli]") {
-    auto out = trial("--init " + kFixture + " --tokens " + kFixture + "/tokens.bin --micro-batch 2 --context 16 "
+    auto out = trial("--init " + kFixture + " --tokens " + kFixture +
+                     "/tokens.bin --micro-batch 2 --context 16 "
                      "--steps 3 --warmup 0 --lr 1e-3 --weight-decay 0.1 --clip 1");
     REQUIRE(out.exit_code == 0);
     const TrialResult r = last_json(out.output).get<TrialResult>();

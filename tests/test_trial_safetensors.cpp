@@ -54,8 +54,9 @@ TEST_CASE("safetensors round-trips F32 through the writer", "[trial][safetensors
 TEST_CASE("safetensors errors name the tensor, its dtype and the file", "[trial][safetensors]") {
     auto f64 = train::SafetensorsFile::load(write_raw("st_f64.safetensors", "F64", 1, std::vector<unsigned char>(8)));
     CHECK_THROWS_WITH(f64.read_f32("t"), Catch::Contains("tensor t has dtype F64; supported: F32, BF16, F16"));
-    CHECK_THROWS_WITH(train::SafetensorsFile::load(write_raw("st_short.safetensors", "F32", 4, {0, 0, 0, 0})).read_f32("t"),
-                      Catch::Contains("4 bytes for 4 elements"));
+    CHECK_THROWS_WITH(
+        train::SafetensorsFile::load(write_raw("st_short.safetensors", "F32", 4, {0, 0, 0, 0})).read_f32("t"),
+        Catch::Contains("4 bytes for 4 elements"));
     const auto junk = std::filesystem::path(TUNE_BUILD_DIR) / "st_junk.safetensors";
     std::ofstream(junk) << "not a safetensors file at all";
     CHECK_THROWS_WITH(train::SafetensorsFile::load(junk), Catch::Contains("st_junk.safetensors"));

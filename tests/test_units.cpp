@@ -28,7 +28,8 @@ TEST_CASE("a bare number is not a size: the error says to add a unit", "[units]"
     CHECK(size_problem("40") == "40: add a unit, e.g. 40GiB (or 40B for bytes)");
     CHECK(size_problem("lots") == "'lots' is not a size; write e.g. 40GiB, 512MiB or 80GB");
     CHECK(require_bytes("40GiB", "--max-memory") == 40 * GiB);
-    CHECK_THROWS_WITH(require_bytes("2.2", "--max-memory"), Catch::Contains("--max-memory: 2.2: add a unit, e.g. 2.2GiB"));
+    CHECK_THROWS_WITH(require_bytes("2.2", "--max-memory"),
+                      Catch::Contains("--max-memory: 2.2: add a unit, e.g. 2.2GiB"));
 }
 
 TEST_CASE("durations parse with s, m, h and d", "[units]") {

@@ -10,7 +10,8 @@ using namespace tune;
 
 TEST_CASE("each ZeRO stage shards one more kind of state", "[zero]") {
     const ZeroPlan z0 = zero_plan(0), z1 = zero_plan(1), z2 = zero_plan(2), z3 = zero_plan(3);
-    CHECK_FALSE((z0.shards_optimizer_states || z0.shards_master_weights || z0.shards_gradients || z0.shards_parameters));
+    CHECK_FALSE(
+        (z0.shards_optimizer_states || z0.shards_master_weights || z0.shards_gradients || z0.shards_parameters));
     CHECK((z1.shards_optimizer_states && z1.shards_master_weights && !z1.shards_gradients && !z1.shards_parameters));
     CHECK((z2.shards_optimizer_states && z2.shards_master_weights && z2.shards_gradients && !z2.shards_parameters));
     CHECK((z3.shards_optimizer_states && z3.shards_master_weights && z3.shards_gradients && z3.shards_parameters));

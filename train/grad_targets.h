@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "train/param_layout.h"
 #include "kernels/backend.h"
+#include "train/param_layout.h"
 
 namespace tune::train {
 

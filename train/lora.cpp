@@ -20,8 +20,8 @@ constexpr std::array<LayerTensor, kLlamaLinears.size()> kLinears{LayerTensor::q,
                                                                  LayerTensor::o,   LayerTensor::gate, LayerTensor::up,
                                                                  LayerTensor::down};
 
-kernels::GemmArgs args(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, const void* a,
-                       const void* b, void* c, float alpha, float beta, DType dt) {
+kernels::GemmArgs args(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, const void* a, const void* b,
+                       void* c, float alpha, float beta, DType dt) {
     kernels::GemmArgs g;
     g.m = m, g.n = n, g.k = k, g.trans_a = ta, g.trans_b = tb;
     g.a = a, g.lda = ta ? m : k;
@@ -110,7 +110,7 @@ std::vector<std::vector<float>> lora_init(const ParamLayout& layout, std::uint64
         const FlatLayout& f = layout.flat(i);
         std::vector<float> buf(static_cast<std::size_t>(f.padded), 0.0f);
         const std::uint64_t stream = math::splitmix64(seed ^ (0x4c6f5241ull + i));  // "LoRA"
-        for (std::size_t t = 0; t < f.tensors.size(); t += 2) {  // A; B stays zero
+        for (std::size_t t = 0; t < f.tensors.size(); t += 2) {                     // A; B stays zero
             const TensorView& a = f.tensors[t];
             const TensorSource s = source != nullptr ? (*source)[i][t] : TensorSource{a.offset, a.rows, a.cols};
             const float bound = 1.0f / std::sqrt(static_cast<float>(s.cols));  // the whole linear's fan-in

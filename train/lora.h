@@ -10,17 +10,17 @@
 #include <cstdint>
 #include <optional>
 
-#include "train/param_layout.h"
-#include "kernels/backend.h"
 #include "core/config.h"
+#include "kernels/backend.h"
+#include "train/param_layout.h"
 
 namespace tune::train {
 
 struct LoraSpec {
     std::int64_t rank = 0;
-    float scale = 1.0f;     // alpha / rank
+    float scale = 1.0f;                             // alpha / rank
     LoraTargets targets = LoraTargets::all_linear;  // which linears have adapters (core/peft_modules.h)
-    ParamLayout layout;     // the adapters' flat buffers
+    ParamLayout layout;                             // the adapters' flat buffers
 };
 
 // Adapters are A then B per targeted linear, in layer order (q, k, v, o,

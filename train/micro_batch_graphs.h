@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "core/config.h"
+#include "kernels/backend.h"
 #include "train/grad_targets.h"
 #include "train/memory/memory.h"
 #include "train/model_state.h"
-#include "kernels/backend.h"
 
 namespace tune::train {
 

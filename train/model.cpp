@@ -132,8 +132,10 @@ void LlamaLayer::attention(LayerActivations& a) const {
     args.q_stride = q_stride(), args.k_stride = kv_stride(), args.v_stride = kv_stride();
     args.out = a.o.get(), args.out_stride = dims_.q;
     args.kind = dims_.attention;
-    if (flash()) args.lse = a.probs.as<float>();
-    else args.probs = a.probs.get();
+    if (flash())
+        args.lse = a.probs.as<float>();
+    else
+        args.probs = a.probs.get();
     backend_.attention_forward(args, ws_);
 }
 
@@ -194,12 +196,14 @@ void LlamaLayer::lora_forward(LayerActivations& a, LayerTensor t, const void* x,
     void* xa = offset(a.xa.get(), static_cast<std::int64_t>(*j) * dims_.T * lora_->rank, dt_);
     const void* A = offset(const_cast<void*>(adapters_), f.tensors[2 * *j].offset, dt_);
     const void* B = offset(const_cast<void*>(adapters_), f.tensors[2 * *j + 1].offset, dt_);
-    if (y == nullptr) lora_linear(t).project(x, A, xa);
-    else lora_linear(t).forward(x, A, B, xa, y);
+    if (y == nullptr)
+        lora_linear(t).project(x, A, xa);
+    else
+        lora_linear(t).forward(x, A, B, xa, y);
 }
 
-void LlamaLayer::lora_backward(LayerActivations& a, LayerTensor t, const void* x, const void* dy, void* dx,
-                               void* tmp, GradSink& sink, std::size_t layer) const {
+void LlamaLayer::lora_backward(LayerActivations& a, LayerTensor t, const void* x, const void* dy, void* dx, void* tmp,
+                               GradSink& sink, std::size_t layer) const {
     if (lora_ == nullptr) return;
     const auto j = lora_slot(t, lora_->targets);
     if (!j) return;
@@ -518,7 +522,8 @@ void LlamaLayer::attention_backward(const void* w, LayerActivations& a, void* dx
     args.kind = d.attention;
     if (flash())
         args.lse = a.probs.as<float>(), args.out = a.o.get(), args.out_stride = d.q;
-    else args.probs = a.probs.get();
+    else
+        args.probs = a.probs.get();
     args.dout = dout, args.dout_stride = d.q;
     args.dq = dq, args.dk = dk, args.dv = dv;
     backend_.attention_backward(args, ws_);

@@ -15,19 +15,19 @@
 #include <initializer_list>
 
 #include "core/config.h"
+#include "kernels/backend.h"
 #include "train/comm/comm.h"
 #include "train/grad_targets.h"
 #include "train/lora.h"
 #include "train/memory/memory.h"
 #include "train/param_layout.h"
 #include "train/qlora_base.h"
-#include "kernels/backend.h"
 
 namespace tune::train {
 
 // Token and model shapes of one micro-batch on one rank.
 struct Dims {
-    std::int64_t b = 0, s = 0, T = 0;      // rows, context, tokens = b*s
+    std::int64_t b = 0, s = 0, T = 0;                 // rows, context, tokens = b*s
     std::int64_t h = 0, q = 0, kv = 0, f = 0, V = 0;  // q = heads*d, which head_dim may set apart from h
     std::int64_t heads = 0, kv_heads = 0, d = 0, L = 0;
     float eps = 1e-5f;
@@ -44,25 +44,25 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t co
 // What one layer's forward leaves for its backward (§3). Empty handles are
 // buffers the Checkpointing mode freed.
 struct LayerActivations {
-    Buffer x;      // (T, h) layer input
-    Buffer rstd1;  // (T) fp32
-    Buffer n1;     // (T, h)
-    Buffer qp;     // q/k norm only: (T, q) the q projection before its norm
-    Buffer kp;     // q/k norm only: (T, kv)
+    Buffer x;       // (T, h) layer input
+    Buffer rstd1;   // (T) fp32
+    Buffer n1;      // (T, h)
+    Buffer qp;      // q/k norm only: (T, q) the q projection before its norm
+    Buffer kp;      // q/k norm only: (T, kv)
     Buffer rstd_q;  // q/k norm only: (T * heads) fp32
     Buffer rstd_k;  // q/k norm only: (T * kv_heads) fp32
     Buffer q;       // (T, q) after RoPE; fused with k, v (LlamaLayer::fused_qkv): (T, q + 2kv), rows [q | k | v]
     Buffer k;       // (T, kv) after RoPE; empty when fused into q
     Buffer v;       // (T, kv); empty when fused into q
-    Buffer probs;  // eager: (b, heads, s, s); flash: the log-sum-exp (b, heads, s) fp32
-    Buffer o;      // (T, q) attention output before Wo
-    Buffer x2;     // (T, h) x + o Wo^T
-    Buffer rstd2;  // (T) fp32
-    Buffer n2;     // (T, h)
-    Buffer g;      // (T, f) gate; fused with up (LlamaLayer::fused_gate_up): (T, 2f), rows [g | u]
-    Buffer u;      // (T, f) up; empty when fused into g
-    Buffer m;      // (T, f) silu(g) * u
-    Buffer xa;     // LoRA: (targets, T, r) x A^T of each adapted linear, for dB
+    Buffer probs;   // eager: (b, heads, s, s); flash: the log-sum-exp (b, heads, s) fp32
+    Buffer o;       // (T, q) attention output before Wo
+    Buffer x2;      // (T, h) x + o Wo^T
+    Buffer rstd2;   // (T) fp32
+    Buffer n2;      // (T, h)
+    Buffer g;       // (T, f) gate; fused with up (LlamaLayer::fused_gate_up): (T, 2f), rows [g | u]
+    Buffer u;       // (T, f) up; empty when fused into g
+    Buffer m;       // (T, f) silu(g) * u
+    Buffer xa;      // LoRA: (targets, T, r) x A^T of each adapted linear, for dB
 };
 
 // Where weight gradients go: the persistent gradient buffer, a ZeRO bucket,
@@ -157,8 +157,8 @@ private:
     // LoRA on linear t, when it has adapters: y += s (x A^T) B^T, keeping x A^T.
     void lora_forward(LayerActivations& a, LayerTensor t, const void* x, void* y) const;
     // dx += s (dy B) A, then dA and dB to the sink; tmp holds (T, r).
-    void lora_backward(LayerActivations& a, LayerTensor t, const void* x, const void* dy,
-                   void* dx, void* tmp, GradSink& sink, std::size_t layer) const;
+    void lora_backward(LayerActivations& a, LayerTensor t, const void* x, const void* dy, void* dx, void* tmp,
+                       GradSink& sink, std::size_t layer) const;
     LoraLinear lora_linear(LayerTensor t) const;
     // Where a GEMM writes a weight's (or bias's) gradient; a null target when the base is frozen.
     GradTarget weight_grad(GradSink& sink, std::size_t layer, LayerTensor t) const;

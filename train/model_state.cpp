@@ -50,10 +50,14 @@ std::vector<float> widen_16(const std::vector<std::uint16_t>& raw, DType dt) {
 
 PrecisionPlan precision_plan(Precision p) {
     switch (p) {
-        case Precision::fp32: return {DType::f32, DType::f32, false, false};
-        case Precision::bf16_mixed: return {DType::bf16, DType::f32, true, false};
-        case Precision::fp16_mixed: return {DType::f16, DType::f32, true, true};
-        case Precision::bf16: return {DType::bf16, DType::bf16, false, false};
+        case Precision::fp32:
+            return {DType::f32, DType::f32, false, false};
+        case Precision::bf16_mixed:
+            return {DType::bf16, DType::f32, true, false};
+        case Precision::fp16_mixed:
+            return {DType::f16, DType::f32, true, true};
+        case Precision::bf16:
+            return {DType::bf16, DType::bf16, false, false};
     }
     return {};
 }
@@ -97,7 +101,8 @@ namespace {
 
 // Element e of a buffer holding `length` elements from the whole buffer's element `first`.
 void* element_in(const Buffer& b, std::int64_t e, std::int64_t first, std::int64_t length, DType dt) {
-    if (e < first || e > first + length) throw std::logic_error("element outside the part of the buffer this rank holds");
+    if (e < first || e > first + length)
+        throw std::logic_error("element outside the part of the buffer this rank holds");
     return b.at(static_cast<std::uint64_t>(e - first) * kernels::dtype_bytes(dt));
 }
 

@@ -10,11 +10,11 @@
 #include "core/config.h"
 #include "core/offload_plan.h"
 #include "core/zero_plan.h"
+#include "kernels/backend.h"
 #include "train/comm/comm.h"
 #include "train/grad_targets.h"
 #include "train/memory/memory.h"
 #include "train/param_layout.h"
-#include "kernels/backend.h"
 
 namespace tune::train {
 

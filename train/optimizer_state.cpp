@@ -58,7 +58,9 @@ OptimizerState::OptimizerState(kernels::Backend& backend, Allocator& memory, Com
                 m_.push_back(state(sb * region));
                 v_.push_back(state(sb * region));
                 break;
-            case Optimizer::lion: m_.push_back(state(sb * region)); break;
+            case Optimizer::lion:
+                m_.push_back(state(sb * region));
+                break;
             case Optimizer::adam8bit: {
                 const auto blocks = region / static_cast<std::uint64_t>(hyper_.block);
                 m_.push_back(state(region));
@@ -69,8 +71,11 @@ OptimizerState::OptimizerState(kernels::Backend& backend, Allocator& memory, Com
                 small_v_.push_back(state(sb * static_cast<std::uint64_t>(small)));
                 break;
             }
-            case Optimizer::adafactor: stats_.push_back(state(sb * static_cast<std::uint64_t>(stats))); break;
-            case Optimizer::lomo: break;
+            case Optimizer::adafactor:
+                stats_.push_back(state(sb * static_cast<std::uint64_t>(stats)));
+                break;
+            case Optimizer::lomo:
+                break;
         }
     }
 }
@@ -160,10 +165,9 @@ void OptimizerState::update(std::size_t buffer, std::size_t tensor, const Piece&
                                       adam);
             } else {
                 const std::int64_t block = piece.region / hyper_.block;  // pieces start on block boundaries
-                backend_.adam8bit_update(p, m_[buffer].as<std::uint8_t>() + piece.region,
-                                         v_[buffer].as<std::uint8_t>() + piece.region,
-                                         absmax_m_[buffer].as<float>() + block, absmax_v_[buffer].as<float>() + block,
-                                         {adam, hyper_.block});
+                backend_.adam8bit_update(
+                    p, m_[buffer].as<std::uint8_t>() + piece.region, v_[buffer].as<std::uint8_t>() + piece.region,
+                    absmax_m_[buffer].as<float>() + block, absmax_v_[buffer].as<float>() + block, {adam, hyper_.block});
             }
             break;
         case Optimizer::adafactor: {
@@ -171,7 +175,9 @@ void OptimizerState::update(std::size_t buffer, std::size_t tensor, const Piece&
             backend_.adafactor_update(p, a.rows, a.cols, a.row_stat, a.col_stat, sd, adafactor_params(step.value));
             break;
         }
-        case Optimizer::lomo: backend_.sgd_update(p, {hyper_.lr, hyper_.weight_decay}); break;
+        case Optimizer::lomo:
+            backend_.sgd_update(p, {hyper_.lr, hyper_.weight_decay});
+            break;
     }
 }
 

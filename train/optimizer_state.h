@@ -15,10 +15,10 @@
 
 #include "core/config.h"
 #include "core/optimizer_hyperparameters.h"
+#include "kernels/backend.h"
 #include "train/comm/comm.h"
 #include "train/memory/memory.h"
 #include "train/model_state.h"
-#include "kernels/backend.h"
 
 namespace tune::train {
 

@@ -48,10 +48,10 @@ inline constexpr std::size_t kLayerTensorKinds = 18;
 enum class OuterTensor : std::uint8_t { embedding, final_norm, lm_head };
 
 struct TensorView {
-    std::string name;         // Hugging Face name within its scope, e.g. "self_attn.q_proj.weight"
-    std::int64_t rows = 0;    // (rows, cols) row-major as nn.Linear stores it; vectors: rows = 1
+    std::string name;       // Hugging Face name within its scope, e.g. "self_attn.q_proj.weight"
+    std::int64_t rows = 0;  // (rows, cols) row-major as nn.Linear stores it; vectors: rows = 1
     std::int64_t cols = 0;
-    std::int64_t offset = 0;  // elements from the start of the flat buffer (a multiple of A)
+    std::int64_t offset = 0;                  // elements from the start of the flat buffer (a multiple of A)
     bool matrix() const { return rows > 1; }  // matrices decay, norm weights and biases do not
     bool bias() const { return name.ends_with(".bias"); }
     // A vector's value before training: biases 0, norm weights 1 (as transformers initializes them).

@@ -12,17 +12,17 @@
 
 #include "core/offload_plan.h"
 #include "core/zero_plan.h"
+#include "kernels/backend.h"
 #include "train/comm/comm.h"
 #include "train/memory/memory.h"
 #include "train/model_state.h"
 #include "train/param_layout.h"
-#include "kernels/backend.h"
 
 namespace tune::train {
 
 // What LlamaLayer reads for one QLoRA layer (passed as its `weights` pointer).
 struct QuantizedLayer {
-    const void* nf4 = nullptr;    // math::nf4_sizes(n) bytes over the layer buffer, n >= its padded length
+    const void* nf4 = nullptr;  // math::nf4_sizes(n) bytes over the layer buffer, n >= its padded length
     const void* vectors =
         nullptr;  // the layer's vectors in slot order, in the weights' dtype (ParamLayout::vector_offset)
     std::int64_t n = 0;

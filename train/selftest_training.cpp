@@ -13,11 +13,11 @@
 
 #include "core/presets.h"
 #include "core/zero_plan.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/selftest/case_builder.h"
 #include "train/comm/comm.h"
 #include "train/io/data.h"
 #include "train/trainer.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/selftest/case_builder.h"
 
 namespace tune::train {
 
@@ -47,16 +47,15 @@ st::Case training_case(Optimizer optimizer, Precision precision, Checkpointing c
     TrialConfig c = tiny_config(optimizer, precision, model);
     c.checkpointing = checkpointing;
     c.grad_accum = grad_accum;
-    const std::string schedule =
-        checkpointing == Checkpointing::none && grad_accum == 1
-            ? std::string()
-            : fmt::format(" ckpt={} accum={}", to_string(checkpointing), grad_accum);
+    const std::string schedule = checkpointing == Checkpointing::none && grad_accum == 1
+                                     ? std::string()
+                                     : fmt::format(" ckpt={} accum={}", to_string(checkpointing), grad_accum);
     return {"train_3_steps/" + std::string(to_string(optimizer)), std::string(to_string(precision)),
             fmt::format("{} b={} s={}{}", c.model.name, c.micro_batch, c.context, schedule), [c](std::uint64_t seed) {
                 st::CaseBuilder cb(seed);
-                const auto losses = cb.zero_output("losses", kernels::DType::f32, kSteps,
-                                                   c.precision == Precision::fp32 ? st::OpClass::training
-                                                                                  : st::OpClass::training_half);
+                const auto losses =
+                    cb.zero_output("losses", kernels::DType::f32, kSteps,
+                                   c.precision == Precision::fp32 ? st::OpClass::training : st::OpClass::training_half);
                 return cb.build([c, losses](kernels::Backend& backend, st::DeviceTensors& d) {
                     SingleRankComm comm;
                     const auto tokens = synthetic_tokens(c.seed, c.model.vocab);
@@ -170,8 +169,8 @@ std::vector<ZeroStageResult> zero_stages_against_cpu(kernels::Backend& backend, 
                     r.loss_diff = std::isnan(d) ? INFINITY : std::max(r.loss_diff, d);
                 }
                 // A reference that barely moved would make any comparison pass.
-                r.pass = r.param_diff <= r.param_tolerance && r.loss_diff <= r.loss_tolerance &&
-                         r.moved > r.param_tolerance;
+                r.pass =
+                    r.param_diff <= r.param_tolerance && r.loss_diff <= r.loss_tolerance && r.moved > r.param_tolerance;
             }
         }
         out.push_back(r);

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "train/comm/comm.h"
 #include "kernels/backend.h"
 #include "kernels/selftest/selftest.h"
+#include "train/comm/comm.h"
 
 namespace tune::train {
 
@@ -24,13 +24,13 @@ std::vector<kernels::selftest::Case> training_cases();
 struct ZeroStageResult {
     std::uint32_t stage = 0;
     int ranks = 1;
-    double param_diff = 0;   // max |ranks - cpu| over every real parameter element after the steps
-    double loss_diff = 0;    // max over steps |loss averaged over ranks - cpu loss|
-    double moved = 0;        // max |cpu after - cpu before|: how far the steps moved the weights
+    double param_diff = 0;  // max |ranks - cpu| over every real parameter element after the steps
+    double loss_diff = 0;   // max over steps |loss averaged over ranks - cpu loss|
+    double moved = 0;       // max |cpu after - cpu before|: how far the steps moved the weights
     double param_tolerance = 0;
     double loss_tolerance = 0;
     bool pass = false;
-    std::string error;       // the reference could not run (rank 0's own failure)
+    std::string error;  // the reference could not run (rank 0's own failure)
 };
 
 struct ZeroSelftestOptions {

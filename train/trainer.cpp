@@ -428,7 +428,8 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     // host copy of the whole model sits beside the device copy at the real peak.
     if (qbase_)
         qbase_->upload(init != nullptr ? *init : random_init(layout_, config.seed, 0.02, from_base));
-    else if (init != nullptr) base().upload(*init);
+    else if (init != nullptr)
+        base().upload(*init);
     else
         base().upload_random(config.seed, from_base);
     if (lora_)
@@ -514,8 +515,7 @@ std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64
 
 // §4 H: final norm, LM head + loss in chunks, head backward. Returns dX, the
 // gradient of the last layer's output; frees xL.
-Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& losses, GradSink& sink,
-                     float loss_scale) {
+Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& losses, GradSink& sink, float loss_scale) {
     const Dims& d = dims_;
     const std::size_t outer = layout_.outer_index();
     const Weights w = gather(outer);
@@ -808,8 +808,10 @@ double Trainer::compute_gradients() {
     for (std::size_t i = 0; i < model_->layout().buffers() && !zero.reduce_scatters_during_backward(); ++i) {
         void* grads = model_->grads(i);
         const std::int64_t n = model_->layout().flat(i).padded;
-        if (zero.all_reduces_gradients()) comm_.all_reduce(grads, n, plan_.weights, ReduceOp::average);
-        else comm_.reduce_scatter(grads, n, plan_.weights, ReduceOp::average);
+        if (zero.all_reduces_gradients())
+            comm_.all_reduce(grads, n, plan_.weights, ReduceOp::average);
+        else
+            comm_.reduce_scatter(grads, n, plan_.weights, ReduceOp::average);
     }
     // The gradients each rank of a group computed in part are summed over it (summed_over).
     if (tensor_group_)

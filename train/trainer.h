@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "core/config.h"
+#include "kernels/backend.h"
+#include "kernels/math/loss_scale.h"
 #include "train/comm/comm.h"
 #include "train/io/data.h"
 #include "train/memory/memory.h"
@@ -25,16 +27,14 @@
 #include "train/optimizer_state.h"
 #include "train/param_layout.h"
 #include "train/qlora_base.h"
-#include "kernels/backend.h"
-#include "kernels/math/loss_scale.h"
 
 namespace tune::train {
 
 struct StepStats {
-    double loss = 0;         // mean over the step's micro-batches, before the update
-    double grad_norm = 0;    // global norm of the (unscaled) gradients; LOMO: when a norm pass ran
-    float loss_scale = 1;    // the scale this step ran with (fp16), else 1
-    bool skipped = false;    // fp16 overflow: no update
+    double loss = 0;       // mean over the step's micro-batches, before the update
+    double grad_norm = 0;  // global norm of the (unscaled) gradients; LOMO: when a norm pass ran
+    float loss_scale = 1;  // the scale this step ran with (fp16), else 1
+    bool skipped = false;  // fp16 overflow: no update
 };
 
 // Why this backend cannot run the configuration's offload: beside a GPU the host update writes
@@ -171,7 +171,7 @@ private:
     Allocator host_memory_;
     OffloadPlan offload_;
     std::optional<LoraSpec> lora_;
-    std::unique_ptr<ModelState> base_;  // frozen, with LoRA
+    std::unique_ptr<ModelState> base_;      // frozen, with LoRA
     std::unique_ptr<QuantizedBase> qbase_;  // frozen NF4, with QLoRA
     std::unique_ptr<ModelState> model_;
     std::unique_ptr<OptimizerState> optimizer_;

@@ -14,6 +14,14 @@
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
+#include "estimate/estimate.h"
+#include "estimate/model_flops.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/device_query.h"
+#include "kernels/error.h"
+#include "kernels/speed_reference.h"
+#include "launch/launch.h"
 #include "train/comm/comm.h"
 #include "train/comm/comm_mpi.h"
 #include "train/comm/comm_nccl.h"
@@ -27,14 +35,6 @@
 #include "train/memory/real_memory.h"
 #include "train/step_timer.h"
 #include "train/trainer.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/cuda/cuda_backend.h"
-#include "kernels/device_query.h"
-#include "kernels/error.h"
-#include "kernels/speed_reference.h"
-#include "launch/launch.h"
-#include "estimate/estimate.h"
-#include "estimate/model_flops.h"
 
 namespace tune::train {
 
@@ -62,7 +62,7 @@ double mfu_of(double flops, double seconds, const TrialConfig& c, const Hardware
 struct TrialBackend {
     std::unique_ptr<kernels::Backend> backend;
     Hardware hardware;
-    int cpu_threads = 0;  // 0 on CUDA
+    int cpu_threads = 0;    // 0 on CUDA
     int device_index = -1;  // the CUDA device; -1 on the CPU
 };
 
@@ -110,8 +110,9 @@ std::unique_ptr<TokenSource> token_source(const TrialConfig& c, const TrialOptio
 void log_noise_rule(std::FILE* log, const TrialConfig& c, const NoiseRule& rule) {
     if (log == nullptr) return;
     if (rule.max_cv > 0 && rule.max_steps > c.steps)
-        fmt::print(log, "timing: {} steps ({} warm-up); more while the timed steps' CV is above {:.1f}%, up to {} "
-                        "steps ([trial] max_cv, max_steps)\n",
+        fmt::print(log,
+                   "timing: {} steps ({} warm-up); more while the timed steps' CV is above {:.1f}%, up to {} "
+                   "steps ([trial] max_cv, max_steps)\n",
                    c.steps, c.warmup, 100 * rule.max_cv, rule.max_steps);
     else
         fmt::print(log, "timing: {} steps ({} warm-up), no more for noise ([trial] max_cv {:g}, max_steps {})\n",
@@ -139,8 +140,7 @@ bool another_step(Comm& comm, const std::vector<double>& step_ms, const TrialCon
     }
     if (more > 0 && log != nullptr)
         fmt::print(log, "timing: CV {:.1f}% is above {:.1f}%: step {} of at most {}\n",
-                   100 * step_statistics(step_ms, c.warmup).cv, 100 * rule.max_cv, step_ms.size() + 1,
-                   rule.max_steps);
+                   100 * step_statistics(step_ms, c.warmup).cv, 100 * rule.max_cv, step_ms.size() + 1, rule.max_steps);
     return more > 0;
 }
 
@@ -152,9 +152,8 @@ bool another_step(Comm& comm, const std::vector<double>& step_ms, const TrialCon
 // step() with the update still queued on a GPU). After the warm-up steps the
 // pool's high-water marks restart, so one-off GEMM tuning scratch does not
 // pin the measured overhead.
-void run_steps(Trainer& trainer, kernels::Backend& backend, Comm& comm, const TrialConfig& c,
-               const TrialOptions& o, const Hardware& hw, TrialResult& r, TrialDetails& d,
-               std::uint64_t& control_bytes) {
+void run_steps(Trainer& trainer, kernels::Backend& backend, Comm& comm, const TrialConfig& c, const TrialOptions& o,
+               const Hardware& hw, TrialResult& r, TrialDetails& d, std::uint64_t& control_bytes) {
     log_noise_rule(o.log, c, o.noise);
     double timed_ms = 0;
     for (std::size_t i = 0; another_step(comm, r.step_ms, c, o.noise, o.log, control_bytes); ++i) {
@@ -231,7 +230,8 @@ void combine_real_memory(Comm& comm, const RealMemory& mine, TrialResult& r) {
             for (std::size_t row = 0; row < 3; ++row) all[row * n + k] = gathered[3 * k + row];
     }
     r.rank_real_peaks.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
-    r.rank_baselines.assign(all.begin() + static_cast<std::ptrdiff_t>(n), all.begin() + static_cast<std::ptrdiff_t>(2 * n));
+    r.rank_baselines.assign(all.begin() + static_cast<std::ptrdiff_t>(n),
+                            all.begin() + static_cast<std::ptrdiff_t>(2 * n));
     r.rank_untracked.clear();
     for (std::size_t k = 0; k < n; ++k) r.rank_untracked.push_back(static_cast<std::int64_t>(all[2 * n + k]));
     r.real_peak = *std::max_element(r.rank_real_peaks.begin(), r.rank_real_peaks.end());
@@ -355,10 +355,10 @@ bool uses_cuda(BackendKind backend) {
 void check_gpu_for_rank(int local_rank, int world_size) {
     const DeviceQuery q = query_devices();
     if (static_cast<std::size_t>(local_rank) < q.devices.size()) return;
-    throw BackendError(fmt::format("{} ranks need one GPU each, but {} visible here{}; ask for at most {} "
-                                   "(--gpus / [hardware] gpus) or make more visible (CUDA_VISIBLE_DEVICES)",
-                                   world_size, q.devices.size(), q.devices.empty() ? " (" + q.why_none + ")" : "",
-                                   q.devices.size()));
+    throw BackendError(
+        fmt::format("{} ranks need one GPU each, but {} visible here{}; ask for at most {} "
+                    "(--gpus / [hardware] gpus) or make more visible (CUDA_VISIBLE_DEVICES)",
+                    world_size, q.devices.size(), q.devices.empty() ? " (" + q.why_none + ")" : "", q.devices.size()));
 }
 
 void check_runnable(const TrialConfig& c) {
@@ -377,10 +377,10 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         check_runnable(config);
         const RankEnvironment env = rank_environment();
         if (!env.under_launcher || env.world_size != static_cast<int>(config.world_size))
-            throw InvalidTrial(fmt::format("world_size {} needs {} ranks started by mpirun or srun (`tune trial "
-                                           "--gpus {}` launches them); this process is rank {} of {}",
-                                           config.world_size, config.world_size, config.world_size, env.rank,
-                                           env.world_size));
+            throw InvalidTrial(
+                fmt::format("world_size {} needs {} ranks started by mpirun or srun (`tune trial "
+                            "--gpus {}` launches them); this process is rank {} of {}",
+                            config.world_size, config.world_size, config.world_size, env.rank, env.world_size));
         const MpiRuntime runtime;
         // A failing rank cannot tell the others, which may wait in a collective
         // (or in NCCL's setup) forever: it reports and ends the job.
@@ -414,7 +414,7 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         }
         return end_job_on_failure(run_on(config, options, device, *comm, details));
     } catch (const ConfigError&) {
-        throw;  // an unreadable --init or --tokens file is bad input (exit 2), not a trial outcome
+        throw;       // an unreadable --init or --tokens file is bad input (exit 2), not a trial outcome
     } catch (...) {  // invalid, or MPI or NCCL would not start
         return result_of_current_exception(config);
     }
@@ -458,8 +458,8 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         if (auto why = offload_unsupported(*device.backend, config)) throw InvalidTrial(*why);
         if (auto why = whole_files_unsupported(config, options)) throw InvalidTrial(*why);
         if (comm.world_size() != static_cast<int>(config.world_size))
-            throw InvalidTrial(fmt::format("world_size {} but the communicator has {} ranks", config.world_size,
-                                           comm.world_size()));
+            throw InvalidTrial(
+                fmt::format("world_size {} but the communicator has {} ranks", config.world_size, comm.world_size()));
         TrialConfig c = config;
         const std::uint64_t limit = memory_limit(config, device);
         // The CPU allocator enforces it too; a GPU's own allocator knows its device.
@@ -510,8 +510,8 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         r.status = TrialStatus::ok;
         const auto skipped = std::count(d.skipped.begin(), d.skipped.end(), true);
         if (skipped > 0)
-            r.reason = fmt::format("{} of {} steps skipped (fp16 overflow; loss scale now {:g})", skipped, r.step_ms.size(),
-                                   trainer.loss_scale());
+            r.reason = fmt::format("{} of {} steps skipped (fp16 overflow; loss scale now {:g})", skipped,
+                                   r.step_ms.size(), trainer.loss_scale());
     } catch (const ConfigError&) {
         throw;  // an unreadable --init or --tokens file is bad input (exit 2), not a trial outcome
     } catch (const OutputFileError&) {

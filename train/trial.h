@@ -30,19 +30,19 @@ struct TrialOptions {
     std::optional<std::filesystem::path> tokens_file;  // little-endian uint32 token ids
     // lora/qlora: a PEFT adapter folder the adapters start from, and one they are written to at the end.
     std::optional<std::filesystem::path> init_adapter_dir, save_adapter_dir;
-    int threads = 0;                                   // CPU backend threads; 0: OpenMP's default
-    NoiseRule noise;                                   // more steps while the timed steps are noisy
+    int threads = 0;  // CPU backend threads; 0: OpenMP's default
+    NoiseRule noise;  // more steps while the timed steps are noisy
     // cpu, cuda (fails as `failed` without a device) or automatic (CUDA when a
     // device is visible). Library callers get the CPU; `tune trial` defaults to auto.
     BackendKind backend = BackendKind::cpu;
-    std::FILE* log = stderr;                           // per-step lines; nullptr: quiet
-    bool fault_nan = false;                            // test hook: the loss of step 1 becomes NaN
-    bool fault_oom = false;                            // test hook: the first allocation fails
-    bool fault_kill = false;                           // test hook: SIGKILL itself after the first step
-    bool force = false;                                // run even when the estimate exceeds the memory limit
+    std::FILE* log = stderr;  // per-step lines; nullptr: quiet
+    bool fault_nan = false;   // test hook: the loss of step 1 becomes NaN
+    bool fault_oom = false;   // test hook: the first allocation fails
+    bool fault_kill = false;  // test hook: SIGKILL itself after the first step
+    bool force = false;       // run even when the estimate exceeds the memory limit
     // Micro-batches as CUDA graphs where they can be (train/micro_batch_graphs.h); false: eager.
     bool graphs = true;
-    bool fault_comm_init = false;                      // test hook: this rank's communicator fails to start
+    bool fault_comm_init = false;  // test hook: this rank's communicator fails to start
     // Multi-rank trials started by a launcher: a rank whose trial ends oom or
     // failed cannot tell the others, which may wait in a collective forever.
     // It hands its result to this (the CLI prints it) and the job is aborted
@@ -52,8 +52,8 @@ struct TrialOptions {
 
 // What the trial saw beyond TrialResult (tests and logs use it).
 struct TrialDetails {
-    std::vector<bool> skipped;        // per step: fp16 overflow, no update
-    std::vector<float> loss_scales;   // per step: the loss scale it ran with
+    std::vector<bool> skipped;       // per step: fp16 overflow, no update
+    std::vector<float> loss_scales;  // per step: the loss scale it ran with
     std::vector<double> grad_norms;
     std::vector<double> speed_reference_ms;  // per step: the speed reference run before it
 };

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "core/offload_plan.h"
-#include "kernels/math/nf4.h"
 #include "estimate/frameworks/framework_profile.h"
 #include "estimate/model_states.h"
+#include "kernels/math/nf4.h"
 
 namespace tune {
 

@@ -8,10 +8,10 @@
 
 #include "core/flat_buffer.h"
 #include "core/tensor_parallel.h"
-#include "kernels/math/nf4.h"
 #include "estimate/flat_layout.h"
 #include "estimate/frameworks/framework_profile.h"
 #include "estimate/model_states.h"
+#include "kernels/math/nf4.h"
 
 namespace tune {
 

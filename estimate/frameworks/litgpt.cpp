@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include "core/tensor_parallel.h"
-#include "kernels/math/nf4.h"
 #include "estimate/frameworks/eager_ops.h"
 #include "estimate/frameworks/framework_profile.h"
 #include "estimate/model_flops.h"
+#include "kernels/math/nf4.h"
 
 namespace tune {
 

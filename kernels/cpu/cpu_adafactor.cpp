@@ -18,16 +18,23 @@ namespace {
 constexpr std::int64_t kColumnBlock = 64;
 
 math::AdafactorHyper hyper(const AdafactorParams& hp) {
-    return {.eps1 = hp.eps1, .eps2 = hp.eps2, .clip_threshold = hp.clip_threshold, .decay_rate = hp.decay_rate,
-            .weight_decay = hp.weight_decay, .scale_parameter = hp.scale_parameter,
-            .relative_step = hp.relative_step, .warmup_init = false, .lr = hp.lr};
+    return {.eps1 = hp.eps1,
+            .eps2 = hp.eps2,
+            .clip_threshold = hp.clip_threshold,
+            .decay_rate = hp.decay_rate,
+            .weight_decay = hp.weight_decay,
+            .scale_parameter = hp.scale_parameter,
+            .relative_step = hp.relative_step,
+            .warmup_init = false,
+            .lr = hp.lr};
 }
 
 void check_piece(const AdafactorPiece& piece, const char* op) {
     cpu::check_param(piece.p, op);
     check_single_tensor(piece.p, "cpu", op);
-    cpu::require(piece.rows > 0 && piece.cols > 0 && piece.begin >= 0 && piece.begin + piece.p.n <= piece.rows * piece.cols,
-                 op, "the piece must lie inside the (rows, cols) tensor");
+    cpu::require(
+        piece.rows > 0 && piece.cols > 0 && piece.begin >= 0 && piece.begin + piece.p.n <= piece.rows * piece.cols, op,
+        "the piece must lie inside the (rows, cols) tensor");
     cpu::require(is_float(piece.state), op, "state must be float storage");
     cpu::require(!piece.factored() || (piece.row_stat != nullptr && piece.col_stat != nullptr), op,
                  "a matrix needs row and column statistics");
@@ -85,8 +92,8 @@ float piece_update(const AdafactorPiece& piece, float g, std::int64_t i, float r
 
 }  // namespace
 
-void CpuBackend::adafactor_partial_sums(const AdafactorPiece& piece, float* param_sq, float* row_sums,
-                                        float* col_sums, const AdafactorParams& hp) {
+void CpuBackend::adafactor_partial_sums(const AdafactorPiece& piece, float* param_sq, float* row_sums, float* col_sums,
+                                        const AdafactorParams& hp) {
     check_piece(piece, "adafactor_partial_sums");
     const ParamTensor& t = piece.p;
     const double sum_p2 = cpu::blocked_sum(t.n, threads_, [&](std::int64_t i) {
@@ -121,7 +128,8 @@ void CpuBackend::adafactor_statistics(const AdafactorPiece& piece, const float* 
 #pragma omp parallel for num_threads(threads_) schedule(static)
         for (std::int64_t i = 0; i < piece.p.n; ++i) {
             const float sq = math::adafactor_sq(piece_grad(piece, i), h);
-            cpu::store_any(piece.row_stat, sd, i, math::adafactor_ema(cpu::load_any(piece.row_stat, sd, i), sq, beta2t));
+            cpu::store_any(piece.row_stat, sd, i,
+                           math::adafactor_ema(cpu::load_any(piece.row_stat, sd, i), sq, beta2t));
         }
     }
     const double sum_u2 = cpu::blocked_sum(piece.p.n, threads_, [&](std::int64_t i) {

@@ -30,8 +30,11 @@ void CpuBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, st
     cpu::require(hp.block_size > 0 && hp.block_size <= kMaxBlock, "adam8bit_update", "block_size must be in [1, 4096]");
     const Maps maps;  // 512 floats, cheaper to build than to share
     const math::Adam8bitMaps code{maps.signed_code.data(), maps.unsigned_code.data()};
-    const math::Adam8bitHyper h{.lr = hp.adam.lr, .beta1 = hp.adam.beta1, .beta2 = hp.adam.beta2,
-                                .eps = hp.adam.eps, .weight_decay = hp.adam.weight_decay,
+    const math::Adam8bitHyper h{.lr = hp.adam.lr,
+                                .beta1 = hp.adam.beta1,
+                                .beta2 = hp.adam.beta2,
+                                .eps = hp.adam.eps,
+                                .weight_decay = hp.adam.weight_decay,
                                 .block_size = static_cast<int>(hp.block_size)};
     const math::Adam8bitStep step = math::adam8bit_step(h, cpu::step_of(hp.adam), t.decay);
     const std::int64_t blocks = (t.n + hp.block_size - 1) / hp.block_size;

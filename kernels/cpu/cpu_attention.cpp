@@ -11,10 +11,10 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/cpu/fp32_gemm.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_flash_attention.h"
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/fp32_gemm.h"
 #include "kernels/cpu/typed.h"
 #include "kernels/cpu/vectorize.h"
 #include "kernels/op_checks.h"
@@ -48,9 +48,9 @@ struct Scratch {
 // The same for every dtype (fp32 leaves the (S, D) blocks and P unused), so
 // the estimator needs one formula (workspace::cpu_eager_attention_bytes).
 std::int64_t scratch_floats(const AttentionShape& sh, DType) {
-    return static_cast<std::int64_t>(workspace::cpu_eager_attention_bytes(
-               1, static_cast<std::uint64_t>(sh.seq), static_cast<std::uint64_t>(sh.head_dim)) /
-           4);
+    return static_cast<std::int64_t>(workspace::cpu_eager_attention_bytes(1, static_cast<std::uint64_t>(sh.seq),
+                                                                          static_cast<std::uint64_t>(sh.head_dim)) /
+                                     4);
 }
 
 // A head block (S rows, D columns, row stride `stride`) as fp32: in place for
@@ -68,8 +68,10 @@ Mat read_head(const T* src, std::int64_t stride, std::int64_t s, std::int64_t d,
 // Where an output head block is computed: in place for float storage, else buf.
 template <class T>
 Mat out_head(T* dst, std::int64_t stride, float* buf, std::int64_t d) {
-    if constexpr (std::is_same_v<T, float>) return {dst, stride};
-    else return {buf, d};
+    if constexpr (std::is_same_v<T, float>)
+        return {dst, stride};
+    else
+        return {buf, d};
 }
 
 // Stores a computed block to its destination (a no-op when computed in place).
@@ -188,7 +190,7 @@ void backward_slab(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t 
             softmax_backward(P.p, dP.p, S, i0, i1);                                             // dP <- dS
             round_ds_rows<T>(dP.p, S, i0, i1);
             mm(false, false, rows, D, i1, scale, rows_from(dP, i0), K, 0.0f, rows_from(dQ, i0));  // dQ = scale dS K
-            mm(true, false, i1, D, rows, scale, rows_from(dP, i0), rows_from(Q, i0), 1.0f, dK);  // dK += scale dS^T Q
+            mm(true, false, i1, D, rows, scale, rows_from(dP, i0), rows_from(Q, i0), 1.0f, dK);   // dK += scale dS^T Q
         }
         write_head(dq + h * D, a.q_stride, dQ, S, D);
     }
@@ -226,9 +228,8 @@ void CpuBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws) 
     if (a.kind == AttentionKind::fused) return cpu::flash_attention_forward(a, threads_, ws);
     cpu::with_float_type(a.dtype, [&](auto t) {
         using T = decltype(t);
-        for_each_slab(a.shape, a.dtype, threads_, ws, [&](std::int64_t b, std::int64_t g, Scratch& w) {
-            forward_slab<T>(a, b, g, w);
-        });
+        for_each_slab(a.shape, a.dtype, threads_, ws,
+                      [&](std::int64_t b, std::int64_t g, Scratch& w) { forward_slab<T>(a, b, g, w); });
     });
 }
 
@@ -238,9 +239,8 @@ void CpuBackend::attention_backward(const AttentionBackwardArgs& a, Workspace ws
     if (a.kind == AttentionKind::fused) return cpu::flash_attention_backward(a, threads_, ws);
     cpu::with_float_type(a.dtype, [&](auto t) {
         using T = decltype(t);
-        for_each_slab(a.shape, a.dtype, threads_, ws, [&](std::int64_t b, std::int64_t g, Scratch& w) {
-            backward_slab<T>(a, b, g, w);
-        });
+        for_each_slab(a.shape, a.dtype, threads_, ws,
+                      [&](std::int64_t b, std::int64_t g, Scratch& w) { backward_slab<T>(a, b, g, w); });
     });
 }
 

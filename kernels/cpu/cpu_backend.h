@@ -13,8 +13,8 @@
 namespace tune::kernels {
 
 struct CpuBackendOptions {
-    int threads = 0;                   // OpenMP threads for ops; 0: omp_get_max_threads()
-    std::uint64_t memory_limit = 0;    // allocate() beyond this many live bytes raises OutOfMemoryError; 0: none
+    int threads = 0;                 // OpenMP threads for ops; 0: omp_get_max_threads()
+    std::uint64_t memory_limit = 0;  // allocate() beyond this many live bytes raises OutOfMemoryError; 0: none
 };
 
 class CpuBackend final : public Backend {

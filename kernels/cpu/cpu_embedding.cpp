@@ -17,8 +17,8 @@ constexpr std::int64_t kColumnBlock = 256;
 void check_tokens(const std::int32_t* tokens, std::int64_t n, std::int64_t vocab, const char* op) {
     for (std::int64_t i = 0; i < n; ++i)
         if (tokens[i] < 0 || tokens[i] >= vocab)
-            throw BackendError(std::string("cpu backend: ") + op + ": token " + std::to_string(tokens[i]) +
-                               " at " + std::to_string(i) + " outside the vocabulary of " + std::to_string(vocab));
+            throw BackendError(std::string("cpu backend: ") + op + ": token " + std::to_string(tokens[i]) + " at " +
+                               std::to_string(i) + " outside the vocabulary of " + std::to_string(vocab));
 }
 
 }  // namespace

@@ -22,9 +22,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/cpu/tile_gemm.h"
 #include "kernels/cpu/cpu_flash_attention.h"
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/tile_gemm.h"
 #include "kernels/cpu/typed.h"
 #include "kernels/cpu/vectorize.h"
 #include "kernels/math/online_softmax.h"
@@ -39,10 +39,10 @@ constexpr std::int64_t kTile = static_cast<std::int64_t>(workspace::kCpuFlashTil
 // One thread's scratch (workspace::cpu_flash_attention_floats).
 struct Scratch {
     float *q, *k, *v, *dout, *acc;  // (tile, D)
-    float *kt, *vt;                  // (D, tile): forward k^T; backward q^T and dO^T
-    float *s, *dp;                   // (tile, tile)
-    float *m, *l, *delta;            // (tile)
-    float *dk, *dv;                  // (S, D), backward only
+    float *kt, *vt;                 // (D, tile): forward k^T; backward q^T and dO^T
+    float *s, *dp;                  // (tile, tile)
+    float *m, *l, *delta;           // (tile)
+    float *dk, *dv;                 // (S, D), backward only
 
     Scratch(float* base, std::int64_t seq, std::int64_t d) {
         float* at = base;
@@ -109,8 +109,8 @@ TUNE_CPU_CLONES void online_tile(float* s, float* m, float* l, float* acc, std::
 
 // Transposed scores (cols, rows) in st, row c for key j0 + c, column r for
 // query i0 + r, turned into probabilities exp(score - lse), 0 where masked.
-TUNE_CPU_CLONES void probs_from_lse(float* st, const float* lse, std::int64_t rows, std::int64_t cols,
-                                    std::int64_t i0, std::int64_t j0) {
+TUNE_CPU_CLONES void probs_from_lse(float* st, const float* lse, std::int64_t rows, std::int64_t cols, std::int64_t i0,
+                                    std::int64_t j0) {
     for (std::int64_t c = 0; c < cols; ++c) {
         float* row = st + c * kTile;
         const std::int64_t hidden = std::clamp<std::int64_t>(j0 + c - i0, 0, rows);  // queries before the key
@@ -201,8 +201,8 @@ struct QueryTile {
 // transposed (keys by queries), into w.s (P^T) and w.dp (dS^T): k and v are
 // then the left operands as stored, and only the query tile, read once for
 // all its key tiles, is transposed (w.kt = q^T, w.vt = dO^T).
-void recompute_tile(const Mat& K, const Mat& V, const float* lse, std::int64_t rows, std::int64_t cols,
-                    std::int64_t i0, std::int64_t j0, std::int64_t D, float scale, Scratch& w) {
+void recompute_tile(const Mat& K, const Mat& V, const float* lse, std::int64_t rows, std::int64_t cols, std::int64_t i0,
+                    std::int64_t j0, std::int64_t D, float scale, Scratch& w) {
     tile_mm(false, cols, rows, D, scale, K, {w.kt, kTile}, 0.0f, {w.s, kTile});  // S^T = scale K Q^T
     probs_from_lse(w.s, lse, rows, cols, i0, j0);
     tile_mm(false, cols, rows, D, 1.0f, V, {w.vt, kTile}, 0.0f, {w.dp, kTile});  // dP^T = V dO^T
@@ -226,7 +226,7 @@ void query_tile_grads(const AttentionBackwardArgs& a, std::int64_t b, std::int64
         recompute_tile(K, V, t.lse, t.rows, cols, i0, j0, D, scale, w);
         tile_mm(false, cols, D, t.rows, 1.0f, {w.s, kTile}, t.dO, 1.0f, {w.dv + j0 * D, D});   // dV += P^T dO
         tile_mm(false, cols, D, t.rows, scale, {w.dp, kTile}, t.Q, 1.0f, {w.dk + j0 * D, D});  // dK += scale dS^T Q
-        tile_mm(true, t.rows, D, cols, scale, {w.dp, kTile}, K, 1.0f, {dQ, D});            // dQ += scale dS K
+        tile_mm(true, t.rows, D, cols, scale, {w.dp, kTile}, K, 1.0f, {dQ, D});                // dQ += scale dS K
     }
     write_rows(at(static_cast<T*>(a.dq), b, S, i0, a.q_stride, h, D), a.q_stride, dQ, t.rows, D);
 }
@@ -249,8 +249,8 @@ void backward_slab(const AttentionBackwardArgs& a, std::int64_t b, std::int64_t 
 template <class Body>
 void for_each_item(std::int64_t items, std::int64_t seq, std::int64_t head_dim, int threads, Workspace ws,
                    Body&& body) {
-    const auto per_thread = static_cast<std::int64_t>(workspace::cpu_flash_attention_floats(
-        static_cast<std::uint64_t>(seq), static_cast<std::uint64_t>(head_dim)));
+    const auto per_thread = static_cast<std::int64_t>(
+        workspace::cpu_flash_attention_floats(static_cast<std::uint64_t>(seq), static_cast<std::uint64_t>(head_dim)));
     auto* base = static_cast<float*>(ws.ptr);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (std::int64_t i = 0; i < items; ++i) {
@@ -278,9 +278,8 @@ void flash_attention_backward(const AttentionBackwardArgs& a, int threads, Works
     with_float_type(a.dtype, [&](auto t) {
         using T = decltype(t);
         const AttentionShape& sh = a.shape;
-        for_each_item(sh.batch * sh.kv_heads, sh.seq, sh.head_dim, threads, ws, [&](std::int64_t i, Scratch& w) {
-            backward_slab<T>(a, i / sh.kv_heads, i % sh.kv_heads, w);
-        });
+        for_each_item(sh.batch * sh.kv_heads, sh.seq, sh.head_dim, threads, ws,
+                      [&](std::int64_t i, Scratch& w) { backward_slab<T>(a, i / sh.kv_heads, i % sh.kv_heads, w); });
     });
 }
 

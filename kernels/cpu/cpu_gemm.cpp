@@ -125,7 +125,8 @@ struct Split {
 
 Split split_gemm(const GemmArgs& g, int threads) {
     constexpr double kMinTileWork = 1 << 20;  // multiply-adds below which a thread is not worth starting
-    const double work = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(std::max<std::int64_t>(g.k, 1));
+    const double work =
+        static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(std::max<std::int64_t>(g.k, 1));
     const std::int64_t row_blocks = std::max<std::int64_t>(1, (g.m + kMaxTileRows - 1) / kMaxTileRows);
     const std::int64_t block_rows = (g.m + row_blocks - 1) / row_blocks;
     const bool along_m = block_rows >= g.n;

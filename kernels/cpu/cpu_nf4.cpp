@@ -31,7 +31,8 @@ void CpuBackend::nf4_quantize(void* q, const float* x, std::int64_t n, float* ab
     const std::int64_t blocks = n / math::kNf4Block;
 #pragma omp parallel for num_threads(threads_) schedule(static)
     for (std::int64_t b = 0; b < blocks; ++b)
-        absmax[b] = math::nf4_quantize_block(x + b * math::kNf4Block, math::kNf4Block, p.packed + b * math::kNf4Block / 2);
+        absmax[b] =
+            math::nf4_quantize_block(x + b * math::kNf4Block, math::kNf4Block, p.packed + b * math::kNf4Block / 2);
     *p.offset = math::nf4_absmax_offset(absmax, blocks);
     const SignedMap map;
     const std::int64_t groups = (blocks + math::kNf4AbsmaxBlock - 1) / math::kNf4AbsmaxBlock;
@@ -39,8 +40,8 @@ void CpuBackend::nf4_quantize(void* q, const float* x, std::int64_t n, float* ab
     for (std::int64_t g = 0; g < groups; ++g) {
         const std::int64_t first = g * math::kNf4AbsmaxBlock;
         const int count = static_cast<int>(std::min<std::int64_t>(math::kNf4AbsmaxBlock, blocks - first));
-        p.scales[g] = math::nf4_quantize_absmax_block(map.code.data(), absmax + first, count, *p.offset,
-                                                      p.absmax + first);
+        p.scales[g] =
+            math::nf4_quantize_absmax_block(map.code.data(), absmax + first, count, *p.offset, p.absmax + first);
     }
 }
 

@@ -13,8 +13,8 @@ namespace {
 
 // Hyperparameters by value and restrict arrays: the compiler then knows the
 // stores cannot change them, and vectorizes.
-TUNE_CPU_CLONES void adamw_run(float* __restrict p, const float* __restrict g, float* __restrict m,
-                               float* __restrict v, std::int64_t n, math::AdamWHyper h, math::AdamWStep s) {
+TUNE_CPU_CLONES void adamw_run(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+                               std::int64_t n, math::AdamWHyper h, math::AdamWStep s) {
     for (std::int64_t i = 0; i < n; ++i) math::adamw_update(p[i], m[i], v[i], g[i], h, s);
 }
 

@@ -38,8 +38,7 @@ void CpuBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const vo
 
 // dx per row from sum(dy * w * x); dw per column block over all rows.
 void CpuBackend::rmsnorm_backward(void* dx, void* dweight, const void* dout, const void* x, const void* weight,
-                                  const float* rstd, std::int64_t n, std::int64_t c, bool accumulate_dx,
-                                  DType dtype) {
+                                  const float* rstd, std::int64_t n, std::int64_t c, bool accumulate_dx, DType dtype) {
     cpu::require(c > 0 && n >= 0, "rmsnorm_backward", "bad shape");
     cpu::with_float_type(dtype, [&](auto t) {
         using T = decltype(t);
@@ -69,7 +68,8 @@ void CpuBackend::rmsnorm_backward(void* dx, void* dweight, const void* dout, con
             float acc[kColumnBlock] = {};
             for (std::int64_t r = 0; r < n; ++r)
                 for (std::int64_t j = j0; j < j1; ++j)
-                    acc[j - j0] += math::rmsnorm_backward_w(cpu::load(in + r * c, j), cpu::load(gy + r * c, j), rstd[r]);
+                    acc[j - j0] +=
+                        math::rmsnorm_backward_w(cpu::load(in + r * c, j), cpu::load(gy + r * c, j), rstd[r]);
             for (std::int64_t j = j0; j < j1; ++j) cpu::store(gw, j, cpu::load(gw, j) + acc[j - j0]);
         }
     });

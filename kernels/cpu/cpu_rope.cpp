@@ -34,8 +34,10 @@ void rotate(T* out, const T* in, const RopeLayout& l, const math::RopeFrequencie
                 for (std::int64_t i = 0; i < half; ++i) {
                     const float x1 = cpu::load(x, i), x2 = cpu::load(x, i + half);
                     float y1, y2;
-                    if (inverse) math::rope_rotate_backward(x1, x2, cs[2 * i], cs[2 * i + 1], y1, y2);
-                    else math::rope_rotate(x1, x2, cs[2 * i], cs[2 * i + 1], y1, y2);
+                    if (inverse)
+                        math::rope_rotate_backward(x1, x2, cs[2 * i], cs[2 * i + 1], y1, y2);
+                    else
+                        math::rope_rotate(x1, x2, cs[2 * i], cs[2 * i + 1], y1, y2);
                     cpu::store(y, i, y1);
                     cpu::store(y, i + half, y2);
                 }

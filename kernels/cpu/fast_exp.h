@@ -36,7 +36,7 @@ inline float exp_vec(float x) {
     constexpr float kLog2e = 1.44269504088896341f;
     constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
     constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    const bool low = x < -104.0f, high = x > 88.8f, nan = x != x;
+    const bool low = x<-104.0f, high = x> 88.8f, nan = x != x;
     // nan becomes 0 here so the integer conversion below is always defined.
     const float clamped = select(nan, 0.0f, select(high, 88.8f, select(low, -104.0f, x)));
     const float n = (clamped * kLog2e + kRound) - kRound;  // nearest integer to x / ln 2

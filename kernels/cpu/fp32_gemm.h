@@ -14,11 +14,11 @@ struct Mat {
     std::int64_t ld;
 };
 
-inline void mm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b,
-               float beta, Mat c) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a.p,
-                static_cast<blasint>(a.ld), b.p, static_cast<blasint>(b.ld), beta, c.p, static_cast<blasint>(c.ld));
+inline void mm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat a, Mat b, float beta,
+               Mat c) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+                static_cast<blasint>(n), static_cast<blasint>(k), alpha, a.p, static_cast<blasint>(a.ld), b.p,
+                static_cast<blasint>(b.ld), beta, c.p, static_cast<blasint>(c.ld));
 }
 
 }  // namespace tune::kernels::cpu

@@ -101,18 +101,18 @@ using Kernel = void (*)(const Strided&, std::int64_t, std::int64_t, std::int64_t
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 // 32 vector registers: 8 rows by 2 x 16 floats.
 __attribute__((target("arch=x86-64-v4"))) void blocked_v4(const Strided& a, std::int64_t m, std::int64_t n,
-                                                           std::int64_t k, float alpha, Mat b, float beta, Mat c) {
+                                                          std::int64_t k, float alpha, Mat b, float beta, Mat c) {
     blocked<16, 8>(a, m, n, k, alpha, b, beta, c);
 }
 // 16 vector registers: 4 rows by 2 x 8 floats.
 __attribute__((target("arch=x86-64-v3"))) void blocked_v3(const Strided& a, std::int64_t m, std::int64_t n,
-                                                           std::int64_t k, float alpha, Mat b, float beta, Mat c) {
+                                                          std::int64_t k, float alpha, Mat b, float beta, Mat c) {
     blocked<8, 4>(a, m, n, k, alpha, b, beta, c);
 }
 #endif
 
-void blocked_baseline(const Strided& a, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat b,
-                      float beta, Mat c) {
+void blocked_baseline(const Strided& a, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, Mat b, float beta,
+                      Mat c) {
     blocked<4, 4>(a, m, n, k, alpha, b, beta, c);
 }
 
@@ -152,9 +152,12 @@ std::vector<TileIsa> runnable_tile_isas() {
 
 const char* to_string(TileIsa isa) {
     switch (isa) {
-        case TileIsa::x86_64_v4: return "x86-64-v4 (AVX-512)";
-        case TileIsa::x86_64_v3: return "x86-64-v3 (AVX2, FMA)";
-        case TileIsa::baseline: break;
+        case TileIsa::x86_64_v4:
+            return "x86-64-v4 (AVX-512)";
+        case TileIsa::x86_64_v3:
+            return "x86-64-v3 (AVX2, FMA)";
+        case TileIsa::baseline:
+            break;
     }
     return "baseline (SSE)";
 }

@@ -15,10 +15,14 @@ namespace tune::kernels::cpu {
 template <class F>
 decltype(auto) with_float_type(DType t, F&& f) {
     switch (t) {
-        case DType::f32: return f(float{});
-        case DType::bf16: return f(math::bf16{});
-        case DType::f16: return f(math::fp16{});
-        default: break;
+        case DType::f32:
+            return f(float{});
+        case DType::bf16:
+            return f(math::bf16{});
+        case DType::f16:
+            return f(math::fp16{});
+        default:
+            break;
     }
     throw BackendError("cpu backend: dtype " + std::string(dtype_name(t)) + " is not a float storage type");
 }
@@ -51,17 +55,26 @@ namespace tune::kernels::cpu {
 // predictable branch; used where the arithmetic, not the load, dominates).
 inline float load_any(const void* p, DType t, std::int64_t i) {
     switch (t) {
-        case DType::bf16: return load(static_cast<const math::bf16*>(p), i);
-        case DType::f16: return load(static_cast<const math::fp16*>(p), i);
-        default: return static_cast<const float*>(p)[i];
+        case DType::bf16:
+            return load(static_cast<const math::bf16*>(p), i);
+        case DType::f16:
+            return load(static_cast<const math::fp16*>(p), i);
+        default:
+            return static_cast<const float*>(p)[i];
     }
 }
 
 inline void store_any(void* p, DType t, std::int64_t i, float v) {
     switch (t) {
-        case DType::bf16: store(static_cast<math::bf16*>(p), i, v); break;
-        case DType::f16: store(static_cast<math::fp16*>(p), i, v); break;
-        default: static_cast<float*>(p)[i] = v; break;
+        case DType::bf16:
+            store(static_cast<math::bf16*>(p), i, v);
+            break;
+        case DType::f16:
+            store(static_cast<math::fp16*>(p), i, v);
+            break;
+        default:
+            static_cast<float*>(p)[i] = v;
+            break;
     }
 }
 

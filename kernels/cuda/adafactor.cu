@@ -71,7 +71,9 @@ struct SetLr {
     float n;
     int step;
     math::AdafactorHyper h;
-    __device__ void operator()(float total) const { s->lr = math::adafactor_lr(math::rms_from_sum_sq(total, n), step, h); }
+    __device__ void operator()(float total) const {
+        s->lr = math::adafactor_lr(math::rms_from_sum_sq(total, n), step, h);
+    }
 };
 
 struct StatValue {
@@ -138,7 +140,8 @@ __global__ void col_stats_kernel(ParamTensor t, void* col, DType state, std::int
     const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * kTileColumns + threadIdx.x;
     float acc = 0.0f;
     if (j < cols)
-        for (std::int64_t r = threadIdx.y; r < rows; r += kTileRows) acc += math::adafactor_sq(adafactor_grad(t, r * cols + j), h);
+        for (std::int64_t r = threadIdx.y; r < rows; r += kTileRows)
+            acc += math::adafactor_sq(adafactor_grad(t, r * cols + j), h);
     partial[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y != 0 || j >= cols) return;
@@ -266,9 +269,11 @@ void CudaBackend::adafactor_update(const ParamTensor& t, std::int64_t rows, std:
     reduce_sum(stream_, partials, t.n, ParamSquare{t}, SetLr{scalars, n, step, h});
     TUNE_CUDA_CHECK_LAUNCH("adafactor lr");
     if (factored) {
-        TUNE_LAUNCH(row_stats_kernel, static_cast<unsigned>(rows), kThreads, 0, stream_)(t, row_stat, sd, cols, beta2t, h);
+        TUNE_LAUNCH(row_stats_kernel, static_cast<unsigned>(rows), kThreads, 0, stream_)
+        (t, row_stat, sd, cols, beta2t, h);
         const auto tiles = static_cast<unsigned>((cols + kTileColumns - 1) / kTileColumns);
-        TUNE_LAUNCH(col_stats_kernel, tiles, dim3(kTileColumns, kTileRows), 0, stream_)(t, col_stat, sd, rows, cols, beta2t, h);
+        TUNE_LAUNCH(col_stats_kernel, tiles, dim3(kTileColumns, kTileRows), 0, stream_)
+        (t, col_stat, sd, rows, cols, beta2t, h);
         reduce_sum(stream_, partials, rows, StatValue{row_stat, sd}, SetRowMean{scalars, static_cast<float>(rows)});
     } else {
         TUNE_LAUNCH(vector_stats_kernel, grid_for(t.n), kThreads, 0, stream_)(t, row_stat, sd, beta2t, h);
@@ -280,8 +285,8 @@ void CudaBackend::adafactor_update(const ParamTensor& t, std::int64_t rows, std:
     update_params(stream_, t, ApplyRule{f, scalars, h});
 }
 
-void CudaBackend::adafactor_partial_sums(const AdafactorPiece& piece, float* param_sq, float* row_sums,
-                                         float* col_sums, const AdafactorParams& hp) {
+void CudaBackend::adafactor_partial_sums(const AdafactorPiece& piece, float* param_sq, float* row_sums, float* col_sums,
+                                         const AdafactorParams& hp) {
     const char* op = "adafactor_partial_sums";
     check_piece(piece, op);
     require(param_sq != nullptr && (!piece.factored() || (row_sums != nullptr && col_sums != nullptr)), op,
@@ -300,8 +305,8 @@ void CudaBackend::adafactor_partial_sums(const AdafactorPiece& piece, float* par
     const auto blocks = static_cast<unsigned>(r1 - r0);
     TUNE_LAUNCH(piece_row_sums_kernel, blocks, kThreads, 0, stream_)(t, piece.begin, cols, r0, row_sums, h);
     const auto tiles = static_cast<unsigned>((c1 - c0 + kTileColumns - 1) / kTileColumns);
-    TUNE_LAUNCH(piece_col_sums_kernel, tiles, dim3(kTileColumns, kTileRows), 0, stream_)(t, piece.begin, cols, r0, r1, c0, c1,
-                                                                                col_sums, h);
+    TUNE_LAUNCH(piece_col_sums_kernel, tiles, dim3(kTileColumns, kTileRows), 0, stream_)
+    (t, piece.begin, cols, r0, r1, c0, c1, col_sums, h);
     TUNE_CUDA_CHECK_LAUNCH("adafactor piece row/column sums");
 }
 
@@ -318,14 +323,15 @@ void CudaBackend::adafactor_statistics(const AdafactorPiece& piece, const float*
     float* partials = scratch_.partials;
     if (piece.factored()) {
         // Every rank, its piece empty or not: the whole statistics, then their mean row.
-        TUNE_LAUNCH(factored_ema_kernel, grid_for(piece.rows + piece.cols), kThreads, 0, stream_)(
-            piece.row_stat, piece.col_stat, piece.state, row_sums, col_sums, piece.rows, piece.cols, beta2t);
+        TUNE_LAUNCH(factored_ema_kernel, grid_for(piece.rows + piece.cols), kThreads, 0, stream_)
+        (piece.row_stat, piece.col_stat, piece.state, row_sums, col_sums, piece.rows, piece.cols, beta2t);
         const StatValue stat{piece.row_stat, piece.state};
         const StoreMean store{row_mean, static_cast<float>(piece.rows)};
         reduce_sum(stream_, partials, piece.rows, stat, store);
         TUNE_CUDA_CHECK_LAUNCH("adafactor piece statistics");
     } else if (t.n > 0) {
-        TUNE_LAUNCH(vector_stats_kernel, grid_for(t.n), kThreads, 0, stream_)(t, piece.row_stat, piece.state, beta2t, h);
+        TUNE_LAUNCH(vector_stats_kernel, grid_for(t.n), kThreads, 0, stream_)
+        (t, piece.row_stat, piece.state, beta2t, h);
         TUNE_CUDA_CHECK_LAUNCH("adafactor piece statistics");
     }
     if (t.n == 0) return;
@@ -345,7 +351,8 @@ void CudaBackend::adafactor_apply(const AdafactorPiece& piece, const float* para
     const math::AdafactorHyper h = hyper(hp);
     auto* scalars = reinterpret_cast<Scalars*>(scratch_.partials + 2 * BackendScratch::kPartials);
     const auto count = static_cast<float>(piece.rows * piece.cols);
-    TUNE_LAUNCH(piece_scalars_kernel, 1, 1, 0, stream_)(scalars, param_sq, update_sq, count, static_cast<int>(hp.step), h);
+    TUNE_LAUNCH(piece_scalars_kernel, 1, 1, 0, stream_)
+    (scalars, param_sq, update_sq, count, static_cast<int>(hp.step), h);
     TUNE_CUDA_CHECK_LAUNCH("adafactor piece lr");
     update_params(stream_, piece.p, ApplyRule{piece_factors(piece, row_mean), scalars, h});
 }

@@ -75,8 +75,8 @@ void upload_quant_maps() {
     TUNE_CUDA_CHECK(cudaMemcpyToSymbol(c_quant_maps, maps, sizeof maps));
 }
 
-void CudaBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, std::uint8_t* v_codes,
-                                  float* absmax_m, float* absmax_v, const Adam8bitParams& hp) {
+void CudaBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, std::uint8_t* v_codes, float* absmax_m,
+                                  float* absmax_v, const Adam8bitParams& hp) {
     check_param(t, "adam8bit_update");
     check_single_tensor(t, "cuda", "adam8bit_update");
     require(hp.block_size > 0 && hp.block_size <= kMaxBlock, "adam8bit_update", "block_size must be in [1, 4096]");
@@ -88,8 +88,8 @@ void CudaBackend::adam8bit_update(const ParamTensor& t, std::uint8_t* m_codes, s
     const std::int64_t blocks = (t.n + hp.block_size - 1) / hp.block_size;
     require(blocks <= 0x7fffffff, "adam8bit_update", "too many blocks");
     const int threads = hp.block_size >= kThreads ? kThreads : 32 * static_cast<int>((hp.block_size + 31) / 32);
-    TUNE_LAUNCH(adam8bit_kernel, static_cast<unsigned>(blocks), threads, 0, stream_)(
-        t, Adam8bitState{m_codes, v_codes, absmax_m, absmax_v}, hp.block_size, h, step, hp.adam.device_step);
+    TUNE_LAUNCH(adam8bit_kernel, static_cast<unsigned>(blocks), threads, 0, stream_)
+    (t, Adam8bitState{m_codes, v_codes, absmax_m, absmax_v}, hp.block_size, h, step, hp.adam.device_step);
     TUNE_CUDA_CHECK_LAUNCH("adam8bit_kernel");
 }
 

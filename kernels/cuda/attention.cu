@@ -114,10 +114,10 @@ void* at(void* p, std::int64_t elements, DType t) { return static_cast<char*>(p)
 // dX_g (S, D) = alpha * sum over the group's heads h of A_h^T (S, S) B_h (S, D),
 // for every KV head g: dV (A = P, B = dO) and dK (A = dS, B = Q).
 struct GroupSum {
-    const void* a;   // (H, S, S) dtype, one batch element
-    const void* b;   // (S, H, D) dtype, row stride ldb
+    const void* a;  // (H, S, S) dtype, one batch element
+    const void* b;  // (S, H, D) dtype, row stride ldb
     std::int64_t ldb;
-    void* out;       // (S, KVH, D) dtype, overwritten, row stride ld_out
+    void* out;  // (S, KVH, D) dtype, overwritten, row stride ld_out
     std::int64_t ld_out;
     float alpha;
 };
@@ -125,8 +125,8 @@ struct GroupSum {
 // Sums in fp32 with beta = 1 GEMMs batched over the KV heads: into `out` for
 // fp32 storage, else into `acc` (the free (H, S, S) fp32 dP region) one
 // column chunk of every KV head at a time, each chunk rounded once.
-void sum_over_group(GemmLt& gemm, cudaStream_t stream, const AttentionShape& sh, DType t, const GroupSum& s,
-                    float* acc, Workspace gemm_ws) {
+void sum_over_group(GemmLt& gemm, cudaStream_t stream, const AttentionShape& sh, DType t, const GroupSum& s, float* acc,
+                    Workspace gemm_ws) {
     const std::int64_t S = sh.seq, D = sh.head_dim, KV = sh.kv_heads, group = sh.heads / sh.kv_heads;
     const bool in_place = t == DType::f32;
     const std::int64_t cols = in_place ? D : std::min(D, group * S);  // KV * S * cols <= H * S * S
@@ -139,16 +139,18 @@ void sum_over_group(GemmLt& gemm, cudaStream_t stream, const AttentionShape& sh,
             g.beta = j == 0 ? 0.0f : 1.0f;
             g.a = at(s.a, j * S * S, t), g.lda = S, g.stride_a = group * S * S;
             g.b = at(s.b, j * D + c0, t), g.ldb = s.ldb, g.stride_b = group * D;
-            if (in_place) g.c = at(s.out, c0, t), g.ldc = s.ld_out, g.stride_c = D;
-            else g.c = acc, g.ldc = n, g.stride_c = S * n;
+            if (in_place)
+                g.c = at(s.out, c0, t), g.ldc = s.ld_out, g.stride_c = D;
+            else
+                g.c = acc, g.ldc = n, g.stride_c = S * n;
             g.batch = KV;
             gemm.run(g, gemm_ws);
         }
         if (in_place) continue;
         with_float_type(t, "attention_backward", [&](auto tag) {
             using T = decltype(tag);
-            TUNE_LAUNCH(store_blocks_kernel, grid_for(KV * S * n), kThreads, 0, stream)(
-                static_cast<T*>(at(s.out, c0, t)), s.ld_out, D, acc, S, n, KV * S * n);
+            TUNE_LAUNCH(store_blocks_kernel, grid_for(KV * S * n), kThreads, 0, stream)
+            (static_cast<T*>(at(s.out, c0, t)), s.ld_out, D, acc, S, n, KV * S * n);
         });
         TUNE_CUDA_CHECK_LAUNCH("store_blocks_kernel");
     }
@@ -196,8 +198,8 @@ void CudaBackend::attention_forward(const AttentionForwardArgs& a, Workspace ws)
         void* probs_b = at(a.probs, b * H * S * S, t);
         with_float_type(t, op, [&](auto tag) {
             using T = decltype(tag);
-            TUNE_LAUNCH(causal_softmax_kernel, static_cast<unsigned>(H * S), kThreads, 0, stream_)(static_cast<T*>(probs_b),
-                                                                                         w.scores, S);
+            TUNE_LAUNCH(causal_softmax_kernel, static_cast<unsigned>(H * S), kThreads, 0, stream_)
+            (static_cast<T*>(probs_b), w.scores, S);
         });
         TUNE_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
         for (std::int64_t g = 0; g < sh.kv_heads; ++g) {
@@ -242,8 +244,8 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
         }
         with_float_type(t, op, [&](auto tag) {
             using T = decltype(tag);
-            TUNE_LAUNCH(softmax_backward_kernel, static_cast<unsigned>(H * S), kThreads, 0, stream_)(
-                static_cast<T*>(w.ds), static_cast<const T*>(probs_b), w.scores, S);
+            TUNE_LAUNCH(softmax_backward_kernel, static_cast<unsigned>(H * S), kThreads, 0, stream_)
+            (static_cast<T*>(w.ds), static_cast<const T*>(probs_b), w.scores, S);
         });
         TUNE_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
         // dP is consumed: its region sums dV, then dK. dV reads dout, so it
@@ -261,10 +263,10 @@ void CudaBackend::attention_backward(const AttentionBackwardArgs& a, Workspace w
             dq.batch = group;
             gemm_->run(dq, w.gemm);
         }
-        sum_over_group(*gemm_, stream_, sh, t,
-                       {w.ds, at(a.q, b * S * a.q_stride, t), a.q_stride, at(a.dk, b * S * a.k_stride, t), a.k_stride,
-                        scale},
-                       w.scores, w.gemm);
+        sum_over_group(
+            *gemm_, stream_, sh, t,
+            {w.ds, at(a.q, b * S * a.q_stride, t), a.q_stride, at(a.dk, b * S * a.k_stride, t), a.k_stride, scale},
+            w.scores, w.gemm);
     }
 }
 

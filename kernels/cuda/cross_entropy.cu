@@ -103,9 +103,9 @@ __global__ void cross_entropy_shard_kernel(const float* logits, const std::int32
 void cross_entropy_shard(const CrossEntropyArgs& a, cudaStream_t stream, DeviceErrorRecord* errors) {
     with_float_type(a.dlogits_dtype, "cross_entropy", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(cross_entropy_shard_kernel, static_cast<unsigned>(a.rows), kRowThreads, 0, stream)(
-            a.logits, a.targets, a.losses, static_cast<T*>(a.dlogits), a.stats, a.rows, a.vocab, a.vocab_begin,
-            a.total_vocab(), static_cast<int>(a.stage), a.grad_scale, errors);
+        TUNE_LAUNCH(cross_entropy_shard_kernel, static_cast<unsigned>(a.rows), kRowThreads, 0, stream)
+        (a.logits, a.targets, a.losses, static_cast<T*>(a.dlogits), a.stats, a.rows, a.vocab, a.vocab_begin,
+         a.total_vocab(), static_cast<int>(a.stage), a.grad_scale, errors);
     });
     TUNE_CUDA_CHECK_LAUNCH("cross_entropy_shard_kernel");
 }
@@ -123,8 +123,8 @@ void CudaBackend::cross_entropy(const CrossEntropyArgs& a) {
     if (a.stage != CrossEntropyStage::whole) return cross_entropy_shard(a, stream_, scratch_.errors);
     with_float_type(a.dlogits_dtype, "cross_entropy", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(cross_entropy_kernel, static_cast<unsigned>(a.rows), kRowThreads, 0, stream_)(
-            a.logits, a.targets, a.losses, static_cast<T*>(a.dlogits), a.vocab, a.grad_scale, scratch_.errors);
+        TUNE_LAUNCH(cross_entropy_kernel, static_cast<unsigned>(a.rows), kRowThreads, 0, stream_)
+        (a.logits, a.targets, a.losses, static_cast<T*>(a.dlogits), a.vocab, a.grad_scale, scratch_.errors);
     });
     TUNE_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
 }

@@ -49,10 +49,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
     pool_ = std::make_unique<MemoryPool>(device_, stream_);
     if (options.device_pages) pages_ = DevicePages::open(device_);
     const std::uint64_t before_cublas = device_used_now();
-    gemm_ = std::make_unique<GemmLt>(
-        stream_, *pool_,
-        GemmOptions{options.time_gemm_candidates, options.gemm_candidates, options.gemm_cache_entries,
-                    options.gemm_tuning_scratch_limit});
+    gemm_ = std::make_unique<GemmLt>(stream_, *pool_,
+                                     GemmOptions{options.time_gemm_candidates, options.gemm_candidates,
+                                                 options.gemm_cache_entries, options.gemm_tuning_scratch_limit});
     // cuDNN's fused attention where the library loads; its handle's memory counts with cuBLASLt's.
     cudnn_ = cudnn::CudnnAttention::open(
         load_cudnn(), stream_, [this](void* p, std::uint64_t n) { fill_zero(p, n); }, cudnn_why_not_);

@@ -48,15 +48,15 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
 // when the trial has the GPU to itself (as the sweep driver arranges).
 struct CudaMemoryStats {
     std::uint64_t total_bytes = 0;
-    std::uint64_t context_bytes = 0;      // CUDA context (plus any other process's memory)
-    std::uint64_t cublas_bytes = 0;       // cuBLASLt handle and its internal state
-    std::uint64_t backend_bytes = 0;      // the backend's own scratch (reduction partials, error flag)
+    std::uint64_t context_bytes = 0;             // CUDA context (plus any other process's memory)
+    std::uint64_t cublas_bytes = 0;              // cuBLASLt handle and its internal state
+    std::uint64_t backend_bytes = 0;             // the backend's own scratch (reduction partials, error flag)
     std::uint64_t pool_reserved_bytes = 0;       // the pool holds from the device now
     std::uint64_t pool_reserved_high_bytes = 0;  // the most it ever held
     std::uint64_t pool_used_high_bytes = 0;      // the most handed out at once (allocation granularity included)
-    std::uint64_t gemm_tuning_bytes = 0;  // largest scratch output used while timing GEMM candidates
-    std::uint64_t pages_bytes = 0;        // physical pages mapped for large buffers now
-    std::uint64_t pages_high_bytes = 0;   // the most mapped at once
+    std::uint64_t gemm_tuning_bytes = 0;         // largest scratch output used while timing GEMM candidates
+    std::uint64_t pages_bytes = 0;               // physical pages mapped for large buffers now
+    std::uint64_t pages_high_bytes = 0;          // the most mapped at once
 };
 
 // The stats when `backend` is a CUDA backend, nullopt otherwise.

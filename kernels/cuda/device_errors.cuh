@@ -18,8 +18,8 @@ struct DeviceErrorRecord {
 };
 
 #if defined(__CUDACC__) || defined(TUNE_CUDA_EMU)
-__device__ __forceinline__ void report_device_error(DeviceErrorRecord* record, DeviceErrorCode code,
-                                                    std::int32_t value, std::int64_t index, std::int64_t limit) {
+__device__ __forceinline__ void report_device_error(DeviceErrorRecord* record, DeviceErrorCode code, std::int32_t value,
+                                                    std::int64_t index, std::int64_t limit) {
     if (atomicCAS(&record->code, 0, static_cast<std::int32_t>(code)) == 0) {
         record->value = value;
         record->index = index;

@@ -14,8 +14,8 @@ namespace tune::kernels::cuda {
 struct DriverMemoryCalls {
     CUresult (*address_reserve)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr, unsigned long long) = nullptr;
     CUresult (*address_free)(CUdeviceptr, std::size_t) = nullptr;
-    CUresult (*create)(CUmemGenericAllocationHandle*, std::size_t, const CUmemAllocationProp*, unsigned long long) =
-        nullptr;
+    CUresult (*create)(CUmemGenericAllocationHandle*, std::size_t, const CUmemAllocationProp*,
+                       unsigned long long) = nullptr;
     CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
     CUresult (*map)(CUdeviceptr, std::size_t, std::size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
     CUresult (*unmap)(CUdeviceptr, std::size_t) = nullptr;
@@ -51,7 +51,8 @@ bool find_entries(DriverMemoryCalls& c) {
 
 void check_driver(CUresult status, const char* call, int line) {
     if (status != CUDA_SUCCESS)
-        throw BackendError(fmt::format("{} failed: CUresult {} ({}:{})", call, static_cast<int>(status), __FILE__, line));
+        throw BackendError(
+            fmt::format("{} failed: CUresult {} ({}:{})", call, static_cast<int>(status), __FILE__, line));
 }
 
 #define TUNE_DRIVER_CHECK(call) check_driver((call), #call, __LINE__)

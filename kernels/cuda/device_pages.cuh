@@ -64,7 +64,7 @@ private:
 
     std::unique_ptr<DriverMemoryCalls> calls_;
     std::uint64_t page_;
-    std::map<CUdeviceptr, Range> ranges_;                         // by start
+    std::map<CUdeviceptr, Range> ranges_;                        // by start
     std::map<CUdeviceptr, CUmemGenericAllocationHandle> pages_;  // mapped, by address
     std::uint64_t backed_pages_ = 0;
     std::uint64_t backed_high_pages_ = 0;

@@ -92,8 +92,8 @@ void CudaBackend::add(void* out, const void* a, const void* b, std::int64_t n, D
     const std::int64_t packs = packs_of(n, {{out, dtype}, {a, dtype}, {b, dtype}});
     with_float_type(dtype, "add", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(add_kernel, pack_grid(n, packs), kThreads, 0, stream_)(
-            static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n, packs);
+        TUNE_LAUNCH(add_kernel, pack_grid(n, packs), kThreads, 0, stream_)
+        (static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n, packs);
     });
     TUNE_CUDA_CHECK_LAUNCH("add_kernel");
 }
@@ -115,8 +115,8 @@ void CudaBackend::cast(void* dst, DType dst_dtype, const void* src, DType src_dt
         with_float_type(src_dtype, "cast", [&](auto ts) {
             using D = decltype(td);
             using S = decltype(ts);
-            TUNE_LAUNCH(cast_kernel, pack_grid(n, packs), kThreads, 0, stream_)(static_cast<D*>(dst),
-                                                                               static_cast<const S*>(src), n, packs);
+            TUNE_LAUNCH(cast_kernel, pack_grid(n, packs), kThreads, 0, stream_)
+            (static_cast<D*>(dst), static_cast<const S*>(src), n, packs);
         });
     });
     TUNE_CUDA_CHECK_LAUNCH("cast_kernel");
@@ -127,8 +127,8 @@ void CudaBackend::unscale(void* x, std::int64_t n, float s, float* found_inf, DT
     const std::int64_t packs = packs_of(n, {{x, dtype}});
     with_float_type(dtype, "unscale", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(unscale_kernel, pack_grid(n, packs), kThreads, 0, stream_)(static_cast<T*>(x), n, s, found_inf,
-                                                                             packs);
+        TUNE_LAUNCH(unscale_kernel, pack_grid(n, packs), kThreads, 0, stream_)
+        (static_cast<T*>(x), n, s, found_inf, packs);
     });
     TUNE_CUDA_CHECK_LAUNCH("unscale_kernel");
 }

@@ -26,8 +26,7 @@ __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, con
         return;
     }
     const std::int64_t row = math::vocab_row(token, begin, vocab);
-    for (std::int64_t j = threadIdx.x; j < c; j += blockDim.x)
-        out[i * c + j] = row < 0 ? T{} : table[row * c + j];
+    for (std::int64_t j = threadIdx.x; j < c; j += blockDim.x) out[i * c + j] = row < 0 ? T{} : table[row * c + j];
 }
 
 // next[i] = the previous list head of token[i]; head[token] = i. Heads start at -1.
@@ -86,9 +85,9 @@ void CudaBackend::embedding_forward(void* out, const std::int32_t* tokens, const
     if (n == 0) return;
     with_float_type(dtype, "embedding_forward", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(embedding_forward_kernel, static_cast<unsigned>(n), kThreads, 0, stream_)(
-            static_cast<T*>(out), tokens, static_cast<const T*>(table), c, vocab, range.begin, range.total_or(vocab),
-            scratch_.errors);
+        TUNE_LAUNCH(embedding_forward_kernel, static_cast<unsigned>(n), kThreads, 0, stream_)
+        (static_cast<T*>(out), tokens, static_cast<const T*>(table), c, vocab, range.begin, range.total_or(vocab),
+         scratch_.errors);
     });
     TUNE_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
@@ -99,10 +98,8 @@ std::uint64_t CudaBackend::embedding_backward_workspace_bytes(std::int64_t n, st
 }
 
 void CudaBackend::embedding_backward(void* dtable, const std::int32_t* tokens, const void* dout, std::int64_t n,
-                                     std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws,
-                                     VocabRange range) {
-    require(n >= 0 && c > 0 && vocab > 0 && n <= 0x7fffffff && vocab <= 0x7fffffff, "embedding_backward",
-            "bad shape");
+                                     std::int64_t c, std::int64_t vocab, DType dtype, Workspace ws, VocabRange range) {
+    require(n >= 0 && c > 0 && vocab > 0 && n <= 0x7fffffff && vocab <= 0x7fffffff, "embedding_backward", "bad shape");
     if (n == 0) return;
     require(ws.ptr != nullptr && ws.bytes >= embedding_backward_workspace_bytes(n, c, vocab, dtype),
             "embedding_backward", "workspace smaller than embedding_backward_workspace_bytes()");
@@ -110,15 +107,15 @@ void CudaBackend::embedding_backward(void* dtable, const std::int32_t* tokens, c
     auto* next = reinterpret_cast<std::int32_t*>(static_cast<char*>(ws.ptr) +
                                                  workspace::aligned(4 * static_cast<std::uint64_t>(vocab)));
     TUNE_CUDA_CHECK(cudaMemsetAsync(head, 0xff, 4 * static_cast<std::uint64_t>(vocab), stream_));  // all -1
-    TUNE_LAUNCH(embedding_link_kernel, grid_for(n), kThreads, 0, stream_)(head, next, tokens, n, vocab, range.begin,
-                                                                          range.total_or(vocab), scratch_.errors);
+    TUNE_LAUNCH(embedding_link_kernel, grid_for(n), kThreads, 0, stream_)
+    (head, next, tokens, n, vocab, range.begin, range.total_or(vocab), scratch_.errors);
     TUNE_CUDA_CHECK_LAUNCH("embedding_link_kernel");
     with_float_type(dtype, "embedding_backward", [&](auto t) {
         using T = decltype(t);
         const dim3 grid(static_cast<unsigned>(n),
                         static_cast<unsigned>((c + kEmbeddingTileColumns - 1) / kEmbeddingTileColumns));
-        TUNE_LAUNCH(embedding_accumulate_kernel, grid, kThreads, 0, stream_)(
-            static_cast<T*>(dtable), tokens, static_cast<const T*>(dout), head, next, c, vocab, range.begin);
+        TUNE_LAUNCH(embedding_accumulate_kernel, grid, kThreads, 0, stream_)
+        (static_cast<T*>(dtable), tokens, static_cast<const T*>(dout), head, next, c, vocab, range.begin);
     });
     TUNE_CUDA_CHECK_LAUNCH("embedding_accumulate_kernel");
 }

@@ -27,8 +27,8 @@ namespace tune::kernels::cuda {
 
 namespace {
 
-constexpr int kTile = 16;          // queries and keys per tile
-constexpr int kMaxHeadDim = 128;   // static shared memory: 4 (tile, D) fp32 blocks
+constexpr int kTile = 16;         // queries and keys per tile
+constexpr int kMaxHeadDim = 128;  // static shared memory: 4 (tile, D) fp32 blocks
 constexpr int kFlashThreads = 128;
 constexpr int kOwned = kTile * kMaxHeadDim / kFlashThreads;  // accumulator elements per thread
 
@@ -141,9 +141,9 @@ __device__ void load_query_tile(float* q, float* dout, float* lse, float* delta,
 }
 
 // P (into p) and dS (into ds) of a (query tile i0, key tile j0) pair; masked and out-of-range entries 0.
-__device__ void recompute_tile(float* p, float* ds, const float* q, const float* k, const float* v,
-                               const float* dout, const float* lse, const float* delta, std::int64_t i0,
-                               std::int64_t j0, const FlashArgs& a) {
+__device__ void recompute_tile(float* p, float* ds, const float* q, const float* k, const float* v, const float* dout,
+                               const float* lse, const float* delta, std::int64_t i0, std::int64_t j0,
+                               const FlashArgs& a) {
     const std::int64_t D = a.head_dim;
     for (int e = threadIdx.x; e < kTile * kTile; e += blockDim.x) {
         const int r = e / kTile, c = e % kTile;
@@ -186,8 +186,8 @@ __global__ void flash_key_grads_kernel(FlashArgs a) {
                 const std::int64_t c = e / D, x = e % D;
                 float sv = 0.0f, sk = 0.0f;
                 for (int r = 0; r < kTile; ++r) {
-                    sv += p[r * kTile + c] * dout[r * D + x];   // dV += P^T dO
-                    sk += ds[r * kTile + c] * q[r * D + x];     // dK += dS^T Q
+                    sv += p[r * kTile + c] * dout[r * D + x];  // dV += P^T dO
+                    sk += ds[r * kTile + c] * q[r * D + x];    // dK += dS^T Q
                 }
                 dv[n] += sv;
                 dk[n] += a.scale * sk;

@@ -35,10 +35,10 @@ namespace {
 namespace wmma = nvcuda::wmma;
 using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-constexpr int kRows = 16;                 // outer rows per warp: one WMMA tile
-constexpr int kInner = 32;                // inner rows per step
-constexpr int kScoreLd = kInner + 4;      // fp32 scratch row, padded
-constexpr int kOperandLd = kInner + 8;    // 16-bit P or dS row, padded
+constexpr int kRows = 16;               // outer rows per warp: one WMMA tile
+constexpr int kInner = 32;              // inner rows per step
+constexpr int kScoreLd = kInner + 4;    // fp32 scratch row, padded
+constexpr int kOperandLd = kInner + 8;  // 16-bit P or dS row, padded
 constexpr unsigned kFull = 0xffffffffu;
 
 template <int D>
@@ -75,7 +75,7 @@ struct ForwardShared {
 template <class Tc, int D>
 struct BackwardShared {
     static constexpr int kWarps = warps_for<D>(), kLd = D + 8;
-    static constexpr int kStats = kWarps * kRows > kInner ? kWarps * kRows : kInner;
+    static constexpr int kStats = kWarps * kRows > kInner ? kWarps* kRows : kInner;
     alignas(32) Tc outer_a[kWarps * kRows * kLd];
     alignas(32) Tc outer_b[kWarps * kRows * kLd];
     alignas(32) Tc inner_a[kInner * kLd];
@@ -161,8 +161,9 @@ __device__ void write_rows(void* out, const Accumulator (&acc)[D / 16], float* s
         for (int e = lane; e < kRows * 16; e += 32) {
             const int r = e / 16, c = e % 16;
             const std::int64_t i = first + r;
-            if (i < seq) store(static_cast<T*>(out), (b * seq + i) * stride + head * D + n * 16 + c,
-                               factor * s[r * kScoreLd + c]);
+            if (i < seq)
+                store(static_cast<T*>(out), (b * seq + i) * stride + head * D + n * 16 + c,
+                      factor * s[r * kScoreLd + c]);
         }
     }
 }
@@ -327,9 +328,9 @@ __global__ void flash_key_grads_tc_kernel(FlashArgs a) {
             float probs[16];
             probabilities<T>(probs, s, p, a, sm.lse, query_of, key_of, stat);
             __syncwarp();
-            accumulate_ab<D>(dv, p, dout);                 // dV += P^T dO
+            accumulate_ab<D>(dv, p, dout);                   // dV += P^T dO
             product_abt<D>(s, v + warp * kRows * ld, dout);  // dP^T
-            __syncwarp();                                  // dP^T is stored; P^T is read
+            __syncwarp();                                    // dP^T is stored; P^T is read
             score_grads<T>(probs, s, p, sm.delta, stat);
             __syncwarp();
             accumulate_ab<D>(dk, p, q);  // dK += dS^T Q (times scale at the end)
@@ -394,11 +395,15 @@ dim3 grid_of(const FlashArgs& a, std::int64_t heads, std::int64_t batch) {
 template <class F>
 void with_tensor_core_shape(DType dtype, std::int64_t head_dim, F&& f) {
     auto by_dim = [&](auto tag) {
-        if (head_dim == 64) f(tag, std::integral_constant<int, 64>{});
-        else f(tag, std::integral_constant<int, 128>{});
+        if (head_dim == 64)
+            f(tag, std::integral_constant<int, 64>{});
+        else
+            f(tag, std::integral_constant<int, 128>{});
     };
-    if (dtype == DType::bf16) by_dim(::tune::math::bf16{});
-    else by_dim(::tune::math::fp16{});
+    if (dtype == DType::bf16)
+        by_dim(::tune::math::bf16{});
+    else
+        by_dim(::tune::math::fp16{});
 }
 
 }  // namespace
@@ -408,8 +413,7 @@ void flash_forward_tensor_cores(const FlashArgs& a, DType dtype, std::int64_t ba
         using T = decltype(tag);
         constexpr int D = decltype(dim)::value;
         using Shape = Tile<T, D>;
-        TUNE_LAUNCH(flash_forward_tc_kernel<Shape>, grid_of<D>(a, a.heads, batch), 32 * warps_for<D>(), 0,
-                    stream)(a);
+        TUNE_LAUNCH(flash_forward_tc_kernel<Shape>, grid_of<D>(a, a.heads, batch), 32 * warps_for<D>(), 0, stream)(a);
     });
     TUNE_CUDA_CHECK_LAUNCH("flash_forward_tc_kernel");
 }
@@ -420,11 +424,11 @@ void flash_backward_tensor_cores(const FlashArgs& a, DType dtype, std::int64_t b
         constexpr int D = decltype(dim)::value;
         // dK, dV first: dQ may alias dO, which every key tile reads.
         using Shape = Tile<T, D>;
-        TUNE_LAUNCH(flash_key_grads_tc_kernel<Shape>, grid_of<D>(a, a.kv_heads, batch), 32 * warps_for<D>(), 0,
-                    stream)(a);
+        TUNE_LAUNCH(flash_key_grads_tc_kernel<Shape>, grid_of<D>(a, a.kv_heads, batch), 32 * warps_for<D>(), 0, stream)
+        (a);
         TUNE_CUDA_CHECK_LAUNCH("flash_key_grads_tc_kernel");
-        TUNE_LAUNCH(flash_query_grads_tc_kernel<Shape>, grid_of<D>(a, a.heads, batch), 32 * warps_for<D>(), 0,
-                    stream)(a);
+        TUNE_LAUNCH(flash_query_grads_tc_kernel<Shape>, grid_of<D>(a, a.heads, batch), 32 * warps_for<D>(), 0, stream)
+        (a);
         TUNE_CUDA_CHECK_LAUNCH("flash_query_grads_tc_kernel");
     });
 }

@@ -18,19 +18,23 @@ struct Destroyer {
     void operator()(Handle h) const { Destroy(h); }
 };
 
-using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t,
-                                   Destroyer<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>>;
-using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t,
-                               Destroyer<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>>;
+using MatmulDesc =
+    std::unique_ptr<cublasLtMatmulDescOpaque_t, Destroyer<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>>;
+using Layout =
+    std::unique_ptr<cublasLtMatrixLayoutOpaque_t, Destroyer<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>>;
 using Preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t,
                                    Destroyer<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>>;
 
 cudaDataType_t cuda_type(DType t) {
     switch (t) {
-        case DType::f32: return CUDA_R_32F;
-        case DType::bf16: return CUDA_R_16BF;
-        case DType::f16: return CUDA_R_16F;
-        default: break;
+        case DType::f32:
+            return CUDA_R_32F;
+        case DType::bf16:
+            return CUDA_R_16BF;
+        case DType::f16:
+            return CUDA_R_16F;
+        default:
+            break;
     }
     throw BackendError("cuda backend: gemm: dtype " + std::string(dtype_name(t)) + " is not a GEMM type");
 }
@@ -44,10 +48,10 @@ Layout make_layout(DType t, std::int64_t rows, std::int64_t cols, std::int64_t l
     Layout layout(raw);
     if (batch > 1) {
         const auto count = static_cast<std::int32_t>(batch);
-        TUNE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(raw, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                           sizeof count));
-        TUNE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(raw, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                           sizeof stride));
+        TUNE_CUBLAS_CHECK(
+            cublasLtMatrixLayoutSetAttribute(raw, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+        TUNE_CUBLAS_CHECK(
+            cublasLtMatrixLayoutSetAttribute(raw, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
     }
     return layout;
 }
@@ -89,7 +93,9 @@ cublasStatus_t GemmLt::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo
 }
 
 GemmLt::GemmLt(cudaStream_t stream, MemoryPool& pool, GemmOptions options)
-    : stream_(stream), pool_(pool), options_(options),
+    : stream_(stream),
+      pool_(pool),
+      options_(options),
       cache_(std::make_unique<AlgoCache<Plan>>(options.cache_entries)) {
     TUNE_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
@@ -144,8 +150,7 @@ GemmLt::Plan GemmLt::make_plan(const GemmKey& key, const GemmArgs& g, Workspace 
     TUNE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, desc, plan.a.get(), plan.b.get(), plan.c.get(),
                                                      plan.c.get(), raw_pref, static_cast<int>(found.size()),
                                                      found.data(), &count));
-    if (count == 0)
-        throw BackendError("cuda backend: gemm: cuBLASLt has no algorithm for " + to_string(key));
+    if (count == 0) throw BackendError("cuda backend: gemm: cuBLASLt has no algorithm for " + to_string(key));
     choose_algorithm(plan, g, ws, found.data(), count);
     return plan;
 }
@@ -153,8 +158,8 @@ GemmLt::Plan GemmLt::make_plan(const GemmKey& key, const GemmArgs& g, Workspace 
 // The heuristic's first candidate, or the fastest of them when timing is on
 // and they can write C itself (timed_in_place) or a scratch output (so a C that
 // is read is not modified while timing) can be had.
-void GemmLt::choose_algorithm(Plan& plan, const GemmArgs& g, Workspace ws,
-                              const cublasLtMatmulHeuristicResult_t* found, int count) {
+void GemmLt::choose_algorithm(Plan& plan, const GemmArgs& g, Workspace ws, const cublasLtMatmulHeuristicResult_t* found,
+                              int count) {
     plan.algo = found[0].algo;
     plan.workspace = found[0].workspaceSize;
     if (!options_.time_candidates || count < 2) return;
@@ -235,8 +240,10 @@ void GemmLt::run_trying(Plan& plan, const GemmArgs& g, Workspace ws) {
         cudaEventDestroy(stop);
     }
     const Plan::Candidate tried = c;
-    if (status != CUBLAS_STATUS_SUCCESS || tried.warm) plan.untried.erase(plan.untried.begin());
-    else c.warm = true;
+    if (status != CUBLAS_STATUS_SUCCESS || tried.warm)
+        plan.untried.erase(plan.untried.begin());
+    else
+        c.warm = true;
     if (ms < plan.best_ms) {
         plan.best_ms = ms;
         plan.algo = tried.algo;

@@ -20,10 +20,17 @@ namespace tune::kernels::cuda {
 template <class F>
 void with_float_type(DType t, const char* op, F&& f) {
     switch (t) {
-        case DType::f32: f(float{}); return;
-        case DType::bf16: f(math::bf16{}); return;
-        case DType::f16: f(math::fp16{}); return;
-        default: break;
+        case DType::f32:
+            f(float{});
+            return;
+        case DType::bf16:
+            f(math::bf16{});
+            return;
+        case DType::f16:
+            f(math::fp16{});
+            return;
+        default:
+            break;
     }
     throw BackendError(std::string("cuda backend: ") + op + ": dtype " + std::string(dtype_name(t)) +
                        " is not a float storage type");
@@ -43,17 +50,26 @@ __device__ __forceinline__ void store(T* p, std::int64_t i, float v) {
 // where several tensors of independent dtypes meet, as in the optimizers).
 __device__ __forceinline__ float load_any(const void* p, DType t, std::int64_t i) {
     switch (t) {
-        case DType::bf16: return math::to_float(static_cast<const math::bf16*>(p)[i]);
-        case DType::f16: return math::to_float(static_cast<const math::fp16*>(p)[i]);
-        default: return static_cast<const float*>(p)[i];
+        case DType::bf16:
+            return math::to_float(static_cast<const math::bf16*>(p)[i]);
+        case DType::f16:
+            return math::to_float(static_cast<const math::fp16*>(p)[i]);
+        default:
+            return static_cast<const float*>(p)[i];
     }
 }
 
 __device__ __forceinline__ void store_any(void* p, DType t, std::int64_t i, float v) {
     switch (t) {
-        case DType::bf16: static_cast<math::bf16*>(p)[i] = math::to_bf16(v); break;
-        case DType::f16: static_cast<math::fp16*>(p)[i] = math::to_fp16(v); break;
-        default: static_cast<float*>(p)[i] = v; break;
+        case DType::bf16:
+            static_cast<math::bf16*>(p)[i] = math::to_bf16(v);
+            break;
+        case DType::f16:
+            static_cast<math::fp16*>(p)[i] = math::to_fp16(v);
+            break;
+        default:
+            static_cast<float*>(p)[i] = v;
+            break;
     }
 }
 
@@ -66,8 +82,9 @@ __device__ __forceinline__ void store_any(void* p, DType t, std::int64_t i, floa
 // sources: it needs no parser of CUDA's launch syntax (whose arguments hold
 // templates, casts and commas), and the nvcc build sees the same tokens.
 #if defined(TUNE_CUDA_EMU)
-#define TUNE_LAUNCH(kernel, grid, block, smem, stream) \
-    ::tune_emu::make_launcher(#kernel, grid, block, smem, stream, [](auto... tune_emu_args) { kernel(tune_emu_args...); })
+#define TUNE_LAUNCH(kernel, grid, block, smem, stream)            \
+    ::tune_emu::make_launcher(#kernel, grid, block, smem, stream, \
+                              [](auto... tune_emu_args) { kernel(tune_emu_args...); })
 #else
 #define TUNE_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
 #endif

@@ -51,8 +51,8 @@ struct DecayRanges {
 
 // Elements [i, i + W) of the stretch; `next` is the thread's cursor into the ranges.
 template <int W, class Rule>
-__device__ __forceinline__ void update_at(const ParamTensor& t, const DecayRanges& r, const Rule& rule,
-                                          std::int64_t i, float scale, int& next) {
+__device__ __forceinline__ void update_at(const ParamTensor& t, const DecayRanges& r, const Rule& rule, std::int64_t i,
+                                          float scale, int& next) {
     float p[W], g[W];
     bool decay[W];
     load_w<W>(t.param, t.param_dtype, i, p);

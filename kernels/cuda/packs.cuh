@@ -23,7 +23,8 @@ struct alignas(16) Pack {
 
 // Whether element i of p (dtype t) starts a 16-byte boundary; no buffer is aligned enough.
 inline bool aligned16(const void* p, DType t, std::int64_t i) {
-    return p == nullptr || (reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(i) * dtype_bytes(t)) % 16 == 0;
+    return p == nullptr ||
+           (reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(i) * dtype_bytes(t)) % 16 == 0;
 }
 
 // Blocks for a grid-stride loop over `packs` packs, then the n - 8 * packs elements after them one by one.
@@ -63,18 +64,30 @@ __device__ __forceinline__ void store_w(T* p, std::int64_t i, const float (&in)[
 template <int W>
 __device__ __forceinline__ void load_w(const void* p, DType t, std::int64_t i, float (&out)[W]) {
     switch (t) {
-        case DType::bf16: load_w<W>(static_cast<const math::bf16*>(p), i, out); return;
-        case DType::f16: load_w<W>(static_cast<const math::fp16*>(p), i, out); return;
-        default: load_w<W>(static_cast<const float*>(p), i, out); return;
+        case DType::bf16:
+            load_w<W>(static_cast<const math::bf16*>(p), i, out);
+            return;
+        case DType::f16:
+            load_w<W>(static_cast<const math::fp16*>(p), i, out);
+            return;
+        default:
+            load_w<W>(static_cast<const float*>(p), i, out);
+            return;
     }
 }
 
 template <int W>
 __device__ __forceinline__ void store_w(void* p, DType t, std::int64_t i, const float (&in)[W]) {
     switch (t) {
-        case DType::bf16: store_w<W>(static_cast<math::bf16*>(p), i, in); return;
-        case DType::f16: store_w<W>(static_cast<math::fp16*>(p), i, in); return;
-        default: store_w<W>(static_cast<float*>(p), i, in); return;
+        case DType::bf16:
+            store_w<W>(static_cast<math::bf16*>(p), i, in);
+            return;
+        case DType::f16:
+            store_w<W>(static_cast<math::fp16*>(p), i, in);
+            return;
+        default:
+            store_w<W>(static_cast<float*>(p), i, in);
+            return;
     }
 }
 

@@ -26,7 +26,8 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* x, const T*
     const float r = math::rmsnorm_inv_rms(block_sum(ss, shared), c, eps);
     if (threadIdx.x == 0) rstd[row] = r;
     T* yr = out + row * c;
-    for (int j = threadIdx.x; j < c; j += blockDim.x) store(yr, j, math::rmsnorm_forward(load(xr, j), load(weight, j), r));
+    for (int j = threadIdx.x; j < c; j += blockDim.x)
+        store(yr, j, math::rmsnorm_forward(load(xr, j), load(weight, j), r));
 }
 
 // dx (N, C) overwritten or accumulated; block r handles row r.
@@ -82,16 +83,14 @@ void CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* x, const v
     require(n <= 0x7fffffff, "rmsnorm_forward", "more than 2^31 rows");
     with_float_type(dtype, "rmsnorm_forward", [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(rmsnorm_forward_kernel, static_cast<unsigned>(n), row_threads(c), 0, stream_)(
-            static_cast<T*>(out), rstd, static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<int>(c),
-            eps);
+        TUNE_LAUNCH(rmsnorm_forward_kernel, static_cast<unsigned>(n), row_threads(c), 0, stream_)
+        (static_cast<T*>(out), rstd, static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<int>(c), eps);
     });
     TUNE_CUDA_CHECK_LAUNCH("rmsnorm_forward_kernel");
 }
 
 void CudaBackend::rmsnorm_backward(void* dx, void* dweight, const void* dout, const void* x, const void* weight,
-                                   const float* rstd, std::int64_t n, std::int64_t c, bool accumulate_dx,
-                                   DType dtype) {
+                                   const float* rstd, std::int64_t n, std::int64_t c, bool accumulate_dx, DType dtype) {
     require(c > 0 && n >= 0 && c <= (1ll << 30), "rmsnorm_backward", "bad shape");
     if (n == 0) return;
     require(n <= 0x7fffffff, "rmsnorm_backward", "more than 2^31 rows");
@@ -99,12 +98,12 @@ void CudaBackend::rmsnorm_backward(void* dx, void* dweight, const void* dout, co
         using T = decltype(t);
         const auto* dy = static_cast<const T*>(dout);
         const auto* in = static_cast<const T*>(x);
-        TUNE_LAUNCH(rmsnorm_dx_kernel, static_cast<unsigned>(n), row_threads(c), 0, stream_)(
-            static_cast<T*>(dx), dy, in, static_cast<const T*>(weight), rstd, static_cast<int>(c), accumulate_dx);
+        TUNE_LAUNCH(rmsnorm_dx_kernel, static_cast<unsigned>(n), row_threads(c), 0, stream_)
+        (static_cast<T*>(dx), dy, in, static_cast<const T*>(weight), rstd, static_cast<int>(c), accumulate_dx);
         TUNE_CUDA_CHECK_LAUNCH("rmsnorm_dx_kernel");
         const auto tiles = static_cast<unsigned>((c + kTileColumns - 1) / kTileColumns);
-        TUNE_LAUNCH(rmsnorm_dweight_kernel, tiles, dim3(kTileColumns, kTileRows), 0, stream_)(static_cast<T*>(dweight), dy, in,
-                                                                                    rstd, n, static_cast<int>(c));
+        TUNE_LAUNCH(rmsnorm_dweight_kernel, tiles, dim3(kTileColumns, kTileRows), 0, stream_)
+        (static_cast<T*>(dweight), dy, in, rstd, n, static_cast<int>(c));
         TUNE_CUDA_CHECK_LAUNCH("rmsnorm_dweight_kernel");
     });
 }

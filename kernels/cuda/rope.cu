@@ -38,8 +38,10 @@ __global__ void rope_kernel(T* out, const T* in, RopeLayout l, math::RopeFrequen
             const std::int64_t at = static_cast<std::int64_t>(j / half) * l.head_dim + i;
             const float x1 = load(x, at), x2 = load(x, at + half);
             float y1, y2;
-            if (inverse) math::rope_rotate_backward(x1, x2, cos_of[i], sin_of[i], y1, y2);
-            else math::rope_rotate(x1, x2, cos_of[i], sin_of[i], y1, y2);
+            if (inverse)
+                math::rope_rotate_backward(x1, x2, cos_of[i], sin_of[i], y1, y2);
+            else
+                math::rope_rotate(x1, x2, cos_of[i], sin_of[i], y1, y2);
             store(y, at, y1);
             store(y, at + half, y2);
         }
@@ -47,8 +49,8 @@ __global__ void rope_kernel(T* out, const T* in, RopeLayout l, math::RopeFrequen
     }
 }
 
-void launch(cudaStream_t stream, void* out, const void* in, const RopeLayout& l, const math::RopeFrequencies& freq, bool inverse,
-            DType dtype, const char* op) {
+void launch(cudaStream_t stream, void* out, const void* in, const RopeLayout& l, const math::RopeFrequencies& freq,
+            bool inverse, DType dtype, const char* op) {
     check_rope(l.batch, l.seq, l.heads, l.head_dim, l.out_stride, l.in_stride, op);
     const std::int64_t tokens = l.batch * l.seq;
     if (tokens * l.heads * (l.head_dim / 2) == 0) return;
@@ -56,8 +58,8 @@ void launch(cudaStream_t stream, void* out, const void* in, const RopeLayout& l,
     const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(tokens, 1 << 20));
     with_float_type(dtype, op, [&](auto t) {
         using T = decltype(t);
-        TUNE_LAUNCH(rope_kernel, blocks, kThreads, 0, stream)(static_cast<T*>(out), static_cast<const T*>(in), l, freq,
-                                                             inverse);
+        TUNE_LAUNCH(rope_kernel, blocks, kThreads, 0, stream)
+        (static_cast<T*>(out), static_cast<const T*>(in), l, freq, inverse);
     });
     TUNE_CUDA_CHECK_LAUNCH("rope_kernel");
 }

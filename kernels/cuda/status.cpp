@@ -26,24 +26,45 @@ CallFailure nccl_failure(int code, CallSite site) {
     // NCCL has no name function: its one string serves as both.
     std::string name;
     switch (status) {
-        case ncclSuccess: name = "ncclSuccess"; break;
-        case ncclUnhandledCudaError: name = "ncclUnhandledCudaError"; break;
-        case ncclSystemError: name = "ncclSystemError"; break;
-        case ncclInternalError: name = "ncclInternalError"; break;
-        case ncclInvalidArgument: name = "ncclInvalidArgument"; break;
-        case ncclInvalidUsage: name = "ncclInvalidUsage"; break;
-        case ncclRemoteError: name = "ncclRemoteError"; break;
-        case ncclInProgress: name = "ncclInProgress"; break;
-        default: name = "ncclResult " + std::to_string(code); break;
+        case ncclSuccess:
+            name = "ncclSuccess";
+            break;
+        case ncclUnhandledCudaError:
+            name = "ncclUnhandledCudaError";
+            break;
+        case ncclSystemError:
+            name = "ncclSystemError";
+            break;
+        case ncclInternalError:
+            name = "ncclInternalError";
+            break;
+        case ncclInvalidArgument:
+            name = "ncclInvalidArgument";
+            break;
+        case ncclInvalidUsage:
+            name = "ncclInvalidUsage";
+            break;
+        case ncclRemoteError:
+            name = "ncclRemoteError";
+            break;
+        case ncclInProgress:
+            name = "ncclInProgress";
+            break;
+        default:
+            name = "ncclResult " + std::to_string(code);
+            break;
     }
     return {Library::nccl, code, name, ncclGetErrorString(status), site};
 }
 
 bool is_out_of_memory(const CallFailure& f) {
     switch (f.library) {
-        case Library::cuda: return f.code == cudaErrorMemoryAllocation;
-        case Library::cublas: return f.code == CUBLAS_STATUS_ALLOC_FAILED;
-        case Library::nccl: return false;  // NCCL folds allocation failures into ncclSystemError/ncclUnhandledCudaError
+        case Library::cuda:
+            return f.code == cudaErrorMemoryAllocation;
+        case Library::cublas:
+            return f.code == CUBLAS_STATUS_ALLOC_FAILED;
+        case Library::nccl:
+            return false;  // NCCL folds allocation failures into ncclSystemError/ncclUnhandledCudaError
         case Library::cudnn:
             return f.code == cudnn::kStatusDeviceAllocationFailed;
     }

@@ -82,11 +82,13 @@ void CudaBackend::swiglu_forward(void* out, const void* gate, const void* up, st
         using T = decltype(t);
         auto launch = [&](auto w) {
             constexpr int W = decltype(w)::value;
-            TUNE_LAUNCH(swiglu_forward_kernel<W>, grid_for(n * f / W), kThreads, 0, stream_)(
-                static_cast<T*>(out), static_cast<const T*>(gate), static_cast<const T*>(up), n, f, in_stride);
+            TUNE_LAUNCH(swiglu_forward_kernel<W>, grid_for(n * f / W), kThreads, 0, stream_)
+            (static_cast<T*>(out), static_cast<const T*>(gate), static_cast<const T*>(up), n, f, in_stride);
         };
-        if (packed(f, in_stride, dtype, {out, gate, up})) launch(std::integral_constant<int, kPack>{});
-        else launch(std::integral_constant<int, 1>{});
+        if (packed(f, in_stride, dtype, {out, gate, up}))
+            launch(std::integral_constant<int, kPack>{});
+        else
+            launch(std::integral_constant<int, 1>{});
     });
     TUNE_CUDA_CHECK_LAUNCH("swiglu_forward_kernel");
 }
@@ -99,12 +101,14 @@ void CudaBackend::swiglu_backward(void* dgate, void* dup, const void* dout, cons
         using T = decltype(t);
         auto launch = [&](auto w) {
             constexpr int W = decltype(w)::value;
-            TUNE_LAUNCH(swiglu_backward_kernel<W>, grid_for(n * f / W), kThreads, 0, stream_)(
-                static_cast<T*>(dgate), static_cast<T*>(dup), static_cast<const T*>(dout),
-                static_cast<const T*>(gate), static_cast<const T*>(up), n, f, in_stride);
+            TUNE_LAUNCH(swiglu_backward_kernel<W>, grid_for(n * f / W), kThreads, 0, stream_)
+            (static_cast<T*>(dgate), static_cast<T*>(dup), static_cast<const T*>(dout), static_cast<const T*>(gate),
+             static_cast<const T*>(up), n, f, in_stride);
         };
-        if (packed(f, in_stride, dtype, {dgate, dup, dout, gate, up})) launch(std::integral_constant<int, kPack>{});
-        else launch(std::integral_constant<int, 1>{});
+        if (packed(f, in_stride, dtype, {dgate, dup, dout, gate, up}))
+            launch(std::integral_constant<int, kPack>{});
+        else
+            launch(std::integral_constant<int, 1>{});
     });
     TUNE_CUDA_CHECK_LAUNCH("swiglu_backward_kernel");
 }

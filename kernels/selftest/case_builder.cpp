@@ -22,7 +22,9 @@ void put(HostTensor& t, std::int64_t i, float v) {
             std::memcpy(at, &h, 2);
             break;
         }
-        default: std::memcpy(at, &v, 4); break;
+        default:
+            std::memcpy(at, &v, 4);
+            break;
     }
 }
 

@@ -35,7 +35,7 @@ void add_attention_cases(std::vector<Case>& out);
 void add_layer_cases(std::vector<Case>& out);        // embedding, rmsnorm, rope, swiglu, cross-entropy
 void add_elementwise_cases(std::vector<Case>& out);  // add, scale, cast, unscale, sum_squares, neftune
 void add_optimizer_cases(std::vector<Case>& out);
-void add_nf4_cases(std::vector<Case>& out);  // QLoRA's NF4 quantize and dequantize
+void add_nf4_cases(std::vector<Case>& out);        // QLoRA's NF4 quantize and dequantize
 void add_graph_cases(std::vector<Case>& out);      // ops recorded into a graph (OpGraph) and replayed
 void add_side_work_cases(std::vector<Case>& out);  // copies and adds beside the compute stream (Backend::beside)
 

@@ -65,8 +65,10 @@ AttentionForwardArgs forward_args(const AttentionCase& c, AttentionKind kind, co
     a.q = offset(d, l.q, l.q_off, t), a.k = offset(d, l.k, l.k_off, t), a.v = offset(d, l.v, l.v_off, t);
     a.q_stride = l.q_stride, a.k_stride = l.k_stride, a.v_stride = l.v_stride;
     a.out = d[out], a.out_stride = c.shape.heads * c.shape.head_dim;
-    if (kind == AttentionKind::fused) a.lse = static_cast<float*>(d[kept]);
-    else a.probs = d[kept];
+    if (kind == AttentionKind::fused)
+        a.lse = static_cast<float*>(d[kept]);
+    else
+        a.probs = d[kept];
     return a;
 }
 
@@ -159,7 +161,8 @@ void add_attention_cases(std::vector<Case>& out) {
     // Many heads per KV head: dK and dV sum 16 heads' products, where a
     // 16-bit sum per head drifts from the CPU's one rounding; and S shorter
     // than D allows (CUDA sums dK, dV in column chunks).
-    const AttentionCase grouped[] = {{{1, 96, 16, 1, 16}, false}, {{1, 64, 32, 2, 8}, false}, {{1, 5, 2, 2, 16}, false}};
+    const AttentionCase grouped[] = {
+        {{1, 96, 16, 1, 16}, false}, {{1, 64, 32, 2, 8}, false}, {{1, 5, 2, 2, 16}, false}};
     for (DType t : kFloatTypes)
         for (const auto& c : grouped) out.push_back(backward_case(c, t, false));
 

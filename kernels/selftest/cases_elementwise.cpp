@@ -57,9 +57,8 @@ void simple_cases(std::vector<Case>& out, DType t) {
                        const auto x = cb.normal("x", t, 100003);
                        const auto sum = cb.values("sum", DType::f32, {12.5f});
                        cb.mark_output(sum, OpClass::reduction);
-                       return cb.build([=](Backend& be, DeviceTensors& d) {
-                           be.sum_squares(d.as<float>(sum), d[x], 100003, t);
-                       });
+                       return cb.build(
+                           [=](Backend& be, DeviceTensors& d) { be.sum_squares(d.as<float>(sum), d[x], 100003, t); });
                    }});
     for (const bool inject : {false, true}) {
         for (const float s : {1.0f / 1024.0f, 1.0f}) {
@@ -86,7 +85,8 @@ void cast_cases(std::vector<Case>& out) {
                                // Wide range: fp16 overflow to inf and subnormals are part of the test.
                                const auto x = cb.normal("x", src, kN, 3000.0f);
                                const auto y = cb.zero_output("y", dst, kN, OpClass::exact);
-                               return cb.build([=](Backend& be, DeviceTensors& d) { be.cast(d[y], dst, d[x], src, kN); });
+                               return cb.build(
+                                   [=](Backend& be, DeviceTensors& d) { be.cast(d[y], dst, d[x], src, kN); });
                            }});
         }
 }

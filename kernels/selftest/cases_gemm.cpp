@@ -13,9 +13,9 @@ struct GemmShape {
     std::int64_t m, n, k, batch;
     bool ta, tb;
     float alpha, beta;
-    bool broadcast_b;      // stride_b = 0
-    std::int64_t skew = 0; // odd alignment: every operand starts `skew` elements in, leading dimensions + skew
-    bool c_in = false;     // beta's C read from a second buffer (GemmArgs::c_in)
+    bool broadcast_b;       // stride_b = 0
+    std::int64_t skew = 0;  // odd alignment: every operand starts `skew` elements in, leading dimensions + skew
+    bool c_in = false;      // beta's C read from a second buffer (GemmArgs::c_in)
 };
 
 Case gemm_case(const GemmShape& s, DType ab, DType c) {

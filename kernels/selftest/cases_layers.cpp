@@ -91,22 +91,21 @@ void rmsnorm_cases(std::vector<Case>& out, DType t) {
                                be.rmsnorm_forward(d[y], d.as<float>(rstd), d[x], d[w], s.n, s.c, 1e-5f, t);
                            });
                        }});
-        out.push_back({"rmsnorm_backward", name_of(t), label + (s.accumulate ? " accumulate" : ""),
-                       [=](std::uint64_t seed) {
-                           CaseBuilder cb(seed);
-                           const auto x = cb.normal("x", t, s.n * s.c);
-                           const auto w = cb.normal("weight", t, s.c);
-                           const auto dy = cb.normal("dout", t, s.n * s.c);
-                           const auto y = cb.zero_output("out", t, s.n * s.c, OpClass::reduction);
-                           const auto rstd = cb.zero_output("rstd", DType::f32, s.n, OpClass::reduction);
-                           const auto dx = cb.normal_output("dx", t, s.n * s.c, OpClass::reduction);
-                           const auto dw = cb.normal_output("dweight", t, s.c, OpClass::reduction);
-                           return cb.build([=](Backend& be, DeviceTensors& d) {
-                               be.rmsnorm_forward(d[y], d.as<float>(rstd), d[x], d[w], s.n, s.c, 1e-5f, t);
-                               be.rmsnorm_backward(d[dx], d[dw], d[dy], d[x], d[w], d.as<float>(rstd), s.n, s.c,
-                                                   s.accumulate, t);
-                           });
-                       }});
+        out.push_back(
+            {"rmsnorm_backward", name_of(t), label + (s.accumulate ? " accumulate" : ""), [=](std::uint64_t seed) {
+                 CaseBuilder cb(seed);
+                 const auto x = cb.normal("x", t, s.n * s.c);
+                 const auto w = cb.normal("weight", t, s.c);
+                 const auto dy = cb.normal("dout", t, s.n * s.c);
+                 const auto y = cb.zero_output("out", t, s.n * s.c, OpClass::reduction);
+                 const auto rstd = cb.zero_output("rstd", DType::f32, s.n, OpClass::reduction);
+                 const auto dx = cb.normal_output("dx", t, s.n * s.c, OpClass::reduction);
+                 const auto dw = cb.normal_output("dweight", t, s.c, OpClass::reduction);
+                 return cb.build([=](Backend& be, DeviceTensors& d) {
+                     be.rmsnorm_forward(d[y], d.as<float>(rstd), d[x], d[w], s.n, s.c, 1e-5f, t);
+                     be.rmsnorm_backward(d[dx], d[dw], d[dy], d[x], d[w], d.as<float>(rstd), s.n, s.c, s.accumulate, t);
+                 });
+             }});
     }
 }
 
@@ -185,20 +184,20 @@ void cross_entropy_cases(std::vector<Case>& out, DType t) {
     // Forward only (dlogits = nullptr, the evaluation path): losses alone; once, as no dtype is involved.
     if (t == DType::f32)
         out.push_back({"cross_entropy", name_of(t), "N=16 V=1000 forward-only", [=](std::uint64_t seed) {
-                       CaseBuilder cb(seed);
-                       const auto logits = cb.normal("logits", DType::f32, 16 * 1000, 3.0f);
-                       const auto targets = cb.tokens("targets", 16, 1000);
-                       cb.set(targets, 3, -1.0f);
-                       const auto losses = cb.zero_output("losses", DType::f32, 16, OpClass::reduction);
-                       cb.mark_output(logits, OpClass::exact);  // must stay untouched
-                       return cb.build([=](Backend& be, DeviceTensors& d) {
-                           CrossEntropyArgs a;
-                           a.rows = 16, a.vocab = 1000;
-                           a.logits = d.as<float>(logits), a.targets = d.as<std::int32_t>(targets);
-                           a.losses = d.as<float>(losses), a.dlogits = nullptr, a.dlogits_dtype = t;
-                           be.cross_entropy(a);
-                       });
-                   }});
+                           CaseBuilder cb(seed);
+                           const auto logits = cb.normal("logits", DType::f32, 16 * 1000, 3.0f);
+                           const auto targets = cb.tokens("targets", 16, 1000);
+                           cb.set(targets, 3, -1.0f);
+                           const auto losses = cb.zero_output("losses", DType::f32, 16, OpClass::reduction);
+                           cb.mark_output(logits, OpClass::exact);  // must stay untouched
+                           return cb.build([=](Backend& be, DeviceTensors& d) {
+                               CrossEntropyArgs a;
+                               a.rows = 16, a.vocab = 1000;
+                               a.logits = d.as<float>(logits), a.targets = d.as<std::int32_t>(targets);
+                               a.losses = d.as<float>(losses), a.dlogits = nullptr, a.dlogits_dtype = t;
+                               be.cross_entropy(a);
+                           });
+                       }});
     for (const Shape s : {Shape{16, 1000}, Shape{5, 50257}}) {
         const bool alias = t == DType::f32;  // dlogits written over the logits
         const std::string label = fmt::format("N={} V={}{}", s.rows, s.vocab, alias ? " in-place" : "");
@@ -208,8 +207,8 @@ void cross_entropy_cases(std::vector<Case>& out, DType t) {
                            const auto targets = cb.tokens("targets", s.rows, s.vocab);
                            cb.set(targets, 1, -1.0f);  // an ignored row
                            const auto losses = cb.zero_output("losses", DType::f32, s.rows, OpClass::reduction);
-                           const auto dl = alias ? logits : cb.zero_output("dlogits", t, s.rows * s.vocab,
-                                                                           OpClass::reduction);
+                           const auto dl =
+                               alias ? logits : cb.zero_output("dlogits", t, s.rows * s.vocab, OpClass::reduction);
                            if (alias) cb.mark_output(logits, OpClass::reduction);
                            return cb.build([=](Backend& be, DeviceTensors& d) {
                                CrossEntropyArgs a;

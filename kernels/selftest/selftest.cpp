@@ -11,10 +11,14 @@ namespace tune::kernels::selftest {
 
 std::string_view status_name(Status s) {
     switch (s) {
-        case Status::pass: return "pass";
-        case Status::fail: return "FAIL";
-        case Status::error: return "ERROR";
-        case Status::skipped: return "skipped";
+        case Status::pass:
+            return "pass";
+        case Status::fail:
+            return "FAIL";
+        case Status::error:
+            return "ERROR";
+        case Status::skipped:
+            return "skipped";
     }
     return "?";
 }
@@ -47,7 +51,8 @@ const OutputResult* CaseResult::worst() const {
     for (const auto& o : outputs) {
         // How far into (or past) its tolerance each output is; a failure always ranks first.
         const double nmse_ratio = o.tolerance.max_nmse > 0 ? o.stats.nmse / o.tolerance.max_nmse : o.stats.nmse * 1e30;
-        const double abs_ratio = o.tolerance.max_abs > 0 ? o.stats.max_abs / o.tolerance.max_abs : o.stats.max_abs * 1e30;
+        const double abs_ratio =
+            o.tolerance.max_abs > 0 ? o.stats.max_abs / o.tolerance.max_abs : o.stats.max_abs * 1e30;
         const double ratio = (o.pass ? 0.0 : 1e300) + std::max(nmse_ratio, abs_ratio);
         if (ratio > worst_ratio) worst_ratio = ratio, worst = &o;
     }
@@ -121,7 +126,8 @@ CaseResult run_case(const Case& c, Backend& reference, Backend& candidate, std::
         running = &candidate;
         run_on(candidate, got, data);
         result.outputs = compare_outputs(ref, got);
-        const bool all = std::all_of(result.outputs.begin(), result.outputs.end(), [](const auto& o) { return o.pass; });
+        const bool all =
+            std::all_of(result.outputs.begin(), result.outputs.end(), [](const auto& o) { return o.pass; });
         result.status = all ? Status::pass : Status::fail;
     } catch (const std::exception& e) {
         result.message = running ? std::string(running->name()) + ": " + e.what() : std::string(e.what());

@@ -92,7 +92,7 @@ struct OutputResult {
 struct CaseResult {
     std::string op, dtype, shape;
     Status status = Status::skipped;
-    std::string message;                 // the error, or why it was skipped
+    std::string message;  // the error, or why it was skipped
     std::vector<OutputResult> outputs;
 
     // The output furthest from its tolerance (nullptr when none ran).

@@ -14,13 +14,13 @@
 namespace tune::kernels::selftest {
 
 enum class OpClass {
-    exact,        // data movement and single-rounding ops: embedding gather, cast, add, scale
-    elementwise,  // one element's rule with transcendentals or FMAs: rope, swiglu, neftune
-    reduction,    // per-row or whole-buffer sums: rmsnorm, cross-entropy, sum_squares
-    matmul,       // GEMMs and attention (long fp32 dot products, 16-bit intermediates)
-    optimizer,    // optimizer updates (parameters and fp32/16-bit states)
-    codes,        // 8-bit quantization codes, compared as indices: a one-step flip is allowed
-    training,     // per-step losses of a short training run, fp32 precision
+    exact,          // data movement and single-rounding ops: embedding gather, cast, add, scale
+    elementwise,    // one element's rule with transcendentals or FMAs: rope, swiglu, neftune
+    reduction,      // per-row or whole-buffer sums: rmsnorm, cross-entropy, sum_squares
+    matmul,         // GEMMs and attention (long fp32 dot products, 16-bit intermediates)
+    optimizer,      // optimizer updates (parameters and fp32/16-bit states)
+    codes,          // 8-bit quantization codes, compared as indices: a one-step flip is allowed
+    training,       // per-step losses of a short training run, fp32 precision
     training_half,  // the same with 16-bit weights or activations (bf16/fp16, mixed or pure)
 };
 

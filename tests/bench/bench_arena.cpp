@@ -14,11 +14,11 @@
 #include <CLI/CLI.hpp>
 
 #include "core/presets.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "train/comm/comm.h"
 #include "train/io/data.h"
 #include "train/memory/memory.h"
 #include "train/trainer.h"
-#include "kernels/cpu/cpu_backend.h"
 
 namespace {
 

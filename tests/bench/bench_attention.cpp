@@ -55,14 +55,35 @@ void BM_attention(benchmark::State& st, AttentionKind kind) {
     std::vector<float> kept(flash ? H * S : H * S * S);
     std::vector<float> ws(be.attention_workspace_bytes(shape, kind, DType::f32) / 4);
     const Workspace w{ws.data(), ws.size() * 4};
-    AttentionForwardArgs f{.shape = shape, .kind = kind, .q = q.data(), .k = k.data(), .v = v.data(),
-                           .q_stride = HD, .k_stride = HD, .v_stride = HD, .out = out.data(), .out_stride = HD,
-                           .probs = flash ? nullptr : kept.data(), .lse = flash ? kept.data() : nullptr};
-    AttentionBackwardArgs b{.shape = shape, .kind = kind, .q = q.data(), .k = k.data(), .v = v.data(),
-                            .q_stride = HD, .k_stride = HD, .v_stride = HD,
-                            .probs = flash ? nullptr : kept.data(), .out = flash ? out.data() : nullptr,
-                            .lse = flash ? kept.data() : nullptr, .out_stride = HD, .dout = dout.data(),
-                            .dout_stride = HD, .dq = dq.data(), .dk = dk.data(), .dv = dv.data()};
+    AttentionForwardArgs f{.shape = shape,
+                           .kind = kind,
+                           .q = q.data(),
+                           .k = k.data(),
+                           .v = v.data(),
+                           .q_stride = HD,
+                           .k_stride = HD,
+                           .v_stride = HD,
+                           .out = out.data(),
+                           .out_stride = HD,
+                           .probs = flash ? nullptr : kept.data(),
+                           .lse = flash ? kept.data() : nullptr};
+    AttentionBackwardArgs b{.shape = shape,
+                            .kind = kind,
+                            .q = q.data(),
+                            .k = k.data(),
+                            .v = v.data(),
+                            .q_stride = HD,
+                            .k_stride = HD,
+                            .v_stride = HD,
+                            .probs = flash ? nullptr : kept.data(),
+                            .out = flash ? out.data() : nullptr,
+                            .lse = flash ? kept.data() : nullptr,
+                            .out_stride = HD,
+                            .dout = dout.data(),
+                            .dout_stride = HD,
+                            .dq = dq.data(),
+                            .dk = dk.data(),
+                            .dv = dv.data()};
     for (auto _ : st) {
         be.attention_forward(f, w);
         be.attention_backward(b, w);
@@ -80,9 +101,9 @@ void shapes(benchmark::internal::Benchmark* b) {
     // CPU time of every thread, so the ratio at 2 threads compares the work
     // even when other processes share the cores (wall time is printed too).
     // The fastest repetition is the least disturbed by them: the ratio uses it.
-    b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->ComputeStatistics("min", [](const std::vector<double>& v) {
-        return *std::min_element(v.begin(), v.end());
-    });
+    b->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
 }
 
 // The console table, then flash time / eager time per (s, threads): of the
@@ -105,13 +126,13 @@ public:
         for (const auto& [args, t] : times_) {
             const auto& [eager, flash] = t;
             if (eager.first <= 0 || flash.first <= 0) continue;
-            GetOutputStream() << "flash/eager s/threads=" << args << ": wall " << flash.first / eager.first
-                              << ", cpu " << flash.second / eager.second << "\n";
+            GetOutputStream() << "flash/eager s/threads=" << args << ": wall " << flash.first / eager.first << ", cpu "
+                              << flash.second / eager.second << "\n";
         }
     }
 
 private:
-    using Times = std::pair<double, double>;  // (wall, cpu)
+    using Times = std::pair<double, double>;                // (wall, cpu)
     std::map<std::string, std::pair<Times, Times>> times_;  // args -> (eager, flash)
 };
 

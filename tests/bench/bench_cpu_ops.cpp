@@ -24,7 +24,9 @@ std::vector<float> randn(std::int64_t n, unsigned seed) {
 }
 
 // Buffers in the benchmark's dtype (bf16 as raw halves of the same size for timing).
-std::vector<std::uint16_t> halves(std::int64_t n) { return std::vector<std::uint16_t>(static_cast<std::size_t>(n), 0x3f80); }
+std::vector<std::uint16_t> halves(std::int64_t n) {
+    return std::vector<std::uint16_t>(static_cast<std::size_t>(n), 0x3f80);
+}
 
 CpuBackend backend_for(const benchmark::State& st) {
     return CpuBackend(CpuBackendOptions{.threads = static_cast<int>(st.range(0))});
@@ -34,18 +36,37 @@ void BM_gemm_mlp(benchmark::State& st) {  // gate projection (T, C) x (F, C)^T
     CpuBackend be = backend_for(st);
     auto x = randn(T * C, 1), w = randn(F * C, 2);
     std::vector<float> y(T * F);
-    const GemmArgs g{.m = T, .n = F, .k = C, .trans_b = true, .a = x.data(), .lda = C, .b = w.data(), .ldb = C,
-                     .c = y.data(), .ldc = F};
+    const GemmArgs g{.m = T,
+                     .n = F,
+                     .k = C,
+                     .trans_b = true,
+                     .a = x.data(),
+                     .lda = C,
+                     .b = w.data(),
+                     .ldb = C,
+                     .c = y.data(),
+                     .ldc = F};
     for (auto _ : st) be.gemm(g, {});
-    st.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * F * C, benchmark::Counter::kIsIterationInvariantRate,
-                                                benchmark::Counter::kIs1000);
+    st.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * T * F * C, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 void BM_gemm_mlp_bf16(benchmark::State& st) {
     CpuBackend be = backend_for(st);
     auto x = halves(T * C), w = halves(F * C), y = halves(T * F);
-    const GemmArgs g{.m = T, .n = F, .k = C, .trans_b = true, .a = x.data(), .lda = C, .b = w.data(), .ldb = C,
-                     .c = y.data(), .ldc = F, .a_dtype = DType::bf16, .b_dtype = DType::bf16, .c_dtype = DType::bf16};
+    const GemmArgs g{.m = T,
+                     .n = F,
+                     .k = C,
+                     .trans_b = true,
+                     .a = x.data(),
+                     .lda = C,
+                     .b = w.data(),
+                     .ldb = C,
+                     .c = y.data(),
+                     .ldc = F,
+                     .a_dtype = DType::bf16,
+                     .b_dtype = DType::bf16,
+                     .c_dtype = DType::bf16};
     std::vector<float> ws(be.gemm_workspace_bytes(g) / 4);
     for (auto _ : st) be.gemm(g, {ws.data(), ws.size() * 4});
 }
@@ -57,14 +78,30 @@ struct Attention {
     const AttentionShape shape{B, S, H, KV, D};
     const std::int64_t stride = (H + 2 * KV) * D;
     AttentionForwardArgs forward() {
-        return {.shape = shape, .q = qkv.data(), .k = qkv.data() + H * D, .v = qkv.data() + (H + KV) * D,
-                .q_stride = stride, .k_stride = stride, .v_stride = stride, .out = out.data(),
-                .out_stride = H * D, .probs = probs.data()};
+        return {.shape = shape,
+                .q = qkv.data(),
+                .k = qkv.data() + H * D,
+                .v = qkv.data() + (H + KV) * D,
+                .q_stride = stride,
+                .k_stride = stride,
+                .v_stride = stride,
+                .out = out.data(),
+                .out_stride = H * D,
+                .probs = probs.data()};
     }
     AttentionBackwardArgs backward() {
-        return {.shape = shape, .q = qkv.data(), .k = qkv.data() + H * D, .v = qkv.data() + (H + KV) * D,
-                .q_stride = stride, .k_stride = stride, .v_stride = stride, .probs = probs.data(),
-                .dout = dout.data(), .dout_stride = H * D, .dq = dqkv.data(), .dk = dqkv.data() + H * D,
+        return {.shape = shape,
+                .q = qkv.data(),
+                .k = qkv.data() + H * D,
+                .v = qkv.data() + (H + KV) * D,
+                .q_stride = stride,
+                .k_stride = stride,
+                .v_stride = stride,
+                .probs = probs.data(),
+                .dout = dout.data(),
+                .dout_stride = H * D,
+                .dq = dqkv.data(),
+                .dk = dqkv.data() + H * D,
                 .dv = dqkv.data() + (H + KV) * D};
     }
 };
@@ -112,8 +149,13 @@ void BM_cross_entropy(benchmark::State& st) {
     std::vector<float> dz(T * V), losses(T);
     std::vector<std::int32_t> targets(T);
     for (std::int64_t i = 0; i < T; ++i) targets[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i * 7 % V);
-    const CrossEntropyArgs args{.rows = T, .vocab = V, .logits = z.data(), .targets = targets.data(),
-                                .losses = losses.data(), .dlogits = dz.data(), .grad_scale = 1.0f / T};
+    const CrossEntropyArgs args{.rows = T,
+                                .vocab = V,
+                                .logits = z.data(),
+                                .targets = targets.data(),
+                                .losses = losses.data(),
+                                .dlogits = dz.data(),
+                                .grad_scale = 1.0f / T};
     for (auto _ : st) be.cross_entropy(args);
 }
 

@@ -5,9 +5,9 @@
 #include <random>
 #include <vector>
 
-#include "estimate/estimate.h"
 #include "core/pareto.h"
 #include "core/presets.h"
+#include "estimate/estimate.h"
 
 namespace {
 

@@ -28,7 +28,9 @@ constexpr std::size_t kTrials = 10'000;
 // The 10,000-trial database, made on first use and removed at exit.
 class BigSweep {
 public:
-    BigSweep() : path_((std::filesystem::temp_directory_path() / fmt::format("tune-bench-report-{}.db", ::getpid())).string()) {
+    BigSweep()
+        : path_(
+              (std::filesystem::temp_directory_path() / fmt::format("tune-bench-report-{}.db", ::getpid())).string()) {
         remove();
         Store db(path_, Store::Mode::read_write);
         test::FixtureSweep f;

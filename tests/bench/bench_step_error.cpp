@@ -24,11 +24,11 @@
 #include "driver/calibration.h"
 #include "driver/collective_probes.h"
 #include "driver/plan.h"
-#include "probe/sweep_probes.h"
 #include "estimate/estimate.h"
 #include "estimate/estimate_time.h"
-#include "sweep/spec.h"
+#include "probe/sweep_probes.h"
 #include "store/store.h"
+#include "sweep/spec.h"
 
 namespace {
 
@@ -51,18 +51,19 @@ void score(const char* label, const SweepSpec& spec, const std::vector<TrialReco
         const Estimate uncalibrated = estimate(spec.model, c, spec.hardware, base);
         before.push_back(error_pct(uncalibrated.step_s, *t.median_step_s));
         if (calibration.observations() > 0)
-            online.push_back(error_pct(estimate(spec.model, c, spec.hardware, calibration.options()).step_s,
-                                       *t.median_step_s));
+            online.push_back(
+                error_pct(estimate(spec.model, c, spec.hardware, calibration.options()).step_s, *t.median_step_s));
         TrialResult seen = t.result;
         seen.estimate = estimate(spec.model, c, spec.hardware, calibration.options());
         calibration.observe(seen, uncalibrated);
     }
     for (const TrialRecord& t : ok)
-        in_sample.push_back(error_pct(estimate(spec.model, t.result.config, spec.hardware, calibration.options()).step_s,
-                                      *t.median_step_s));
-    fmt::print("{:<10} trials {:>3} | median |step-time error|: before calibration {:5.1f}% | after, online {:5.1f}% "
-               "| after, in-sample {:5.1f}%\n",
-               label, ok.size(), median(before), median(online), median(in_sample));
+        in_sample.push_back(error_pct(
+            estimate(spec.model, t.result.config, spec.hardware, calibration.options()).step_s, *t.median_step_s));
+    fmt::print(
+        "{:<10} trials {:>3} | median |step-time error|: before calibration {:5.1f}% | after, online {:5.1f}% "
+        "| after, in-sample {:5.1f}%\n",
+        label, ok.size(), median(before), median(online), median(in_sample));
 }
 
 // One row per trial and model: the dimensions, measured seconds, estimated seconds and terms.
@@ -71,11 +72,13 @@ void write_rows(std::FILE* out, const char* label, const SweepSpec& spec, const 
     for (const TrialRecord& t : ok) {
         const TrialConfig& c = t.result.config;
         const StepTime s = step_time(spec.model, c, spec.hardware, base);
-        fmt::print(out, "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.4f}\n",
-                   label, t.id, to_string(c.optimizer), to_string(c.precision), c.zero_stage, c.grad_accum,
-                   c.micro_batch, c.context, to_string(c.checkpointing), to_string(c.attention), to_string(c.method),
-                   c.world_size, t.timed_steps, *t.median_step_s, s.step_s, s.compute_s, s.attention_s, s.optimizer_s,
-                   s.comm_s, s.dequantize_s, s.elementwise_s, t.step_cv.value_or(0));
+        fmt::print(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.4f}\n",
+            label, t.id, to_string(c.optimizer), to_string(c.precision), c.zero_stage, c.grad_accum, c.micro_batch,
+            c.context, to_string(c.checkpointing), to_string(c.attention), to_string(c.method), c.world_size,
+            t.timed_steps, *t.median_step_s, s.step_s, s.compute_s, s.attention_s, s.optimizer_s, s.comm_s,
+            s.dequantize_s, s.elementwise_s, t.step_cv.value_or(0));
     }
 }
 
@@ -97,16 +100,17 @@ int main(int argc, char** argv) {
     for (auto& t : store.trials({sweep->id, TrialStatus::ok, false, false}))
         if (t.median_step_s && *t.median_step_s > 0) ok.push_back(std::move(t));
     // In the order they ran: the online calibration learns as the sweep did.
-    std::stable_sort(ok.begin(), ok.end(), [](const TrialRecord& a, const TrialRecord& b) {
-        return a.started_at < b.started_at;
-    });
+    std::stable_sort(ok.begin(), ok.end(),
+                     [](const TrialRecord& a, const TrialRecord& b) { return a.started_at < b.started_at; });
     const EstimateOptions nominal = base_estimate_options(spec);
     std::FILE* csv = nullptr;
     if (const char* path = std::getenv("TUNE_STEP_ERROR_CSV"); path && *path) {
         csv = std::fopen(path, "w");
         if (csv)
-            std::fputs("model,id,optimizer,precision,zero,accum,micro,context,ckpt,attention,method,world,steps,"
-                       "measured_s,estimated_s,compute_s,attention_s,optimizer_s,comm_s,dequantize_s,elementwise_s,cv\n", csv);
+            std::fputs(
+                "model,id,optimizer,precision,zero,accum,micro,context,ckpt,attention,method,world,steps,"
+                "measured_s,estimated_s,compute_s,attention_s,optimizer_s,comm_s,dequantize_s,elementwise_s,cv\n",
+                csv);
     }
     score("nominal", spec, ok, nominal);
     if (csv) write_rows(csv, "nominal", spec, ok, nominal);
@@ -117,9 +121,9 @@ int main(int argc, char** argv) {
         std::optional<Store> cache;
         if (const char* path = std::getenv("TUNE_STEP_ERROR_PROBE_CACHE"); path && *path)
             cache.emplace(path, Store::Mode::read_write);
-        const probe::SweepProbes p = probe::probes_for_sweep(
-            spec, threads, cache ? &*cache : nullptr, {"bench", "bench", ""}, !cache, {},
-            collective_prober(spec, {argv[3], "probe-collectives"}, 0.02, threads));
+        const probe::SweepProbes p =
+            probe::probes_for_sweep(spec, threads, cache ? &*cache : nullptr, {"bench", "bench", ""}, !cache, {},
+                                    collective_prober(spec, {argv[3], "probe-collectives"}, 0.02, threads));
         EstimateOptions probed = nominal;
         probed.probed = p.rates;
         fmt::print("probes: {} {} in {:.1f} s ({} collectives)\n", p.records.size(), p.cached ? "cached" : "measured",

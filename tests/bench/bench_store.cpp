@@ -37,7 +37,8 @@ TrialConfig config(int i) {
 
 Estimate estimate(int i) {
     Estimate e;
-    for (std::size_t k = 0; k < kComponentCount; ++k) e.memory.bytes[k] = (k + 1) * 1000 + static_cast<std::uint64_t>(i);
+    for (std::size_t k = 0; k < kComponentCount; ++k)
+        e.memory.bytes[k] = (k + 1) * 1000 + static_cast<std::uint64_t>(i);
     e.memory.peak = e.memory.total();
     e.memory.peak_phase = "optimizer-step";
     e.step_s = 0.1;
@@ -50,7 +51,8 @@ TrialResult result(const TrialConfig& c, int i) {
     TrialResult r;
     r.status = TrialStatus::ok;
     r.config = c;
-    for (std::size_t k = 0; k < kComponentCount; ++k) r.memory.bytes[k] = (k + 1) * 2000 + static_cast<std::uint64_t>(i);
+    for (std::size_t k = 0; k < kComponentCount; ++k)
+        r.memory.bytes[k] = (k + 1) * 2000 + static_cast<std::uint64_t>(i);
     r.memory.peak = r.memory.total();
     r.memory.peak_phase = "optimizer-step";
     r.rank_peaks = {r.memory.peak};
@@ -88,11 +90,13 @@ void BM_RecordResult(benchmark::State& state) {
     std::size_t next = 0;
     for (auto _ : state) {
         const auto& t = rows[next % rows.size()];
-        db.record_result(t.id, result(t.result.config, static_cast<int>(next)), "tail", now_timestamp(), now_timestamp());
+        db.record_result(t.id, result(t.result.config, static_cast<int>(next)), "tail", now_timestamp(),
+                         now_timestamp());
         ++next;
     }
     state.SetItemsProcessed(state.iterations());
-    state.counters["records_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+    state.counters["records_per_s"] =
+        benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_RecordResult)->Iterations(20000)->UseRealTime()->Unit(benchmark::kMicrosecond);
 

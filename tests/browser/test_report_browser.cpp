@@ -19,8 +19,9 @@ namespace {
 
 void require_chromium() {
     if (test::chromium_path().empty())
-        FAIL("headless Chromium is needed for the browser tests and was not found at /usr/bin/chromium "
-             "(install it with scripts/install-deps.sh --with-test-extras, or set TUNE_CHROMIUM)");
+        FAIL(
+            "headless Chromium is needed for the browser tests and was not found at /usr/bin/chromium "
+            "(install it with scripts/install-deps.sh --with-test-extras, or set TUNE_CHROMIUM)");
 }
 
 std::filesystem::path artifacts_dir() {
@@ -55,9 +56,10 @@ TEST_CASE("the browser checks notice console errors and page requests (control p
     require_chromium();
     const auto dir = test::report_scratch_dir("browser-control");
     const auto page = dir / "control.html";
-    std::ofstream(page) << "<!DOCTYPE html><html><body><img src=\"http://127.0.0.1:9/x.png\">"
-                           "<script>console.error('control'); fetch('http://127.0.0.1:9/y').catch(function(){});</script>"
-                           "</body></html>";
+    std::ofstream(page)
+        << "<!DOCTYPE html><html><body><img src=\"http://127.0.0.1:9/x.png\">"
+           "<script>console.error('control'); fetch('http://127.0.0.1:9/y').catch(function(){});</script>"
+           "</body></html>";
     const test::BrowserRun run = test::load_page(page, dir / "run");
     REQUIRE(run.exit_code == 0);
     CHECK(run.log.find(":CONSOLE") != std::string::npos);
@@ -170,8 +172,8 @@ TEST_CASE("the polished report in Chromium: what to run first, a readable trials
     const auto dir = test::report_scratch_dir("browser-polish");
     const Store tiny(test::tiny_fixture_db(dir), Store::Mode::read_only);
     const Store fixture(test::report_fixture_db(dir), Store::Mode::read_only);
-    const std::vector<std::tuple<std::string, const Store*, std::string>> reports{
-        {"tiny", &tiny, "tiny-demo"}, {"h100", &fixture, "h100-demo"}};
+    const std::vector<std::tuple<std::string, const Store*, std::string>> reports{{"tiny", &tiny, "tiny-demo"},
+                                                                                  {"h100", &fixture, "h100-demo"}};
     for (const auto& [name, db, sweep] : reports) {
         INFO(name);
         const auto page = dir / ("polish-" + name + ".html");

@@ -23,8 +23,10 @@ constexpr std::uint64_t kSeed = 20240611;  // tune selftest's default seed
 inline double margin(const st::CaseResult& r) {
     double most = 0;
     for (const auto& o : r.outputs) {
-        const double nmse = o.tolerance.max_nmse > 0 ? o.stats.nmse / o.tolerance.max_nmse : (o.stats.nmse > 0 ? 1e9 : 0);
-        const double abs = o.tolerance.max_abs > 0 ? o.stats.max_abs / o.tolerance.max_abs : (o.stats.max_abs > 0 ? 1e9 : 0);
+        const double nmse =
+            o.tolerance.max_nmse > 0 ? o.stats.nmse / o.tolerance.max_nmse : (o.stats.nmse > 0 ? 1e9 : 0);
+        const double abs =
+            o.tolerance.max_abs > 0 ? o.stats.max_abs / o.tolerance.max_abs : (o.stats.max_abs > 0 ? 1e9 : 0);
         most = std::max({most, nmse, abs});
     }
     return most;
@@ -40,8 +42,8 @@ inline std::string run_cases(const std::vector<st::Case>& all, const std::vector
     auto cuda = tune::kernels::make_cuda_backend(0);
     int ran = 0;
     for (const auto& c : all) {
-        const bool wanted = std::any_of(prefixes.begin(), prefixes.end(),
-                                        [&](const std::string& p) { return c.op.rfind(p, 0) == 0; });
+        const bool wanted =
+            std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return c.op.rfind(p, 0) == 0; });
         if (!wanted) continue;
         ++ran;
         const st::CaseResult r = st::run_case(c, reference, *cuda, kSeed);

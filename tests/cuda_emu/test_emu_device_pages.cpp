@@ -8,19 +8,21 @@
 #include <vector>
 
 #include "core/presets.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "tests/gpu/device_pages_case.h"
+#include "tests/support/trainer_fixture.h"
 #include "train/comm/comm.h"
 #include "train/io/data.h"
 #include "train/memory/memory.h"
 #include "train/trainer.h"
-#include "kernels/cuda/cuda_backend.h"
-#include "tests/gpu/device_pages_case.h"
-#include "tests/support/trainer_fixture.h"
 
 using namespace tune;
 using train::Allocator;
 using train::Buffer;
 
-TEST_CASE("emulated device: device pages are backed, moved with their contents and released, what the device cannot hold backs nothing") {
+TEST_CASE(
+    "emulated device: device pages are backed, moved with their contents and released, what the device cannot hold "
+    "backs nothing") {
     const std::uint64_t total = tune_emu::device_memory_total();
     tune_emu::set_device_memory(tune_emu::device_memory_used() + (256ull << 20));  // the failing back() stays short
     tune::test::check_device_pages();
@@ -47,7 +49,7 @@ TEST_CASE("emulated device: large buffers are driver pages, moved with their con
         CHECK(memory.min_page_buffer_bytes() == page);
         Buffer a = memory.allocate(Component::activations, 3 * page);
         Buffer b = memory.allocate(Component::activations, 2 * page - 100);  // rounded up to 2 pages
-        Buffer small = memory.allocate(Component::activations, page - 1);      // from the stream-ordered pool
+        Buffer small = memory.allocate(Component::activations, page - 1);    // from the stream-ordered pool
         CHECK(tune_emu::device_pages_bytes() - before == 5 * page);
         CHECK(memory.pages_in_use() == 5 * page);
 

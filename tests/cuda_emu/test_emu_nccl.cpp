@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "core/presets.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/error.h"
 #include "train/comm/comm_error.h"
 #include "train/comm/comm_nccl.h"
 #include "train/trial.h"
-#include "kernels/cuda/cuda_backend.h"
-#include "kernels/error.h"
 
 using namespace tune;
 

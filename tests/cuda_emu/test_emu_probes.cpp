@@ -6,10 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include "core/presets.h"
+#include "estimate/probed_rates.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "probe/bucket_probe.h"
 #include "probe/optimizer_probe.h"
-#include "estimate/probed_rates.h"
 
 using namespace tune;
 

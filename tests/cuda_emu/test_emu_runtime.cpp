@@ -45,9 +45,7 @@ __global__ void divergent_barrier_kernel(int* out) {
     out[threadIdx.x] = 1;
 }
 
-__global__ void partial_warp_shuffle_kernel(float* out) {
-    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
-}
+__global__ void partial_warp_shuffle_kernel(float* out) { out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1); }
 
 __global__ void vote_kernel(int* out) {
     out[0] = 0;
@@ -228,8 +226,7 @@ TEST_CASE("emulated cuBLASLt refuses what cuBLASLt refuses") {
           CUBLAS_STATUS_INVALID_VALUE);
     CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, a, a, c, c, pref, 4, found, &count) ==
           CUBLAS_STATUS_INVALID_VALUE);  // op(A) (8, 4) times A (8, 4): k differs
-    REQUIRE(cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, c, c, pref, 4, found, &count) ==
-            CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, c, c, pref, 4, found, &count) == CUBLAS_STATUS_SUCCESS);
     REQUIRE(count > 0);
 
     // Default alignment promise is 256 bytes: an operand 4 bytes in is refused; C = A B otherwise.
@@ -245,8 +242,8 @@ TEST_CASE("emulated cuBLASLt refuses what cuBLASLt refuses") {
                          nullptr) == CUBLAS_STATUS_NOT_SUPPORTED);
     CHECK(cublasLtMatmul(handle, desc, &alpha, da, a, db, b, &beta, dc, c, dc, c, &found[0].algo, ws, 0, nullptr) ==
           (found[0].workspaceSize > 0 ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS));
-    REQUIRE(cublasLtMatmul(handle, desc, &alpha, da, a, db, b, &beta, dc, c, dc, c, &found[0].algo, ws, cap,
-                           nullptr) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatmul(handle, desc, &alpha, da, a, db, b, &beta, dc, c, dc, c, &found[0].algo, ws, cap, nullptr) ==
+            CUBLAS_STATUS_SUCCESS);
     std::vector<float> hc(8 * 6);
     cudaMemcpy(hc.data(), dc, hc.size() * 4, cudaMemcpyDeviceToHost);
     for (float v : hc) CHECK(v == 8.0f);  // four products of 1 * 2

@@ -19,6 +19,11 @@
 #include "core/presets.h"
 #include "core/validity.h"
 #include "core/zero_plan.h"
+#include "estimate/estimate.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/math/half.h"
+#include "tests/support/trainer_fixture.h"
 #include "train/comm/comm.h"
 #include "train/comm/comm_nccl.h"
 #include "train/micro_batch_graphs.h"
@@ -26,11 +31,6 @@
 #include "train/selftest_training.h"
 #include "train/trainer.h"
 #include "train/trial.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/cuda/cuda_backend.h"
-#include "kernels/math/half.h"
-#include "estimate/estimate.h"
-#include "tests/support/trainer_fixture.h"
 
 using namespace tune;
 
@@ -278,8 +278,8 @@ TEST_CASE("emulated device: a micro-batch whose capture fails runs eagerly, and 
     train::SingleRankComm comm;
     train::Allocator memory(*backend, 0);
     const train::ParamLayout layout = train::make_param_layout(m, 1, 256);
-    train::ModelState state(*backend, memory, layout, train::precision_plan(Precision::fp32), true, zero_plan(0),
-                              comm, {});
+    train::ModelState state(*backend, memory, layout, train::precision_plan(Precision::fp32), true, zero_plan(0), comm,
+                            {});
     train::MicroBatchGraphs graphs(*backend, memory, state);
     train::Buffer out = memory.allocate(Component::activations, 4);
     const std::uint64_t live = memory.live();

@@ -63,9 +63,15 @@ __global__ void fault_kernel(float* out, const float* in, int which) {
         case 0:
             if (threadIdx.x < 16) wmma::store_matrix_sync(out, acc, 16, wmma::mem_row_major);
             break;
-        case 1: wmma::load_matrix_sync(acc, in + (threadIdx.x % 2) * 16, 16, wmma::mem_row_major); break;
-        case 2: wmma::load_matrix_sync(acc, in + 4, 16, wmma::mem_row_major); break;
-        default: wmma::load_matrix_sync(acc, in + 16, 16, wmma::mem_row_major); break;
+        case 1:
+            wmma::load_matrix_sync(acc, in + (threadIdx.x % 2) * 16, 16, wmma::mem_row_major);
+            break;
+        case 2:
+            wmma::load_matrix_sync(acc, in + 4, 16, wmma::mem_row_major);
+            break;
+        default:
+            wmma::load_matrix_sync(acc, in + 16, 16, wmma::mem_row_major);
+            break;
     }
 }
 
@@ -111,8 +117,8 @@ void check_product(wmma::layout_t layout) {
             INFO("m " << m << " n " << n);
             CHECK(c[rows ? m * 16 + n : n * 16 + m] == Approx(want).margin(1e-5));
         }
-    for (const void* p : {static_cast<const void*>(d_c), static_cast<const void*>(d_a),
-                          static_cast<const void*>(d_b), static_cast<const void*>(d_c0)})
+    for (const void* p : {static_cast<const void*>(d_c), static_cast<const void*>(d_a), static_cast<const void*>(d_b),
+                          static_cast<const void*>(d_c0)})
         cudaFree(const_cast<void*>(p));
 }
 

@@ -46,10 +46,12 @@ TEST_CASE("fuzz: mutated config.json through validate (hf_config) and tune trial
         const std::string text = i % 2 == 0 ? m.mutate(config) : m.mutate_json(parsed).dump(2);
         spit(model / "config.json", text);
         fs::copy_file(kTiny / "model.safetensors", model / "model.safetensors");
-        spit(model / "sweep.toml", "[model]\nhf_config = \"config.json\"\n[hardware]\ndevice = \"cpu\"\n[space]\ncontext = [16]\n");
+        spit(model / "sweep.toml",
+             "[model]\nhf_config = \"config.json\"\n[hardware]\ndevice = \"cpu\"\n[space]\ncontext = [16]\n");
         f.run({"validate", (model / "sweep.toml").string()}, model);
         if (i % 3 == 0)
-            f.run({"trial", "--init", model.string(), "--steps", "1", "--warmup", "0", "--context", "16", "--threads", "1"},
+            f.run({"trial", "--init", model.string(), "--steps", "1", "--warmup", "0", "--context", "16", "--threads",
+                   "1"},
                   model, true);
     }
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -67,7 +67,8 @@ TEST_CASE("memory statistics see the context and the pool's high-water mark") {
     CHECK(cuda_device_used_bytes(0) > 0);
 }
 
-TEST_CASE("device pages are backed, moved with their contents and released, what the device cannot hold backs nothing") {
+TEST_CASE(
+    "device pages are backed, moved with their contents and released, what the device cannot hold backs nothing") {
     tune::test::check_device_pages();
 }
 

@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/math/half.h"
 #include "train/comm/comm_error.h"
 #include "train/comm/comm_nccl.h"
 #include "train/selftest_training.h"
-#include "kernels/cuda/cuda_backend.h"
-#include "kernels/math/half.h"
 
 using namespace tune;
 using namespace tune::train;

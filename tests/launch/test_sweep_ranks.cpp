@@ -41,12 +41,14 @@ TEST_CASE("a sweep of 2-rank trials runs ZeRO 0-3 through mpirun and records eve
         CHECK(t["config"]["world_size"] == 2);
         const json& m = t["measured"];
         REQUIRE(m["rank_peaks"].size() == 2);
-        for (const json& peak : m["rank_peaks"]) CHECK(peak.get<std::uint64_t>() <= m["peak_bytes"].get<std::uint64_t>());
+        for (const json& peak : m["rank_peaks"])
+            CHECK(peak.get<std::uint64_t>() <= m["peak_bytes"].get<std::uint64_t>());
         // The sweep's own estimate is recorded: with its margin 0 every configuration fits (the largest
         // peak, 2.72 MB, would not under the 5% default margin of the trial's own estimate).
         CHECK(t["estimate"]["fits"] == true);
         // Above the process baseline (`overhead`, which differs a little between runs and ranks).
-        CHECK(t["estimate"]["peak_bytes"].get<std::uint64_t>() - t["estimate"]["memory"]["overhead"].get<std::uint64_t>() ==
+        CHECK(t["estimate"]["peak_bytes"].get<std::uint64_t>() -
+                  t["estimate"]["memory"]["overhead"].get<std::uint64_t>() ==
               m["peak_bytes"].get<std::uint64_t>() - m["memory"]["overhead"].get<std::uint64_t>());
         comm[{t["config"]["optimizer"].get<std::string>(), t["config"]["zero_stage"].get<int>()}] =
             m["comm_bytes"].get<std::uint64_t>();

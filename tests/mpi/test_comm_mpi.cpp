@@ -6,25 +6,27 @@
 // rank whatever the checks say, so a failed CHECK cannot leave a rank waiting.
 #include <catch2/catch.hpp>
 
-#include <cstdint>
 #include <sys/resource.h>
+#include <cstdint>
 #include <vector>
 
-#include "train/comm/comm_error.h"
-#include "train/comm/comm_mpi.h"
 #include "kernels/math/half.h"
 #include "tests/mpi/mpi_session.h"
+#include "train/comm/comm_error.h"
+#include "train/comm/comm_mpi.h"
 
 namespace {
 
+using tune::kernels::DType;
 using tune::train::CommError;
 using tune::train::MpiComm;
 using tune::train::ReduceOp;
-using tune::kernels::DType;
 namespace math = tune::math;
 
 // Rank r's contribution to element i: exact in every float dtype for i < 64.
-float contribution(int rank, std::int64_t i) { return static_cast<float>(rank + 1) + 0.5f * static_cast<float>(i % 64); }
+float contribution(int rank, std::int64_t i) {
+    return static_cast<float>(rank + 1) + 0.5f * static_cast<float>(i % 64);
+}
 
 float sum_over_ranks(int n, std::int64_t i) {
     float s = 0;

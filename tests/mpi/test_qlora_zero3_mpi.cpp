@@ -9,14 +9,14 @@
 #include <cmath>
 
 #include "core/presets.h"
+#include "estimate/estimate.h"
+#include "estimate/estimate_time.h"
+#include "kernels/math/nf4.h"
+#include "tests/mpi/mpi_session.h"
+#include "tests/support/trainer_fixture.h"
 #include "train/comm/comm_mpi.h"
 #include "train/trainer.h"
 #include "train/trial.h"
-#include "kernels/math/nf4.h"
-#include "estimate/estimate.h"
-#include "estimate/estimate_time.h"
-#include "tests/mpi/mpi_session.h"
-#include "tests/support/trainer_fixture.h"
 
 namespace {
 
@@ -65,8 +65,9 @@ TEST_CASE("qlora at ZeRO stage 3: every rank's memory equals the estimate, byte 
     CHECK(runs == 5 * 3 * 2);
 }
 
-TEST_CASE("qlora at ZeRO stage 3: each rank keeps 1/N of the NF4 blocks, lora and qlora gathers move what the estimator says",
-          "[mpi][zero][qlora]") {
+TEST_CASE(
+    "qlora at ZeRO stage 3: each rank keeps 1/N of the NF4 blocks, lora and qlora gathers move what the estimator says",
+    "[mpi][zero][qlora]") {
     train::MpiComm comm(test::mpi_runtime());  // counts from zero
     const int n = comm.world_size();
     const TrialConfig c = qlora_config(Optimizer::adamw, Precision::bf16_mixed, n);
@@ -80,9 +81,9 @@ TEST_CASE("qlora at ZeRO stage 3: each rank keeps 1/N of the NF4 blocks, lora an
     // the rest of params is the rank's shard of the adapters' bf16 weights.
     const train::ParamLayout adapters =
         train::make_adapter_layout(c.model, c.lora_rank, c.lora_targets, c.world_size, c.adam8bit_block);
-    const std::uint64_t base = c.model.layers * (static_cast<std::uint64_t>(math::nf4_sizes(shard.shard).bytes) +
-                                                 2 * c.model.hidden * 2) +
-                               static_cast<std::uint64_t>(layout.outer.shard) * 2;
+    const std::uint64_t base =
+        c.model.layers * (static_cast<std::uint64_t>(math::nf4_sizes(shard.shard).bytes) + 2 * c.model.hidden * 2) +
+        static_cast<std::uint64_t>(layout.outer.shard) * 2;
     CHECK(r.memory[Component::params] == base + static_cast<std::uint64_t>(adapters.layers * adapters.layer.shard) * 2);
     // Against the whole NF4 layer one rank keeps below stage 3.
     CHECK(math::nf4_sizes(shard.shard).bytes < math::nf4_sizes(layout.layer.padded).bytes);

@@ -17,14 +17,14 @@
 
 #include "core/presets.h"
 #include "core/tensor_parallel.h"
-#include "train/comm/comm_mpi.h"
-#include "train/lora.h"
-#include "train/trainer.h"
-#include "train/trial.h"
 #include "estimate/estimate.h"
 #include "estimate/tensor_parallel_calls.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
+#include "train/comm/comm_mpi.h"
+#include "train/lora.h"
+#include "train/trainer.h"
+#include "train/trial.h"
 
 namespace {
 
@@ -74,8 +74,8 @@ train::ParallelRank parallel_rank(const train::Comm& comm, const TrialConfig& c)
 // Each adapter gradient of this tensor-parallel rank against the whole adapter's at the elements its shard
 // holds (replicated tensors whole): ||mine - theirs|| / ||theirs||, checked against `tolerance`. Returns
 // that over all the rank's adapters.
-double check_adapter_grads(const train::HostParams& g, const train::HostParams& ref,
-                           const train::ParamLayout& mine, const train::LayoutSource& from, double tolerance) {
+double check_adapter_grads(const train::HostParams& g, const train::HostParams& ref, const train::ParamLayout& mine,
+                           const train::LayoutSource& from, double tolerance) {
     double all_diff = 0, all_norm = 0;
     for (std::size_t i = 0; i < mine.buffers(); ++i)
         for (std::size_t t = 0; t < mine.flat(i).tensors.size(); ++t) {
@@ -204,9 +204,9 @@ TEST_CASE("Qwen3's q/k norms under tensor parallelism: their weights' gradients 
         test::TrainerRig single(one, train::synthetic_tokens(one.seed, one.model.vocab));
         single.trainer->compute_gradients();
         const train::HostParams g = split_trainer.model().download_grads(),
-                                  ref = single.trainer->model().download_grads();
+                                ref = single.trainer->model().download_grads();
         for (train::LayerTensor t : {train::LayerTensor::q_norm, train::LayerTensor::k_norm,
-                                       train::LayerTensor::attn_norm, train::LayerTensor::mlp_norm}) {
+                                     train::LayerTensor::attn_norm, train::LayerTensor::mlp_norm}) {
             const train::TensorView& mine = split_trainer.layout().at(t);
             const train::TensorView& theirs = single.trainer->layout().at(t);
             double most = 0, scale = 0;
@@ -326,7 +326,7 @@ TEST_CASE("the bytes the tensor-parallel collectives move equal the schedule's",
         TrialConfig c = tp_config(Optimizer::adamw, n, n, 0, sp);  // one replica: no data-parallel traffic
         c.checkpointing = ck, c.grad_accum = 2, c.method = method, c.lora_rank = 4;
         c.model.kv_heads = ck == Checkpointing::full ? 1 : 4;  // KV heads shared by the ranks, or split
-        train::MpiComm fresh(test::mpi_runtime());           // counts from zero
+        train::MpiComm fresh(test::mpi_runtime());             // counts from zero
         const TrialResult r = train::run_trial(c, test::quiet_trial(), fresh);
         INFO(summary(c) << ": " << r.reason);
         REQUIRE(r.status == TrialStatus::ok);

@@ -17,12 +17,12 @@
 #include <fmt/format.h>
 
 #include "core/presets.h"
-#include "train/comm/comm_mpi.h"
-#include "train/param_layout.h"
-#include "train/trial.h"
 #include "estimate/estimate_time.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
+#include "train/comm/comm_mpi.h"
+#include "train/param_layout.h"
+#include "train/trial.h"
 
 namespace {
 
@@ -64,14 +64,23 @@ std::uint64_t expected_bytes(const TrialConfig& c) {
     const std::uint64_t reduce_buckets = layers * ring.part(pl) + 2 * ring.part(po);
     std::uint64_t total = 0;
     switch (c.zero_stage) {
-        case 0: total = layers * ring.all_reduce(pl) + ring.all_reduce(po); break;
-        case 1: total = layers * ring.part(pl) + ring.part(po) + gather_all; break;
-        case 2: total = ga * reduce_buckets + gather_all; break;
-        default: total = ga * (stage3_gathers + reduce_buckets); break;
+        case 0:
+            total = layers * ring.all_reduce(pl) + ring.all_reduce(po);
+            break;
+        case 1:
+            total = layers * ring.part(pl) + ring.part(po) + gather_all;
+            break;
+        case 2:
+            total = ga * reduce_buckets + gather_all;
+            break;
+        default:
+            total = ga * (stage3_gathers + reduce_buckets);
+            break;
     }
     if (c.zero_stage >= 1) total += ring.all_reduce(4);  // the global norm's partial sum
     if (c.zero_stage >= 1 && c.optimizer == Optimizer::adafactor) {
-        total += layers * (ring.all_reduce(4 * adafactor_sums(layout.layer)) + ring.all_reduce(4 * layout.layer.tensors.size()));
+        total += layers *
+                 (ring.all_reduce(4 * adafactor_sums(layout.layer)) + ring.all_reduce(4 * layout.layer.tensors.size()));
         total += ring.all_reduce(4 * adafactor_sums(layout.outer)) + ring.all_reduce(4 * layout.outer.tensors.size());
     }
     return total;
@@ -99,10 +108,12 @@ TEST_CASE("each ZeRO stage moves the bytes the theory says, per step", "[mpi][ze
                     REQUIRE(r.status == TrialStatus::ok);
                     CHECK(r.comm_bytes == expected_bytes(c));
                     const double predicted = step_time(c.model, c, *find_device("cpu"), EstimateOptions{}).comm_bytes;
-                    const double err = std::abs(predicted - static_cast<double>(r.comm_bytes)) / static_cast<double>(r.comm_bytes);
+                    const double err =
+                        std::abs(predicted - static_cast<double>(r.comm_bytes)) / static_cast<double>(r.comm_bytes);
                     INFO("estimated " << predicted << " bytes, measured " << r.comm_bytes);
                     CHECK(err <= 0.01);
                     worst_estimate = std::max(worst_estimate, err);
                 }
-    if (comm.rank() == 0) WARN(fmt::format("{} ranks: worst estimator comm-volume error {:.3f}%", n, 100 * worst_estimate));
+    if (comm.rank() == 0)
+        WARN(fmt::format("{} ranks: worst estimator comm-volume error {:.3f}%", n, 100 * worst_estimate));
 }

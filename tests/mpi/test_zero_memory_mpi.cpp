@@ -5,18 +5,18 @@
 // and 4 ranks (ctest mpi_ranks_2, mpi_ranks_4).
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "core/presets.h"
 #include "core/validity.h"
-#include "train/comm/comm_mpi.h"
-#include "train/param_layout.h"
-#include "train/trial.h"
 #include "estimate/estimate.h"
 #include "estimate/flat_layout.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
+#include "train/comm/comm_mpi.h"
+#include "train/param_layout.h"
+#include "train/trial.h"
 
 namespace {
 
@@ -102,7 +102,8 @@ TEST_CASE("model states per rank shrink with N as the ZeRO stages say", "[mpi][z
             // Sharded components hold 1/N of the single-rank bytes, up to the
             // padding of each of the L + 1 buffers to N equal aligned shards.
             // At most 8 bytes per element (AdamW's m and v) times one alignment unit per buffer.
-            const double slack = 8.0 * static_cast<double>((many.model.layers + 1) * flat_alignment(many.adam8bit_block));
+            const double slack =
+                8.0 * static_cast<double>((many.model.layers + 1) * flat_alignment(many.adam8bit_block));
             auto check = [&](Component k, bool is_sharded) {
                 if (!is_sharded) {  // whole, padded to N shards: at most N alignment units more per buffer
                     CHECK(rn.memory[k] >= r1.memory[k]);
@@ -115,8 +116,10 @@ TEST_CASE("model states per rank shrink with N as the ZeRO stages say", "[mpi][z
             };
             check(Component::master, stage >= 1);
             // 8-bit Adam's small tensors keep replicated full-width state (§2), so only its codes shrink.
-            if (o == Optimizer::adam8bit && stage >= 1) CHECK(rn.memory[Component::optim] < r1.memory[Component::optim]);
-            else check(Component::optim, stage >= 1);
+            if (o == Optimizer::adam8bit && stage >= 1)
+                CHECK(rn.memory[Component::optim] < r1.memory[Component::optim]);
+            else
+                check(Component::optim, stage >= 1);
             check(Component::grads, stage >= 2);
             check(Component::params, stage >= 3);
             if (stage >= 1) CHECK(model_state_bytes(rn.memory) < model_state_bytes(r1.memory));

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "train/comm/comm_mpi.h"
-#include "train/trainer.h"
 #include "tests/mpi/mpi_session.h"
 #include "tests/support/trainer_fixture.h"
+#include "train/comm/comm_mpi.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -110,4 +110,3 @@ TEST_CASE("a stage-0 trial across ranks: averaged losses, every rank's peak, all
                   static_cast<std::uint64_t>(n);
     CHECK(r.comm_bytes == expect);
 }
-

@@ -44,21 +44,23 @@ inline BrowserRun load_page(const std::filesystem::path& page, const std::filesy
     run.netlog = work / "netlog.json";
     const auto dom = work / "dom.html", log = work / "browser.log";
     const std::string size = window.empty() ? "" : " --window-size=" + window;
-    run.exit_code = run_command(chromium_command(work, "--enable-logging=stderr --v=0 --log-net-log='" + run.netlog.string() +
-                                                           "'" + size + " --virtual-time-budget=15000 --dump-dom 'file://" +
-                                                           page.string() + fragment + "' >'" + dom.string() + "' 2>'" +
-                                                           log.string() + "'"))
-                        .exit_code;
+    run.exit_code =
+        run_command(chromium_command(work, "--enable-logging=stderr --v=0 --log-net-log='" + run.netlog.string() + "'" +
+                                               size + " --virtual-time-budget=15000 --dump-dom 'file://" +
+                                               page.string() + fragment + "' >'" + dom.string() + "' 2>'" +
+                                               log.string() + "'"))
+            .exit_code;
     run.dom = read_text_file(dom);
     run.log = read_text_file(log);
     return run;
 }
 
-inline int screenshot(const std::filesystem::path& page, const std::filesystem::path& png, const std::filesystem::path& work,
-                      int width, int height) {
+inline int screenshot(const std::filesystem::path& page, const std::filesystem::path& png,
+                      const std::filesystem::path& work, int width, int height) {
     return run_command(chromium_command(work, "--hide-scrollbars --window-size=" + std::to_string(width) + "," +
-                                                  std::to_string(height) + " --virtual-time-budget=15000 --screenshot='" +
-                                                  png.string() + "' 'file://" + page.string() + "' >/dev/null 2>&1"))
+                                                  std::to_string(height) +
+                                                  " --virtual-time-budget=15000 --screenshot='" + png.string() +
+                                                  "' 'file://" + page.string() + "' >/dev/null 2>&1"))
         .exit_code;
 }
 
@@ -67,14 +69,16 @@ inline int screenshot(const std::filesystem::path& page, const std::filesystem::
 inline std::vector<std::string> page_requests(const std::filesystem::path& netlog) {
     std::string text = read_text_file(netlog);
     auto log = nlohmann::json::parse(text, nullptr, false);
-    if (log.is_discarded()) log = nlohmann::json::parse(text + "]}", nullptr, false);  // killed before it closed the file
+    if (log.is_discarded())
+        log = nlohmann::json::parse(text + "]}", nullptr, false);  // killed before it closed the file
     if (log.is_discarded()) throw std::runtime_error("unreadable netlog " + netlog.string());
     const int start_job = log["constants"]["logEventTypes"].value("URL_REQUEST_START_JOB", -1);
     std::vector<std::string> urls;
     for (const auto& e : log["events"]) {
         if (e.value("type", -2) != start_job || !e.contains("params")) continue;
         const auto& p = e["params"];
-        if (p.contains("url") && p.value("initiator", "") != "not an origin") urls.push_back(p["url"].get<std::string>());
+        if (p.contains("url") && p.value("initiator", "") != "not an origin")
+            urls.push_back(p["url"].get<std::string>());
     }
     return urls;
 }

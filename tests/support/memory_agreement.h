@@ -6,9 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include "core/presets.h"
-#include "train/trial.h"
 #include "estimate/estimate.h"
 #include "tests/support/trainer_fixture.h"
+#include "train/trial.h"
 
 namespace tune::test {
 

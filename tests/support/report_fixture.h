@@ -20,12 +20,12 @@ struct FixtureSweep {
     std::string host = "gpu-node-01";
     std::string device = "NVIDIA H100 80GB HBM3";
     std::uint64_t device_memory = 80ull << 30;
-    double speed = 1.0;             // throughput relative to the H100 sweep
+    double speed = 1.0;  // throughput relative to the H100 sweep
     std::string model_name = "llama-7b";
-    std::string reason_prefix;      // prepended to every reason (hostile text in the tests)
+    std::string reason_prefix;  // prepended to every reason (hostile text in the tests)
     std::string peak_phase = "lm-head-backward";
-    std::size_t max_trials = 0;     // 0: the whole space
-    bool big_space = false;         // every optimizer, precision, ... (14,400 configurations)
+    std::size_t max_trials = 0;  // 0: the whole space
+    bool big_space = false;      // every optimizer, precision, ... (14,400 configurations)
 };
 
 namespace fixture_detail {
@@ -93,11 +93,16 @@ inline std::vector<TrialConfig> space(const FixtureSweep& f) {
 
 inline double optimizer_state_bytes(Optimizer o, Precision p) {
     switch (o) {
-        case Optimizer::adamw: return 2.0 * state_bytes(p);
-        case Optimizer::lion: return 1.0 * state_bytes(p);
-        case Optimizer::adam8bit: return 2.0;
-        case Optimizer::adafactor: return 0.05;
-        case Optimizer::lomo: return 0.0;
+        case Optimizer::adamw:
+            return 2.0 * state_bytes(p);
+        case Optimizer::lion:
+            return 1.0 * state_bytes(p);
+        case Optimizer::adam8bit:
+            return 2.0;
+        case Optimizer::adafactor:
+            return 0.05;
+        case Optimizer::lomo:
+            return 0.0;
     }
     return 0;
 }
@@ -106,22 +111,30 @@ inline Estimate estimate(const TrialConfig& c) {
     const double n = static_cast<double>(c.model.param_count());
     const double w = c.world_size;
     const double wb = weight_bytes(c.precision);
-    const double act_per_token = c.checkpointing == Checkpointing::none ? 34.0 : c.checkpointing == Checkpointing::selective ? 20.0 : 2.0;
+    const double act_per_token = c.checkpointing == Checkpointing::none        ? 34.0
+                                 : c.checkpointing == Checkpointing::selective ? 20.0
+                                                                               : 2.0;
     const double tokens = double(c.micro_batch) * c.context;
     Estimate e;
     MemoryBreakdown& m = e.memory;
     m[Component::params] = static_cast<std::uint64_t>(n * wb / (c.zero_stage >= 3 ? w : 1));
-    m[Component::grads] = c.optimizer == Optimizer::lomo ? 0 : static_cast<std::uint64_t>(n * wb / (c.zero_stage >= 2 ? w : 1));
-    m[Component::master] = has_master_weights(c.precision) ? static_cast<std::uint64_t>(n * 4 / (c.zero_stage >= 1 ? w : 1)) : 0;
-    m[Component::optim] = static_cast<std::uint64_t>(n * optimizer_state_bytes(c.optimizer, c.precision) / (c.zero_stage >= 1 ? w : 1));
-    m[Component::activations] = static_cast<std::uint64_t>(tokens * double(c.model.hidden) * double(c.model.layers) * act_per_token / 8);
+    m[Component::grads] =
+        c.optimizer == Optimizer::lomo ? 0 : static_cast<std::uint64_t>(n * wb / (c.zero_stage >= 2 ? w : 1));
+    m[Component::master] =
+        has_master_weights(c.precision) ? static_cast<std::uint64_t>(n * 4 / (c.zero_stage >= 1 ? w : 1)) : 0;
+    m[Component::optim] =
+        static_cast<std::uint64_t>(n * optimizer_state_bytes(c.optimizer, c.precision) / (c.zero_stage >= 1 ? w : 1));
+    m[Component::activations] =
+        static_cast<std::uint64_t>(tokens * double(c.model.hidden) * double(c.model.layers) * act_per_token / 8);
     m[Component::logits] = static_cast<std::uint64_t>(tokens * double(c.model.vocab) * 4);
     m[Component::workspace] = 256ull << 20;
     m[Component::comm] = c.zero_stage > 0 ? 512ull << 20 : 128ull << 20;
     m[Component::overhead] = 900ull << 20;
     m.peak = m.total();
     m.peak_phase = "lm-head-backward";
-    const double ckpt_speed = c.checkpointing == Checkpointing::none ? 1.0 : c.checkpointing == Checkpointing::selective ? 0.9 : 0.74;
+    const double ckpt_speed = c.checkpointing == Checkpointing::none        ? 1.0
+                              : c.checkpointing == Checkpointing::selective ? 0.9
+                                                                            : 0.74;
     e.tokens_per_s = 2600.0 * w * ckpt_speed * (1.0 - 0.25 / c.micro_batch) * (1.0 - 0.04 * c.zero_stage) *
                      (1.0 - 0.05 / c.grad_accum) * (c.precision == Precision::fp32 ? 0.3 : 1.0);
     e.step_s = tokens * c.grad_accum * w / e.tokens_per_s;
@@ -132,7 +145,8 @@ inline Estimate estimate(const TrialConfig& c) {
 
 inline std::uint64_t seed_of(const TrialConfig& c) {
     return (std::uint64_t(c.optimizer) * 131 + std::uint64_t(c.precision) * 31 + c.zero_stage) * 1000003ULL +
-           std::uint64_t(c.grad_accum) * 7919 + std::uint64_t(c.checkpointing) * 104729 + c.context * 13ULL + c.micro_batch;
+           std::uint64_t(c.grad_accum) * 7919 + std::uint64_t(c.checkpointing) * 104729 + c.context * 13ULL +
+           c.micro_batch;
 }
 
 inline TrialResult outcome(const TrialConfig& c, const FixtureSweep& f, std::size_t ordinal) {
@@ -142,7 +156,8 @@ inline TrialResult outcome(const TrialConfig& c, const FixtureSweep& f, std::siz
     r.config = c;
     r.estimate = e;
     for (Component comp : kComponents)
-        r.memory[comp] = static_cast<std::uint64_t>(static_cast<double>(e.memory[comp]) * (1.0 + 0.12 * noise(seed + std::uint64_t(comp))));
+        r.memory[comp] = static_cast<std::uint64_t>(static_cast<double>(e.memory[comp]) *
+                                                    (1.0 + 0.12 * noise(seed + std::uint64_t(comp))));
     r.memory.peak = r.memory.total();
     r.memory.peak_phase = f.peak_phase;
     if (ordinal % 23 == 7) {
@@ -166,7 +181,8 @@ inline TrialResult outcome(const TrialConfig& c, const FixtureSweep& f, std::siz
     r.status = TrialStatus::ok;
     r.tokens_per_s = e.tokens_per_s * f.speed * (1.0 + 0.10 * noise(seed ^ 0x5bd1e995));
     r.mfu = e.mfu * r.tokens_per_s / e.tokens_per_s;
-    const double step_ms = static_cast<double>(c.micro_batch) * c.context * c.grad_accum * c.world_size / r.tokens_per_s * 1000;
+    const double step_ms =
+        static_cast<double>(c.micro_batch) * c.context * c.grad_accum * c.world_size / r.tokens_per_s * 1000;
     for (std::uint32_t s = 0; s < c.steps; ++s) {
         r.step_ms.push_back(step_ms * (s < c.warmup ? 1.6 : 1.0 + 0.01 * noise(seed + s)));
         r.losses.push_back(10.4 - 0.05 * s);

@@ -16,7 +16,7 @@ namespace tune::test {
 
 struct HtmlCheck {
     bool ok = true;
-    std::string error;        // the first problem, with its offset
+    std::string error;                  // the first problem, with its offset
     std::vector<std::string> elements;  // every start tag's name, in order
 };
 
@@ -24,7 +24,8 @@ namespace strict_html_detail {
 
 inline std::string lower(std::string_view s) {
     std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return out;
 }
 
@@ -56,8 +57,8 @@ private:
     HtmlCheck fail(std::size_t at, const std::string& what) {
         if (result_.ok) {
             result_.ok = false;
-            result_.error = what + " at offset " + std::to_string(at) + " near: " +
-                            std::string(html_.substr(at > 60 ? at - 60 : 0, 120));
+            result_.error = what + " at offset " + std::to_string(at) +
+                            " near: " + std::string(html_.substr(at > 60 ? at - 60 : 0, 120));
         }
         return result_;
     }
@@ -97,7 +98,8 @@ private:
     std::size_t end_tag(std::size_t i, std::size_t k, const std::string& name) {
         if (k >= html_.size() || html_[k] != '>') return fail(i, "malformed end tag"), html_.size();
         if (stack_.empty() || stack_.back() != name)
-            return fail(i, "</" + name + "> closes <" + (stack_.empty() ? std::string("nothing") : stack_.back()) + ">"),
+            return fail(i,
+                        "</" + name + "> closes <" + (stack_.empty() ? std::string("nothing") : stack_.back()) + ">"),
                    html_.size();
         stack_.pop_back();
         return k + 1;
@@ -117,7 +119,8 @@ private:
             const std::string_view value = html_.substr(k + 2, close - k - 2);
             if (value.find('<') != std::string_view::npos) return fail(k, "'<' in an attribute value"), html_.size();
             for (std::size_t a = 0; a < value.size(); ++a)
-                if (value[a] == '&' && !valid_reference(value, a)) return fail(k, "bare '&' in an attribute"), html_.size();
+                if (value[a] == '&' && !valid_reference(value, a))
+                    return fail(k, "bare '&' in an attribute"), html_.size();
             k = close + 1;
         }
         return fail(k, "unterminated tag"), html_.size();

@@ -48,8 +48,8 @@ inline NewTrial tiny_enumerated(const TrialConfig& c) {
 }
 
 inline const std::string& tiny_long_reason() {
-    static const std::string reason = "out of memory: " + std::string(40, 'x') + " " +
-                                      std::string(600, 'y') + " the end of a very long reason";
+    static const std::string reason =
+        "out of memory: " + std::string(40, 'x') + " " + std::string(600, 'y') + " the end of a very long reason";
     return reason;
 }
 

@@ -9,18 +9,16 @@
 
 #include "core/config.h"
 #include "core/presets.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "train/comm/comm.h"
 #include "train/io/data.h"
 #include "train/trainer.h"
 #include "train/trial.h"
-#include "kernels/cpu/cpu_backend.h"
 
 namespace tune::test {
 
 // A Llama small enough for finite differences: two layers, grouped KV heads.
-inline ModelSpec micro_model() {
-    return ModelSpec{"micro", 32, 16, 2, 4, 2, 24, 64, 1e-5, 10000.0};
-}
+inline ModelSpec micro_model() { return ModelSpec{"micro", 32, 16, 2, 4, 2, 24, 64, 1e-5, 10000.0}; }
 
 // The micro model widened so q, k, v and gate, up each fill whole 256-element
 // slots of the layout: the layer runs them fused (core/projection_fusion.h).
@@ -67,7 +65,8 @@ public:
     explicit FixedTokens(std::uint64_t vocab) : vocab_(vocab) {}
     void read(std::uint64_t, std::int32_t* out, std::int64_t count) const override {
         for (std::int64_t i = 0; i < count; ++i)
-            out[i] = static_cast<std::int32_t>((static_cast<std::uint64_t>(i) * 7 + 3 + static_cast<std::uint64_t>(i * i)) % vocab_);
+            out[i] = static_cast<std::int32_t>(
+                (static_cast<std::uint64_t>(i) * 7 + 3 + static_cast<std::uint64_t>(i * i)) % vocab_);
     }
 
 private:

@@ -27,7 +27,8 @@ TEST_CASE("a probe is the median of its rounds: a stretch where the host slowed 
     probe::ProbeSettings settings;
     settings.min_seconds = 0.25;  // five rounds of 50 ms
     constexpr double kCall = 100e-6;
-    const double steady = probe::seconds_per_call(backend, [] { spin_for(kCall); }, settings, nullptr);
+    const double steady = probe::seconds_per_call(
+        backend, [] { spin_for(kCall); }, settings, nullptr);
     // The untimed call, then 30 ms at 20x the cost inside the first round: the
     // mean over every call would be about 13% high.
     int calls = 0;
@@ -50,10 +51,13 @@ TEST_CASE("a probe times its op alone, after what before_each_call runs untimed"
         spin_for(3 * kCall);
     };
     double spent = 0;
-    const double seconds = probe::seconds_per_call(backend, [&] {
-        ++ops;
-        spin_for(kCall);
-    }, settings, &spent);
+    const double seconds = probe::seconds_per_call(
+        backend,
+        [&] {
+            ++ops;
+            spin_for(kCall);
+        },
+        settings, &spent);
     CHECK(seconds == Approx(kCall).epsilon(0.05));
     CHECK(primers == ops - 1);  // every timed call, not the untimed first
     CHECK(spent >= 4 * kCall * primers);

@@ -12,9 +12,15 @@ using Clock = std::chrono::steady_clock;
 void call(Comm& comm, const CollectiveRate& rate, void* buf, std::int64_t count) {
     const kernels::DType dtype = kernel_dtype(rate.dtype);
     switch (rate.op) {
-        case Collective::all_reduce: comm.all_reduce(buf, count, dtype, ReduceOp::average); return;
-        case Collective::reduce_scatter: comm.reduce_scatter(buf, count, dtype, ReduceOp::average); return;
-        case Collective::all_gather: comm.all_gather(buf, count, dtype); return;
+        case Collective::all_reduce:
+            comm.all_reduce(buf, count, dtype, ReduceOp::average);
+            return;
+        case Collective::reduce_scatter:
+            comm.reduce_scatter(buf, count, dtype, ReduceOp::average);
+            return;
+        case Collective::all_gather:
+            comm.all_gather(buf, count, dtype);
+            return;
     }
 }
 

@@ -7,15 +7,15 @@
 #include <functional>
 #include <vector>
 
-#include "train/comm/comm.h"
-#include "kernels/backend.h"
 #include "estimate/probed_rates.h"
+#include "kernels/backend.h"
+#include "train/comm/comm.h"
 
 namespace tune::train {
 
 struct CollectiveTiming {
-    CollectiveRate rate;   // bus_bytes_per_s filled in
-    double seconds = 0;    // the probe's whole run, untimed call included
+    CollectiveRate rate;  // bus_bytes_per_s filled in
+    double seconds = 0;   // the probe's whole run, untimed call included
 };
 
 // Each planned (op, bytes, dtype) at comm's world size, called as the trainer

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/math/half.h"
 #include "train/comm/comm_error.h"
 #include "train/comm/comm_rules.h"
-#include "kernels/math/half.h"
 
 namespace tune::train {
 namespace {
@@ -140,16 +140,20 @@ void MpiComm::reduce_scatter(void* buf, std::int64_t count, DType dtype, ReduceO
         for (int r = 0; r < world_size_; ++r) {
             const unsigned char* from = bytes + static_cast<std::size_t>(r * part + first) * elem;
             unsigned char* to = send + static_cast<std::size_t>(r * n) * staged;
-            if (wide) widen(from, n, dtype, reinterpret_cast<float*>(to));
-            else std::memcpy(to, from, static_cast<std::size_t>(n) * elem);
+            if (wide)
+                widen(from, n, dtype, reinterpret_cast<float*>(to));
+            else
+                std::memcpy(to, from, static_cast<std::size_t>(n) * elem);
         }
         void* mine = staging(receive_, n);
         check(MPI_Reduce_scatter_block(send, mine, static_cast<int>(n), wide ? MPI_FLOAT : sum_type(dtype), mpi_op(op),
                                        comm_),
               "MPI_Reduce_scatter_block");
         unsigned char* at = owned + static_cast<std::size_t>(first) * elem;
-        if (wide) narrow(static_cast<const float*>(mine), n, dtype, scale, at);
-        else std::memcpy(at, mine, static_cast<std::size_t>(n) * elem);
+        if (wide)
+            narrow(static_cast<const float*>(mine), n, dtype, scale, at);
+        else
+            std::memcpy(at, mine, static_cast<std::size_t>(n) * elem);
     }
     if (dtype == DType::f32 && op == ReduceOp::average) scale_f32(reinterpret_cast<float*>(owned), part, scale);
     count_ring_bytes(count, dtype, 1);
@@ -164,8 +168,7 @@ void MpiComm::all_gather(void* buf, std::int64_t count, DType dtype) {
 }
 
 void MpiComm::broadcast(void* buf, std::int64_t count, DType dtype, int root) {
-    if (root < 0 || root >= world_size_)
-        throw CommError("broadcast: root " + std::to_string(root) + " is not a rank");
+    if (root < 0 || root >= world_size_) throw CommError("broadcast: root " + std::to_string(root) + " is not a rank");
     const int bytes = mpi_count(count * static_cast<std::int64_t>(kernels::dtype_bytes(dtype)), "broadcast");
     check(MPI_Bcast(buf, bytes, MPI_BYTE, root, comm_), "MPI_Bcast");
     bytes_moved_ += broadcast_bytes(count, dtype, world_size_);

@@ -13,15 +13,15 @@
 
 #include <fmt/format.h>
 
-#include "train/comm/comm_error.h"
-#include "train/comm/comm_mpi.h"
-#include "train/comm/comm_rules.h"
-#include "train/comm/nccl_wait.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/status.h"
 #include "kernels/error.h"
 #include "launch/launch.h"
+#include "train/comm/comm_error.h"
+#include "train/comm/comm_mpi.h"
+#include "train/comm/comm_rules.h"
+#include "train/comm/nccl_wait.h"
 
 static_assert(sizeof(ncclUniqueId) == tune::train::kNcclIdBytes, "NcclId must hold an ncclUniqueId");
 
@@ -55,11 +55,16 @@ void check_nccl_call(ncclResult_t status, const char* call, const char* file, in
 
 ncclDataType_t nccl_type(DType t) {
     switch (t) {
-        case DType::f32: return ncclFloat32;
-        case DType::bf16: return ncclBfloat16;
-        case DType::f16: return ncclFloat16;
-        case DType::u8: return ncclUint8;
-        case DType::i32: return ncclInt32;
+        case DType::f32:
+            return ncclFloat32;
+        case DType::bf16:
+            return ncclBfloat16;
+        case DType::f16:
+            return ncclFloat16;
+        case DType::u8:
+            return ncclUint8;
+        case DType::i32:
+            return ncclInt32;
     }
     throw CommError(fmt::format("nccl: no NCCL type for dtype {}", static_cast<int>(t)));
 }
@@ -90,9 +95,9 @@ NcclPoll async_state(ncclComm_t comm) {
     if (async == ncclSuccess) return {};
     if (async == ncclInProgress) return {NcclPoll::State::pending, ""};
     const char* detail = ncclGetLastError(comm);
-    return {NcclPoll::State::failed, fmt::format("{}{}", ncclGetErrorString(async),
-                                                 detail != nullptr && *detail != '\0' ? std::string(" (") + detail + ")"
-                                                                                      : std::string())};
+    return {NcclPoll::State::failed,
+            fmt::format("{}{}", ncclGetErrorString(async),
+                        detail != nullptr && *detail != '\0' ? std::string(" (") + detail + ")" : std::string())};
 }
 
 WaitClock polling_clock() {
@@ -131,7 +136,7 @@ struct NcclComm::State {
     cudaStream_t stream = nullptr;
     bool own_stream = false;   // made here (no backend), destroyed here
     bool synchronous = false;  // no backend: every collective is synchronous (see NcclPlacement)
-    int* scratch = nullptr;   // the barrier's one element
+    int* scratch = nullptr;    // the barrier's one element
 };
 
 NcclComm::NcclComm(const NcclId& id, int rank, int world_size, const NcclPlacement& where)
@@ -364,9 +369,8 @@ void NcclComm::broadcast(void* buf, std::int64_t count, DType dtype, int root) {
 void NcclComm::barrier() {
     ncclComm_t comm = state_->comm;
     cudaStream_t stream = state_->stream;
-    run(state_->scratch, sizeof(int), [&](void* d) {
-        TUNE_NCCL_COMM_CHECK_ON(comm, ncclAllReduce(d, d, 1, ncclInt32, ncclSum, comm, stream));
-    });
+    run(state_->scratch, sizeof(int),
+        [&](void* d) { TUNE_NCCL_COMM_CHECK_ON(comm, ncclAllReduce(d, d, 1, ncclInt32, ncclSum, comm, stream)); });
     synchronize();
 }
 
@@ -407,9 +411,10 @@ std::unique_ptr<Comm> make_nccl_comm_from_environment(kernels::Backend* backend)
     const RankEnvironment env = rank_environment();
     const auto id = nccl_id_from_environment();
     if (!id)
-        throw CommError(fmt::format("nccl: {} is not set: without MPI the launcher must hand every rank the id "
-                                    "(hex, from rank 0's ncclGetUniqueId)",
-                                    kNcclIdVariable));
+        throw CommError(
+            fmt::format("nccl: {} is not set: without MPI the launcher must hand every rank the id "
+                        "(hex, from rank 0's ncclGetUniqueId)",
+                        kNcclIdVariable));
     return make_nccl_comm(*id, env.rank, env.world_size, NcclPlacement{env.local_rank, backend});
 }
 

@@ -17,10 +17,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/backend.h"
 #include "train/comm/comm.h"
 #include "train/comm/mpi_runtime.h"
 #include "train/comm/nccl_id.h"
-#include "kernels/backend.h"
 
 namespace tune::train {
 

@@ -8,8 +8,9 @@ namespace tune::train {
 namespace {
 
 [[noreturn]] void no_nccl() {
-    throw CommError("nccl: this build of tune has no NCCL (built without the CUDA backend: TUNE_CUDA=OFF or nvcc "
-                    "was not found); GPU ranks need a CUDA build");
+    throw CommError(
+        "nccl: this build of tune has no NCCL (built without the CUDA backend: TUNE_CUDA=OFF or nvcc "
+        "was not found); GPU ranks need a CUDA build");
 }
 
 }  // namespace

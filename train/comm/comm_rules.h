@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/dtype.h"
 #include "train/comm/comm.h"
 #include "train/comm/comm_error.h"
-#include "kernels/dtype.h"
 
 namespace tune::train {
 

@@ -21,9 +21,10 @@ void wait_or_abort(const std::function<NcclPoll()>& poll, std::chrono::steady_cl
         }
         if (clock.now() >= deadline) {
             abort();
-            throw CommError(fmt::format("nccl: {} did not finish within {:.0f} s (communicator aborted; a peer may "
-                                        "have failed or hung; TUNE_NCCL_TIMEOUT_S sets the limit)",
-                                        what, std::chrono::duration<double>(timeout).count()));
+            throw CommError(
+                fmt::format("nccl: {} did not finish within {:.0f} s (communicator aborted; a peer may "
+                            "have failed or hung; TUNE_NCCL_TIMEOUT_S sets the limit)",
+                            what, std::chrono::duration<double>(timeout).count()));
         }
         clock.pause();
     }

@@ -59,14 +59,14 @@ std::unique_ptr<TokenSource> file_tokens(const std::filesystem::path& path, std:
     const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
     if (text.empty() || text.size() % 4 != 0)
         throw ConfigError(fmt::format("token file {}: {} bytes is not a non-empty whole number of uint32 ids",
-                                             path.string(), text.size()));
+                                      path.string(), text.size()));
     std::vector<std::int32_t> tokens(text.size() / 4);
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         const std::uint32_t id = std::uint32_t{bytes[4 * i]} | std::uint32_t{bytes[4 * i + 1]} << 8 |
                                  std::uint32_t{bytes[4 * i + 2]} << 16 | std::uint32_t{bytes[4 * i + 3]} << 24;
         if (id >= vocab)
             throw ConfigError(fmt::format("token file {}: token {} at index {} is outside the vocabulary of {}",
-                                                 path.string(), id, i, vocab));
+                                          path.string(), id, i, vocab));
         tokens[i] = static_cast<std::int32_t>(id);
     }
     return std::make_unique<FileTokens>(std::move(tokens));

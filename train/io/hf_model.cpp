@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config_error.h"
-#include "train/io/safetensors.h"
 #include "core/hf_config.h"
+#include "train/io/safetensors.h"
 
 namespace tune::train {
 
@@ -24,8 +24,10 @@ std::vector<std::int64_t> hf_shape(const TensorView& t) {
 }
 
 std::string cannot(std::string_view what) {
-    return fmt::format("{}: tune's trainer cannot run this yet (the estimator counts it; estimate with "
-                       "`tune estimate`, or train with a framework: `tune best --emit ...`)", what);
+    return fmt::format(
+        "{}: tune's trainer cannot run this yet (the estimator counts it; estimate with "
+        "`tune estimate`, or train with a framework: `tune best --emit ...`)",
+        what);
 }
 
 }  // namespace

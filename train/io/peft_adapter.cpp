@@ -132,7 +132,8 @@ void save_peft_adapter(const std::filesystem::path& dir, const TrialConfig& c, c
         for (std::size_t t = 0; t < f.tensors.size(); ++t) {
             const TensorView& v = f.tensors[t];
             const auto begin = adapters[i].begin() + v.offset;
-            tensors.push_back({kPeftPrefix + tensor_name(layout, i, t), {v.rows, v.cols},
+            tensors.push_back({kPeftPrefix + tensor_name(layout, i, t),
+                               {v.rows, v.cols},
                                std::vector<float>(begin, begin + v.numel())});
         }
     }

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <string>
 
+#include "core/config.h"
 #include "train/model_state.h"
 #include "train/param_layout.h"
-#include "core/config.h"
 
 namespace tune::train {
 

@@ -18,7 +18,9 @@ namespace tune::train {
 namespace {
 
 // Every problem with the file is bad input to `tune trial --init` (exit 2), not a failed trial.
-ConfigError bad(const std::filesystem::path& path, const std::string& what) { return ConfigError(path.string() + ": " + what); }
+ConfigError bad(const std::filesystem::path& path, const std::string& what) {
+    return ConfigError(path.string() + ": " + what);
+}
 
 // Weights for a CPU or single-GPU trial; the tensors are read whole into memory.
 constexpr std::uint64_t kMaxSafetensorsBytes = 16ull << 30;
@@ -48,12 +50,13 @@ SafetensorsEntry parse_entry(const std::filesystem::path& path, const std::strin
     for (const std::int64_t d : e.shape) {
         if (d < 0 || (d > 0 && elements > data_bytes / static_cast<std::uint64_t>(d)))
             throw bad(path, fmt::format("tensor {}: shape has a negative dimension or more elements than the file "
-                                        "has bytes", name));
+                                        "has bytes",
+                                        name));
         elements *= static_cast<std::uint64_t>(d);
     }
     if (e.begin > e.end || e.end > data_bytes)
-        throw bad(path, fmt::format("tensor {}: data_offsets [{}, {}) outside the {} data bytes", name, e.begin,
-                                    e.end, data_bytes));
+        throw bad(path, fmt::format("tensor {}: data_offsets [{}, {}) outside the {} data bytes", name, e.begin, e.end,
+                                    data_bytes));
     return e;
 }
 
@@ -63,7 +66,8 @@ void refuse_overlaps(const std::filesystem::path& path, const std::map<std::stri
     std::vector<std::pair<const std::string*, const SafetensorsEntry*>> sorted;
     for (const auto& [name, e] : entries)
         if (e.end > e.begin) sorted.emplace_back(&name, &e);
-    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
     for (std::size_t i = 1; i < sorted.size(); ++i)
         if (sorted[i].second->begin < sorted[i - 1].second->end)
             throw bad(path, fmt::format("tensors {} [{}, {}) and {} [{}, {}) overlap", *sorted[i - 1].first,
@@ -109,12 +113,12 @@ std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
     if (it == entries_.end()) throw bad(path_, fmt::format("no tensor {}", name));
     const SafetensorsEntry& e = it->second;
     const std::uint64_t width = element_bytes(e.dtype);
-    if (width == 0)
-        throw bad(path_, fmt::format("tensor {} has dtype {}; supported: F32, BF16, F16", name, e.dtype));
+    if (width == 0) throw bad(path_, fmt::format("tensor {} has dtype {}; supported: F32, BF16, F16", name, e.dtype));
     std::uint64_t count = 1;
     for (std::int64_t s : e.shape) count *= static_cast<std::uint64_t>(s);
     if (count * width != e.end - e.begin)
-        throw bad(path_, fmt::format("tensor {}: {} bytes for {} elements of {}", name, e.end - e.begin, count, e.dtype));
+        throw bad(path_,
+                  fmt::format("tensor {}: {} bytes for {} elements of {}", name, e.end - e.begin, count, e.dtype));
     std::vector<float> out(count);
     const unsigned char* p = data_.data() + e.begin;
     for (std::uint64_t i = 0; i < count; ++i) {

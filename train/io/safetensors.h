@@ -12,9 +12,9 @@
 namespace tune::train {
 
 struct SafetensorsEntry {
-    std::string dtype;                // "F32", "BF16", "F16", ...
+    std::string dtype;  // "F32", "BF16", "F16", ...
     std::vector<std::int64_t> shape;
-    std::uint64_t begin = 0, end = 0; // byte range in the data section
+    std::uint64_t begin = 0, end = 0;  // byte range in the data section
 };
 
 class SafetensorsFile {

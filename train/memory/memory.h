@@ -28,10 +28,10 @@
 #include <vector>
 
 #include "core/config.h"
+#include "kernels/backend.h"
 #include "train/memory/arena.h"
 #include "train/memory/host_page_mapper.h"
 #include "train/memory/page_pool.h"
-#include "kernels/backend.h"
 
 namespace tune::train {
 

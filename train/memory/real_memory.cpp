@@ -4,8 +4,8 @@
 #include <chrono>
 #include <limits>
 
-#include "train/memory/host_memory.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "train/memory/host_memory.h"
 
 namespace tune::train {
 

@@ -63,8 +63,8 @@ std::size_t GemmKeyHash::operator()(const GemmKey& key) const {
         h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
         h *= 1099511628211ull;
     };
-    for (std::int64_t v : {key.m, key.n, key.k, key.lda, key.ldb, key.ldc, key.stride_a, key.stride_b, key.stride_c,
-                           key.batch})
+    for (std::int64_t v :
+         {key.m, key.n, key.k, key.lda, key.ldb, key.ldc, key.stride_a, key.stride_b, key.stride_c, key.batch})
         mix(static_cast<std::uint64_t>(v));
     mix((key.trans_a ? 1u : 0u) | (key.trans_b ? 2u : 0u) | (static_cast<unsigned>(key.a_dtype) << 2) |
         (static_cast<unsigned>(key.b_dtype) << 5) | (static_cast<unsigned>(key.c_dtype) << 8));

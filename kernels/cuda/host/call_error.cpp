@@ -7,9 +7,12 @@ namespace tune::kernels::cuda {
 
 std::string_view library_name(Library library) {
     switch (library) {
-        case Library::cuda: return "cuda";
-        case Library::cublas: return "cublas";
-        case Library::nccl: return "nccl";
+        case Library::cuda:
+            return "cuda";
+        case Library::cublas:
+            return "cublas";
+        case Library::nccl:
+            return "nccl";
         case Library::cudnn:
             return "cudnn";
     }

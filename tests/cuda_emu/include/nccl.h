@@ -22,15 +22,20 @@ enum ncclResult_t : int {
 };
 
 enum ncclDataType_t : int {
-    ncclInt8 = 0, ncclChar = 0,
+    ncclInt8 = 0,
+    ncclChar = 0,
     ncclUint8 = 1,
-    ncclInt32 = 2, ncclInt = 2,
+    ncclInt32 = 2,
+    ncclInt = 2,
     ncclUint32 = 3,
     ncclInt64 = 4,
     ncclUint64 = 5,
-    ncclFloat16 = 6, ncclHalf = 6,
-    ncclFloat32 = 7, ncclFloat = 7,
-    ncclFloat64 = 8, ncclDouble = 8,
+    ncclFloat16 = 6,
+    ncclHalf = 6,
+    ncclFloat32 = 7,
+    ncclFloat = 7,
+    ncclFloat64 = 8,
+    ncclDouble = 8,
     ncclBfloat16 = 9,
 };
 
@@ -50,7 +55,8 @@ struct ncclConfig_t {
     unsigned int version = 0;
     int blocking = 1;
 };
-#define NCCL_CONFIG_INITIALIZER ncclConfig_t{}
+#define NCCL_CONFIG_INITIALIZER \
+    ncclConfig_t {}
 
 const char* ncclGetErrorString(ncclResult_t result);
 const char* ncclGetLastError(ncclComm_t comm);

@@ -8,21 +8,21 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/presets.h"
+#include "estimate/estimate.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/math/half.h"
+#include "tests/cuda_emu/offload_checks.h"
+#include "tests/cuda_emu/short_trial.h"
+#include "tests/mpi/mpi_session.h"
 #include "train/comm/comm_mpi.h"
 #include "train/comm/comm_nccl.h"
 #include "train/selftest_training.h"
 #include "train/trial.h"
-#include "kernels/cuda/cuda_backend.h"
-#include "kernels/math/half.h"
-#include "estimate/estimate.h"
-#include "tests/cuda_emu/offload_checks.h"
-#include "tests/cuda_emu/short_trial.h"
-#include "tests/mpi/mpi_session.h"
 
 using namespace tune;
 

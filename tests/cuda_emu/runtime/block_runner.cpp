@@ -144,8 +144,9 @@ void BlockRunner::run_warp(unsigned lo, unsigned hi) {
         }
         if (!any_at_warp) return;  // every lane finished or waits at the block barrier
         if (!all_at_warp || hi - lo != 32) {
-            error_ = "a warp collective (shuffle, vote, __syncwarp) with full mask was reached by only some of the "
-                     "warp's 32 lanes (others exited, wait elsewhere, or the block is not a multiple of 32 threads)";
+            error_ =
+                "a warp collective (shuffle, vote, __syncwarp) with full mask was reached by only some of the "
+                "warp's 32 lanes (others exited, wait elsewhere, or the block is not a multiple of 32 threads)";
             return;
         }
         for (unsigned i = lo; i < hi; ++i) {
@@ -158,16 +159,19 @@ void BlockRunner::run_warp(unsigned lo, unsigned hi) {
 bool BlockRunner::release_block() {
     bool any_done = false, all_at_block = true;
     for (const Thread& t : threads_) {
-        if (t.state == State::done) any_done = true;
-        else all_at_block = all_at_block && t.state == State::at_block;
+        if (t.state == State::done)
+            any_done = true;
+        else
+            all_at_block = all_at_block && t.state == State::at_block;
     }
     if (!all_at_block) {
         error_ = "deadlock: the block's threads wait at different barriers";
         return false;
     }
     if (any_done) {
-        error_ = "__syncthreads() reached by only some of the block's threads (the others exited): a barrier in "
-                 "divergent code";
+        error_ =
+            "__syncthreads() reached by only some of the block's threads (the others exited): a barrier in "
+            "divergent code";
         return false;
     }
     const std::uint32_t generation = threads_[0].block_syncs;

@@ -5,9 +5,9 @@
 // waits, so a kernel without barriers runs each thread straight through on
 // one reused fiber (two context switches per thread). A warp whose 32 lanes
 // all wait at a warp collective is released and run on at once; when every
-// thread of the block waits at __syncthreads, the block is released. Any other state is a bug a GPU would also have and is reported:
-// a barrier some threads exited before (a barrier in divergent code), a warp
-// collective with lanes missing, or threads waiting at different barriers.
+// thread of the block waits at __syncthreads, the block is released. Any other state is a bug a GPU would also have and
+// is reported: a barrier some threads exited before (a barrier in divergent code), a warp collective with lanes
+// missing, or threads waiting at different barriers.
 #pragma once
 
 #include <cstdint>

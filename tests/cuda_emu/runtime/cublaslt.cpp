@@ -34,26 +34,38 @@ cublasStatus_t refuse(cublasStatus_t status, const std::string& why) {
 
 std::size_t element_bytes(cudaDataType_t t) {
     switch (t) {
-        case CUDA_R_32F: return 4;
+        case CUDA_R_32F:
+            return 4;
         case CUDA_R_16F:
-        case CUDA_R_16BF: return 2;
-        default: return 0;
+        case CUDA_R_16BF:
+            return 2;
+        default:
+            return 0;
     }
 }
 
 float load(const void* p, cudaDataType_t t, std::int64_t i) {
     switch (t) {
-        case CUDA_R_16BF: return tune::math::to_float(static_cast<const tune::math::bf16*>(p)[i]);
-        case CUDA_R_16F: return tune::math::to_float(static_cast<const tune::math::fp16*>(p)[i]);
-        default: return static_cast<const float*>(p)[i];
+        case CUDA_R_16BF:
+            return tune::math::to_float(static_cast<const tune::math::bf16*>(p)[i]);
+        case CUDA_R_16F:
+            return tune::math::to_float(static_cast<const tune::math::fp16*>(p)[i]);
+        default:
+            return static_cast<const float*>(p)[i];
     }
 }
 
 void store(void* p, cudaDataType_t t, std::int64_t i, float v) {
     switch (t) {
-        case CUDA_R_16BF: static_cast<tune::math::bf16*>(p)[i] = tune::math::to_bf16(v); break;
-        case CUDA_R_16F: static_cast<tune::math::fp16*>(p)[i] = tune::math::to_fp16(v); break;
-        default: static_cast<float*>(p)[i] = v; break;
+        case CUDA_R_16BF:
+            static_cast<tune::math::bf16*>(p)[i] = tune::math::to_bf16(v);
+            break;
+        case CUDA_R_16F:
+            static_cast<tune::math::fp16*>(p)[i] = tune::math::to_fp16(v);
+            break;
+        default:
+            static_cast<float*>(p)[i] = v;
+            break;
     }
 }
 
@@ -194,13 +206,20 @@ struct Matmul {
 
 const char* cublasGetStatusName(cublasStatus_t s) {
     switch (s) {
-        case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-        case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-        case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-        case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-        case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-        case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-        default: return "CUBLAS_STATUS_INTERNAL_ERROR";
+        case CUBLAS_STATUS_SUCCESS:
+            return "CUBLAS_STATUS_SUCCESS";
+        case CUBLAS_STATUS_NOT_INITIALIZED:
+            return "CUBLAS_STATUS_NOT_INITIALIZED";
+        case CUBLAS_STATUS_ALLOC_FAILED:
+            return "CUBLAS_STATUS_ALLOC_FAILED";
+        case CUBLAS_STATUS_INVALID_VALUE:
+            return "CUBLAS_STATUS_INVALID_VALUE";
+        case CUBLAS_STATUS_NOT_SUPPORTED:
+            return "CUBLAS_STATUS_NOT_SUPPORTED";
+        case CUBLAS_STATUS_EXECUTION_FAILED:
+            return "CUBLAS_STATUS_EXECUTION_FAILED";
+        default:
+            return "CUBLAS_STATUS_INTERNAL_ERROR";
     }
 }
 
@@ -225,8 +244,7 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute,
-                                        cudaDataType_t scale) {
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale) {
     *desc = new cublasLtMatmulDescOpaque_t{compute, scale};
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -247,7 +265,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
             (attr == CUBLASLT_MATMUL_DESC_TRANSA ? desc->trans_a : desc->trans_b) = static_cast<cublasOperation_t>(op);
             return CUBLAS_STATUS_SUCCESS;
         }
-        default: return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "matmul descriptor attribute not emulated");
+        default:
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "matmul descriptor attribute not emulated");
     }
 }
 
@@ -266,10 +285,12 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
                                                 const void* buf, std::size_t bytes) {
     switch (attr) {
-        case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return read_attribute(layout->batch, buf, bytes, "BATCH_COUNT");
+        case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+            return read_attribute(layout->batch, buf, bytes, "BATCH_COUNT");
         case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
             return read_attribute(layout->stride, buf, bytes, "STRIDED_BATCH_OFFSET");
-        default: return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "layout attribute not emulated");
+        default:
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "layout attribute not emulated");
     }
 }
 
@@ -295,7 +316,8 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
         case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
             return read_attribute(pref->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES], buf, bytes,
                                   "MIN_ALIGNMENT");
-        default: return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "preference attribute not emulated");
+        default:
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "preference attribute not emulated");
     }
 }
 
@@ -353,8 +375,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         const std::uint64_t bytes = extent_bytes(layouts[o]);
         if (o == 2 && beta_v == 0.0f) continue;  // C is not read
         if (bytes > 0 && !tune_emu::device().is_device(ptrs[o], bytes))
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, std::string(names[o]) +
-                                                           " is not inside one device allocation over its extent");
+            return refuse(CUBLAS_STATUS_INVALID_VALUE,
+                          std::string(names[o]) + " is not inside one device allocation over its extent");
         if (!aligned_all(ptrs[o], layouts[o], element_bytes(layouts[o]->type)))
             return refuse(CUBLAS_STATUS_INVALID_VALUE, std::string(names[o]) + " is not aligned to its element");
         if (!aligned_all(ptrs[o], layouts[o], algo->data[1 + o]))

@@ -35,7 +35,9 @@ std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int source_lane) 
     return current_thread().runner->warp_exchange(mask, bits, source_lane);
 }
 unsigned warp_ballot(unsigned mask, int predicate) { return current_thread().runner->warp_ballot(mask, predicate); }
-void warp_gather(const void* mine, std::size_t bytes, void* all) { current_thread().runner->warp_gather(mine, bytes, all); }
+void warp_gather(const void* mine, std::size_t bytes, void* all) {
+    current_thread().runner->warp_gather(mine, bytes, all);
+}
 void check_device_extent(const void* p, std::size_t bytes, const char* what) {
     const Device& d = device();
     if (d.is_device(p) && !d.is_device(p, bytes))
@@ -85,9 +87,9 @@ cudaError_t Device::allocate(void** ptr, std::uint64_t bytes, const void* pool) 
         std::lock_guard lock(memory_mutex_);
         const std::uint64_t used = allocated_ + static_cast<std::uint64_t>(std::max<std::int64_t>(hidden_, 0));
         if (used + bytes > total_)
-            return record(cudaErrorMemoryAllocation, "out of emulated device memory: " + std::to_string(bytes) +
-                                                         " bytes requested, " + std::to_string(total_ - std::min(used, total_)) +
-                                                         " free of " + std::to_string(total_));
+            return record(cudaErrorMemoryAllocation,
+                          "out of emulated device memory: " + std::to_string(bytes) + " bytes requested, " +
+                              std::to_string(total_ - std::min(used, total_)) + " free of " + std::to_string(total_));
     }
     void* p = nullptr;
     // 256-byte aligned like cudaMalloc, with the exact size so ASan sees overruns.

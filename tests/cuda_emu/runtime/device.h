@@ -82,7 +82,7 @@ public:
     std::mutex capture_mutex;
     std::vector<CUstream_st*> capturing;
     std::vector<CUstream_st*> deferred;  // streams made with a priority (runtime_api.cpp), under capture_mutex
-    std::string nccl_failure_detail;  // set with the injection, before any communicator reads it
+    std::string nccl_failure_detail;     // set with the injection, before any communicator reads it
 
 private:
     struct Allocation {
@@ -96,7 +96,7 @@ private:
     mutable std::mutex memory_mutex_;
     std::map<std::uintptr_t, Allocation> allocations_;  // by start address
     std::uint64_t allocated_ = 0;
-    std::uint64_t pages_ = 0;  // driver pages (cuMemCreate), also in allocated_
+    std::uint64_t pages_ = 0;                         // driver pages (cuMemCreate), also in allocated_
     std::map<std::uintptr_t, std::uint64_t> pinned_;  // host start address: bytes
     std::uint64_t pinned_bytes_ = 0;
     std::int64_t hidden_ = 0;

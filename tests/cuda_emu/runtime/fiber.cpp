@@ -79,8 +79,8 @@ static void fiber_entry(void* self_ptr) {
 Fiber::Fiber(std::size_t stack_bytes, Loop loop, void* arg) : loop_(loop), arg_(arg) {
     const std::size_t page = page_size();
     stack_bytes_ = (stack_bytes + page - 1) / page * page;
-    mapping_ = mmap(nullptr, stack_bytes_ + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                    -1, 0);
+    mapping_ =
+        mmap(nullptr, stack_bytes_ + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mapping_ == MAP_FAILED) throw std::bad_alloc();
     mprotect(mapping_, page, PROT_NONE);  // guard page: stacks grow down into it
     stack_ = static_cast<char*>(mapping_) + page;
@@ -99,13 +99,13 @@ void Fiber::prepare() {
     // returns into the trampoline with rsp 16-byte aligned, as a call expects.
     auto top = reinterpret_cast<std::uintptr_t>(stack_ + stack_bytes_) & ~std::uintptr_t{15};
     auto* sp = reinterpret_cast<void**>(top - 72);
-    sp[0] = nullptr;                                               // r15
-    sp[1] = nullptr;                                               // r14
-    sp[2] = reinterpret_cast<void*>(&fiber_entry);                 // r13: function
-    sp[3] = this;                                                  // r12: argument
-    sp[4] = nullptr;                                               // rbx
-    sp[5] = nullptr;                                               // rbp
-    sp[6] = reinterpret_cast<void*>(&tune_emu_trampoline);         // return address
+    sp[0] = nullptr;                                        // r15
+    sp[1] = nullptr;                                        // r14
+    sp[2] = reinterpret_cast<void*>(&fiber_entry);          // r13: function
+    sp[3] = this;                                           // r12: argument
+    sp[4] = nullptr;                                        // rbx
+    sp[5] = nullptr;                                        // rbp
+    sp[6] = reinterpret_cast<void*>(&tune_emu_trampoline);  // return address
     fiber_sp_ = sp;
 #else
     getcontext(&fiber_ctx_);

@@ -17,15 +17,19 @@ namespace {
 std::size_t type_bytes(ncclDataType_t t) {
     switch (t) {
         case ncclInt8:
-        case ncclUint8: return 1;
+        case ncclUint8:
+            return 1;
         case ncclFloat16:
-        case ncclBfloat16: return 2;
+        case ncclBfloat16:
+            return 2;
         case ncclInt32:
         case ncclUint32:
-        case ncclFloat32: return 4;
+        case ncclFloat32:
+            return 4;
         case ncclInt64:
         case ncclUint64:
-        case ncclFloat64: return 8;
+        case ncclFloat64:
+            return 8;
     }
     return 0;
 }
@@ -74,15 +78,24 @@ ncclResult_t finish(ncclComm_t comm, ncclResult_t r, const char* name) {
 
 const char* ncclGetErrorString(ncclResult_t r) {
     switch (r) {
-        case ncclSuccess: return "no error";
-        case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-        case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-        case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-        case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-        case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-        case ncclRemoteError: return "remote process exited or there was a network error";
-        case ncclInProgress: return "NCCL operation in progress";
-        default: return "unknown result code";
+        case ncclSuccess:
+            return "no error";
+        case ncclUnhandledCudaError:
+            return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+        case ncclSystemError:
+            return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+        case ncclInternalError:
+            return "internal error - please report this issue to the NCCL developers";
+        case ncclInvalidArgument:
+            return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+        case ncclInvalidUsage:
+            return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+        case ncclRemoteError:
+            return "remote process exited or there was a network error";
+        case ncclInProgress:
+            return "NCCL operation in progress";
+        default:
+            return "unknown result code";
     }
 }
 
@@ -223,7 +236,8 @@ ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t send_count,
     tune_emu::drain(stream);  // a deferred stream's earlier work first
     bool zero = false;
     const std::size_t ranks = comm != nullptr ? static_cast<std::size_t>(comm->nranks) : 1;
-    if (const ncclResult_t r = check_call(comm, send, send_count, recv, send_count * ranks, type, "ncclAllGather", zero);
+    if (const ncclResult_t r =
+            check_call(comm, send, send_count, recv, send_count * ranks, type, "ncclAllGather", zero);
         r != ncclSuccess || zero)
         return r;
     if (comm->nranks == 1) return one_rank_copy(send, recv, send_count, type);

@@ -17,16 +17,26 @@ namespace math = tune::math;
 template <class F>
 ncclResult_t with_element(ncclDataType_t t, F&& f) {
     switch (t) {
-        case ncclInt8: return f(std::int8_t{});
-        case ncclUint8: return f(std::uint8_t{});
-        case ncclInt32: return f(std::int32_t{});
-        case ncclUint32: return f(std::uint32_t{});
-        case ncclInt64: return f(std::int64_t{});
-        case ncclUint64: return f(std::uint64_t{});
-        case ncclFloat16: return f(math::fp16{});
-        case ncclFloat32: return f(float{});
-        case ncclFloat64: return f(double{});
-        case ncclBfloat16: return f(math::bf16{});
+        case ncclInt8:
+            return f(std::int8_t{});
+        case ncclUint8:
+            return f(std::uint8_t{});
+        case ncclInt32:
+            return f(std::int32_t{});
+        case ncclUint32:
+            return f(std::uint32_t{});
+        case ncclInt64:
+            return f(std::int64_t{});
+        case ncclUint64:
+            return f(std::uint64_t{});
+        case ncclFloat16:
+            return f(math::fp16{});
+        case ncclFloat32:
+            return f(float{});
+        case ncclFloat64:
+            return f(double{});
+        case ncclBfloat16:
+            return f(math::bf16{});
     }
     return ncclInvalidArgument;
 }
@@ -40,14 +50,22 @@ using Wire = std::conditional_t<is_16bit_float<T>, float, T>;
 
 template <class W>
 MPI_Datatype mpi_type() {
-    if constexpr (std::is_same_v<W, std::int8_t>) return MPI_INT8_T;
-    else if constexpr (std::is_same_v<W, std::uint8_t>) return MPI_UINT8_T;
-    else if constexpr (std::is_same_v<W, std::int32_t>) return MPI_INT32_T;
-    else if constexpr (std::is_same_v<W, std::uint32_t>) return MPI_UINT32_T;
-    else if constexpr (std::is_same_v<W, std::int64_t>) return MPI_INT64_T;
-    else if constexpr (std::is_same_v<W, std::uint64_t>) return MPI_UINT64_T;
-    else if constexpr (std::is_same_v<W, float>) return MPI_FLOAT;
-    else return MPI_DOUBLE;
+    if constexpr (std::is_same_v<W, std::int8_t>)
+        return MPI_INT8_T;
+    else if constexpr (std::is_same_v<W, std::uint8_t>)
+        return MPI_UINT8_T;
+    else if constexpr (std::is_same_v<W, std::int32_t>)
+        return MPI_INT32_T;
+    else if constexpr (std::is_same_v<W, std::uint32_t>)
+        return MPI_UINT32_T;
+    else if constexpr (std::is_same_v<W, std::int64_t>)
+        return MPI_INT64_T;
+    else if constexpr (std::is_same_v<W, std::uint64_t>)
+        return MPI_UINT64_T;
+    else if constexpr (std::is_same_v<W, float>)
+        return MPI_FLOAT;
+    else
+        return MPI_DOUBLE;
 }
 
 template <class T>
@@ -55,8 +73,10 @@ std::vector<Wire<T>> widen(const void* p, std::size_t count) {
     std::vector<Wire<T>> out(count);
     const T* in = static_cast<const T*>(p);
     for (std::size_t i = 0; i < count; ++i) {
-        if constexpr (is_16bit_float<T>) out[i] = math::to_float(in[i]);
-        else out[i] = in[i];
+        if constexpr (is_16bit_float<T>)
+            out[i] = math::to_float(in[i]);
+        else
+            out[i] = in[i];
     }
     return out;
 }
@@ -68,17 +88,23 @@ void narrow(const std::vector<Wire<T>>& wire, void* p, ncclRedOp_t op, int nrank
     for (std::size_t i = 0; i < wire.size(); ++i) {
         Wire<T> v = wire[i];
         if (op == ncclAvg) v = static_cast<Wire<T>>(v / static_cast<Wire<T>>(nranks));
-        if constexpr (is_16bit_float<T>) out[i] = math::from_float<T>(v);
-        else out[i] = v;
+        if constexpr (is_16bit_float<T>)
+            out[i] = math::from_float<T>(v);
+        else
+            out[i] = v;
     }
 }
 
 MPI_Op mpi_op(ncclRedOp_t op) {
     switch (op) {
-        case ncclProd: return MPI_PROD;
-        case ncclMax: return MPI_MAX;
-        case ncclMin: return MPI_MIN;
-        default: return MPI_SUM;  // ncclSum, and ncclAvg before its division
+        case ncclProd:
+            return MPI_PROD;
+        case ncclMax:
+            return MPI_MAX;
+        case ncclMin:
+            return MPI_MIN;
+        default:
+            return MPI_SUM;  // ncclSum, and ncclAvg before its division
     }
 }
 
@@ -147,8 +173,8 @@ ncclResult_t all_reduce(const ncclComm& comm, const void* send, void* recv, std:
         using T = decltype(tag);
         const std::vector<Wire<T>> in = widen<T>(send, count);
         std::vector<Wire<T>> out(count);
-        const int status = MPI_Allreduce(in.data(), out.data(), static_cast<int>(count), mpi_type<Wire<T>>(),
-                                         mpi_op(op), comm.mpi);
+        const int status =
+            MPI_Allreduce(in.data(), out.data(), static_cast<int>(count), mpi_type<Wire<T>>(), mpi_op(op), comm.mpi);
         narrow<T>(out, recv, op, comm.nranks);
         return mpi_result(status);
     });

@@ -184,23 +184,34 @@ cudaError_t cudaPeekAtLastError() {
 
 const char* cudaGetErrorName(cudaError_t error) {
     switch (error) {
-        case cudaSuccess: return "cudaSuccess";
-        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-        case cudaErrorInitializationError: return "cudaErrorInitializationError";
-        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-        case cudaErrorNotReady: return "cudaErrorNotReady";
-        case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-        case cudaErrorNotSupported: return "cudaErrorNotSupported";
+        case cudaSuccess:
+            return "cudaSuccess";
+        case cudaErrorInvalidValue:
+            return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation:
+            return "cudaErrorMemoryAllocation";
+        case cudaErrorInitializationError:
+            return "cudaErrorInitializationError";
+        case cudaErrorInvalidConfiguration:
+            return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidDevice:
+            return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidResourceHandle:
+            return "cudaErrorInvalidResourceHandle";
+        case cudaErrorNotReady:
+            return "cudaErrorNotReady";
+        case cudaErrorLaunchFailure:
+            return "cudaErrorLaunchFailure";
+        case cudaErrorNotSupported:
+            return "cudaErrorNotSupported";
         case cudaErrorIllegalState:
             return "cudaErrorIllegalState";
         case cudaErrorStreamCaptureUnsupported:
             return "cudaErrorStreamCaptureUnsupported";
         case cudaErrorStreamCaptureInvalidated:
             return "cudaErrorStreamCaptureInvalidated";
-        case cudaErrorUnknown: return "cudaErrorUnknown";
+        case cudaErrorUnknown:
+            return "cudaErrorUnknown";
     }
     return "cudaErrorUnknown";
 }
@@ -208,16 +219,35 @@ const char* cudaGetErrorName(cudaError_t error) {
 const char* cudaGetErrorString(cudaError_t error) {
     const char* base = "unknown error";
     switch (error) {
-        case cudaSuccess: return "no error";
-        case cudaErrorInvalidValue: base = "invalid argument"; break;
-        case cudaErrorMemoryAllocation: base = "out of memory"; break;
-        case cudaErrorInitializationError: base = "initialization error"; break;
-        case cudaErrorInvalidConfiguration: base = "invalid configuration argument"; break;
-        case cudaErrorInvalidDevice: base = "invalid device ordinal"; break;
-        case cudaErrorInvalidResourceHandle: base = "invalid resource handle"; break;
-        case cudaErrorNotReady: base = "device not ready"; break;
-        case cudaErrorLaunchFailure: base = "unspecified launch failure"; break;
-        case cudaErrorNotSupported: base = "operation not supported"; break;
+        case cudaSuccess:
+            return "no error";
+        case cudaErrorInvalidValue:
+            base = "invalid argument";
+            break;
+        case cudaErrorMemoryAllocation:
+            base = "out of memory";
+            break;
+        case cudaErrorInitializationError:
+            base = "initialization error";
+            break;
+        case cudaErrorInvalidConfiguration:
+            base = "invalid configuration argument";
+            break;
+        case cudaErrorInvalidDevice:
+            base = "invalid device ordinal";
+            break;
+        case cudaErrorInvalidResourceHandle:
+            base = "invalid resource handle";
+            break;
+        case cudaErrorNotReady:
+            base = "device not ready";
+            break;
+        case cudaErrorLaunchFailure:
+            base = "unspecified launch failure";
+            break;
+        case cudaErrorNotSupported:
+            base = "operation not supported";
+            break;
         case cudaErrorIllegalState:
             base = "the operation is not permitted in this state";
             break;
@@ -227,7 +257,8 @@ const char* cudaGetErrorString(cudaError_t error) {
         case cudaErrorStreamCaptureInvalidated:
             base = "operation failed due to a previous error during capture";
             break;
-        case cudaErrorUnknown: break;
+        case cudaErrorUnknown:
+            break;
     }
     // The emulator knows why; say it (the detail of the most recent error).
     message_buffer() = std::string(base) + " [emulated device: " + device().detail() + "]";
@@ -342,7 +373,9 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
     std::memcpy(&v, value, sizeof v);
     std::lock_guard lock(pool->mutex);
     switch (attr) {
-        case cudaMemPoolAttrReleaseThreshold: pool->release_threshold = v; return cudaSuccess;
+        case cudaMemPoolAttrReleaseThreshold:
+            pool->release_threshold = v;
+            return cudaSuccess;
         // High-water marks can only be reset (to the current value), as in CUDA.
         case cudaMemPoolAttrReservedMemHigh:
             if (v != 0) break;
@@ -352,7 +385,8 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
             if (v != 0) break;
             pool->used_high = pool->used;
             return cudaSuccess;
-        default: break;
+        default:
+            break;
     }
     return fail(cudaErrorInvalidValue, "pool attribute not settable (or to that value)");
 }
@@ -361,12 +395,23 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
     std::lock_guard lock(pool->mutex);
     std::uint64_t v = 0;
     switch (attr) {
-        case cudaMemPoolAttrReleaseThreshold: v = pool->release_threshold; break;
-        case cudaMemPoolAttrReservedMemCurrent: v = pool->reserved; break;
-        case cudaMemPoolAttrReservedMemHigh: v = pool->reserved_high; break;
-        case cudaMemPoolAttrUsedMemCurrent: v = pool->used; break;
-        case cudaMemPoolAttrUsedMemHigh: v = pool->used_high; break;
-        default: return fail(cudaErrorNotSupported, "pool attribute not emulated");
+        case cudaMemPoolAttrReleaseThreshold:
+            v = pool->release_threshold;
+            break;
+        case cudaMemPoolAttrReservedMemCurrent:
+            v = pool->reserved;
+            break;
+        case cudaMemPoolAttrReservedMemHigh:
+            v = pool->reserved_high;
+            break;
+        case cudaMemPoolAttrUsedMemCurrent:
+            v = pool->used;
+            break;
+        case cudaMemPoolAttrUsedMemHigh:
+            v = pool->used_high;
+            break;
+        default:
+            return fail(cudaErrorNotSupported, "pool attribute not emulated");
     }
     std::memcpy(value, &v, sizeof v);
     return cudaSuccess;
@@ -383,7 +428,8 @@ cudaError_t cudaMallocFromPoolAsync(void** ptr, std::size_t bytes, cudaMemPool_t
     pool->used += bytes;
     pool->used_high = std::max(pool->used_high, pool->used);
     const std::uint64_t needed = (pool->used + kPoolGranularity - 1) / kPoolGranularity * kPoolGranularity;
-    if (needed > pool->reserved) pool->reserved = needed;
+    if (needed > pool->reserved)
+        pool->reserved = needed;
     else if (pool->release_threshold < pool->reserved && needed < pool->reserved)
         pool->reserved = std::max(needed, pool->release_threshold);
     pool->reserved_high = std::max(pool->reserved_high, pool->reserved);

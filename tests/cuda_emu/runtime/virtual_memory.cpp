@@ -91,7 +91,8 @@ CUresult VirtualMemory::create(CUmemGenericAllocationHandle* handle, std::size_t
     if (handle == nullptr || query_granularity(&unit, prop) != CUDA_SUCCESS || !whole(size, page_))
         return fail(CUDA_ERROR_INVALID_VALUE, "cuMemCreate: pinned device-0 pages, whole granules");
     std::lock_guard lock(mutex_);
-    if (!device().charge_pages(size)) return fail(CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate: out of emulated device memory");
+    if (!device().charge_pages(size))
+        return fail(CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate: out of emulated device memory");
     if (::ftruncate(file_, static_cast<off_t>(file_end_ + size)) != 0) {
         device().refund_pages(size);
         return fail(CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate: the memory file cannot grow");
@@ -146,7 +147,8 @@ CUresult VirtualMemory::map(CUdeviceptr ptr, std::size_t size, std::size_t offse
     const bool overlaps_next = next != range->mappings.end() && next->first < ptr + size;
     const bool overlaps_prev =
         next != range->mappings.begin() && std::prev(next)->first + std::prev(next)->second.bytes > ptr;
-    if (overlaps_next || overlaps_prev) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemMap: the address is mapped already");
+    if (overlaps_next || overlaps_prev)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuMemMap: the address is mapped already");
     if (::mmap(as_pointer(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, file_, static_cast<off_t>(page->offset)) ==
         MAP_FAILED)
         return fail(CUDA_ERROR_OUT_OF_MEMORY, "cuMemMap: mmap failed");
@@ -185,7 +187,8 @@ CUresult VirtualMemory::set_access(CUdeviceptr ptr, std::size_t size, const CUme
         return fail(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess: read-write on device 0 only");
     std::lock_guard lock(mutex_);
     Range* range = range_holding(ptr, size);
-    if (range == nullptr || size == 0) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess: outside every reserved range");
+    if (range == nullptr || size == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess: outside every reserved range");
     std::uintptr_t at = ptr;
     for (auto m = range->mappings.find(ptr); at < ptr + size; ++m) {
         if (m == range->mappings.end() || m->first != at)
@@ -256,8 +259,8 @@ struct Entry {
 
 }  // namespace
 
-cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function, unsigned int,
-                                             unsigned long long, cudaDriverEntryPointQueryResult* status) {
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function, unsigned int, unsigned long long,
+                                             cudaDriverEntryPointQueryResult* status) {
     static const Entry entries[] = {
         {"cuMemAddressReserve", reinterpret_cast<void*>(&emu_cuMemAddressReserve)},
         {"cuMemAddressFree", reinterpret_cast<void*>(&emu_cuMemAddressFree)},
@@ -272,6 +275,7 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function
     *function = nullptr;
     for (const Entry& e : entries)
         if (std::strcmp(e.name, symbol) == 0) *function = e.function;
-    if (status != nullptr) *status = *function != nullptr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+    if (status != nullptr)
+        *status = *function != nullptr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
     return cudaSuccess;
 }

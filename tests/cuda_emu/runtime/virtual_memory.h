@@ -66,8 +66,8 @@ private:
     CUresult fail(CUresult status, const char* what) const;
 
     std::uint64_t page_;
-    int file_ = -1;                  // the device's memory: pages are slices of it
-    std::uint64_t file_end_ = 0;     // slices are never reused; released ones are punched out
+    int file_ = -1;               // the device's memory: pages are slices of it
+    std::uint64_t file_end_ = 0;  // slices are never reused; released ones are punched out
     mutable std::mutex mutex_;
     std::map<std::uintptr_t, Range> ranges_;  // by start
     std::map<Page*, bool> pages_;             // alive (created, not yet gone)

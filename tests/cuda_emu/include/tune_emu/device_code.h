@@ -59,7 +59,7 @@ void set_current_thread(ThreadContext* context);  // the runtime's, between fibe
 
 // Fiber-switching collectives (block_runner.cpp).
 void sync_block();
-int sync_block_reduce(int predicate, int how);  // how: 0 or, 1 and, 2 count
+int sync_block_reduce(int predicate, int how);                                    // how: 0 or, 1 and, 2 count
 std::uint64_t warp_exchange(unsigned mask, std::uint64_t bits, int source_lane);  // value of source_lane
 unsigned warp_ballot(unsigned mask, int predicate);
 // Every lane of the warp contributes `bytes` (at most kWarpGatherBytes) at
