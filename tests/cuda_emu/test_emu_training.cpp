@@ -149,7 +149,7 @@ struct Trained {
     std::optional<std::string> stopped;
 };
 
-Trained train(const TrialConfig& c, bool graphs) {
+Trained run_training(const TrialConfig& c, bool graphs) {
     const auto backend = kernels::make_cuda_backend(0);
     train::SingleRankComm comm;
     const test::FixedTokens tokens(c.model.vocab);
@@ -202,8 +202,8 @@ TEST_CASE("emulated device: a micro-batch's forward and backward replay as CUDA 
         c.steps = 4;
         INFO(c.model.name << " " << to_string(run.method) << " " << to_string(run.precision) << " "
                           << to_string(run.checkpointing) << " zero " << run.stage << " accum " << run.grad_accum);
-        const Trained eager = train(c, false);
-        const Trained replayed = train(c, true);
+        const Trained eager = run_training(c, false);
+        const Trained replayed = run_training(c, true);
         CHECK(eager.graph_launches == 0);
         CHECK(replayed.stopped == std::nullopt);
         // Every micro-batch but the first of each kind (the step's first, and its later ones) is launched.
@@ -218,7 +218,7 @@ TEST_CASE("emulated device: a micro-batch's forward and backward replay as CUDA 
 TEST_CASE("emulated device: micro-batches that gather, reduce-scatter or change arguments are not recorded") {
     const auto off = [](TrialConfig c) {
         c.steps = 3;
-        const Trained t = train(c, true);
+        const Trained t = run_training(c, true);
         CHECK(t.graph_launches == 0);
         return t.stopped.value_or("");
     };
