@@ -18,6 +18,7 @@
 #include "cli/trial_command.h"
 #include "core/convergence_risk.h"
 #include "core/noise_ties.h"
+#include "core/parallel_plan.h"
 #include "core/units.h"
 #include "estimate/frameworks/framework_profile.h"
 #include "exports/framework.h"
@@ -87,7 +88,7 @@ std::vector<std::string> row_of(std::size_t rank, const TrialRecord& t, bool on_
                                  bytes_text(peak),
                                  step ? seconds_text(*step) : "-",
                                  fmt::format("{:.1f}%", (measured ? t.result.mfu : e->mfu) * 100)};
-    for (auto& cell : config_row(t.result.config, {std::to_string(t.result.config.world_size)}))
+    for (auto& cell : config_row(t.result.config, {std::to_string(parallel_plan(t.result.config).world())}))
         row.push_back(std::move(cell));
     if (host) {
         const std::uint64_t bytes = measured ? t.result.host_memory.peak : e ? e->host_memory.peak : 0;

@@ -10,6 +10,7 @@
 #include "cli/database_path.h"
 #include "cli/emit.h"
 #include "core/dimensions.h"
+#include "core/parallel_plan.h"
 #include "reports/accuracy.h"
 #include "reports/text_table.h"
 #include "store/record_json.h"
@@ -90,7 +91,7 @@ std::vector<std::string> csv_row(const TrialRecord& t) {
         t.sweep_name, std::to_string(t.id),       t.config_hash, std::string(to_string(r.status)),
         r.reason,     std::to_string(t.attempts), c.model.name};
     for (const Dimension& d : dimensions()) row.push_back(d.text(c));
-    for (auto v : {c.world_size, c.steps, c.warmup}) row.push_back(std::to_string(v));
+    for (auto v : {parallel_plan(c).world(), c.steps, c.warmup}) row.push_back(std::to_string(v));
     row.push_back(std::to_string(c.seed));
     const auto& e = r.estimate;
     const bool has_e = e.has_value();

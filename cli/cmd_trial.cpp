@@ -16,6 +16,7 @@
 #include "cli/dimension_flags.h"
 #include "core/config_error.h"
 #include "core/input_file.h"
+#include "core/parallel_plan.h"
 #include "core/presets.h"
 #include "core/trial_protocol.h"
 #include "core/units.h"
@@ -192,23 +193,23 @@ int relaunch(const TrialConfig& config, const TrialFlags& o) {
     try {
         train::check_runnable(config);  // no ranks are started for a combination that cannot run
         // One GPU per rank: say so before starting any rank (each rank checks again for its own device).
-        const int ranks = static_cast<int>(config.world_size);
+        const int ranks = static_cast<int>(parallel_plan(config).world());
         if (train::uses_cuda(backend_of(o))) train::check_gpu_for_rank(ranks - 1, ranks);
     } catch (...) {
         return report(train::result_of_current_exception(config));
     }
-    const Launcher launcher = choose_launcher("auto", config.world_size);
+    const Launcher launcher = choose_launcher("auto", parallel_plan(config).world());
     // Bad input, before mpirun is asked to start a hundred thousand processes.
     if (launcher != Launcher::srun)
-        if (auto problem = host_ranks_problem(config.world_size)) throw ConfigError("--gpus: " + *problem);
+        if (auto problem = host_ranks_problem(parallel_plan(config).world())) throw ConfigError("--gpus: " + *problem);
     if (auto problem = launcher_problem(launcher)) return report(unrun(config, TrialStatus::failed, *problem));
     // Every rank starts from the same adapters; rank 0 writes them back (run_trial).
     const TrialChildFlags flags{o.init,  o.tokens,       o.threads,      backend_of(o), false,
                                 o.force, o.init_adapter, o.save_adapter, o.noise,       o.no_graphs};
     ProcessSpec spec;
-    spec.argv =
-        launch_command(launcher, config.world_size, trial_child_argv({self_executable(), "trial"}, config, flags));
-    fmt::print(stderr, "trial: {} ranks via {}\n", config.world_size, to_string(launcher));
+    spec.argv = launch_command(launcher, parallel_plan(config).world(),
+                               trial_child_argv({self_executable(), "trial"}, config, flags));
+    fmt::print(stderr, "trial: {} ranks via {}\n", parallel_plan(config).world(), to_string(launcher));
     const ProcessOutcome out = run_process(spec);
     fmt::print(stderr, "{}", out.stderr_tail);
     return report(read_child_result(out.stdout_text, child_end(out), config));
@@ -233,7 +234,7 @@ void add_trial_command(CLI::App& app, int& exit_code) {
         if (f == "crash") std::abort();
         if (f == "hang")
             for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-        if (config.world_size > 1 && !rank_environment().under_launcher) {
+        if (parallel_plan(config).world() > 1 && !rank_environment().under_launcher) {
             exit_code = relaunch(config, o);
             return;
         }

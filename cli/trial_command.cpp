@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/dimensions.h"
+#include "core/parallel_plan.h"
 #include "core/presets.h"
 #include "core/units.h"
 
@@ -69,7 +70,8 @@ std::string trial_command(const TrialConfig& c) {
         if (!d.applies_to(c) || (d.applies == nullptr && d.legacy && d.get(c) == d.get(defaults))) continue;
         out += fmt::format(" {} {}", d.flag, d.text(c));
     }
-    out += fmt::format(" --gpus {} --steps {} --warmup {} --seed {}", c.world_size, c.steps, c.warmup, c.seed);
+    out +=
+        fmt::format(" --gpus {} --steps {} --warmup {} --seed {}", parallel_plan(c).world(), c.steps, c.warmup, c.seed);
     append_optional_flags(out, c);
     return out;
 }

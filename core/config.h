@@ -237,7 +237,7 @@ struct TrialConfig {
     LoraTargets lora_targets = LoraTargets::all_linear;
     std::optional<double> lora_alpha;  // unset: 2 x rank
     Offload offload = Offload::none;
-    // Megatron-style tensor parallelism (core/tensor_parallel.h): world_size is data-parallel replicas times this.
+    // Megatron-style tensor parallelism (core/parallel_plan.h): world_size is data-parallel replicas times this.
     std::uint32_t tensor_parallel = 1;
     bool sequence_parallel = false;  // split the residual and norm tensors along the sequence over the tp ranks
     bool adapters() const { return method != Method::full; }

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_plan.h"
 #include "core/peft_modules.h"
-#include "core/tensor_parallel.h"
 #include "core/zero_plan.h"
 
 namespace tune {
@@ -208,7 +208,7 @@ std::optional<Invalidity> invalid_reason(const TrialConfig& c) {
     if (auto bad = size_problem(c)) return bad;
     if (auto bad = lora_problem(c)) return bad;
     if (auto bad = offload_problem(c)) return bad;
-    if (auto bad = tensor_parallel_problem(c)) return bad;
+    if (auto bad = parallel_problem(c)) return bad;
     return hyper_problem(c);
 }
 

@@ -35,7 +35,7 @@ inline constexpr std::uint32_t kMaxAdam8bitBlock = 4096;
 struct Invalidity {
     // Short stable tag for counting: "model-shape", "model-size", "model-constants", "counts", "zero-stage",
     // "lomo-accumulation", "context", "adam8bit-block", "hyperparameters", "warmup", "tensor-parallel",
-    // and the sweep's own "world-size", "global-batch", "framework" (sweep/space).
+    // "parallel-plan", and the sweep's own "world-size", "global-batch", "framework" (sweep/space).
     std::string_view kind;
     std::string reason;  // the sentence shown to the user
 };

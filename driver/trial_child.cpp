@@ -1,5 +1,6 @@
 #include "driver/trial_child.h"
 
+#include "core/parallel_plan.h"
 #include "core/trial_protocol.h"
 #include "driver/plan.h"
 #include "launch/launch.h"
@@ -25,14 +26,14 @@ std::vector<std::string> rank_argv(const TrialConfig& config, const SweepSpec& s
 
 std::vector<std::string> trial_argv(const TrialConfig& config, const SweepSpec& spec,
                                     const std::vector<std::string>& trial_program) {
-    const Launcher launcher = choose_launcher(spec.trial.launcher, config.world_size);
-    return launch_command(launcher, config.world_size, rank_argv(config, spec, trial_program));
+    const Launcher launcher = choose_launcher(spec.trial.launcher, parallel_plan(config).world());
+    return launch_command(launcher, parallel_plan(config).world(), rank_argv(config, spec, trial_program));
 }
 
 StepCommand trial_step(const TrialConfig& config, const SweepSpec& spec, const std::vector<std::string>& trial_program,
                        const SlotLayout& layout, std::size_t slot) {
     StepResources resources = layout.slots.at(slot);
-    resources.ranks = config.world_size;
+    resources.ranks = parallel_plan(config).world();
     // sacct then tells which configuration each step ran (the store's config_hash).
     resources.name = "tune-trial-" + config_hash(config);
     return job_step(layout.launcher, resources, rank_argv(config, spec, trial_program));

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "core/zero_plan.h"
 #include "estimate/flat_layout.h"
 #include "kernels/math/nf4.h"
@@ -92,9 +92,9 @@ std::vector<CollectiveCall> lomo_calls(const Buffers& b, const ZeroPlan& zero, c
 }  // namespace
 
 std::vector<CollectiveCall> collective_calls(const ModelSpec& model, const TrialConfig& c) {
-    const std::uint64_t n = data_parallel_size(c);
+    const std::uint64_t n = parallel_plan(c).dp;
     if (n == 1) return {};
-    const ModelSpec m = tensor_parallel_plan(c).local(model);
+    const ModelSpec m = parallel_plan(c).local(model);
     const ZeroPlan zero = zero_plan(c.zero_stage);
     const Buffers b = buffers_of(m, c, n);
     if (c.optimizer == Optimizer::lomo) return lomo_calls(b, zero, c);

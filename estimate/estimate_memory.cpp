@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "core/offload_plan.h"
+#include "core/parallel_plan.h"
 #include "core/peft_modules.h"
-#include "core/tensor_parallel.h"
 #include "estimate/flat_layout.h"
 #include "estimate/model_states.h"
 #include "kernels/workspace_bytes.h"
@@ -52,7 +52,7 @@ std::uint64_t lm_head_bytes(std::uint64_t rows, std::uint64_t v, std::uint64_t h
 
 // The transient comm buffers of one flat buffer (bucket for stages 2-3, gathered weights for stage 3).
 std::uint64_t comm_bytes(std::uint64_t numel, const StateSettings& s, bool gathers_only) {
-    const std::uint64_t full = full_numel(numel, s.world_size, s.align);
+    const std::uint64_t full = full_numel(numel, s.shards, s.align);
     const std::uint64_t wb = weight_bytes(s.precision);
     const std::uint64_t bucket = !gathers_only && s.zero.reduce_scatters_during_backward() ? full * wb : 0;
     const std::uint64_t gathered = s.zero.gathers_weights_before_use() ? full * wb : 0;
@@ -138,7 +138,7 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
             larger(s.phases[2], phase(top - a.kept, 0, layer_comm + bucket + a.gathered, adapters.max_tensor));
     s.phases[3] = phase(0, 0, 0, 0);  // no embedding backward: the phase holds the persistent buffers only
     const bool sums =
-        c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.world_size > 1;
+        c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.shards > 1;
     s.phases[4] = phase(0, 0, sums ? 4 * adapters.sums : 0, 0);
     return with_peak(s, overhead_per_activation_byte);
 }
@@ -150,7 +150,7 @@ std::uint64_t logit_chunk_rows(std::uint64_t tokens, std::uint64_t vocab) {
 }
 
 LayerSavedTensors layer_saved_tensors(const ModelSpec& model, const TrialConfig& c) {
-    const TensorParallelPlan tp = tensor_parallel_plan(c);
+    const ParallelPlan tp = parallel_plan(c);
     const ModelSpec m = tp.local(model);
     const std::uint64_t b = c.micro_batch, s = c.context, t = b * s, ts = tp.sequence_tokens(t);
     const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, heads = m.heads;
@@ -184,7 +184,7 @@ LayerSavedTensors layer_saved_tensors(const ModelSpec& model, const TrialConfig&
 
 ActivationSizes activation_sizes(const ModelSpec& model, const TrialConfig& c, const Hardware& hw,
                                  const EstimateOptions&) {
-    const TensorParallelPlan tp = tensor_parallel_plan(c);
+    const ParallelPlan tp = parallel_plan(c);
     const ModelSpec m = tp.local(model);
     const std::uint64_t b = c.micro_batch, s = c.context, t = b * s, ts = tp.sequence_tokens(t);
     const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, heads = m.heads;
@@ -217,7 +217,7 @@ ActivationSizes activation_sizes(const ModelSpec& model, const TrialConfig& c, c
 
 std::uint64_t workspace_bytes(const ModelSpec& model, const TrialConfig& c, const Hardware& hw,
                               const EstimateOptions& o) {
-    const ModelSpec m = tensor_parallel_plan(c).local(model);
+    const ModelSpec m = parallel_plan(c).local(model);
     const std::uint64_t s = c.context, t = std::uint64_t{c.micro_batch} * s;
     const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, d = m.head_dim();
     const std::uint64_t ab = weight_bytes(c.precision);
@@ -281,7 +281,7 @@ std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {
 }
 
 StepMemory step_memory(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
-    const ModelSpec m = tensor_parallel_plan(c).local(model);  // the rank's shard of every matrix
+    const ModelSpec m = parallel_plan(c).local(model);  // the rank's shard of every matrix
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const StateSettings settings = StateSettings::of(c);
     const ModelStateBytes states = trial_states(model, c);
@@ -334,7 +334,7 @@ StepMemory step_memory(const ModelSpec& model, const TrialConfig& c, const Hardw
                         layout.outer.max_tensor);  // + every token's dx
     // Adafactor over shards completes its sums over ranks one buffer at a time.
     const bool sums =
-        c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.world_size > 1;
+        c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.shards > 1;
     s.phases[4] = phase(0, 0, sums ? 4 * std::max(layout.layer.sums, layout.outer.sums) : 0, 0);
 
     return with_host(with_peak(s, o.overhead_per_activation_byte), host);

@@ -42,7 +42,7 @@ struct ActivationSizes {
 // The rows of one LM-head chunk (kernels/lm_head_loss.cpp): as many as keep its fp32 logits under 2^24 cells.
 std::uint64_t logit_chunk_rows(std::uint64_t tokens, std::uint64_t vocab);
 
-// `m` is the whole model; the sizes are one tensor-parallel rank's (core/tensor_parallel.h).
+// `m` is the whole model; the sizes are one tensor-parallel rank's (core/parallel_plan.h).
 ActivationSizes activation_sizes(const ModelSpec& m, const TrialConfig& c, const Hardware& hw,
                                  const EstimateOptions& o);
 

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/config.h"
+#include "core/parallel_plan.h"
 #include "estimate/library_versions.h"
 #include "estimate/probed_rates.h"
 
@@ -100,7 +101,7 @@ struct EstimateOptions {
 
 // The trial's ranks on one node, which share its host memory and its host's bandwidth.
 inline std::uint32_t ranks_per_node(const TrialConfig& c, const EstimateOptions& o) {
-    const std::uint32_t world = std::max<std::uint32_t>(c.world_size, 1);
+    const std::uint32_t world = std::max<std::uint32_t>(parallel_plan(c).world(), 1);
     return std::min(world, std::max<std::uint32_t>(o.ranks_per_node.value_or(world), 1));
 }
 

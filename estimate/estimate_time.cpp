@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/offload_plan.h"
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "core/zero_plan.h"
 #include "estimate/collective_calls.h"
 #include "estimate/flat_layout.h"
@@ -67,7 +67,7 @@ Flops flops_per_token(const ModelSpec& m, const TrialConfig& c, const Hardware& 
 double comm_bytes_per_step(const std::vector<CollectiveCall>& calls, const TrialConfig& c) {
     double bytes = 0;
     for (const CollectiveCall& call : calls)
-        bytes += call.count * call.bytes * bus_factor(call.op, data_parallel_size(c));
+        bytes += call.count * call.bytes * bus_factor(call.op, parallel_plan(c).dp);
     return bytes;
 }
 
@@ -91,7 +91,7 @@ double optimizer_traffic_per_element(const TrialConfig& c) {
 }
 
 double owned_elements(const ModelSpec& m, const TrialConfig& c) {
-    const std::uint64_t n = data_parallel_size(c);
+    const std::uint64_t n = parallel_plan(c).dp;
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const bool sharded = zero_plan(c.zero_stage).updates_own_shard_only();
     auto part = [&](std::uint64_t numel) {
@@ -277,7 +277,7 @@ std::optional<double> probed_collective_seconds(const std::vector<CollectiveCall
     double total = 0;
     for (const CollectiveCall& call : calls) {
         const std::optional<double> s =
-            p.collective_seconds(call.op, data_parallel_size(c), call.bytes, probe_dtype(c.precision));
+            p.collective_seconds(call.op, parallel_plan(c).dp, call.bytes, probe_dtype(c.precision));
         if (!s) return std::nullopt;
         total += call.count * *s;
     }
@@ -298,7 +298,7 @@ double probed_bucket_seconds(const std::vector<CollectiveCall>& calls, const Tri
     for (const CollectiveCall& call : calls) {
         if (!call.bucket) continue;
         const double one =
-            p.bucket_seconds(data_parallel_size(c), call.bytes, probe_dtype(c.precision), host).value_or(0.0);
+            p.bucket_seconds(parallel_plan(c).dp, call.bytes, probe_dtype(c.precision), host).value_or(0.0);
         total += call.count * one;
         last = one;  // the outer buffer's call comes after the layers' (estimate/collective_calls.cpp)
     }
@@ -385,15 +385,15 @@ void apply_offload(const ModelSpec& model, const ModelSpec& m, const TrialConfig
 }  // namespace
 
 double offload_shard_bytes(const ModelSpec& m, const TrialConfig& c) {
-    return collective_message_bytes(m, c) / data_parallel_size(c);
+    return collective_message_bytes(m, c) / parallel_plan(c).dp;
 }
 
 double collective_message_bytes(const ModelSpec& model, const TrialConfig& c) {
-    const ModelSpec m = tensor_parallel_plan(c).local(model);
+    const ModelSpec m = parallel_plan(c).local(model);
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const BufferKind buffer =
         c.adapters() ? adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block) : layout.layer;
-    const std::uint64_t n = data_parallel_size(c);
+    const std::uint64_t n = parallel_plan(c).dp;
     return static_cast<double>(full_numel(buffer.numel, n, layout.align)) * weight_bytes(c.precision);
 }
 
@@ -415,10 +415,10 @@ double tensor_parallel_seconds(const std::vector<TensorParallelCall>& calls, con
 }
 
 StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
-    const ModelSpec m = tensor_parallel_plan(c).local(model);  // what one rank computes
+    const ModelSpec m = parallel_plan(c).local(model);  // what one rank computes
     const Flops flops = flops_per_token(m, c, hw);
     const double peak = c.precision == Precision::fp32 ? hw.peak_flops_fp32 : hw.peak_flops_half;
-    const double replicas = data_parallel_size(c), ranks = std::max<std::uint32_t>(c.world_size, 1);
+    const double replicas = parallel_plan(c).dp, ranks = std::max<std::uint32_t>(parallel_plan(c).world(), 1);
     const double tokens_per_rank = static_cast<double>(c.micro_batch) * c.context * c.grad_accum;
 
     StepTime t;
@@ -429,7 +429,8 @@ StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware&
     t.comm_bytes = comm_bytes_per_step(calls, c) + tensor_parallel_bytes(tensor_calls);
     const double efficiency = std::min(1.0, o.compute_efficiency * dimension_efficiency(c, o) * device_prior(hw, c));
     t.compute_s = safe_div(flops.total * tokens_per_rank, peak * efficiency);
-    t.comm_s = safe_div(comm_bytes_per_step(calls, c), link_bandwidth(hw, c.world_size) * o.comm_efficiency);
+    t.comm_s =
+        safe_div(comm_bytes_per_step(calls, c), link_bandwidth(hw, parallel_plan(c).world()) * o.comm_efficiency);
     t.optimizer_s = safe_div(optimizer_traffic_per_element(c) * owned_elements(m, c), hw.hbm_bytes_per_s);
     t.attention_s = safe_div(attention_bytes_per_token(m, c, c.attention == Attention::flash) * tokens_per_rank,
                              hw.hbm_bytes_per_s);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "kernels/math/nf4.h"
 
 namespace tune {
@@ -30,18 +30,18 @@ std::uint64_t optimizer_bytes(const BufferKind& kind, std::uint64_t region, cons
 }  // namespace
 
 StateSettings StateSettings::of(const TrialConfig& c) {
-    // ZeRO shards over the data-parallel replicas; each tensor-parallel rank holds its own shard of the model.
+    // ZeRO shards over the plan's shard group; each tensor-parallel rank holds its own shard of the model.
     return StateSettings{c.optimizer,
                          c.precision,
                          zero_plan(c.zero_stage),
-                         data_parallel_size(c),
+                         parallel_plan(c).zero_shards(),
                          flat_alignment(c.adam8bit_block),
                          std::max<std::uint64_t>(c.adam8bit_block, 1)};
 }
 
 ModelStateBytes model_states(const BufferKind& kind, const StateSettings& s) {
-    const std::uint64_t full = full_numel(kind.numel, s.world_size, s.align);
-    const std::uint64_t shard = shard_numel(kind.numel, s.world_size, s.align);
+    const std::uint64_t full = full_numel(kind.numel, s.shards, s.align);
+    const std::uint64_t shard = shard_numel(kind.numel, s.shards, s.align);
     const std::uint64_t wb = weight_bytes(s.precision);  // gradients share the weights' dtype
     const bool lomo = s.optimizer == Optimizer::lomo;
 
@@ -62,7 +62,7 @@ ModelStateBytes model_states(const FlatLayout& layout, const StateSettings& s) {
 }
 
 std::uint64_t held_numel(std::uint64_t numel, std::uint64_t count, const StateSettings& s, bool sharded) {
-    return count * (sharded ? shard_numel(numel, s.world_size, s.align) : full_numel(numel, s.world_size, s.align));
+    return count * (sharded ? shard_numel(numel, s.shards, s.align) : full_numel(numel, s.shards, s.align));
 }
 
 namespace {
@@ -74,25 +74,25 @@ std::uint64_t frozen_bytes(const BufferKind& kind, const StateSettings& s) {
 }  // namespace
 
 std::uint64_t nf4_layer_bytes(const FlatLayout& layout, const StateSettings& s) {
-    const auto n = static_cast<std::int64_t>(full_numel(layout.layer.numel, s.world_size, s.align));
+    const auto n = static_cast<std::int64_t>(full_numel(layout.layer.numel, s.shards, s.align));
     const std::int64_t kept =
-        s.zero.shards_parameters ? math::nf4_shard(n, static_cast<std::int64_t>(s.world_size)).shard : n;
+        s.zero.shards_parameters ? math::nf4_shard(n, static_cast<std::int64_t>(s.shards)).shard : n;
     return static_cast<std::uint64_t>(math::nf4_sizes(kept).bytes);
 }
 
 std::uint64_t nf4_gathered_layer_bytes(const FlatLayout& layout, const StateSettings& s) {
     if (!s.zero.gathers_weights_before_use()) return 0;
-    const auto n = static_cast<std::int64_t>(full_numel(layout.layer.numel, s.world_size, s.align));
-    const math::Nf4Shard shard = math::nf4_shard(n, static_cast<std::int64_t>(s.world_size));
+    const auto n = static_cast<std::int64_t>(full_numel(layout.layer.numel, s.shards, s.align));
+    const math::Nf4Shard shard = math::nf4_shard(n, static_cast<std::int64_t>(s.shards));
     return static_cast<std::uint64_t>(math::nf4_sizes(shard.padded).bytes);
 }
 
 FlatLayout local_flat_layout(const TrialConfig& c) {
-    return flat_layout(tensor_parallel_plan(c).local(c.model), c.adam8bit_block);
+    return flat_layout(parallel_plan(c).local(c.model), c.adam8bit_block);
 }
 
 ModelStateBytes trial_states(const ModelSpec& model, const TrialConfig& c) {
-    const ModelSpec m = tensor_parallel_plan(c).local(model);
+    const ModelSpec m = parallel_plan(c).local(model);
     const FlatLayout layout = flat_layout(m, c.adam8bit_block);
     const StateSettings s = StateSettings::of(c);
     if (!c.adapters()) return model_states(layout, s);

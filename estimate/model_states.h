@@ -16,8 +16,8 @@ struct StateSettings {
     Optimizer optimizer = Optimizer::adamw;
     Precision precision = Precision::fp32;
     ZeroPlan zero = zero_plan(0);
-    std::uint64_t world_size = 1;  // the data-parallel ranks ZeRO shards over (world / tensor_parallel)
-    std::uint64_t align = 256;     // flat_alignment(adam8bit_block)
+    std::uint64_t shards = 1;   // the ranks ZeRO shards over: ParallelPlan::zero_shards
+    std::uint64_t align = 256;  // flat_alignment(adam8bit_block)
     std::uint64_t adam8bit_block = 256;
 
     static StateSettings of(const TrialConfig& c);

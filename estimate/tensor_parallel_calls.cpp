@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "core/parallel_plan.h"
 #include "core/peft_modules.h"
-#include "core/tensor_parallel.h"
 #include "core/zero_plan.h"
 #include "estimate/collective_calls.h"
 #include "estimate/estimate_memory.h"
@@ -15,7 +15,7 @@ namespace {
 
 // Per micro-batch: the (T, h) activation's collectives around the tensor-parallel regions.
 void add_activation_calls(std::vector<TensorParallelCall>& out, const ModelSpec& m, const TrialConfig& c,
-                          const TensorParallelPlan& tp, double micro_batches) {
+                          const ParallelPlan& tp, double micro_batches) {
     const double activation =
         static_cast<double>(weight_bytes(c.precision)) * c.micro_batch * c.context * static_cast<double>(m.hidden);
     const double layers = static_cast<double>(m.layers);
@@ -72,7 +72,7 @@ double kv_shared_elements(const ModelSpec& m, const TrialConfig& c) {
 }  // namespace
 
 std::vector<TensorParallelCall> tensor_parallel_calls(const ModelSpec& model, const TrialConfig& c) {
-    const TensorParallelPlan tp = tensor_parallel_plan(c);
+    const ParallelPlan tp = parallel_plan(c);
     if (tp.tp == 1) return {};
     const ModelSpec m = tp.local(model);
     const double micro_batches = c.grad_accum * lomo_backward_passes(c);
@@ -90,7 +90,7 @@ std::vector<TensorParallelCall> tensor_parallel_calls(const ModelSpec& model, co
     const auto add_summed = [&](double elements, std::uint64_t ranks) {
         const bool sharded = !lomo && zero_plan(c.zero_stage).updates_own_shard_only();
         if (elements > 0)
-            out.push_back({Collective::all_reduce, elements * wb / (sharded ? data_parallel_size(c) : 1),
+            out.push_back({Collective::all_reduce, elements * wb / (sharded ? parallel_plan(c).dp : 1),
                            lomo ? micro_batches : 1, static_cast<std::uint32_t>(ranks)});
     };
     if (tp.kv_replicas(model) > 1) add_summed(kv_shared_elements(m, c), tp.kv_replicas(model));

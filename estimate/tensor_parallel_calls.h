@@ -1,5 +1,5 @@
 // The collectives of the tensor-parallel group one optimizer step calls, per
-// rank, following Megatron-LM's schedule (core/tensor_parallel.h names what
+// rank, following Megatron-LM's schedule (core/parallel_plan.h names what
 // is split). Per micro-batch, with T tokens and the (T, h) activation A:
 //
 //   without sequence parallelism, each an all-reduce of A:

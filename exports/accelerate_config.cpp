@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_plan.h"
 #include "exports/framework_checkpointing.h"
 #include "exports/hf_arguments.h"
 #include "exports/yaml_text.h"
@@ -87,7 +88,7 @@ FrameworkExport accelerate_export(const TrialConfig& c, int fsdp_version) {
     y.key("distributed_type", ddp ? "MULTI_GPU" : "FSDP");
     y.key("mixed_precision", mixed_precision(c));
     y.key("num_machines", 1);
-    y.key("num_processes", c.world_size);
+    y.key("num_processes", parallel_plan(c).world());
     y.key("machine_rank", 0);
     y.key("main_training_function", "main");
     y.key("use_cpu", false);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/optimizer_hyperparameters.h"
+#include "core/parallel_plan.h"
 #include "core/units.h"
 #include "estimate/estimate.h"
 #include "exports/framework.h"
@@ -132,7 +133,7 @@ FrameworkExport deepspeed_export(const TrialConfig& c) {
     e.json = true;
     json ds{{"train_micro_batch_size_per_gpu", c.micro_batch},
             {"gradient_accumulation_steps", c.grad_accum},
-            {"train_batch_size", std::uint64_t{c.micro_batch} * c.grad_accum * c.world_size},
+            {"train_batch_size", std::uint64_t{c.micro_batch} * c.grad_accum * parallel_plan(c).world()},
             {"zero_optimization", {{"stage", c.zero_stage}}},
             {"steps_per_print", 10}};
     if (c.clip > 0) ds["gradient_clipping"] = c.clip;

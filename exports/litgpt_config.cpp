@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/optimizer_hyperparameters.h"
+#include "core/parallel_plan.h"
 #include "exports/framework_checkpointing.h"
 #include "exports/hf_arguments.h"
 #include "exports/yaml_text.h"
@@ -78,11 +79,11 @@ void optimizer_keys(const TrialConfig& c, YamlText& y, FrameworkExport& e) {
 // (FSDPStrategy(auto_wrap_policy={Block}, activation_checkpointing_policy={Block})); on one,
 // neither.
 void strategy_notes(const TrialConfig& c, FrameworkExport& e) {
-    const bool sharded = c.world_size > 1;
+    const bool sharded = parallel_plan(c).world() > 1;
     if (sharded && c.zero_stage != 3)
         e.cannot_express.push_back(
             fmt::format("ZeRO-{} on {} devices: LitGPT's scripts shard fully (FSDP FULL_SHARD, ZeRO-3)", c.zero_stage,
-                        c.world_size));
+                        parallel_plan(c).world()));
     const bool whole_layers = framework_checkpointing(c).whole_layers;
     if (sharded && !whole_layers)
         e.cannot_express.push_back("no checkpointing on several devices: LitGPT checkpoints every Block there");
@@ -102,12 +103,12 @@ FrameworkExport litgpt_export(const TrialConfig& c) {
         fmt::format("litgpt {} CHECKPOINT_DIR --config this.yaml (CHECKPOINT_DIR from `litgpt download`)", command));
     y.key("precision", precision_name(c.precision));
     if (c.method == Method::qlora) y.key("quantize", "bnb.nf4-dq");  // NF4 with double quantization, as tune's
-    y.key("devices", c.world_size);
+    y.key("devices", parallel_plan(c).world());
     y.key("num_nodes", 1);
     if (c.adapters()) lora_keys(c, y, e);
     y.key("seed", c.seed);
     y.section("train");
-    y.key("global_batch_size", static_cast<std::uint64_t>(c.micro_batch) * c.grad_accum * c.world_size);
+    y.key("global_batch_size", static_cast<std::uint64_t>(c.micro_batch) * c.grad_accum * parallel_plan(c).world());
     y.key("micro_batch_size", c.micro_batch);
     // finetune/lora.py and full.py get_lr_scheduler divide by lr_warmup_steps (0 raises
     // ZeroDivisionError), then anneal by a cosine to 0 over the run; validate_args refuses

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/optimizer_hyperparameters.h"
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "exports/framework_checkpointing.h"
 
 namespace tune {
@@ -74,7 +74,7 @@ void add_parallelism(Args& a, const TrialConfig& c) {
         a.insert(a.end(), {{"--optimizer-cpu-offload", ""}, {"--optimizer-offload-fraction", "1.0"}});
     a.insert(a.end(), {{"--micro-batch-size", std::to_string(c.micro_batch)},
                        {"--global-batch-size",
-                        std::to_string(std::uint64_t{c.micro_batch} * c.grad_accum * data_parallel_size(c))}});
+                        std::to_string(std::uint64_t{c.micro_batch} * c.grad_accum * parallel_plan(c).dp)}});
 }
 
 void add_training(Args& a, const TrialConfig& c, FrameworkExport& e) {
@@ -121,7 +121,7 @@ FrameworkExport megatron_export(const TrialConfig& c) {
     add_model(args, c.model, c, e);
     add_parallelism(args, c);
     add_training(args, c, e);
-    std::string cmd = fmt::format("torchrun --nnodes 1 --nproc_per_node {} pretrain_gpt.py", c.world_size);
+    std::string cmd = fmt::format("torchrun --nnodes 1 --nproc_per_node {} pretrain_gpt.py", parallel_plan(c).world());
     for (const auto& [flag, value] : args) cmd += value.empty() ? " \\\n  " + flag : " \\\n  " + flag + " " + value;
     e.body = cmd + "\n";
     e.in_script.push_back(

@@ -4,7 +4,7 @@
 // and sequence parallelism, ZeRO as the distributed optimizer or Megatron-FSDP's
 // sharding strategy, recompute, precision and AdamW. Megatron-LM has no profile
 // of its own in estimate/frameworks: it runs the tensor-parallel scheme tune's
-// engine runs (core/tensor_parallel.h), and its own buffers are not modelled.
+// engine runs (core/parallel_plan.h), and its own buffers are not modelled.
 #pragma once
 
 #include "core/config.h"

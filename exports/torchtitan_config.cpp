@@ -8,7 +8,7 @@
 #include <toml++/toml.h>
 
 #include "core/optimizer_hyperparameters.h"
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "exports/framework_checkpointing.h"
 
 namespace tune {
@@ -43,7 +43,7 @@ std::string flavor_of(const ModelSpec& m, FrameworkExport& e) {
 // with enable_sequence_parallel (torchtitan/config/configs.py).
 toml::table parallelism(const TrialConfig& c) {
     const bool replicate = c.zero_stage == 0;
-    const std::int64_t replicas = data_parallel_size(c);
+    const std::int64_t replicas = parallel_plan(c).dp;
     toml::table t{{"data_parallel_replicate_degree", replicate ? replicas : 1},
                   {"data_parallel_shard_degree", replicate ? 1 : replicas},
                   {"fsdp_reshard_after_forward", c.zero_stage == 2 ? "never" : "always"},
@@ -65,14 +65,13 @@ toml::table activation_checkpoint(const TrialConfig& c, FrameworkExport& e) {
 constexpr double kNeverClips = 1e9;
 
 toml::table training(const TrialConfig& c) {
-    toml::table t{
-        {"local_batch_size", c.micro_batch},
-        {"global_batch_size", static_cast<std::int64_t>(c.micro_batch) * c.grad_accum * data_parallel_size(c)},
-        {"seq_len", c.context},
-        {"max_norm", c.clip > 0 ? c.clip : kNeverClips},
-        {"mixed_precision_param", c.precision == Precision::fp32 ? "float32" : "bfloat16"},
-        {"mixed_precision_reduce", "float32"},
-        {"seed", static_cast<std::int64_t>(c.seed)}};
+    toml::table t{{"local_batch_size", c.micro_batch},
+                  {"global_batch_size", static_cast<std::int64_t>(c.micro_batch) * c.grad_accum * parallel_plan(c).dp},
+                  {"seq_len", c.context},
+                  {"max_norm", c.clip > 0 ? c.clip : kNeverClips},
+                  {"mixed_precision_param", c.precision == Precision::fp32 ? "float32" : "bfloat16"},
+                  {"mixed_precision_reduce", "float32"},
+                  {"seed", static_cast<std::int64_t>(c.seed)}};
     // torchtitan/config/configs.py Training.enable_cpu_offload: FSDP2's CPUOffloadPolicy, parameters, gradients and
     // optimizer states on the host (the only offload FSDP has: estimate/frameworks/framework_validity).
     if (c.offload == Offload::optimizer_params) t.insert("enable_cpu_offload", true);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/parallel_plan.h"
 #include "exports/hf_arguments.h"
 
 namespace tune {
@@ -17,7 +18,7 @@ std::vector<std::string> trainer_memory_notes(const TrialConfig& c) {
         notes.emplace_back(
             "PyTorch autocast keeps fp32 weights and fp32 gradients (8 bytes per parameter) where tune holds 16-bit "
             "weights and gradients beside an fp32 master copy (8 bytes per parameter too)");
-    if (c.world_size > 1)
+    if (parallel_plan(c).world() > 1)
         notes.emplace_back(
             "DDP's gradient buckets hold a second copy of the trainable gradients (gradient_as_bucket_view is "
             "false under Trainer); tune estimate --framework counts it");
@@ -61,7 +62,7 @@ FrameworkExport hf_trainer_export(const TrialConfig& c) {
 
 FrameworkExport torchrun_export(const TrialConfig& c) {
     FrameworkExport e;
-    std::string cmd = fmt::format("torchrun --nnodes 1 --nproc_per_node {} train.py", c.world_size);
+    std::string cmd = fmt::format("torchrun --nnodes 1 --nproc_per_node {} train.py", parallel_plan(c).world());
     for (const auto& [key, value] : trainer_arguments(FrameworkProfile::torchrun, c, e)) {
         if (value.is_boolean()) {
             if (value.get<bool>()) cmd += " --" + key;

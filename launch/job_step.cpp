@@ -27,9 +27,9 @@ std::vector<std::string> srun_step(const StepResources& r, const std::vector<std
 
 }  // namespace
 
-Launcher step_launcher(std::string_view setting, std::uint32_t world_size, bool in_slurm) {
+Launcher step_launcher(std::string_view setting, std::uint32_t ranks, bool in_slurm) {
     if (in_slurm && (setting == "auto" || setting == "srun")) return Launcher::srun;
-    return choose_launcher(setting, world_size);
+    return choose_launcher(setting, ranks);
 }
 
 StepCommand job_step(Launcher launcher, const StepResources& r, const std::vector<std::string>& program_argv) {

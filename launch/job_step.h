@@ -35,6 +35,6 @@ StepCommand job_step(Launcher launcher, const StepResources& r, const std::vecto
 
 // Under Slurm every trial is a job step, one rank included, so sacct shows each; elsewhere the
 // launcher choose_launcher() picks.
-Launcher step_launcher(std::string_view setting, std::uint32_t world_size, bool in_slurm);
+Launcher step_launcher(std::string_view setting, std::uint32_t ranks, bool in_slurm);
 
 }  // namespace tune

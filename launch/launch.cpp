@@ -53,12 +53,12 @@ std::string_view to_string(Launcher l) {
 RankEnvironment rank_environment() {
     RankEnvironment env;
     if (auto size = env_int("OMPI_COMM_WORLD_SIZE")) {
-        env.world_size = *size;
+        env.ranks = *size;
         env.rank = env_int("OMPI_COMM_WORLD_RANK").value_or(0);
         env.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK").value_or(env.rank);
         env.under_launcher = true;
     } else if (auto ntasks = env_int("SLURM_NTASKS"); ntasks && env_int("SLURM_PROCID")) {
-        env.world_size = *ntasks;
+        env.ranks = *ntasks;
         env.rank = *env_int("SLURM_PROCID");
         env.local_rank = env_int("SLURM_LOCALID").value_or(env.rank);
         env.under_launcher = true;
@@ -66,8 +66,8 @@ RankEnvironment rank_environment() {
     return env;
 }
 
-Launcher choose_launcher(std::string_view setting, std::uint32_t world_size) {
-    if (world_size <= 1) return Launcher::local;
+Launcher choose_launcher(std::string_view setting, std::uint32_t ranks) {
+    if (ranks <= 1) return Launcher::local;
     if (setting == "auto") return std::getenv("SLURM_JOB_ID") ? Launcher::srun : Launcher::mpirun;
     if (setting == "mpirun" || setting == "local") return Launcher::mpirun;  // "local" N ranks = mpirun on this host
     if (setting == "srun") return Launcher::srun;
@@ -104,17 +104,16 @@ std::optional<std::string> host_ranks_problem(std::uint32_t ranks) {
         ranks, kMaxRanksPerHost);
 }
 
-std::vector<std::string> launch_command(Launcher l, std::uint32_t world_size,
-                                        const std::vector<std::string>& program_argv) {
+std::vector<std::string> launch_command(Launcher l, std::uint32_t ranks, const std::vector<std::string>& program_argv) {
     std::vector<std::string> argv;
     if (l == Launcher::mpirun) {
-        argv = {"mpirun", "-np", std::to_string(world_size)};
+        argv = {"mpirun", "-np", std::to_string(ranks)};
         if (::geteuid() == 0) argv.emplace_back("--allow-run-as-root");
-        if (world_size > std::thread::hardware_concurrency()) argv.emplace_back("--oversubscribe");
+        if (ranks > std::thread::hardware_concurrency()) argv.emplace_back("--oversubscribe");
         // Ranks of a trial should not wait for a dead peer forever; the trial timeout still applies.
         argv.insert(argv.end(), {"--mca", "orte_abort_on_non_zero_status", "1"});
     } else if (l == Launcher::srun) {
-        argv = {"srun", fmt::format("--ntasks={}", world_size), "--kill-on-bad-exit=1"};
+        argv = {"srun", fmt::format("--ntasks={}", ranks), "--kill-on-bad-exit=1"};
     }
     argv.insert(argv.end(), program_argv.begin(), program_argv.end());
     return argv;

@@ -19,7 +19,7 @@ std::string_view to_string(Launcher l);
 // Where this process stands: set by OpenMPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_*).
 struct RankEnvironment {
     int rank = 0;
-    int world_size = 1;
+    int ranks = 1;
     int local_rank = 0;
     bool under_launcher = false;  // started by mpirun or srun
 };
@@ -28,7 +28,7 @@ RankEnvironment rank_environment();
 // "auto": srun inside a Slurm allocation, else mpirun for more than one rank,
 // else local. An explicit setting is honoured, except that one rank never needs a launcher.
 // Throws std::invalid_argument for an unknown setting.
-Launcher choose_launcher(std::string_view setting, std::uint32_t world_size);
+Launcher choose_launcher(std::string_view setting, std::uint32_t ranks);
 
 // Why the launcher cannot be used here ("mpirun is not on PATH: install openmpi-bin"), or nullopt.
 std::optional<std::string> launcher_problem(Launcher l);
@@ -43,9 +43,8 @@ std::optional<std::string> host_ranks_problem(std::uint32_t ranks);
 // (local and mpirun start ranks on this host only; srun within its Slurm allocation), or nullopt.
 std::optional<std::string> placement_problem(Launcher l, std::uint32_t ranks, std::uint32_t nodes);
 
-// The argv that starts `program_argv` as `world_size` ranks with launcher `l`.
-std::vector<std::string> launch_command(Launcher l, std::uint32_t world_size,
-                                        const std::vector<std::string>& program_argv);
+// The argv that starts `program_argv` as `ranks` ranks with launcher `l`.
+std::vector<std::string> launch_command(Launcher l, std::uint32_t ranks, const std::vector<std::string>& program_argv);
 
 // The path of the running `tune` binary (/proc/self/exe), so children run the same build.
 std::string self_executable();

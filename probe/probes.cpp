@@ -10,8 +10,8 @@
 #include <tuple>
 
 #include "core/offload_plan.h"
+#include "core/parallel_plan.h"
 #include "core/step_statistics.h"
-#include "core/tensor_parallel.h"
 #include "estimate/collective_calls.h"
 #include "estimate/estimate_time.h"
 #include "estimate/gemm_calls.h"
@@ -149,11 +149,11 @@ std::vector<std::uint64_t> probed_sizes(const std::set<std::uint64_t>& sizes) {
 
 void plan_collectives(const ModelSpec& model, const std::vector<TrialConfig>& configs, ProbedRates& plan) {
     std::map<std::pair<std::uint32_t, ProbeDtype>, std::set<std::uint64_t>> sizes;  // ranks, dtype -> message bytes
-    // ZeRO's collectives run over the data-parallel replicas (core/tensor_parallel.h); the
+    // ZeRO's collectives run over the data-parallel replicas (core/parallel_plan.h); the
     // tensor-parallel group's at its own size, at the sizes its calls move (estimate/tensor_parallel_calls.h).
     for (const TrialConfig& c : configs) {
-        if (data_parallel_size(c) > 1)
-            sizes[{data_parallel_size(c), probe_dtype(c.precision)}].insert(
+        if (parallel_plan(c).dp > 1)
+            sizes[{parallel_plan(c).dp, probe_dtype(c.precision)}].insert(
                 static_cast<std::uint64_t>(collective_message_bytes(model, c)));
         for (const TensorParallelCall& call : tensor_parallel_calls(model, c))
             sizes[{call.ranks, probe_dtype(c.precision)}].insert(static_cast<std::uint64_t>(call.bytes));
@@ -181,7 +181,7 @@ void plan_buckets(const ModelSpec& model, const std::vector<TrialConfig>& config
         for (const CollectiveCall& call : collective_calls(model, c))
             if (call.bucket)
                 buckets.insert(
-                    {data_parallel_size(c), probe_dtype(c.precision), static_cast<std::uint64_t>(call.bytes), host});
+                    {parallel_plan(c).dp, probe_dtype(c.precision), static_cast<std::uint64_t>(call.bytes), host});
     }
     for (const auto& [ranks, dtype, bytes, host] : buckets) plan.buckets.push_back({dtype, ranks, bytes, 0, host});
 }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/dimensions.h"
+#include "core/parallel_plan.h"
 
 namespace tune {
 namespace {
@@ -26,8 +27,8 @@ Searched searched(const Dimension& d) {
 std::vector<Searched> searched_dimensions() {
     std::vector<Searched> out;
     for (const Dimension& d : dimensions()) out.push_back(searched(d));
-    out.push_back({"world_size", [](const TrialConfig& c) { return std::uint64_t{c.world_size}; },
-                   [](const TrialConfig& c) { return std::to_string(c.world_size); }});
+    out.push_back({"world_size", [](const TrialConfig& c) { return std::uint64_t{parallel_plan(c).world()}; },
+                   [](const TrialConfig& c) { return std::to_string(parallel_plan(c).world()); }});
     return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/convergence_risk.h"
 #include "core/dimensions.h"
+#include "core/parallel_plan.h"
 
 #include "reports/report_format.h"
 
@@ -61,8 +62,8 @@ std::vector<std::size_t> plotted_trials(const SweepData& sweep, std::size_t max_
 nlohmann::json tooltip_lines(const TrialRecord& t) {
     const TrialConfig& c = t.result.config;
     nlohmann::json lines = nlohmann::json::array();
-    lines.push_back(
-        fmt::format("trial {}: {} ({} GPU{})", t.id, c.model.name, c.world_size, c.world_size == 1 ? "" : "s"));
+    lines.push_back(fmt::format("trial {}: {} ({} GPU{})", t.id, c.model.name, parallel_plan(c).world(),
+                                parallel_plan(c).world() == 1 ? "" : "s"));
     // The dimensions, three to a line.
     std::string line;
     for (std::size_t i = 0; i < kDimensionCount; ++i) {

@@ -5,6 +5,7 @@
 
 #include "core/convergence_risk.h"
 #include "core/dimensions.h"
+#include "core/parallel_plan.h"
 
 namespace tune {
 
@@ -24,7 +25,7 @@ std::vector<HtmlColumn> config_columns() {
 std::vector<std::string> config_cells(const TrialConfig& c) {
     const auto cells = dimension_cells(c);
     std::vector<std::string> out(cells.begin(), cells.end());
-    out.push_back(std::to_string(c.world_size));
+    out.push_back(std::to_string(parallel_plan(c).world()));
     return out;
 }
 

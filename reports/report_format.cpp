@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/dimensions.h"
+#include "core/parallel_plan.h"
 #include "core/units.h"
 
 namespace tune {
@@ -61,7 +62,7 @@ ByteUnit byte_unit_for(std::uint64_t largest_bytes) {
 }
 
 std::uint64_t tokens_per_step(const TrialConfig& c) {
-    return std::uint64_t{c.micro_batch} * c.context * c.grad_accum * c.world_size;
+    return std::uint64_t{c.micro_batch} * c.context * c.grad_accum * parallel_plan(c).world();
 }
 
 std::optional<double> measured_step_s(const TrialRecord& t) {
@@ -76,7 +77,7 @@ double error_percent(double estimated, double measured) { return (estimated - me
 std::string dimensions_key(const TrialConfig& c) {
     std::string key = c.model.name;
     for (const std::string& cell : dimension_cells(c)) key += "|" + cell;
-    return key + "|" + std::to_string(c.world_size);
+    return key + "|" + std::to_string(parallel_plan(c).world());
 }
 
 }  // namespace tune

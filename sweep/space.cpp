@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/collapsed_values.h"
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "estimate/frameworks/framework_profile.h"
 
 namespace tune {
@@ -37,19 +37,15 @@ TrialConfig base_config(const SweepSpec& spec) {
 
 std::optional<Invalidity> check_validity(const TrialConfig& c, const SweepSpec& spec) {
     if (auto bad = invalid_reason(c)) return bad;
-    if (spec.max_world_size && c.world_size > *spec.max_world_size)
+    if (spec.max_world_size && parallel_plan(c).world() > *spec.max_world_size)
         return Invalidity{"world-size", fmt::format("world size {} exceeds [constraints] max_world_size {}",
-                                                    c.world_size, *spec.max_world_size)};
-    // A tensor-parallel group exchanges activations every layer, so its ranks share a node's links.
+                                                    parallel_plan(c).world(), *spec.max_world_size)};
+    // The plan's rules that need the node: the sweep knows its ranks per node.
     const std::uint32_t node = std::min(spec.gpus, spec.resources.gpus_per_node.value_or(spec.gpus));
-    if (c.tensor_parallel > 1 && node % c.tensor_parallel != 0)
-        return Invalidity{"tensor-parallel",
-                          fmt::format("tensor_parallel {} does not fit within a node of {} ranks: its ranks exchange "
-                                      "activations every layer and stay on one node's links",
-                                      c.tensor_parallel, node)};
+    if (auto bad = parallel_plan_problem(parallel_plan(c), c.model, c.context, node)) return bad;
     if (spec.global_batch_tokens) {
         // Per replica: the tensor-parallel ranks of one replica share its tokens.
-        const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.grad_accum * data_parallel_size(c) * c.context;
+        const std::uint64_t tokens = std::uint64_t{c.micro_batch} * c.grad_accum * parallel_plan(c).dp * c.context;
         if (tokens != *spec.global_batch_tokens)
             return Invalidity{"global-batch",
                               fmt::format("global batch of {} tokens differs from [constraints] global_batch_tokens {}",

@@ -18,6 +18,7 @@
 #include "core/hf_config.h"
 #include "core/input_file.h"
 #include "core/nearest.h"
+#include "core/number_bounds.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
@@ -141,6 +142,11 @@ public:
         if (!(v >= min && v <= max))
             fail(node->source(), fmt::format("[{}] {}: {} is out of range ({} to {})", section, key, v, min, max));
         return v;
+    }
+
+    // A number whose range it shares with its flag (core/number_bounds.h).
+    std::optional<double> number(const toml::table& t, const NumberBounds& b) const {
+        return number(t, b.section, b.key, b.min, b.max);
     }
 
     std::optional<std::string> string(const toml::table& t, std::string_view section, std::string_view key) const {
@@ -324,7 +330,7 @@ ModelSpec read_model(const Reader& r, const toml::table& root, const std::filesy
 // host_memory per node for offloaded states: a size, or "auto" (this machine's MemTotal, which is the
 // node's only where the device is detected here too); left out: unbounded.
 void read_host_memory(const Reader& r, const toml::table& t, SweepSpec& s) {
-    s.host_margin = r.number(t, "hardware", "host_margin", 0.0, 0.9).value_or(s.host_margin);
+    s.host_margin = r.number(t, bounds::host_margin).value_or(s.host_margin);
     const toml::node* node = t.get("host_memory");
     if (node == nullptr) return;
     s.host_memory_auto = node->is_string() && node->as_string()->get() == "auto";
@@ -357,7 +363,7 @@ void read_hardware(const Reader& r, const toml::table& root, SweepSpec& s) {
     }
     s.hardware.nodes = s.nodes;
     s.memory_limit_setting = r.size(*t, "hardware", "memory_limit");
-    s.margin = r.number(*t, "hardware", "margin", 0.0, 0.5).value_or(s.margin);
+    s.margin = r.number(*t, bounds::margin).value_or(s.margin);
     read_host_memory(r, *t, s);
 }
 
@@ -386,7 +392,7 @@ void read_space(const Reader& r, const toml::table& root, SweepSpec& s) {
 // max_cv and max_steps: more steps for a noisy trial, up to a cap (by default
 // kDefaultMaxStepsFactor x steps, at least the steps).
 void read_noise_rule(const Reader& r, const toml::table& t, TrialSettings& ts) {
-    ts.noise.max_cv = r.number(t, "trial", "max_cv", 0, 10).value_or(ts.noise.max_cv);
+    ts.noise.max_cv = r.number(t, bounds::max_cv).value_or(ts.noise.max_cv);
     ts.noise.max_steps = kDefaultMaxStepsFactor * ts.steps;
     if (auto cap = r.integer(t, "trial", "max_steps", 1, 1000000)) {
         if (*cap < ts.steps)
@@ -421,20 +427,20 @@ void read_trial(const Reader& r, const toml::table& root, SweepSpec& s) {
     ts.launcher = r.choice(*t, "trial", "launcher", kLaunchers, ts.launcher);
     ts.seed = static_cast<std::uint64_t>(r.integer(*t, "trial", "seed", 0, std::numeric_limits<std::int64_t>::max())
                                              .value_or(static_cast<std::int64_t>(ts.seed)));
-    ts.lr = r.number(*t, "trial", "lr", 0, 10).value_or(ts.lr);
-    ts.weight_decay = r.number(*t, "trial", "weight_decay", 0, 10).value_or(ts.weight_decay);
-    ts.clip = r.number(*t, "trial", "clip", 0, 1e6).value_or(ts.clip);
-    ts.neftune_alpha = r.number(*t, "trial", "neftune_alpha", 0, 1000).value_or(ts.neftune_alpha);
+    ts.lr = r.number(*t, bounds::lr).value_or(ts.lr);
+    ts.weight_decay = r.number(*t, bounds::weight_decay).value_or(ts.weight_decay);
+    ts.clip = r.number(*t, bounds::clip).value_or(ts.clip);
+    ts.neftune_alpha = r.number(*t, bounds::neftune_alpha).value_or(ts.neftune_alpha);
     if (auto block = r.integer(*t, "trial", "adam8bit_block", 64, 4096)) {
         if ((*block & (*block - 1)) != 0)
             r.fail(t->get("adam8bit_block")->source(),
                    fmt::format("[trial] adam8bit_block: {} is not a power of two (64 to 4096)", *block));
         ts.adam8bit_block = static_cast<std::uint32_t>(*block);
     }
-    ts.beta1 = r.number(*t, "trial", "beta1", 0, 0.999999);
-    ts.beta2 = r.number(*t, "trial", "beta2", 0, 0.999999);
-    ts.eps = r.number(*t, "trial", "eps", 1e-30, 1);
-    ts.lora_alpha = r.number(*t, "trial", "lora_alpha", 1e-6, 1e6);
+    ts.beta1 = r.number(*t, bounds::beta1);
+    ts.beta2 = r.number(*t, bounds::beta2);
+    ts.eps = r.number(*t, bounds::eps);
+    ts.lora_alpha = r.number(*t, bounds::lora_alpha);
 }
 
 std::string beside(const std::filesystem::path& sweep_file, const std::string& path) {
@@ -462,7 +468,7 @@ void read_search_and_output(const Reader& r, const toml::table& root, SweepSpec&
                                    "e.g. bitsandbytes = \"0.43.1\"",
                                    *text));
         }
-        s.lora_dropout = r.number(*t, "framework", "lora_dropout", 0.0, 0.99).value_or(s.lora_dropout);
+        s.lora_dropout = r.number(*t, bounds::lora_dropout).value_or(s.lora_dropout);
         s.base_dtype = *parse_base_dtype(
             r.choice(*t, "framework", "base_dtype", kBaseDtypeNames, std::string(to_string(s.base_dtype))));
     }

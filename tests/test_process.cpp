@@ -137,7 +137,7 @@ TEST_CASE("rank environment comes from OpenMPI's variables", "[launch]") {
     ::unsetenv("OMPI_COMM_WORLD_SIZE");
     ::unsetenv("OMPI_COMM_WORLD_RANK");
     ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    CHECK(env.world_size == 4);
+    CHECK(env.ranks == 4);
     CHECK(env.rank == 2);
     CHECK(env.local_rank == 2);
     CHECK(env.under_launcher);

@@ -1,4 +1,4 @@
-// Tensor and sequence parallelism (core/tensor_parallel.h): which splits are
+// Tensor and sequence parallelism (core/parallel_plan.h): which splits are
 // valid, the model one rank holds, the estimator's memory and saved tensors
 // against Korthikanti et al.'s Table 2, the tensor-parallel collectives
 // against Megatron's schedule, the exports, and a 70B sweep's front.
@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dimensions.h"
+#include "core/parallel_plan.h"
 #include "core/presets.h"
-#include "core/tensor_parallel.h"
 #include "core/validity.h"
 #include "estimate/estimate.h"
 #include "estimate/model_states.h"
@@ -58,7 +58,7 @@ TEST_CASE("tensor parallelism must split the heads, the KV heads, the ffn and th
     CHECK_FALSE(invalid_reason(c));
     c.tensor_parallel = 8, c.world_size = 8;  // 8 heads over 8 ranks, each of the 4 KV heads on two
     CHECK_FALSE(invalid_reason(c));
-    CHECK(tensor_parallel_plan(c).kv_replicas(c.model) == 2);
+    CHECK(parallel_plan(c).kv_replicas(c.model) == 2);
     const auto refused = [&](std::uint32_t tp, std::uint32_t world, std::string_view says) {
         TrialConfig bad = c;
         bad.tensor_parallel = tp, bad.world_size = world;
@@ -89,7 +89,7 @@ TEST_CASE("tensor parallelism must split the heads, the KV heads, the ffn and th
 TEST_CASE("a tensor-parallel rank holds its heads, KV heads, ffn and padded vocabulary, hidden whole",
           "[tensor-parallel]") {
     TrialConfig c = llama70b(8, 8);
-    const ModelSpec local = tensor_parallel_plan(c).local(c.model);
+    const ModelSpec local = parallel_plan(c).local(c.model);
     CHECK(local.heads == 8);
     CHECK(local.kv_heads == 1);
     CHECK(local.ffn == 28672 / 8);
@@ -98,16 +98,16 @@ TEST_CASE("a tensor-parallel rank holds its heads, KV heads, ffn and padded voca
     CHECK(local.head_dim() == 128);
     // A vocabulary that does not divide is padded, and the padding's rows count as parameters.
     c.model.vocab = 32001;
-    CHECK(tensor_parallel_plan(c).padded_vocab(c.model) == 32008);
-    CHECK(tensor_parallel_plan(c).local(c.model).vocab == 4001);
+    CHECK(parallel_plan(c).padded_vocab(c.model) == 32008);
+    CHECK(parallel_plan(c).local(c.model).vocab == 4001);
     // Megatron's replication of KV heads: at tp 16 two ranks share each of the 8.
     c = llama70b(16, 16);
-    CHECK(tensor_parallel_plan(c).local(c.model).kv_heads == 1);
-    CHECK(tensor_parallel_plan(c).kv_replicas(c.model) == 2);
+    CHECK(parallel_plan(c).local(c.model).kv_heads == 1);
+    CHECK(parallel_plan(c).kv_replicas(c.model) == 2);
     // tp 1 is the model itself.
     c = llama70b(1, 8);
-    CHECK(tensor_parallel_plan(c).local(c.model) == c.model);
-    CHECK(data_parallel_size(llama70b(4, 8)) == 2);
+    CHECK(parallel_plan(c).local(c.model) == c.model);
+    CHECK(parallel_plan(llama70b(4, 8)).dp == 2);
 }
 
 TEST_CASE("a tensor-parallel rank's states are its local model's, sharded by ZeRO over the dp replicas",
@@ -119,7 +119,7 @@ TEST_CASE("a tensor-parallel rank's states are its local model's, sharded by ZeR
         tp.zero_stage = zero;
         // The same rank as one replica of the local model over the dp group of 2.
         TrialConfig replica = tp;
-        replica.model = tensor_parallel_plan(tp).local(tp.model);
+        replica.model = parallel_plan(tp).local(tp.model);
         replica.tensor_parallel = 1, replica.world_size = 2;
         const StepMemory a = step_memory(tp.model, tp, hw, {});
         const StepMemory b = step_memory(replica.model, replica, hw, {});
@@ -135,7 +135,7 @@ TEST_CASE("a tensor-parallel rank's states are its local model's, sharded by ZeR
     const TrialConfig c = llama70b(8, 8);
     const ModelSpec& m = c.model;
     const std::uint64_t norms = (2 * m.layers + 1) * m.hidden;
-    const std::uint64_t local = tensor_parallel_plan(c).local(m).param_count();
+    const std::uint64_t local = parallel_plan(c).local(m).param_count();
     // k and v are replicated: their 1 KV head of 8 per rank is an eighth, as 8 divides 8.
     CHECK(local == (m.param_count() - norms) / 8 + norms);
 }
@@ -340,7 +340,7 @@ TEST_CASE("a tensor-parallel rank starts from its shard of the whole model's bas
     c.model = *find_model("small");
     c.world_size = 2, c.tensor_parallel = 2;
     c.method = Method::lora, c.lora_rank = 4;
-    const ModelSpec local = tensor_parallel_plan(c).local(c.model);
+    const ModelSpec local = parallel_plan(c).local(c.model);
     const train::ParamLayout mine = train::make_param_layout(local, 1, c.adam8bit_block),
                              all = train::make_param_layout(c.model, 1, c.adam8bit_block);
     const train::LoraSpec adapters = train::make_lora_spec(c);
@@ -375,7 +375,7 @@ TEST_CASE("a tensor-parallel rank starts from its shard of the whole model's bas
     }
     // One KV head on both ranks: each holds the whole k and v, and every other tensor's shard.
     c.model.kv_heads = 1;
-    const ModelSpec one_kv = tensor_parallel_plan(c).local(c.model);
+    const ModelSpec one_kv = parallel_plan(c).local(c.model);
     const train::ParamLayout kv_mine = train::make_param_layout(one_kv, 1, c.adam8bit_block),
                              kv_all = train::make_param_layout(c.model, 1, c.adam8bit_block);
     for (std::uint32_t rank : {0u, 1u}) {

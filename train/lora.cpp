@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/parallel_plan.h"
 #include "core/peft_modules.h"
-#include "core/tensor_parallel.h"
 #include "kernels/math/neftune.h"
 
 namespace tune::train {
@@ -46,9 +46,9 @@ std::optional<std::size_t> lora_slot(LayerTensor t, LoraTargets targets) {
     return std::nullopt;
 }
 
-ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, LoraTargets targets,
-                                std::uint32_t world_size, std::uint32_t adam8bit_block) {
-    const ParamLayout base = make_param_layout(model, world_size, adam8bit_block);
+ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, LoraTargets targets, std::uint32_t shards,
+                                std::uint32_t adam8bit_block) {
+    const ParamLayout base = make_param_layout(model, shards, adam8bit_block);
     const auto r = static_cast<std::int64_t>(rank);
     std::vector<TensorView> tensors;
     for (std::size_t i = 0; i < kLinears.size(); ++i) {
@@ -61,7 +61,7 @@ ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, Lora
     ParamLayout p;
     p.alignment = base.alignment;
     p.layers = base.layers;
-    p.layer = place_tensors(std::move(tensors), std::max<std::uint32_t>(1, world_size), p.alignment);
+    p.layer = place_tensors(std::move(tensors), std::max<std::uint32_t>(1, shards), p.alignment);
     p.has_outer = false;
     return p;
 }
@@ -71,8 +71,8 @@ LoraSpec make_lora_spec(const TrialConfig& c) {
     s.rank = c.lora_rank;
     s.scale = static_cast<float>(c.lora_scale());
     s.targets = c.lora_targets;
-    s.layout = make_adapter_layout(tensor_parallel_plan(c).local(c.model), c.lora_rank, c.lora_targets,
-                                   data_parallel_size(c), c.adam8bit_block);
+    s.layout = make_adapter_layout(parallel_plan(c).local(c.model), c.lora_rank, c.lora_targets,
+                                   parallel_plan(c).zero_shards(), c.adam8bit_block);
     return s;
 }
 

@@ -32,9 +32,9 @@ std::optional<std::size_t> lora_slot(LayerTensor t, LoraTargets targets);
 
 // Tensor names are PEFT's without its "base_model.model." prefix:
 // "self_attn.q_proj.lora_A.weight" (r, in), "self_attn.q_proj.lora_B.weight" (out, r).
-ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, LoraTargets targets,
-                                std::uint32_t world_size, std::uint32_t adam8bit_block);
-// The adapters of the rank's shard of the model (core/tensor_parallel.h), sharded by ZeRO over the replicas.
+ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, LoraTargets targets, std::uint32_t shards,
+                                std::uint32_t adam8bit_block);
+// The adapters of the rank's shard of the model (core/parallel_plan.h), sharded by ZeRO over the replicas.
 LoraSpec make_lora_spec(const TrialConfig& c);
 
 // Under tensor parallelism the adapters follow their base's split, as PEFT's

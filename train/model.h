@@ -104,7 +104,7 @@ public:
     std::int64_t largest_matrix() const;
     // Biases: (T) ones in the layer dtype, the left factor of every bias GEMM.
     void set_ones(const void* ones) { ones_ = ones; }
-    // Tensor parallelism (core/tensor_parallel.h): the weights are this rank's shards, and the row-parallel
+    // Tensor parallelism (core/parallel_plan.h): the weights are this rank's shards, and the row-parallel
     // outputs (x2, the layer output) and the column-parallel regions' input gradients (dn) are summed over
     // `group`; the residual enters the sum on its rank 0 only. With sequence parallelism the residual
     // stream (x, n1, x2, n2, their rstd, the output and its gradient) holds this rank's rows() of the

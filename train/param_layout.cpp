@@ -26,11 +26,11 @@ FlatLayout place_tensors(std::vector<TensorView> tensors, std::int64_t world, st
     return f;
 }
 
-ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t world_size, std::uint32_t adam8bit_block) {
+ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t shards, std::uint32_t adam8bit_block) {
     const auto h = static_cast<std::int64_t>(m.hidden), q = static_cast<std::int64_t>(m.q_dim());
     const auto kv = static_cast<std::int64_t>(m.kv_dim()), d = static_cast<std::int64_t>(m.head_dim());
     const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
-    const std::int64_t world = std::max<std::int64_t>(1, world_size);
+    const std::int64_t world = std::max<std::int64_t>(1, shards);
     ParamLayout p;
     p.alignment = static_cast<std::int64_t>(flat_alignment(adam8bit_block));
     p.layers = static_cast<std::int64_t>(m.layers);

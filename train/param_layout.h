@@ -64,7 +64,7 @@ struct FlatLayout {
     std::vector<TensorView> tensors;
     std::int64_t numel = 0;   // sum of the slots
     std::int64_t shard = 0;   // elements each rank owns
-    std::int64_t padded = 0;  // world_size * shard
+    std::int64_t padded = 0;  // shards * shard
     std::int64_t small = 0;   // total numel of the small tensors
 };
 
@@ -103,9 +103,9 @@ struct ParamLayout {
 // Tensors placed in slots of `alignment` elements, padded to `world` equal shards.
 FlatLayout place_tensors(std::vector<TensorView> tensors, std::int64_t world, std::int64_t alignment);
 
-ParamLayout make_param_layout(const ModelSpec& model, std::uint32_t world_size, std::uint32_t adam8bit_block);
+ParamLayout make_param_layout(const ModelSpec& model, std::uint32_t shards, std::uint32_t adam8bit_block);
 
-// Where a tensor-parallel rank's tensor comes from in the whole model (core/tensor_parallel.h):
+// Where a tensor-parallel rank's tensor comes from in the whole model (core/parallel_plan.h):
 // element (r, c) of the rank's tensor is element (row_begin + r, col_begin + c) of the whole
 // tensor at `offset` of the whole model's layout, which has `rows` x `cols`; rows past `rows`
 // (the vocabulary's padding) have none. A tensor every rank holds whole is `replicated`.
@@ -115,12 +115,12 @@ struct TensorSource {
     bool replicated = true;
 };
 // A tensor-parallel rank's place in its group: its rank, and the KV heads' shard it holds (the rank
-// divided by the ranks that replicate one KV head, core/tensor_parallel.h).
+// divided by the ranks that replicate one KV head, core/parallel_plan.h).
 struct ParallelRank {
     std::uint32_t rank = 0;
     std::uint32_t kv_shard = 0;
 };
-// Per buffer, per tensor of `local` (make_param_layout of TensorParallelPlan::local), for tensor-parallel
+// Per buffer, per tensor of `local` (make_param_layout of ParallelPlan::local), for tensor-parallel
 // rank `at`: column-parallel q, k, v, gate, up (and their biases) by rows, k's and v's by the KV shard,
 // row-parallel o and down by columns, the embedding and LM head by vocabulary rows; norms and o's and
 // down's biases whole.

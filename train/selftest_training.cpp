@@ -69,13 +69,13 @@ st::Case training_case(Optimizer optimizer, Precision precision, Checkpointing c
 
 // ---- ZeRO stages across ranks ------------------------------------------
 
-TrialConfig zero_config(const ZeroSelftestOptions& o, std::uint32_t stage, std::uint32_t world_size) {
+TrialConfig zero_config(const ZeroSelftestOptions& o, std::uint32_t stage, std::uint32_t ranks) {
     TrialConfig c;
     c.model = *find_model("tiny");
     c.optimizer = Optimizer::adamw;
     c.precision = Precision::fp32;
     c.zero_stage = stage;
-    c.world_size = world_size;
+    c.world_size = ranks;
     c.micro_batch = 1;
     c.context = o.context;
     c.steps = o.steps;
@@ -113,9 +113,9 @@ struct Reference {
 };
 
 // One CPU process with the global batch (micro-batch = world size), stage 0.
-Reference cpu_reference(const ZeroSelftestOptions& o, std::uint32_t world_size) {
+Reference cpu_reference(const ZeroSelftestOptions& o, std::uint32_t ranks) {
     TrialConfig c = zero_config(o, 0, 1);
-    c.micro_batch = world_size;
+    c.micro_batch = ranks;
     kernels::CpuBackend backend;
     SingleRankComm comm;
     const auto tokens = synthetic_tokens(c.seed, c.model.vocab);

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_plan.h"
 #include "core/projection_fusion.h"
-#include "core/tensor_parallel.h"
 #include "core/validity.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/lm_head_loss.h"
@@ -202,19 +202,17 @@ private:
     Comm& group_;
 };
 
-// Consecutive ranks split one replica's layers (tensor parallelism, within a node); the ranks at the
-// same place in every replica form a data-parallel group. None without tensor parallelism.
-std::unique_ptr<Comm> tensor_group_of(Comm& world, const TrialConfig& c) {
-    const int tp = static_cast<int>(std::max<std::uint32_t>(c.tensor_parallel, 1));
-    return tp == 1 ? nullptr : world.split(world.rank() / tp, world.rank());
-}
-std::unique_ptr<Comm> data_group_of(Comm& world, const TrialConfig& c) {
-    const int tp = static_cast<int>(std::max<std::uint32_t>(c.tensor_parallel, 1));
-    return tp == 1 ? nullptr : world.split(world.rank() % tp, world.rank());
+// The tensor- and data-parallel groups of the rank's place in the mesh (core/parallel_plan.h: tp
+// innermost, so a tensor group is consecutive ranks within a node). None without tensor parallelism.
+std::unique_ptr<Comm> group_of(Comm& world, const TrialConfig& c, MeshAxis axis) {
+    const ParallelPlan plan = parallel_plan(c);
+    if (plan.tp == 1) return nullptr;
+    const GroupSplit s = plan.split({axis}, static_cast<std::uint32_t>(world.rank()));
+    return world.split(s.color, s.key);
 }
 // Megatron replicates a KV head over consecutive ranks when tp > kv_heads.
 std::unique_ptr<Comm> kv_group_of(Comm* tensor_group, const TrialConfig& c) {
-    const auto replicas = static_cast<int>(tensor_parallel_plan(c).kv_replicas(c.model));
+    const auto replicas = static_cast<int>(parallel_plan(c).kv_replicas(c.model));
     if (tensor_group == nullptr || replicas == 1) return nullptr;
     return tensor_group->split(tensor_group->rank() / replicas, tensor_group->rank());
 }
@@ -341,17 +339,16 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     : backend_(backend),
       own_host_backend_(host_backend_for(backend, config)),
       host_backend_(own_host_backend_ ? *own_host_backend_ : backend),
-      tensor_group_(tensor_group_of(comm, config)),
-      data_group_(data_group_of(comm, config)),
+      tensor_group_(group_of(comm, config, MeshAxis::tp)),
+      data_group_(group_of(comm, config, MeshAxis::dp)),
       kv_group_(kv_group_of(tensor_group_.get(), config)),
       comm_(data_group_ ? *data_group_ : comm),
       config_(config),
       tokens_(tokens),
-      // The rank's shard of the model (core/tensor_parallel.h), laid out for ZeRO over the replicas.
-      layout_(make_param_layout(tensor_parallel_plan(config).local(config.model), data_parallel_size(config),
+      // The rank's shard of the model (core/parallel_plan.h), laid out for ZeRO over the replicas.
+      layout_(make_param_layout(parallel_plan(config).local(config.model), parallel_plan(config).zero_shards(),
                                 config.adam8bit_block)),
-      dims_(make_dims(tensor_parallel_plan(config).local(config.model), config.micro_batch, config.context,
-                      config.attention)),
+      dims_(make_dims(parallel_plan(config).local(config.model), config.micro_batch, config.context, config.attention)),
       plan_(precision_plan(config.precision)),
       memory_(backend, config.memory_limit),
       host_memory_(backend, 0, Placement::host),
@@ -360,7 +357,7 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
       scaler_(math::LossScalerConfig{static_cast<float>(plan_.loss_scaling ? config.loss_scale_init : 1.0), 2.0f,
                                      static_cast<int>(config.loss_scale_window), 1.0f}) {
     if (auto bad = invalid_reason(config)) throw std::invalid_argument(bad->reason);
-    if (comm.world_size() != static_cast<int>(config.world_size))
+    if (comm.world_size() != static_cast<int>(parallel_plan(config).world()))
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
     if (auto why = offload_unsupported(backend, config)) throw std::invalid_argument(*why);
     const bool with_grads = config.optimizer != Optimizer::lomo;
@@ -633,7 +630,7 @@ TensorGroupGrads Trainer::group_grads() const {
 }
 
 ParallelRank Trainer::parallel_rank() const {
-    const auto replicas = static_cast<std::uint32_t>(tensor_parallel_plan(config_).kv_replicas(config_.model));
+    const auto replicas = static_cast<std::uint32_t>(parallel_plan(config_).kv_replicas(config_.model));
     return {tensor_rank(), tensor_rank() / replicas};
 }
 

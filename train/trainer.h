@@ -156,7 +156,7 @@ private:
     kernels::Backend& backend_;
     std::unique_ptr<kernels::Backend> own_host_backend_;  // beside a GPU, under offload
     kernels::Backend& host_backend_;                      // the CPU side of offload: backend_ itself on the CPU
-    // Tensor parallelism (core/tensor_parallel.h): the ranks that split one replica's layers, and the
+    // Tensor parallelism (core/parallel_plan.h): the ranks that split one replica's layers, and the
     // replicas' data-parallel group, which ZeRO, the data and the gradients' reduction use; none at tp 1.
     std::unique_ptr<Comm> tensor_group_;
     std::unique_ptr<Comm> data_group_;

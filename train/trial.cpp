@@ -11,6 +11,7 @@
 #include "core/config_error.h"
 #include "core/noise_rule.h"
 #include "core/output_file.h"
+#include "core/parallel_plan.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "core/validity.h"
@@ -41,7 +42,7 @@ namespace tune::train {
 namespace {
 
 double tokens_per_step(const TrialConfig& c) {
-    return static_cast<double>(c.micro_batch) * c.context * c.grad_accum * c.world_size;
+    return static_cast<double>(c.micro_batch) * c.context * c.grad_accum * parallel_plan(c).world();
 }
 
 Hardware cpu_hardware() {
@@ -305,7 +306,7 @@ MemoryBreakdown with_device_overhead(MemoryBreakdown m, const kernels::Backend& 
 std::uint64_t memory_limit(const TrialConfig& c, const TrialBackend& device) {
     if (c.memory_limit > 0) return c.memory_limit;
     if (device.cpu_threads == 0) return device.hardware.memory_bytes;
-    return host_available_bytes().value_or(0) / std::max<std::uint32_t>(c.world_size, 1);
+    return host_available_bytes().value_or(0) / std::max<std::uint32_t>(parallel_plan(c).world(), 1);
 }
 
 // A trial the estimator says cannot fit would allocate until it fails (on a
@@ -352,13 +353,13 @@ bool uses_cuda(BackendKind backend) {
 }
 
 // A GPU rank binds to device = local rank.
-void check_gpu_for_rank(int local_rank, int world_size) {
+void check_gpu_for_rank(int local_rank, int ranks) {
     const DeviceQuery q = query_devices();
     if (static_cast<std::size_t>(local_rank) < q.devices.size()) return;
     throw BackendError(
         fmt::format("{} ranks need one GPU each, but {} visible here{}; ask for at most {} "
                     "(--gpus / [hardware] gpus) or make more visible (CUDA_VISIBLE_DEVICES)",
-                    world_size, q.devices.size(), q.devices.empty() ? " (" + q.why_none + ")" : "", q.devices.size()));
+                    ranks, q.devices.size(), q.devices.empty() ? " (" + q.why_none + ")" : "", q.devices.size()));
 }
 
 void check_runnable(const TrialConfig& c) {
@@ -369,18 +370,19 @@ void check_runnable(const TrialConfig& c) {
 double step_flops(const TrialConfig& c) { return model_flops_per_token(c.model, c) * tokens_per_step(c); }
 
 TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, TrialDetails* details) {
-    if (config.world_size <= 1) {
+    if (parallel_plan(config).world() <= 1) {
         SingleRankComm comm;
         return run_trial(config, options, comm, details);
     }
     try {
         check_runnable(config);
         const RankEnvironment env = rank_environment();
-        if (!env.under_launcher || env.world_size != static_cast<int>(config.world_size))
+        if (!env.under_launcher || env.ranks != static_cast<int>(parallel_plan(config).world()))
             throw InvalidTrial(
                 fmt::format("world_size {} needs {} ranks started by mpirun or srun (`tune trial "
                             "--gpus {}` launches them); this process is rank {} of {}",
-                            config.world_size, config.world_size, config.world_size, env.rank, env.world_size));
+                            parallel_plan(config).world(), parallel_plan(config).world(), parallel_plan(config).world(),
+                            env.rank, env.ranks));
         const MpiRuntime runtime;
         // A failing rank cannot tell the others, which may wait in a collective
         // (or in NCCL's setup) forever: it reports and ends the job.
@@ -394,7 +396,7 @@ TrialResult run_trial(const TrialConfig& config, const TrialOptions& options, Tr
         const bool gpu = wants_cuda(options);
         TrialBackend device;
         try {
-            if (gpu) check_gpu_for_rank(env.local_rank, env.world_size);
+            if (gpu) check_gpu_for_rank(env.local_rank, env.ranks);
             device = make_backend(options, env.local_rank);
         } catch (...) {
             return end_job_on_failure(result_of_current_exception(config));
@@ -457,9 +459,9 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         check_runnable(config);
         if (auto why = offload_unsupported(*device.backend, config)) throw InvalidTrial(*why);
         if (auto why = whole_files_unsupported(config, options)) throw InvalidTrial(*why);
-        if (comm.world_size() != static_cast<int>(config.world_size))
-            throw InvalidTrial(
-                fmt::format("world_size {} but the communicator has {} ranks", config.world_size, comm.world_size()));
+        if (comm.world_size() != static_cast<int>(parallel_plan(config).world()))
+            throw InvalidTrial(fmt::format("world_size {} but the communicator has {} ranks",
+                                           parallel_plan(config).world(), comm.world_size()));
         TrialConfig c = config;
         const std::uint64_t limit = memory_limit(config, device);
         // The CPU allocator enforces it too; a GPU's own allocator knows its device.
@@ -468,11 +470,11 @@ TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const
         if (options.fault_oom) c.memory_limit = 1;
         const std::unique_ptr<TokenSource> tokens = token_source(c, options);
         std::optional<HostParams> init;
-        const ParamLayout layout = make_param_layout(c.model, c.world_size, c.adam8bit_block);
+        const ParamLayout layout = make_param_layout(c.model, parallel_plan(c).world(), c.adam8bit_block);
         if (options.init_dir) init = load_hf_weights(*options.init_dir, layout);
         std::optional<HostParams> adapters;
         const ParamLayout adapter_layout =
-            make_adapter_layout(c.model, c.lora_rank, c.lora_targets, c.world_size, c.adam8bit_block);
+            make_adapter_layout(c.model, c.lora_rank, c.lora_targets, parallel_plan(c).world(), c.adam8bit_block);
         if (options.init_adapter_dir) adapters = load_peft_adapter(*options.init_adapter_dir, adapter_layout);
         // The baseline: everything before the model's first allocation.
         MemoryWatch watch = watch_memory(device);

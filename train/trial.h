@@ -66,7 +66,7 @@ bool uses_cuda(BackendKind backend);
 // One GPU per rank, never a shared one: throws BackendError naming the counts
 // when local rank `local_rank` of `world_size` GPU ranks has no visible device
 // (check local rank world_size - 1 to ask before starting any rank).
-void check_gpu_for_rank(int local_rank, int world_size);
+void check_gpu_for_rank(int local_rank, int ranks);
 
 // The result of a trial that never ran or never reported: its config, status and reason.
 TrialResult unrun(const TrialConfig& config, TrialStatus status, const std::string& reason);

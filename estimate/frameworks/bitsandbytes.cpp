@@ -55,8 +55,8 @@ FrameworkTerm bnb_quant_state_term(const TrialConfig& c) {
     // tensors, which stay on each rank's device whole. Our engine shards all three
     // parts at ZeRO-3 (kernels/math/nf4.h nf4_shard) and offloads them with the codes.
     const FlatLayout layout = local_flat_layout(c);
-    const auto n = static_cast<std::int64_t>(full_numel(layout.layer.numel, s.world_size, s.align));
-    const std::int64_t shard = math::nf4_shard(n, static_cast<std::int64_t>(s.world_size)).shard;
+    const auto n = static_cast<std::int64_t>(full_numel(layout.layer.numel, s.shards, s.align));
+    const std::int64_t shard = math::nf4_shard(n, static_cast<std::int64_t>(s.shards)).shard;
     const std::int64_t ours = offload_plan(c.offload).params_on_host ? 0 : quant_state_bytes(shard);
     t.bytes = static_cast<std::int64_t>(layout.layer.count) * (quant_state_bytes(n) - ours);
     return t;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_plan.h"
 #include "estimate/estimate.h"
 #include "estimate/frameworks/framework_profile.h"
 #include "estimate/model_flops.h"
@@ -24,7 +25,7 @@ constexpr std::uint64_t kPersistenceThreshold = 100'000;
 
 // The rank's partition of the trained parameters, in elements.
 std::uint64_t partition_elements(const TrialConfig& c) {
-    const std::uint64_t ranks = std::max<std::uint32_t>(c.world_size, 1);
+    const std::uint64_t ranks = std::max<std::uint32_t>(parallel_plan(c).world(), 1);
     return (trained_parameters(c.model, c) + ranks - 1) / ranks;
 }
 
@@ -167,7 +168,7 @@ std::uint64_t persistent_elements(const TrialConfig& c) {
 
 std::vector<FrameworkTerm> deepspeed_zero3_parameter_terms(const TrialConfig& c) {
     if (c.zero_stage != 3) return {};
-    const std::uint64_t wb = weight_bytes(c.precision), ranks = std::max<std::uint32_t>(c.world_size, 1);
+    const std::uint64_t wb = weight_bytes(c.precision), ranks = std::max<std::uint32_t>(parallel_plan(c).world(), 1);
     // partitioned_param_coordinator.py fetch_sub_module: as a module runs, the
     // parameters of the modules the trace says come next are all-gathered until
     // stage3_prefetch_bucket_size elements are in flight, the last one whole.

@@ -1,13 +1,13 @@
 #include "estimate/frameworks/eager_ops.h"
 
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "estimate/collective_calls.h"
 #include "estimate/recompute.h"
 
 namespace tune {
 
 EagerWidths eager_widths(const TrialConfig& c) {
-    const TensorParallelPlan plan = tensor_parallel_plan(c);
+    const ParallelPlan plan = parallel_plan(c);
     const ModelSpec m = plan.local(c.model);
     EagerWidths w;
     w.hidden = static_cast<double>(m.hidden) / (plan.sequence_parallel ? plan.tp : 1);

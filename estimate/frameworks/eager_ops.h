@@ -53,7 +53,7 @@ constexpr double upcast_cross_entropy(double s) { return 2 * (s + 4) + cross_ent
 
 // The widths one rank's element-wise ops run over, per token: the residual
 // stream's (split along the sequence with sequence parallelism), and the
-// tensor-parallel shard's q, k and v, MLP and vocabulary (core/tensor_parallel.h).
+// tensor-parallel shard's q, k and v, MLP and vocabulary (core/parallel_plan.h).
 struct EagerWidths {
     double hidden = 0, q = 0, kv = 0, ffn = 0, vocab = 0;
     bool grouped_kv = false;  // fewer KV heads than query heads: repeated to the query heads

@@ -75,11 +75,11 @@ std::optional<std::string> litgpt_problem(const TrialConfig& c) {
             to_string(c.optimizer));
     // litgpt/finetune/lora.py setup: bitsandbytes quantization on one device only, and never
     // with a mixed-precision plugin.
-    if (c.method == Method::qlora && c.world_size > 1)
+    if (c.method == Method::qlora && parallel_plan(c).world() > 1)
         return fmt::format(
             "QLoRA on {} devices: LitGPT quantizes on one device only (\"Quantization is currently "
             "not supported for multi-GPU training\"); choose one GPU or LoRA",
-            c.world_size);
+            parallel_plan(c).world());
     if (c.method == Method::qlora && (c.precision == Precision::bf16_mixed || c.precision == Precision::fp16_mixed))
         return fmt::format(
             "QLoRA with {}: LitGPT refuses quantization with mixed precision; choose bf16 "
@@ -123,7 +123,7 @@ std::optional<std::string> offload_problem(FrameworkProfile f, const TrialConfig
     return std::nullopt;
 }
 
-// Tensor parallelism (core/tensor_parallel.h) for training: torchtitan's
+// Tensor parallelism (core/parallel_plan.h) for training: torchtitan's
 // parallelism.tensor_parallel_degree (with enable_sequence_parallel, on by
 // default: torchtitan/config/configs.py ParallelismConfig), and Megatron-LM,
 // which tune exports to without a profile of its own. HF Trainer and DeepSpeed

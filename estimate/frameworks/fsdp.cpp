@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/flat_buffer.h"
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "estimate/flat_layout.h"
 #include "estimate/frameworks/framework_profile.h"
 #include "estimate/model_states.h"
@@ -20,16 +20,15 @@ namespace tune {
 std::uint64_t fsdp_gathered_layer_bytes(const TrialConfig& c) {
     const StateSettings s = StateSettings::of(c);
     const FlatLayout layout = local_flat_layout(c);
-    return c.method == Method::qlora
-               ? nf4_gathered_layer_bytes(layout, s)
-               : full_numel(layout.layer.numel, s.world_size, s.align) * weight_bytes(c.precision);
+    return c.method == Method::qlora ? nf4_gathered_layer_bytes(layout, s)
+                                     : full_numel(layout.layer.numel, s.shards, s.align) * weight_bytes(c.precision);
 }
 
 std::vector<FrameworkTerm> fsdp_gather_terms(const TrialConfig& c) {
     if (c.zero_stage != 3) return {};  // SHARD_GRAD_OP and NO_SHARD keep every weight whole, as our engine does
     const StateSettings s = StateSettings::of(c);
     const std::uint64_t root =
-        full_numel(local_flat_layout(c).outer.numel, s.world_size, s.align) * weight_bytes(c.precision);
+        full_numel(local_flat_layout(c).outer.numel, s.shards, s.align) * weight_bytes(c.precision);
     const std::uint64_t layer = fsdp_gathered_layer_bytes(c);
     // torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: the root unit
     // (the embedding, final norm and head, outside every wrapped decoder layer) is not
@@ -107,7 +106,7 @@ std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_
     // NO_SHARD all-reduces whole gradients, as our engine's ZeRO-0 and 1; frozen
     // bases give FSDP only the adapters' small gradients to hold.
     if (c.zero_stage < 2 || c.adapters()) return {};
-    const ModelSpec m = tensor_parallel_plan(c).local(c.model);
+    const ModelSpec m = parallel_plan(c).local(c.model);
     const StateSettings s = StateSettings::of(c);
     // FSDP1 reduce-scatters a unit's flat gradient in the post-backward hook of its
     // FlatParameter (_runtime_utils.py _post_backward_hook), which fires once every
@@ -125,7 +124,7 @@ std::vector<FrameworkTerm> fsdp_gradient_terms(const TrialConfig& c, bool fsdp2_
     // until the next unit's post-backward: one layer's, in fp32 under torchtitan
     // (mixed_precision_reduce), beside the layer our engine's bucket holds.
     if (fsdp2_fp32_reduce) {
-        const std::uint64_t layer = full_numel(local_flat_layout(c).layer.numel, s.world_size, s.align);
+        const std::uint64_t layer = full_numel(local_flat_layout(c).layer.numel, s.shards, s.align);
         terms.push_back({"the previous layer's fp32 reduce-scatter input (ReduceScatterState)",
                          static_cast<std::int64_t>(4 * layer),
                          alive_in({Phase::layer_backward, Phase::embed_backward})});

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "estimate/frameworks/eager_ops.h"
 #include "estimate/frameworks/framework_profile.h"
 #include "estimate/model_flops.h"
@@ -91,7 +91,7 @@ std::vector<FrameworkTerm> quantized_head_terms(const TrialConfig& c) {
 //   LLaMAMLP.forward: silu keeps fc_1's output, the product keeps silu's and
 //     fc_2's; a trainable proj keeps the product.
 double litgpt_layer_saved_per_token(const TrialConfig& c, double lora_dropout) {
-    const ModelSpec m = tensor_parallel_plan(c).local(c.model);
+    const ModelSpec m = parallel_plan(c).local(c.model);
     const double s = weight_bytes(c.precision);
     const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.q_dim());
     const double kv = static_cast<double>(m.kv_dim()), f = static_cast<double>(m.ffn);
@@ -157,7 +157,7 @@ std::vector<FrameworkTerm> litgpt_terms(const TrialConfig& c, const EstimateOpti
     // every rank (Lightning's FSDPStrategy, state_dict_type "full"), and the
     // reported torch.cuda.max_memory_allocated() is never reset: the whole
     // unsharded model counts beside the rank's shard.
-    if (c.zero_stage == 3 && c.world_size > 1)
+    if (c.zero_stage == 3 && parallel_plan(c).world() > 1)
         terms.push_back({"the unsharded model of the full-state-dict load, beside the shard",
                          static_cast<std::int64_t>(c.model.param_count() * weight_bytes(c.precision)), kWholeStep});
     terms.push_back(saved_tensors_term(c, o.lora_dropout));
@@ -192,7 +192,7 @@ EagerTraffic litgpt_eager(const TrialConfig& c, double lora_dropout) {
     const double s = weight_bytes(c.precision);
     const double k = w.grouped_kv ? w.q : w.kv;  // the width k has at RoPE
     double lora = 0;
-    for (const Linear& l : layer_linears(tensor_parallel_plan(c).local(c.model), c))
+    for (const Linear& l : layer_linears(parallel_plan(c).local(c.model), c))
         if (l.rank > 0) lora += (lora_dropout > 0 ? (2 * s + 1) * l.in : 0.0) + 5 * s * l.out;
     EagerTraffic t;
     t.layer_forward = 2 * eager::rmsnorm_fp32_weight(s) * w.hidden +

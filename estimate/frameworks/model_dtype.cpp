@@ -3,6 +3,7 @@
 // the stack each configuration runs under.
 #include <fmt/format.h>
 
+#include "core/parallel_plan.h"
 #include "estimate/estimate.h"
 #include "estimate/frameworks/framework_profile.h"
 #include "estimate/model_states.h"
@@ -73,7 +74,7 @@ FrameworkTerm fp32_base_term(FrameworkProfile r, const TrialConfig& c) {
 FrameworkTerm ddp_bucket_term(FrameworkProfile r, const TrialConfig& c, BaseDtype base) {
     FrameworkTerm t{"DDP's gradient buckets, a copy of every trainable gradient", 0, kWholeStep};
     const bool trainer = r == FrameworkProfile::hf_trainer || r == FrameworkProfile::torchrun;
-    if (!trainer || c.zero_stage != 0 || c.world_size <= 1) return t;
+    if (!trainer || c.zero_stage != 0 || parallel_plan(c).world() <= 1) return t;
     const std::uint64_t elements = trained_parameters(c.model, c);
     // PEFT keeps adapters in fp32 under Trainer (get_peft_model's autocast_adapter_dtype).
     const std::uint64_t bytes = c.adapters() || holds_fp32_model(r, c, base) ? 4 : weight_bytes(c.precision);

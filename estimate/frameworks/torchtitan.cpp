@@ -1,5 +1,5 @@
 // What torchtitan (its own Llama under FSDP2, train.py's train_step) holds beyond our engine.
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "estimate/frameworks/eager_ops.h"
 #include "estimate/frameworks/framework_profile.h"
 
@@ -8,7 +8,7 @@ namespace tune {
 namespace {
 
 // With tensor parallelism, loss_parallel keeps each rank's vocabulary shard of the logits.
-std::uint64_t loss_vocab(const TrialConfig& c) { return tensor_parallel_plan(c).local(c.model).vocab; }
+std::uint64_t loss_vocab(const TrialConfig& c) { return parallel_plan(c).local(c.model).vocab; }
 
 }  // namespace
 

@@ -2,7 +2,7 @@
 // script, DeepSpeed and accelerate run it) holds beyond our engine.
 #include <fmt/format.h>
 
-#include "core/tensor_parallel.h"
+#include "core/parallel_plan.h"
 #include "estimate/frameworks/eager_ops.h"
 #include "estimate/frameworks/framework_profile.h"
 #include "estimate/model_flops.h"
@@ -167,7 +167,7 @@ EagerTraffic transformers_eager(FrameworkProfile f, const TrialConfig& c, BaseDt
     const double s = weight_bytes(c.precision);  // the matmuls' outputs
     const double stream = autocast ? 4.0 : s;    // the residual stream, the norms and cos, sin
     double lora = 0;
-    for (const Linear& l : layer_linears(tensor_parallel_plan(c).local(c.model), c))
+    for (const Linear& l : layer_linears(parallel_plan(c).local(c.model), c))
         if (l.rank > 0) lora += 5 * s * l.out;  // the product by scaling, the sum into the base output
     EagerTraffic t;
     t.layer_forward = 2 * eager::rmsnorm(stream) * w.hidden + (autocast ? 5 * (4 + s) * w.hidden : 0.0) +

@@ -1,4 +1,4 @@
-// Tensor parallelism across real ranks (core/tensor_parallel.h): tp ranks
+// Tensor parallelism across real ranks (core/parallel_plan.h): tp ranks
 // that split every layer train the model one rank trains whole, so after
 // three steps in fp32 their losses are the single rank's within 1e-5, alone
 // (tp = the world) and beside data parallelism with ZeRO 0-3 (2 x 2 on four
@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/parallel_plan.h"
 #include "core/presets.h"
-#include "core/tensor_parallel.h"
 #include "estimate/estimate.h"
 #include "estimate/tensor_parallel_calls.h"
 #include "tests/mpi/mpi_session.h"
@@ -59,7 +59,7 @@ std::vector<double> losses(train::Comm& comm, const TrialConfig& c) {
 
 // The same configuration on one rank, with every replica's rows in its micro-batch.
 std::vector<double> single_rank_losses(TrialConfig c) {
-    c.micro_batch *= data_parallel_size(c);
+    c.micro_batch *= parallel_plan(c).dp;
     c.world_size = 1, c.tensor_parallel = 1, c.sequence_parallel = false;
     train::SingleRankComm one;
     return losses(one, c);
@@ -68,7 +68,7 @@ std::vector<double> single_rank_losses(TrialConfig c) {
 // This rank's place in a tensor-parallel group that is the world.
 train::ParallelRank parallel_rank(const train::Comm& comm, const TrialConfig& c) {
     const auto rank = static_cast<std::uint32_t>(comm.rank());
-    return {rank, rank / static_cast<std::uint32_t>(tensor_parallel_plan(c).kv_replicas(c.model))};
+    return {rank, rank / static_cast<std::uint32_t>(parallel_plan(c).kv_replicas(c.model))};
 }
 
 // Each adapter gradient of this tensor-parallel rank against the whole adapter's at the elements its shard

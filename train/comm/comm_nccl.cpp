@@ -139,10 +139,10 @@ struct NcclComm::State {
     int* scratch = nullptr;    // the barrier's one element
 };
 
-NcclComm::NcclComm(const NcclId& id, int rank, int world_size, const NcclPlacement& where)
-    : state_(std::make_unique<State>()), rank_(rank), world_size_(world_size) {
-    if (world_size < 1 || rank < 0 || rank >= world_size)
-        throw CommError(fmt::format("nccl: rank {} of {} is not a rank", rank, world_size));
+NcclComm::NcclComm(const NcclId& id, int rank, int ranks, const NcclPlacement& where)
+    : state_(std::make_unique<State>()), rank_(rank), world_size_(ranks) {
+    if (ranks < 1 || rank < 0 || rank >= ranks)
+        throw CommError(fmt::format("nccl: rank {} of {} is not a rank", rank, ranks));
     if (std::all_of(id.begin(), id.end(), [](std::uint8_t b) { return b == 0; }))
         throw CommError("nccl: the NCCL id is all zeros (rank 0 could not create one, or TUNE_NCCL_ID is blank)");
     if (where.backend != nullptr) {
@@ -156,7 +156,7 @@ NcclComm::NcclComm(const NcclId& id, int rank, int world_size, const NcclPlaceme
     }
     try {
         // The barrier's element, and room for one element per rank (connect()).
-        TUNE_CUDA_CHECK(cudaMalloc(&state_->scratch, sizeof(int) * static_cast<std::size_t>(world_size)));
+        TUNE_CUDA_CHECK(cudaMalloc(&state_->scratch, sizeof(int) * static_cast<std::size_t>(ranks)));
         used_before_ = kernels::cuda_device_used_bytes(device_);
         ncclUniqueId raw;
         std::memcpy(raw.internal, id.data(), id.size());
@@ -164,7 +164,7 @@ NcclComm::NcclComm(const NcclId& id, int rank, int world_size, const NcclPlaceme
         // (or fails) ends in CommError instead of a wait without end.
         ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
         config.blocking = 0;
-        const ncclResult_t started = ncclCommInitRankConfig(&state_->comm, world_size, raw, rank, &config);
+        const ncclResult_t started = ncclCommInitRankConfig(&state_->comm, ranks, raw, rank, &config);
         if (started != ncclInProgress) TUNE_NCCL_COMM_CHECK_ON(state_->comm, started);
         await("init");
         connect();
@@ -374,8 +374,8 @@ void NcclComm::barrier() {
     synchronize();
 }
 
-std::unique_ptr<Comm> make_nccl_comm(const NcclId& id, int rank, int world_size, const NcclPlacement& where) {
-    return std::make_unique<NcclComm>(id, rank, world_size, where);
+std::unique_ptr<Comm> make_nccl_comm(const NcclId& id, int rank, int ranks, const NcclPlacement& where) {
+    return std::make_unique<NcclComm>(id, rank, ranks, where);
 }
 
 std::unique_ptr<Comm> make_nccl_comm(const MpiRuntime& runtime, const NcclPlacement& where) {
@@ -415,7 +415,7 @@ std::unique_ptr<Comm> make_nccl_comm_from_environment(kernels::Backend* backend)
             fmt::format("nccl: {} is not set: without MPI the launcher must hand every rank the id "
                         "(hex, from rank 0's ncclGetUniqueId)",
                         kNcclIdVariable));
-    return make_nccl_comm(*id, env.rank, env.world_size, NcclPlacement{env.local_rank, backend});
+    return make_nccl_comm(*id, env.rank, env.ranks, NcclPlacement{env.local_rank, backend});
 }
 
 }  // namespace tune::train

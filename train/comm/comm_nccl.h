@@ -47,10 +47,10 @@ struct NcclPlacement {
 
 class NcclComm final : public Comm {
 public:
-    // Joins the communicator of `world_size` ranks named by `id` as `rank`
+    // Joins the communicator of `ranks` ranks named by `id` as `rank`
     // (non-blocking ncclCommInitRankConfig, polled until every rank has
     // joined or TUNE_NCCL_TIMEOUT_S passes, then CommError).
-    NcclComm(const NcclId& id, int rank, int world_size, const NcclPlacement& where);
+    NcclComm(const NcclId& id, int rank, int ranks, const NcclPlacement& where);
     ~NcclComm() override;
     NcclComm(const NcclComm&) = delete;
     NcclComm& operator=(const NcclComm&) = delete;
@@ -106,6 +106,6 @@ std::unique_ptr<Comm> make_nccl_comm(const MpiRuntime& runtime, int local_rank, 
 std::unique_ptr<Comm> make_nccl_comm_from_environment(kernels::Backend* backend = nullptr);
 
 // An explicit id, rank and size (tests; a single rank needs no launcher).
-std::unique_ptr<Comm> make_nccl_comm(const NcclId& id, int rank, int world_size, const NcclPlacement& where);
+std::unique_ptr<Comm> make_nccl_comm(const NcclId& id, int rank, int ranks, const NcclPlacement& where);
 
 }  // namespace tune::train

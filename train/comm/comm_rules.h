@@ -17,24 +17,23 @@
 namespace tune::train {
 
 // factor_numerator * (n-1)/n of the buffer: 2 for all-reduce, 1 for reduce-scatter and all-gather.
-inline std::uint64_t ring_bytes(std::int64_t count, kernels::DType dtype, int world_size,
-                                std::uint64_t factor_numerator) {
+inline std::uint64_t ring_bytes(std::int64_t count, kernels::DType dtype, int ranks, std::uint64_t factor_numerator) {
     const std::uint64_t bytes = static_cast<std::uint64_t>(count) * kernels::dtype_bytes(dtype);
-    const auto n = static_cast<std::uint64_t>(world_size);
+    const auto n = static_cast<std::uint64_t>(ranks);
     return factor_numerator * (n - 1) * bytes / n;
 }
 
 // Every byte of a broadcast crosses one link (nccl-tests' busbw factor 1).
-inline std::uint64_t broadcast_bytes(std::int64_t count, kernels::DType dtype, int world_size) {
-    return world_size > 1 ? static_cast<std::uint64_t>(count) * kernels::dtype_bytes(dtype) : 0;
+inline std::uint64_t broadcast_bytes(std::int64_t count, kernels::DType dtype, int ranks) {
+    return ranks > 1 ? static_cast<std::uint64_t>(count) * kernels::dtype_bytes(dtype) : 0;
 }
 
-// count / world_size, or CommError when count does not split into equal parts.
-inline std::int64_t shard_count_of(std::int64_t count, int world_size, const char* what) {
-    if (count % world_size != 0)
+// count / ranks, or CommError when count does not split into equal parts.
+inline std::int64_t shard_count_of(std::int64_t count, int ranks, const char* what) {
+    if (count % ranks != 0)
         throw CommError(std::string(what) + ": count " + std::to_string(count) + " is not a multiple of world size " +
-                        std::to_string(world_size));
-    return count / world_size;
+                        std::to_string(ranks));
+    return count / ranks;
 }
 
 inline void require_summable(kernels::DType t, ReduceOp op, const char* what) {
