@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "kernels/dtype.h"
 
@@ -14,6 +15,17 @@ namespace tune::train {
 
 // max: the vocabulary-parallel cross-entropy's row maxima (kernels/lm_head_loss.h RowCombine).
 enum class ReduceOp : std::uint8_t { sum, average, max };
+
+// One side of a point-to-point transfer: `count` elements of buf go to (send) or come from (recv) rank `peer`.
+// Pipeline stages pass activations and their gradients this way, and ring attention its K/V blocks.
+struct P2POp {
+    enum class Kind : std::uint8_t { send, recv };
+    Kind kind = Kind::send;
+    void* buf = nullptr;
+    std::int64_t count = 0;
+    kernels::DType dtype = kernels::DType::f32;
+    int peer = 0;
+};
 
 class Comm {
 public:
@@ -35,6 +47,20 @@ public:
     // bytes; this one must outlive it.
     virtual std::unique_ptr<Comm> split(int color, int key) = 0;
 
+    // Posts every send and receive of `ops` at once and returns when all are done (NCCL's grouped
+    // ncclSend/ncclRecv, torch's batch_isend_irecv), so a ring where every rank sends before it receives
+    // cannot deadlock. Messages between two ranks match in the order they are posted.
+    virtual void send_recv(std::span<const P2POp> ops) = 0;
+    // One blocking transfer: the peer posts the matching recv (or send).
+    void send(const void* buf, std::int64_t count, kernels::DType dtype, int peer) {
+        const P2POp op{P2POp::Kind::send, const_cast<void*>(buf), count, dtype, peer};
+        send_recv({&op, 1});
+    }
+    void recv(void* buf, std::int64_t count, kernels::DType dtype, int peer) {
+        const P2POp op{P2POp::Kind::recv, buf, count, dtype, peer};
+        send_recv({&op, 1});
+    }
+
     // Bytes this rank sent through collectives since construction.
     virtual std::uint64_t bytes_moved() const = 0;
     // Device memory the communicator itself holds (NCCL's buffers), which
@@ -53,6 +79,8 @@ public:
     void broadcast(void*, std::int64_t, kernels::DType, int) override {}
     void barrier() override {}
     std::unique_ptr<Comm> split(int, int) override { return std::make_unique<SingleRankComm>(); }
+    // One rank has no peer: any transfer names a rank that is not one (comm_rules.h says which).
+    void send_recv(std::span<const P2POp> ops) override;
     std::uint64_t bytes_moved() const override { return 0; }
 };
 

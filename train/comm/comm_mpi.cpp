@@ -176,4 +176,23 @@ void MpiComm::broadcast(void* buf, std::int64_t count, DType dtype, int root) {
 
 void MpiComm::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
+void MpiComm::send_recv(std::span<const P2POp> ops) {
+    check_p2p(ops, rank_, world_size_);
+    // Every request is posted before any is waited for, so no ordering of sends and receives deadlocks.
+    std::vector<MPI_Request> requests(ops.size(), MPI_REQUEST_NULL);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const P2POp& op = ops[i];
+        const bool sends = op.kind == P2POp::Kind::send;
+        const int bytes =
+            mpi_count(op.count * static_cast<std::int64_t>(kernels::dtype_bytes(op.dtype)), sends ? "send" : "recv");
+        const int code = sends ? MPI_Isend(op.buf, bytes, MPI_BYTE, op.peer, 0, comm_, &requests[i])
+                               : MPI_Irecv(op.buf, bytes, MPI_BYTE, op.peer, 0, comm_, &requests[i]);
+        // A post MPI refuses fails the trial, whose rank then aborts the job (MpiRuntime::abort_job): waiting
+        // for the ones already posted could hang on a peer that never matches them.
+        check(code, sends ? "MPI_Isend" : "MPI_Irecv");
+    }
+    check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    bytes_moved_ += sent_bytes(ops);
+}
+
 }  // namespace tune::train

@@ -13,7 +13,7 @@
 // buffer of S bytes in the buffer's own dtype (the fp32 staging is an
 // artefact of MPI, not traffic the trainer asked for), i.e. nccl-tests'
 // busbw factors: all-reduce 2(n-1)/n*S, reduce-scatter and all-gather
-// (n-1)/n*S, broadcast S, barrier 0.
+// (n-1)/n*S, broadcast S, barrier 0, a point-to-point send S.
 #pragma once
 
 // The C API only: OpenMPI's C++ bindings (removed in MPI-3) fail -Wextra -Werror.
@@ -48,6 +48,8 @@ public:
     void barrier() override;
     // MPI_Comm_split of this communicator.
     std::unique_ptr<Comm> split(int color, int key) override;
+    // MPI_Isend and MPI_Irecv of every op, then one MPI_Waitall; bytes travel as MPI_BYTE.
+    void send_recv(std::span<const P2POp> ops) override;
     std::uint64_t bytes_moved() const override { return bytes_moved_; }
 
     // Elements a reduction stages at once: 1 MiB of fp32 sums (a reduce-scatter's

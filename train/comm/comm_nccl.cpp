@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -364,6 +365,78 @@ void NcclComm::broadcast(void* buf, std::int64_t count, DType dtype, int root) {
         });
     }
     bytes_moved_ += broadcast_bytes(count, dtype, world_size_);
+}
+
+namespace {
+
+// The device buffers a batch runs on: each op's own, or a staged copy of a host one, freed on every path.
+class StagedOps {
+public:
+    StagedOps(std::span<const P2POp> ops, cudaStream_t stream) : ops_(ops.begin(), ops.end()), stream_(stream) {
+        for (P2POp& op : ops_) {
+            if (on_device(op.buf) || op.count == 0) continue;
+            const std::uint64_t bytes = bytes_of(op.count, op.dtype);
+            void* copy = nullptr;
+            TUNE_CUDA_CHECK(cudaMalloc(&copy, bytes));
+            staged_.push_back({op.buf, copy, bytes, op.kind});
+            if (op.kind == P2POp::Kind::send)
+                TUNE_CUDA_CHECK(cudaMemcpyAsync(copy, op.buf, bytes, cudaMemcpyHostToDevice, stream_));
+            op.buf = copy;
+        }
+    }
+    ~StagedOps() {
+        if (staged_.empty()) return;
+        cudaStreamSynchronize(stream_);
+        for (const Staged& s : staged_) cudaFree(s.device);
+    }
+    StagedOps(const StagedOps&) = delete;
+    StagedOps& operator=(const StagedOps&) = delete;
+
+    const std::vector<P2POp>& ops() const { return ops_; }
+    bool any() const { return !staged_.empty(); }
+    // Enqueues the copies of what the staged receives brought back to their host buffers.
+    void copy_back() const {
+        for (const Staged& s : staged_)
+            if (s.kind == P2POp::Kind::recv)
+                TUNE_CUDA_CHECK(cudaMemcpyAsync(s.host, s.device, s.bytes, cudaMemcpyDeviceToHost, stream_));
+    }
+
+private:
+    struct Staged {
+        void* host;
+        void* device;
+        std::uint64_t bytes;
+        P2POp::Kind kind;
+    };
+    std::vector<P2POp> ops_;
+    std::vector<Staged> staged_;
+    cudaStream_t stream_;
+};
+
+}  // namespace
+
+void NcclComm::send_recv(std::span<const P2POp> ops) {
+    check_p2p(ops, rank_, world_size_);
+    if (state_->comm == nullptr) throw CommError("nccl: send_recv on an aborted communicator");
+    TUNE_CUDA_CHECK(cudaSetDevice(device_));
+    if (state_->synchronous) TUNE_CUDA_CHECK(cudaDeviceSynchronize());
+    ncclComm_t comm = state_->comm;
+    cudaStream_t stream = state_->stream;
+    const StagedOps staged(ops, stream);
+    TUNE_NCCL_COMM_CHECK_ON(comm, ncclGroupStart());
+    for (const P2POp& op : staged.ops()) {
+        if (op.count == 0) continue;
+        const auto n = static_cast<std::size_t>(op.count);
+        if (op.kind == P2POp::Kind::send)
+            TUNE_NCCL_COMM_CHECK_ON(comm, ncclSend(op.buf, n, nccl_type(op.dtype), op.peer, comm, stream));
+        else
+            TUNE_NCCL_COMM_CHECK_ON(comm, ncclRecv(op.buf, n, nccl_type(op.dtype), op.peer, comm, stream));
+    }
+    TUNE_NCCL_COMM_CHECK_ON(comm, ncclGroupEnd());
+    await("send_recv");
+    staged.copy_back();
+    if (state_->synchronous || staged.any()) synchronize();
+    bytes_moved_ += sent_bytes(ops);
 }
 
 void NcclComm::barrier() {

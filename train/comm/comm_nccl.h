@@ -66,6 +66,9 @@ public:
     void barrier() override;
     // ncclCommSplit (non-blocking, polled as init is), on this communicator's device and stream.
     std::unique_ptr<Comm> split(int color, int key) override;
+    // ncclSend and ncclRecv of every op inside one ncclGroupStart/End on the stream; a host buffer goes
+    // through a device copy, as run() stages a collective's, and the host waits for the batch.
+    void send_recv(std::span<const P2POp> ops) override;
     std::uint64_t bytes_moved() const override { return bytes_moved_; }
     // Device memory NCCL took for this communicator (init and connections).
     std::uint64_t device_bytes() const override { return device_bytes_; }

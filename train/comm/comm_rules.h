@@ -4,11 +4,14 @@
 // Byte counting: what a bandwidth-optimal ring moves per rank for a buffer of
 // S bytes in the buffer's own dtype, i.e. nccl-tests' busbw factors:
 // all-reduce 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S,
-// broadcast S (nothing on one rank), barrier 0.
+// broadcast S (nothing on one rank), barrier 0; a point-to-point send S and its receive 0.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "kernels/dtype.h"
 #include "train/comm/comm.h"
@@ -41,6 +44,29 @@ inline void require_summable(kernels::DType t, ReduceOp op, const char* what) {
         throw CommError(std::string(what) + ": u8 buffers hold quantized states and cannot be summed");
     if (t == kernels::DType::i32 && op == ReduceOp::average)
         throw CommError(std::string(what) + ": averaging i32 buffers is not defined");
+}
+
+// Refuses a transfer to a rank that is not one, to this rank itself, or of a negative count, naming it.
+inline void check_p2p(std::span<const P2POp> ops, int rank, int ranks) {
+    for (const P2POp& op : ops) {
+        const char* what = op.kind == P2POp::Kind::send ? "send" : "recv";
+        if (op.peer < 0 || op.peer >= ranks)
+            throw CommError(fmt::format("{}: rank {} of {}: peer {} is not a rank", what, rank, ranks, op.peer));
+        if (op.peer == rank)
+            throw CommError(fmt::format("{}: rank {} of {}: peer {} is this rank; a rank keeps its own data", what,
+                                        rank, ranks, op.peer));
+        if (op.count < 0)
+            throw CommError(fmt::format("{}: rank {} to peer {}: negative count {}", what, rank, op.peer, op.count));
+    }
+}
+
+// The bytes a batch sends: its receives move nothing of this rank's.
+inline std::uint64_t sent_bytes(std::span<const P2POp> ops) {
+    std::uint64_t bytes = 0;
+    for (const P2POp& op : ops)
+        if (op.kind == P2POp::Kind::send)
+            bytes += static_cast<std::uint64_t>(op.count) * kernels::dtype_bytes(op.dtype);
+    return bytes;
 }
 
 }  // namespace tune::train

@@ -79,6 +79,13 @@ ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t send_count,
                            cudaStream_t stream);
 ncclResult_t ncclBroadcast(const void* send, void* recv, std::size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSend(const void* send, std::size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
+ncclResult_t ncclRecv(void* recv, std::size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
+// Sends and receives between a start and its end are posted together at the end (as NCCL fuses them).
+ncclResult_t ncclGroupStart();
+ncclResult_t ncclGroupEnd();
 
 namespace tune_emu {
 // Tests: the next communicator init (or, once made, the next collective's

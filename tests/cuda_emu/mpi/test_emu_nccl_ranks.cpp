@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "tests/cuda_emu/offload_checks.h"
 #include "tests/cuda_emu/short_trial.h"
 #include "tests/mpi/mpi_session.h"
+#include "train/comm/comm_error.h"
 #include "train/comm/comm_mpi.h"
 #include "train/comm/comm_nccl.h"
 #include "train/selftest_training.h"
@@ -261,4 +263,38 @@ TEST_CASE("emulated NCCL on 2 ranks: offload trials match CPU ranks, each rank's
         REQUIRE(gpu.rank_host_peaks.size() == 2);
         for (std::uint64_t peak : gpu.rank_host_peaks) CHECK(peak == e.host_memory.peak);
     }
+}
+
+TEST_CASE("emulated NCCL on 2 ranks: grouped sends and receives exchange both ways, host and device buffers") {
+    auto backend = kernels::make_cuda_backend(0);
+    auto comm = nccl_on(*backend);
+    const int n = comm->world_size(), me = comm->rank(), peer = 1 - me;
+    REQUIRE(n == 2);
+    constexpr std::int64_t kCount = 48;
+    std::vector<float> mine(kCount), theirs(kCount, -1.0f);
+    for (std::int64_t i = 0; i < kCount; ++i) mine[static_cast<std::size_t>(i)] = value(me, i);
+    // Both ranks send first: the batch posts everything before it waits.
+    const train::P2POp ring[] = {{train::P2POp::Kind::send, mine.data(), kCount, DType::f32, peer},
+                                 {train::P2POp::Kind::recv, theirs.data(), kCount, DType::f32, peer}};
+    comm->send_recv(ring);
+    for (std::int64_t i = 0; i < kCount; ++i) CHECK(theirs[static_cast<std::size_t>(i)] == value(peer, i));
+    CHECK(comm->bytes_moved() == kCount * sizeof(float));
+    // bf16 in device memory, one blocking send from rank 0 to rank 1.
+    const std::size_t bytes = kCount * sizeof(std::uint16_t);
+    auto* device = static_cast<std::uint16_t*>(backend->allocate(bytes));
+    const std::vector<std::uint16_t> sent = encode(mine, DType::bf16);
+    if (me == 0) {
+        std::memcpy(device, sent.data(), bytes);
+        comm->send(device, kCount, DType::bf16, 1);
+    } else {
+        std::memset(device, 0, bytes);
+        comm->recv(device, kCount, DType::bf16, 0);
+        std::vector<std::uint16_t> got(kCount);
+        std::memcpy(got.data(), device, bytes);
+        for (std::int64_t i = 0; i < kCount; ++i)
+            CHECK(decode(got, DType::bf16)[static_cast<std::size_t>(i)] == value(0, i));
+    }
+    backend->deallocate(device, bytes);
+    CHECK_THROWS_AS(comm->send(mine.data(), kCount, DType::f32, 2), train::CommError);
+    CHECK_THROWS_AS(comm->send(mine.data(), kCount, DType::f32, me), train::CommError);
 }

@@ -6,7 +6,10 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "device.h"
 #include "nccl_comm.h"
@@ -260,6 +263,77 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, std::size_t count, nccl
     if (comm->nranks == 1) return one_rank_copy(send, recv, count, type);
     return finish(comm, tune_emu::nccl_mpi::broadcast(*comm, send, recv, count * type_bytes(type), root),
                   "ncclBroadcast");
+}
+
+namespace {
+
+// NCCL keeps a group per thread: the transfers posted since ncclGroupStart, run at the outermost end.
+struct Group {
+    int depth = 0;
+    std::vector<tune_emu::nccl_mpi::Transfer> transfers;
+};
+Group& thread_group() {
+    thread_local Group group;
+    return group;
+}
+
+// A communicator of one rank (or a split part of one) pairs each send with its receive in posting order.
+ncclResult_t run_alone(std::span<const tune_emu::nccl_mpi::Transfer> transfers) {
+    std::vector<const tune_emu::nccl_mpi::Transfer*> sends, recvs;
+    for (const auto& x : transfers) (x.sends ? sends : recvs).push_back(&x);
+    if (sends.size() != recvs.size()) return ncclInvalidUsage;
+    for (std::size_t i = 0; i < sends.size(); ++i) {
+        if (sends[i]->bytes != recvs[i]->bytes) return ncclInvalidUsage;
+        std::memmove(recvs[i]->buf, sends[i]->buf, sends[i]->bytes);
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t run_group(std::vector<tune_emu::nccl_mpi::Transfer> transfers) {
+    if (transfers.empty()) return ncclSuccess;
+    const ncclComm* comm = transfers.front().comm;
+    const bool alone = comm->nranks == 1;
+    const ncclResult_t r = alone ? run_alone(transfers) : tune_emu::nccl_mpi::send_recv(transfers);
+    if (r == ncclSuccess) return r;
+    return refuse(const_cast<ncclComm_t>(comm), r, "ncclGroupEnd: the grouped sends and receives failed");
+}
+
+ncclResult_t post(bool sends, void* buf, std::size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                  cudaStream_t stream, const char* name) {
+    if (tune_emu::capturing(stream)) return not_recorded(comm, name);
+    tune_emu::drain(stream);  // a deferred stream's earlier work first
+    bool zero = false;
+    if (const ncclResult_t r = check_call(comm, buf, count, buf, count, type, name, zero); r != ncclSuccess || zero)
+        return r;
+    if (peer < 0 || peer >= comm->nranks) return refuse(comm, ncclInvalidArgument, std::string(name) + ": bad peer");
+    Group& group = thread_group();
+    group.transfers.push_back({sends, buf, count * type_bytes(type), peer, comm});
+    if (group.depth > 0) return ncclSuccess;
+    return run_group(std::exchange(group.transfers, {}));
+}
+
+}  // namespace
+
+ncclResult_t ncclSend(const void* send, std::size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    return post(true, const_cast<void*>(send), count, type, peer, comm, stream, "ncclSend");
+}
+
+ncclResult_t ncclRecv(void* recv, std::size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    return post(false, recv, count, type, peer, comm, stream, "ncclRecv");
+}
+
+ncclResult_t ncclGroupStart() {
+    ++thread_group().depth;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+    Group& group = thread_group();
+    if (group.depth == 0) return ncclInvalidUsage;
+    if (--group.depth > 0) return ncclSuccess;
+    return run_group(std::exchange(group.transfers, {}));
 }
 
 void tune_emu::nccl_inject_failure(ncclResult_t init_result, ncclResult_t async_result, const char* detail) {

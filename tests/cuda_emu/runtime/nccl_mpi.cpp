@@ -209,4 +209,19 @@ ncclResult_t broadcast(const ncclComm& comm, const void* send, void* recv, std::
     return mpi_result(MPI_Bcast(recv, static_cast<int>(bytes), MPI_BYTE, root, comm.mpi));
 }
 
+ncclResult_t send_recv(std::span<const Transfer> transfers) {
+    std::vector<MPI_Request> requests;
+    requests.reserve(transfers.size());
+    for (const Transfer& x : transfers) {
+        if (!fits_int(x.bytes)) return ncclInvalidArgument;
+        MPI_Request r = MPI_REQUEST_NULL;
+        const int n = static_cast<int>(x.bytes);
+        const int status = x.sends ? MPI_Isend(x.buf, n, MPI_BYTE, x.peer, 0, x.comm->mpi, &r)
+                                   : MPI_Irecv(x.buf, n, MPI_BYTE, x.peer, 0, x.comm->mpi, &r);
+        if (status != MPI_SUCCESS) return mpi_result(status);
+        requests.push_back(r);
+    }
+    return mpi_result(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+}
+
 }  // namespace tune_emu::nccl_mpi

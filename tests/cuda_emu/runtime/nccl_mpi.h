@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 
 #include "nccl_comm.h"
@@ -27,5 +28,16 @@ ncclResult_t reduce_scatter(const ncclComm& comm, const void* send, void* recv, 
                             ncclDataType_t type, ncclRedOp_t op);
 ncclResult_t all_gather(const ncclComm& comm, const void* send, void* recv, std::size_t send_bytes);
 ncclResult_t broadcast(const ncclComm& comm, const void* send, void* recv, std::size_t bytes, int root);
+
+// One side of a grouped point-to-point transfer, `bytes` to or from `peer` of `comm`.
+struct Transfer {
+    bool sends = true;
+    void* buf = nullptr;
+    std::size_t bytes = 0;
+    int peer = 0;
+    const ncclComm* comm = nullptr;
+};
+// Posts every transfer (MPI_Isend / MPI_Irecv on its communicator) and waits for all of them.
+ncclResult_t send_recv(std::span<const Transfer> transfers);
 
 }  // namespace tune_emu::nccl_mpi
