@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/dimension_flags.h"
 #include "cli/framework_flag.h"
+#include "cli/number_flags.h"
 #include "core/hf_config.h"
 #include "core/presets.h"
 #include "core/units.h"
@@ -387,18 +388,19 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
         ->excludes(model);
     const TrialConfig defaults = estimate_defaults();
     add_dimension_flags(cmd, opts->dims, &defaults);
-    cmd->add_option("--lora-alpha", opts->lora_alpha, "LoRA alpha (default 2 x rank); memory does not depend on it");
+    cmd->add_option("--lora-alpha", opts->lora_alpha, "LoRA alpha (default 2 x rank); memory does not depend on it")
+        ->check(within(bounds::lora_alpha));
     cmd->add_option("--gpus", opts->gpus, "Ranks (world size)")->capture_default_str()->check(CLI::PositiveNumber);
     cmd->add_option("--device", opts->device, "Device preset (tune presets)")->capture_default_str();
     cmd->add_option("--memory-limit", opts->memory_limit, "Bytes per rank, e.g. 40GiB (default: the device's memory)");
     cmd->add_option("--margin", opts->margin, "Fraction of the limit kept free")
         ->capture_default_str()
-        ->check(CLI::Range(0.0, 0.99));
+        ->check(within(bounds::margin));
     cmd->add_option("--host-memory", opts->host_memory,
                     "Host memory per node for what --offload keeps there, e.g. 256GiB (default: unbounded)");
     cmd->add_option("--host-margin", opts->host_margin, "Fraction of --host-memory kept free")
         ->capture_default_str()
-        ->check(CLI::Range(0.0, 0.9));
+        ->check(within(bounds::host_margin));
     cmd->add_option("--cpu-threads", opts->cpu_threads,
                     "OpenMP threads per rank on the CPU backend (default: 1; for a sweep file, what the sweep uses)")
         ->check(CLI::PositiveNumber);
@@ -419,7 +421,7 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--lora-dropout", opts->lora_dropout,
                     "The LoRA dropout your training script runs (default 0.0, as tune's exports write; a sweep's "
                     "[framework] lora_dropout): litgpt keeps each dropout's mask and copy for backward")
-        ->check(CLI::Range(0.0, 0.99));
+        ->check(within(bounds::lora_dropout));
     cmd->add_option("--base-dtype", opts->base_dtype,
                     "The dtype your script loads a LoRA or QLoRA model's frozen base in under bf16-mixed or "
                     "fp16-mixed (from_pretrained's torch_dtype; a sweep's [framework] base_dtype): fp32 (default, as "

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/dimension_flags.h"
+#include "cli/number_flags.h"
 #include "core/config_error.h"
 #include "core/input_file.h"
 #include "core/parallel_plan.h"
@@ -155,20 +156,25 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--warmup", o.warmup, "Steps left out of tokens/s");
     cmd->add_option("--memory-limit", o.memory_limit, "Allocator limit per rank, e.g. 64MiB (default: none on CPU)");
     cmd->add_option("--seed", o.seed, "Seed for weights, data and noise");
-    cmd->add_option("--lr", o.lr, "Learning rate (constant)");
-    cmd->add_option("--beta1", o.beta1, "beta1 (default: the optimizer's published value)");
-    cmd->add_option("--beta2", o.beta2, "beta2 (default: the optimizer's published value)");
-    cmd->add_option("--eps", o.eps, "epsilon");
-    cmd->add_option("--weight-decay", o.weight_decay, "Decoupled weight decay on matrices");
-    cmd->add_option("--clip", o.clip, "Global gradient-norm clip; 0 disables");
-    cmd->add_option("--neftune-alpha", o.neftune_alpha, "NEFTune noise alpha; 0 disables");
+    cmd->add_option("--lr", o.lr, "Learning rate (constant)")->check(within(bounds::lr));
+    cmd->add_option("--beta1", o.beta1, "beta1 (default: the optimizer's published value)")
+        ->check(within(bounds::beta1));
+    cmd->add_option("--beta2", o.beta2, "beta2 (default: the optimizer's published value)")
+        ->check(within(bounds::beta2));
+    cmd->add_option("--eps", o.eps, "epsilon")->check(within(bounds::eps));
+    cmd->add_option("--weight-decay", o.weight_decay, "Decoupled weight decay on matrices")
+        ->check(within(bounds::weight_decay));
+    cmd->add_option("--clip", o.clip, "Global gradient-norm clip; 0 disables")->check(within(bounds::clip));
+    cmd->add_option("--neftune-alpha", o.neftune_alpha, "NEFTune noise alpha; 0 disables")
+        ->check(within(bounds::neftune_alpha));
     cmd->add_option("--adam8bit-block", o.adam8bit_block, "8-bit Adam block size");
-    cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha: adapters scale by alpha / rank (default 2 x rank)");
+    cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha: adapters scale by alpha / rank (default 2 x rank)")
+        ->check(within(bounds::lora_alpha));
     cmd->add_option("--threads", o.threads, "CPU threads (default: OpenMP's)");
     cmd->add_option("--max-cv", o.noise.max_cv,
                     "More steps while the timed steps' coefficient of variation (stddev / mean) is above this, "
                     "e.g. 0.05, up to --max-steps (default 0: the configured steps only)")
-        ->check(CLI::Range(0.0, 10.0));
+        ->check(within(bounds::max_cv));
     cmd->add_option("--max-steps", o.noise.max_steps,
                     "At most this many steps in all, warm-up included, with --max-cv");
     cmd->add_option("--backend", o.backend, "auto (CUDA when a device is visible, else the CPU), cpu or cuda")

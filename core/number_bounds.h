@@ -36,9 +36,9 @@ inline constexpr NumberBounds eps{"trial", "eps", "--eps", 1e-30, 1.0};
 inline constexpr NumberBounds lora_alpha{"trial", "lora_alpha", "--lora-alpha", 1e-6, 1e6};
 }  // namespace bounds
 
-inline constexpr std::array kNumberBounds{bounds::margin,       bounds::host_margin, bounds::max_cv, bounds::lora_dropout,
-                                          bounds::lr,           bounds::weight_decay, bounds::clip,  bounds::neftune_alpha,
-                                          bounds::beta1,        bounds::beta2,       bounds::eps,    bounds::lora_alpha};
+inline constexpr std::array kNumberBounds{bounds::margin, bounds::host_margin,  bounds::max_cv, bounds::lora_dropout,
+                                          bounds::lr,     bounds::weight_decay, bounds::clip,   bounds::neftune_alpha,
+                                          bounds::beta1,  bounds::beta2,        bounds::eps,    bounds::lora_alpha};
 
 // Why `v` lies outside `b` ("nan is out of range (0 to 0.5)"), or nullopt; the caller names the key or flag.
 inline std::optional<std::string> out_of_bounds(const NumberBounds& b, double v) {

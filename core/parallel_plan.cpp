@@ -9,10 +9,14 @@ namespace tune {
 
 std::string_view to_string(MeshAxis a) {
     switch (a) {
-        case MeshAxis::tp: return "tp";
-        case MeshAxis::cp: return "cp";
-        case MeshAxis::dp: return "dp";
-        case MeshAxis::pp: return "pp";
+        case MeshAxis::tp:
+            return "tp";
+        case MeshAxis::cp:
+            return "cp";
+        case MeshAxis::dp:
+            return "dp";
+        case MeshAxis::pp:
+            return "pp";
     }
     return "?";
 }
@@ -27,10 +31,14 @@ ParallelPlan ParallelPlan::of(std::uint32_t dp, std::uint32_t tp, std::uint32_t 
 
 std::uint32_t ParallelPlan::size(MeshAxis a) const {
     switch (a) {
-        case MeshAxis::tp: return tp;
-        case MeshAxis::cp: return cp;
-        case MeshAxis::dp: return dp;
-        case MeshAxis::pp: return pp;
+        case MeshAxis::tp:
+            return tp;
+        case MeshAxis::cp:
+            return cp;
+        case MeshAxis::dp:
+            return dp;
+        case MeshAxis::pp:
+            return pp;
     }
     return 1;
 }
@@ -135,9 +143,9 @@ Invalidity tensor_split(std::string reason) { return Invalidity{"tensor-parallel
 Invalidity mesh(std::string reason) { return Invalidity{"parallel-plan", std::move(reason)}; }
 
 std::optional<Invalidity> sizes_problem(const ParallelPlan& p) {
-    for (auto [size, name] : {std::pair{p.dp, "data_parallel"}, std::pair{p.tp, "tensor_parallel"},
-                              std::pair{p.pp, "pipeline_parallel"}, std::pair{p.cp, "context_parallel"},
-                              std::pair{p.ep, "expert_parallel"}})
+    for (auto [size, name] :
+         {std::pair{p.dp, "data_parallel"}, std::pair{p.tp, "tensor_parallel"}, std::pair{p.pp, "pipeline_parallel"},
+          std::pair{p.cp, "context_parallel"}, std::pair{p.ep, "expert_parallel"}})
         if (size == 0) return Invalidity{"counts", fmt::format("{} must be positive (1: none)", name)};
     if (p.ranks != p.mesh_ranks())
         return mesh(fmt::format("the {} ranks are not data x tensor x pipeline x context parallel = {} x {} x {} x {}",
@@ -153,7 +161,8 @@ std::optional<Invalidity> tensor_problem(const ParallelPlan& p, const ModelSpec&
     const std::uint32_t tp = p.tp;
     if (tp == 1) return std::nullopt;
     if (m.heads % tp != 0)
-        return tensor_split(fmt::format("tensor_parallel {} does not divide the model's {} attention heads", tp, m.heads));
+        return tensor_split(
+            fmt::format("tensor_parallel {} does not divide the model's {} attention heads", tp, m.heads));
     if (m.kv_heads % tp != 0 && tp % m.kv_heads != 0)
         return tensor_split(
             fmt::format("tensor_parallel {} neither divides the model's {} KV heads nor is a multiple of "
@@ -172,25 +181,29 @@ std::optional<Invalidity> tensor_problem(const ParallelPlan& p, const ModelSpec&
 std::optional<Invalidity> mesh_problem(const ParallelPlan& p, const ModelSpec& m, std::uint32_t context,
                                        std::optional<std::uint32_t> ranks_per_node) {
     if (p.pp > 1 && m.layers % p.pp != 0)
-        return mesh(fmt::format("pipeline_parallel {} does not divide the model's {} layers into equal stages",
-                                p.pp, m.layers));
+        return mesh(fmt::format("pipeline_parallel {} does not divide the model's {} layers into equal stages", p.pp,
+                                m.layers));
     if (p.cp > 1 && context % p.cp != 0)
-        return mesh(fmt::format("context_parallel {} does not divide the context {}: each rank holds context / {} "
-                                "tokens",
-                                p.cp, context, p.cp));
+        return mesh(
+            fmt::format("context_parallel {} does not divide the context {}: each rank holds context / {} "
+                        "tokens",
+                        p.cp, context, p.cp));
     if (p.ep > 1 && (p.dp * p.cp) % p.ep != 0)
-        return mesh(fmt::format("expert_parallel {} does not divide the {} data x context parallel ranks it is "
-                                "carved from",
-                                p.ep, p.dp * p.cp));
+        return mesh(
+            fmt::format("expert_parallel {} does not divide the {} data x context parallel ranks it is "
+                        "carved from",
+                        p.ep, p.dp * p.cp));
     if (p.ep > 1)
-        return mesh(fmt::format("expert_parallel {} needs a mixture-of-experts model; {} is dense (use "
-                                "expert_parallel 1)",
-                                p.ep, m.name.empty() ? "this model" : m.name));
+        return mesh(
+            fmt::format("expert_parallel {} needs a mixture-of-experts model; {} is dense (use "
+                        "expert_parallel 1)",
+                        p.ep, m.name.empty() ? "this model" : m.name));
     // A tensor-parallel group exchanges activations every layer, so its ranks share a node's links.
     if (ranks_per_node && *ranks_per_node > 0 && p.tp > 1 && *ranks_per_node % p.tp != 0)
-        return tensor_split(fmt::format("tensor_parallel {} does not fit within a node of {} ranks: its ranks "
-                                        "exchange activations every layer and stay on one node's links",
-                                        p.tp, *ranks_per_node));
+        return tensor_split(
+            fmt::format("tensor_parallel {} does not fit within a node of {} ranks: its ranks "
+                        "exchange activations every layer and stay on one node's links",
+                        p.tp, *ranks_per_node));
     return std::nullopt;
 }
 

@@ -56,7 +56,8 @@ TEST_CASE("every plan up to 64 ranks numbers its ranks tp innermost and partitio
                     for (std::uint32_t r = 0; r < p.world(); ++r) {
                         const MeshCoordinates at = p.coordinates(r);
                         CHECK(p.rank_of(at) == r);
-                        CHECK(r == at[MeshAxis::tp] + tp * (at[MeshAxis::cp] + cp * (at[MeshAxis::dp] + dp * at[MeshAxis::pp])));
+                        CHECK(r == at[MeshAxis::tp] +
+                                       tp * (at[MeshAxis::cp] + cp * (at[MeshAxis::dp] + dp * at[MeshAxis::pp])));
                     }
                     check_partition(p, kTp, tp);
                     check_partition(p, kCp, cp);
@@ -125,8 +126,10 @@ TEST_CASE("a plan that cannot be built names why") {
     const auto kv = parallel_plan_problem(ParallelPlan::of(1, 4), odd_kv, 128);
     REQUIRE(kv);
     CHECK_THAT(kv->reason, Catch::Contains("4 neither divides the model's 3 KV heads"));
-    CHECK_THAT(reason(ParallelPlan::of(1, 1, 8)), Catch::Contains("pipeline_parallel 8 does not divide the model's 12 layers"));
-    CHECK_THAT(reason(ParallelPlan::of(1, 1, 1, 8), 100), Catch::Contains("context_parallel 8 does not divide the context 100"));
+    CHECK_THAT(reason(ParallelPlan::of(1, 1, 8)),
+               Catch::Contains("pipeline_parallel 8 does not divide the model's 12 layers"));
+    CHECK_THAT(reason(ParallelPlan::of(1, 1, 1, 8), 100),
+               Catch::Contains("context_parallel 8 does not divide the context 100"));
     CHECK_THAT(reason(ParallelPlan::of(3, 1, 1, 1, 2)), Catch::Contains("expert_parallel 2 does not divide the 3"));
     CHECK_THAT(reason(ParallelPlan::of(2, 1, 1, 1, 2)), Catch::Contains("needs a mixture-of-experts model"));
     CHECK_THAT(reason(ParallelPlan::of(1, 4), 128, 2), Catch::Contains("does not fit within a node of 2 ranks"));
