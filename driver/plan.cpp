@@ -89,6 +89,42 @@ std::vector<double> priorities(std::span<const Estimate* const> estimates, Searc
     return out;
 }
 
+namespace {
+
+// One runnable configuration judged: its estimate, every stack's prediction, and why it is pruned (empty: it runs).
+struct Judgement {
+    Estimate estimate;
+    FrameworkPredictions frameworks;
+    std::string reason;
+    TrialStatus status = TrialStatus::pending;
+};
+
+Judgement judge(const SweepSpec& spec, const TrialConfig& c, const PlanSettings& settings) {
+    Judgement j;
+    j.estimate = estimate(spec.model, c, spec.hardware, settings.estimate);
+    // Calibration's overhead and speed reach every stack's prediction through the same options.
+    j.frameworks = framework_predictions(c, spec.hardware, settings.estimate, spec.usable_memory(), j.estimate);
+    j.reason = prune_reason(j.estimate, j.frameworks, spec, settings.prune_tolerance);
+    j.status = j.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
+    return j;
+}
+
+// The pending items' priorities from their estimates (`estimate_of`); the rest keep theirs.
+template <class Item, class EstimateOf>
+void order_pending(std::vector<Item>& items, SearchStrategy strategy, EstimateOf estimate_of) {
+    std::vector<const Estimate*> runnable;
+    std::vector<std::size_t> index;
+    for (std::size_t i = 0; i < items.size(); ++i)
+        if (items[i].status == TrialStatus::pending) {
+            runnable.push_back(&estimate_of(items[i]));
+            index.push_back(i);
+        }
+    const std::vector<double> p = priorities(runnable, strategy);
+    for (std::size_t k = 0; k < index.size(); ++k) items[index[k]].priority = p[k];
+}
+
+}  // namespace
+
 std::vector<NewTrial> plan_trials(const SweepSpec& spec, const std::vector<Candidate>& candidates,
                                   const PlanSettings& settings) {
     std::vector<NewTrial> trials;
@@ -100,23 +136,15 @@ std::vector<NewTrial> plan_trials(const SweepSpec& spec, const std::vector<Candi
             t.status = TrialStatus::invalid;
             t.reason = c.invalid_reason;
         } else {
-            t.estimate = estimate(spec.model, c.config, spec.hardware, settings.estimate);
-            t.frameworks =
-                framework_predictions(c.config, spec.hardware, settings.estimate, spec.usable_memory(), *t.estimate);
-            t.reason = prune_reason(*t.estimate, t.frameworks, spec, settings.prune_tolerance);
-            t.status = t.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
+            Judgement j = judge(spec, c.config, settings);
+            t.estimate = std::move(j.estimate);
+            t.frameworks = std::move(j.frameworks);
+            t.reason = std::move(j.reason);
+            t.status = j.status;
         }
         trials.push_back(std::move(t));
     }
-    std::vector<const Estimate*> runnable;
-    std::vector<std::size_t> index;
-    for (std::size_t i = 0; i < trials.size(); ++i)
-        if (trials[i].status == TrialStatus::pending) {
-            runnable.push_back(&*trials[i].estimate);
-            index.push_back(i);
-        }
-    const std::vector<double> p = priorities(runnable, settings.strategy);
-    for (std::size_t k = 0; k < index.size(); ++k) trials[index[k]].priority = p[k];
+    order_pending(trials, settings.strategy, [](const NewTrial& t) -> const Estimate& { return *t.estimate; });
     return trials;
 }
 
@@ -125,30 +153,19 @@ std::vector<PendingUpdate> replan_pending(const SweepSpec& spec, const std::vect
     std::vector<PendingUpdate> updates;
     updates.reserve(pending.size());
     for (const TrialRecord& record : pending) {
+        Judgement j = judge(spec, record.result.config, settings);
         PendingUpdate u;
         u.id = record.id;
-        u.estimate = estimate(spec.model, record.result.config, spec.hardware, settings.estimate);
-        // Calibration's overhead and speed reach every stack's prediction through the same options.
-        u.frameworks = framework_predictions(record.result.config, spec.hardware, settings.estimate,
-                                             spec.usable_memory(), u.estimate);
-        u.reason = prune_reason(u.estimate, u.frameworks, spec, settings.prune_tolerance);
-        u.status = u.reason.empty() ? TrialStatus::pending : TrialStatus::pruned;
+        u.estimate = std::move(j.estimate);
+        u.frameworks = std::move(j.frameworks);
+        u.reason = std::move(j.reason);
+        u.status = j.status;
+        // In grid order the stored priority is the enumeration index: kept.
+        if (settings.strategy == SearchStrategy::grid) u.priority = record.priority;
         updates.push_back(std::move(u));
     }
-    std::vector<const Estimate*> runnable;
-    std::vector<std::size_t> index;
-    for (std::size_t i = 0; i < updates.size(); ++i)
-        if (updates[i].status == TrialStatus::pending) {
-            runnable.push_back(&updates[i].estimate);
-            index.push_back(i);
-        }
-    // In grid order the stored priority is the enumeration index: keep it.
-    if (settings.strategy == SearchStrategy::grid) {
-        for (std::size_t i = 0; i < updates.size(); ++i) updates[i].priority = pending[i].priority;
-        return updates;
-    }
-    const std::vector<double> p = priorities(runnable, settings.strategy);
-    for (std::size_t k = 0; k < index.size(); ++k) updates[index[k]].priority = p[k];
+    if (settings.strategy != SearchStrategy::grid)
+        order_pending(updates, settings.strategy, [](const PendingUpdate& u) -> const Estimate& { return u.estimate; });
     return updates;
 }
 

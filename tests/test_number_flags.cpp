@@ -22,7 +22,7 @@ std::string command_for(const NumberBounds& b) {
 TEST_CASE("every bounded flag refuses nan, infinity and a value past its sweep key's range, naming the flag") {
     for (const NumberBounds& b : kNumberBounds) {
         for (const std::string& bad : {std::string("nan"), std::string("inf"), std::string("-inf"),
-                                      fmt::format("{}", b.max * 2 + 1), fmt::format("{}", b.min - 1)}) {
+                                       fmt::format("{}", b.max * 2 + 1), fmt::format("{}", b.min - 1)}) {
             const std::string args = command_for(b) + " " + std::string(b.flag) + " " + bad;
             INFO(args);
             const test::CommandResult r = test::run_tune(args);
@@ -37,7 +37,8 @@ TEST_CASE("every bounded flag refuses nan, infinity and a value past its sweep k
 }
 
 TEST_CASE("a bounded flag inside its range is taken") {
-    const test::CommandResult r = test::run_tune("estimate --model tiny --device cpu --context 128 --margin 0.25 --host-margin 0.5");
+    const test::CommandResult r =
+        test::run_tune("estimate --model tiny --device cpu --context 128 --margin 0.25 --host-margin 0.5");
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("25% margin"));
 }
