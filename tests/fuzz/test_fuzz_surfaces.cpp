@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "exports/framework.h"
 #include "launch/host_name.h"
 #include "tests/fuzz/fuzzer.h"
 #include "tests/support/tiny_cpu_sweep.h"
@@ -154,22 +155,39 @@ TEST_CASE("fuzz: hostile names, partitions, accounts and times through tune subm
 
 namespace {
 
-// Whether `text`, emitted for `target`, parses as that target's format: JSON here, YAML and
-// TOML by Python's parsers, the torchrun command line by bash, one command after its comments.
+enum class EmitFormat { json, yaml, toml, shell };
+
+// The format each emit target writes; a target this does not know fails the test, so a new one is never
+// checked against the wrong parser.
+EmitFormat format_of(std::string_view target) {
+    if (target == "deepspeed" || target == "hf-trainer") return EmitFormat::json;
+    if (target == "torchtitan") return EmitFormat::toml;
+    if (target == "torchrun" || target == "megatron") return EmitFormat::shell;
+    if (target == "accelerate-fsdp" || target == "accelerate-fsdp1" || target == "litgpt") return EmitFormat::yaml;
+    FAIL("no emit format known for " << target);
+    return EmitFormat::json;
+}
+
+// Whether `text`, emitted for `target`, parses as that target's format: JSON here, YAML and TOML by
+// Python's parsers, a command line (torchrun, Megatron-LM) by bash, one command after its comments.
 bool parses_as(const std::string& target, const std::string& text, const fs::path& scratch) {
-    if (target == "deepspeed" || target == "hf-trainer") return nlohmann::json::parse(text, nullptr, false).is_object();
+    const EmitFormat format = format_of(target);
+    if (format == EmitFormat::json) return nlohmann::json::parse(text, nullptr, false).is_object();
     spit(scratch, text);
-    if (target == "torchrun") {
+    if (format == EmitFormat::shell) {
+        // Lines ending in a backslash continue one command (Megatron-LM's arguments, one a line).
         std::size_t commands = 0;
+        bool continued = false;
         for (std::size_t at = 0; at < text.size();) {
             const std::size_t end = std::min(text.find('\n', at), text.size());
-            if (end > at && text[at] != '#') ++commands;
+            if (end > at && !continued && text[at] != '#') ++commands;
+            continued = end > at && text[end - 1] == '\\';
             at = end + 1;
         }
         return commands == 1 && run_plain({"bash", "-n", scratch.string()}).exit_code == 0;
     }
-    const char* load = target == "torchtitan" ? "import sys, tomllib; tomllib.loads(open(sys.argv[1]).read())"
-                                              : "import sys, yaml; yaml.safe_load(open(sys.argv[1]))";
+    const char* load = format == EmitFormat::toml ? "import sys, tomllib; tomllib.loads(open(sys.argv[1]).read())"
+                                                  : "import sys, yaml; yaml.safe_load(open(sys.argv[1]))";
     return run_plain({"python3", "-c", load, scratch.string()}).exit_code == 0;
 }
 
@@ -178,8 +196,8 @@ bool parses_as(const std::string& target, const std::string& text, const fs::pat
 TEST_CASE("fuzz: hostile rows of a results database through every emit target", "[fuzz]") {
     Fuzzer f("emit");
     const fs::path base = measured_database(f), sentinel = f.dir / "injected";
-    const std::vector<std::string> targets{
-        "deepspeed", "accelerate-fsdp", "accelerate-fsdp1", "torchrun", "hf-trainer", "torchtitan", "litgpt"};
+    // Every target exports/framework.h lists, so a new one is fuzzed the day it exists.
+    const std::vector<std::string> targets(tune::kFrameworkNames.begin(), tune::kFrameworkNames.end());
     const std::vector<std::string> columns{"reason", "peak_bytes",     "tokens_per_s",
                                            "mfu",    "est_peak_bytes", "est_fits",
                                            "status", "micro_batch",    "rank_peaks_json"};
