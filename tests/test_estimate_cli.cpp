@@ -21,7 +21,9 @@ nlohmann::json views_of(const std::string& args) {
 
 }  // namespace
 
-TEST_CASE("tune estimate --json prints the issue's object with memory in bytes", "[cli][estimate]") {
+TEST_CASE(
+    "tune estimate --json prints the configuration, every component in bytes summing to the peak, and the step time",
+    "[cli][estimate]") {
     const auto r = run_tune(
         "estimate --model llama-7b --optimizer adamw --precision bf16-mixed --zero 3 --gpus 8 "
         "--micro-batch 1 --context 4096 --grad-accum 1 --checkpointing full --json");
