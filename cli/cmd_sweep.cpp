@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/database_path.h"
 #include "cli/device_query_child.h"
+#include "core/environment.h"
 #include "core/output_file.h"
 #include "core/pareto.h"
 #include "core/presets.h"
@@ -155,8 +156,8 @@ int run(SweepCliOptions& o) {
         for (std::string w; words >> w;) options.trial_program.push_back(w);
         // ... and, for a GPU sweep in a build or on a machine without CUDA, says how many GPUs to
         // hand out (the slurm test's stand-in GRES GPUs), since the stand-in needs none.
-        if (const char* gpus = std::getenv("TUNE_TEST_GPUS"); gpus && env.visible_gpus == 0)
-            env.visible_gpus = static_cast<std::size_t>(std::max(0, std::atoi(gpus)));
+        if (const auto gpus = environment_integer("TUNE_TEST_GPUS", 0, 1 << 16); gpus && env.visible_gpus == 0)
+            env.visible_gpus = static_cast<std::size_t>(*gpus);
     }
     // A report path that cannot be written must fail now, not after hours of trials.
     if (!o.no_report) check_output_path(spec.report, "the report");

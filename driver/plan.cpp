@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/environment.h"
 #include "core/machine_speed.h"
 #include "core/pareto.h"
 #include "core/units.h"
@@ -17,8 +18,8 @@
 namespace tune {
 
 std::uint32_t cpu_threads_per_rank(const SweepSpec& spec) {
-    if (const char* env = std::getenv("OMP_NUM_THREADS"); env && std::atoi(env) > 0)
-        return static_cast<std::uint32_t>(std::atoi(env));
+    if (const auto threads = environment_integer("OMP_NUM_THREADS", 1, 1 << 16))
+        return static_cast<std::uint32_t>(*threads);
     // The cores of the trial's slot (all of them when trials run one at a time).
     return slot_layout(spec, detect_allocation(0)).threads_per_rank;
 }

@@ -8,18 +8,13 @@
 #include <sstream>
 #include <thread>
 
+#include "core/environment.h"
+
 namespace tune {
 namespace {
 
-std::optional<long> env_count(const char* name) {
-    const char* value = std::getenv(name);
-    if (!value || !*value) return std::nullopt;
-    char* end = nullptr;
-    const long v = std::strtol(value, &end, 10);
-    // SLURM_JOB_NUM_NODES is plain; SLURM_GPUS_ON_NODE too; a "2(x3)" form is read as its first number.
-    if (end == value || v <= 0) return std::nullopt;
-    return v;
-}
+// Slurm's per-node counts (SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE, SLURM_CPUS_ON_NODE) are plain numbers.
+std::optional<long> env_count(const char* name) { return environment_integer(name, 1, std::int64_t{1} << 20); }
 
 std::vector<int> affinity_cores() {
     cpu_set_t set;

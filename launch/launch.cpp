@@ -5,21 +5,21 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "core/environment.h"
+
 namespace tune {
 namespace {
 
+// A launcher's rank counts and ids: whole numbers a rank of an int can hold.
 std::optional<int> env_int(const char* name) {
-    const char* value = std::getenv(name);
-    if (!value || !*value) return std::nullopt;
-    char* end = nullptr;
-    const long v = std::strtol(value, &end, 10);
-    if (*end != '\0') return std::nullopt;
-    return static_cast<int>(v);
+    const auto v = environment_integer(name, 0, std::numeric_limits<int>::max());
+    return v ? std::optional<int>(static_cast<int>(*v)) : std::nullopt;
 }
 
 bool on_path(const std::string& program) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/environment.h"
 #include "train/comm/comm_error.h"
 
 namespace tune::train {
@@ -31,10 +32,8 @@ void wait_or_abort(const std::function<NcclPoll()>& poll, std::chrono::steady_cl
 }
 
 std::chrono::steady_clock::duration nccl_timeout() {
-    const char* env = std::getenv("TUNE_NCCL_TIMEOUT_S");
-    const double seconds = env != nullptr && *env != '\0' ? std::strtod(env, nullptr) : 300.0;
-    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(seconds > 0 ? seconds : 300.0));
+    const double seconds = environment_number("TUNE_NCCL_TIMEOUT_S", 0.001, 1e7).value_or(300.0);
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace tune::train
