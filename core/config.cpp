@@ -273,27 +273,45 @@ void from_json(const json& j, MemoryBreakdown& m) {
     read(j, "peak_phase", m.peak_phase);
 }
 
+void to_json(json& j, const StageMemory& s) {
+    j = json{{"stage", s.stage}, {"rank", s.rank}, {"layers", s.layers}, {"memory", s.memory}};
+}
+
+void from_json(const json& j, StageMemory& s) {
+    check_keys(j, "estimate stage", {"stage", "rank", "layers", "memory"});
+    read(j, "stage", s.stage);
+    read(j, "rank", s.rank);
+    read(j, "layers", s.layers);
+    if (auto it = j.find("memory"); it != j.end()) s.memory = it->get<MemoryBreakdown>();
+}
+
 void to_json(json& j, const Estimate& e) {
     j = json{{"memory", e.memory},
              {"time", {{"step_s", e.step_s}, {"tokens_per_s", e.tokens_per_s}, {"mfu", e.mfu}}},
              {"fits", e.fits}};
     if (e.speed_reference_s > 0) j["time"]["speed_reference_s"] = e.speed_reference_s;
     if (e.pace_exponent != 1) j["time"]["pace_exponent"] = e.pace_exponent;
+    if (e.pipeline_bubble > 0) j["time"]["pipeline_bubble"] = e.pipeline_bubble;
     if (e.host_memory.peak > 0) {
         j["host_memory"] = e.host_memory;
         j["host_node_bytes"] = e.host_node_bytes;
     }
     if (!e.limit.empty()) j["limit"] = e.limit;
+    if (!e.stages.empty()) j["stages"] = e.stages;
 }
 
 void from_json(const json& j, Estimate& e) {
-    check_keys(j, "estimate", {"memory", "time", "fits", "config", "host_memory", "host_node_bytes", "limit"});
+    check_keys(j, "estimate",
+               {"memory", "time", "fits", "config", "host_memory", "host_node_bytes", "limit", "stages"});
+    if (auto it = j.find("stages"); it != j.end()) e.stages = it->get<std::vector<StageMemory>>();
     if (auto it = j.find("memory"); it != j.end()) e.memory = it->get<MemoryBreakdown>();
     if (auto it = j.find("host_memory"); it != j.end()) e.host_memory = it->get<MemoryBreakdown>();
     read(j, "host_node_bytes", e.host_node_bytes);
     read(j, "limit", e.limit);
     if (auto it = j.find("time"); it != j.end()) {
-        check_keys(*it, "estimate.time", {"step_s", "tokens_per_s", "mfu", "speed_reference_s", "pace_exponent"});
+        check_keys(*it, "estimate.time",
+                   {"step_s", "tokens_per_s", "mfu", "speed_reference_s", "pace_exponent", "pipeline_bubble"});
+        read(*it, "pipeline_bubble", e.pipeline_bubble);
         read(*it, "step_s", e.step_s);
         read(*it, "speed_reference_s", e.speed_reference_s);
         read(*it, "pace_exponent", e.pace_exponent);

@@ -45,6 +45,11 @@ enum class Method : std::uint8_t { full, lora, qlora };
 enum class LoraTargets : std::uint8_t { attention, all_linear, qv };
 // Which training states live in host memory (core/offload_plan.h says what each moves).
 enum class Offload : std::uint8_t { none, optimizer, optimizer_params };
+// The order a pipeline's stages run their micro-batches (core/pipeline_schedule.h).
+enum class PipelineSchedule : std::uint8_t { one_f_one_b, interleaved };
+// Which virtual stages count the embedding or the loss as a layer, and so hold one layer less (Megatron-LM's
+// --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split; core/pipeline_split.h).
+enum class PipelineSplit : std::uint8_t { even, embedding, loss, embedding_loss };
 
 inline constexpr std::array<Optimizer, 5> kOptimizers{Optimizer::adamw, Optimizer::lion, Optimizer::adam8bit,
                                                       Optimizer::adafactor, Optimizer::lomo};
@@ -61,6 +66,10 @@ inline constexpr std::array<Method, 3> kMethods{Method::full, Method::lora, Meth
 inline constexpr std::array<LoraTargets, 3> kLoraTargets{LoraTargets::attention, LoraTargets::all_linear,
                                                          LoraTargets::qv};
 inline constexpr std::array<Offload, 3> kOffloads{Offload::none, Offload::optimizer, Offload::optimizer_params};
+inline constexpr std::array<PipelineSchedule, 2> kPipelineSchedules{PipelineSchedule::one_f_one_b,
+                                                                    PipelineSchedule::interleaved};
+inline constexpr std::array<PipelineSplit, 4> kPipelineSplits{PipelineSplit::even, PipelineSplit::embedding,
+                                                              PipelineSplit::loss, PipelineSplit::embedding_loss};
 
 // The names users write, indexed by the enum's value (the dimension table's choices too).
 inline constexpr std::array<std::string_view, 5> kOptimizerNames{"adamw", "lion", "adam8bit", "adafactor", "lomo"};
@@ -71,6 +80,8 @@ inline constexpr std::array<std::string_view, 3> kMethodNames{"full", "lora", "q
 inline constexpr std::array<std::string_view, 3> kLoraTargetNames{"attention", "all-linear", "qv"};
 inline constexpr std::array<std::string_view, 3> kOffloadNames{"none", "optimizer", "optimizer+params"};
 inline constexpr std::array<std::string_view, 2> kSwitchNames{"off", "on"};
+inline constexpr std::array<std::string_view, 2> kPipelineScheduleNames{"1f1b", "interleaved"};
+inline constexpr std::array<std::string_view, 4> kPipelineSplitNames{"even", "embedding", "loss", "embedding+loss"};
 
 inline std::string_view to_string(Optimizer o) { return kOptimizerNames[static_cast<std::size_t>(o)]; }
 inline std::string_view to_string(Precision p) { return kPrecisionNames[static_cast<std::size_t>(p)]; }
@@ -79,6 +90,8 @@ inline std::string_view to_string(Attention a) { return kAttentionNames[static_c
 inline std::string_view to_string(Method m) { return kMethodNames[static_cast<std::size_t>(m)]; }
 inline std::string_view to_string(LoraTargets t) { return kLoraTargetNames[static_cast<std::size_t>(t)]; }
 inline std::string_view to_string(Offload o) { return kOffloadNames[static_cast<std::size_t>(o)]; }
+inline std::string_view to_string(PipelineSchedule s) { return kPipelineScheduleNames[static_cast<std::size_t>(s)]; }
+inline std::string_view to_string(PipelineSplit s) { return kPipelineSplitNames[static_cast<std::size_t>(s)]; }
 inline std::string_view to_string(TrialStatus s) {
     constexpr std::array<std::string_view, 8> names{"pending", "running", "ok",      "oom",
                                                     "failed",  "timeout", "invalid", "pruned"};
@@ -240,6 +253,12 @@ struct TrialConfig {
     // Megatron-style tensor parallelism (core/parallel_plan.h): world_size is data-parallel replicas times this.
     std::uint32_t tensor_parallel = 1;
     bool sequence_parallel = false;  // split the residual and norm tensors along the sequence over the tp ranks
+    // Pipeline parallelism (core/pipeline_schedule.h): stages of contiguous layers, grad_accum micro-batches
+    // per step; with the interleaved schedule each stage holds virtual_stages chunks.
+    std::uint32_t pipeline_parallel = 1;
+    PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;
+    std::uint32_t virtual_stages = 1;
+    PipelineSplit pipeline_split = PipelineSplit::even;
     bool adapters() const { return method != Method::full; }
     double lora_scale() const { return lora_alpha.value_or(2.0 * lora_rank) / lora_rank; }
 
@@ -258,14 +277,25 @@ struct MemoryBreakdown : ComponentBytes {
     bool operator==(const MemoryBreakdown&) const = default;
 };
 
+// One pipeline stage's memory in an estimate: every rank of the stage holds the same.
+struct StageMemory {
+    std::uint32_t stage = 0;
+    std::uint32_t rank = 0;  // the stage's first rank (core/parallel_plan.h: stages are contiguous ranks)
+    std::uint32_t layers = 0;
+    MemoryBreakdown memory;
+    bool operator==(const StageMemory&) const = default;
+};
+
 // What the analytic estimator predicts for one configuration.
 struct Estimate {
-    MemoryBreakdown memory;             // per rank, on the device
+    MemoryBreakdown memory;             // per rank, on the device: the worst stage's with pipeline parallelism
+    std::vector<StageMemory> stages;    // pipeline parallelism: every stage in order; empty without
     MemoryBreakdown host_memory;        // per rank, in host memory (offload); zero without
     std::uint64_t host_node_bytes = 0;  // host_memory.peak times the trial's ranks on one node
     double step_s = 0;
     double tokens_per_s = 0;
     double mfu = 0;
+    double pipeline_bubble = 0;  // pipeline parallelism: the schedule's idle share of the stages' time
     bool fits = false;
     // Which limit a configuration that does not fit passes: "device", "host" or "device+host"; "" when it fits.
     std::string limit;
@@ -328,6 +358,8 @@ void to_json(nlohmann::json& j, const TrialConfig& c);
 void from_json(const nlohmann::json& j, TrialConfig& c);
 void to_json(nlohmann::json& j, const MemoryBreakdown& m);
 void from_json(const nlohmann::json& j, MemoryBreakdown& m);
+void to_json(nlohmann::json& j, const StageMemory& s);
+void from_json(const nlohmann::json& j, StageMemory& s);
 void to_json(nlohmann::json& j, const Estimate& e);
 void from_json(const nlohmann::json& j, Estimate& e);
 void to_json(nlohmann::json& j, const TrialResult& r);

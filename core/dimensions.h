@@ -61,7 +61,7 @@ struct Dimension {
     bool applies_to(const TrialConfig& c) const { return applies == nullptr || applies(c); }
 };
 
-inline constexpr std::size_t kDimensionCount = 14;
+inline constexpr std::size_t kDimensionCount = 18;
 
 // In display order (tables, summaries, exports).
 const std::array<Dimension, kDimensionCount>& dimensions();

@@ -1,5 +1,8 @@
 #include "core/parallel_plan.h"
 
+#include "core/pipeline_schedule.h"
+#include "core/pipeline_split.h"
+
 #include <algorithm>
 #include <map>
 
@@ -130,6 +133,9 @@ ModelSpec ParallelPlan::local(const ModelSpec& m) const {
 ParallelPlan parallel_plan(const TrialConfig& c) {
     ParallelPlan p;
     p.tp = std::max<std::uint32_t>(c.tensor_parallel, 1);
+    p.pp = std::max<std::uint32_t>(c.pipeline_parallel, 1);
+    p.virtual_stages = std::max<std::uint32_t>(c.virtual_stages, 1);
+    p.layer_split = c.pipeline_split;
     const std::uint32_t model_parallel = p.tp * p.pp * p.cp;
     p.dp = c.world_size % model_parallel == 0 ? std::max<std::uint32_t>(c.world_size / model_parallel, 1) : 1;
     p.sequence_parallel = c.sequence_parallel && p.tp > 1;
@@ -180,9 +186,10 @@ std::optional<Invalidity> tensor_problem(const ParallelPlan& p, const ModelSpec&
 
 std::optional<Invalidity> mesh_problem(const ParallelPlan& p, const ModelSpec& m, std::uint32_t context,
                                        std::optional<std::uint32_t> ranks_per_node) {
-    if (p.pp > 1 && m.layers % p.pp != 0)
-        return mesh(fmt::format("pipeline_parallel {} does not divide the model's {} layers into equal stages", p.pp,
-                                m.layers));
+    if (p.pp > 1)
+        if (auto bad =
+                pipeline_split_problem(static_cast<std::uint32_t>(m.layers), p.pp, p.virtual_stages, p.layer_split))
+            return Invalidity{"pipeline", std::move(*bad)};
     if (p.cp > 1 && context % p.cp != 0)
         return mesh(
             fmt::format("context_parallel {} does not divide the context {}: each rank holds context / {} "
@@ -219,14 +226,25 @@ std::optional<Invalidity> parallel_plan_problem(const ParallelPlan& p, const Mod
 std::optional<Invalidity> parallel_problem(const TrialConfig& c) {
     if (c.tensor_parallel == 0)
         return Invalidity{"counts", "tensor_parallel must be positive (1: no tensor parallelism)"};
+    if (c.pipeline_parallel == 0)
+        return Invalidity{"counts", "pipeline_parallel must be positive (1: no pipeline parallelism)"};
     if (c.sequence_parallel && c.tensor_parallel == 1) return sizes_problem(ParallelPlan{.sequence_parallel = true});
     ParallelPlan p = parallel_plan(c);
     const std::uint32_t model_parallel = p.tp * p.pp * p.cp;
-    if (c.world_size % model_parallel != 0)
-        return tensor_split(
-            fmt::format("tensor_parallel {} does not divide the world size {}: the world is data-parallel "
-                        "replicas of tensor_parallel ranks each",
-                        p.tp, c.world_size));
+    if (c.world_size % model_parallel != 0) {
+        if (p.pp == 1)
+            return tensor_split(
+                fmt::format("tensor_parallel {} does not divide the world size {}: the world is data-parallel "
+                            "replicas of tensor_parallel ranks each",
+                            p.tp, c.world_size));
+        return mesh(
+            fmt::format("tensor_parallel x pipeline_parallel = {} x {} does not divide the world size {}: "
+                        "the world is data-parallel replicas of tp x pp ranks each",
+                        p.tp, p.pp, c.world_size));
+    }
+    if (p.pp > 1 || c.virtual_stages > 1)
+        if (auto bad = pipeline_schedule_problem(c.pipeline_schedule, p.pp, c.virtual_stages, c.grad_accum))
+            return Invalidity{"pipeline", std::move(*bad)};
     // The requested sequence parallelism, so a plan that cannot split the sequence says so.
     p.sequence_parallel = c.sequence_parallel;
     return parallel_plan_problem(p, c.model, c.context);

@@ -64,6 +64,8 @@ struct ParallelPlan {
     std::uint32_t cp = 1;  // ranks that split one sequence
     std::uint32_t ep = 1;  // ranks that split the experts, within dp x cp
     bool sequence_parallel = false;
+    std::uint32_t virtual_stages = 1;                 // model chunks per pipeline stage (interleaved schedule)
+    PipelineSplit layer_split = PipelineSplit::even;  // how the layers divide over the virtual stages
     // The ranks started: dp x tp x pp x cp in a plan that can be built (a configuration's world_size that does
     // not divide into its sizes is one that cannot, and still starts this many).
     std::uint32_t ranks = 1;

@@ -193,6 +193,33 @@ std::optional<Invalidity> model_problem(const ModelSpec& m) {
     return std::nullopt;
 }
 
+namespace {
+
+// What our engine's pipeline runs beside: a stage accumulates its micro-batches' gradients whole and reduces
+// them once per step (ZeRO 0-1, as Megatron-Core's distributed optimizer and DeepSpeed's pipeline engine do),
+// and updates them after the last backward.
+std::optional<Invalidity> pipeline_composition_problem(const TrialConfig& c) {
+    if (c.pipeline_parallel <= 1) return std::nullopt;
+    const auto refuse = [](std::string why) { return Invalidity{"pipeline-composition", std::move(why)}; };
+    if (c.zero_stage >= 2)
+        return refuse(
+            fmt::format("ZeRO stage {} with pipeline_parallel: each stage keeps its gradients whole "
+                        "across the micro-batches (ZeRO 0-1, as Megatron's distributed optimizer and "
+                        "DeepSpeed's pipeline engine); use zero_stage 0 or 1",
+                        c.zero_stage));
+    if (c.optimizer == Optimizer::lomo)
+        return refuse(
+            "lomo with pipeline_parallel: lomo's fused update needs every micro-batch's backward to "
+            "end before the next starts; use another optimizer");
+    if (c.offload != Offload::none)
+        return refuse(
+            "offload with pipeline_parallel: the engine does not stream a stage's states to the "
+            "host; use offload none");
+    return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Invalidity> invalid_reason(const TrialConfig& c) {
     if (auto bad = model_problem(c.model)) return bad;
     if (auto bad = counts_problem(c)) return bad;
@@ -209,13 +236,14 @@ std::optional<Invalidity> invalid_reason(const TrialConfig& c) {
     if (auto bad = lora_problem(c)) return bad;
     if (auto bad = offload_problem(c)) return bad;
     if (auto bad = parallel_problem(c)) return bad;
+    if (auto bad = pipeline_composition_problem(c)) return bad;
     return hyper_problem(c);
 }
 
 bool refuses_input(const Invalidity& problem) {
-    constexpr std::array<std::string_view, 9> kinds{"model-size", "model-constants", "counts",
-                                                    "zero-stage", "adam8bit-block",  "hyperparameters",
-                                                    "warmup",     "lora-rank",       "qlora-precision"};
+    constexpr std::array<std::string_view, 10> kinds{"model-size",      "model-constants", "counts", "zero-stage",
+                                                     "adam8bit-block",  "hyperparameters", "warmup", "lora-rank",
+                                                     "qlora-precision", "pipeline"};
     return std::find(kinds.begin(), kinds.end(), problem.kind) != kinds.end();
 }
 

@@ -201,7 +201,9 @@ TEST_CASE("every command that takes a configuration has every dimension's flag",
     c.method = Method::lora;         // so that every row means something
     c.attention = Attention::eager;  // and differs from the default, which the line leaves out
     c.offload = Offload::optimizer;
-    c.tensor_parallel = 2, c.sequence_parallel = true, c.world_size = 2;
+    c.tensor_parallel = 2, c.sequence_parallel = true, c.world_size = 4;
+    c.pipeline_parallel = 2, c.pipeline_schedule = PipelineSchedule::interleaved, c.virtual_stages = 2;
+    c.pipeline_split = PipelineSplit::embedding;
     const std::string line = trial_command(c);
     for (const Dimension& d : dimensions()) CHECK_THAT(line, Catch::Contains(std::string(d.flag) + " " + d.text(c)));
     const auto bad = test::run_tune("estimate --optimizer adamx");
