@@ -147,14 +147,52 @@ nlohmann::json framework_time_json(const FrameworkEstimate& f, FrameworkProfile 
             {"engine_step_s", f.engine.step_s}, {"terms", terms}};
 }
 
+// Pipeline parallelism: every stage's first rank, layers, peak and components (its ranks hold the same).
+nlohmann::json stages_json(const Estimate& e) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StageMemory& s : e.stages) {
+        nlohmann::json components = memory_json(s.memory);
+        components.erase("peak"), components.erase("peak_phase");
+        stages.push_back({{"stage", s.stage},
+                          {"rank", s.rank},
+                          {"layers", s.layers},
+                          {"peak", s.memory.peak},
+                          {"peak_phase", s.memory.peak_phase},
+                          {"components", components}});
+    }
+    return stages;
+}
+
 nlohmann::json estimate_json(const TrialConfig& c, const Estimate& e) {
-    return {{"config", c},
-            {"memory", memory_json(e.memory)},
-            {"time", {{"step_s", e.step_s}, {"tokens_per_s", e.tokens_per_s}, {"mfu", e.mfu}}},
-            {"fits", e.fits},
-            {"limit", e.limit},
-            {"host_memory", memory_json(e.host_memory)},
-            {"host_node_bytes", e.host_node_bytes}};
+    nlohmann::json j{{"config", c},
+                     {"memory", memory_json(e.memory)},
+                     {"time", {{"step_s", e.step_s}, {"tokens_per_s", e.tokens_per_s}, {"mfu", e.mfu}}},
+                     {"fits", e.fits},
+                     {"limit", e.limit},
+                     {"host_memory", memory_json(e.host_memory)},
+                     {"host_node_bytes", e.host_node_bytes}};
+    if (!e.stages.empty()) {
+        j["stages"] = stages_json(e);
+        j["time"]["pipeline_bubble"] = e.pipeline_bubble;
+    }
+    return j;
+}
+
+// Pipeline parallelism: the worst stage (whose components the table above shows), the spread, each stage.
+void print_stages_text(const Estimate& e) {
+    if (e.stages.empty()) return;
+    const auto [low, high] = std::minmax_element(
+        e.stages.begin(), e.stages.end(), [](const auto& a, const auto& b) { return a.memory.peak < b.memory.peak; });
+    fmt::print(
+        "  stages       {}: the table is stage {}'s (the largest peak); peaks {} to {} ({} spread); "
+        "bubble {}\n",
+        e.stages.size(), high->stage, format_bytes(low->memory.peak), format_bytes(high->memory.peak),
+        percent(static_cast<double>(high->memory.peak - low->memory.peak) /
+                static_cast<double>(std::max<std::uint64_t>(high->memory.peak, 1))),
+        percent(e.pipeline_bubble));
+    for (const StageMemory& s : e.stages)
+        fmt::print("    stage {:<3} ranks from {:<5} {:>3} layers  peak {:>10}  at {}\n", s.stage, s.rank, s.layers,
+                   format_bytes(s.memory.peak), s.memory.peak_phase);
 }
 
 // Offload's ledger: the components on the host, per rank and per node, against the node's host memory.
@@ -186,6 +224,7 @@ void print_single_text(const TrialConfig& c, const Hardware& hw, const Estimate&
     table.add_row({"peak", std::to_string(e.memory.peak), bytes_text(e.memory.peak), "100.0%"});
     fmt::print("{}", table.render("  "));
     fmt::print("  peak phase   {}\n", e.memory.peak_phase);
+    print_stages_text(e);
     fmt::print("  step time    {:.4g} s    tokens/s {} (all ranks)    MFU {}\n", e.step_s,
                throughput_text(e.tokens_per_s), percent(e.mfu));
     print_host_text(c, e, o);

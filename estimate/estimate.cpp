@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/parallel_plan.h"
+#include "core/pipeline_stages.h"
 #include "core/zero_plan.h"
 #include "estimate/flat_layout.h"
 
@@ -28,16 +30,38 @@ std::uint64_t trained_parameters(const ModelSpec& model, const TrialConfig& c) {
     return a.numel * a.count;
 }
 
+namespace {
+
+// Every pipeline stage's peak (the first rank of each: a stage's ranks hold the same), and the worst's phases.
+std::vector<StageMemory> stage_memories(const ModelSpec& model, const TrialConfig& c, const Hardware& hw,
+                                        const EstimateOptions& o, StepMemory& worst) {
+    const ParallelPlan plan = parallel_plan(c);
+    std::vector<StageMemory> out;
+    for (const PipelineStage& stage : pipeline_stages(model, c)) {
+        const StepMemory s = step_memory(model, c, hw, o, stage);
+        MeshCoordinates at;
+        at[MeshAxis::pp] = stage.stage;
+        out.push_back(StageMemory{stage.stage, plan.rank_of(at), stage.layers, breakdown_at_peak(s)});
+        if (out.size() == 1 || s.peak > worst.peak) worst = s;
+    }
+    return out;
+}
+
+}  // namespace
+
 Estimate estimate(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
-    StepMemory memory = step_memory(model, c, hw, o);
+    StepMemory memory;
+    std::vector<StageMemory> stages = stage_memories(model, c, hw, o, memory);
     const StepTime time = step_time(model, c, hw, o);
     Estimate e;
     e.memory = breakdown_at_peak(memory);
+    if (stages.size() > 1) e.stages = std::move(stages);
     e.host_memory = host_breakdown(memory);
     e.host_node_bytes = e.host_memory.peak * ranks_per_node(c, o);
     e.step_s = time.step_s;
     e.tokens_per_s = time.tokens_per_s;
     e.mfu = time.mfu;
+    e.pipeline_bubble = time.bubble_fraction;
     if (o.probed) {
         e.speed_reference_s = o.probed->speed_reference_s;  // the machine speed step_s holds for
         e.pace_exponent = o.pace_exponent;                  // and how the step follows another one

@@ -7,6 +7,7 @@
 #include "core/offload_plan.h"
 #include "core/parallel_plan.h"
 #include "core/peft_modules.h"
+#include "core/pipeline_stages.h"
 #include "estimate/flat_layout.h"
 #include "estimate/model_states.h"
 #include "kernels/workspace_bytes.h"
@@ -103,18 +104,38 @@ struct PhaseBytes {
     std::uint64_t grad_bytes;
 };
 
+// What one pipeline stage's micro-batch runs beside (docs/memory-model.md §10): the layers of the chunk it
+// runs, what the other micro-batches in flight keep of theirs, and the stage's token buffers (the inputs
+// the embedding keeps for its backward, the head's targets and losses). One stage holding everything,
+// one micro-batch at a time, without pipeline parallelism.
+struct StageView {
+    std::uint64_t layers = 0;  // of the running chunk
+    std::uint64_t others = 0;  // activation bytes the other micro-batches in flight keep
+    std::uint64_t io = 0;
+    bool embedding = true, head = true;
+
+    static StageView of(const PipelineStage& stage, const ActivationSizes& a, const TrialConfig& c) {
+        const std::uint64_t t = std::uint64_t{c.micro_batch} * c.context;
+        const std::uint64_t chunk = stage.largest_chunk();
+        const std::uint64_t io = 4 * t * stage.held_inputs + 8 * t * stage.held_targets;
+        // The other micro-batches waiting for the head's backward keep its input, the last layer's output.
+        const std::uint64_t heads = stage.held_targets > 1 ? (stage.held_targets - 1) * a.hidden : 0;
+        return StageView{chunk, (stage.held_layers - chunk) * a.kept + heads, io, stage.embedding, stage.head};
+    }
+    std::uint64_t below() const { return layers > 0 ? layers - 1 : 0; }  // kept layers under the running one
+};
+
 // LoRA (§9): the frozen base gets no gradients, so the head has no bucket and
 // no LOMO gradient, there is no embedding backward, and the layer's bucket,
 // LOMO gradient and Adafactor sums are the adapters'. Stage 3 gathers the
 // base layer (qlora: its NF4 storage) and its adapters.
 StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayout& layout, const ComponentBytes& base,
-                        const ActivationSizes& a, double overhead_per_activation_byte) {
+                        const ActivationSizes& a, const StageView& v, double overhead_per_activation_byte) {
     const StateSettings settings = StateSettings::of(c);
     const BufferKind adapters = adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block);
     const bool lomo = c.optimizer == Optimizer::lomo;
     const std::uint64_t gb = weight_bytes(c.precision);
-    const std::uint64_t below = m.layers > 0 ? m.layers - 1 : 0;
-    const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;
+    const std::uint64_t below = v.below(), last = v.layers > 0 ? a.kept_none : 0;
     const PhaseBytes phase{base, c};
     const std::uint64_t gathered_base = c.method == Method::qlora ? nf4_gathered_layer_bytes(layout, settings)
                                                                   : comm_bytes(layout.layer.numel, settings, true);
@@ -125,15 +146,15 @@ StepMemory adapter_step(const ModelSpec& m, const TrialConfig& c, const FlatLayo
     const std::uint64_t outer_gathered = comm_bytes(layout.outer.numel, settings, true);
 
     StepMemory s;
-    s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer + a.gathered, 0);
-    const std::uint64_t head = a.io + m.layers * a.kept + 3 * a.hidden + a.rstd;
+    s.phases[0] = phase(v.io + v.others + below * a.kept + last + a.hidden, 0, gathered_layer + a.gathered, 0);
+    const std::uint64_t head = v.io + v.others + v.layers * a.kept + 3 * a.hidden + a.rstd;
     const ComponentBytes chunks = phase(head, a.logits, outer_gathered + 2 * a.gathered, 0);
     // + the norm's sink
     const ComponentBytes norm = phase(head + a.hidden + gb * m.hidden, 0, outer_gathered, 0);
-    s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
-    const std::uint64_t top = a.io + below * a.kept + last + a.hidden + a.scratch;
+    s.phases[1] = !v.head ? phase(0, 0, 0, 0) : norm.total() > chunks.total() ? norm : chunks;
+    const std::uint64_t top = v.io + v.others + below * a.kept + last + a.hidden + a.scratch;
     s.phases[2] = phase(top, 0, layer_comm + a.gathered, adapters.max_tensor);
-    if (holds_previous_bucket(c) && m.layers > 1)  // the head has no bucket to hold
+    if (holds_previous_bucket(c) && v.layers > 1)  // the head has no bucket to hold
         s.phases[2] =
             larger(s.phases[2], phase(top - a.kept, 0, layer_comm + bucket + a.gathered, adapters.max_tensor));
     s.phases[3] = phase(0, 0, 0, 0);  // no embedding backward: the phase holds the persistent buffers only
@@ -281,14 +302,20 @@ std::uint64_t overhead_bytes(const Hardware& hw, const EstimateOptions& o) {
 }
 
 StepMemory step_memory(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
-    const ModelSpec m = parallel_plan(c).local(model);  // the rank's shard of every matrix
-    const FlatLayout layout = flat_layout(m, c.adam8bit_block);
+    return step_memory(model, c, hw, o, pipeline_stages(model, c).front());
+}
+
+StepMemory step_memory(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
+                       const PipelineStage& stage) {
+    const ModelSpec m = stage_model(parallel_plan(c).local(model), stage);  // the rank's shard of its stage's matrices
+    const FlatLayout layout = stage_flat_layout(parallel_plan(c).local(model), c, stage);
     const StateSettings settings = StateSettings::of(c);
-    const ModelStateBytes states = trial_states(model, c);
+    const ModelStateBytes states = trial_states(model, c, stage);
     const ActivationSizes a = activation_sizes(model, c, hw, o);
+    const StageView v = StageView::of(stage, a, c);
     const bool lomo = c.optimizer == Optimizer::lomo;
-    const std::uint64_t below = m.layers > 0 ? m.layers - 1 : 0;  // kept layers under the last one
-    const std::uint64_t last = m.layers > 0 ? a.kept_none : 0;    // the last layer, whole
+    const std::uint64_t below = v.below();                      // kept layers under the running one
+    const std::uint64_t last = v.layers > 0 ? a.kept_none : 0;  // the running layer, whole
 
     ComponentBytes base{};
     base[Component::params] = states.params;
@@ -304,34 +331,35 @@ StepMemory step_memory(const ModelSpec& model, const TrialConfig& c, const Hardw
     const ComponentBytes host = take_offloaded(base, offload_plan(c.offload));
 
     const PhaseBytes phase{base, c};
-    if (c.adapters()) return with_host(adapter_step(m, c, layout, base, a, o.overhead_per_activation_byte), host);
+    if (c.adapters()) return with_host(adapter_step(m, c, layout, base, a, v, o.overhead_per_activation_byte), host);
     const std::uint64_t layer_comm = comm_bytes(layout.layer.numel, settings, lomo);
     const std::uint64_t outer_comm = comm_bytes(layout.outer.numel, settings, lomo);
     const std::uint64_t gathered_layer = comm_bytes(layout.layer.numel, settings, true);
     const std::uint64_t outer_bucket = outer_comm - comm_bytes(layout.outer.numel, settings, true);
 
     StepMemory s;
-    s.phases[0] = phase(a.io + below * a.kept + last + a.hidden, 0, gathered_layer + a.gathered, 0);
+    s.phases[0] = phase(v.io + v.others + below * a.kept + last + a.hidden, 0, gathered_layer + a.gathered, 0);
     // Head: during the chunk loop (logits alive) or at the final-norm backward (dX alive).
-    const std::uint64_t head = a.io + m.layers * a.kept + 3 * a.hidden + a.rstd;  // + xL, nf, dnf, rstd_f
+    const std::uint64_t head = v.io + v.others + v.layers * a.kept + 3 * a.hidden + a.rstd;  // + xL, nf, dnf, rstd_f
     // LOMO with tied embeddings: the head begins the embedding's gradient and
     // the embedding backward ends it, so it is held through the layers.
     const std::uint64_t tied = lomo && m.tied_embeddings ? m.vocab * m.hidden : 0;
     // Sequence parallelism: the chunks read every token's nf and write every token's dnf (two gathered).
     const ComponentBytes chunks = phase(head, a.logits, outer_comm + 2 * a.gathered, layout.outer.max_tensor);
     const ComponentBytes norm = phase(head + a.hidden, 0, outer_comm, m.hidden + tied);
-    s.phases[1] = norm.total() > chunks.total() ? norm : chunks;
-    const std::uint64_t top = a.io + below * a.kept + last + a.hidden + a.scratch;
+    s.phases[1] = !v.head ? phase(0, 0, 0, 0) : norm.total() > chunks.total() ? norm : chunks;
+    const std::uint64_t top = v.io + v.others + below * a.kept + last + a.hidden + a.scratch;
     const std::uint64_t layer_bucket = layer_comm - gathered_layer;
     const bool previous = holds_previous_bucket(c);
     s.phases[2] =
         phase(top, 0, layer_comm + a.gathered + (previous ? outer_bucket : 0), layout.layer.max_tensor + tied);
-    if (previous && m.layers > 1)
+    if (previous && v.layers > 1)
         s.phases[2] = larger(s.phases[2], phase(top - a.kept, 0, layer_comm + layer_bucket + a.gathered,
                                                 layout.layer.max_tensor + tied));
-    const std::uint64_t before_embedding = !previous ? 0 : m.layers > 0 ? layer_bucket : outer_bucket;
-    s.phases[3] = phase(a.io + a.hidden, 0, outer_bucket + before_embedding + a.gathered,
-                        layout.outer.max_tensor);  // + every token's dx
+    const std::uint64_t before_embedding = !previous ? 0 : v.layers > 0 ? layer_bucket : outer_bucket;
+    s.phases[3] = !v.embedding ? phase(0, 0, 0, 0)
+                               : phase(v.io + v.others + a.hidden, 0, outer_bucket + before_embedding + a.gathered,
+                                       layout.outer.max_tensor);  // + every token's dx
     // Adafactor over shards completes its sums over ranks one buffer at a time.
     const bool sums =
         c.optimizer == Optimizer::adafactor && settings.zero.updates_own_shard_only() && settings.shards > 1;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/config.h"
+#include "core/pipeline_stages.h"
 #include "estimate/estimate_options.h"
 
 namespace tune {
@@ -80,8 +81,11 @@ struct StepMemory {
     const ComponentBytes& at_peak() const { return at(peak_phase); }
 };
 
-// Every phase's components; `m` is the model (normally c.model).
+// Every phase's components; `m` is the model (normally c.model). One rank of pipeline stage `stage`; the
+// first stage (everything, without pipeline parallelism) where none is named.
 StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o);
+StepMemory step_memory(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o,
+                       const PipelineStage& stage);
 
 // The components at the peak, as recorded beside measurements.
 MemoryBreakdown breakdown_at_peak(const StepMemory& s);

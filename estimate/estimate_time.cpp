@@ -5,6 +5,8 @@
 
 #include "core/offload_plan.h"
 #include "core/parallel_plan.h"
+#include "core/pipeline_schedule.h"
+#include "core/pipeline_stages.h"
 #include "core/zero_plan.h"
 #include "estimate/collective_calls.h"
 #include "estimate/flat_layout.h"
@@ -414,6 +416,47 @@ double tensor_parallel_seconds(const std::vector<TensorParallelCall>& calls, con
     return all_probed ? probed : safe_div(nominal, hw.intra_node_bytes_per_s * o.comm_efficiency);
 }
 
+// Pipeline parallelism: the micro-batches' work (what one rank holding every layer would spend on them)
+// divides by FLOPs into the layers' and the LM head's, each virtual stage takes its layers' share and the
+// last the head's, forward a third and backward two, and the schedule's table is timed with a hop of each
+// boundary's activations, b s h (/ tp with sequence parallelism) in the weights' dtype, over the link
+// between the stages (core/pipeline_schedule.h: the bubble comes from the table). The states' work (the
+// data-parallel reduction, the update, offload) is the largest stage's share of the parameters.
+double head_share(const ModelSpec& m, const TrialConfig& c, const Flops& flops) {
+    const double head = 2.0 * static_cast<double>(m.hidden) * static_cast<double>(m.vocab) * (c.adapters() ? 2 : 3);
+    return std::min(1.0, safe_div(head, flops.total));
+}
+
+void apply_pipeline(const ModelSpec& m, const TrialConfig& c, const Hardware& hw, const Flops& flops, StepTime& t) {
+    const ParallelPlan plan = parallel_plan(c);
+    const std::vector<PipelineStage> stages = pipeline_stages(m, c);
+    if (plan.pp == 1 || stages.size() != plan.pp) return;
+    const double work =
+        (t.compute_s + t.attention_s + t.dequantize_s + t.elementwise_s + t.tensor_comm_s) / std::max(1u, c.grad_accum);
+    const double head = work * head_share(m, c, flops);
+    const double per_layer = (work - head) / static_cast<double>(std::max<std::uint64_t>(m.layers, 1));
+    const std::size_t chunks = std::size_t{plan.pp} * plan.virtual_stages;
+    std::vector<double> forward(chunks), backward(chunks);
+    std::uint32_t most_layers = 0;
+    for (const PipelineStage& stage : stages) {
+        most_layers = std::max(most_layers, stage.layers);
+        for (std::uint32_t chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+            const std::size_t g = std::size_t{chunk} * plan.pp + stage.stage;
+            const double busy = stage.chunk_layers[chunk] * per_layer + (g + 1 == chunks ? head : 0.0);
+            forward[g] = busy - backward_share(busy), backward[g] = backward_share(busy);
+        }
+    }
+    const double boundary = static_cast<double>(plan.sequence_tokens(std::uint64_t{c.micro_batch} * c.context)) *
+                            static_cast<double>(m.hidden) * weight_bytes(c.precision);
+    const std::uint32_t stage_ranks = plan.dp * plan.tp * plan.cp;
+    t.pipeline_hop_s = safe_div(boundary, link_bandwidth(hw, 2 * stage_ranks));
+    const PipelineTable table = pipeline_table(c.pipeline_schedule, plan.pp, plan.virtual_stages, c.grad_accum);
+    const PipelineTiming timed = time_pipeline(table, forward, backward, t.pipeline_hop_s);
+    t.pipeline_s = timed.makespan_s;
+    t.bubble_fraction = timed.bubble_fraction;
+    t.stage_share = static_cast<double>(most_layers) / static_cast<double>(std::max<std::uint64_t>(m.layers, 1));
+}
+
 StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware& hw, const EstimateOptions& o) {
     const ModelSpec m = parallel_plan(c).local(model);  // what one rank computes
     const Flops flops = flops_per_token(m, c, hw);
@@ -443,6 +486,8 @@ StepTime step_time(const ModelSpec& model, const TrialConfig& c, const Hardware&
     // What shows of each part adds up: our engine overlaps nothing (comm_overlap 0).
     t.step_s = t.compute_s + t.comm_s + t.optimizer_s + t.attention_s + t.dequantize_s + t.elementwise_s + t.offload_s +
                t.tensor_comm_s;
+    apply_pipeline(m, c, hw, flops, t);
+    if (t.pipeline_s > 0) t.step_s = t.pipeline_s + t.stage_share * (t.comm_s + t.optimizer_s + t.offload_s);
     // Tokens: each replica's; the tensor-parallel ranks of a replica share them.
     t.tokens_per_s = safe_div(tokens_per_rank * replicas, t.step_s);
     t.mfu = safe_div(t.model_flops_per_token * t.tokens_per_s, peak * ranks);

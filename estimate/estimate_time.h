@@ -23,6 +23,13 @@ struct StepTime {
     double bucket_s = 0;       // of elementwise_s: ZeRO-2/3's gradient buckets (probed)
     double offload_s = 0;      // offload on a GPU: exposed host copies and the CPU's update
     double tensor_comm_s = 0;  // the tensor-parallel group's collectives, on the critical path
+    // Pipeline parallelism: the schedule's micro-batches timed through the stages (their work is the
+    // compute, attention, dequantize, elementwise and tensor-parallel parts above, for every layer), its
+    // bubble, one boundary's send, and the largest stage's share of the layers (of comm, optimizer, offload).
+    double pipeline_s = 0;
+    double bubble_fraction = 0;
+    double pipeline_hop_s = 0;
+    double stage_share = 1;
     double step_s = 0;
     double tokens_per_s = 0;  // all ranks together
     double mfu = 0;

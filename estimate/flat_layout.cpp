@@ -30,7 +30,7 @@ struct BufferBuilder {
 
 }  // namespace
 
-FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
+FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block, OuterParts parts) {
     const std::uint64_t align = flat_alignment(adam8bit_block);
     const std::uint64_t h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), f = m.ffn, v = m.vocab;
 
@@ -64,10 +64,11 @@ FlatLayout flat_layout(const ModelSpec& m, std::uint32_t adam8bit_block) {
     layer.kind.count = m.layers;
 
     BufferBuilder outer{align};
-    outer.matrix(v, h);                          // embedding
-    outer.vector(h);                             // final_norm
-    if (!m.tied_embeddings) outer.matrix(v, h);  // lm_head (tied: the embedding serves)
-    outer.kind.count = 1;
+    if (parts.embedding) outer.matrix(v, h);  // embedding
+    if (parts.head) outer.vector(h);          // final_norm
+    // lm_head; tied, the embedding serves where the stage holds it
+    if (parts.head && (!m.tied_embeddings || !parts.embedding)) outer.matrix(v, h);
+    outer.kind.count = parts.embedding || parts.head ? 1 : 0;
 
     return FlatLayout{align, layer.kind, outer.kind};
 }

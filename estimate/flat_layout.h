@@ -7,6 +7,7 @@
 
 #include "core/config.h"
 #include "core/flat_buffer.h"
+#include "core/pipeline_stages.h"
 
 namespace tune {
 
@@ -27,7 +28,7 @@ struct FlatLayout {
     BufferKind outer;           // embedding + final norm + LM head
 };
 
-FlatLayout flat_layout(const ModelSpec& model, std::uint32_t adam8bit_block);
+FlatLayout flat_layout(const ModelSpec& model, std::uint32_t adam8bit_block, OuterParts parts = {});
 // LoRA's adapter buffer of one layer (count = layers): A (r, in) then B (out, r)
 // per targeted linear, q, k, v, o and, for all-linear, gate, up, down (§9).
 BufferKind adapter_buffer(const ModelSpec& model, std::uint32_t rank, LoraTargets targets,

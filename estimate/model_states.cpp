@@ -91,9 +91,24 @@ FlatLayout local_flat_layout(const TrialConfig& c) {
     return flat_layout(parallel_plan(c).local(c.model), c.adam8bit_block);
 }
 
+ModelSpec stage_model(const ModelSpec& local, const PipelineStage& stage) {
+    ModelSpec m = local;
+    m.layers = stage.layers;
+    return m;
+}
+
+FlatLayout stage_flat_layout(const ModelSpec& local, const TrialConfig& c, const PipelineStage& stage) {
+    return flat_layout(stage_model(local, stage), c.adam8bit_block, OuterParts{stage.embedding, stage.head});
+}
+
 ModelStateBytes trial_states(const ModelSpec& model, const TrialConfig& c) {
-    const ModelSpec m = parallel_plan(c).local(model);
-    const FlatLayout layout = flat_layout(m, c.adam8bit_block);
+    return trial_states(model, c,
+                        PipelineStage{0, {}, static_cast<std::uint32_t>(model.layers), true, true, 0, 1, 1, {}});
+}
+
+ModelStateBytes trial_states(const ModelSpec& model, const TrialConfig& c, const PipelineStage& stage) {
+    const ModelSpec m = stage_model(parallel_plan(c).local(model), stage);
+    const FlatLayout layout = stage_flat_layout(parallel_plan(c).local(model), c, stage);
     const StateSettings s = StateSettings::of(c);
     if (!c.adapters()) return model_states(layout, s);
     ModelStateBytes b = model_states(adapter_buffer(m, c.lora_rank, c.lora_targets, c.adam8bit_block), s);

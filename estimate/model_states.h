@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/config.h"
+#include "core/pipeline_stages.h"
 #include "core/zero_plan.h"
 #include "estimate/flat_layout.h"
 
@@ -60,5 +61,11 @@ FlatLayout local_flat_layout(const TrialConfig& c);
 // with qlora the base as NF4 layers (sharded at stage 3 too). `m` is the whole
 // model; the bytes are one tensor-parallel rank's, sharded over the dp group.
 ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c);
+// The same for one rank of pipeline stage `stage`: its layers and its parts of the outer buffer.
+ModelStateBytes trial_states(const ModelSpec& m, const TrialConfig& c, const PipelineStage& stage);
+
+// `local` (a tensor-parallel rank's model) with the stage's layers, and the flat buffers a rank of the stage holds.
+ModelSpec stage_model(const ModelSpec& local, const PipelineStage& stage);
+FlatLayout stage_flat_layout(const ModelSpec& local, const TrialConfig& c, const PipelineStage& stage);
 
 }  // namespace tune

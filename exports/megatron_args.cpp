@@ -61,10 +61,29 @@ void add_model(Args& a, const ModelSpec& m, const TrialConfig& c, FrameworkExpor
         e.cannot_express.push_back(fmt::format("a sliding window of {} tokens", m.sliding_window));
 }
 
+// Pipeline parallelism (megatron/training/arguments.py): the stages, the interleaved schedule's layers per
+// virtual stage (Megatron-Core's forward_backward_pipelining_with_interleaving, the table
+// core/pipeline_schedule.h follows), and the split's flags that count the embedding or the loss as a layer.
+void add_pipeline(Args& a, const TrialConfig& c) {
+    if (c.pipeline_parallel <= 1) return;
+    a.emplace_back("--pipeline-model-parallel-size", std::to_string(c.pipeline_parallel));
+    const bool embedding =
+        c.pipeline_split == PipelineSplit::embedding || c.pipeline_split == PipelineSplit::embedding_loss;
+    const bool loss = c.pipeline_split == PipelineSplit::loss || c.pipeline_split == PipelineSplit::embedding_loss;
+    if (c.pipeline_schedule == PipelineSchedule::interleaved) {
+        const std::uint64_t chunks = std::uint64_t{c.pipeline_parallel} * c.virtual_stages;
+        a.emplace_back("--num-layers-per-virtual-pipeline-stage",
+                       std::to_string((c.model.layers + embedding + loss) / chunks));
+    }
+    if (embedding) a.emplace_back("--account-for-embedding-in-pipeline-split", "");
+    if (loss) a.emplace_back("--account-for-loss-in-pipeline-split", "");
+}
+
 // ZeRO-1 is the distributed optimizer; Megatron-FSDP's sharding strategies name every stage.
 void add_parallelism(Args& a, const TrialConfig& c) {
     a.emplace_back("--tensor-model-parallel-size", std::to_string(c.tensor_parallel));
     if (c.sequence_parallel && c.tensor_parallel > 1) a.emplace_back("--sequence-parallel", "");
+    add_pipeline(a, c);
     if (c.zero_stage == 1) a.emplace_back("--use-distributed-optimizer", "");
     if (c.zero_stage >= 2)
         a.insert(a.end(),

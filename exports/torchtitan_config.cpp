@@ -37,6 +37,25 @@ std::string flavor_of(const ModelSpec& m, FrameworkExport& e) {
     return "custom";
 }
 
+// Pipeline parallelism (torchtitan/config/configs.py Parallelism, torchtitan/distributed/pipeline_parallel.py
+// pipeline_llm): the degree, the schedule (torch.distributed.pipelining's 1F1B or Interleaved1F1B), the
+// micro-batch, and the layers of each virtual stage with the first and last stages' "less layers" (both 1 by
+// default: the embedding and the head count as a layer) set to tune's split.
+void add_pipeline(toml::table& t, const TrialConfig& c) {
+    const bool less_first =
+        c.pipeline_split == PipelineSplit::embedding || c.pipeline_split == PipelineSplit::embedding_loss;
+    const bool less_last = c.pipeline_split == PipelineSplit::loss || c.pipeline_split == PipelineSplit::embedding_loss;
+    const std::uint64_t chunks = std::uint64_t{c.pipeline_parallel} * c.virtual_stages;
+    t.insert("pipeline_parallel_degree", static_cast<std::int64_t>(c.pipeline_parallel));
+    t.insert("pipeline_parallel_schedule",
+             c.pipeline_schedule == PipelineSchedule::interleaved ? "Interleaved1F1B" : "1F1B");
+    t.insert("pipeline_parallel_microbatch_size", static_cast<std::int64_t>(c.micro_batch));
+    t.insert("pipeline_parallel_layers_per_stage",
+             static_cast<std::int64_t>((c.model.layers + less_first + less_last) / chunks));
+    t.insert("pipeline_parallel_first_stage_less_layers", static_cast<std::int64_t>(less_first));
+    t.insert("pipeline_parallel_last_stage_less_layers", static_cast<std::int64_t>(less_last));
+}
+
 // ZeRO-0 is plain replication (DDP); 2 keeps the gathered parameters from forward
 // to backward (reshard_after_forward never); 3 reshards after forward. The data-parallel
 // degrees are the replicas; tensor parallelism is ParallelismConfig's tensor_parallel_degree
@@ -49,6 +68,7 @@ toml::table parallelism(const TrialConfig& c) {
                   {"fsdp_reshard_after_forward", c.zero_stage == 2 ? "never" : "always"},
                   {"tensor_parallel_degree", static_cast<std::int64_t>(c.tensor_parallel)}};
     if (c.tensor_parallel > 1) t.insert("enable_sequence_parallel", c.sequence_parallel);
+    if (c.pipeline_parallel > 1) add_pipeline(t, c);
     return t;
 }
 
@@ -65,7 +85,9 @@ toml::table activation_checkpoint(const TrialConfig& c, FrameworkExport& e) {
 constexpr double kNeverClips = 1e9;
 
 toml::table training(const TrialConfig& c) {
-    toml::table t{{"local_batch_size", c.micro_batch},
+    // Under pipeline parallelism a step's micro-batches are the local batch the schedule splits.
+    const std::int64_t local = c.pipeline_parallel > 1 ? std::int64_t{c.micro_batch} * c.grad_accum : c.micro_batch;
+    toml::table t{{"local_batch_size", local},
                   {"global_batch_size", static_cast<std::int64_t>(c.micro_batch) * c.grad_accum * parallel_plan(c).dp},
                   {"seq_len", c.context},
                   {"max_norm", c.clip > 0 ? c.clip : kNeverClips},

@@ -143,10 +143,25 @@ std::optional<std::string> tensor_parallel_problem(FrameworkProfile f, const Tri
         c.tensor_parallel, to_string(f));
 }
 
+// Pipeline parallelism: torchtitan's parallelism.pipeline_parallel_degree (torchtitan/distributed/
+// pipeline_parallel.py pipeline_llm, its schedules 1F1B and Interleaved1F1B), and Megatron-LM, which tune
+// exports to. transformers' Trainer, accelerate and LitGPT have none; DeepSpeed's pipeline engine needs the
+// model rewritten as a PipelineModule of layers, which no Hugging Face model is.
+std::optional<std::string> pipeline_parallel_problem(FrameworkProfile f, const TrialConfig& c) {
+    if (c.pipeline_parallel <= 1 || f == FrameworkProfile::tune || f == FrameworkProfile::torchtitan)
+        return std::nullopt;
+    return fmt::format(
+        "pipeline_parallel {} under {}: it has no pipeline parallelism for a Hugging Face model (DeepSpeed's "
+        "needs the model rewritten as a PipelineModule); choose pipeline_parallel 1, or train with torchtitan or "
+        "Megatron-LM (--emit megatron)",
+        c.pipeline_parallel, to_string(f));
+}
+
 }  // namespace
 
 std::optional<std::string> framework_problem(FrameworkProfile f, const TrialConfig& c) {
     if (auto p = tensor_parallel_problem(f, c)) return p;
+    if (auto p = pipeline_parallel_problem(f, c)) return p;
     if (auto p = checkpointing_problem(f, c)) return p;
     if (auto p = offload_problem(f, c)) return p;
     if (transformers_stack(f))
