@@ -63,6 +63,8 @@ ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, Lora
     p.layers = base.layers;
     p.layer = place_tensors(std::move(tensors), std::max<std::uint32_t>(1, shards), p.alignment);
     p.has_outer = false;
+    p.outer_slot.fill(-1);
+    p.model_layers = p.layers;
     return p;
 }
 
@@ -73,6 +75,17 @@ LoraSpec make_lora_spec(const TrialConfig& c) {
     s.targets = c.lora_targets;
     s.layout = make_adapter_layout(parallel_plan(c).local(c.model), c.lora_rank, c.lora_targets,
                                    parallel_plan(c).zero_shards(), c.adam8bit_block);
+    return s;
+}
+
+LoraSpec make_lora_spec(const TrialConfig& c, const ParamLayout& base) {
+    LoraSpec s = make_lora_spec(c);
+    // A pipeline stage's adapters: its layers', which draw as the whole model's do.
+    ModelSpec mine = parallel_plan(c).local(c.model);
+    mine.layers = static_cast<std::uint64_t>(base.layers);
+    s.layout = make_adapter_layout(mine, c.lora_rank, c.lora_targets, parallel_plan(c).zero_shards(), c.adam8bit_block);
+    s.layout.whole_layers = base.whole_layers;
+    s.layout.model_layers = base.model_layers;
     return s;
 }
 
@@ -109,8 +122,8 @@ std::vector<std::vector<float>> lora_init(const ParamLayout& layout, std::uint64
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         const FlatLayout& f = layout.flat(i);
         std::vector<float> buf(static_cast<std::size_t>(f.padded), 0.0f);
-        const std::uint64_t stream = math::splitmix64(seed ^ (0x4c6f5241ull + i));  // "LoRA"
-        for (std::size_t t = 0; t < f.tensors.size(); t += 2) {                     // A; B stays zero
+        const std::uint64_t stream = math::splitmix64(seed ^ (0x4c6f5241ull + layout.whole_index(i)));  // "LoRA"
+        for (std::size_t t = 0; t < f.tensors.size(); t += 2) {  // A; B stays zero
             const TensorView& a = f.tensors[t];
             const TensorSource s = source != nullptr ? (*source)[i][t] : TensorSource{a.offset, a.rows, a.cols};
             const float bound = 1.0f / std::sqrt(static_cast<float>(s.cols));  // the whole linear's fan-in

@@ -36,6 +36,8 @@ ParamLayout make_adapter_layout(const ModelSpec& model, std::uint32_t rank, Lora
                                 std::uint32_t adam8bit_block);
 // The adapters of the rank's shard of the model (core/parallel_plan.h), sharded by ZeRO over the replicas.
 LoraSpec make_lora_spec(const TrialConfig& c);
+// The adapters of the layers `base` holds (a pipeline stage's), drawn as the whole model's are.
+LoraSpec make_lora_spec(const TrialConfig& c, const ParamLayout& base);
 
 // Under tensor parallelism the adapters follow their base's split, as PEFT's
 // LoraParallelLinear does (peft/tuners/lora/tp_layer.py): a column-parallel

@@ -17,6 +17,7 @@ std::optional<std::string> micro_batch_graphs_off(const TrialConfig& c, const ke
     if (zero.gathers_weights_before_use() || zero.reduce_scatters_during_backward())
         return fmt::format("ZeRO-{} gathers or reduce-scatters inside the micro-batch", c.zero_stage);
     if (c.tensor_parallel > 1) return std::string("tensor parallelism's collectives run inside the micro-batch");
+    if (c.pipeline_parallel > 1) return std::string("pipeline stages interleave their micro-batches");
     if (c.neftune_alpha > 0) return std::string("NEFTune's noise takes a new seed each micro-batch");
     if (precision_plan(c.precision).loss_scaling) return std::string("the loss scale changes between steps");
     return std::nullopt;

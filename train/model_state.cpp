@@ -238,7 +238,7 @@ void upload_random_range(const std::vector<Destination>& to, const FlatLayout& f
 void ModelState::upload_random(std::uint64_t seed, const LayoutSource* source, double stddev) {
     for (std::size_t i = 0; i < layout_.buffers(); ++i) {
         const std::vector<TensorSource>* from = source != nullptr ? &(*source)[i] : nullptr;
-        const std::uint64_t stream = random_stream(seed, i);
+        const std::uint64_t stream = random_stream(seed, layout_.whole_index(i));  // a stage's: the whole's
         const std::int64_t n = weights_length(i), first = first_held(i, n);
         std::vector<Destination> to{{params_[i].get(), plan_.weights, &backend_of(Component::params)}};
         if (!master_.empty()) {
@@ -341,8 +341,8 @@ HostParams random_init(const ParamLayout& layout, std::uint64_t seed, double std
     HostParams host;
     for (std::size_t i = 0; i < layout.buffers(); ++i) {
         std::vector<float> buf(static_cast<std::size_t>(layout.flat(i).padded));
-        random_values(layout.flat(i), source != nullptr ? &(*source)[i] : nullptr, random_stream(seed, i), stddev, 0,
-                      buf);
+        random_values(layout.flat(i), source != nullptr ? &(*source)[i] : nullptr,
+                      random_stream(seed, layout.whole_index(i)), stddev, 0, buf);
         host.push_back(std::move(buf));
     }
     return host;

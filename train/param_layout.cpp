@@ -26,7 +26,9 @@ FlatLayout place_tensors(std::vector<TensorView> tensors, std::int64_t world, st
     return f;
 }
 
-ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t shards, std::uint32_t adam8bit_block) {
+namespace {
+
+ParamLayout layout_of(const ModelSpec& m, std::uint32_t shards, std::uint32_t adam8bit_block, OuterParts parts) {
     const auto h = static_cast<std::int64_t>(m.hidden), q = static_cast<std::int64_t>(m.q_dim());
     const auto kv = static_cast<std::int64_t>(m.kv_dim()), d = static_cast<std::int64_t>(m.head_dim());
     const auto f = static_cast<std::int64_t>(m.ffn), v = static_cast<std::int64_t>(m.vocab);
@@ -34,6 +36,7 @@ ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t shards, std::uin
     ParamLayout p;
     p.alignment = static_cast<std::int64_t>(flat_alignment(adam8bit_block));
     p.layers = static_cast<std::int64_t>(m.layers);
+    p.model_layers = p.layers;
     p.slot.fill(-1);
     std::vector<TensorView> tensors;
     auto add = [&](LayerTensor t, const char* name, std::int64_t rows, std::int64_t cols) {
@@ -65,9 +68,34 @@ ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t shards, std::uin
         add(LayerTensor::k_norm, "self_attn.k_norm.weight", 1, d);
     }
     p.layer = place_tensors(std::move(tensors), world, p.alignment);
-    std::vector<TensorView> outer{{"model.embed_tokens.weight", v, h}, {"model.norm.weight", 1, h}};
-    if (!m.tied_embeddings) outer.push_back({"lm_head.weight", v, h});
+    std::vector<TensorView> outer;
+    p.outer_slot.fill(-1);
+    const auto add_outer = [&](OuterTensor t, const char* name, std::int64_t rows) {
+        p.outer_slot[static_cast<std::size_t>(t)] = static_cast<int>(outer.size());
+        outer.push_back({name, rows, h});
+    };
+    if (parts.embedding) add_outer(OuterTensor::embedding, "model.embed_tokens.weight", v);
+    if (parts.head) add_outer(OuterTensor::final_norm, "model.norm.weight", 1);
+    // Tied, the embedding serves as the head where the rank holds it; the last stage holds a copy.
+    if (parts.head && (!m.tied_embeddings || !parts.embedding)) add_outer(OuterTensor::lm_head, "lm_head.weight", v);
+    p.has_outer = !outer.empty();
     p.outer = place_tensors(std::move(outer), world, p.alignment);
+    return p;
+}
+
+}  // namespace
+
+ParamLayout make_param_layout(const ModelSpec& m, std::uint32_t shards, std::uint32_t adam8bit_block) {
+    return layout_of(m, shards, adam8bit_block, OuterParts{});
+}
+
+ParamLayout make_stage_layout(const ModelSpec& m, std::uint32_t shards, std::uint32_t adam8bit_block,
+                              const PipelineStage& stage) {
+    ModelSpec mine = m;
+    mine.layers = stage.layers;
+    ParamLayout p = layout_of(mine, shards, adam8bit_block, stage.outer());
+    for (std::uint32_t l : stage.whole_layers()) p.whole_layers.push_back(l);
+    p.model_layers = static_cast<std::int64_t>(m.layers);
     return p;
 }
 
@@ -88,7 +116,7 @@ std::int64_t ParamLayout::vector_numel() const {
 std::string tensor_name(const ParamLayout& layout, std::size_t buffer, std::size_t t) {
     const FlatLayout& f = layout.flat(buffer);
     if (buffer == layout.outer_index()) return f.tensors[t].name;
-    return "model.layers." + std::to_string(buffer) + "." + f.tensors[t].name;
+    return "model.layers." + std::to_string(layout.whole_index(buffer)) + "." + f.tensors[t].name;
 }
 
 ParallelSplit parallel_split(LayerTensor t) {
@@ -134,12 +162,33 @@ LayoutSource tensor_parallel_source(const ModelSpec& whole, const ParamLayout& l
             // The outer buffer: the embedding and LM head split by vocabulary rows, the final norm whole.
             const LayerTensor kind = local.layer_tensor(t);
             const ParallelSplit split =
-                outer ? (t == static_cast<std::size_t>(OuterTensor::final_norm) ? ParallelSplit::none
-                                                                                : ParallelSplit::rows)
+                outer ? (local.has(OuterTensor::final_norm) && t == local.index(OuterTensor::final_norm)
+                             ? ParallelSplit::none
+                             : ParallelSplit::rows)
                       : parallel_split(kind);
             const std::uint32_t index = !outer && kv_tensor(kind) ? at.kv_shard : at.rank;
             out[i].push_back(split_source(all.flat(i).tensors[t], f.tensors[t], split, index));
         }
+    }
+    return out;
+}
+
+LayoutSource identity_source(const ParamLayout& layout) {
+    LayoutSource out(layout.buffers());
+    for (std::size_t i = 0; i < layout.buffers(); ++i)
+        for (const TensorView& t : layout.flat(i).tensors) out[i].push_back({t.offset, t.rows, t.cols, 0, 0, true});
+    return out;
+}
+
+LayoutSource stage_source(const LayoutSource& all_source, const ParamLayout& all, const ParamLayout& stage) {
+    LayoutSource out(stage.buffers());
+    for (std::size_t i = 0; i < static_cast<std::size_t>(stage.layers); ++i) out[i] = all_source[stage.whole_index(i)];
+    if (!stage.has_outer) return out;
+    for (OuterTensor t : {OuterTensor::embedding, OuterTensor::final_norm, OuterTensor::lm_head}) {
+        if (!stage.has(t)) continue;
+        const OuterTensor from = all.has(t) ? t : OuterTensor::embedding;  // tied: the head copies the embedding
+        out[stage.outer_index()].resize(stage.outer.tensors.size());
+        out[stage.outer_index()][stage.index(t)] = all_source[all.outer_index()][all.index(from)];
     }
     return out;
 }

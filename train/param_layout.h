@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 #include "core/flat_buffer.h"
+#include "core/pipeline_stages.h"
 
 namespace tune::train {
 
@@ -75,8 +76,15 @@ struct ParamLayout {
     std::array<int, kLayerTensorKinds> slot{};
     std::int64_t layers = 0;
     std::int64_t alignment = 256;
-    // LoRA's adapters have layer buffers only: the embedding, final norm and head stay frozen.
+    // LoRA's adapters have layer buffers only: the embedding, final norm and head stay frozen; so has a
+    // pipeline stage between the first and the last.
     bool has_outer = true;
+    // Index into outer.tensors of each OuterTensor, or -1 where the rank holds none (a pipeline stage holds
+    // the embedding on the first stage, the final norm and head on the last).
+    std::array<int, 3> outer_slot{0, 1, 2};
+    // The whole model's index of each layer buffer (a pipeline stage's layers); empty: buffer i is layer i.
+    std::vector<std::int64_t> whole_layers;
+    std::int64_t model_layers = 0;  // the whole model's layers
 
     std::size_t buffers() const { return static_cast<std::size_t>(layers) + (has_outer ? 1 : 0); }
     // Buffer index: layers first, the outer buffer last.
@@ -90,9 +98,16 @@ struct ParamLayout {
         const auto* it = std::find(slot.begin(), slot.end(), static_cast<int>(i));
         return static_cast<LayerTensor>(it - slot.begin());
     }
-    // The matrix the LM head multiplies by: lm_head, or the embedding when tied.
-    OuterTensor head() const { return outer.tensors.size() > 2 ? OuterTensor::lm_head : OuterTensor::embedding; }
-    const TensorView& at(OuterTensor t) const { return outer.tensors[static_cast<std::size_t>(t)]; }
+    bool has(OuterTensor t) const { return outer_slot[static_cast<std::size_t>(t)] >= 0; }
+    std::size_t index(OuterTensor t) const { return static_cast<std::size_t>(outer_slot[static_cast<std::size_t>(t)]); }
+    // The matrix the LM head multiplies by: lm_head, or the embedding when tied (on the stage holding both).
+    OuterTensor head() const { return has(OuterTensor::lm_head) ? OuterTensor::lm_head : OuterTensor::embedding; }
+    const TensorView& at(OuterTensor t) const { return outer.tensors[index(t)]; }
+    // The whole model's buffer index of buffer i: its layer's, or the whole's outer index (its layer count).
+    std::size_t whole_index(std::size_t i) const {
+        if (i == outer_index()) return static_cast<std::size_t>(model_layers);
+        return whole_layers.empty() ? i : static_cast<std::size_t>(whole_layers[i]);
+    }
     // Elements of a layer's vectors (norm weights, biases) before t's, in slot order:
     // where t starts in QLoRA's separately kept vectors (train/qlora_base.h).
     std::int64_t vector_offset(LayerTensor t) const;
@@ -104,6 +119,10 @@ struct ParamLayout {
 FlatLayout place_tensors(std::vector<TensorView> tensors, std::int64_t world, std::int64_t alignment);
 
 ParamLayout make_param_layout(const ModelSpec& model, std::uint32_t shards, std::uint32_t adam8bit_block);
+// A pipeline stage's: its layers (model.layers of them, the whole model's `whole_layers`, of `model_layers`)
+// and its parts of the outer buffer.
+ParamLayout make_stage_layout(const ModelSpec& model, std::uint32_t shards, std::uint32_t adam8bit_block,
+                              const PipelineStage& stage);
 
 // Where a tensor-parallel rank's tensor comes from in the whole model (core/parallel_plan.h):
 // element (r, c) of the rank's tensor is element (row_begin + r, col_begin + c) of the whole
@@ -135,6 +154,12 @@ bool kv_tensor(LayerTensor t);
 TensorSource split_source(const TensorView& whole, const TensorView& mine, ParallelSplit split, std::uint32_t index);
 LayoutSource tensor_parallel_source(const ModelSpec& whole, const ParamLayout& local, ParallelRank at,
                                     std::uint32_t adam8bit_block);
+// Each tensor its own source: a layout that is the whole model's.
+LayoutSource identity_source(const ParamLayout& layout);
+// A pipeline stage's tensors from `all`'s source (the rank's layout with every layer and the whole outer
+// buffer): its layer buffers the whole's layers, its outer tensors the whole's of the same kind (a tied
+// model's head copy comes from the embedding).
+LayoutSource stage_source(const LayoutSource& all_source, const ParamLayout& all, const ParamLayout& stage);
 
 // The full Hugging Face name of tensor `t` of buffer `buffer`:
 // "model.layers.3.self_attn.q_proj.weight", "lm_head.weight".

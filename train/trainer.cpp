@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "core/parallel_plan.h"
+#include "core/pipeline_schedule.h"
+#include "core/pipeline_stages.h"
 #include "core/projection_fusion.h"
 #include "core/validity.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -202,13 +204,52 @@ private:
     Comm& group_;
 };
 
-// The tensor- and data-parallel groups of the rank's place in the mesh (core/parallel_plan.h: tp
-// innermost, so a tensor group is consecutive ranks within a node). None without tensor parallelism.
+// The groups of the rank's place in the mesh (core/parallel_plan.h: tp innermost, so a tensor group is
+// consecutive ranks within a node; pp outermost, so a stage is contiguous ranks): the tensor- and
+// pipeline-parallel groups where those are parallel, the data-parallel group where either is (else the
+// world is the data-parallel group).
 std::unique_ptr<Comm> group_of(Comm& world, const TrialConfig& c, MeshAxis axis) {
     const ParallelPlan plan = parallel_plan(c);
-    if (plan.tp == 1) return nullptr;
+    const bool parallel = axis == MeshAxis::dp ? plan.tp * plan.pp > 1 : plan.size(axis) > 1;
+    if (!parallel) return nullptr;
     const GroupSplit s = plan.split({axis}, static_cast<std::uint32_t>(world.rank()));
     return world.split(s.color, s.key);
+}
+
+// With tied embeddings under pipeline parallelism the first stage's embedding and the last stage's copy of
+// it (its head) are one tensor: the two ranks at the same data- and tensor-parallel place sum their
+// gradients (Megatron-Core's embedding group). Every rank takes part in the split; the others keep none.
+std::unique_ptr<Comm> embed_group_of(Comm& world, const TrialConfig& c) {
+    const ParallelPlan plan = parallel_plan(c);
+    if (plan.pp == 1 || !c.model.tied_embeddings || c.adapters()) return nullptr;
+    const auto rank = static_cast<std::uint32_t>(world.rank());
+    MeshCoordinates at = plan.coordinates(rank);
+    const std::uint32_t stage = at[MeshAxis::pp];
+    const bool ends = stage == 0 || stage + 1 == plan.pp;
+    at[MeshAxis::pp] = 0;
+    std::unique_ptr<Comm> group =
+        world.split(static_cast<int>(ends ? plan.rank_of(at) : plan.world() + rank), static_cast<int>(stage));
+    return ends ? std::move(group) : nullptr;
+}
+
+// The rank's pipeline stage (the one stage holding everything without pipeline parallelism).
+PipelineStage stage_of(const TrialConfig& c, int rank) {
+    const std::vector<PipelineStage> stages = pipeline_stages(c);
+    if (stages.size() == 1) return stages.front();
+    return stages[parallel_plan(c).coordinates(static_cast<std::uint32_t>(rank))[MeshAxis::pp]];
+}
+
+// The rank's flat buffers: its tensor-parallel shard of the model, of its stage's layers and outer tensors.
+ParamLayout rank_layout(const TrialConfig& c, const PipelineStage& stage) {
+    const ParallelPlan plan = parallel_plan(c);
+    if (plan.pp == 1) return make_param_layout(plan.local(c.model), plan.zero_shards(), c.adam8bit_block);
+    return make_stage_layout(plan.local(c.model), plan.zero_shards(), c.adam8bit_block, stage);
+}
+
+Dims rank_dims(const TrialConfig& c, const ParamLayout& layout) {
+    Dims d = make_dims(parallel_plan(c).local(c.model), c.micro_batch, c.context, c.attention);
+    d.L = layout.layers;  // the stage's
+    return d;
 }
 // Megatron replicates a KV head over consecutive ranks when tp > kv_heads.
 std::unique_ptr<Comm> kv_group_of(Comm* tensor_group, const TrialConfig& c) {
@@ -290,9 +331,11 @@ public:
     MicroBatchIo& operator=(const MicroBatchIo&) = delete;
     std::int32_t* window() { return window_; }  // (T + 1): the inputs, and from the second on the targets
     void load(void* inputs, void* targets) {
-        backend_.copy(inputs, window_, bytes_of(tokens_, DType::i32));
-        backend_.copy(targets, window_ + 1, bytes_of(tokens_, DType::i32));
+        load_inputs(inputs);
+        load_targets(targets);
     }
+    void load_inputs(void* inputs) { backend_.copy(inputs, window_, bytes_of(tokens_, DType::i32)); }
+    void load_targets(void* targets) { backend_.copy(targets, window_ + 1, bytes_of(tokens_, DType::i32)); }
     void keep(const void* losses) { backend_.copy(losses_, losses, losses_bytes()); }
     double mean_loss() {
         backend_.synchronize();
@@ -324,6 +367,21 @@ std::optional<std::string> offload_unsupported(const kernels::Backend& backend, 
         to_string(config.offload), to_string(config.precision), backend.name(), to_string(config.precision));
 }
 
+std::optional<std::string> pipeline_unsupported(const TrialConfig& c) {
+    if (c.pipeline_parallel <= 1) return std::nullopt;
+    if (c.pipeline_schedule == PipelineSchedule::interleaved)
+        return fmt::format(
+            "pipeline_schedule interleaved: the trainer runs pipeline_parallel {} with the 1f1b "
+            "schedule; its estimate still holds",
+            c.pipeline_parallel);
+    if (c.method == Method::qlora)
+        return fmt::format(
+            "qlora with pipeline_parallel {}: the trainer's stages hold full or LoRA models, not "
+            "QLoRA's NF4 base; its estimate still holds",
+            c.pipeline_parallel);
+    return std::nullopt;
+}
+
 namespace {
 
 // The host side of offload: the backend itself where its memory is the host's, else a CPU backend.
@@ -342,13 +400,15 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
       tensor_group_(group_of(comm, config, MeshAxis::tp)),
       data_group_(group_of(comm, config, MeshAxis::dp)),
       kv_group_(kv_group_of(tensor_group_.get(), config)),
+      pipe_group_(group_of(comm, config, MeshAxis::pp)),
+      embed_group_(embed_group_of(comm, config)),
       comm_(data_group_ ? *data_group_ : comm),
       config_(config),
       tokens_(tokens),
+      stage_(stage_of(config, comm.rank())),
       // The rank's shard of the model (core/parallel_plan.h), laid out for ZeRO over the replicas.
-      layout_(make_param_layout(parallel_plan(config).local(config.model), parallel_plan(config).zero_shards(),
-                                config.adam8bit_block)),
-      dims_(make_dims(parallel_plan(config).local(config.model), config.micro_batch, config.context, config.attention)),
+      layout_(rank_layout(config, stage_)),
+      dims_(rank_dims(config, layout_)),
       plan_(precision_plan(config.precision)),
       memory_(backend, config.memory_limit),
       host_memory_(backend, 0, Placement::host),
@@ -360,11 +420,12 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
     if (comm.world_size() != static_cast<int>(parallel_plan(config).world()))
         throw std::invalid_argument("the trial's world_size differs from the communicator's");
     if (auto why = offload_unsupported(backend, config)) throw std::invalid_argument(*why);
+    if (auto why = pipeline_unsupported(config)) throw std::invalid_argument(*why);
     const bool with_grads = config.optimizer != Optimizer::lomo;
     const HostPlacement host{&host_memory_, &host_backend_, offload_};
     if (config.adapters()) {
         // §9: the base frozen in the weights' dtype (no master, no gradients), the adapters trained.
-        lora_ = make_lora_spec(config);
+        lora_ = make_lora_spec(config, layout_);
         PrecisionPlan frozen = plan_;
         frozen.master = false;
         if (config.method == Method::qlora)
@@ -407,15 +468,25 @@ Trainer::Trainer(kernels::Backend& backend, Comm& comm, const TrialConfig& confi
         layer_.set_ones(ones_.get());
     }
     LayoutSource base_source;  // where the rank's base shard comes from in the whole model
-    if (tensor_group_) {
+    if (tensor_group_ || pipe_group_) {
         if (init != nullptr || adapters != nullptr)
-            throw std::invalid_argument(
-                "tensor parallelism starts from random weights and adapters: an initial model or adapter is whole");
-        layer_.set_tensor_parallel(tensor_group_.get(), config.sequence_parallel);
-        base_source = tensor_parallel_source(config.model, layout_, parallel_rank(), config.adam8bit_block);
-        tp_source_ = lora_ ? adapter_parallel_source(config, lora_->layout, parallel_rank()) : base_source;
+            throw std::invalid_argument(fmt::format(
+                "{} parallelism starts from random weights and adapters: an initial model or adapter is whole",
+                tensor_group_ ? "tensor" : "pipeline"));
+        if (tensor_group_) layer_.set_tensor_parallel(tensor_group_.get(), config.sequence_parallel);
+        // The rank's tensors as one rank of every layer would hold them, then its stage's of those.
+        const ParallelPlan plan = parallel_plan(config);
+        const ParamLayout all =
+            pipe_group_ ? make_param_layout(plan.local(config.model), plan.zero_shards(), config.adam8bit_block)
+                        : layout_;
+        const LayoutSource whole =
+            tensor_group_ ? tensor_parallel_source(config.model, all, parallel_rank(), config.adam8bit_block)
+                          : identity_source(all);
+        base_source = pipe_group_ ? stage_source(whole, all, layout_) : whole;
+        if (tensor_group_)
+            tp_source_ = lora_ ? adapter_parallel_source(config, lora_->layout, parallel_rank()) : base_source;
     }
-    const LayoutSource* from_base = tensor_group_ ? &base_source : nullptr;
+    const LayoutSource* from_base = base_source.empty() ? nullptr : &base_source;
     scalars_ = std::make_unique<Scalars>(backend);
     io_ = std::make_unique<MicroBatchIo>(backend, dims_.T);
     graph_stop_ = micro_batch_graphs_off(config, backend);
@@ -477,17 +548,24 @@ Trainer::Weights Trainer::gather(ModelState& state, std::size_t buffer) {
 }
 
 std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64_t k) {
+    std::vector<LayerActivations> acts(static_cast<std::size_t>(dims_.L) + 1);  // the last holds xL only
+    acts[0].x = embed(inputs, k);
+    forward_layers(acts, 0, static_cast<std::size_t>(dims_.L));
+    return acts;
+}
+
+Buffer Trainer::embed(const Buffer& inputs, std::uint64_t k) {
     const Dims& d = dims_;
-    std::vector<LayerActivations> acts(static_cast<std::size_t>(d.L) + 1);  // the last holds xL only
+    Buffer x;
     {
         const Weights outer = gather(layout_.outer_index());
         const std::uint64_t rows_bytes = bytes_of(layer_.rows() * d.h, plan_.weights);
-        acts[0].x = memory_.allocate(Component::activations, rows_bytes);
+        x = memory_.allocate(Component::activations, rows_bytes);
         // Vocabulary-parallel: each rank looks up its tokens, the others' rows are zero, and the sum over
         // the group is every token's (with sequence parallelism this rank keeps its rows of it).
         Buffer whole =
             layer_.rows() < d.T ? memory_.allocate(Component::comm, bytes_of(d.T * d.h, plan_.weights)) : Buffer{};
-        void* lookup = whole ? whole.get() : acts[0].x.get();
+        void* lookup = whole ? whole.get() : x.get();
         backend_.embedding_forward(lookup, inputs.as<std::int32_t>(), outer_tensor(outer, OuterTensor::embedding), d.T,
                                    d.h, d.V, plan_.weights, vocab_range());
         // NEFTune's noise does not depend on the embeddings: one rank adds it to the sum the group reduces.
@@ -497,17 +575,46 @@ std::vector<LayerActivations> Trainer::forward(const Buffer& inputs, std::uint64
                                                        static_cast<int>(d.h)),
                                    math::splitmix64(config_.seed ^ (k + 1) * 0xd1b54a32d192ed03ull), plan_.weights);
         const void* mine = layer_.reduce_over_group(lookup);
-        if (whole) backend_.copy(acts[0].x.get(), mine, rows_bytes);
+        if (whole) backend_.copy(x.get(), mine, rows_bytes);
     }
-    for (std::size_t i = 0; i < static_cast<std::size_t>(d.L); ++i) {
+    return x;
+}
+
+void Trainer::forward_layers(std::vector<LayerActivations>& acts, std::size_t first, std::size_t n) {
+    for (std::size_t j = 0; j < n; ++j) {
+        const Weights w = gather(first + j);
+        const Weights adapters = gather_adapters(first + j);
+        Buffer out = memory_.allocate(Component::activations, bytes_of(layer_.rows() * dims_.h, plan_.weights));
+        layer_.forward(w.ptr, acts[j], out.get(), adapters.ptr);
+        layer_.drop(acts[j], config_.checkpointing);
+        acts[j + 1].x = std::move(out);
+    }
+}
+
+void Trainer::backward_layers(std::vector<LayerActivations>& acts, std::size_t first, std::size_t n, Buffer& dx,
+                              GradSink& sink) {
+    for (std::size_t j = n; j-- > 0;) {
+        const std::size_t i = first + j;
         const Weights w = gather(i);
         const Weights adapters = gather_adapters(i);
-        Buffer out = memory_.allocate(Component::activations, bytes_of(layer_.rows() * d.h, plan_.weights));
-        layer_.forward(w.ptr, acts[i], out.get(), adapters.ptr);
-        layer_.drop(acts[i], config_.checkpointing);
-        acts[i + 1].x = std::move(out);
+        layer_.recompute(w.ptr, acts[j], config_.checkpointing, adapters.ptr);
+        sink.open(i);
+        layer_.backward(w.ptr, acts[j], dx.get(), sink, i, adapters.ptr);
+        sink.close(i);
     }
-    return acts;
+}
+
+void Trainer::embedding_backward(const Buffer& inputs, const Buffer& dx, GradSink& sink) {
+    if (lora_) return;  // the embedding is frozen
+    const Dims& d = dims_;
+    memory_.set_phase("embed-backward");
+    const std::size_t embedding = layout_.index(OuterTensor::embedding);
+    sink.open(layout_.outer_index());
+    const LlamaLayer::EveryToken dx_all = layer_.every_token(dx.get());
+    backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx_all.ptr,
+                                d.T, d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()}, vocab_range());
+    sink.end(layout_.outer_index(), embedding);
+    sink.close(layout_.outer_index());
 }
 
 // §4 H: final norm, LM head + loss in chunks, head backward. Returns dX, the
@@ -544,12 +651,11 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     Buffer logits = memory_.allocate(Component::logits, kernels::lm_head_loss_workspace_bytes(backend_, args));
     // Tied: the head's gradient goes to the embedding's, which the embedding backward completes.
     const bool tied = layout_.head() == OuterTensor::embedding;
-    const GradTarget dweight =
-        frozen ? GradTarget{} : sink.begin_whole(outer, static_cast<std::size_t>(layout_.head()));
+    const GradTarget dweight = frozen ? GradTarget{} : sink.begin_whole(outer, layout_.index(layout_.head()));
     args.dweight = dweight.ptr, args.dweight_beta = dweight.beta();
     kernels::lm_head_loss(backend_, args, {logits.get(), logits.bytes()});
     logits.reset();
-    if (!frozen && !tied) sink.end(outer, static_cast<std::size_t>(OuterTensor::lm_head));
+    if (!frozen && !tied) sink.end(outer, layout_.index(OuterTensor::lm_head));
     // Each vocabulary shard's part of the final norm's output gradient, summed (this rank's rows of it).
     nf_all.gathered.reset();
     const void* dnf_rows = layer_.reduce_over_group(args.dx);
@@ -560,21 +666,24 @@ Buffer Trainer::head(LayerActivations& last, const Buffer& targets, Buffer& loss
     // A frozen norm's gradient goes to a throwaway (h): the kernels always accumulate one.
     Buffer norm_sink = frozen ? memory_.allocate(Component::activations, bytes_of(d.h, plan_.weights)) : Buffer{};
     backend_.rmsnorm_backward(
-        dx.get(), frozen ? norm_sink.get() : sink.begin(outer, static_cast<std::size_t>(OuterTensor::final_norm)),
-        dnf.get(), last.x.get(), outer_tensor(w, OuterTensor::final_norm), rstd.as<float>(), r, d.h, false,
-        plan_.weights);
+        dx.get(), frozen ? norm_sink.get() : sink.begin(outer, layout_.index(OuterTensor::final_norm)), dnf.get(),
+        last.x.get(), outer_tensor(w, OuterTensor::final_norm), rstd.as<float>(), r, d.h, false, plan_.weights);
     norm_sink.reset();
-    if (!frozen) sink.end(outer, static_cast<std::size_t>(OuterTensor::final_norm));
+    if (!frozen) sink.end(outer, layout_.index(OuterTensor::final_norm));
     dnf.reset(), nf.reset(), rstd.reset(), last.x.reset();
     if (!frozen) sink.close(outer);
     return dx;
 }
 
-double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
+void Trainer::read_window(std::uint64_t k) {
     const Dims& d = dims_;
     tokens_.read(window_start(k, static_cast<std::uint64_t>(d.b), static_cast<std::uint64_t>(d.s),
                               static_cast<std::uint64_t>(comm_.rank()), static_cast<std::uint64_t>(comm_.world_size())),
                  io_->window(), d.T + 1);
+}
+
+double Trainer::micro_batch(std::uint64_t k, GradSink& sink, float loss_scale) {
+    read_window(k);
     const auto ops = [&] { micro_batch_ops(k, sink, loss_scale); };
     if (graphs_)
         graphs_->run(ops);
@@ -595,27 +704,116 @@ void Trainer::micro_batch_ops(std::uint64_t k, GradSink& sink, float loss_scale)
     memory_.set_phase("head-backward");
     Buffer dx = head(acts.back(), targets, losses, sink, loss_scale);
     memory_.set_phase("layer-backward");
-    for (std::size_t i = static_cast<std::size_t>(d.L); i-- > 0;) {
-        const Weights w = gather(i);
-        const Weights adapters = gather_adapters(i);
-        layer_.recompute(w.ptr, acts[i], config_.checkpointing, adapters.ptr);
-        sink.open(i);
-        layer_.backward(w.ptr, acts[i], dx.get(), sink, i, adapters.ptr);
-        sink.close(i);
-    }
-    if (!lora_) {  // else the embedding is frozen
-        memory_.set_phase("embed-backward");
-        const std::size_t embedding = static_cast<std::size_t>(OuterTensor::embedding);
-        sink.open(layout_.outer_index());
-        const LlamaLayer::EveryToken dx_all = layer_.every_token(dx.get());
-        backend_.embedding_backward(sink.begin(layout_.outer_index(), embedding), inputs.as<std::int32_t>(), dx_all.ptr,
-                                    d.T, d.h, d.V, plan_.weights, {workspace_.get(), workspace_.bytes()},
-                                    vocab_range());
-        sink.end(layout_.outer_index(), embedding);
-        sink.close(layout_.outer_index());
-    }
+    backward_layers(acts, 0, static_cast<std::size_t>(d.L), dx, sink);
+    embedding_backward(inputs, dx, sink);
     sink.finish();
     io_->keep(losses.get());
+}
+
+// A micro-batch's chunk between its forward and its backward on this stage: its layers' activations (the
+// last entry holds the head's input on the last virtual stage), on the first virtual stage the inputs the
+// embedding's backward reads, on the last the targets and per-token losses.
+struct Trainer::InFlight {
+    std::vector<LayerActivations> acts;
+    Buffer inputs, targets, losses;
+};
+
+// The previous step's result (an activation for the next stage, a gradient for the previous one) goes out
+// in one batch with the receive the next step needs, as Megatron-Core's send_forward_recv_backward pairs
+// them: two neighbours that each send first cannot wait on each other.
+class Trainer::Pipeline {
+public:
+    Pipeline(Comm& group, std::int64_t count, DType dtype) : group_(group), count_(count), dtype_(dtype) {}
+    void hold(Buffer result, int to) {
+        outgoing_ = std::move(result);
+        to_ = to;
+    }
+    // Sends what is held, receives into `incoming` from `from` where given, and frees what it sent.
+    void exchange(Buffer* incoming = nullptr, int from = 0) {
+        std::vector<P2POp> ops;
+        if (outgoing_) ops.push_back({P2POp::Kind::send, outgoing_.get(), count_, dtype_, to_});
+        if (incoming != nullptr) ops.push_back({P2POp::Kind::recv, incoming->get(), count_, dtype_, from});
+        if (!ops.empty()) group_.send_recv(ops);
+        outgoing_.reset();
+    }
+
+private:
+    Comm& group_;
+    std::int64_t count_;
+    DType dtype_;
+    Buffer outgoing_;
+    int to_ = 0;
+};
+
+double Trainer::pipeline_micro_batches(GradSink& sink, float loss_scale) {
+    const Dims& d = dims_;
+    const ParallelPlan plan = parallel_plan(config_);
+    const PipelineTable table =
+        pipeline_table(config_.pipeline_schedule, plan.pp, plan.virtual_stages, config_.grad_accum);
+    const auto p = static_cast<int>(plan.pp), stage = static_cast<int>(stage_.stage);
+    const std::uint32_t last = plan.pp * plan.virtual_stages - 1;  // the virtual stage with the head
+    const std::uint64_t boundary = bytes_of(layer_.rows() * d.h, plan_.weights);
+    Pipeline pipe(*pipe_group_, layer_.rows() * d.h, plan_.weights);
+    std::vector<std::size_t> chunk_begin;  // each chunk's first layer buffer
+    for (std::size_t at = 0; std::uint32_t n : stage_.chunk_layers) chunk_begin.push_back(std::exchange(at, at + n));
+    std::map<std::pair<std::uint32_t, std::uint32_t>, InFlight> flight;  // by (micro-batch, chunk)
+    double loss = 0;
+    for (const PipelineStep& s : table.steps[stage_.stage]) {
+        const std::uint32_t g = table.virtual_stage(stage_.stage, s.chunk);
+        const std::uint64_t k = next_micro_ + s.micro_batch;
+        const std::size_t first = chunk_begin[s.chunk], n = stage_.chunk_layers[s.chunk];
+        InFlight& f = flight[{s.micro_batch, s.chunk}];
+        if (!s.backward) {
+            memory_.set_phase("forward");
+            f.acts.resize(n + 1);
+            if (g == 0 || g == last) read_window(k);
+            if (g == 0) {
+                f.inputs = memory_.allocate(Component::activations, bytes_of(d.T, DType::i32));
+                io_->load_inputs(f.inputs.get());
+            }
+            if (g == last) {
+                f.targets = memory_.allocate(Component::activations, bytes_of(d.T, DType::i32));
+                f.losses = memory_.allocate(Component::activations, bytes_of(d.T, DType::f32));
+                io_->load_targets(f.targets.get());
+            }
+            backend_.synchronize();  // the window's copies are done before the next read overwrites it
+            if (g == 0) {
+                pipe.exchange();
+                f.acts[0].x = embed(f.inputs, k);
+            } else {
+                f.acts[0].x = memory_.allocate(Component::activations, boundary);
+                pipe.exchange(&f.acts[0].x, (stage + p - 1) % p);
+            }
+            forward_layers(f.acts, first, n);
+            if (g != last) pipe.hold(std::move(f.acts[n].x), (stage + 1) % p);
+            continue;
+        }
+        Buffer dx;
+        if (g == last) {
+            pipe.exchange();
+            memory_.set_phase("head-backward");
+            dx = head(f.acts.back(), f.targets, f.losses, sink, loss_scale);
+            io_->keep(f.losses.get());
+            loss += io_->mean_loss();
+        } else {
+            memory_.set_phase("layer-backward");
+            dx = memory_.allocate(Component::activations, boundary);
+            pipe.exchange(&dx, (stage + 1) % p);
+        }
+        memory_.set_phase("layer-backward");
+        backward_layers(f.acts, first, n, dx, sink);
+        if (g == 0)
+            embedding_backward(f.inputs, dx, sink);
+        else
+            pipe.hold(std::move(dx), (stage + p - 1) % p);
+        flight.erase({s.micro_batch, s.chunk});
+    }
+    pipe.exchange();
+    sink.finish();
+    // The last stage's losses, on every stage.
+    scalars_->write(static_cast<float>(loss), 3);
+    pipe_group_->all_reduce(scalars_->get() + 3, 1, DType::f32, ReduceOp::sum);
+    return scalars_->read(3);
 }
 
 kernels::VocabRange Trainer::vocab_range() const {
@@ -636,13 +834,15 @@ ParallelRank Trainer::parallel_rank() const {
 
 std::uint64_t Trainer::group_device_bytes() const {
     std::uint64_t bytes = 0;
-    for (const auto* g : {&tensor_group_, &data_group_, &kv_group_}) bytes += *g ? (*g)->device_bytes() : 0;
+    for (const auto* g : {&tensor_group_, &data_group_, &kv_group_, &pipe_group_, &embed_group_})
+        bytes += *g ? (*g)->device_bytes() : 0;
     return bytes;
 }
 
 std::uint64_t Trainer::group_bytes_moved() const {
     std::uint64_t bytes = 0;
-    for (const auto* g : {&tensor_group_, &data_group_, &kv_group_}) bytes += *g ? (*g)->bytes_moved() : 0;
+    for (const auto* g : {&tensor_group_, &data_group_, &kv_group_, &pipe_group_, &embed_group_})
+        bytes += *g ? (*g)->bytes_moved() : 0;
     return bytes;
 }
 
@@ -656,6 +856,7 @@ Trainer::Held Trainer::held(std::size_t buffer, std::size_t tensor) const {
 }
 
 bool Trainer::counted_elsewhere(std::size_t buffer, std::size_t tensor) const {
+    if (tied_copy(buffer, tensor)) return true;
     if (!tensor_group_) return false;
     switch (held(buffer, tensor)) {
         case Held::whole:
@@ -733,15 +934,16 @@ Trainer::GradientSums Trainer::reduce_gradient_squares() {
             owned = static_cast<const unsigned char*>(owned) + bytes_of(comm_.rank() * f.shard, plan_.weights);
         where.sum_squares(sum.get(), owned, zero.updates_own_shard_only() ? f.shard : f.padded, plan_.weights);
     }
-    if (tensor_group_)
+    if (tensor_group_ || embed_group_)
         for_each_owned([this](std::size_t b, std::size_t t) { return counted_elsewhere(b, t); },
                        [&](void* g, std::int64_t n, Comm*) { where.sum_squares(sum.get() + 1, g, n, plan_.weights); });
-    if (!tensor_group_ && !zero.updates_own_shard_only()) return {&sum, 1};
-    const std::int64_t sums = tensor_group_ ? 2 : 1;
+    if (!tensor_group_ && !pipe_group_ && !zero.updates_own_shard_only()) return {&sum, 1};
+    const std::int64_t sums = tensor_group_ || pipe_group_ ? 2 : 1;
     if (on_host)  // the collectives run on the device's copy
         for (std::int64_t k = 0; k < sums; ++k) scalars_->write(sum.read(k), k);
     if (zero.updates_own_shard_only()) comm_.all_reduce(scalars_->get(), sums, DType::f32, ReduceOp::sum);
     if (tensor_group_) tensor_group_->all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);
+    if (pipe_group_) pipe_group_->all_reduce(scalars_->get(), 2, DType::f32, ReduceOp::sum);  // every stage's
     return {scalars_.get(), sums};
 }
 
@@ -753,7 +955,8 @@ Trainer::GradientSums Trainer::gradient_sums(bool unwatched, float loss_scale) {
                                          static_cast<float>(config_.clip), loss_scale);
         return sums;
     };
-    const bool same_every_step = unwatched && !tensor_group_ && !model_->zero().updates_own_shard_only();
+    const bool same_every_step =
+        unwatched && !tensor_group_ && !pipe_group_ && !model_->zero().updates_own_shard_only();
     if (!same_every_step) return run();
     if (!sums_graph_) sums_graph_ = backend_.record([run] { run(); });
     sums_graph_->replay();
@@ -796,11 +999,18 @@ double Trainer::compute_gradients() {
     // first produces it, stages 2-3 copy a bucket's first slice into the shard.
     if (whole) model_->forget_grads();
     double loss = 0;
-    for (std::uint32_t a = 0; a < config_.grad_accum; ++a) loss += micro_batch(next_micro_++, sink, scaler_.scale());
+    if (pipe_group_) {
+        loss = pipeline_micro_batches(sink, scaler_.scale());
+        next_micro_ += config_.grad_accum;
+    } else {
+        for (std::uint32_t a = 0; a < config_.grad_accum; ++a)
+            loss += micro_batch(next_micro_++, sink, scaler_.scale());
+    }
     if (whole)
         model_->settle_grads();
     else
         buckets.settle();
+    sum_tied_copies();
     // Stage 0 averages every gradient on every rank; stage 1 only the rank's shard.
     for (std::size_t i = 0; i < model_->layout().buffers() && !zero.reduce_scatters_during_backward(); ++i) {
         void* grads = model_->grads(i);
@@ -816,6 +1026,20 @@ double Trainer::compute_gradients() {
             [this](std::size_t b, std::size_t t) { return summed_over(b, t) != nullptr; },
             [&](void* g, std::int64_t n, Comm* group) { group->all_reduce(g, n, plan_.weights, ReduceOp::sum); });
     return loss / config_.grad_accum;
+}
+
+bool Trainer::tied_copy(std::size_t buffer, std::size_t tensor) const {
+    return embed_group_ && !layout_.has(OuterTensor::embedding) && buffer == layout_.outer_index() &&
+           layout_.has(OuterTensor::lm_head) && tensor == layout_.index(OuterTensor::lm_head);
+}
+
+// The embedding's two copies hold the sum of their gradients, so their updates keep them equal.
+void Trainer::sum_tied_copies() {
+    if (!embed_group_ || lora_) return;
+    const OuterTensor t = layout_.has(OuterTensor::embedding) ? OuterTensor::embedding : OuterTensor::lm_head;
+    const TensorView& v = layout_.at(t);
+    void* g = static_cast<unsigned char*>(model_->grads(layout_.outer_index())) + bytes_of(v.offset, plan_.weights);
+    embed_group_->all_reduce(g, v.numel(), plan_.weights, ReduceOp::sum);
 }
 
 StepStats Trainer::optimizer_step(double loss) {

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/pipeline_schedule.h"
+#include "core/pipeline_stages.h"
 #include "kernels/backend.h"
 #include "kernels/math/loss_scale.h"
 #include "train/comm/comm.h"
@@ -41,6 +43,11 @@ struct StepStats {
 // the fp32 master only, so a precision without one (fp32, bf16) offloads on the CPU backend only, and
 // so does tensor parallelism, whose group sums gradients in host memory.
 std::optional<std::string> offload_unsupported(const kernels::Backend& backend, const TrialConfig& config);
+
+// Why the engine's pipeline cannot run the configuration: it runs the 1f1b schedule (a step's result goes
+// out paired with the next step's receive, which interleaving's chunks can leave two neighbours both sending),
+// and full or LoRA models (QLoRA's NF4 base is not split by stage). The estimates hold either way.
+std::optional<std::string> pipeline_unsupported(const TrialConfig& config);
 
 // Tensor parallelism's view of a gradient LOMO applies as backward makes it: summed over the group where
 // each rank computed a part (Trainer::summed_over), and in the norm counted by one rank where every
@@ -97,6 +104,8 @@ private:
     class Scalars;
     class StepCounter;
     class MicroBatchIo;
+    struct InFlight;
+    class Pipeline;
     // A flat buffer's weights as compute reads them: gathered at stage 3 (and freed with this).
     struct Weights {
         Buffer gathered;
@@ -110,8 +119,21 @@ private:
     // Micro-batch k into the sink; returns its mean loss. Its ops (micro_batch_ops) replay as a graph
     // where they can (train/micro_batch_graphs.h).
     double micro_batch(std::uint64_t k, GradSink& sink, float loss_scale);
+    void read_window(std::uint64_t k);  // micro-batch k's tokens into the host window
     void micro_batch_ops(std::uint64_t k, GradSink& sink, float loss_scale);
     std::vector<LayerActivations> forward(const Buffer& inputs, std::uint64_t k);
+    // x0 (rows, h): the embedding of micro-batch k's inputs.
+    Buffer embed(const Buffer& inputs, std::uint64_t k);
+    // Layers [first, first + n) forward from acts[0].x; acts[n].x is their output.
+    void forward_layers(std::vector<LayerActivations>& acts, std::size_t first, std::size_t n);
+    // Their backward: dx from the output's gradient to the input's.
+    void backward_layers(std::vector<LayerActivations>& acts, std::size_t first, std::size_t n, Buffer& dx,
+                         GradSink& sink);
+    void embedding_backward(const Buffer& inputs, const Buffer& dx, GradSink& sink);
+    // Pipeline parallelism: this stage's steps of the step's micro-batches in the schedule's order
+    // (core/pipeline_schedule.h), activations and their gradients to and from the neighbouring stages.
+    // Returns the micro-batches' summed mean losses, the last stage's, on every stage.
+    double pipeline_micro_batches(GradSink& sink, float loss_scale);
     Buffer head(LayerActivations& last_out, const Buffer& targets, Buffer& losses, GradSink& sink, float loss_scale);
     // The sums of squares of the gradients this rank owns, reduced over the
     // ranks that share them: [0] the sum, [1] under tensor parallelism the
@@ -139,8 +161,12 @@ private:
     bool partial_over_group(std::size_t buffer, std::size_t tensor) const;
     // The group a gradient each of its ranks computed in part is summed over, or null.
     Comm* summed_over(std::size_t buffer, std::size_t tensor) const;
-    // Whether another rank of the group counts the tensor's gradient in the norm (a rank holding a copy of it).
+    // Whether another rank counts the tensor's gradient in the norm (a tensor-parallel rank holding a copy of
+    // it, the first stage for the last stage's copy of a tied embedding).
     bool counted_elsewhere(std::size_t buffer, std::size_t tensor) const;
+    // The last stage's copy of a tied embedding, which the first stage's embedding backward also trains.
+    bool tied_copy(std::size_t buffer, std::size_t tensor) const;
+    void sum_tied_copies();
     TensorGroupGrads group_grads() const;
     // The vocabulary this rank's embedding and head rows hold: its shard of the padded vocabulary.
     kernels::VocabRange vocab_range() const;
@@ -161,9 +187,14 @@ private:
     std::unique_ptr<Comm> tensor_group_;
     std::unique_ptr<Comm> data_group_;
     std::unique_ptr<Comm> kv_group_;  // the tensor-parallel ranks holding one KV head, where they replicate it
-    Comm& comm_;                      // the data-parallel group: the world without tensor parallelism
+    // Pipeline parallelism: one rank of each stage, in stage order; with tied embeddings the first and last
+    // stages' ranks, which sum their two copies' gradients. None without.
+    std::unique_ptr<Comm> pipe_group_;
+    std::unique_ptr<Comm> embed_group_;
+    Comm& comm_;  // the data-parallel group: the world without tensor or pipeline parallelism
     TrialConfig config_;
     const TokenSource& tokens_;
+    PipelineStage stage_;  // this rank's: every layer without pipeline parallelism
     ParamLayout layout_;
     Dims dims_;
     PrecisionPlan plan_;

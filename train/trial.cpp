@@ -365,6 +365,7 @@ void check_gpu_for_rank(int local_rank, int ranks) {
 void check_runnable(const TrialConfig& c) {
     if (auto bad = invalid_reason(c)) throw InvalidTrial(bad->reason);
     if (auto field = train::trainer_unsupported(c)) throw InvalidTrial(*field);
+    if (auto why = train::pipeline_unsupported(c)) throw InvalidTrial(*why);
 }
 
 double step_flops(const TrialConfig& c) { return model_flops_per_token(c.model, c) * tokens_per_step(c); }
@@ -437,16 +438,21 @@ namespace {
 
 // Hugging Face weights and PEFT adapters are whole models; a tensor-parallel rank holds its shard.
 std::optional<std::string> whole_files_unsupported(const TrialConfig& c, const TrialOptions& o) {
-    if (c.tensor_parallel <= 1) return std::nullopt;
+    if (c.tensor_parallel <= 1 && c.pipeline_parallel <= 1) return std::nullopt;
     const char* flag = o.init_dir           ? "--init"
                        : o.init_adapter_dir ? "--init-adapter"
                        : o.save_adapter_dir ? "--save-adapter"
                                             : nullptr;
     if (flag == nullptr) return std::nullopt;
+    if (c.tensor_parallel > 1)
+        return fmt::format(
+            "tensor_parallel {}: {} reads or writes a whole model, and tune's engine does not split or "
+            "gather one across its tensor-parallel ranks; run it with tensor_parallel 1",
+            c.tensor_parallel, flag);
     return fmt::format(
-        "tensor_parallel {}: {} reads or writes a whole model, and tune's engine does not split or "
-        "gather one across its tensor-parallel ranks; run it with tensor_parallel 1",
-        c.tensor_parallel, flag);
+        "pipeline_parallel {}: {} reads or writes a whole model, and tune's engine does not split or "
+        "gather one across its pipeline stages; run it with pipeline_parallel 1",
+        c.pipeline_parallel, flag);
 }
 
 TrialResult run_on(const TrialConfig& config, const TrialOptions& options, const TrialBackend& device, Comm& comm,

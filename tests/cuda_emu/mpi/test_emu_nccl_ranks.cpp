@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "core/presets.h"
@@ -235,6 +236,41 @@ TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, mem
     const TrialResult refused = train::run_trial(offloaded, on_gpu, *nccl);
     CHECK(refused.status == TrialStatus::invalid);
     CHECK_THAT(refused.reason, Catch::Contains("CPU backend only") && Catch::Contains("tensor_parallel 2"));
+}
+
+TEST_CASE("emulated NCCL on 2 ranks: pipeline stages match CPU ranks, the worst stage's memory as estimated") {
+    // One layer per stage; activations and their gradients go between the stages by grouped ncclSend and
+    // ncclRecv, the loss and the norm over the pipeline group.
+    train::TrialOptions on_gpu, on_cpu;
+    on_gpu.backend = BackendKind::cuda;
+    on_cpu.backend = BackendKind::cpu;
+    on_gpu.log = on_cpu.log = nullptr;
+    for (const auto& [precision, method, checkpointing] :
+         {std::tuple{Precision::fp32, Method::full, Checkpointing::none},
+          {Precision::bf16_mixed, Method::lora, Checkpointing::none},
+          {Precision::bf16_mixed, Method::full, Checkpointing::full}}) {
+        TrialConfig c = two_rank_trial(Optimizer::adamw, precision, 0);
+        c.pipeline_parallel = 2, c.grad_accum = 4, c.method = method, c.lora_rank = 4;
+        c.checkpointing = checkpointing;
+        auto nccl = train::make_nccl_comm(test::mpi_runtime(), train::NcclPlacement{0, nullptr});
+        const TrialResult gpu = train::run_trial(c, on_gpu, *nccl);
+        train::MpiComm mpi(test::mpi_runtime());
+        const TrialResult cpu = train::run_trial(c, on_cpu, mpi);
+        INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
+        REQUIRE(gpu.status == TrialStatus::ok);
+        REQUIRE(cpu.status == TrialStatus::ok);
+        const double tolerance = precision == Precision::fp32 ? 1e-4 : 5e-2;
+        for (std::size_t s = 0; s < c.steps; ++s) {
+            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
+            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= tolerance);
+        }
+        const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
+        for (Component k : kComponents) {
+            if (k == Component::overhead) continue;
+            INFO(to_string(k) << ": measured " << gpu.memory[k] << ", estimated " << e.memory[k]);
+            CHECK(gpu.memory[k] == e.memory[k]);
+        }
+    }
 }
 
 TEST_CASE("emulated NCCL on 2 ranks: offload trials match CPU ranks, each rank's ledgers as estimated") {
