@@ -33,6 +33,10 @@ void add_submit_command(CLI::App& app, int& exit_code);
 void add_probe_command(CLI::App& app, int& exit_code);
 void add_probe_collectives_command(CLI::App& app, int& exit_code);
 
+// The whole `tune` app, every subcommand added, as run_cli() parses it; tests read its
+// options from here (docs/commands.md's table of every flag is held to it).
+void build_app(CLI::App& app, int& exit_code);
+
 // Parses argv and runs the chosen command. Never calls exit().
 int run_cli(int argc, const char* const* argv);
 
