@@ -46,6 +46,8 @@ void build_app(CLI::App& app, int& exit_code) {
     app.set_version_flag("--version", version_text());
     app.require_subcommand(1);
     app.fallthrough(false);
+    // Every option --help lists shows its default; each subcommand copies these settings when added.
+    app.option_defaults()->always_capture_default();
 
     add_sweep_command(app, exit_code);
     add_validate_command(app, exit_code);
