@@ -31,8 +31,9 @@ std::vector<std::string> with_default_command(int argc, const char* const* argv)
 
 }  // namespace
 
-int run_cli(int argc, const char* const* argv) {
-    CLI::App app{
+void build_app(CLI::App& app, int& exit_code) {
+    app.name("tune");
+    app.description(
         "tune: find the LLM training configuration that fits your GPUs and runs fastest there.\n\n"
         "  tune sweeps/demo.toml                run a sweep (= tune sweep FILE): estimate, prune, run, record\n"
         "  tune validate sweeps/llama7b.toml    check a sweep file and count its configurations\n"
@@ -41,13 +42,13 @@ int run_cli(int argc, const char* const* argv) {
         "  tune report -o report.html           a self-contained HTML report (or --format text)\n"
         "  tune trial --model tiny ...          one configuration for real\n"
         "  tune list | export | presets | devices | selftest\n\n"
-        "Run `tune COMMAND --help` for each command's options.",
-        "tune"};
+        "Run `tune COMMAND --help` for each command's options.");
     app.set_version_flag("--version", version_text());
     app.require_subcommand(1);
     app.fallthrough(false);
+    // Every option --help lists shows its default; each subcommand copies these settings when added.
+    app.option_defaults()->always_capture_default();
 
-    int exit_code = kExitOk;
     add_sweep_command(app, exit_code);
     add_validate_command(app, exit_code);
     add_estimate_command(app, exit_code);
@@ -63,6 +64,12 @@ int run_cli(int argc, const char* const* argv) {
     add_submit_command(app, exit_code);
     add_probe_command(app, exit_code);
     add_probe_collectives_command(app, exit_code);
+}
+
+int run_cli(int argc, const char* const* argv) {
+    CLI::App app;
+    int exit_code = kExitOk;
+    build_app(app, exit_code);
 
     if (argc <= 1) {
         fmt::print(stderr, "{}", app.help());

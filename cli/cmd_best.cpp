@@ -275,7 +275,7 @@ void add_best_command(CLI::App& app, int& exit_code) {
                     "Host memory per node that --offload keeps there (measured, or predicted) at most this, e.g. "
                     "256GiB");
     cmd->add_option("--min-context", o->min_context, "Context length at least this");
-    cmd->add_option("--gpus", o->gpus, "Exactly this many GPUs (ranks)");
+    without_default(cmd->add_option("--gpus", o->gpus, "Exactly this many GPUs (ranks)"));
     add_dimension_flags(cmd, o->dims, nullptr, "Only this value: ");
     cmd->add_option("--by", o->by, "Rank by tokens_per_s (default) or peak_memory")
         ->check(CLI::IsMember({"tokens_per_s", "peak_memory"}));

@@ -419,7 +419,7 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
         "  tune estimate sweeps/llama7b.toml     every configuration of a sweep and the predicted front\n"
         "Exit codes: 0 fits (something fits), 1 nothing fits, 2 bad input. Memory model: docs/memory-model.md");
     cmd->add_option("file", opts->file, "Sweep file (TOML): estimate its whole space instead of one configuration");
-    auto* model = cmd->add_option("--model", opts->model, "Model preset (tune presets)")->capture_default_str();
+    auto* model = cmd->add_option("--model", opts->model, "Model preset (tune presets)");
     cmd->add_option("--hf-config", opts->hf_config,
                     "A Hugging Face config.json, or the model folder holding it, instead of --model: head_dim, "
                     "biases, tied embeddings, q/k norms and rope_scaling are read, and a field tune cannot count "
@@ -429,19 +429,17 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
     add_dimension_flags(cmd, opts->dims, &defaults);
     cmd->add_option("--lora-alpha", opts->lora_alpha, "LoRA alpha (default 2 x rank); memory does not depend on it")
         ->check(within(bounds::lora_alpha));
-    cmd->add_option("--gpus", opts->gpus, "Ranks (world size)")->capture_default_str()->check(CLI::PositiveNumber);
-    cmd->add_option("--device", opts->device, "Device preset (tune presets)")->capture_default_str();
+    cmd->add_option("--gpus", opts->gpus, "Ranks (world size)")->check(CLI::PositiveNumber);
+    cmd->add_option("--device", opts->device, "Device preset (tune presets)");
     cmd->add_option("--memory-limit", opts->memory_limit, "Bytes per rank, e.g. 40GiB (default: the device's memory)");
-    cmd->add_option("--margin", opts->margin, "Fraction of the limit kept free")
-        ->capture_default_str()
-        ->check(within(bounds::margin));
+    cmd->add_option("--margin", opts->margin, "Fraction of the limit kept free")->check(within(bounds::margin));
     cmd->add_option("--host-memory", opts->host_memory,
                     "Host memory per node for what --offload keeps there, e.g. 256GiB (default: unbounded)");
     cmd->add_option("--host-margin", opts->host_margin, "Fraction of --host-memory kept free")
-        ->capture_default_str()
         ->check(within(bounds::host_margin));
-    cmd->add_option("--cpu-threads", opts->cpu_threads,
-                    "OpenMP threads per rank on the CPU backend (default: 1; for a sweep file, what the sweep uses)")
+    without_default(cmd->add_option("--cpu-threads", opts->cpu_threads,
+                                    "OpenMP threads per rank on the CPU backend (default: 1; for a sweep file, what "
+                                    "the sweep uses)"))
         ->check(CLI::PositiveNumber);
     cmd->add_flag("--json", opts->json, "Print JSON instead of tables");
     cmd->add_option(

@@ -172,7 +172,7 @@ void add_export_command(CLI::App& app, int& exit_code) {
     add_database_flags(cmd, o->db);
     cmd->add_option("--sweep", o->sweep, "Only this sweep (default: every sweep)");
     cmd->add_option("--format", o->format, "csv or json")->check(CLI::IsMember({"csv", "json"}));
-    cmd->add_option("--trial", o->trial, "With --emit: the trial to write for a framework");
+    without_default(cmd->add_option("--trial", o->trial, "With --emit: the trial to write for a framework"));
     add_emit_flag(cmd, o->emit)->excludes("--format");
     cmd->callback([&exit_code, o] { exit_code = run_export(*o); });
 }

@@ -59,15 +59,16 @@ void add_report_command(CLI::App& app, int& exit_code) {
                                    "Write a self-contained HTML report (or print text tables) of one or more sweeps.\n"
                                    "With several sweeps, each is compared against the first.");
     add_database_flags(cmd, opts->db);
-    auto* sweep =
-        cmd->add_option("--sweep", opts->sweeps, "Sweep to report; repeat for a comparison (default: the latest)");
-    auto* compare = cmd->add_option("--compare", opts->compare, "Compare two sweeps: --compare A B")->expected(2);
+    // An empty list shows no default ("[]" would read as a value).
+    auto* sweep = without_default(
+        cmd->add_option("--sweep", opts->sweeps, "Sweep to report; repeat for a comparison (default: the latest)"));
+    auto* compare =
+        without_default(cmd->add_option("--compare", opts->compare, "Compare two sweeps: --compare A B")->expected(2));
     compare->excludes(sweep);
-    cmd->add_option("-o,--output", opts->output, "HTML file to write")->capture_default_str();
+    cmd->add_option("-o,--output", opts->output, "HTML file to write");
     cmd->add_option("--format", opts->format,
                     "html or text (text prints the funnel, the front and the estimator's error)")
-        ->check(CLI::IsMember({"html", "text"}))
-        ->capture_default_str();
+        ->check(CLI::IsMember({"html", "text"}));
     cmd->callback([opts, &exit_code] { exit_code = run_report(*opts); });
 }
 

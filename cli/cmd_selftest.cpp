@@ -322,20 +322,18 @@ void add_selftest_command(CLI::App& app, int& exit_code) {
                                    "Run every backend op on the GPU and the CPU and compare (exit 1 on any "
                                    "failure; without a GPU every case is skipped and the exit is 0).");
     auto o = std::make_shared<SelftestOptions>();
-    cmd->add_option("--device", o->device, "CUDA device index")->capture_default_str();
+    cmd->add_option("--device", o->device, "CUDA device index");
     cmd->add_flag("--json", o->json, "Print one JSON object");
     cmd->add_option("--op", o->op, "Only cases whose op name contains this (e.g. attention, adam, train)");
     cmd->add_option("--candidate", o->candidate, "Backend compared with the CPU: cuda, or cpu to check the harness")
-        ->check(CLI::IsMember({"cuda", "cpu"}))
-        ->capture_default_str();
-    cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+        ->check(CLI::IsMember({"cuda", "cpu"}));
+    cmd->add_option("--seed", o->seed, "Seed of the random inputs");
     cmd->add_flag("--require-gpu", o->require_gpu,
                   "Exit 1 when no usable GPU is found instead of skipping every case (for first runs and CI on GPUs)");
     cmd->add_option("--gpus", o->gpus,
                     "More than 1: a 2-step trial at every ZeRO stage on this many GPUs (NCCL, one rank per GPU, "
                     "started through mpirun/srun) against one CPU process with the whole batch")
-        ->check(CLI::Range(1u, 1024u))
-        ->capture_default_str();
+        ->check(CLI::Range(1u, 1024u));
     cmd->callback([&exit_code, o] { exit_code = o->gpus > 1 ? run_selftest_gpus(*o) : run_selftest(*o); });
 }
 

@@ -141,7 +141,8 @@ void add_submit_command(CLI::App& app, int& exit_code) {
         "  tune submit sweeps/demo.toml --dry-run      # show the script, submit nothing");
     auto o = std::make_shared<SubmitOptions>();
     cmd->add_option("file", o->file, "Sweep file (TOML)")->required();
-    cmd->add_option("--nodes", o->nodes, "Nodes to allocate (default: [resources] nodes, else [hardware] nodes)")
+    without_default(
+        cmd->add_option("--nodes", o->nodes, "Nodes to allocate (default: [resources] nodes, else [hardware] nodes)"))
         ->check(CLI::Range(1, 4096));
     cmd->add_option("--partition", o->partition, "Slurm partition");
     cmd->add_option("--time", o->time, "Time limit, e.g. 8h, 90m, 1d (default 8h)");

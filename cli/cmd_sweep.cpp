@@ -214,8 +214,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     cmd->add_flag("--no-report", o->no_report, "Do not write the HTML report");
     cmd->add_flag("--plan-only", o->plan_only,
                   "Predict the makespan (estimated trial times packed onto the slots [resources] gives), run nothing");
-    cmd->add_option("--nodes", o->nodes,
-                    "With --plan-only: pack onto this many nodes, as `tune submit --nodes N` would")
+    without_default(cmd->add_option("--nodes", o->nodes,
+                                    "With --plan-only: pack onto this many nodes, as `tune submit --nodes N` would"))
         ->check(CLI::Range(1, 4096));
     // On by default: without probes a sweep's first estimates rest on the device's nominal peaks, far
     // from any one machine until calibration has learnt it from the trials.

@@ -36,13 +36,23 @@ namespace {
 
 using train::unrun;
 
+// A trial without --config starts from TrialConfig's defaults; the flags start there too, so that
+// --help shows them.
+const TrialConfig& config_defaults() {
+    static const TrialConfig defaults;
+    return defaults;
+}
+
 struct TrialFlags {
     std::string config_json, model = "tiny", memory_limit, init, tokens, init_adapter, save_adapter;
     DimensionFlags dims;
-    std::uint32_t gpus = 1, steps = 6, warmup = 2;
-    std::uint32_t adam8bit_block = 256;
-    std::uint64_t seed = 1234;
-    double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, clip = 0, neftune_alpha = 0, lora_alpha = 0;
+    std::uint32_t gpus = config_defaults().world_size, steps = config_defaults().steps,
+                  warmup = config_defaults().warmup;
+    std::uint32_t adam8bit_block = config_defaults().adam8bit_block;
+    std::uint64_t seed = config_defaults().seed;
+    double lr = config_defaults().lr, weight_decay = config_defaults().weight_decay, clip = config_defaults().clip,
+           neftune_alpha = config_defaults().neftune_alpha;
+    std::optional<double> beta1, beta2, eps, lora_alpha;  // unset: the optimizer's values, 2 x rank
     int threads = 0;
     NoiseRule noise;
     std::string backend = std::string(to_string(BackendKind::automatic));
@@ -149,8 +159,7 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--save-adapter", o.save_adapter,
                     "Write the trained adapters here as a PEFT folder at the end (lora, qlora)");
     cmd->add_option("--tokens", o.tokens, "Token file: little-endian uint32 ids (default: seeded synthetic tokens)");
-    const TrialConfig defaults;
-    add_dimension_flags(cmd, o.dims, &defaults);
+    add_dimension_flags(cmd, o.dims, &config_defaults());
     cmd->add_option("--gpus", o.gpus, "Ranks (world size)");
     cmd->add_option("--steps", o.steps, "Optimizer steps, warmup included");
     cmd->add_option("--warmup", o.warmup, "Steps left out of tokens/s");
@@ -170,17 +179,16 @@ void add_flags(CLI::App* cmd, TrialFlags& o) {
     cmd->add_option("--adam8bit-block", o.adam8bit_block, "8-bit Adam block size");
     cmd->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha: adapters scale by alpha / rank (default 2 x rank)")
         ->check(within(bounds::lora_alpha));
-    cmd->add_option("--threads", o.threads, "CPU threads (default: OpenMP's)");
+    without_default(cmd->add_option("--threads", o.threads, "CPU threads (default: OpenMP's)"));
     cmd->add_option("--max-cv", o.noise.max_cv,
                     "More steps while the timed steps' coefficient of variation (stddev / mean) is above this, "
                     "e.g. 0.05, up to --max-steps (default 0: the configured steps only)")
         ->check(within(bounds::max_cv));
-    cmd->add_option("--max-steps", o.noise.max_steps,
-                    "At most this many steps in all, warm-up included, with --max-cv");
+    without_default(cmd->add_option("--max-steps", o.noise.max_steps,
+                                    "At most this many steps in all, warm-up included, with --max-cv"));
     cmd->add_option("--backend", o.backend, "auto (CUDA when a device is visible, else the CPU), cpu or cuda")
         ->check(CLI::IsMember({std::string(to_string(BackendKind::automatic)), std::string(to_string(BackendKind::cpu)),
-                               std::string(to_string(BackendKind::cuda))}))
-        ->capture_default_str();
+                               std::string(to_string(BackendKind::cuda))}));
     cmd->add_flag("--force", o.force, "Run even when the estimate exceeds the memory the trial may use");
     cmd->add_flag("--no-graphs", o.no_graphs,
                   "On a GPU, launch each micro-batch's kernels one by one instead of replaying them as a CUDA "

@@ -33,6 +33,14 @@ void add_submit_command(CLI::App& app, int& exit_code);
 void add_probe_command(CLI::App& app, int& exit_code);
 void add_probe_collectives_command(CLI::App& app, int& exit_code);
 
+// For an option whose initial value only means "not given" (0 GPUs: any number), so
+// that --help, which shows every other option's default, shows none for it.
+inline CLI::Option* without_default(CLI::Option* option) { return option->default_str(""); }
+
+// The whole `tune` app, every subcommand added, as run_cli() parses it; tests read its
+// options from here (docs/commands.md's table of every flag is held to it).
+void build_app(CLI::App& app, int& exit_code);
+
 // Parses argv and runs the chosen command. Never calls exit().
 int run_cli(int argc, const char* const* argv);
 
