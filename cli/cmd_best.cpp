@@ -1,7 +1,8 @@
 // `tune best`: the best measured configuration that meets the constraints, the
 // runners-up, and the `tune trial` command that reproduces it; then the best
 // predicted among the configurations not measured (an estimate-only sweep has
-// only these); exit 1 and the reasons when nothing qualifies.
+// only these); exit 1 and the reasons when nothing qualifies. With --emit F, only
+// what F expresses exactly qualifies (exports/expressible.h).
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -21,7 +22,9 @@
 #include "core/parallel_plan.h"
 #include "core/units.h"
 #include "estimate/frameworks/framework_profile.h"
+#include "exports/expressible.h"
 #include "exports/framework.h"
+#include "exports/yaml_text.h"
 #include "reports/report_format.h"
 #include "reports/risk_note.h"
 #include "reports/text_table.h"
@@ -64,7 +67,19 @@ BestQuery to_query(const BestOptions& o) {
         q.framework = std::string(to_string(framework_flag_profile(o.framework)));
     else if (!o.emit.empty())
         q.framework = std::string(to_string(profile_of(*parse_framework(o.emit))));
+    // What --emit F prints must be what F expresses exactly: the rest is ranked out of the answer.
+    if (!o.emit.empty()) {
+        const Framework f = *parse_framework(o.emit);  // the flag accepts only the names
+        q.emit = EmitTarget{o.emit, [f](const TrialConfig& c) { return inexpressible(f, c); }};
+    }
     return q;
+}
+
+// On stderr, beside the notes: how many configurations --emit ranked out of an answer, and the best's reason.
+void print_ranked_out(const BestAnswer& a, const std::string& target) {
+    if (a.inexpressible == 0) return;
+    fmt::print(stderr, "# left out of the {} answer: {} configurations {} cannot express exactly; the best: {}\n",
+               to_string(a.basis), a.inexpressible, target, one_line(a.inexpressible_example));
 }
 
 // The answer's own columns first, then the configuration, then its GPU count.
@@ -229,6 +244,10 @@ int run_best(const BestOptions& o) {
     const BestAnswer measured = find_best(store, query);
     const BestAnswer predicted = find_best_predicted(store, query);
     const bool any = !measured.ranked.empty() || !predicted.ranked.empty();
+    if (!o.emit.empty()) {
+        print_ranked_out(measured, o.emit);
+        print_ranked_out(predicted, o.emit);
+    }
     if (!o.emit.empty() && any) {
         const BestAnswer& a = measured.ranked.empty() ? predicted : measured;
         print_emit(o.emit, a.ranked.front().result.config,

@@ -14,6 +14,7 @@
 #include "core/units.h"
 #include "reports/html_report.h"
 #include "reports/report_error.h"
+#include "reports/sweep_data.h"
 #include "reports/text_report.h"
 #include "store/store.h"
 
@@ -34,9 +35,18 @@ Store open_database(const std::string& path) {
     return Store(path, Store::Mode::read_only);
 }
 
+// A reported sweep whose stored plan is damaged loses only its predicted makespan: said on stderr,
+// and the rest reported.
+void warn_damaged_plans(const Store& store, const std::vector<std::string>& names) {
+    for (const std::string& name : resolve_sweep_names(store, names))
+        if (const auto sweep = store.find_sweep(name); sweep && !sweep->record.plan_damage.empty())
+            fmt::print(stderr, "warning: {}\n", sweep->record.plan_damage);
+}
+
 int run_report(const ReportOptions& o) {
     const Store store = open_database(reader_database(o.db));
     const std::vector<std::string>& names = o.compare.empty() ? o.sweeps : o.compare;
+    warn_damaged_plans(store, names);
     if (o.format == "text") {
         fmt::print("{}", text_report(store, names));
         return kExitOk;

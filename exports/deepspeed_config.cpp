@@ -51,10 +51,8 @@ void client_optimizer(const TrialConfig& c, json& ds, FrameworkExport& e) {
         e.in_script.push_back(fmt::format(
             "Adafactor: {}; deepspeed.initialize(model=model, optimizer=optimizer, config=\"ds_config.json\")",
             adafactor_construction(c)));
-        if (c.zero_stage > 0) {
-            e.cannot_express.push_back(
-                "Adafactor under ZeRO: DeepSpeed hands the optimizer flat 1-D partitions, so its second moment is "
-                "unfactored and its update RMS and clipping run per partition: not the update tune measured");
+        if (const auto difference = deepspeed_zero_optimizer_difference(c)) {
+            e.cannot_express.push_back(*difference);
             e.memory_added.push_back(
                 "Adafactor under ZeRO: the unfactored second moment, 4 bytes per parameter / N, where tune keeps "
                 "rows + columns per matrix");
@@ -127,6 +125,12 @@ void memory_notes(const TrialConfig& c, FrameworkExport& e) {
 }
 
 }  // namespace
+
+std::optional<std::string> deepspeed_zero_optimizer_difference(const TrialConfig& c) {
+    if (c.optimizer != Optimizer::adafactor || c.zero_stage == 0) return std::nullopt;
+    return "Adafactor under ZeRO: DeepSpeed hands the optimizer flat 1-D partitions, so its second moment is "
+           "unfactored and its update RMS and clipping run per partition: not the update tune measured";
+}
 
 FrameworkExport deepspeed_export(const TrialConfig& c) {
     FrameworkExport e;

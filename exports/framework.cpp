@@ -18,6 +18,7 @@ namespace {
 std::string comment_lines(const FrameworkExport& e) {
     std::string out;
     for (const auto& s : e.cannot_express) out += "# cannot express: " + one_line(s) + "\n";
+    for (const auto& s : e.cannot_express_any) out += "# cannot express: " + one_line(s) + "\n";
     for (const auto& s : e.in_script) out += "# in your script: " + one_line(s) + "\n";
     for (const auto& s : e.memory_added) out += "# memory added: " + one_line(s) + "\n";
     for (const auto& s : e.risks) out += fmt::format("# {}: {}\n", kConvergenceRiskLabel, one_line(s));

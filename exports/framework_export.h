@@ -12,10 +12,15 @@
 namespace tune {
 
 struct FrameworkExport {
-    std::string body;                         // the file (JSON or YAML) or the command line
-    std::vector<std::string> cannot_express;  // what of the configuration the framework has no setting for
-    std::vector<std::string> in_script;       // what the training script sets instead (exports/model_setup)
-    std::vector<std::string> memory_added;    // what the framework is known to hold beyond tune's engine
+    std::string body;  // the file (JSON or YAML) or the command line
+    // What of this configuration the framework has no setting for, so that what it runs is not what
+    // tune measured: `tune best --emit` ranks such a configuration out (exports/expressible.h).
+    std::vector<std::string> cannot_express;
+    // What the framework has no setting for in any configuration (LitGPT's learning-rate schedule):
+    // said as cannot_express is, but no reason to rank one configuration out, since none avoids it.
+    std::vector<std::string> cannot_express_any;
+    std::vector<std::string> in_script;     // what the training script sets instead (exports/model_setup)
+    std::vector<std::string> memory_added;  // what the framework is known to hold beyond tune's engine
     std::vector<std::string> risks;  // reasons to check the configuration before training (core/convergence_risk)
     bool json = false;               // body is JSON, which has no comments: notes go beside it
 };

@@ -108,7 +108,7 @@ HfArguments hf_arguments(const TrialConfig& c, HfNotes& notes) {
             fmt::format("8-bit Adam block size {}: bitsandbytes' block size is fixed at 256", c.adam8bit_block));
     if (c.optimizer == Optimizer::lomo)
         notes.in_script.push_back("LOMO: pip install lomo-optim (transformers' optim=\"lomo\" imports it)");
-    notes.cannot.push_back(fmt::format(
+    notes.in_script.push_back(fmt::format(
         "context {}: set by your tokenization or packing (e.g. max_seq_length), not by TrainingArguments", c.context));
     return a;
 }

@@ -116,7 +116,7 @@ FrameworkExport litgpt_export(const TrialConfig& c) {
     y.key("lr_warmup_steps", 1);
     y.key("max_seq_length", c.context);
     y.end_section();
-    e.cannot_express.push_back(
+    e.cannot_express_any.push_back(
         "a constant learning rate: LitGPT's fine-tuning scripts warm up for at least one step (lr_warmup_steps 1: "
         "the first step's rate is 0) and then anneal by a cosine to 0 over the run (get_lr_scheduler); tune held "
         "it constant");

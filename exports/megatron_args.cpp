@@ -79,18 +79,29 @@ void add_pipeline(Args& a, const TrialConfig& c) {
     if (loss) a.emplace_back("--account-for-loss-in-pipeline-split", "");
 }
 
-// ZeRO-1 is the distributed optimizer; Megatron-FSDP's sharding strategies name every stage.
+// ZeRO 2-3 run under Megatron-FSDP (megatron/training/arguments.py, validate_args).
+bool megatron_fsdp(const TrialConfig& c) { return c.zero_stage >= 2; }
+
+// ZeRO-1 is the distributed optimizer; Megatron-FSDP's sharding strategies name every stage. What
+// validate_args (megatron/training/arguments.py) asserts of these flags is written with them:
+// Megatron-FSDP saves only in its fsdp_dtensor checkpoint format, and --optimizer-cpu-offload runs
+// through the precision-aware optimizer's code path (--use-precision-aware-optimizer), which in turn
+// needs the distributed optimizer (megatron/core/optimizer/__init__.py, get_megatron_optimizer): the
+// FSDP stages have it, since Megatron-FSDP v1 sets it, and offload exists only there (core/validity).
 void add_parallelism(Args& a, const TrialConfig& c) {
     a.emplace_back("--tensor-model-parallel-size", std::to_string(c.tensor_parallel));
     if (c.sequence_parallel && c.tensor_parallel > 1) a.emplace_back("--sequence-parallel", "");
     add_pipeline(a, c);
     if (c.zero_stage == 1) a.emplace_back("--use-distributed-optimizer", "");
-    if (c.zero_stage >= 2)
+    if (megatron_fsdp(c))
         a.insert(a.end(),
                  {{"--use-megatron-fsdp", ""},
-                  {"--data-parallel-sharding-strategy", c.zero_stage == 2 ? "optim_grads" : "optim_grads_params"}});
+                  {"--data-parallel-sharding-strategy", c.zero_stage == 2 ? "optim_grads" : "optim_grads_params"},
+                  {"--ckpt-format", "fsdp_dtensor"}});
     if (c.offload == Offload::optimizer)
-        a.insert(a.end(), {{"--optimizer-cpu-offload", ""}, {"--optimizer-offload-fraction", "1.0"}});
+        a.insert(a.end(), {{"--optimizer-cpu-offload", ""},
+                           {"--optimizer-offload-fraction", "1.0"},
+                           {"--use-precision-aware-optimizer", ""}});
     a.insert(a.end(), {{"--micro-batch-size", std::to_string(c.micro_batch)},
                        {"--global-batch-size",
                         std::to_string(std::uint64_t{c.micro_batch} * c.grad_accum * parallel_plan(c).dp)}});
@@ -140,7 +151,12 @@ FrameworkExport megatron_export(const TrialConfig& c) {
     add_model(args, c.model, c, e);
     add_parallelism(args, c);
     add_training(args, c, e);
-    std::string cmd = fmt::format("torchrun --nnodes 1 --nproc_per_node {} pretrain_gpt.py", parallel_plan(c).world());
+    // validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 under tensor parallelism on GPUs before
+    // Blackwell (one hardware queue runs kernels in launch order, which its overlap of communication
+    // with GEMMs relies on), except under Megatron-FSDP, which asserts the variable is not 1.
+    const bool one_connection = c.tensor_parallel > 1 && !megatron_fsdp(c);
+    std::string cmd = fmt::format("{}torchrun --nnodes 1 --nproc_per_node {} pretrain_gpt.py",
+                                  one_connection ? "CUDA_DEVICE_MAX_CONNECTIONS=1 " : "", parallel_plan(c).world());
     for (const auto& [flag, value] : args) cmd += value.empty() ? " \\\n  " + flag : " \\\n  " + flag + " " + value;
     e.body = cmd + "\n";
     e.in_script.push_back(

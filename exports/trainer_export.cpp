@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/parallel_plan.h"
+#include "exports/deepspeed_config.h"
 #include "exports/hf_arguments.h"
 
 namespace tune {
@@ -28,11 +29,14 @@ std::vector<std::string> trainer_memory_notes(const TrialConfig& c) {
 HfArguments trainer_arguments(FrameworkProfile f, const TrialConfig& c, FrameworkExport& e) {
     HfNotes notes;
     HfArguments args = hf_arguments(c, notes);
+    // TrainingArguments' `deepspeed` names the file that sets ZeRO, which `--emit deepspeed` writes; what
+    // DeepSpeed's engine makes of the optimizer the Trainer hands it holds here as there.
     if (c.zero_stage > 0) {
         args["deepspeed"] = "ds_config.json";
-        notes.cannot.push_back(
+        notes.in_script.push_back(
             fmt::format("ZeRO-{}: the Trainer does it through DeepSpeed: write ds_config.json with `--emit deepspeed`",
                         c.zero_stage));
+        if (const auto difference = deepspeed_zero_optimizer_difference(c)) notes.cannot.push_back(*difference);
     }
     add_notes(e, notes);
     e.memory_added = trainer_memory_notes(c);
@@ -71,7 +75,7 @@ FrameworkExport torchrun_export(const TrialConfig& c) {
         cmd += " --" + key + " " + shell_quote(value.is_string() ? value.get<std::string>() : value.dump());
     }
     e.body = cmd + "\n";
-    e.cannot_express.push_back(
+    e.in_script.push_back(
         "train.py stands for your Hugging Face training script (HfArgumentParser over TrainingArguments)");
     return e;
 }

@@ -218,6 +218,18 @@ void risk_free_first(BestAnswer& answer) {
     std::stable_partition(ranked.begin(), ranked.end(), [](const TrialRecord& t) { return !risky(t); });
 }
 
+// Leaves out of the ranked candidates (in rank order) what the query's emit target cannot write
+// exactly, counting them and keeping the reason of the best.
+void rank_out_inexpressible(BestAnswer& answer, const BestQuery& query) {
+    if (!query.emit) return;
+    std::erase_if(answer.ranked, [&](const TrialRecord& t) {
+        const auto why = query.emit->inexpressible(t.result.config);
+        if (!why) return false;
+        if (answer.inexpressible++ == 0) answer.inexpressible_example = fmt::format("trial {}: {}", t.id, *why);
+        return true;
+    });
+}
+
 // Ranks the trials in scope (already reduced to the basis's candidates) under the query.
 BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const StatusCounts& counts, Basis basis) {
     const auto cs = constraints_of(query, basis);
@@ -231,15 +243,23 @@ BestAnswer rank(std::vector<TrialRecord> scope, const BestQuery& query, const St
     answer.framework_unpredicted = fw.unpredicted;
     answer.measured_ok = scope.size();
     for (const TrialRecord* t : meeting(scope, cs, std::nullopt)) answer.ranked.push_back(*t);
-    answer.qualifying = answer.ranked.size();
-    if (answer.ranked.empty()) {
-        // When the stack left out every candidate, that is the whole answer.
-        if (before == 0 || !scope.empty()) answer.why_none = explain(scope, cs, counts, basis);
-        if (const std::string why = framework_why(fw); !why.empty()) answer.why_none.push_back(why);
-        return answer;
-    }
     std::sort(answer.ranked.begin(), answer.ranked.end(),
               [&](const TrialRecord& a, const TrialRecord& b) { return ranks_before(a, b, query.by, basis); });
+    // Only what meets every constraint is exported to ask the target, since an export costs; in rank
+    // order, so the reason kept is that of the configuration that would have been the answer.
+    const bool met = !answer.ranked.empty();
+    rank_out_inexpressible(answer, query);
+    answer.qualifying = answer.ranked.size();
+    if (answer.ranked.empty()) {
+        // When the stack left out every candidate, that is the whole answer; so when the target did.
+        if (!met && (before == 0 || !scope.empty())) answer.why_none = explain(scope, cs, counts, basis);
+        if (const std::string why = framework_why(fw); !why.empty()) answer.why_none.push_back(why);
+        if (answer.inexpressible > 0)
+            answer.why_none.push_back(
+                fmt::format("--emit {} cannot write exactly any of the {} that qualify otherwise (the best: {})",
+                            query.emit->name, answer.inexpressible, answer.inexpressible_example));
+        return answer;
+    }
     if (!query.allow_risk) risk_free_first(answer);
     std::vector<std::optional<ParetoPoint>> points;
     for (const TrialRecord& t : answer.ranked)

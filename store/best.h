@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,14 @@ enum class BestBy { tokens_per_s, peak_memory };
 enum class Basis { measured, predicted };
 inline std::string_view to_string(Basis b) { return b == Basis::measured ? "measured" : "predicted"; }
 
+// An export target as the ranking sees it: its name, and why it cannot write a configuration exactly
+// (exports/expressible.h; nullopt when it can). What it cannot write is ranked out of the answer,
+// counted, and the reason of the best of them kept.
+struct EmitTarget {
+    std::string name;
+    std::function<std::optional<std::string>(const TrialConfig&)> inexpressible;
+};
+
 struct BestQuery {
     std::optional<std::string> sweep;              // every sweep when unset
     std::optional<std::uint64_t> max_memory;       // measured peak bytes per rank
@@ -41,6 +50,8 @@ struct BestQuery {
     // trial's sweep's [framework]. Under a stack, what fits and the peak are its predicted device
     // memory; measured throughput still ranks (our engine's measurement of the configuration).
     std::optional<std::string> framework;
+    // The target the answer is written for (`tune best --emit F`); unset, every configuration qualifies.
+    std::optional<EmitTarget> emit;
 };
 
 struct BestAnswer {
@@ -62,6 +73,10 @@ struct BestAnswer {
     std::size_t framework_cannot_run = 0;
     std::size_t framework_does_not_fit = 0;
     std::size_t framework_unpredicted = 0;  // recorded before predictions were kept: ranked with our engine's numbers
+    // Configurations meeting every constraint that the query's emit target cannot write exactly, ranked
+    // out, and the best of them with its reason: "trial 3: Adafactor under ZeRO: ...".
+    std::size_t inexpressible = 0;
+    std::string inexpressible_example;
 };
 
 // The numbers a ranking reads: measured, or the estimator's for predicted answers. Under a

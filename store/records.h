@@ -46,8 +46,8 @@ struct SoftwareVersions {
     bool operator==(const SoftwareVersions&) const = default;
 };
 
-// What a sweep is and where it ran. `plan` is free-form data of the driver
-// (pruning thresholds, ordering, calibration) kept with the sweep.
+// What a sweep is and where it ran. `plan` is free-form data of the driver kept
+// with the sweep, an object; its "makespan" (driver/makespan) the reports read.
 struct SweepRecord {
     std::string name;
     std::string spec_text;
@@ -58,6 +58,9 @@ struct SweepRecord {
     std::string backend;
     SoftwareVersions software;
     nlohmann::json plan = nlohmann::json::object();
+    // Read back: why the stored plan was not what tune writes (naming the file, the sweep and the
+    // column), and `plan` is then empty; empty when it was. Its readers warn with it.
+    std::string plan_damage;
     std::string framework = "tune";  // [framework] name: the stack its answers predict for
     bool operator==(const SweepRecord&) const = default;
 };

@@ -1,5 +1,6 @@
 #include "store/row_checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -54,6 +55,29 @@ std::uint64_t count_column(const Query& q, int column, TrialId id, std::string_v
     const std::int64_t value = q.int64(column);
     if (value < 0) damaged_row(id, name, fmt::format("holds {}, which no count of bytes or steps is", value));
     return static_cast<std::uint64_t>(value);
+}
+
+std::vector<std::uint64_t> byte_counts(const nlohmann::json& j, TrialId id, std::string_view column,
+                                       std::string_view what) {
+    const bool counts =
+        j.is_array() && std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) { return v.is_number_unsigned(); });
+    if (!counts)
+        damaged_row(id, column,
+                    what.empty() ? std::string("is not a list of byte counts")
+                                 : fmt::format("is not the ranks' memory ({} is not a list of byte counts)", what));
+    return j.get<std::vector<std::uint64_t>>();
+}
+
+std::optional<std::string> plan_problem(const nlohmann::json& plan) {
+    if (!plan.is_object()) return fmt::format("holds {}, not an object", plan.type_name());
+    if (!plan.contains("makespan")) return std::nullopt;
+    const nlohmann::json& makespan = plan["makespan"];
+    if (!makespan.is_object()) return fmt::format("holds {} as \"makespan\", not an object", makespan.type_name());
+    // Keys are the database's text: {:?} escapes them for the terminal, as dump() does values.
+    for (const auto& [key, v] : makespan.items())
+        if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+            return fmt::format("holds {} as \"makespan\".{:?}, not a finite, non-negative number", v.dump(), key);
+    return std::nullopt;
 }
 
 void check_plausible(const TrialRecord& rec) {

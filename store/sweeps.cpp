@@ -1,6 +1,7 @@
 // Store: the sweeps table (create, continue, restart, list with counts).
 #include <fmt/format.h>
 
+#include "store/row_checks.h"
 #include "store/sqlite_db.h"
 #include "store/store.h"
 
@@ -46,7 +47,23 @@ std::uint64_t trial_count(sql::Connection& db, SweepId id) {
     return q.uint64(0);
 }
 
-SweepRecord read_sweep(const sql::Query& q) {
+// The plan as tune wrote it, or an empty one with `plan_damage` saying why: only the predicted
+// makespan reads it, so a damaged plan leaves that out rather than the sweep (store/row_checks.h).
+// The name is escaped ({:?}), so the message reaches a terminal as it is.
+void read_plan(const std::string& path, SweepId id, const std::string& text, SweepRecord& r) {
+    r.plan = nlohmann::json::parse(text, nullptr, false);
+    std::optional<std::string> problem =
+        r.plan.is_discarded() ? std::optional<std::string>("is not JSON") : sql::plan_problem(r.plan);
+    if (!problem) return;
+    r.plan = nlohmann::json::object();
+    r.plan_damage = fmt::format(
+        "{}: sweep {:?} (id {}): column plan_json {}; tune never writes that, so the database was edited or "
+        "damaged: the sweep's predicted makespan is left out (UPDATE sweeps SET plan_json = '{{}}' WHERE id = {} "
+        "clears the plan)",
+        path, r.name, id, *problem, id);
+}
+
+SweepRecord read_sweep(const std::string& path, const sql::Query& q) {
     SweepRecord r;
     r.name = q.text(1);
     r.spec_text = q.text(2);
@@ -56,20 +73,19 @@ SweepRecord read_sweep(const sql::Query& q) {
     r.device = {q.text(6), static_cast<std::uint32_t>(q.int64(7)), q.uint64(8)};
     r.backend = q.text(9);
     r.software = {q.text(10), q.text(11), q.text(12), q.text(13), q.text(14)};
-    // Unreadable plan data is the driver's loss, not a reason to refuse the sweep.
-    r.plan = nlohmann::json::parse(q.text(15), nullptr, false);
-    if (r.plan.is_discarded()) r.plan = nlohmann::json::object();
+    read_plan(path, q.int64(0), q.text(15), r);
     r.framework = q.text(16);
     return r;
 }
 
-std::vector<SweepSummary> select_sweeps(sql::Connection& db, std::optional<std::string_view> name) {
+std::vector<SweepSummary> select_sweeps(const std::string& path, sql::Connection& db,
+                                        std::optional<std::string_view> name) {
     sql::Transaction tx(db, sql::Transaction::Kind::read);  // sweeps and counts from one snapshot
     std::vector<SweepSummary> out;
     {
         auto q = db.query(kSelectAll);
         q.bind(1, name);
-        while (q.step()) out.push_back({q.int64(0), read_sweep(q), {}});
+        while (q.step()) out.push_back({q.int64(0), read_sweep(path, q), {}});
     }
     auto q = db.query(kCounts);
     while (q.step()) {
@@ -110,10 +126,10 @@ OpenedSweep Store::open_sweep(const SweepRecord& record, bool restart) {
     return opened;
 }
 
-std::vector<SweepSummary> Store::sweeps() const { return select_sweeps(*db_, std::nullopt); }
+std::vector<SweepSummary> Store::sweeps() const { return select_sweeps(path_, *db_, std::nullopt); }
 
 std::optional<SweepSummary> Store::find_sweep(std::string_view name) const {
-    auto found = select_sweeps(*db_, name);
+    auto found = select_sweeps(path_, *db_, name);
     if (found.empty()) return std::nullopt;
     return std::move(found.front());
 }

@@ -75,13 +75,19 @@ void read_real_memory(const sql::Query& q, int first, TrialRecord& rec) {
     r.untracked = q.int64(first + 2);
     if (q.is_null(first + 3)) return;
     const nlohmann::json ranks = sql::json_column(q, first + 3, rec.id, "rank_real_json");
-    try {
-        r.rank_real_peaks = ranks.at("real_peaks").get<std::vector<std::uint64_t>>();
-        r.rank_baselines = ranks.at("baselines").get<std::vector<std::uint64_t>>();
-        r.rank_untracked = ranks.at("untracked").get<std::vector<std::int64_t>>();
-    } catch (const nlohmann::json::exception& e) {
-        sql::damaged_row(rec.id, "rank_real_json", fmt::format("is not the ranks' memory ({})", e.what()));
-    }
+    const auto member = [&](const char* key) -> const nlohmann::json& {
+        if (!ranks.is_object() || !ranks.contains(key))
+            sql::damaged_row(rec.id, "rank_real_json", fmt::format("is not the ranks' memory (no \"{}\")", key));
+        return ranks[key];
+    };
+    r.rank_real_peaks = sql::byte_counts(member("real_peaks"), rec.id, "rank_real_json", "real_peaks");
+    r.rank_baselines = sql::byte_counts(member("baselines"), rec.id, "rank_real_json", "baselines");
+    const nlohmann::json& untracked = member("untracked");
+    // The untracked rest is signed (the real peak less the baseline and the tagged peak), never a fraction.
+    if (!untracked.is_array() ||
+        !std::all_of(untracked.begin(), untracked.end(), [](const nlohmann::json& v) { return v.is_number_integer(); }))
+        sql::damaged_row(rec.id, "rank_real_json", "is not the ranks' memory (untracked is not a list of integers)");
+    r.rank_untracked = untracked.get<std::vector<std::int64_t>>();
 }
 
 void read_measurement(const sql::Query& q, TrialRecord& rec) {
@@ -96,11 +102,8 @@ void read_measurement(const sql::Query& q, TrialRecord& rec) {
     r.oom_requested = q.uint64(22);
     r.oom_live = q.uint64(23);
     if (!q.is_null(24)) {
-        const nlohmann::json peaks = sql::json_column(q, 24, rec.id, "rank_peaks_json");
-        if (!peaks.is_array() ||
-            !std::all_of(peaks.begin(), peaks.end(), [](const auto& p) { return p.is_number_unsigned(); }))
-            sql::damaged_row(rec.id, "rank_peaks_json", "is not a list of byte counts");
-        r.rank_peaks = peaks.get<std::vector<std::uint64_t>>();
+        r.rank_peaks =
+            sql::byte_counts(sql::json_column(q, 24, rec.id, "rank_peaks_json"), rec.id, "rank_peaks_json", "");
     }
     // NaN is stored as NULL by SQLite; the counts keep the series' lengths.
     constexpr double nan = std::numeric_limits<double>::quiet_NaN();

@@ -322,6 +322,21 @@ TEST_CASE("8-bit Adam and Adafactor under ZeRO come from the script, with DeepSp
         Framework::deepspeed, llama7b(Optimizer::adafactor, Precision::bf16_mixed, 2, Checkpointing::none));
     CHECK_THAT(joined(af.cannot_express), Catch::Contains("unfactored"));
     CHECK_THAT(joined(af.memory_added), Catch::Contains("4 bytes per parameter / N"));
+    // HF Trainer and torchrun run ZeRO through the ds_config.json their `deepspeed` argument names: that is
+    // where the script's setting goes, not something they cannot express; what DeepSpeed's engine makes
+    // of Adafactor holds there as in DeepSpeed's own export. Nor is the context, which the script's
+    // tokenization sets, nor torchrun's train.py, which stands for the script.
+    for (Framework f : {Framework::hf_trainer, Framework::torchrun}) {
+        INFO(to_string(f));
+        const TrialConfig adamw = llama7b(Optimizer::adamw, Precision::bf16_mixed, 3, Checkpointing::none);
+        const FrameworkExport sharded = export_config(f, adamw);
+        CHECK(sharded.cannot_express.empty());
+        CHECK_THAT(joined(sharded.in_script), Catch::Contains("ZeRO-3: the Trainer does it through DeepSpeed") &&
+                                                  Catch::Contains("context 2048: set by your tokenization"));
+        CHECK_THAT(joined(export_config(f, llama7b(Optimizer::adafactor, Precision::bf16_mixed, 2, Checkpointing::none))
+                              .cannot_express),
+                   Catch::Contains("Adafactor under ZeRO") && Catch::Contains("unfactored"));
+    }
 }
 
 TEST_CASE("every hyperparameter tune ran is written: Lion's betas, eps, the constant rate, the loss-scale policy",
@@ -387,7 +402,8 @@ TEST_CASE("LOMO is refused where HF Trainer cannot run it: under DeepSpeed and w
         export_config(Framework::deepspeed, llama7b(Optimizer::lomo, Precision::bf16_mixed, 0, Checkpointing::none)),
         Catch::Contains("LOMO under DeepSpeed (ZeRO-0)"));
     // Through the CLI: --emit answers for the target's stack, which leaves the configuration out,
-    // with the reason (exit 1); chosen for our engine, the emit refuses it (exit 2).
+    // with the reason (exit 1); answering for our engine, --emit ranks out what the target refuses, with
+    // the reason too.
     test::ScratchDir dir;
     const std::string db = dry_run_db(dir, "l", "optimizer = [\"lomo\"]\nprecision = [\"fp16-mixed\"]\n");
     const auto r = test::run_tune("best --emit hf-trainer --db " + db);
@@ -395,8 +411,9 @@ TEST_CASE("LOMO is refused where HF Trainer cannot run it: under DeepSpeed and w
     CHECK_THAT(r.output, Catch::Contains("answering for hf-trainer: left out 1 it cannot run") &&
                              Catch::Contains("LOMO with fp16-mixed"));
     const auto ours = test::run_tune("best --framework tune --emit hf-trainer --db " + db);
-    CHECK(ours.exit_code == 2);
-    CHECK_THAT(ours.output, Catch::Contains("LOMO with fp16-mixed"));
+    CHECK(ours.exit_code == 1);
+    CHECK_THAT(ours.output,
+               Catch::Contains("--emit hf-trainer cannot write exactly") && Catch::Contains("LOMO with fp16-mixed"));
 }
 
 // tune estimate and tune best take the same --framework names: accelerate-fsdp1 answers for accelerate-fsdp's stack.
@@ -650,10 +667,14 @@ TEST_CASE("the litgpt export writes its fine-tuning YAML: precision, quantizatio
     CHECK(y["train"]["global_batch_size"] == 2 * 16);
     CHECK(y["train"]["max_seq_length"] == 2048);
     // Its scripts divide by the warmup (0 raises ZeroDivisionError) and refuse max_norm: neither
-    // a warmup of 0 nor a clip is written, and the schedule and the clip it cannot hold are said.
+    // a warmup of 0 nor a clip is written, and the schedule and the clip it cannot hold are said;
+    // the schedule is every configuration's, the clip this one's.
     CHECK(y["train"]["lr_warmup_steps"] == 1);
     CHECK_FALSE(y["train"].contains("max_norm"));
-    CHECK_THAT(joined(e.cannot_express), Catch::Contains("cosine to 0") && Catch::Contains("do not clip"));
+    CHECK_THAT(joined(e.cannot_express_any), Catch::Contains("cosine to 0"));
+    CHECK_THAT(joined(e.cannot_express), Catch::Contains("do not clip") && !Catch::Contains("cosine to 0"));
+    CHECK_THAT(render(e, Framework::litgpt).out, Catch::Contains("# cannot express: a constant learning rate") &&
+                                                     Catch::Contains("# cannot express: gradient clipping at 1"));
     CHECK(y["optimizer"]["class_path"] == "torch.optim.AdamW");
     CHECK(y["optimizer"]["init_args"]["betas"] == nlohmann::json::array({0.9, 0.999}));
     // 1e-08 without a '.' would read as a string in PyYAML; the writer adds one.

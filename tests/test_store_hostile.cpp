@@ -3,6 +3,7 @@
 // Each of these is the user's to fix, so each exits 2 with a message.
 #include <catch2/catch.hpp>
 
+#include <sqlite3.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "launch/host_name.h"
 #include "store/store.h"
 #include "tests/support/run_command.h"
+#include "tests/support/tiny_cpu_sweep.h"
 #include "tests/test_store_support.h"
 
 using namespace tune;
@@ -323,6 +325,134 @@ TEST_CASE(
                                        Catch::Contains(d.what) && !Catch::Contains("internal error"));
         }
     }
+}
+
+namespace {
+
+// A database a real sweep wrote: two measured trials of the tiny model on the CPU, with their
+// per-rank memory (rank_peaks_json, rank_real_json) and the sweep's plan (plan_json).
+std::string measured_database(const test::ScratchDir& dir) {
+    std::ofstream(dir.file("m.toml")) << test::tiny_cpu_sweep(
+        "m", "[space]\ncontext = [64]\nmicro_batch = [1, 2]\n[trial]\nsteps = 2\nwarmup = 1\n");
+    const std::string db = dir.file("base.db");
+    const auto out = run_tune("sweep --no-report --db " + db + " " + dir.file("m.toml"));
+    INFO(out.output);
+    REQUIRE(out.exit_code == 0);
+    { Store(db, Store::Mode::read_write).check_integrity(); }  // the last connection folds the log in
+    return db;
+}
+
+// A copy of `base` at `copy` whose `column` of `table` (trial 1 of trials, or every sweep) holds
+// `value`, written through SQLite's own API with the value bound.
+void damaged_copy(const std::string& base, const std::string& copy, const char* table, const char* column,
+                  const std::string& value) {
+    fs::copy_file(base, copy, fs::copy_options::overwrite_existing);
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(copy.c_str(), &h) == SQLITE_OK);
+    const std::string sql =
+        fmt::format("UPDATE {} SET {} = ?1{}", table, column, std::string(table) == "trials" ? " WHERE id = 1" : "");
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+    sqlite3_bind_text(st, 1, value.c_str(), -1, SQLITE_TRANSIENT);
+    CHECK(sqlite3_step(st) == SQLITE_DONE);
+    CHECK(sqlite3_changes(h) >= 1);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
+// Every command that reads trials back from a database.
+const char* const kReaders[] = {"list",
+                                "best",
+                                "report --format text",
+                                "export --format csv",
+                                "export --format json",
+                                "status",
+                                "export --trial 1 --emit deepspeed"};
+
+}  // namespace
+
+TEST_CASE(
+    "JSON columns of a real database that are not JSON or hold the wrong types are refused by every reader with "
+    "exit 2, naming the file, the trial and the column",
+    "[store][hostile]") {
+    struct Damage {
+        const char* column;
+        std::string value;
+        const char* what;
+    };
+    const Damage cases[] = {
+        {"config_json", "{not json", "is not JSON"},
+        {"config_json", R"({"optimizer": 5})", "is not a configuration"},
+        {"rank_peaks_json", "[1, 2", "is not JSON"},
+        {"rank_peaks_json", "[1, -2]", "is not a list of byte counts"},
+        {"rank_peaks_json", "[1.5]", "is not a list of byte counts"},
+        {"rank_real_json", "{not json", "is not JSON"},
+        {"rank_real_json", "[1]", R"(is not the ranks' memory (no "real_peaks"))"},
+        {"rank_real_json", R"({"real_peaks": [-1], "baselines": [1], "untracked": [0]})",
+         "is not the ranks' memory (real_peaks is not a list of byte counts)"},
+        {"rank_real_json", R"({"real_peaks": [1], "baselines": [2.5], "untracked": [0]})",
+         "is not the ranks' memory (baselines is not a list of byte counts)"},
+        {"rank_real_json", R"({"real_peaks": [1], "baselines": [1], "untracked": ["x"]})",
+         "is not the ranks' memory (untracked is not a list of integers)"},
+    };
+    test::ScratchDir dir;
+    const std::string base = measured_database(dir);
+    const std::string db = dir.file("d.db");
+    for (const Damage& d : cases) {
+        damaged_copy(base, db, "trials", d.column, d.value);
+        for (const char* command : kReaders) {
+            INFO(d.column << " = " << d.value << " | tune " << command);
+            const auto out = run_tune(std::string(command) + " --db " + db);
+            INFO(out.output);
+            CHECK(out.exit_code == 2);
+            CHECK_THAT(out.output, Catch::Contains(db) && Catch::Contains("trial 1: column " + std::string(d.column)) &&
+                                       Catch::Contains(d.what) && !Catch::Contains("internal error"));
+        }
+    }
+}
+
+TEST_CASE(
+    "a sweep's plan_json that is not JSON or holds the wrong types leaves out only the predicted makespan, with a "
+    "warning naming the file, the sweep and the column",
+    "[store][hostile]") {
+    struct Damage {
+        std::string value;
+        const char* what;
+    };
+    const Damage cases[] = {
+        {"{not json", "is not JSON"},
+        {"[1]", "holds array, not an object"},
+        {R"({"makespan": 5})", R"(holds number as "makespan", not an object)"},
+        {R"({"makespan": {"predicted_s": "x", "slots": 1}})",
+         R"(holds "x" as "makespan"."predicted_s", not a finite, non-negative number)"},
+        {R"({"makespan": {"predicted_s": 1, "slots": [2]}})", R"(holds [2] as "makespan"."slots")"},
+        {R"({"makespan": {"predicted_s": -1, "slots": 1}})", R"(holds -1 as "makespan"."predicted_s")"},
+    };
+    test::ScratchDir dir;
+    const std::string base = measured_database(dir);
+    const std::string db = dir.file("d.db");
+    const std::string html = dir.file("r.html");
+    for (const Damage& d : cases) {
+        damaged_copy(base, db, "sweeps", "plan_json", d.value);
+        const std::string warning = "warning: " + db + ": sweep \"m\" (id 1): column plan_json " + d.what;
+        for (const std::string& command : {std::string("report --format text"), "report -o " + html}) {
+            INFO("plan_json = " << d.value << " | tune " << command);
+            const auto out = run_tune(command + " --db " + db);
+            INFO(out.output);
+            CHECK(out.exit_code == 0);
+            CHECK_THAT(out.output, Catch::Contains(warning) && !Catch::Contains("internal error"));
+        }
+        CHECK_THAT(run_tune("report --format text --db " + db).output, Catch::Contains("makespan -\n"));
+        // The readers that do not read the plan answer as before.
+        for (const char* command : kReaders) {
+            INFO("plan_json = " << d.value << " | tune " << command);
+            CHECK(run_tune(std::string(command) + " --db " + db).exit_code == 0);
+        }
+    }
+    // The plan tune wrote reads back whole, without a warning.
+    const auto intact = run_tune("report --format text --db " + base);
+    CHECK(intact.exit_code == 0);
+    CHECK_THAT(intact.output, Catch::Contains("makespan predicted") && !Catch::Contains("warning"));
 }
 
 TEST_CASE(
