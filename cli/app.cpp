@@ -48,6 +48,9 @@ void build_app(CLI::App& app, int& exit_code) {
     app.fallthrough(false);
     // Every option --help lists shows its default; each subcommand copies these settings when added.
     app.option_defaults()->always_capture_default();
+    // A flag given wrong reads as every other bad input does (exit 2, "error: ..."), whichever check caught it.
+    app.failure_message(
+        [](const CLI::App* a, const CLI::Error& e) { return "error: " + CLI::FailureMessage::simple(a, e); });
 
     add_sweep_command(app, exit_code);
     add_validate_command(app, exit_code);

@@ -46,7 +46,7 @@ const TrialConfig& config_defaults() {
 struct TrialFlags {
     std::string config_json, model = "tiny", memory_limit, init, tokens, init_adapter, save_adapter;
     DimensionFlags dims;
-    std::uint32_t gpus = config_defaults().world_size, steps = config_defaults().steps,
+    std::uint32_t gpus = parallel_plan(config_defaults()).world(), steps = config_defaults().steps,
                   warmup = config_defaults().warmup;
     std::uint32_t adam8bit_block = config_defaults().adam8bit_block;
     std::uint64_t seed = config_defaults().seed;

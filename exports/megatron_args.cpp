@@ -24,6 +24,13 @@ void refuse_what_it_cannot_run(const TrialConfig& c) {
     if (c.adapters())
         throw ExportRefused(fmt::format(
             "{} under Megatron-LM: it trains every weight (NeMo adds adapters); choose full", to_string(c.method)));
+    // megatron/core/parallel_state.py initialize_model_parallel raises for a virtual pipeline of two stages.
+    if (c.pipeline_parallel > 1 && c.pipeline_parallel <= 2 && c.pipeline_schedule == PipelineSchedule::interleaved)
+        throw ExportRefused(fmt::format(
+            "the interleaved schedule over {} pipeline stages under Megatron-LM: Megatron-Core's "
+            "initialize_model_parallel needs more than 2 stages for virtual pipeline stages; choose 1f1b, or "
+            "pipeline_parallel 3 or more",
+            c.pipeline_parallel));
     if (c.offload == Offload::optimizer_params)
         throw ExportRefused(
             "optimizer+params offload under Megatron-LM: --optimizer-cpu-offload moves the optimizer only; choose "

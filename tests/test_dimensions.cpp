@@ -229,7 +229,7 @@ TEST_CASE("summary and table cells follow the table's order", "[dimensions]") {
     const auto cells = dimension_cells(c);
     CHECK(std::vector<std::string>(cells.begin(), cells.end()) ==
           std::vector<std::string>{"lion", "bf16-mixed", "3", "4", "1", "4096", "full", "eager", "full", "-", "-",
-                                   "none", "1", "-"});
+                                   "none", "1", "-", "1", "-", "-", "-"});
     // The method rows: full and its meaningless rank stay out of the summary; lora shows both.
     c.method = Method::lora;
     c.lora_rank = 8;

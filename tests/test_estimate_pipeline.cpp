@@ -169,13 +169,16 @@ TEST_CASE("the pipeline's keys are dimensions: in the JSON only where set, colla
     CHECK_FALSE(find_dimension("pipeline_schedule")->applies_to(llama70b(1)));
 }
 
-TEST_CASE("Megatron-LM and torchtitan exports carry the pipeline; the stacks without one refuse it") {
+TEST_CASE("Megatron-LM and torchtitan exports carry the pipeline, and the stacks without one refuse it") {
     TrialConfig c = llama70b(4, PipelineSchedule::interleaved, 2);
     const std::string megatron = export_config(Framework::megatron, c).body;
     for (const char* arg : {"--pipeline-model-parallel-size 4", "--num-layers-per-virtual-pipeline-stage 10",
                             "--tensor-model-parallel-size 8", "--global-batch-size 32"})
         CHECK_THAT(megatron, Catch::Contains(arg));
     CHECK_THAT(megatron, !Catch::Contains("pipeline-split"));
+    TrialConfig two = llama70b(2, PipelineSchedule::interleaved, 2);
+    two.world_size = 32;
+    CHECK_THROWS_WITH(export_config(Framework::megatron, two), Catch::Contains("more than 2 stages"));
     c.pipeline_split = PipelineSplit::embedding_loss;
     c.model.layers = 78;  // 80 counted, 10 per virtual stage
     const std::string split = export_config(Framework::megatron, c).body;

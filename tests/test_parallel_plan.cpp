@@ -126,8 +126,7 @@ TEST_CASE("a plan that cannot be built names why") {
     const auto kv = parallel_plan_problem(ParallelPlan::of(1, 4), odd_kv, 128);
     REQUIRE(kv);
     CHECK_THAT(kv->reason, Catch::Contains("4 neither divides the model's 3 KV heads"));
-    CHECK_THAT(reason(ParallelPlan::of(1, 1, 8)),
-               Catch::Contains("pipeline_parallel 8 does not divide the model's 12 layers"));
+    CHECK_THAT(reason(ParallelPlan::of(1, 1, 8)), Catch::Contains("12 layers do not divide into 8 pipeline stages"));
     CHECK_THAT(reason(ParallelPlan::of(1, 1, 1, 8), 100),
                Catch::Contains("context_parallel 8 does not divide the context 100"));
     CHECK_THAT(reason(ParallelPlan::of(3, 1, 1, 1, 2)), Catch::Contains("expert_parallel 2 does not divide the 3"));

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/dimensions.h"
 #include "tests/fuzz/fuzzer.h"
 
 namespace fs = std::filesystem;
@@ -73,4 +74,38 @@ TEST_CASE("fuzz: mutated safetensors headers through tune trial --init", "[fuzz]
     }
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     WARN(fmt::format("{} runs in {:.1f} s", f.runs, took));
+}
+
+TEST_CASE("fuzz: hostile values of every dimension's flag and [space] key through estimate and validate", "[fuzz]") {
+    // The dimensions come from their table, so a new one (the pipeline's four, say) is fuzzed as it lands.
+    Fuzzer f("dimensions");
+    const fs::path sentinel = f.dir / "sentinel";
+    const std::vector<std::string> values{"0",   "-1",   "4294967297", "nan",
+                                          "inf", "1e3",  "2.5",        "",
+                                          "\"",  "1f1b", "on",         "$(touch " + sentinel.string() + ")"};
+    for (const tune::Dimension& d : tune::dimensions()) {
+        std::vector<std::string> tried = values;
+        for (std::string_view choice : d.choices) tried.emplace_back(choice);
+        for (const std::string& v : tried) {
+            const fs::path note = f.dir / fmt::format("{}.txt", d.name);
+            spit(note, fmt::format("{} {}\n", d.flag, v));
+            // Beside sizes that build a pipeline and a tensor-parallel group, so the value meets their rules too.
+            std::vector<std::string> args{"estimate", "--model", "small", "--gpus", "8"};
+            for (const auto& [flag, size] :
+                 {std::pair{"--tensor-parallel", "2"}, {"--pipeline-parallel", "2"}, {"--grad-accum", "4"}})
+                if (d.flag != flag) args.insert(args.end(), {flag, size});
+            args.insert(args.end(), {std::string(d.flag), v});
+            f.run(args, note);
+            const fs::path sweep = f.dir / fmt::format("{}.toml", d.name);
+            const std::string value =
+                d.is_enum() || v.empty() || v.find_first_not_of("-0123456789.e") != std::string::npos
+                    ? nlohmann::json(v).dump()
+                    : v;
+            spit(sweep, fmt::format("name = \"fz\"\n[model]\npreset = \"small\"\n[hardware]\ngpus = 8\n"
+                                    "device = \"h100-80gb\"\n[space]\n{} = [{}]\n",
+                                    d.name, value));
+            f.run({"validate", sweep.string()}, sweep);
+        }
+    }
+    CHECK_FALSE(fs::exists(sentinel));
 }
