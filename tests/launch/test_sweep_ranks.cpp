@@ -4,6 +4,7 @@
 // and collectives move more bytes at stage 3 than at stage 0.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -54,4 +55,40 @@ TEST_CASE("a sweep of 2-rank trials runs ZeRO 0-3 through mpirun and records eve
             m["comm_bytes"].get<std::uint64_t>();
     }
     for (const char* o : {"adamw", "adafactor"}) CHECK(comm[{o, 3}] > comm[{o, 0}]);
+}
+
+TEST_CASE("a sweep over pipeline_parallel {1, 2} runs both through mpirun, each rank's peak as its stage's estimate",
+          "[mpi][launch][e2e][pipeline]") {
+    const fs::path dir = fs::temp_directory_path() / "tune-launch-pipeline";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const fs::path file = dir / "pp.toml";
+    std::ofstream(file) << "name = \"pp\"\n[model]\npreset = \"tiny\"\n[hardware]\ngpus = 2\ndevice = \"cpu\"\n"
+                        << "memory_limit = \"1GiB\"\n[space]\nprecision = \"bf16-mixed\"\ngrad_accum = 2\n"
+                        << "pipeline_parallel = [1, 2]\ncontext = 64\n"
+                        << "[trial]\nsteps = 2\nwarmup = 1\ntimeout = \"120s\"\n[output]\ndatabase = \""
+                        << (dir / "pp.db").string() << "\"\nreport = \"" << (dir / "pp.html").string() << "\"\n";
+    const auto run = tune::test::run_tune("sweep " + file.string() + " --no-probe");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.output, Catch::Contains("2 ok") && Catch::Contains("pp2"));
+    const auto exported = tune::test::run_tune("export --db " + (dir / "pp.db").string() + " --format json");
+    REQUIRE(exported.exit_code == 0);
+    const json trials = json::parse(exported.output.substr(exported.output.find('{')))["trials"];
+    REQUIRE(trials.size() == 2);
+    for (const json& t : trials) {
+        INFO(t.dump());
+        REQUIRE(t["status"] == "ok");
+        REQUIRE(t["measured"]["rank_peaks"].size() == 2);
+        // The recorded estimate is the worst stage's: the largest tagged peak of any rank (each rank's peak less
+        // its own process baseline, which differs between ranks).
+        const json& m = t["measured"];
+        std::uint64_t tagged = 0;
+        for (std::size_t r = 0; r < m["rank_peaks"].size(); ++r)
+            tagged =
+                std::max(tagged, m["rank_peaks"][r].get<std::uint64_t>() - m["rank_baselines"][r].get<std::uint64_t>());
+        CHECK(t["estimate"]["peak_bytes"].get<std::uint64_t>() -
+                  t["estimate"]["memory"]["overhead"].get<std::uint64_t>() ==
+              tagged);
+    }
 }
