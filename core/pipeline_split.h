@@ -17,6 +17,14 @@
 
 namespace tune {
 
+// Whether the split counts the embedding (first virtual stage) or the loss (last) as a layer.
+bool split_counts_embedding(PipelineSplit split);
+bool split_counts_loss(PipelineSplit split);
+// A virtual stage's counted layers (L plus the counted embedding and loss, over p v): what Megatron's
+// --num-layers-per-virtual-pipeline-stage and torchtitan's pipeline_parallel_layers_per_stage take.
+std::uint32_t pipeline_counted_layers(std::uint32_t layers, std::uint32_t stages, std::uint32_t virtual_stages,
+                                      PipelineSplit split);
+
 // Why the layers cannot divide so; nullopt when they can.
 std::optional<std::string> pipeline_split_problem(std::uint32_t layers, std::uint32_t stages,
                                                   std::uint32_t virtual_stages, PipelineSplit split);

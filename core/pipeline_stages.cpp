@@ -9,7 +9,6 @@
 namespace tune {
 namespace {
 
-// Walks a stage's steps: the layers held (forward run, backward not yet), and chunk 0's micro-batches.
 // The most micro-batches of chunk `chunk` between their forward and backward.
 std::uint32_t held_of_chunk(const std::vector<PipelineStep>& steps, std::uint32_t chunk) {
     std::uint32_t held = 0, most = 0;
@@ -36,6 +35,10 @@ void count_held(const std::vector<PipelineStep>& steps, PipelineStage& s) {
 
 }  // namespace
 
+PipelineStage whole_model_stage(std::uint32_t layers) {
+    return PipelineStage{0, {layers}, layers, true, true, layers, 1, 1, {0}};
+}
+
 std::uint32_t PipelineStage::largest_chunk() const {
     return chunk_layers.empty() ? 0 : *std::max_element(chunk_layers.begin(), chunk_layers.end());
 }
@@ -53,7 +56,7 @@ std::vector<PipelineStage> pipeline_stages(const ModelSpec& m, const TrialConfig
     // A pipeline that cannot be built (parallel_problem says why) counts as one stage.
     if (plan.pp == 1 || pipeline_split_problem(layers, plan.pp, plan.virtual_stages, plan.layer_split) ||
         pipeline_schedule_problem(c.pipeline_schedule, plan.pp, plan.virtual_stages, c.grad_accum))
-        return {PipelineStage{0, {layers}, layers, true, true, layers, 1, 1, {0}}};
+        return {whole_model_stage(layers)};
     const std::vector<std::uint32_t> split = pipeline_layers(layers, plan.pp, plan.virtual_stages, plan.layer_split);
     const PipelineTable table = pipeline_table(c.pipeline_schedule, plan.pp, plan.virtual_stages, c.grad_accum);
     std::vector<PipelineStage> out;

@@ -41,6 +41,9 @@ struct PipelineStage {
     std::vector<std::uint32_t> whole_layers() const;
 };
 
+// The one stage without pipeline parallelism: every layer, the embedding and the head, one micro-batch at a time.
+PipelineStage whole_model_stage(std::uint32_t layers);
+
 // (pp) every stage of a configuration of model `m` (a sweep's, standing in for c.model); one holding
 // everything where its pipeline cannot be built.
 std::vector<PipelineStage> pipeline_stages(const ModelSpec& m, const TrialConfig& c);

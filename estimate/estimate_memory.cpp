@@ -104,7 +104,7 @@ struct PhaseBytes {
     std::uint64_t grad_bytes;
 };
 
-// What one pipeline stage's micro-batch runs beside (docs/memory-model.md §10): the layers of the chunk it
+// What one pipeline stage's micro-batch runs beside (docs/memory-model.md §12): the layers of the chunk it
 // runs, what the other micro-batches in flight keep of theirs, and the stage's token buffers (the inputs
 // the embedding keeps for its backward, the head's targets and losses). One stage holding everything,
 // one micro-batch at a time, without pipeline parallelism.

@@ -102,8 +102,7 @@ FlatLayout stage_flat_layout(const ModelSpec& local, const TrialConfig& c, const
 }
 
 ModelStateBytes trial_states(const ModelSpec& model, const TrialConfig& c) {
-    return trial_states(model, c,
-                        PipelineStage{0, {}, static_cast<std::uint32_t>(model.layers), true, true, 0, 1, 1, {}});
+    return trial_states(model, c, whole_model_stage(static_cast<std::uint32_t>(model.layers)));
 }
 
 ModelStateBytes trial_states(const ModelSpec& model, const TrialConfig& c, const PipelineStage& stage) {

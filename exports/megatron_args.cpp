@@ -8,6 +8,7 @@
 
 #include "core/optimizer_hyperparameters.h"
 #include "core/parallel_plan.h"
+#include "core/pipeline_split.h"
 #include "exports/framework_checkpointing.h"
 
 namespace tune {
@@ -74,16 +75,13 @@ void add_model(Args& a, const ModelSpec& m, const TrialConfig& c, FrameworkExpor
 void add_pipeline(Args& a, const TrialConfig& c) {
     if (c.pipeline_parallel <= 1) return;
     a.emplace_back("--pipeline-model-parallel-size", std::to_string(c.pipeline_parallel));
-    const bool embedding =
-        c.pipeline_split == PipelineSplit::embedding || c.pipeline_split == PipelineSplit::embedding_loss;
-    const bool loss = c.pipeline_split == PipelineSplit::loss || c.pipeline_split == PipelineSplit::embedding_loss;
-    if (c.pipeline_schedule == PipelineSchedule::interleaved) {
-        const std::uint64_t chunks = std::uint64_t{c.pipeline_parallel} * c.virtual_stages;
-        a.emplace_back("--num-layers-per-virtual-pipeline-stage",
-                       std::to_string((c.model.layers + embedding + loss) / chunks));
-    }
-    if (embedding) a.emplace_back("--account-for-embedding-in-pipeline-split", "");
-    if (loss) a.emplace_back("--account-for-loss-in-pipeline-split", "");
+    if (c.pipeline_schedule == PipelineSchedule::interleaved)
+        a.emplace_back(
+            "--num-layers-per-virtual-pipeline-stage",
+            std::to_string(pipeline_counted_layers(static_cast<std::uint32_t>(c.model.layers), c.pipeline_parallel,
+                                                   c.virtual_stages, c.pipeline_split)));
+    if (split_counts_embedding(c.pipeline_split)) a.emplace_back("--account-for-embedding-in-pipeline-split", "");
+    if (split_counts_loss(c.pipeline_split)) a.emplace_back("--account-for-loss-in-pipeline-split", "");
 }
 
 // ZeRO 2-3 run under Megatron-FSDP (megatron/training/arguments.py, validate_args).

@@ -9,6 +9,7 @@
 
 #include "core/optimizer_hyperparameters.h"
 #include "core/parallel_plan.h"
+#include "core/pipeline_split.h"
 #include "exports/framework_checkpointing.h"
 
 namespace tune {
@@ -42,18 +43,17 @@ std::string flavor_of(const ModelSpec& m, FrameworkExport& e) {
 // micro-batch, and the layers of each virtual stage with the first and last stages' "less layers" (both 1 by
 // default: the embedding and the head count as a layer) set to tune's split.
 void add_pipeline(toml::table& t, const TrialConfig& c) {
-    const bool less_first =
-        c.pipeline_split == PipelineSplit::embedding || c.pipeline_split == PipelineSplit::embedding_loss;
-    const bool less_last = c.pipeline_split == PipelineSplit::loss || c.pipeline_split == PipelineSplit::embedding_loss;
-    const std::uint64_t chunks = std::uint64_t{c.pipeline_parallel} * c.virtual_stages;
     t.insert("pipeline_parallel_degree", static_cast<std::int64_t>(c.pipeline_parallel));
     t.insert("pipeline_parallel_schedule",
              c.pipeline_schedule == PipelineSchedule::interleaved ? "Interleaved1F1B" : "1F1B");
     t.insert("pipeline_parallel_microbatch_size", static_cast<std::int64_t>(c.micro_batch));
     t.insert("pipeline_parallel_layers_per_stage",
-             static_cast<std::int64_t>((c.model.layers + less_first + less_last) / chunks));
-    t.insert("pipeline_parallel_first_stage_less_layers", static_cast<std::int64_t>(less_first));
-    t.insert("pipeline_parallel_last_stage_less_layers", static_cast<std::int64_t>(less_last));
+             static_cast<std::int64_t>(pipeline_counted_layers(
+                 static_cast<std::uint32_t>(c.model.layers), c.pipeline_parallel, c.virtual_stages, c.pipeline_split)));
+    t.insert("pipeline_parallel_first_stage_less_layers",
+             static_cast<std::int64_t>(split_counts_embedding(c.pipeline_split)));
+    t.insert("pipeline_parallel_last_stage_less_layers",
+             static_cast<std::int64_t>(split_counts_loss(c.pipeline_split)));
 }
 
 // ZeRO-0 is plain replication (DDP); 2 keeps the gathered parameters from forward

@@ -184,10 +184,10 @@ LayoutSource stage_source(const LayoutSource& all_source, const ParamLayout& all
     LayoutSource out(stage.buffers());
     for (std::size_t i = 0; i < static_cast<std::size_t>(stage.layers); ++i) out[i] = all_source[stage.whole_index(i)];
     if (!stage.has_outer) return out;
+    out[stage.outer_index()].resize(stage.outer.tensors.size());
     for (OuterTensor t : {OuterTensor::embedding, OuterTensor::final_norm, OuterTensor::lm_head}) {
         if (!stage.has(t)) continue;
         const OuterTensor from = all.has(t) ? t : OuterTensor::embedding;  // tied: the head copies the embedding
-        out[stage.outer_index()].resize(stage.outer.tensors.size());
         out[stage.outer_index()][stage.index(t)] = all_source[all.outer_index()][all.index(from)];
     }
     return out;

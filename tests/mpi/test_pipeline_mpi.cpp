@@ -15,12 +15,14 @@
 #include "estimate/estimate.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/mpi/mpi_session.h"
+#include "tests/mpi/parallel_losses.h"
 #include "train/comm/comm_mpi.h"
 #include "train/trainer.h"
 
 namespace {
 
 using namespace tune;
+using test::losses, test::single_rank_losses, test::worst;
 
 // `small`: 4 layers, 8 heads, vocabulary 2048; pp 2 and 4 split its layers evenly.
 TrialConfig pp_config(std::uint32_t pp, std::uint32_t world, std::uint32_t grad_accum = 4) {
@@ -33,34 +35,6 @@ TrialConfig pp_config(std::uint32_t pp, std::uint32_t world, std::uint32_t grad_
     c.clip = 1.0;  // the global norm over the stages runs
     c.eps = 1e-4;  // Adam's first steps smooth in g: fp32 reordering cannot flip a tiny gradient's update
     return c;
-}
-
-std::vector<double> losses(train::Comm& comm, const TrialConfig& c) {
-    kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
-    const auto tokens = train::synthetic_tokens(c.seed, c.model.vocab);
-    train::Trainer trainer(backend, comm, c, *tokens);
-    std::vector<double> out;
-    for (std::uint32_t s = 0; s < c.steps; ++s) {
-        float loss = static_cast<float>(trainer.step().loss);
-        comm.all_reduce(&loss, 1, kernels::DType::f32, train::ReduceOp::average);
-        out.push_back(loss);
-    }
-    return out;
-}
-
-// One rank with every replica's rows and every layer.
-std::vector<double> single_rank_losses(TrialConfig c) {
-    c.micro_batch *= parallel_plan(c).dp;
-    c.world_size = 1, c.tensor_parallel = 1, c.sequence_parallel = false, c.pipeline_parallel = 1;
-    c.pipeline_schedule = PipelineSchedule::one_f_one_b, c.virtual_stages = 1, c.pipeline_split = PipelineSplit::even;
-    train::SingleRankComm one;
-    return losses(one, c);
-}
-
-double worst(const std::vector<double>& a, const std::vector<double>& b) {
-    double most = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) most = std::max(most, std::abs(a[i] - b[i]));
-    return most;
 }
 
 void check_equal_losses(train::Comm& comm, const TrialConfig& c) {

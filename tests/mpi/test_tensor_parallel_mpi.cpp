@@ -20,6 +20,7 @@
 #include "estimate/estimate.h"
 #include "estimate/tensor_parallel_calls.h"
 #include "tests/mpi/mpi_session.h"
+#include "tests/mpi/parallel_losses.h"
 #include "tests/support/trainer_fixture.h"
 #include "train/comm/comm_mpi.h"
 #include "train/lora.h"
@@ -29,6 +30,7 @@
 namespace {
 
 using namespace tune;
+using test::losses, test::single_rank_losses, test::worst;
 
 // `small`: 8 heads, 4 KV heads, ffn 688, vocabulary 2048: tp 2 and 4 split all of them.
 TrialConfig tp_config(Optimizer o, std::uint32_t tp, std::uint32_t world, std::uint32_t stage, bool sp = false) {
@@ -41,28 +43,6 @@ TrialConfig tp_config(Optimizer o, std::uint32_t tp, std::uint32_t world, std::u
     c.clip = 1.0;  // LOMO's norm pass, and the global norm over the shards, both run
     c.eps = 1e-4;  // Adam's first steps smooth in g: fp32 reordering cannot flip a tiny gradient's update
     return c;
-}
-
-// Each step's loss over the whole global batch: the ranks' mean (tp ranks share theirs).
-std::vector<double> losses(train::Comm& comm, const TrialConfig& c) {
-    kernels::CpuBackend backend{kernels::CpuBackendOptions{1, 0}};
-    const auto tokens = train::synthetic_tokens(c.seed, c.model.vocab);
-    train::Trainer trainer(backend, comm, c, *tokens);
-    std::vector<double> out;
-    for (std::uint32_t s = 0; s < c.steps; ++s) {
-        float loss = static_cast<float>(trainer.step().loss);
-        comm.all_reduce(&loss, 1, kernels::DType::f32, train::ReduceOp::average);
-        out.push_back(loss);
-    }
-    return out;
-}
-
-// The same configuration on one rank, with every replica's rows in its micro-batch.
-std::vector<double> single_rank_losses(TrialConfig c) {
-    c.micro_batch *= parallel_plan(c).dp;
-    c.world_size = 1, c.tensor_parallel = 1, c.sequence_parallel = false;
-    train::SingleRankComm one;
-    return losses(one, c);
 }
 
 // This rank's place in a tensor-parallel group that is the world.
@@ -112,12 +92,6 @@ double check_adapter_grads_after_a_step(train::Comm& comm, const TrialConfig& c,
     const train::ParamLayout& mine = split_trainer.model().layout();
     return check_adapter_grads(split_trainer.model().download_grads(), single.trainer->model().download_grads(), mine,
                                train::adapter_parallel_source(c, mine, parallel_rank(comm, c)), tolerance);
-}
-
-double worst(const std::vector<double>& a, const std::vector<double>& b) {
-    double most = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) most = std::max(most, std::abs(a[i] - b[i]));
-    return most;
 }
 
 }  // namespace

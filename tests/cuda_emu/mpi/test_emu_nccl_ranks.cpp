@@ -103,6 +103,31 @@ TrialConfig two_rank_trial(Optimizer o, Precision p, std::uint32_t stage) {
     return c;
 }
 
+// The trial on the emulated device over NCCL and on CPU ranks over MPI: both ok, each step's loss within the
+// self-test's training tolerance (fp32 to rounding, 16-bit to a few of its ulps). Returns the device's.
+TrialResult device_trial_matching_cpu(const TrialConfig& c) {
+    train::TrialOptions on_gpu, on_cpu;
+    on_gpu.backend = BackendKind::cuda;
+    on_cpu.backend = BackendKind::cpu;
+    on_gpu.log = on_cpu.log = nullptr;
+    // The trial makes its own backend; the communicator's collectives wait for the device.
+    auto nccl = train::make_nccl_comm(test::mpi_runtime(), train::NcclPlacement{0, nullptr});
+    const TrialResult gpu = train::run_trial(c, on_gpu, *nccl);
+    train::MpiComm mpi(test::mpi_runtime());
+    const TrialResult cpu = train::run_trial(c, on_cpu, mpi);
+    INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
+    REQUIRE(gpu.status == TrialStatus::ok);
+    REQUIRE(cpu.status == TrialStatus::ok);
+    REQUIRE(gpu.losses.size() == c.steps);
+    REQUIRE(cpu.losses.size() == c.steps);
+    const double tolerance = c.precision == Precision::fp32 ? 1e-4 : 5e-2;
+    for (std::size_t s = 0; s < c.steps; ++s) {
+        INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
+        CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= tolerance);
+    }
+    return gpu;
+}
+
 }  // namespace
 
 TEST_CASE("emulated NCCL on 2 ranks: each collective's values in every float dtype, blocks placed by rank") {
@@ -159,28 +184,10 @@ TEST_CASE("emulated NCCL on 2 ranks: short trials per optimizer, precision and Z
                             {Optimizer::adam8bit, Precision::fp32, 3},
                             {Optimizer::adafactor, Precision::bf16, 0},
                             {Optimizer::lomo, Precision::fp32, 0}};
-    train::TrialOptions on_gpu, on_cpu;
-    on_gpu.backend = BackendKind::cuda;
-    on_cpu.backend = BackendKind::cpu;
-    on_gpu.log = on_cpu.log = nullptr;
     for (const Combo& k : combos) {
         const TrialConfig c = two_rank_trial(k.optimizer, k.precision, k.stage);
-        // The trial makes its own backend; the communicator's collectives wait for the device.
-        auto nccl = train::make_nccl_comm(test::mpi_runtime(), train::NcclPlacement{0, nullptr});
-        const TrialResult gpu = train::run_trial(c, on_gpu, *nccl);
-        train::MpiComm mpi(test::mpi_runtime());
-        const TrialResult cpu = train::run_trial(c, on_cpu, mpi);
-        INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
-        REQUIRE(gpu.status == TrialStatus::ok);
-        REQUIRE(cpu.status == TrialStatus::ok);
-        REQUIRE(gpu.losses.size() == c.steps);
-        REQUIRE(cpu.losses.size() == c.steps);
-        // The self-test's training tolerances: fp32 to rounding, 16-bit to a few of its ulps.
-        const double tolerance = k.precision == Precision::fp32 ? 1e-4 : 5e-2;
-        for (std::size_t s = 0; s < c.steps; ++s) {
-            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
-            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= tolerance);
-        }
+        const TrialResult gpu = device_trial_matching_cpu(c);
+        INFO(summary(c));
         const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
         CHECK(gpu.memory[Component::workspace] == e.memory[Component::workspace]);
     }
@@ -203,26 +210,15 @@ TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, mem
                             {Optimizer::adamw, Precision::bf16_mixed, false, Method::lora},
                             {Optimizer::adamw, Precision::bf16_mixed, true, Method::qlora},
                             {Optimizer::adamw, Precision::bf16_mixed, false, Method::full, 1}};
-    train::TrialOptions on_gpu, on_cpu;
+    train::TrialOptions on_gpu;
     on_gpu.backend = BackendKind::cuda;
-    on_cpu.backend = BackendKind::cpu;
-    on_gpu.log = on_cpu.log = nullptr;
+    on_gpu.log = nullptr;
     for (const auto& [optimizer, precision, sp, method, kv_heads] : combos) {
         TrialConfig c = two_rank_trial(optimizer, precision, 0);
         c.tensor_parallel = 2, c.sequence_parallel = sp, c.method = method, c.model.kv_heads = kv_heads;
         if (c.adapters()) c.lora_rank = 4;
-        auto nccl = train::make_nccl_comm(test::mpi_runtime(), train::NcclPlacement{0, nullptr});
-        const TrialResult gpu = train::run_trial(c, on_gpu, *nccl);
-        train::MpiComm mpi(test::mpi_runtime());
-        const TrialResult cpu = train::run_trial(c, on_cpu, mpi);
-        INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
-        REQUIRE(gpu.status == TrialStatus::ok);
-        REQUIRE(cpu.status == TrialStatus::ok);
-        const double tolerance = precision == Precision::fp32 ? 1e-4 : 5e-2;
-        for (std::size_t s = 0; s < c.steps; ++s) {
-            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
-            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= tolerance);
-        }
+        const TrialResult gpu = device_trial_matching_cpu(c);
+        INFO(summary(c));
         const Estimate e = estimate(c, *find_device("h100-80gb"), EstimateOptions{});
         for (Component k : kComponents) {
             if (k == Component::overhead) continue;
@@ -242,10 +238,6 @@ TEST_CASE("emulated NCCL on 2 ranks: tensor-parallel trials match CPU ranks, mem
 TEST_CASE("emulated NCCL on 2 ranks: pipeline stages match CPU ranks, each stage's memory as estimated") {
     // One layer per stage; activations and their gradients go between the stages by grouped ncclSend and
     // ncclRecv, the loss and the norm over the pipeline group.
-    train::TrialOptions on_gpu, on_cpu;
-    on_gpu.backend = BackendKind::cuda;
-    on_cpu.backend = BackendKind::cpu;
-    on_gpu.log = on_cpu.log = nullptr;
     for (const auto& [precision, method, checkpointing] :
          {std::tuple{Precision::fp32, Method::full, Checkpointing::none},
           {Precision::bf16_mixed, Method::lora, Checkpointing::none},
@@ -253,18 +245,8 @@ TEST_CASE("emulated NCCL on 2 ranks: pipeline stages match CPU ranks, each stage
         TrialConfig c = two_rank_trial(Optimizer::adamw, precision, 0);
         c.pipeline_parallel = 2, c.grad_accum = 4, c.method = method, c.lora_rank = 4;
         c.checkpointing = checkpointing;
-        auto nccl = train::make_nccl_comm(test::mpi_runtime(), train::NcclPlacement{0, nullptr});
-        const TrialResult gpu = train::run_trial(c, on_gpu, *nccl);
-        train::MpiComm mpi(test::mpi_runtime());
-        const TrialResult cpu = train::run_trial(c, on_cpu, mpi);
-        INFO(summary(c) << " on rank " << nccl->rank() << ": " << gpu.reason << cpu.reason);
-        REQUIRE(gpu.status == TrialStatus::ok);
-        REQUIRE(cpu.status == TrialStatus::ok);
-        const double tolerance = precision == Precision::fp32 ? 1e-4 : 5e-2;
-        for (std::size_t s = 0; s < c.steps; ++s) {
-            INFO("step " << s << ": cuda " << gpu.losses[s] << ", cpu " << cpu.losses[s]);
-            CHECK(std::abs(gpu.losses[s] - cpu.losses[s]) <= tolerance);
-        }
+        const TrialResult gpu = device_trial_matching_cpu(c);
+        INFO(summary(c));
         // Each rank's ledger against its own stage's estimate (the trial reports the highest rank's only).
         auto backend = kernels::make_cuda_backend(0);
         auto comm = nccl_on(*backend);
